@@ -1,0 +1,117 @@
+/* nvshare_client.h - the runtime that lives inside every scheduled process.
+ *
+ * It connects to the node's scheduler, registers the process and the GPUs it
+ * uses, and owns one lock per GPU. Its user (libnvshare's CUDA hooks, or the
+ * simulated workloads of the tests) brackets every GPU submission with
+ * nvshare_submit_begin()/nvshare_submit_end(); this header knows nothing of
+ * CUDA.
+ *
+ * The hot path. While the process holds a GPU's lock, begin/end cost two
+ * plain stores to a thread-local slot and one relaxed atomic load: no
+ * syscall, no lock, no read-modify-write. The thread-local "in flight" mark
+ * is what makes preemption exact: when the scheduler takes a GPU back, the
+ * client closes the gate, issues membarrier(2) so that every thread of the
+ * process has either published its mark or will see the closed gate, waits
+ * for the marked submissions to return, and only then calls the user's drain
+ * callback. No submission can slip in behind a drain.
+ *
+ * Failure policy. The client never exits, crashes or blocks the application
+ * because of the scheduler: if it is missing, unreachable or restarts, the
+ * gates open (one warning) and a background thread reconnects periodically;
+ * NVSHARE_FAIL_CLOSED=1 makes submissions wait for the scheduler instead. */
+#ifndef NVSHARE_CLIENT_H
+#define NVSHARE_CLIENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NVSHARE_MAX_GPUS 32
+
+struct nvshare_client_ops {
+    /* Called on the client's thread after the gate of gpu closed and every
+     * in-flight submission returned. Must return once all work this process
+     * submitted on gpu has completed. Required. */
+    void (*drain)(int gpu, void *user);
+    /* Non-blocking: true when all work this process submitted on gpu has
+     * completed. Polled while gpu is held and no thread has submitted on it
+     * for NVSHARE_IDLE_RELEASE (default 250ms): the lock is then given back
+     * early. Optional; without it an idle holder keeps the lock until
+     * preempted. */
+    bool (*completed)(int gpu, void *user);
+    void *user;
+};
+
+/* Identity and limits sent at registration. Fields left zero/empty are read
+ * from the environment (NVSHARE_POD_NAMESPACE, NVSHARE_POD_NAME,
+ * NVSHARE_CONTAINER_NAME). */
+struct nvshare_client_config {
+    const char *const *gpu_uuids; /* index i is "gpu i" in every call below */
+    int n_gpus;
+    struct nvshare_client_ops ops;
+};
+
+/* Starts the client. Returns 0, or -1 (with a log line) if the arguments are
+ * unusable; a missing scheduler is not an error (see failure policy).
+ * Calling it twice is an error. Safe to call from any thread. */
+int nvshare_client_start(const struct nvshare_client_config *config);
+
+/* Stops the client thread and closes the connection; held locks go back to
+ * the scheduler with the connection. Gates are left open. */
+void nvshare_client_stop(void);
+
+/* ---- hot path ---------------------------------------------------------- */
+
+/* One per application thread that ever submitted; owned by that thread,
+ * read by the client thread. Never freed (threads come and go; slots of
+ * exited threads are reused). */
+struct nvshare_thread {
+    volatile int inflight_gpu;  /* gpu + 1 while submitting, else 0 */
+    volatile uint64_t submits;  /* submissions begun, for idle detection */
+    _Atomic int in_use;
+    struct nvshare_thread *next;
+};
+
+extern _Atomic int nvshare_gate_open[NVSHARE_MAX_GPUS];
+extern __thread struct nvshare_thread *nvshare_self
+    __attribute__((tls_model("initial-exec")));
+
+struct nvshare_thread *nvshare_thread_register(void);
+void nvshare_gate_wait(int gpu, struct nvshare_thread *self);
+
+/* Marks the calling thread as submitting to gpu and waits until it may. */
+static inline void nvshare_submit_begin(int gpu)
+{
+    struct nvshare_thread *self = nvshare_self;
+
+    if (__builtin_expect(self == NULL, 0))
+        self = nvshare_thread_register();
+    self->inflight_gpu = gpu + 1;
+    self->submits = self->submits + 1;
+    atomic_signal_fence(memory_order_seq_cst); /* see membarrier above */
+    if (__builtin_expect(
+            !atomic_load_explicit(&nvshare_gate_open[gpu], memory_order_relaxed),
+            0))
+        nvshare_gate_wait(gpu, self);
+}
+
+static inline void nvshare_submit_end(void)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    nvshare_self->inflight_gpu = 0;
+}
+
+/* ---- slow path and introspection ------------------------------------- */
+
+/* Gives gpu back now if it is held (e.g. the application went idle). Waits
+ * for in-flight submissions and calls the drain callback first. */
+void nvshare_release(int gpu);
+
+/* True once the scheduler has accepted the registration. */
+bool nvshare_client_connected(void);
+
+/* Number of times gpu's lock was granted to this process. */
+uint64_t nvshare_lock_grants(int gpu);
+
+#endif

@@ -1,0 +1,36 @@
+/* parse.h - the one place where operator-supplied values become numbers.
+ *
+ * Every parser returns 0 on success and -1 on bad input, in which case it
+ * leaves *out untouched and writes a human sentence into err (if err is not
+ * NULL). Nothing here accepts trailing garbage, negative numbers or silent
+ * overflow: "4Gx", "-1", "" and "99999999999999999999Gi" are all errors. */
+#ifndef NVSHARE_PARSE_H
+#define NVSHARE_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PARSE_ERR_LEN 160
+
+/* Durations: "30s", "100ms", "250us", "1.5s", "2m"; a bare number is seconds.
+ * The result is in nanoseconds and must be > 0. */
+int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN]);
+
+/* Memory sizes: plain bytes, or a number with Ki/Mi/Gi/Ti (binary) or
+ * K/M/G/T (decimal) suffixes, e.g. "4Gi", "4096Mi", "512M". */
+int parse_size_bytes(const char *text, uint64_t *out, char err[PARSE_ERR_LEN]);
+
+/* An integer within [min, max]. */
+int parse_int_range(const char *text, long min, long max, long *out,
+                    char err[PARSE_ERR_LEN]);
+
+/* "on"/"off" (also 1/0, true/false, yes/no). */
+int parse_switch(const char *text, int *out, char err[PARSE_ERR_LEN]);
+
+/* Formats a duration for people: "30s", "100ms", "1.25s". */
+void format_duration(uint64_t ns, char *buf, size_t len);
+
+/* Formats a byte count for people: "4.00 GiB". */
+void format_size(uint64_t bytes, char *buf, size_t len);
+
+#endif

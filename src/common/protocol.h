@@ -1,0 +1,203 @@
+/* protocol.h - the nvshare wire protocol, shared by libnvshare, the scheduler
+ * and nvsharectl. Nothing else in the tree touches message bytes.
+ *
+ * A frame is a 4-byte little-endian body length followed by the body:
+ *
+ *     u16 version | u16 type | payload (fields in the order listed below)
+ *
+ * Integers are little-endian, strings are u16 length + bytes (no NUL), lists
+ * are a u16 count + items. Every field is encoded and decoded explicitly, so
+ * struct layout, padding and the compiler never leak onto the wire. A frame
+ * that does not decode exactly (short, trailing bytes, unknown type, strings
+ * over their limit) is rejected as a whole.
+ *
+ * Two sockets speak it: the client socket (applications; any local user) and
+ * the control socket (operators; root-only by default). Control messages are
+ * refused on the client socket, which is what keeps an application from
+ * changing the scheduler's settings. */
+#ifndef NVSHARE_PROTOCOL_H
+#define NVSHARE_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_VERSION 1
+#define PROTO_HEADER_LEN 8        /* length + version + type */
+#define PROTO_MAX_FRAME (64 * 1024)
+#define PROTO_MAX_GPUS 32         /* GPUs one client may register */
+#define PROTO_NAME_MAX 254        /* Kubernetes names are at most 253 bytes */
+#define PROTO_UUID_MAX 96         /* "GPU-<36>" and "MIG-GPU-<36>/<gi>/<ci>" */
+#define PROTO_TEXT_MAX 512
+#define PROTO_MAX_WAITERS 256     /* waiters listed per GPU in a status reply */
+
+#define CLIENT_SOCKET_NAME "scheduler.sock"
+#define CONTROL_SOCKET_NAME "control.sock"
+#define DEFAULT_SOCK_DIR "/var/run/nvshare"
+
+enum msg_type {
+    /* client socket: application <-> scheduler */
+    MSG_REGISTER = 1,      /* client -> sched: who I am, which GPUs I use */
+    MSG_REGISTER_OK,       /* sched -> client: accepted, id, per-GPU known */
+    MSG_SCHED_ON,          /* sched -> client: take the lock before submitting */
+    MSG_SCHED_OFF,         /* sched -> client: anti-thrashing off, run freely */
+    MSG_REQ_LOCK,          /* client -> sched: I want to submit on gpu */
+    MSG_LOCK_OK,           /* sched -> client: gpu is yours under lease */
+    MSG_DROP_LOCK,         /* sched -> client: drain and give gpu back */
+    MSG_LOCK_RELEASED,     /* client -> sched: drained; gpu is free */
+    /* reserved for the memory and compute-limit work */
+    MSG_MEM_UPDATE = 20,
+    MSG_WAIT_FOR_MEM,
+    MSG_MEM_AVAILABLE,
+    MSG_UPDATE_LIMIT,
+    MSG_UPDATE_CORE_LIMIT,
+    /* control socket: nvsharectl <-> scheduler */
+    MSG_CTL_STATUS = 100,  /* ctl -> sched: send the status records */
+    MSG_CTL_SET,           /* ctl -> sched: change a setting */
+    MSG_CTL_REPLY,         /* sched -> ctl: result of CTL_SET */
+    MSG_CTL_STATUS_NODE,   /* sched -> ctl: node-wide settings, counts */
+    MSG_CTL_STATUS_GPU,    /* sched -> ctl: one per GPU */
+    MSG_CTL_STATUS_CLIENT, /* sched -> ctl: one per (client, GPU) */
+    MSG_CTL_STATUS_END,    /* sched -> ctl: no more records */
+};
+
+/* Lock messages name a GPU by its index in the client's REGISTER list. */
+struct msg_lock {
+    uint8_t gpu;
+    uint32_t lease;    /* LOCK_OK, DROP_LOCK, LOCK_RELEASED; 0 in REQ_LOCK */
+    uint64_t drain_ns; /* LOCK_RELEASED: measured drain time; else 0 */
+};
+
+struct msg_register {
+    uint32_t pid; /* informational: the scheduler uses SO_PEERCRED */
+    char pod_namespace[PROTO_NAME_MAX];
+    char pod_name[PROTO_NAME_MAX];
+    char container_name[PROTO_NAME_MAX];
+    uint64_t memory_limit; /* bytes; 0 = none declared */
+    uint8_t core_limit;    /* percent 1-100; 0 = none declared */
+    uint16_t n_gpus;
+    char gpu_uuids[PROTO_MAX_GPUS][PROTO_UUID_MAX];
+};
+
+struct msg_register_ok {
+    uint64_t client_id;
+    uint8_t scheduling_on;
+    uint16_t n_gpus;
+    uint8_t gpu_known[PROTO_MAX_GPUS]; /* 0: scheduler does not manage it */
+};
+
+enum ctl_key {
+    CTL_SET_TQ = 1,          /* value: nanoseconds */
+    CTL_SET_ANTI_THRASH = 2, /* value: 0 or 1 */
+};
+
+struct msg_ctl_set {
+    uint16_t key;
+    uint64_t value;
+    char target[PROTO_NAME_MAX]; /* pod or client, for per-client settings */
+};
+
+struct msg_ctl_reply {
+    int32_t status; /* 0 on success, else an errno value */
+    char text[PROTO_TEXT_MAX];
+};
+
+struct msg_status_node {
+    uint64_t tq_ns;
+    uint8_t anti_thrash;
+    uint16_t n_gpus;
+    uint16_t n_clients;
+    uint64_t uptime_ns;
+};
+
+struct msg_status_gpu {
+    uint16_t index;
+    char uuid[PROTO_UUID_MAX];
+    char name[PROTO_NAME_MAX];
+    uint64_t memory_total;
+    uint64_t holder_id; /* 0 = free */
+    uint8_t holder_draining;
+    uint64_t switches;  /* lock hand-overs since start */
+    uint16_t n_waiting; /* in FCFS order */
+    uint64_t waiting[PROTO_MAX_WAITERS];
+};
+
+enum client_gpu_state {
+    CLIENT_IDLE = 0,
+    CLIENT_WAITING,
+    CLIENT_HOLDING,
+    CLIENT_DRAINING,
+};
+
+struct msg_status_client {
+    uint64_t client_id;
+    uint32_t pid;
+    char pod_namespace[PROTO_NAME_MAX];
+    char pod_name[PROTO_NAME_MAX];
+    char container_name[PROTO_NAME_MAX];
+    uint16_t gpu;             /* scheduler's GPU index */
+    uint8_t state;            /* enum client_gpu_state */
+    uint64_t held_ns;         /* total time held, including the current hold */
+    uint64_t wait_ns;         /* current wait, 0 when not waiting */
+    uint64_t grants;          /* times the lock was granted */
+    uint64_t last_drain_ns;   /* drain time reported with the last release */
+};
+
+struct msg {
+    uint16_t type;
+    union {
+        struct msg_register reg;
+        struct msg_register_ok reg_ok;
+        struct msg_lock lock;
+        struct msg_ctl_set set;
+        struct msg_ctl_reply reply;
+        struct msg_status_node node;
+        struct msg_status_gpu gpu;
+        struct msg_status_client client;
+    } u;
+};
+
+enum proto_error {
+    PROTO_OK = 0,
+    PROTO_E_SHORT = -1,    /* fewer bytes than the fields need */
+    PROTO_E_VERSION = -2,  /* speaks another protocol version */
+    PROTO_E_TYPE = -3,     /* unknown message type */
+    PROTO_E_TRAILING = -4, /* bytes left after the last field */
+    PROTO_E_FIELD = -5,    /* a field is out of range (string too long, ...) */
+    PROTO_E_SPACE = -6,    /* the encoding does not fit the buffer */
+    PROTO_E_IO = -7,       /* the peer closed or the socket failed */
+    PROTO_E_TIMEOUT = -8,
+};
+
+const char *proto_strerror(int err);
+const char *msg_type_name(uint16_t type);
+
+/* Encodes m as a whole frame into buf. Returns the frame length or a
+ * negative proto_error. */
+int msg_encode(const struct msg *m, uint8_t *buf, size_t cap);
+
+/* Decodes one frame body (the bytes after the 4-byte length). */
+int msg_decode(const uint8_t *body, size_t len, struct msg *out);
+
+/* Blocking helpers for sockets owned by one thread at a time. msg_send
+ * writes the whole frame (MSG_NOSIGNAL: a dead peer is an error, not a
+ * SIGPIPE in the host application). msg_recv waits at most timeout_ms
+ * (-1: forever) for a whole frame. */
+int msg_send(int fd, const struct msg *m);
+int msg_recv(int fd, struct msg *out, int timeout_ms);
+
+/* Accumulates bytes from a non-blocking socket and yields whole frames.
+ * The event loop owns one per connection. */
+struct frame_reader {
+    uint8_t buf[PROTO_MAX_FRAME + 4];
+    size_t len;
+};
+
+/* Reads what the socket has. Returns 1 if data was read, 0 on EAGAIN,
+ * PROTO_E_IO on EOF or error. */
+int frame_reader_fill(struct frame_reader *r, int fd);
+
+/* Pops the next whole frame into out. Returns 1 if a message was produced,
+ * 0 if more bytes are needed, a negative proto_error if the stream is bad. */
+int frame_reader_next(struct frame_reader *r, struct msg *out);
+
+#endif

@@ -1,0 +1,17 @@
+/* sock.h - Unix stream sockets, the only transport nvshare uses. */
+#ifndef NVSHARE_SOCK_H
+#define NVSHARE_SOCK_H
+
+#include <sys/types.h>
+
+/* Connects to path. Returns a close-on-exec fd or -1 with errno set. */
+int unix_connect(const char *path);
+
+/* Binds and listens on path (replacing a stale socket file) with the given
+ * permission bits. Returns a non-blocking close-on-exec fd or -1. */
+int unix_listen(const char *path, mode_t mode);
+
+/* The kernel's view of the peer: pid and uid from SO_PEERCRED. */
+int unix_peer(int fd, pid_t *pid, uid_t *uid);
+
+#endif

@@ -1,0 +1,253 @@
+/* clients.c - the client socket: registration, lock messages, departures.
+ *
+ * A client that breaks the protocol (undecodable frame, wrong version,
+ * message out of order, GPU index it did not register) loses its connection
+ * with one log line; its locks pass on exactly as if it had died. The
+ * daemon and every other client carry on. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "scheduler.h"
+#include "sock.h"
+
+static const char *pod_of(const struct client *c)
+{
+    return c->reg.pod_name[0] ? c->reg.pod_name : "-";
+}
+
+static void close_client(struct scheduler *s, struct client *c,
+                         struct policy_actions *out)
+{
+    if (c->registered)
+        log_info("client %llu (pid %d, pod %s) left",
+                 (unsigned long long)c->id, (int)c->pid, pod_of(c));
+    event_loop_remove(s->loop, c->fd);
+    close(c->fd);
+    free(c->reader);
+    policy_leave(&s->policy, (int)(c - s->clients), now_ns(), out);
+    memset(c, 0, sizeof(*c));
+    c->fd = -1;
+}
+
+/* Closes doomed clients until no action dooms another. */
+static void reap(struct scheduler *s)
+{
+    bool again = true;
+
+    while (again) {
+        again = false;
+        for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
+            if (!s->clients[i].used || !s->clients[i].doomed)
+                continue;
+            struct policy_actions out = {0};
+            close_client(s, &s->clients[i], &out);
+            clients_apply(s, &out);
+            again = true;
+        }
+    }
+}
+
+static int client_gpu_index(const struct client *c, int node_gpu)
+{
+    for (int i = 0; i < c->n_gpus; i++)
+        if (c->node_gpu[i] == node_gpu)
+            return i;
+    return -1;
+}
+
+static void send_or_doom(struct client *c, const struct msg *m)
+{
+    if (c->doomed)
+        return;
+    int rc = msg_send(c->fd, m);
+    if (rc) {
+        log_warn("client %llu: cannot send %s (%s): disconnecting",
+                 (unsigned long long)c->id, msg_type_name(m->type),
+                 proto_strerror(rc));
+        c->doomed = true;
+    }
+}
+
+void clients_apply(struct scheduler *s, const struct policy_actions *actions)
+{
+    for (int i = 0; i < actions->n; i++) {
+        const struct policy_action *a = &actions->list[i];
+        struct client *c = &s->clients[a->client];
+        struct msg m = {.u.lock = {.lease = a->lease}};
+
+        m.u.lock.gpu = (uint8_t)client_gpu_index(c, a->gpu);
+        switch (a->kind) {
+        case ACTION_GRANT:
+            log_debug("gpu %d: lease %u to client %llu", a->gpu, a->lease,
+                      (unsigned long long)c->id);
+            m.type = MSG_LOCK_OK;
+            send_or_doom(c, &m);
+            break;
+        case ACTION_DROP:
+            log_debug("gpu %d: drop lease %u of client %llu", a->gpu, a->lease,
+                      (unsigned long long)c->id);
+            m.type = MSG_DROP_LOCK;
+            send_or_doom(c, &m);
+            break;
+        case ACTION_REVOKE:
+            log_warn("gpu %d: client %llu (pid %d, pod %s) did not release "
+                     "within the drain timeout: lock revoked",
+                     a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c));
+            break;
+        }
+    }
+    reap(s);
+}
+
+void clients_broadcast(struct scheduler *s, uint16_t type)
+{
+    struct msg m = {.type = type};
+
+    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
+        if (s->clients[i].used && s->clients[i].registered)
+            send_or_doom(&s->clients[i], &m);
+    reap(s);
+}
+
+int clients_count(const struct scheduler *s)
+{
+    int n = 0;
+
+    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
+        n += s->clients[i].used && s->clients[i].registered;
+    return n;
+}
+
+static int handle_register(struct scheduler *s, struct client *c,
+                           const struct msg_register *reg)
+{
+    struct msg reply = {.type = MSG_REGISTER_OK};
+    int slot = (int)(c - s->clients);
+    uint64_t now = now_ns();
+
+    c->reg = *reg;
+    c->reg.pid = (uint32_t)c->pid;
+    c->n_gpus = reg->n_gpus;
+    c->id = ++s->next_client_id;
+    c->registered = true;
+    reply.u.reg_ok.client_id = c->id;
+    reply.u.reg_ok.scheduling_on = s->policy.anti_thrash;
+    reply.u.reg_ok.n_gpus = reg->n_gpus;
+    for (int i = 0; i < reg->n_gpus; i++) {
+        c->node_gpu[i] = -1;
+        for (int g = 0; g < s->n_gpus; g++)
+            if (strcmp(reg->gpu_uuids[i], s->gpus[g].uuid) == 0)
+                c->node_gpu[i] = g;
+        if (c->node_gpu[i] < 0) {
+            log_warn("client %llu (pid %d) uses GPU %s, which this scheduler "
+                     "does not manage", (unsigned long long)c->id, (int)c->pid,
+                     reg->gpu_uuids[i]);
+            continue;
+        }
+        policy_join(&s->policy, c->node_gpu[i], slot, now);
+        reply.u.reg_ok.gpu_known[i] = 1;
+    }
+    log_info("client %llu registered: pid %d, pod %s/%s, container %s, %d GPU(s)",
+             (unsigned long long)c->id, (int)c->pid,
+             reg->pod_namespace[0] ? reg->pod_namespace : "-", pod_of(c),
+             reg->container_name[0] ? reg->container_name : "-", reg->n_gpus);
+    send_or_doom(c, &reply);
+    return 0;
+}
+
+/* Returns 0, or -1 if the message breaks the protocol. */
+static int handle_message(struct scheduler *s, struct client *c,
+                          const struct msg *m, struct policy_actions *out)
+{
+    int slot = (int)(c - s->clients);
+    int gpu;
+
+    if (m->type == MSG_REGISTER)
+        return c->registered ? -1 : handle_register(s, c, &m->u.reg);
+    if (!c->registered)
+        return -1;
+    switch (m->type) {
+    case MSG_REQ_LOCK:
+    case MSG_LOCK_RELEASED:
+        if (m->u.lock.gpu >= c->n_gpus)
+            return -1;
+        gpu = c->node_gpu[m->u.lock.gpu];
+        if (gpu < 0)
+            return -1;
+        if (m->type == MSG_REQ_LOCK)
+            policy_request(&s->policy, gpu, slot, now_ns(), out);
+        else
+            policy_release(&s->policy, gpu, slot, m->u.lock.lease,
+                           m->u.lock.drain_ns, now_ns(), out);
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static void client_on_readable(struct event_loop *loop, int fd, void *data)
+{
+    struct client *c = data;
+    struct scheduler *s = c->sched;
+    struct msg m;
+    int rc;
+
+    (void)loop;
+    rc = frame_reader_fill(c->reader, fd);
+    while (rc >= 0 && (rc = frame_reader_next(c->reader, &m)) > 0) {
+        struct policy_actions out = {0};
+        if (handle_message(s, c, &m, &out)) {
+            log_warn("client %llu (pid %d): %s out of order: disconnecting",
+                     (unsigned long long)c->id, (int)c->pid, msg_type_name(m.type));
+            c->doomed = true;
+        }
+        clients_apply(s, &out);
+        if (!c->used || c->doomed)
+            return; /* reaped, or about to be */
+    }
+    if (rc < 0 && rc != PROTO_E_IO)
+        log_warn("client %llu (pid %d): bad message (%s): disconnecting",
+                 (unsigned long long)c->id, (int)c->pid, proto_strerror(rc));
+    if (rc < 0) {
+        c->doomed = true;
+        clients_apply(s, &(struct policy_actions){0});
+    }
+}
+
+void clients_on_listen(struct event_loop *loop, int fd, void *data)
+{
+    struct scheduler *s = data;
+    int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    struct client *c = NULL;
+
+    if (cfd < 0)
+        return;
+    for (int i = 0; i < POLICY_MAX_CLIENTS && !c; i++)
+        if (!s->clients[i].used)
+            c = &s->clients[i];
+    if (!c) {
+        log_warn("refusing a client: %d clients already connected",
+                 POLICY_MAX_CLIENTS);
+        close(cfd);
+        return;
+    }
+    memset(c, 0, sizeof(*c));
+    c->sched = s;
+    c->fd = cfd;
+    c->reader = malloc(sizeof(*c->reader));
+    if (!c->reader || unix_peer(cfd, &c->pid, &c->uid) ||
+        event_loop_add(loop, cfd, client_on_readable, c)) {
+        log_warn("refusing a client: %s", strerror(errno));
+        free(c->reader);
+        close(cfd);
+        c->fd = -1;
+        return;
+    }
+    c->reader->len = 0;
+    c->used = true;
+}

@@ -1,0 +1,188 @@
+/* control.c - the operators' socket: status and settings.
+ *
+ * Separate from the client socket so that an application can never change
+ * the scheduler's settings. The socket file is 0600 and, in depth, only
+ * root and the daemon's own user are served. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "parse.h"
+#include "scheduler.h"
+#include "sock.h"
+
+struct control_conn {
+    struct scheduler *sched;
+    int fd;
+    struct frame_reader reader;
+};
+
+static void close_conn(struct control_conn *conn)
+{
+    event_loop_remove(conn->sched->loop, conn->fd);
+    close(conn->fd);
+    free(conn);
+}
+
+static int send_status(struct scheduler *s, int fd)
+{
+    const struct policy *p = &s->policy;
+    uint64_t now = now_ns();
+    struct msg m = {.type = MSG_CTL_STATUS_NODE};
+    int rc;
+
+    m.u.node = (struct msg_status_node){
+        .tq_ns = p->tq_ns,
+        .anti_thrash = p->anti_thrash,
+        .n_gpus = (uint16_t)s->n_gpus,
+        .n_clients = (uint16_t)clients_count(s),
+        .uptime_ns = now - s->started_at,
+    };
+    if ((rc = msg_send(fd, &m)))
+        return rc;
+    for (int g = 0; g < s->n_gpus; g++) {
+        const struct gpu_sched *gs = &p->gpus[g];
+        struct msg_status_gpu *gpu = &m.u.gpu;
+
+        m.type = MSG_CTL_STATUS_GPU;
+        memset(gpu, 0, sizeof(*gpu));
+        gpu->index = (uint16_t)g;
+        snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", s->gpus[g].uuid);
+        snprintf(gpu->name, sizeof(gpu->name), "%s", s->gpus[g].name);
+        gpu->memory_total = s->gpus[g].memory_total;
+        if (gs->holder >= 0) {
+            gpu->holder_id = s->clients[gs->holder].id;
+            gpu->holder_draining =
+                gs->members[gs->holder].state == MEMBER_DRAINING;
+        }
+        gpu->switches = gs->switches;
+        for (int i = 0; i < gs->n_waiting && i < PROTO_MAX_WAITERS; i++)
+            gpu->waiting[gpu->n_waiting++] = s->clients[gs->queue[i]].id;
+        if ((rc = msg_send(fd, &m)))
+            return rc;
+    }
+    for (int slot = 0; slot < POLICY_MAX_CLIENTS; slot++) {
+        const struct client *c = &s->clients[slot];
+        if (!c->used || !c->registered)
+            continue;
+        for (int g = 0; g < s->n_gpus; g++) {
+            const struct member *mb = &p->gpus[g].members[slot];
+            struct msg_status_client *cl = &m.u.client;
+            if (!mb->present)
+                continue;
+            m.type = MSG_CTL_STATUS_CLIENT;
+            memset(cl, 0, sizeof(*cl));
+            cl->client_id = c->id;
+            cl->pid = (uint32_t)c->pid;
+            memcpy(cl->pod_namespace, c->reg.pod_namespace, sizeof(cl->pod_namespace));
+            memcpy(cl->pod_name, c->reg.pod_name, sizeof(cl->pod_name));
+            memcpy(cl->container_name, c->reg.container_name,
+                   sizeof(cl->container_name));
+            cl->gpu = (uint16_t)g;
+            cl->state = mb->state;
+            cl->held_ns = policy_held_ns(p, g, slot, now);
+            cl->wait_ns = mb->state == MEMBER_WAITING ? now - mb->since : 0;
+            cl->grants = mb->grants;
+            cl->last_drain_ns = mb->last_drain_ns;
+            if ((rc = msg_send(fd, &m)))
+                return rc;
+        }
+    }
+    m.type = MSG_CTL_STATUS_END;
+    return msg_send(fd, &m);
+}
+
+/* Carries out a CTL_SET and describes the result in reply. */
+static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
+                          struct msg_ctl_reply *reply)
+{
+    char text[64];
+
+    switch (set->key) {
+    case CTL_SET_TQ:
+        if (set->value < 1000000 || set->value > 3600 * NS_PER_SEC) {
+            reply->status = EINVAL;
+            snprintf(reply->text, sizeof(reply->text),
+                     "time quantum must be between 1ms and 1h");
+            return;
+        }
+        policy_set_tq(&s->policy, set->value);
+        format_duration(set->value, text, sizeof(text));
+        snprintf(reply->text, sizeof(reply->text), "time quantum set to %s", text);
+        log_info("%s", reply->text);
+        return;
+    case CTL_SET_ANTI_THRASH:
+        if (set->value > 1) {
+            reply->status = EINVAL;
+            snprintf(reply->text, sizeof(reply->text), "anti-thrash is on or off");
+            return;
+        }
+        policy_set_anti_thrash(&s->policy, set->value, now_ns());
+        clients_broadcast(s, set->value ? MSG_SCHED_ON : MSG_SCHED_OFF);
+        snprintf(reply->text, sizeof(reply->text), "anti-thrashing %s",
+                 set->value ? "on: clients take turns" : "off: clients run freely");
+        log_info("%s", reply->text);
+        return;
+    }
+    reply->status = ENOTSUP;
+    snprintf(reply->text, sizeof(reply->text), "unknown setting %u", set->key);
+}
+
+static void conn_on_readable(struct event_loop *loop, int fd, void *data)
+{
+    struct control_conn *conn = data;
+    struct msg m;
+    int rc;
+
+    (void)loop;
+    rc = frame_reader_fill(&conn->reader, fd);
+    while (rc >= 0 && (rc = frame_reader_next(&conn->reader, &m)) > 0) {
+        if (m.type == MSG_CTL_STATUS) {
+            rc = send_status(conn->sched, fd);
+        } else if (m.type == MSG_CTL_SET) {
+            struct msg reply = {.type = MSG_CTL_REPLY};
+            apply_setting(conn->sched, &m.u.set, &reply.u.reply);
+            rc = msg_send(fd, &reply);
+        } else {
+            log_warn("control: unexpected %s: disconnecting", msg_type_name(m.type));
+            rc = PROTO_E_TYPE;
+        }
+        if (rc < 0)
+            break;
+    }
+    if (rc < 0)
+        close_conn(conn);
+}
+
+void control_on_listen(struct event_loop *loop, int fd, void *data)
+{
+    struct scheduler *s = data;
+    int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    struct control_conn *conn;
+    pid_t pid;
+    uid_t uid;
+
+    if (cfd < 0)
+        return;
+    if (unix_peer(cfd, &pid, &uid) || (uid != 0 && uid != s->uid)) {
+        log_warn("control: refusing pid %d (uid %d): not root or the "
+                 "scheduler's user", (int)pid, (int)uid);
+        close(cfd);
+        return;
+    }
+    conn = calloc(1, sizeof(*conn));
+    if (conn) {
+        conn->sched = s;
+        conn->fd = cfd;
+    }
+    if (!conn || event_loop_add(loop, cfd, conn_on_readable, conn)) {
+        log_warn("control: %s", strerror(errno));
+        free(conn);
+        close(cfd);
+    }
+}

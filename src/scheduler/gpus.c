@@ -1,0 +1,138 @@
+/* gpus.c - see gpus.h. NVML is reached through dlopen so that the scheduler
+ * runs (with NVSHARE_GPUS) on hosts without the NVIDIA driver, and declares
+ * the handful of NVML entry points it calls itself rather than requiring
+ * nvml.h at build time. */
+#include "gpus.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse.h"
+
+int gpus_parse(const char *spec, struct node_gpu *out, int max, char *err,
+               int err_len)
+{
+    char *copy = strdup(spec), *save = NULL, *item;
+    int n = 0;
+
+    if (!copy) {
+        snprintf(err, (size_t)err_len, "out of memory");
+        return -1;
+    }
+    for (item = strtok_r(copy, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(item, ':');
+        char perr[PARSE_ERR_LEN];
+        long mib;
+
+        if (n == max) {
+            snprintf(err, (size_t)err_len, "NVSHARE_GPUS: more than %d GPUs", max);
+            goto fail;
+        }
+        if (!colon || colon == item || strlen(item) - strlen(colon) >= PROTO_UUID_MAX) {
+            snprintf(err, (size_t)err_len,
+                     "NVSHARE_GPUS: '%s' is not UUID:MiB (e.g. GPU-1234:81920)", item);
+            goto fail;
+        }
+        *colon = '\0';
+        if (parse_int_range(colon + 1, 1, 1L << 40, &mib, perr)) {
+            snprintf(err, (size_t)err_len, "NVSHARE_GPUS: memory of %s: %s", item, perr);
+            goto fail;
+        }
+        for (int i = 0; i < n; i++) {
+            if (strcmp(out[i].uuid, item) == 0) {
+                snprintf(err, (size_t)err_len, "NVSHARE_GPUS: %s listed twice", item);
+                goto fail;
+            }
+        }
+        snprintf(out[n].uuid, sizeof(out[n].uuid), "%s", item);
+        snprintf(out[n].name, sizeof(out[n].name), "configured by NVSHARE_GPUS");
+        out[n].memory_total = (uint64_t)mib << 20;
+        n++;
+    }
+    if (n == 0) {
+        snprintf(err, (size_t)err_len, "NVSHARE_GPUS is empty");
+        goto fail;
+    }
+    free(copy);
+    return n;
+fail:
+    free(copy);
+    return -1;
+}
+
+/* The NVML ABI subset used here (stable since NVML 5). */
+typedef void *nvml_device;
+struct nvml_memory {
+    unsigned long long total, free, used;
+};
+
+struct nvml {
+    int (*init)(void);
+    int (*shutdown)(void);
+    int (*count)(unsigned int *);
+    int (*handle)(unsigned int, nvml_device *);
+    int (*uuid)(nvml_device, char *, unsigned int);
+    int (*name)(nvml_device, char *, unsigned int);
+    int (*memory)(nvml_device, struct nvml_memory *);
+};
+
+static int nvml_discover(struct node_gpu *out, int max, char *err, int err_len)
+{
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    struct nvml api;
+    unsigned int count = 0;
+    int n = 0;
+
+    if (!lib)
+        return 0; /* no driver: a node without GPUs */
+    api.init = (int (*)(void))dlsym(lib, "nvmlInit_v2");
+    api.shutdown = (int (*)(void))dlsym(lib, "nvmlShutdown");
+    api.count = (int (*)(unsigned int *))dlsym(lib, "nvmlDeviceGetCount_v2");
+    api.handle = (int (*)(unsigned int, nvml_device *))dlsym(
+        lib, "nvmlDeviceGetHandleByIndex_v2");
+    api.uuid = (int (*)(nvml_device, char *, unsigned int))dlsym(
+        lib, "nvmlDeviceGetUUID");
+    api.name = (int (*)(nvml_device, char *, unsigned int))dlsym(
+        lib, "nvmlDeviceGetName");
+    api.memory = (int (*)(nvml_device, struct nvml_memory *))dlsym(
+        lib, "nvmlDeviceGetMemoryInfo");
+    if (!api.init || !api.shutdown || !api.count || !api.handle || !api.uuid ||
+        !api.name || !api.memory) {
+        snprintf(err, (size_t)err_len, "libnvidia-ml.so.1 lacks a needed function");
+        dlclose(lib);
+        return -1;
+    }
+    if (api.init() != 0) {
+        snprintf(err, (size_t)err_len, "nvmlInit failed (is the driver loaded?)");
+        dlclose(lib);
+        return -1;
+    }
+    if (api.count(&count) != 0)
+        count = 0;
+    for (unsigned int i = 0; i < count && n < max; i++) {
+        nvml_device dev;
+        struct nvml_memory mem;
+        if (api.handle(i, &dev) || api.uuid(dev, out[n].uuid, PROTO_UUID_MAX) ||
+            api.name(dev, out[n].name, PROTO_NAME_MAX) || api.memory(dev, &mem)) {
+            snprintf(err, (size_t)err_len, "NVML could not describe GPU %u", i);
+            n = -1;
+            break;
+        }
+        out[n++].memory_total = mem.total;
+    }
+    api.shutdown();
+    dlclose(lib);
+    return n;
+}
+
+int gpus_discover(struct node_gpu *out, int max, char *err, int err_len)
+{
+    const char *spec = getenv("NVSHARE_GPUS");
+
+    if (spec && *spec)
+        return gpus_parse(spec, out, max, err, err_len);
+    return nvml_discover(out, max, err, err_len);
+}
