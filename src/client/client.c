@@ -53,6 +53,7 @@ static struct {
     bool connected;   /* registered with the scheduler */
     bool scheduling_on;
     bool warned_absent;
+    unsigned registrations;
     bool fail_closed;
     bool membarrier_ok;
     int fd;
@@ -345,7 +346,7 @@ static void try_connect(void)
     }
     log_info("registered with the scheduler as client %llu%s",
              (unsigned long long)m.u.reg_ok.client_id,
-             state.warned_absent ? " (reconnected)" : "");
+             state.registrations++ ? " (reconnected)" : "");
     state.warned_absent = false;
     open_gates_for_current_mode();
     pthread_cond_broadcast(&state.changed);

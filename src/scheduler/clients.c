@@ -179,8 +179,11 @@ static int handle_message(struct scheduler *s, struct client *c,
         gpu = c->node_gpu[m->u.lock.gpu];
         if (gpu < 0)
             return -1;
-        if (m->type == MSG_REQ_LOCK)
+        if (m->type == MSG_REQ_LOCK) {
+            log_debug("gpu %d: client %llu requests the lock", gpu,
+                      (unsigned long long)c->id);
             policy_request(&s->policy, gpu, slot, now_ns(), out);
+        }
         else
             policy_release(&s->policy, gpu, slot, m->u.lock.lease,
                            m->u.lock.drain_ns, now_ns(), out);

@@ -1,0 +1,133 @@
+/* protocol_abuse.c - misbehaving clients against a live scheduler.
+ *
+ *   protocol_abuse SOCKET_DIR
+ *
+ * Each case opens a connection, misbehaves, and expects the scheduler to
+ * close that connection; after all of them a well-behaved client must still
+ * register. Exit 0 if every expectation held. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "protocol.h"
+#include "sock.h"
+
+static char path[256];
+
+static int connect_or_die(void)
+{
+    int fd = unix_connect(path);
+
+    if (fd < 0)
+        perror(path);
+    return fd;
+}
+
+/* The scheduler must close the connection within 2 s. */
+static int expect_closed(int fd, const char *name)
+{
+    struct msg m;
+    int rc;
+
+    while ((rc = msg_recv(fd, &m, 2000)) == PROTO_OK)
+        ; /* a reply (REGISTER_OK) may precede the close */
+    close(fd);
+    if (rc != PROTO_E_IO) {
+        printf("FAIL: %s: connection not closed (%s)\n", name, proto_strerror(rc));
+        return 1;
+    }
+    printf("ok: %s: connection closed\n", name);
+    return 0;
+}
+
+static struct msg registration(void)
+{
+    struct msg m = {.type = MSG_REGISTER};
+
+    m.u.reg.n_gpus = 1;
+    strcpy(m.u.reg.gpu_uuids[0], "GPU-sim-0");
+    strcpy(m.u.reg.pod_name, "abuser");
+    return m;
+}
+
+static int send_raw(const char *name, const void *bytes, size_t len)
+{
+    int fd = connect_or_die();
+
+    if (fd < 0 || send(fd, bytes, len, MSG_NOSIGNAL) != (ssize_t)len)
+        return 1;
+    return expect_closed(fd, name);
+}
+
+int main(int argc, char **argv)
+{
+    uint8_t frame[PROTO_MAX_FRAME + 4];
+    struct msg m = registration();
+    int failures = 0, len;
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s SOCKET_DIR\n", argv[0]);
+        return 2;
+    }
+    snprintf(path, sizeof(path), "%s/%s", argv[1], CLIENT_SOCKET_NAME);
+
+    len = msg_encode(&m, frame, sizeof(frame));
+    frame[4] = 99; /* version */
+    failures += send_raw("wrong version", frame, (size_t)len);
+
+    len = msg_encode(&m, frame, sizeof(frame));
+    frame[6] = 77; /* type */
+    failures += send_raw("unknown type", frame, (size_t)len);
+
+    static const uint8_t garbage[] = {12, 0, 0, 0, 1, 0, 1, 0, 0xff, 0xff, 0xff,
+                                      0xff, 0xff, 0xff, 0xff, 0xff};
+    failures += send_raw("undecodable register", garbage, sizeof(garbage));
+
+    static const uint8_t huge[] = {0xff, 0xff, 0xff, 0x7f};
+    failures += send_raw("oversized frame", huge, sizeof(huge));
+
+    m = (struct msg){.type = MSG_REQ_LOCK};
+    len = msg_encode(&m, frame, sizeof(frame));
+    failures += send_raw("lock request before register", frame, (size_t)len);
+
+    /* Registered, then out of order: a second REGISTER, a GPU index it
+     * never registered, and a control message on the client socket. */
+    const struct msg bad_after_register[] = {
+        registration(),
+        {.type = MSG_REQ_LOCK, .u.lock = {.gpu = 5}},
+        {.type = MSG_CTL_SET, .u.set = {.key = CTL_SET_TQ, .value = 1}},
+    };
+    const char *names[] = {"second register", "unregistered gpu index",
+                           "control message on client socket"};
+    for (int i = 0; i < 3; i++) {
+        int fd = connect_or_die();
+        struct msg first = registration(), reply;
+        if (fd < 0 || msg_send(fd, &first) || msg_recv(fd, &reply, 2000) ||
+            reply.type != MSG_REGISTER_OK || msg_send(fd, &bad_after_register[i])) {
+            printf("FAIL: %s: could not set up\n", names[i]);
+            failures++;
+            continue;
+        }
+        failures += expect_closed(fd, names[i]);
+    }
+
+    /* The daemon survived all of it and still serves a good client. */
+    int fd = connect_or_die();
+    struct msg good = registration(), reply;
+    if (fd < 0 || msg_send(fd, &good) || msg_recv(fd, &reply, 2000) ||
+        reply.type != MSG_REGISTER_OK || !reply.u.reg_ok.gpu_known[0]) {
+        printf("FAIL: a well-behaved client was not served afterwards\n");
+        failures++;
+    } else {
+        m = (struct msg){.type = MSG_REQ_LOCK};
+        if (msg_send(fd, &m) || msg_recv(fd, &reply, 2000) ||
+            reply.type != MSG_LOCK_OK) {
+            printf("FAIL: a well-behaved client was not granted the GPU\n");
+            failures++;
+        } else {
+            printf("ok: a well-behaved client is still served\n");
+        }
+    }
+    return failures ? 1 : 0;
+}

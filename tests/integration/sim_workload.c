@@ -1,0 +1,110 @@
+/* sim_workload.c - a test application built on the client runtime. It
+ * "computes" by sleeping inside a submission, one work unit at a time, and
+ * reports what it got.
+ *
+ *   sim_workload GPU-UUID[,GPU-UUID] UNTIL_REALTIME_NS [UNIT_US] [TRACE]
+ *
+ * Runs from now until UNTIL (CLOCK_REALTIME, so that a test can give all its
+ * workloads the same end), submitting units of UNIT_US microseconds
+ * (default 1000) on each listed GPU in turn. Prints one line:
+ *
+ *   units=<n> held_ms=<total time inside submissions> grants=<n>
+ *   first_unit_ns=<CLOCK_REALTIME of the first unit's start>
+ *
+ * With TRACE, appends "<gpu uuid> <start_ns> <end_ns>" (CLOCK_REALTIME) per
+ * unit to that file so a test can check that holders never overlap. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nvshare_client.h"
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The sleep inside a submission is synchronous "GPU work": by the time a
+ * submission returns its work is done, so there is nothing left to drain. */
+static void drain(int gpu, void *user)
+{
+    (void)gpu;
+    (void)user;
+}
+
+static bool completed(int gpu, void *user)
+{
+    (void)gpu;
+    (void)user;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    const char *uuids[NVSHARE_MAX_GPUS];
+    char *list;
+    int n_gpus = 0;
+    uint64_t until, unit_ns = 1000000, units = 0, held = 0, first = 0;
+    FILE *trace = NULL;
+
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s GPU[,GPU] UNTIL_REALTIME_NS [UNIT_US] [TRACE]\n",
+                argv[0]);
+        return 2;
+    }
+    list = strdup(argv[1]);
+    for (char *save = NULL, *u = strtok_r(list, ",", &save);
+         u && n_gpus < NVSHARE_MAX_GPUS; u = strtok_r(NULL, ",", &save))
+        uuids[n_gpus++] = u;
+    until = strtoull(argv[2], NULL, 10);
+    if (argc > 3)
+        unit_ns = strtoull(argv[3], NULL, 10) * 1000;
+    if (argc > 4 && !(trace = fopen(argv[4], "a"))) {
+        perror(argv[4]);
+        return 1;
+    }
+
+    struct nvshare_client_config config = {
+        .gpu_uuids = uuids,
+        .n_gpus = n_gpus,
+        .ops = {.drain = drain, .completed = completed},
+    };
+    if (nvshare_client_start(&config))
+        return 1;
+
+    for (int gpu = 0;; gpu = (gpu + 1) % n_gpus) {
+        nvshare_submit_begin(gpu);
+        uint64_t start = realtime_ns();
+        if (start >= until) {
+            nvshare_submit_end();
+            break;
+        }
+        struct timespec unit = {.tv_sec = 0, .tv_nsec = (long)unit_ns};
+        while (nanosleep(&unit, &unit))
+            ;
+        uint64_t end = realtime_ns();
+        nvshare_submit_end();
+        if (!first)
+            first = start;
+        units++;
+        held += end - start;
+        if (trace)
+            fprintf(trace, "%s %llu %llu\n", uuids[gpu], (unsigned long long)start,
+                    (unsigned long long)end);
+    }
+    uint64_t grants = 0;
+    for (int gpu = 0; gpu < n_gpus; gpu++)
+        grants += nvshare_lock_grants(gpu);
+    nvshare_client_stop();
+    if (trace)
+        fclose(trace);
+    printf("units=%llu held_ms=%.1f grants=%llu first_unit_ns=%llu\n",
+           (unsigned long long)units, (double)held / 1e6,
+           (unsigned long long)grants, (unsigned long long)first);
+    free(list);
+    return 0;
+}
