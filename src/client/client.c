@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -206,8 +207,14 @@ static void wait_inflight(int gpu)
     else
         atomic_thread_fence(memory_order_seq_cst);
     for (struct nvshare_thread *t = atomic_load(&thread_list); t; t = t->next)
-        while (t->inflight_gpu == gpu + 1)
-            sched_yield();
+        for (int spins = 0; t->inflight_gpu == gpu + 1; spins++) {
+            /* Most submissions return in microseconds; a synchronous copy
+             * may take far longer, so back off rather than spin. */
+            if (spins < 100)
+                sched_yield();
+            else
+                nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL);
+        }
 }
 
 static uint64_t submits_total(void)

@@ -212,6 +212,7 @@ static void get_ctl_reply(struct reader *r, struct msg_ctl_reply *m)
 static void put_status_node(struct writer *w, const struct msg_status_node *m)
 {
     put_u64(w, m->tq_ns);
+    put_u64(w, m->window_ns);
     put_u8(w, m->anti_thrash);
     put_u16(w, m->n_gpus);
     put_u16(w, m->n_clients);
@@ -221,6 +222,7 @@ static void put_status_node(struct writer *w, const struct msg_status_node *m)
 static void get_status_node(struct reader *r, struct msg_status_node *m)
 {
     m->tq_ns = get_u64(r);
+    m->window_ns = get_u64(r);
     m->anti_thrash = get_u8(r);
     m->n_gpus = get_u16(r);
     m->n_clients = get_u16(r);
@@ -273,6 +275,12 @@ static void put_status_client(struct writer *w,
     put_u64(w, m->wait_ns);
     put_u64(w, m->grants);
     put_u64(w, m->last_drain_ns);
+    put_u64(w, m->last_preempt_ns);
+    put_u8(w, m->core_limit);
+    put_u8(w, m->limit_source);
+    put_u64(w, m->budget_ns);
+    put_u64(w, m->used_ns);
+    put_u8(w, m->throttled);
 }
 
 static void get_status_client(struct reader *r, struct msg_status_client *m)
@@ -290,6 +298,14 @@ static void get_status_client(struct reader *r, struct msg_status_client *m)
     m->wait_ns = get_u64(r);
     m->grants = get_u64(r);
     m->last_drain_ns = get_u64(r);
+    m->last_preempt_ns = get_u64(r);
+    m->core_limit = get_u8(r);
+    m->limit_source = get_u8(r);
+    m->budget_ns = get_u64(r);
+    m->used_ns = get_u64(r);
+    m->throttled = get_u8(r);
+    if ((m->core_limit > 100 || m->limit_source > LIMIT_RUNTIME) && !r->err)
+        r->err = PROTO_E_FIELD;
 }
 
 /* ---- dispatch --------------------------------------------------------- */

@@ -88,6 +88,14 @@ struct msg_register_ok {
 enum ctl_key {
     CTL_SET_TQ = 1,          /* value: nanoseconds */
     CTL_SET_ANTI_THRASH = 2, /* value: 0 or 1 */
+    CTL_SET_CORE_LIMIT = 3,  /* target: pod or client; value: 1-100, 0 = drop
+                                the run-time limit (back to the declared one) */
+};
+
+enum limit_source {
+    LIMIT_NONE = 0,
+    LIMIT_DECLARED = 1, /* NVSHARE_GPU_CORE_LIMIT at registration */
+    LIMIT_RUNTIME = 2,  /* nvsharectl or the pod annotation */
 };
 
 struct msg_ctl_set {
@@ -103,6 +111,7 @@ struct msg_ctl_reply {
 
 struct msg_status_node {
     uint64_t tq_ns;
+    uint64_t window_ns; /* compute-limit accounting window */
     uint8_t anti_thrash;
     uint16_t n_gpus;
     uint16_t n_clients;
@@ -140,6 +149,12 @@ struct msg_status_client {
     uint64_t wait_ns;         /* current wait, 0 when not waiting */
     uint64_t grants;          /* times the lock was granted */
     uint64_t last_drain_ns;   /* drain time reported with the last release */
+    uint64_t last_preempt_ns; /* DROP_LOCK sent to LOCK_RELEASED received */
+    uint8_t core_limit;       /* percent; 0 = unlimited */
+    uint8_t limit_source;     /* enum limit_source */
+    uint64_t budget_ns;       /* per window after scaling; 0 = unlimited */
+    uint64_t used_ns;         /* billed in the current window (the pod's) */
+    uint8_t throttled;
 };
 
 struct msg {

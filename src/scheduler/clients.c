@@ -30,6 +30,8 @@ static void close_client(struct scheduler *s, struct client *c,
     close(c->fd);
     free(c->reader);
     policy_leave(&s->policy, (int)(c - s->clients), now_ns(), out);
+    if (c->registered)
+        account_detach(s, c->account);
     memset(c, 0, sizeof(*c));
     c->fd = -1;
 }
@@ -135,6 +137,7 @@ static int handle_register(struct scheduler *s, struct client *c,
     c->n_gpus = reg->n_gpus;
     c->id = ++s->next_client_id;
     c->registered = true;
+    c->account = account_attach(s, reg);
     reply.u.reg_ok.client_id = c->id;
     reply.u.reg_ok.scheduling_on = s->policy.anti_thrash;
     reply.u.reg_ok.n_gpus = reg->n_gpus;
@@ -149,7 +152,7 @@ static int handle_register(struct scheduler *s, struct client *c,
                      reg->gpu_uuids[i]);
             continue;
         }
-        policy_join(&s->policy, c->node_gpu[i], slot, now);
+        policy_join(&s->policy, c->node_gpu[i], slot, c->account, now);
         reply.u.reg_ok.gpu_known[i] = 1;
     }
     log_info("client %llu registered: pid %d, pod %s/%s, container %s, %d GPU(s)",
@@ -158,6 +161,22 @@ static int handle_register(struct scheduler *s, struct client *c,
              reg->container_name[0] ? reg->container_name : "-", reg->n_gpus);
     send_or_doom(c, &reply);
     return 0;
+}
+
+static void release(struct scheduler *s, struct client *c, int gpu,
+                    const struct msg_lock *lock, struct policy_actions *out)
+{
+    int slot = (int)(c - s->clients);
+    const struct member *m = &s->policy.gpus[gpu].members[slot];
+    bool preempted = m->state == MEMBER_DRAINING;
+    uint32_t lease_before = s->policy.gpus[gpu].lease;
+
+    policy_release(&s->policy, gpu, slot, lock->lease, lock->drain_ns, now_ns(), out);
+    /* Benchmarks read preemption latency from these lines. */
+    if (preempted && lock->lease == lease_before)
+        log_debug("gpu %d: client %llu released lease %u: preempt %.3f ms, "
+                  "drain %.3f ms", gpu, (unsigned long long)c->id, lock->lease,
+                  (double)m->last_preempt_ns / 1e6, (double)lock->drain_ns / 1e6);
 }
 
 /* Returns 0, or -1 if the message breaks the protocol. */
@@ -185,8 +204,7 @@ static int handle_message(struct scheduler *s, struct client *c,
             policy_request(&s->policy, gpu, slot, now_ns(), out);
         }
         else
-            policy_release(&s->policy, gpu, slot, m->u.lock.lease,
-                           m->u.lock.drain_ns, now_ns(), out);
+            release(s, c, gpu, &m->u.lock, out);
         return 0;
     default:
         return -1;

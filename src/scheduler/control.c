@@ -38,6 +38,7 @@ static int send_status(struct scheduler *s, int fd)
 
     m.u.node = (struct msg_status_node){
         .tq_ns = p->tq_ns,
+        .window_ns = p->window_ns,
         .anti_thrash = p->anti_thrash,
         .n_gpus = (uint16_t)s->n_gpus,
         .n_clients = (uint16_t)clients_count(s),
@@ -89,6 +90,11 @@ static int send_status(struct scheduler *s, int fd)
             cl->wait_ns = mb->state == MEMBER_WAITING ? now - mb->since : 0;
             cl->grants = mb->grants;
             cl->last_drain_ns = mb->last_drain_ns;
+            cl->last_preempt_ns = mb->last_preempt_ns;
+            cl->core_limit = account_limit(&s->accounts[c->account], &cl->limit_source);
+            cl->budget_ns = policy_budget_ns(p, g, c->account);
+            cl->used_ns = policy_used_ns(p, g, c->account, now);
+            cl->throttled = p->gpus[g].usage[c->account].throttled;
             if ((rc = msg_send(fd, &m)))
                 return rc;
         }
@@ -128,6 +134,33 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
                  set->value ? "on: clients take turns" : "off: clients run freely");
         log_info("%s", reply->text);
         return;
+    case CTL_SET_CORE_LIMIT: {
+        int account = account_find(s, set->target, reply->text, sizeof(reply->text));
+        if (account < 0) {
+            reply->status = ENOENT;
+            return;
+        }
+        if (set->value > 100) {
+            reply->status = EINVAL;
+            snprintf(reply->text, sizeof(reply->text),
+                     "core limit must be 1-100 %% (or 0 to remove it)");
+            return;
+        }
+        struct account *a = &s->accounts[account];
+        uint8_t source, limit;
+        a->runtime_limit = (uint8_t)set->value;
+        limit = account_limit(a, &source);
+        policy_set_core_limit(&s->policy, account, limit, now_ns());
+        if (limit)
+            snprintf(reply->text, sizeof(reply->text), "core limit of %s set to %u%%%s",
+                     set->target, limit,
+                     source == LIMIT_DECLARED ? " (the declared one)" : "");
+        else
+            snprintf(reply->text, sizeof(reply->text), "%s has no core limit",
+                     set->target);
+        log_info("%s", reply->text);
+        return;
+    }
     }
     reply->status = ENOTSUP;
     snprintf(reply->text, sizeof(reply->text), "unknown setting %u", set->key);

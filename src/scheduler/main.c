@@ -33,6 +33,10 @@ static const char usage[] =
     "                          DROP_LOCK (default 10s)\n"
     "  NVSHARE_ANTI_THRASH     on|off: take turns, or let clients run freely\n"
     "                          (default on)\n"
+    "  NVSHARE_COMPUTE_WINDOW_MS  compute-limit accounting window, 100-60000\n"
+    "                          (default 1000)\n"
+    "  NVSHARE_QUOTA_CARRYOVER_PERCENT  share of a window's overshoot billed\n"
+    "                          to the next one, 0-100 (default 100)\n"
     "  NVSHARE_DEBUG           1: log every scheduling decision\n"
     "\n"
     "Operate it with nvsharectl (see nvsharectl --help).\n";
@@ -128,6 +132,11 @@ static int setup(void)
                 env_duration_ns("NVSHARE_TQ", DEFAULT_TQ_NS),
                 env_duration_ns("NVSHARE_DRAIN_TIMEOUT", DEFAULT_DRAIN_TIMEOUT_NS));
     sched.policy.anti_thrash = env_switch("NVSHARE_ANTI_THRASH", true);
+    policy_set_window(&sched.policy,
+                      (uint64_t)env_int_range("NVSHARE_COMPUTE_WINDOW_MS", 100,
+                                              60000, 1000) * NS_PER_MS,
+                      (unsigned)env_int_range("NVSHARE_QUOTA_CARRYOVER_PERCENT",
+                                              0, 100, 100));
     format_duration(sched.policy.tq_ns, tq, sizeof(tq));
     log_info("time quantum %s, anti-thrashing %s", tq,
              sched.policy.anti_thrash ? "on" : "off");

@@ -15,7 +15,20 @@
  *    revoked, so that one stuck process cannot stall everyone.
  *  - Leases number the grants of a GPU: a release that names an old lease
  *    (it crossed a DROP on the wire) is ignored.
- *  - Anti-thrashing off: nobody holds or waits, every client runs freely. */
+ *  - Anti-thrashing off: nobody holds or waits, every client runs freely.
+ *
+ * Compute limits. Clients are billed to accounts (one per pod; the daemon
+ * assigns them). An account may have a core limit: a percentage of each
+ * GPU's time over every accounting window (default 1 s). Billed time is the
+ * time its clients hold the GPU, from grant to the release that follows the
+ * drain, so the drain tail is paid by whoever queued the work. When the
+ * limits of the accounts active on a GPU sum above 100 %, each is scaled by
+ * 100/sum, so the GPU stays full and the ratios hold. A holder whose account
+ * reaches its budget is dropped even if nobody waits (limits are caps), early
+ * by its measured DROP-to-release latency so that the tail lands inside the
+ * budget; its account is throttled until the window rolls over, and any
+ * overshoot is carried into the next window (carryover_percent). Windows
+ * roll on every entry point, so an idle GPU never keeps a stale window. */
 #ifndef NVSHARE_POLICY_H
 #define NVSHARE_POLICY_H
 
@@ -34,11 +47,19 @@ enum member_state {
 
 struct member {
     bool present;      /* the client uses this GPU */
+    int account;       /* billed to; 0 .. POLICY_MAX_CLIENTS - 1 */
     uint8_t state;     /* enum member_state */
     uint64_t since;    /* when state was entered */
     uint64_t held_ns;  /* completed holds; see policy_held_ns() */
     uint64_t grants;
-    uint64_t last_drain_ns;
+    uint64_t last_drain_ns;   /* drain time the client measured */
+    uint64_t last_preempt_ns; /* DROP sent to release received */
+    uint64_t preempt_estimate_ns; /* moving average of the above */
+};
+
+struct account_usage {
+    uint64_t used_ns; /* billed in the current window (incl. carry-over) */
+    bool throttled;   /* at its budget until the window rolls over */
 };
 
 struct gpu_sched {
@@ -49,13 +70,19 @@ struct gpu_sched {
     int queue[POLICY_MAX_CLIENTS];
     int n_waiting;
     uint64_t switches;     /* grants that followed another holder */
+    uint64_t window_start;
+    uint64_t billed_until; /* the holder is billed from here on */
     struct member members[POLICY_MAX_CLIENTS];
+    struct account_usage usage[POLICY_MAX_CLIENTS]; /* by account */
 };
 
 struct policy {
     uint64_t tq_ns;
     uint64_t drain_timeout_ns;
     bool anti_thrash;
+    uint64_t window_ns;
+    unsigned carryover_percent;
+    uint8_t core_limit[POLICY_MAX_CLIENTS]; /* by account; 0 = unlimited */
     int n_gpus;
     struct gpu_sched gpus[POLICY_MAX_GPUS];
 };
@@ -81,8 +108,10 @@ struct policy_actions {
 void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
                  uint64_t drain_timeout_ns);
 
-/* Membership: a client registered for a GPU (before any request). */
-void policy_join(struct policy *p, int gpu, int client, uint64_t now);
+/* Membership: a client registered for a GPU (before any request), billed to
+ * account. */
+void policy_join(struct policy *p, int gpu, int client, int account,
+                 uint64_t now);
 
 /* The client wants gpu. Grants at once if it is free and nobody waits. */
 void policy_request(struct policy *p, int gpu, int client, uint64_t now,
@@ -106,6 +135,24 @@ uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
  * the daemon tells clients (SCHED_ON/SCHED_OFF) and they start over. */
 void policy_set_tq(struct policy *p, uint64_t tq_ns);
 void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now);
+
+/* Sets an account's core limit (1-100; 0 or 100: unlimited). Time already
+ * used in the window is kept: raising the limit lifts a throttle that the
+ * new budget covers, lowering it drops a holder now over budget at the next
+ * tick. */
+void policy_set_core_limit(struct policy *p, int account, unsigned limit,
+                           uint64_t now);
+void policy_set_window(struct policy *p, uint64_t window_ns,
+                       unsigned carryover_percent);
+
+/* Forgets an account's limit and usage, before its number is reused. */
+void policy_reset_account(struct policy *p, int account);
+
+/* An account's budget per window on gpu after scaling (ns; 0: unlimited),
+ * and its time used in the current window including a hold in progress. */
+uint64_t policy_budget_ns(const struct policy *p, int gpu, int account);
+uint64_t policy_used_ns(const struct policy *p, int gpu, int account,
+                        uint64_t now);
 
 /* Total time the client has held gpu, including a hold in progress. */
 uint64_t policy_held_ns(const struct policy *p, int gpu, int client,

@@ -8,6 +8,7 @@
 #define NVSHARE_SCHEDULER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -28,7 +29,18 @@ struct client {
     struct msg_register reg;
     int n_gpus;
     int node_gpu[PROTO_MAX_GPUS]; /* client's GPU index -> node index, -1 */
+    int account;
     struct frame_reader *reader;
+};
+
+/* What a pod is billed and limited as. Clients without a pod name are an
+ * account each. Indexes are the policy's account numbers. */
+struct account {
+    int refs; /* registered clients; 0 = free */
+    char pod_namespace[PROTO_NAME_MAX];
+    char pod_name[PROTO_NAME_MAX];
+    uint8_t declared_limit; /* from a client's registration; 0 = none */
+    uint8_t runtime_limit;  /* from nvsharectl; 0 = none */
 };
 
 struct scheduler {
@@ -37,6 +49,7 @@ struct scheduler {
     struct node_gpu gpus[POLICY_MAX_GPUS];
     int n_gpus;
     struct client clients[POLICY_MAX_CLIENTS];
+    struct account accounts[POLICY_MAX_CLIENTS];
     uint64_t next_client_id;
     uint64_t started_at;
     uid_t uid; /* the daemon's own: may use the control socket, as may root */
@@ -47,6 +60,15 @@ void clients_on_listen(struct event_loop *loop, int fd, void *data);
 void clients_apply(struct scheduler *s, const struct policy_actions *actions);
 void clients_broadcast(struct scheduler *s, uint16_t type);
 int clients_count(const struct scheduler *s);
+
+/* accounts.c */
+int account_attach(struct scheduler *s, const struct msg_register *reg);
+void account_detach(struct scheduler *s, int account);
+/* Finds the account named by target: "namespace/pod", "pod" (if only one
+ * namespace has it) or a client id. Returns -1 and explains in err. */
+int account_find(const struct scheduler *s, const char *target, char *err,
+                 size_t err_len);
+uint8_t account_limit(const struct account *a, uint8_t *source);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);

@@ -21,8 +21,8 @@ static int setup(void **state)
     (void)state;
     policy_init(&p, 2, TQ, DRAIN_TIMEOUT);
     for (int c = 0; c < 8; c++) {
-        policy_join(&p, 0, c, 0);
-        policy_join(&p, 1, c, 0);
+        policy_join(&p, 0, c, c, 0);
+        policy_join(&p, 1, c, c, 0);
     }
     return 0;
 }
@@ -105,6 +105,7 @@ static void test_holder_is_dropped_after_its_quantum(void **state)
     policy_release(&p, 0, 0, lease, 3 * MS, TQ + 7 * MS, &out);
     expect_one(&out, ACTION_GRANT, 0, 1);
     assert_int_equal(p.gpus[0].members[0].last_drain_ns, 3 * MS);
+    assert_int_equal(p.gpus[0].members[0].last_preempt_ns, 7 * MS);
     assert_int_equal(p.gpus[0].members[0].held_ns, TQ + 7 * MS);
 }
 
@@ -220,8 +221,8 @@ static void test_gpus_are_independent(void **state)
     (void)state;
     policy_init(&p, POLICY_MAX_GPUS, TQ, DRAIN_TIMEOUT);
     for (int g = 0; g < POLICY_MAX_GPUS; g++) {
-        policy_join(&p, g, g, 0);
-        policy_join(&p, g, 100 + g, 0);
+        policy_join(&p, g, g, g, 0);
+        policy_join(&p, g, 100 + g, 100 + g, 0);
     }
     for (int g = 0; g < POLICY_MAX_GPUS; g++)
         assert_int_not_equal(request(g, g, 0), 0);
@@ -337,8 +338,8 @@ static void test_random_events_keep_invariants(void **state)
         case 4:
             if (rand_r(&seed) % 20 == 0) {
                 policy_leave(&p, c, now, &out);
-                policy_join(&p, 0, c, now);
-                policy_join(&p, 1, c, now);
+                policy_join(&p, 0, c, c, now);
+                policy_join(&p, 1, c, c, now);
             }
             break;
         case 5:

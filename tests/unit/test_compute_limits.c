@@ -1,0 +1,298 @@
+/* test_compute_limits.c - core limits, windows, billing and scaling, driven
+ * by a discrete-event simulation on a synthetic clock.
+ *
+ * Simulated clients are compute-bound: they always want the GPU, ask again
+ * the moment they release it, and take drain_ns to answer a DROP (the tail
+ * that real clients report). Shares are measured per window from the
+ * policy's own hold accounting. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "policy.h"
+
+#define MS 1000000ull
+#define WINDOW (1000 * MS)
+#define MAX_SIM 4
+
+static struct policy p;
+
+struct sim {
+    uint64_t now;
+    uint64_t drain_ns;
+    int n;
+    bool wants[MAX_SIM];
+    uint64_t release_at[MAX_SIM]; /* 0: no release pending */
+    uint32_t lease[MAX_SIM];
+    uint64_t busy_since;          /* GPU idle accounting */
+    uint64_t busy_ns;
+    bool idle_while_eligible_waiting;
+};
+
+static struct sim sim;
+
+static void apply(const struct policy_actions *out)
+{
+    for (int i = 0; i < out->n; i++) {
+        const struct policy_action *a = &out->list[i];
+        if (a->kind == ACTION_GRANT) {
+            sim.lease[a->client] = a->lease;
+        } else if (a->kind == ACTION_DROP) {
+            sim.release_at[a->client] = sim.now + sim.drain_ns;
+        }
+    }
+}
+
+static void start(int n, const unsigned *limits, uint64_t drain_ns)
+{
+    struct policy_actions out = {0};
+
+    memset(&sim, 0, sizeof(sim));
+    sim.n = n;
+    sim.drain_ns = drain_ns;
+    policy_init(&p, 1, 100 * MS, 10000 * MS);
+    for (int c = 0; c < n; c++) {
+        policy_join(&p, 0, c, c, 0);
+        policy_set_core_limit(&p, c, limits[c], 0);
+        sim.wants[c] = true;
+        policy_request(&p, 0, c, 0, &out);
+    }
+    apply(&out);
+}
+
+/* Advances the simulation to time `until`, processing releases and ticks. */
+static void run_until(uint64_t until)
+{
+    while (sim.now < until) {
+        struct policy_actions out = {0};
+        uint64_t next = policy_tick(&p, sim.now, &out);
+        apply(&out);
+        for (int c = 0; c < sim.n; c++)
+            if (sim.release_at[c] && (next == 0 || sim.release_at[c] < next))
+                next = sim.release_at[c];
+        if (next == 0 || next > until)
+            next = until;
+        if (next <= sim.now)
+            next = sim.now + 1;
+
+        /* Property: the GPU never idles while a client that is not
+         * throttled waits. */
+        const struct gpu_sched *g = &p.gpus[0];
+        if (g->holder < 0)
+            for (int i = 0; i < g->n_waiting; i++)
+                if (!g->usage[g->members[g->queue[i]].account].throttled)
+                    sim.idle_while_eligible_waiting = true;
+        if (g->holder >= 0)
+            sim.busy_ns += next - sim.now;
+        sim.now = next;
+
+        for (int c = 0; c < sim.n; c++) {
+            if (!sim.release_at[c] || sim.release_at[c] > sim.now)
+                continue;
+            out.n = 0;
+            sim.release_at[c] = 0;
+            policy_release(&p, 0, c, sim.lease[c], sim.drain_ns, sim.now, &out);
+            if (sim.wants[c])
+                policy_request(&p, 0, c, sim.now, &out);
+            apply(&out);
+        }
+    }
+}
+
+/* Runs `windows` windows after a warm-up window and returns each client's
+ * share of GPU time (held time / elapsed) over them, in percent. */
+static void measure(int windows, double *share)
+{
+    uint64_t held[MAX_SIM], from;
+
+    run_until(sim.now + WINDOW);
+    from = sim.now;
+    for (int c = 0; c < sim.n; c++)
+        held[c] = policy_held_ns(&p, 0, c, sim.now);
+    run_until(sim.now + (uint64_t)windows * WINDOW);
+    for (int c = 0; c < sim.n; c++)
+        share[c] = 100.0 * (double)(policy_held_ns(&p, 0, c, sim.now) - held[c]) /
+                   (double)(sim.now - from);
+    assert_false(sim.idle_while_eligible_waiting);
+}
+
+static void expect_shares(int n, const unsigned *limits, const double *target,
+                          uint64_t drain_ns)
+{
+    double share[MAX_SIM];
+
+    start(n, limits, drain_ns);
+    measure(10, share);
+    for (int c = 0; c < n; c++) {
+        printf("  limit %3u%%: share %6.2f%% (target %6.2f%%, drain %.1f ms)\n",
+               limits[c], share[c], target[c], (double)drain_ns / MS);
+        assert_true(share[c] > target[c] - 1.0 && share[c] < target[c] + 1.0);
+    }
+}
+
+static void test_single_client_at_each_limit(void **state)
+{
+    (void)state;
+    for (unsigned limit = 10; limit <= 90; limit += 20) {
+        unsigned l[] = {limit};
+        double t[] = {limit};
+        expect_shares(1, l, t, 0);
+        expect_shares(1, l, t, 3 * MS); /* a real drain tail */
+    }
+}
+
+static void test_a50_alone_leaves_gpu_idle(void **state)
+{
+    unsigned l[] = {50};
+    double t[] = {50};
+
+    (void)state;
+    expect_shares(1, l, t, 2 * MS);
+}
+
+static void test_a50_b_unlimited(void **state)
+{
+    unsigned l[] = {50, 100};
+    double t[] = {50, 50};
+
+    (void)state;
+    expect_shares(2, l, t, 2 * MS);
+}
+
+static void test_a50_b60_scaled(void **state)
+{
+    unsigned l[] = {50, 60};
+    double t[] = {50.0 * 100 / 110, 60.0 * 100 / 110};
+
+    (void)state;
+    expect_shares(2, l, t, 2 * MS);
+    /* The GPU stays full. */
+    assert_true(sim.busy_ns > (sim.now - WINDOW) * 99 / 100);
+}
+
+static void test_a80_b80_split_evenly(void **state)
+{
+    unsigned l[] = {80, 80};
+    double t[] = {50, 50};
+
+    (void)state;
+    expect_shares(2, l, t, 2 * MS);
+}
+
+static void test_30_30_30(void **state)
+{
+    unsigned l[] = {30, 30, 30};
+    double t[] = {30, 30, 30};
+
+    (void)state;
+    expect_shares(3, l, t, 2 * MS);
+}
+
+static void test_mixes(void **state)
+{
+    unsigned a[] = {10, 90}, b[] = {25, 75};
+    double ta[] = {10, 90}, tb[] = {25, 75};
+
+    (void)state;
+    expect_shares(2, a, ta, 2 * MS);
+    expect_shares(2, b, tb, 2 * MS);
+}
+
+static void test_raise_keeps_used_time(void **state)
+{
+    unsigned l[] = {10};
+
+    (void)state;
+    start(1, l, 0);
+    run_until(WINDOW + 500 * MS); /* in window 2, throttled since 1.1 s */
+    assert_true(p.gpus[0].usage[0].throttled);
+    uint64_t used = policy_used_ns(&p, 0, 0, sim.now);
+    assert_int_equal(used, 100 * MS);
+
+    policy_set_core_limit(&p, 0, 90, sim.now);
+    assert_false(p.gpus[0].usage[0].throttled);
+    assert_int_equal(policy_used_ns(&p, 0, 0, sim.now), used); /* not reset */
+    run_until(2 * WINDOW - 1);
+    /* 100 ms before the change, then the rest of the window: the new
+     * budget (900 ms) is not reached. */
+    used = policy_used_ns(&p, 0, 0, sim.now);
+    assert_true(used >= 599 * MS && used <= 600 * MS);
+}
+
+static void test_lower_drops_holder_and_keeps_used_time(void **state)
+{
+    unsigned l[] = {90};
+    struct policy_actions out = {0};
+
+    (void)state;
+    start(1, l, 0);
+    run_until(WINDOW + 500 * MS);
+    assert_int_equal(p.gpus[0].holder, 0);
+    policy_set_core_limit(&p, 0, 10, sim.now);
+    uint64_t used = policy_used_ns(&p, 0, 0, sim.now);
+    assert_true(used >= 500 * MS - 10 && used <= 500 * MS + 10); /* kept */
+    policy_tick(&p, sim.now, &out);
+    assert_int_equal(out.n, 1);
+    assert_int_equal(out.list[0].kind, ACTION_DROP);
+    assert_true(p.gpus[0].usage[0].throttled);
+}
+
+static void test_client_leaving_rescales_others(void **state)
+{
+    unsigned l[] = {50, 60};
+    struct policy_actions out = {0};
+
+    (void)state;
+    start(2, l, 0);
+    run_until(WINDOW + 300 * MS);
+    assert_int_equal(policy_budget_ns(&p, 0, 0), WINDOW * 50 / 110);
+    sim.wants[1] = false;
+    policy_leave(&p, 1, sim.now, &out);
+    apply(&out);
+    /* B used time this window, so it still takes part until it rolls. */
+    run_until(2 * WINDOW + 1);
+    assert_int_equal(policy_budget_ns(&p, 0, 0), WINDOW * 50 / 100);
+}
+
+static void test_idle_gpu_has_no_stale_window(void **state)
+{
+    unsigned l[] = {50};
+    struct policy_actions out = {0};
+
+    (void)state;
+    start(1, l, 0);
+    run_until(400 * MS); /* 400 ms used in window 1 */
+    sim.wants[0] = false;
+    sim.release_at[0] = 0;
+    policy_release(&p, 0, 0, sim.lease[0], 0, sim.now, &out);
+    /* Idle for 10 windows, then back: a full budget, not the old window. */
+    out.n = 0;
+    sim.now = 10 * WINDOW + 200 * MS;
+    policy_request(&p, 0, 0, sim.now, &out);
+    assert_int_equal(out.n, 1);
+    assert_int_equal(policy_used_ns(&p, 0, 0, sim.now), 0);
+    assert_int_equal(p.gpus[0].window_start, 10 * WINDOW);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_single_client_at_each_limit),
+        cmocka_unit_test(test_a50_alone_leaves_gpu_idle),
+        cmocka_unit_test(test_a50_b_unlimited),
+        cmocka_unit_test(test_a50_b60_scaled),
+        cmocka_unit_test(test_a80_b80_split_evenly),
+        cmocka_unit_test(test_30_30_30),
+        cmocka_unit_test(test_mixes),
+        cmocka_unit_test(test_raise_keeps_used_time),
+        cmocka_unit_test(test_lower_drops_holder_and_keeps_used_time),
+        cmocka_unit_test(test_client_leaving_rescales_others),
+        cmocka_unit_test(test_idle_gpu_has_no_stale_window),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
