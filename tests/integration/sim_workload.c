@@ -3,6 +3,7 @@
  * reports what it got.
  *
  *   sim_workload GPU-UUID[,GPU-UUID] UNTIL_REALTIME_NS [UNIT_US] [TRACE]
+ *                [MEASURE_FROM_REALTIME_NS]
  *
  * Runs from now until UNTIL (CLOCK_REALTIME, so that a test can give all its
  * workloads the same end), submitting units of UNIT_US microseconds
@@ -12,7 +13,12 @@
  *   first_unit_ns=<CLOCK_REALTIME of the first unit's start>
  *
  * With TRACE, appends "<gpu uuid> <start_ns> <end_ns>" (CLOCK_REALTIME) per
- * unit to that file so a test can check that holders never overlap. */
+ * unit to that file so a test can check that holders never overlap.
+ *
+ * With MEASURE_FROM, also reports measured_ms: the time inside submissions
+ * between MEASURE_FROM and UNTIL. Over a whole number of compute-limit
+ * windows this is phase-independent: a limited job's budget lands in the
+ * measurement whether it is spent at the start or the end of a window. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +55,7 @@ int main(int argc, char **argv)
     char *list;
     int n_gpus = 0;
     uint64_t until, unit_ns = 1000000, units = 0, held = 0, first = 0;
+    uint64_t measure_from = 0, measured = 0;
     FILE *trace = NULL;
 
     if (argc < 3) {
@@ -63,7 +70,9 @@ int main(int argc, char **argv)
     until = strtoull(argv[2], NULL, 10);
     if (argc > 3)
         unit_ns = strtoull(argv[3], NULL, 10) * 1000;
-    if (argc > 4 && !(trace = fopen(argv[4], "a"))) {
+    if (argc > 5)
+        measure_from = strtoull(argv[5], NULL, 10);
+    if (argc > 4 && strcmp(argv[4], "-") && !(trace = fopen(argv[4], "a"))) {
         perror(argv[4]);
         return 1;
     }
@@ -92,6 +101,8 @@ int main(int argc, char **argv)
             first = start;
         units++;
         held += end - start;
+        if (measure_from && end > measure_from)
+            measured += end - (start > measure_from ? start : measure_from);
         if (trace)
             fprintf(trace, "%s %llu %llu\n", uuids[gpu], (unsigned long long)start,
                     (unsigned long long)end);
@@ -102,9 +113,10 @@ int main(int argc, char **argv)
     nvshare_client_stop();
     if (trace)
         fclose(trace);
-    printf("units=%llu held_ms=%.1f grants=%llu first_unit_ns=%llu\n",
+    printf("units=%llu held_ms=%.1f grants=%llu first_unit_ns=%llu measured_ms=%.1f\n",
            (unsigned long long)units, (double)held / 1e6,
-           (unsigned long long)grants, (unsigned long long)first);
+           (unsigned long long)grants, (unsigned long long)first,
+           (double)measured / 1e6);
     free(list);
     return 0;
 }
