@@ -151,7 +151,17 @@ int parse_switch(const char *text, int *out, char err[PARSE_ERR_LEN])
 
 void format_duration(uint64_t ns, char *buf, size_t len)
 {
-    if (ns >= 1000000000ull)
+    unsigned long long s = ns / 1000000000ull;
+
+    if (ns == 0)
+        snprintf(buf, len, "0s");
+    else if (s >= 86400)
+        snprintf(buf, len, "%llud%02lluh", s / 86400, s / 3600 % 24);
+    else if (s >= 3600)
+        snprintf(buf, len, "%lluh%02llum", s / 3600, s / 60 % 60);
+    else if (s >= 60)
+        snprintf(buf, len, "%llum%02llus", s / 60, s % 60);
+    else if (ns >= 1000000000ull)
         snprintf(buf, len, "%.3gs", (double)ns / 1e9);
     else if (ns >= 1000000ull)
         snprintf(buf, len, "%.3gms", (double)ns / 1e6);

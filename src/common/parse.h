@@ -27,7 +27,7 @@ int parse_int_range(const char *text, long min, long max, long *out,
 /* "on"/"off" (also 1/0, true/false, yes/no). */
 int parse_switch(const char *text, int *out, char err[PARSE_ERR_LEN]);
 
-/* Formats a duration for people: "30s", "100ms", "1.25s". */
+/* Formats a duration for people: "100ms", "1.25s", "2m05s", "3h07m". */
 void format_duration(uint64_t ns, char *buf, size_t len);
 
 /* Formats a byte count for people: "4.00 GiB". */

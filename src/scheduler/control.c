@@ -203,8 +203,13 @@ void control_on_listen(struct event_loop *loop, int fd, void *data)
     if (cfd < 0)
         return;
     if (unix_peer(cfd, &pid, &uid) || (uid != 0 && uid != s->uid)) {
+        struct msg refusal = {.type = MSG_CTL_REPLY};
+        refusal.u.reply.status = EACCES;
+        snprintf(refusal.u.reply.text, sizeof(refusal.u.reply.text),
+                 "the control socket serves root and uid %d only", (int)s->uid);
         log_warn("control: refusing pid %d (uid %d): not root or the "
                  "scheduler's user", (int)pid, (int)uid);
+        msg_send(cfd, &refusal);
         close(cfd);
         return;
     }

@@ -1,0 +1,246 @@
+/* conn.c - nvsharectl's side of the control socket.
+ *
+ * One connection per command: connect, send one request, read the reply
+ * records until CTL_STATUS_END (or the one CTL_REPLY), close. Every reply
+ * is awaited for at most t->timeout_ms, so a wedged scheduler produces an
+ * error rather than a hung terminal. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "sock.h"
+
+/* Explains a failed connect(): the operator's next step depends on errno. */
+static void explain_connect(const struct ctl_target *t, int e, char *err)
+{
+    if (e == EACCES || e == EPERM)
+        snprintf(err, CTL_ERR_LEN,
+                 "cannot reach the scheduler at %s: %s (the control socket is "
+                 "for root and the scheduler's own user: run as one of them, "
+                 "e.g. with sudo)", t->path, strerror(e));
+    else
+        snprintf(err, CTL_ERR_LEN,
+                 "cannot reach the scheduler at %s: %s (is nvshare-scheduler "
+                 "running? %s)", t->path, strerror(e), t->dir_from);
+}
+
+/* Explains a reply that did not come. A connection the scheduler closes
+ * before answering is most often its refusal of a user who is neither root
+ * nor its own: the socket's owner tells us whether that is likely. */
+static void explain_recv(const struct ctl_target *t, int rc, bool first,
+                         char *err)
+{
+    struct stat sb;
+
+    if (rc == PROTO_E_TIMEOUT) {
+        snprintf(err, CTL_ERR_LEN,
+                 "the scheduler at %s did not answer within %d ms", t->path,
+                 t->timeout_ms);
+    } else if (rc == PROTO_E_IO && first && getuid() != 0 &&
+               stat(t->path, &sb) == 0 && sb.st_uid != getuid()) {
+        snprintf(err, CTL_ERR_LEN,
+                 "the scheduler at %s closed the connection: it serves only "
+                 "root and its own user (uid %u); run as one of them, e.g. "
+                 "with sudo", t->path, (unsigned)sb.st_uid);
+    } else if (rc == PROTO_E_IO) {
+        snprintf(err, CTL_ERR_LEN,
+                 "the scheduler at %s closed the connection before answering",
+                 t->path);
+    } else if (rc == PROTO_E_VERSION) {
+        snprintf(err, CTL_ERR_LEN,
+                 "the scheduler at %s speaks another protocol version than "
+                 "nvsharectl (%d): use the nvsharectl of the same release",
+                 t->path, PROTO_VERSION);
+    } else {
+        snprintf(err, CTL_ERR_LEN, "bad reply from the scheduler at %s: %s",
+                 t->path, proto_strerror(rc));
+    }
+}
+
+/* Connects and sends m. Returns the fd or -1. */
+static int request(const struct ctl_target *t, const struct msg *m, char *err)
+{
+    int fd = unix_connect(t->path);
+    int rc;
+
+    if (fd < 0) {
+        explain_connect(t, errno, err);
+        return -1;
+    }
+    if ((rc = msg_send(fd, m)) != PROTO_OK) {
+        snprintf(err, CTL_ERR_LEN, "cannot send to the scheduler at %s: %s",
+                 t->path, proto_strerror(rc));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A refusal (CTL_REPLY with an error) in place of the expected record
+ * carries the scheduler's reason; anything else is a protocol error. */
+static int unexpected(const struct ctl_target *t, const struct msg *m, char *err)
+{
+    if (m->type == MSG_CTL_REPLY && m->u.reply.status)
+        snprintf(err, CTL_ERR_LEN, "the scheduler refused: %.200s",
+                 m->u.reply.text);
+    else
+        snprintf(err, CTL_ERR_LEN,
+                 "bad reply from the scheduler at %s: unexpected %s", t->path,
+                 msg_type_name(m->type));
+    return -1;
+}
+
+static int add_client(struct ctl_status *st, const struct msg_status_client *c)
+{
+    if (st->n_clients == st->cap_clients) {
+        int cap = st->cap_clients ? 2 * st->cap_clients : 16;
+        void *grown = realloc(st->clients, (size_t)cap * sizeof(*st->clients));
+        if (!grown)
+            return -1;
+        st->clients = grown;
+        st->cap_clients = cap;
+    }
+    st->clients[st->n_clients++] = *c;
+    return 0;
+}
+
+/* Checks the records in order: NODE, exactly n_gpus GPUs, CLIENTs, END. */
+static int read_status(const struct ctl_target *t, int fd,
+                       struct ctl_status *st, char *err)
+{
+    struct msg *m = malloc(sizeof(*m));
+    bool first = true;
+    int rc = -1;
+
+    if (!m) {
+        snprintf(err, CTL_ERR_LEN, "out of memory");
+        return -1;
+    }
+    for (;;) {
+        int got = msg_recv(fd, m, t->timeout_ms);
+        if (got != PROTO_OK) {
+            explain_recv(t, got, first, err);
+            goto out;
+        }
+        if (first) {
+            if (m->type != MSG_CTL_STATUS_NODE) {
+                unexpected(t, m, err);
+                goto out;
+            }
+            st->node = m->u.node;
+            st->gpus = calloc(st->node.n_gpus ? st->node.n_gpus : 1,
+                              sizeof(*st->gpus));
+            if (!st->gpus) {
+                snprintf(err, CTL_ERR_LEN, "out of memory");
+                goto out;
+            }
+            first = false;
+        } else if (m->type == MSG_CTL_STATUS_GPU && st->n_clients == 0 &&
+                   st->n_gpus < st->node.n_gpus) {
+            st->gpus[st->n_gpus++] = m->u.gpu;
+        } else if (m->type == MSG_CTL_STATUS_CLIENT &&
+                   st->n_gpus == st->node.n_gpus) {
+            if (add_client(st, &m->u.client)) {
+                snprintf(err, CTL_ERR_LEN, "out of memory");
+                goto out;
+            }
+        } else if (m->type == MSG_CTL_STATUS_END &&
+                   st->n_gpus == st->node.n_gpus) {
+            rc = 0;
+            goto out;
+        } else {
+            unexpected(t, m, err);
+            goto out;
+        }
+    }
+out:
+    free(m);
+    return rc;
+}
+
+int ctl_fetch_status(const struct ctl_target *t, struct ctl_status *st,
+                     char err[CTL_ERR_LEN])
+{
+    struct msg req = {.type = MSG_CTL_STATUS};
+    int fd, rc;
+
+    memset(st, 0, sizeof(*st));
+    fd = request(t, &req, err);
+    if (fd < 0)
+        return -1;
+    rc = read_status(t, fd, st, err);
+    close(fd);
+    if (rc)
+        ctl_status_free(st);
+    return rc;
+}
+
+void ctl_status_free(struct ctl_status *st)
+{
+    free(st->gpus);
+    free(st->clients);
+    memset(st, 0, sizeof(*st));
+}
+
+int ctl_set(const struct ctl_target *t, uint16_t key, uint64_t value,
+            const char *subject, struct msg_ctl_reply *reply,
+            char err[CTL_ERR_LEN])
+{
+    struct msg *m = calloc(1, sizeof(*m));
+    int fd, got, rc = -1;
+
+    if (!m) {
+        snprintf(err, CTL_ERR_LEN, "out of memory");
+        return -1;
+    }
+    m->type = MSG_CTL_SET;
+    m->u.set.key = key;
+    m->u.set.value = value;
+    if (strlen(subject) >= sizeof(m->u.set.target)) {
+        snprintf(err, CTL_ERR_LEN, "'%s' is too long for a pod name", subject);
+        goto out;
+    }
+    strcpy(m->u.set.target, subject);
+    fd = request(t, m, err);
+    if (fd < 0)
+        goto out;
+    got = msg_recv(fd, m, t->timeout_ms);
+    close(fd);
+    if (got != PROTO_OK)
+        explain_recv(t, got, true, err);
+    else if (m->type != MSG_CTL_REPLY)
+        unexpected(t, m, err);
+    else {
+        *reply = m->u.reply;
+        rc = 0;
+    }
+out:
+    free(m);
+    return rc;
+}
+
+const struct msg_status_client *ctl_status_holder(const struct ctl_status *st,
+                                                  const struct msg_status_gpu *gpu)
+{
+    if (!gpu->holder_id)
+        return NULL;
+    for (int i = 0; i < st->n_clients; i++)
+        if (st->clients[i].client_id == gpu->holder_id &&
+            st->clients[i].gpu == gpu->index)
+            return &st->clients[i];
+    return NULL;
+}
+
+const char *ctl_state_name(uint8_t state)
+{
+    switch (state) {
+    case CLIENT_IDLE: return "idle";
+    case CLIENT_WAITING: return "waiting";
+    case CLIENT_HOLDING: return "holding";
+    case CLIENT_DRAINING: return "draining";
+    }
+    return "unknown";
+}

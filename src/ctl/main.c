@@ -1,0 +1,509 @@
+/* main.c - nvsharectl: the command line, in the style of git and kubectl.
+ *
+ *     nvsharectl [global options] <command> [command options and arguments]
+ *
+ * Global options (--sock-dir, --timeout) may also follow the command. Each
+ * command is one row of the commands table below: its name, its synopsis
+ * and help text, and the function that runs it with its own arguments.
+ *
+ * Exit status: 0 done; 1 the scheduler could not be reached, did not answer
+ * or refused a setting; 2 bad usage (the message and the synopsis go to
+ * stderr). */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "env.h"
+#include "parse.h"
+
+#define EXIT_REFUSED 1
+#define EXIT_USAGE 2
+#define HELP_SHOWN (-1) /* from argument checks: --help was printed, exit 0 */
+#define WATCH_MIN_INTERVAL_NS 100000000ull /* each status briefly holds the daemon's loop */
+
+struct command {
+    const char *name;
+    int (*run)(const struct command *cmd, int argc, char **argv);
+    const char *synopsis; /* usage lines, each starting "nvsharectl" */
+    const char *help;     /* what follows the synopsis in --help */
+};
+
+static struct ctl_target target;
+static char dir_from[300];
+
+static const char top_usage[] =
+    "usage: nvsharectl [--sock-dir DIR] [--timeout DURATION] <command> [<args>]\n"
+    "       nvsharectl --help | --version\n";
+
+static const char top_help[] =
+    "\n"
+    "Operate the nvshare scheduler of this node.\n"
+    "\n"
+    "Commands:\n"
+    "  status [--json]          GPUs, lock holders, wait queues and clients\n"
+    "  watch [--interval 1s]    redraw the status every interval until Ctrl-C\n"
+    "  set tq <duration>        change the time quantum, e.g. 100ms, 30s, 1.5s\n"
+    "  set core-limit POD PCT   limit a pod to PCT % of each GPU's time\n"
+    "  anti-thrash on|off       clients take turns on each GPU (on) or run\n"
+    "                           freely (off)\n"
+    "  help [<command>]         show the help of a command\n"
+    "\n"
+    "Global options:\n"
+    "  --sock-dir DIR           the scheduler's socket directory (default\n"
+    "                           $NVSHARE_SOCK_DIR, else " DEFAULT_SOCK_DIR ")\n"
+    "  --timeout DURATION       wait at most this long for each reply (default 5s)\n"
+    "  -h, --help               show this help\n"
+    "  --version                show the version\n"
+    "\n"
+    "The control socket serves root and the scheduler's own user only.\n"
+    "Exit status: 0 success, 1 scheduler unreachable or setting refused,\n"
+    "2 bad usage. Run 'nvsharectl <command> --help' for a command's options.\n";
+
+static const struct command *find_command(const char *name);
+
+/* ---- errors -------------------------------------------------------------- */
+
+static int usage_error(const struct command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prints "nvsharectl: <message>", the synopsis and where to read more. */
+static int usage_error(const struct command *cmd, const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("nvsharectl: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (cmd)
+        fprintf(stderr, "\nusage: %s\nSee 'nvsharectl %s --help'.\n",
+                cmd->synopsis, cmd->name);
+    else
+        fprintf(stderr, "\n%sSee 'nvsharectl --help'.\n", top_usage);
+    return EXIT_USAGE;
+}
+
+static int fail(const char *err)
+{
+    fprintf(stderr, "nvsharectl: %s\n", err);
+    return EXIT_REFUSED;
+}
+
+static int show_help(const struct command *cmd)
+{
+    printf("usage: %s\n\n%s", cmd->synopsis, cmd->help);
+    return 0;
+}
+
+static bool is_help(const char *arg)
+{
+    return !strcmp(arg, "-h") || !strcmp(arg, "--help");
+}
+
+/* Matches "--name VALUE" and "--name=VALUE". Returns 1 and sets *value (and
+ * advances *i past a separate value) on a match, 0 if arg is another option,
+ * -1 if the value is missing. */
+static int option_value(const char *name, int argc, char **argv, int *i,
+                        const char **value)
+{
+    size_t n = strlen(name);
+    const char *arg = argv[*i];
+
+    if (strncmp(arg, name, n) != 0)
+        return 0;
+    if (arg[n] == '=') {
+        *value = arg + n + 1;
+        return 1;
+    }
+    if (arg[n] != '\0')
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *value = argv[++*i];
+    return 1;
+}
+
+/* ---- status and watch ---------------------------------------------------- */
+
+static int run_status(const struct command *cmd, int argc, char **argv)
+{
+    char err[CTL_ERR_LEN];
+    struct ctl_status st;
+    bool json = false;
+
+    for (int i = 1; i < argc; i++) {
+        if (is_help(argv[i]))
+            return show_help(cmd);
+        if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (argv[i][0] == '-')
+            return usage_error(cmd, "unknown option '%s'", argv[i]);
+        else
+            return usage_error(cmd, "unexpected argument '%s'", argv[i]);
+    }
+    if (ctl_fetch_status(&target, &st, err))
+        return fail(err);
+    if (json)
+        render_json(stdout, &st);
+    else
+        render_table(stdout, &st);
+    ctl_status_free(&st);
+    return 0;
+}
+
+static volatile sig_atomic_t stop_watching;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_watching = 1;
+}
+
+/* Sleeps ns unless a stop signal arrives first. */
+static void sleep_unless_stopped(uint64_t ns)
+{
+    struct timespec left = {.tv_sec = (time_t)(ns / 1000000000ull),
+                            .tv_nsec = (long)(ns % 1000000000ull)};
+
+    while (!stop_watching && nanosleep(&left, &left) < 0 && errno == EINTR)
+        ;
+}
+
+/* One frame of the live view, composed in memory and written at once so
+ * the terminal never shows half a frame. */
+static int watch_frame(FILE *frame, bool tty, uint64_t interval, bool first)
+{
+    char err[CTL_ERR_LEN], every[32], stamp[32];
+    struct ctl_status st;
+    time_t now = time(NULL);
+    struct tm *local = localtime(&now);
+    int rc;
+
+    format_duration(interval, every, sizeof(every));
+    if (!local || !strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", local))
+        stamp[0] = '\0';
+    rc = ctl_fetch_status(&target, &st, err);
+    if (rc && first)
+        return fail(err);
+    if (tty)
+        fputs("\033[H\033[2J", frame);
+    else if (!first)
+        fputc('\n', frame);
+    fprintf(frame, "Every %s: nvsharectl status    %s\n\n", every, stamp);
+    if (rc) {
+        fprintf(frame, "nvsharectl: %s (retrying)\n", err);
+        return 0;
+    }
+    render_table(frame, &st);
+    ctl_status_free(&st);
+    return 0;
+}
+
+static int run_watch(const struct command *cmd, int argc, char **argv)
+{
+    uint64_t interval = 1000000000ull;
+    long count = 0; /* 0: until stopped */
+    char err[PARSE_ERR_LEN];
+    bool tty = isatty(STDOUT_FILENO);
+    struct sigaction sa = {.sa_handler = on_stop_signal}; /* no SA_RESTART */
+
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int got;
+
+        if (is_help(argv[i]))
+            return show_help(cmd);
+        if ((got = option_value("--interval", argc, argv, &i, &v)) == 0)
+            got = option_value("--count", argc, argv, &i, &v) * 2;
+        if (got < 0)
+            return usage_error(cmd, "option '%s' needs a value", argv[i]);
+        if (got == 1) {
+            if (parse_duration_ns(v, &interval, err))
+                return usage_error(cmd, "%s", err);
+            if (interval < WATCH_MIN_INTERVAL_NS)
+                return usage_error(cmd, "interval '%s' is below the minimum of 100ms", v);
+        } else if (got == 2) {
+            if (parse_int_range(v, 1, LONG_MAX, &count, err))
+                return usage_error(cmd, "invalid --count: %s", err);
+        } else if (argv[i][0] == '-') {
+            return usage_error(cmd, "unknown option '%s'", argv[i]);
+        } else {
+            return usage_error(cmd, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    for (long n = 0; !stop_watching && (count == 0 || n < count); n++) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *frame = open_memstream(&text, &len);
+        int rc;
+
+        if (!frame)
+            return fail("out of memory");
+        rc = watch_frame(frame, tty, interval, n == 0);
+        fclose(frame);
+        if (rc) {
+            free(text);
+            return rc;
+        }
+        fwrite(text, 1, len, stdout);
+        fflush(stdout);
+        free(text);
+        if (count == 0 || n + 1 < count)
+            sleep_unless_stopped(interval);
+    }
+    return 0;
+}
+
+/* ---- settings ------------------------------------------------------------ */
+
+/* Sends one setting and reports the scheduler's answer. */
+static int apply(uint16_t key, uint64_t value, const char *subject)
+{
+    char err[CTL_ERR_LEN];
+    struct msg_ctl_reply reply;
+
+    if (ctl_set(&target, key, value, subject, &reply, err))
+        return fail(err);
+    if (reply.status != 0)
+        return fail(reply.text);
+    puts(reply.text);
+    return 0;
+}
+
+/* Accepts "-h" anywhere and nothing else that looks like an option, and
+ * insists on exactly want arguments after the command name. Returns 0,
+ * HELP_SHOWN, or an exit status after a usage error. */
+static int plain_args(const struct command *cmd, int argc, char **argv,
+                      int want, const char *what)
+{
+    for (int i = 1; i < argc; i++) {
+        if (is_help(argv[i]))
+            return show_help(cmd), HELP_SHOWN;
+        if (argv[i][0] == '-' && argv[i][1] != '\0' && argv[i][1] != '.' &&
+            (argv[i][1] < '0' || argv[i][1] > '9'))
+            return usage_error(cmd, "unknown option '%s'", argv[i]);
+    }
+    if (argc - 1 < want)
+        return usage_error(cmd, "%s", what);
+    if (argc - 1 > want)
+        return usage_error(cmd, "unexpected argument '%s'", argv[want + 1]);
+    return 0;
+}
+
+static int set_anti_thrash(const struct command *cmd, const char *text)
+{
+    char err[PARSE_ERR_LEN];
+    int on;
+
+    if (parse_switch(text, &on, err))
+        return usage_error(cmd, "anti-thrash: %s", err);
+    return apply(CTL_SET_ANTI_THRASH, (uint64_t)on, "");
+}
+
+static int run_anti_thrash(const struct command *cmd, int argc, char **argv)
+{
+    int rc = plain_args(cmd, argc, argv, 1, "say on or off");
+
+    if (rc)
+        return rc == HELP_SHOWN ? 0 : rc;
+    return set_anti_thrash(cmd, argv[1]);
+}
+
+/* "none" removes a run-time limit (the pod falls back to the one it
+ * declared); otherwise 1-100. */
+static int set_core_limit(const struct command *cmd, const char *subject,
+                          const char *text)
+{
+    char err[PARSE_ERR_LEN];
+    long pct = 0;
+
+    if (strcmp(text, "none") && parse_int_range(text, 1, 100, &pct, err))
+        return usage_error(cmd, "core limit: %s (1-100, or none)", err);
+    return apply(CTL_SET_CORE_LIMIT, (uint64_t)pct, subject);
+}
+
+static int run_set(const struct command *cmd, int argc, char **argv)
+{
+    char err[PARSE_ERR_LEN];
+    uint64_t ns;
+    bool per_pod = argc > 1 && !strcmp(argv[1], "core-limit");
+    int rc = plain_args(cmd, argc, argv, per_pod ? 3 : 2,
+                        per_pod ? "core-limit needs a pod (or client id) and a percentage"
+                                : "which setting, and to what?");
+
+    if (rc)
+        return rc == HELP_SHOWN ? 0 : rc;
+    if (per_pod)
+        return set_core_limit(cmd, argv[2], argv[3]);
+    if (!strcmp(argv[1], "tq")) {
+        if (parse_duration_ns(argv[2], &ns, err))
+            return usage_error(cmd, "%s", err);
+        return apply(CTL_SET_TQ, ns, "");
+    }
+    if (!strcmp(argv[1], "anti-thrash"))
+        return set_anti_thrash(cmd, argv[2]);
+    return usage_error(cmd, "unknown setting '%s' (tq, anti-thrash or core-limit)",
+                       argv[1]);
+}
+
+/* ---- help ---------------------------------------------------------------- */
+
+static int run_help(const struct command *cmd, int argc, char **argv)
+{
+    const struct command *about;
+
+    if (argc < 2) {
+        printf("%s%s", top_usage, top_help);
+        return 0;
+    }
+    if (is_help(argv[1]))
+        return show_help(cmd);
+    if (argc > 2)
+        return usage_error(cmd, "unexpected argument '%s'", argv[2]);
+    about = find_command(argv[1]);
+    if (!about)
+        return usage_error(cmd, "unknown command '%s'", argv[1]);
+    return show_help(about);
+}
+
+static const struct command commands[] = {
+    {"status", run_status, "nvsharectl status [--json]",
+     "Shows the scheduler's settings, each GPU (holder, draining, lock\n"
+     "hand-overs, wait queue in order) and each client on each GPU (state,\n"
+     "time held, current wait, grants, last drain time).\n"
+     "\n"
+     "  --json     print one JSON document instead of tables (times in ns,\n"
+     "             sizes in bytes; schema in docs/nvsharectl.md)\n"},
+    {"watch", run_watch, "nvsharectl watch [--interval DURATION] [--count N]",
+     "Redraws the status every interval until Ctrl-C. The screen is cleared\n"
+     "between frames only when the output is a terminal. If the scheduler goes\n"
+     "away after the first frame, the view says so and keeps retrying.\n"
+     "\n"
+     "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"
+     "  --count N            stop after N frames\n"},
+    {"set", run_set,
+     "nvsharectl set tq <duration>\n       nvsharectl set anti-thrash on|off\n"
+     "       nvsharectl set core-limit <pod|namespace/pod|client-id> <1-100|none>",
+     "Changes a setting of the running scheduler and prints its answer.\n"
+     "\n"
+     "  tq <duration>        the time quantum a holder keeps a GPU while others\n"
+     "                       wait: 100ms, 30s, 1.5s, 2m (the scheduler accepts\n"
+     "                       1ms to 1h); applies to the current holders at once\n"
+     "  anti-thrash on|off   same as 'nvsharectl anti-thrash on|off'\n"
+     "  core-limit POD PCT   the share of each GPU's time the pod may use per\n"
+     "                       accounting window; applies at once and keeps the\n"
+     "                       time already used; 'none' removes the run-time\n"
+     "                       limit (back to NVSHARE_GPU_CORE_LIMIT, if declared)\n"
+     "\n"
+     "Exit status 1 if the scheduler refuses the value.\n"},
+    {"anti-thrash", run_anti_thrash, "nvsharectl anti-thrash on|off",
+     "on:  clients take turns on each GPU, one time quantum at a time.\n"
+     "off: every client runs freely, as if nvshare were not there.\n"},
+    {"help", run_help, "nvsharectl help [<command>]",
+     "Shows the help of a command, or the overview.\n"},
+};
+
+static const struct command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(commands[i].name, name))
+            return &commands[i];
+    return NULL;
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+/* Takes the global options out of argv (wherever they are) and sets up
+ * target. Leaves the command and its arguments in argv[0..*argc). Returns
+ * 0, or an exit status. */
+static int global_options(int *argc, char **argv)
+{
+    const char *sock_dir = NULL, *timeout = NULL;
+    char err[PARSE_ERR_LEN];
+    uint64_t timeout_ns = CTL_DEFAULT_TIMEOUT_MS * 1000000ull;
+    int kept = 0;
+    bool dashdash = false;
+
+    for (int i = 0; i < *argc; i++) {
+        int got = 0;
+        const char *v = NULL;
+
+        if (!dashdash && !strcmp(argv[i], "--")) {
+            dashdash = true;
+            continue;
+        }
+        if (!dashdash && (got = option_value("--sock-dir", *argc, argv, &i, &v)) > 0)
+            sock_dir = v;
+        else if (!dashdash && got == 0 &&
+                 (got = option_value("--timeout", *argc, argv, &i, &v)) > 0)
+            timeout = v;
+        if (got < 0)
+            return usage_error(NULL, "option '%s' needs a value", argv[i]);
+        if (got == 0)
+            argv[kept++] = argv[i];
+    }
+    *argc = kept;
+    if (timeout) {
+        if (parse_duration_ns(timeout, &timeout_ns, err))
+            return usage_error(NULL, "--timeout: %s", err);
+        if (timeout_ns < 1000000ull || timeout_ns > 3600 * 1000000000ull)
+            return usage_error(NULL, "--timeout must be between 1ms and 1h");
+    }
+    target.timeout_ms = (int)(timeout_ns / 1000000ull);
+    if (sock_dir) {
+        if (!*sock_dir)
+            return usage_error(NULL, "--sock-dir needs a directory");
+        setenv("NVSHARE_SOCK_DIR", sock_dir, 1);
+        snprintf(dir_from, sizeof(dir_from), "--sock-dir %s", sock_dir);
+    } else if (getenv("NVSHARE_SOCK_DIR") && *getenv("NVSHARE_SOCK_DIR")) {
+        snprintf(dir_from, sizeof(dir_from), "NVSHARE_SOCK_DIR=%s", env_sock_dir());
+    } else {
+        snprintf(dir_from, sizeof(dir_from),
+                 "NVSHARE_SOCK_DIR is unset: default %s", env_sock_dir());
+    }
+    target.dir_from = dir_from;
+    if (socket_path(CONTROL_SOCKET_NAME, target.path, sizeof(target.path)))
+        return usage_error(NULL, "socket path too long: %s/%s", env_sock_dir(),
+                           CONTROL_SOCKET_NAME);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const struct command *cmd;
+    int rc;
+
+    argc--, argv++; /* drop the program name */
+    if ((rc = global_options(&argc, argv)))
+        return rc;
+    if (argc == 0)
+        return usage_error(NULL, "no command given");
+    if (is_help(argv[0])) {
+        printf("%s%s", top_usage, top_help);
+        return 0;
+    }
+    if (!strcmp(argv[0], "--version")) {
+        printf("nvsharectl %s (protocol %d)\n", NVSHARE_VERSION, PROTO_VERSION);
+        return 0;
+    }
+    if (argv[0][0] == '-')
+        return usage_error(NULL, "unknown option '%s'", argv[0]);
+    cmd = find_command(argv[0]);
+    if (!cmd)
+        return usage_error(NULL, "unknown command '%s'", argv[0]);
+    rc = cmd->run(cmd, argc, argv);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "nvsharectl: cannot write the output: %s\n", strerror(errno));
+        return EXIT_REFUSED;
+    }
+    return rc;
+}

@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# ctl_test.sh SCHEDULER NVSHARECTL - nvsharectl against a real scheduler.
+#
+# Starts nvshare-scheduler in a temporary socket directory with two
+# configured GPUs and checks every nvsharectl command: the table and JSON
+# views (JSON keys against the example in docs/nvsharectl.md), settings and
+# the scheduler's refusals, usage errors (exit 2), an absent scheduler and a
+# silent one (exit 1). Where python3 is available, fake clients speaking the
+# wire protocol hold and queue for a GPU, with hostile pod names, to check
+# holders, queues, draining, escaping and terminal sanitizing.
+set -euo pipefail
+
+SCHED_BIN=$1
+CTL_BIN=$2
+DOC=$(cd "$(dirname "$0")/../.." && pwd)/docs/nvsharectl.md
+WORK=$(mktemp -d /tmp/nvshare-ctl-test.XXXXXX)
+SOCK_DIR=$WORK/sock
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; [ -f "$WORK/out" ] && sed 's/^/  out: /' "$WORK/out" >&2
+         [ -f "$WORK/err" ] && sed 's/^/  err: /' "$WORK/err" >&2
+         [ -f "$WORK/sched.log" ] && tail -n 20 "$WORK/sched.log" >&2; exit 1; }
+pass() { echo "PASS: $*"; }
+
+# wait_for CMD...: polls CMD every 20 ms for up to 10 s.
+wait_for() {
+    local deadline=$(( $(date +%s) + 10 ))
+    until "$@"; do
+        [ "$(date +%s)" -lt "$deadline" ] || return 1
+        sleep 0.02
+    done
+}
+
+# ctl ARGS...: runs nvsharectl against the test scheduler; stdout in
+# $WORK/out, stderr in $WORK/err, exit status in $RC.
+ctl() { RC=0; NVSHARE_SOCK_DIR=$SOCK_DIR "$CTL_BIN" "$@" >"$WORK/out" 2>"$WORK/err" || RC=$?; }
+expect_rc() { [ "$RC" -eq "$1" ] || fail "$2: exit status $RC, expected $1"; }
+out_has() { grep -qF -- "$1" "$WORK/out" || fail "stdout lacks '$1'"; }
+err_has() { grep -qF -- "$1" "$WORK/err" || fail "stderr lacks '$1'"; }
+
+HAVE_PY=0
+if command -v python3 >/dev/null && python3 -c 'import json, socket, struct' 2>/dev/null; then
+    HAVE_PY=1
+else
+    echo "SKIP: python3 not found: JSON validation and fake-client checks are skipped"
+fi
+
+# doc_keys JSON [exact]: every key path in JSON appears in the example in
+# docs/nvsharectl.md (and, with "exact", every documented one in JSON).
+doc_keys() {
+    python3 - "$1" "$DOC" "${2:-}" <<'PY'
+import json, re, sys
+def keys(v, path=""):
+    out = set()
+    if isinstance(v, dict):
+        for k, x in v.items():
+            out |= {path + k} | keys(x, path + k + ".")
+    elif isinstance(v, list) and v:
+        out |= keys(v[0], path + "[].")
+    return out
+have = keys(json.load(open(sys.argv[1])))
+text = open(sys.argv[2]).read()
+m = re.search(r"<!-- status-json-example -->\s*```json\n(.*?)```", text, re.S)
+documented = keys(json.loads(m.group(1)))
+assert have <= documented, f"not in the documented example: {sorted(have - documented)}"
+if sys.argv[3] == "exact":
+    assert have == documented, f"documented but not printed: {sorted(documented - have)}"
+PY
+}
+
+# ---- start the scheduler ----------------------------------------------------
+NVSHARE_SOCK_DIR=$SOCK_DIR NVSHARE_GPUS=GPU-test-0:16384,GPU-test-1:8192 \
+    NVSHARE_TQ=2s "$SCHED_BIN" >"$WORK/sched.log" 2>&1 &
+PIDS+=($!)
+wait_for test -S "$SOCK_DIR/control.sock" || fail "the scheduler did not create its control socket"
+
+# ---- status -------------------------------------------------------------------
+ctl status
+expect_rc 0 "status"
+out_has "TQ 2s"
+out_has "anti-thrash on"
+out_has "GPU-test-0"
+out_has "GPU-test-1"
+out_has "16.00 GiB"
+out_has "8.00 GiB"
+out_has "clients 0"
+pass "status shows both GPUs and TQ 2s"
+
+ctl --sock-dir "$SOCK_DIR" status
+expect_rc 0 "status with --sock-dir"
+NVSHARE_SOCK_DIR=/nonexistent "$CTL_BIN" status --sock-dir "$SOCK_DIR" >/dev/null \
+    || fail "--sock-dir after the command"
+pass "--sock-dir before and after the command"
+
+# ---- status --json ------------------------------------------------------------
+ctl status --json
+expect_rc 0 "status --json"
+cp "$WORK/out" "$WORK/status.json"
+if [ "$HAVE_PY" = 1 ]; then
+    python3 -m json.tool "$WORK/status.json" >/dev/null || fail "status --json is not valid JSON"
+    python3 - "$WORK/status.json" "$DOC" <<'PY' || fail "status --json fields"
+import json, re, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["schema_version"] == 1
+n = doc["node"]
+assert n["tq_ns"] == 2_000_000_000 and n["anti_thrash"] is True
+assert n["gpu_count"] == 2 and n["client_count"] == 0 and n["uptime_ns"] > 0
+g = doc["gpus"]
+assert [x["uuid"] for x in g] == ["GPU-test-0", "GPU-test-1"]
+assert [x["index"] for x in g] == [0, 1]
+assert g[0]["memory_total_bytes"] == 16384 << 20 and g[1]["memory_total_bytes"] == 8192 << 20
+assert all(x["holder_client_id"] is None and x["draining"] is False and
+           x["switches"] == 0 and x["waiting_client_ids"] == [] for x in g)
+assert doc["clients"] == []
+PY
+    doc_keys "$WORK/status.json" || fail "status --json fields against docs/nvsharectl.md"
+    pass "status --json is valid JSON with the documented fields"
+fi
+
+# ---- fake clients: holder, queue, draining, hostile names -------------------
+if [ "$HAVE_PY" = 1 ]; then
+    cat >"$WORK/fake_clients.py" <<'PY'
+# Two clients on GPU-test-0: A holds the lock (and never releases it), B waits.
+# A's names contain JSON metacharacters, a terminal escape and broken UTF-8.
+import os, socket, struct, sys, time
+sock_dir, ready = sys.argv[1], sys.argv[2]
+def frame(t, payload): body = struct.pack("<HH", 1, t) + payload; return struct.pack("<I", len(body)) + body
+def s(b): return struct.pack("<H", len(b)) + b
+def recv(c):
+    n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
+    body = c.recv(n, socket.MSG_WAITALL); return struct.unpack("<HH", body[:4])[1]
+def client(ns, pod, ctr, want_ok):
+    c = socket.socket(socket.AF_UNIX); c.connect(os.path.join(sock_dir, "scheduler.sock"))
+    c.sendall(frame(1, struct.pack("<I", os.getpid()) + s(ns) + s(pod) + s(ctr) +
+                    struct.pack("<QBH", 0, 0, 1) + s(b"GPU-test-0")))
+    assert recv(c) == 2, "no REGISTER_OK"
+    c.sendall(frame(5, struct.pack("<BIQ", 0, 0, 0)))
+    if want_ok:
+        while recv(c) != 6: pass
+    return c
+a = client(b'team "a"\\x', b"pod-\x1b[31mred\xff-\xc3\xa9", b"main", True)
+b = client(b"default", b"pod-b", b"", False)
+time.sleep(0.1)  # lets B's REQ_LOCK be queued before we report ready
+open(ready, "w").close()
+time.sleep(3600)
+PY
+    python3 "$WORK/fake_clients.py" "$SOCK_DIR" "$WORK/ready" >"$WORK/fake.log" 2>&1 &
+    PIDS+=($!)
+    wait_for test -e "$WORK/ready" || { cat "$WORK/fake.log" >&2; fail "fake clients did not start"; }
+    wait_for eval 'ctl status; grep -q "clients 2" "$WORK/out"' || fail "status does not count 2 clients"
+    ctl status
+    grep -q $'\033' "$WORK/out" && fail "a pod name put an escape sequence on the terminal"
+    POD_A='team "a"\\x/pod-\?\[31mred\?-é'
+    grep -qE "^0 +GPU-test-0 .* 1 $POD_A +no +[0-9]+ +2\$" "$WORK/out" \
+        || fail "GPU 0 row: holder 1 with its pod, not draining, queue [2]"
+    grep -qE "^1 +[0-9]+ +$POD_A +main +0 +holding " "$WORK/out" || fail "client 1 row"
+    grep -qE '^2 +[0-9]+ +default/pod-b +- +0 +waiting ' "$WORK/out" || fail "client 2 row"
+    pass "status shows the holder, the queue and sanitized names"
+
+    ctl status --json
+    python3 - "$WORK/out" <<'PY' || fail "status --json with clients"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+g0 = doc["gpus"][0]
+assert g0["holder_client_id"] == 1 and g0["waiting_client_ids"] == [2], g0
+a, b = doc["clients"]
+assert a["namespace"] == 'team "a"\\x', a
+assert a["pod"] == "pod-\x1b[31mred\ufffd-\u00e9", a
+assert a["state"] == "holding" and a["grants"] == 1 and a["gpu_uuid"] == "GPU-test-0"
+assert b["state"] == "waiting" and b["wait_ns"] > 0 and b["container"] == ""
+PY
+    doc_keys "$WORK/out" exact || fail "status --json fields against docs/nvsharectl.md"
+    pass "status --json escapes names and lists holder and queue"
+fi
+
+# ---- set tq -------------------------------------------------------------------
+ctl set tq 100ms
+expect_rc 0 "set tq 100ms"
+out_has "time quantum set to 100ms"
+ctl status
+out_has "TQ 100ms"
+pass "set tq 100ms"
+
+if [ "$HAVE_PY" = 1 ]; then
+    # A never answers DROP_LOCK: once its 100 ms are up it is draining.
+    wait_for eval 'ctl status; grep -qE "^0 +GPU-test-0 .* yes +[0-9]+ +2$" "$WORK/out"' \
+        || fail "the holder is not shown draining after TQ ran out"
+    grep -qE '^1 .* draining ' "$WORK/out" || fail "client 1 is not shown draining"
+    pass "a holder past its TQ with a waiter is shown draining"
+fi
+
+ctl set tq 0
+expect_rc 2 "set tq 0"
+err_has "nvsharectl: duration '0' must be greater than zero"
+err_has "usage: nvsharectl set tq <duration>"
+ctl set tq abc
+expect_rc 2 "set tq abc"
+err_has "nvsharectl: invalid duration 'abc'"
+ctl set tq 4x
+expect_rc 2 "set tq 4x"
+err_has "nvsharectl: invalid duration '4x': unknown unit 'x'"
+ctl set tq 2h
+expect_rc 1 "set tq 2h"
+err_has "nvsharectl: time quantum must be between 1ms and 1h"
+ctl set tq
+expect_rc 2 "set tq without a value"
+ctl status
+out_has "TQ 100ms"
+pass "bad and refused TQs: exit 2 locally, exit 1 from the scheduler, TQ unchanged"
+
+# ---- anti-thrash ----------------------------------------------------------------
+ctl anti-thrash off
+expect_rc 0 "anti-thrash off"
+out_has "anti-thrashing off"
+ctl status
+out_has "anti-thrash off"
+ctl set anti-thrash on
+expect_rc 0 "set anti-thrash on"
+ctl status
+out_has "anti-thrash on"
+ctl anti-thrash maybe
+expect_rc 2 "anti-thrash maybe"
+err_has "expected on or off"
+pass "anti-thrash off/on"
+
+# ---- watch --------------------------------------------------------------------
+ctl watch --interval 100ms --count 3
+expect_rc 0 "watch --count 3"
+[ "$(grep -c '^Every 100ms' "$WORK/out")" -eq 3 ] || fail "watch did not draw 3 frames"
+grep -q $'\033' "$WORK/out" && fail "watch cleared the screen of a non-terminal"
+NVSHARE_SOCK_DIR=$SOCK_DIR "$CTL_BIN" watch --interval 100ms >"$WORK/watch.out" 2>&1 &
+WATCH_PID=$!
+wait_for grep -q "TQ 100ms" "$WORK/watch.out" || fail "watch drew nothing"
+kill -INT "$WATCH_PID"
+RC=0; wait "$WATCH_PID" || RC=$?
+expect_rc 0 "watch after Ctrl-C"
+ctl watch --interval 10ms
+expect_rc 2 "watch --interval 10ms"
+pass "watch redraws, plain when not a terminal, and ends on Ctrl-C"
+
+# ---- usage ----------------------------------------------------------------------
+for args in "--help" "-h" "help" "status --help" "set --help" "watch -h" \
+            "anti-thrash --help" "help set"; do
+    # shellcheck disable=SC2086
+    ctl $args
+    expect_rc 0 "nvsharectl $args"
+    out_has "usage: nvsharectl"
+done
+ctl --version
+expect_rc 0 "--version"
+out_has "nvsharectl "
+for args in "frobnicate" "" "status --bogus" "status extra" "set" "set foo 1" \
+            "--timeout" "--timeout 0 status" "--sock-dir"; do
+    # shellcheck disable=SC2086
+    ctl $args
+    expect_rc 2 "nvsharectl $args"
+    err_has "usage: nvsharectl"
+done
+ctl frobnicate
+err_has "nvsharectl: unknown command 'frobnicate'"
+pass "help and usage errors (exit 2)"
+
+# ---- no scheduler, silent scheduler ---------------------------------------------
+mkdir "$WORK/empty"
+RC=0; NVSHARE_SOCK_DIR=$WORK/empty "$CTL_BIN" status >"$WORK/out" 2>"$WORK/err" || RC=$?
+expect_rc 1 "status without a scheduler"
+err_has "nvsharectl: cannot reach the scheduler at $WORK/empty/control.sock: "
+err_has "is nvshare-scheduler running? NVSHARE_SOCK_DIR=$WORK/empty"
+ctl --sock-dir "$WORK/empty" set tq 1s
+expect_rc 1 "set without a scheduler"
+err_has "cannot reach the scheduler"
+pass "no scheduler: exit 1, 'cannot reach'"
+
+if [ "$HAVE_PY" = 1 ]; then
+    mkdir "$WORK/silent"
+    python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4)
+open(sys.argv[2], "w").close()
+conns = []
+while True: conns.append(s.accept()[0])
+' "$WORK/silent/control.sock" "$WORK/silent/ready" &
+    PIDS+=($!)
+    wait_for test -e "$WORK/silent/ready" || fail "silent server did not start"
+    ctl --sock-dir "$WORK/silent" --timeout 300ms status
+    expect_rc 1 "status against a silent scheduler"
+    err_has "did not answer within 300 ms"
+    pass "a scheduler that does not answer: exit 1 after the timeout"
+fi
+
+kill -0 "${PIDS[0]}" || fail "the scheduler died"
+echo "ALL PASS"
