@@ -3,7 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +11,7 @@
 
 struct unit {
     const char *suffix;
-    double scale;
+    uint64_t scale;
 };
 
 static void set_err(char *err, const char *fmt, const char *text)
@@ -20,65 +20,82 @@ static void set_err(char *err, const char *fmt, const char *text)
         snprintf(err, PARSE_ERR_LEN, fmt, text);
 }
 
-/* Splits "<decimal number><suffix>" and looks the suffix up in units.
- * Used by both duration and size parsing so the rules are identical. */
-static int parse_scaled(const char *text, const struct unit *units,
-                        double max, double *out, char *err, const char *what)
+/* Parses "<decimal number><suffix>" exactly: the digits become an integer
+ * mantissa and a count of decimal places, so "1.001K" is exactly 1001 bytes
+ * and nothing goes through floating point. Only decimal digits and one '.'
+ * are accepted (no signs, exponents, hex or spaces). Sets *exact to whether
+ * the scaled value is a whole number; the result is rounded to nearest. */
+static int parse_scaled(const char *text, const struct unit *units, uint64_t max,
+                        uint64_t *out, bool *exact, char *err, const char *what)
 {
-    char *end;
-    double value;
+    unsigned __int128 mantissa = 0, divisor = 1;
+    const char *p = text;
+    bool digits = false, point = false;
 
     if (!text || !*text) {
         set_err(err, "empty %s", what);
         return -1;
     }
-    if (!isdigit((unsigned char)text[0]) && text[0] != '.') {
+    for (; isdigit((unsigned char)*p) || (*p == '.' && !point); p++) {
+        if (*p == '.') {
+            point = true;
+            continue;
+        }
+        digits = true;
+        if (mantissa > (unsigned __int128)max * 10 || divisor > (unsigned __int128)max * 10) {
+            if (err)
+                snprintf(err, PARSE_ERR_LEN, "%s '%s' is too large", what, text);
+            return -1;
+        }
+        mantissa = mantissa * 10 + (unsigned)(*p - '0');
+        if (point)
+            divisor *= 10;
+    }
+    if (!digits) {
         if (err)
-            snprintf(err, PARSE_ERR_LEN, "invalid %s '%s': must start with a digit",
+            snprintf(err, PARSE_ERR_LEN, "invalid %s '%s': must start with a number",
                      what, text);
         return -1;
     }
-    errno = 0;
-    value = strtod(text, &end);
-    if (errno || end == text || !isfinite(value)) {
-        if (err)
-            snprintf(err, PARSE_ERR_LEN, "invalid %s '%s'", what, text);
-        return -1;
-    }
     for (const struct unit *u = units; u->suffix; u++) {
-        if (strcmp(end, u->suffix) != 0)
+        if (strcmp(p, u->suffix) != 0)
             continue;
-        value *= u->scale;
+        unsigned __int128 scaled = mantissa * u->scale;
+        unsigned __int128 value = (scaled + divisor / 2) / divisor;
         if (value > max) {
             if (err)
                 snprintf(err, PARSE_ERR_LEN, "%s '%s' is too large", what, text);
             return -1;
         }
-        *out = value;
+        *exact = scaled % divisor == 0;
+        *out = (uint64_t)value;
         return 0;
     }
     if (err)
         snprintf(err, PARSE_ERR_LEN, "invalid %s '%s': unknown unit '%s'", what,
-                 text, end);
+                 text, p);
     return -1;
 }
 
 int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 {
     static const struct unit units[] = {
-        {"", 1e9}, {"s", 1e9}, {"ms", 1e6}, {"us", 1e3},
-        {"ns", 1}, {"m", 60e9}, {"h", 3600e9}, {NULL, 0},
+        {"", 1000000000ull}, {"s", 1000000000ull}, {"ms", 1000000ull},
+        {"us", 1000ull}, {"ns", 1ull}, {"m", 60000000000ull},
+        {"h", 3600000000000ull}, {NULL, 0},
     };
-    double ns;
+    uint64_t ns;
+    bool exact;
 
     /* Ten years is far beyond any sane setting and far below 2^64 ns. */
-    if (parse_scaled(text, units, 3.2e17, &ns, err, "duration"))
+    if (parse_scaled(text, units, 320000000000000000ull, &ns, &exact, err,
+                     "duration"))
         return -1;
-    if (ns < 1) {
+    if (ns == 0) {
         set_err(err, "duration '%s' must be greater than zero", text);
         return -1;
     }
-    *out = (uint64_t)llround(ns);
+    *out = ns;
     return 0;
 }
 
@@ -86,21 +103,23 @@ int parse_size_bytes(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 {
     static const struct unit units[] = {
         {"", 1},
-        {"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0},
-        {"Ti", 1099511627776.0},
-        {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
+        {"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30},
+        {"Ti", 1ull << 40},
+        {"K", 1000ull}, {"M", 1000000ull}, {"G", 1000000000ull},
+        {"T", 1000000000000ull},
         {NULL, 0},
     };
-    double bytes;
+    uint64_t bytes;
+    bool exact;
 
     /* 2^63: keeps every later sum of sizes from overflowing uint64_t. */
-    if (parse_scaled(text, units, 9.2e18, &bytes, err, "size"))
+    if (parse_scaled(text, units, (1ull << 63) - 1, &bytes, &exact, err, "size"))
         return -1;
-    if (bytes != floor(bytes)) {
+    if (!exact) {
         set_err(err, "size '%s' is not a whole number of bytes", text);
         return -1;
     }
-    *out = (uint64_t)bytes;
+    *out = bytes;
     return 0;
 }
 
@@ -153,17 +172,20 @@ void format_duration(uint64_t ns, char *buf, size_t len)
 {
     unsigned long long s = ns / 1000000000ull;
 
+    /* Units are chosen after rounding to three digits, so 999.9999 ms is
+     * "1s", never "1e+03ms". */
     if (ns == 0)
         snprintf(buf, len, "0s");
     else if (s >= 86400)
         snprintf(buf, len, "%llud%02lluh", s / 86400, s / 3600 % 24);
     else if (s >= 3600)
         snprintf(buf, len, "%lluh%02llum", s / 3600, s / 60 % 60);
-    else if (s >= 60)
-        snprintf(buf, len, "%llum%02llus", s / 60, s % 60);
-    else if (ns >= 1000000000ull)
+    else if (ns >= 59500000000ull)
+        snprintf(buf, len, "%llum%02llus", (ns + 500000000ull) / 60000000000ull,
+                 (ns + 500000000ull) / 1000000000ull % 60);
+    else if (ns >= 999500000ull)
         snprintf(buf, len, "%.3gs", (double)ns / 1e9);
-    else if (ns >= 1000000ull)
+    else if (ns >= 999500ull)
         snprintf(buf, len, "%.3gms", (double)ns / 1e6);
     else
         snprintf(buf, len, "%.3gus", (double)ns / 1e3);

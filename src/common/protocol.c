@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -117,6 +118,8 @@ static uint16_t get_count(struct reader *r, uint16_t max)
 
 static void put_register(struct writer *w, const struct msg_register *m)
 {
+    if (m->core_limit > 100)
+        w->err = PROTO_E_FIELD;
     put_u32(w, m->pid);
     put_str(w, m->pod_namespace, sizeof(m->pod_namespace));
     put_str(w, m->pod_name, sizeof(m->pod_name));
@@ -269,6 +272,9 @@ static void put_status_client(struct writer *w,
     put_str(w, m->pod_namespace, sizeof(m->pod_namespace));
     put_str(w, m->pod_name, sizeof(m->pod_name));
     put_str(w, m->container_name, sizeof(m->container_name));
+    if (m->state > CLIENT_DRAINING || m->core_limit > 100 ||
+        m->limit_source > LIMIT_RUNTIME)
+        w->err = PROTO_E_FIELD;
     put_u16(w, m->gpu);
     put_u8(w, m->state);
     put_u64(w, m->held_ns);
@@ -426,16 +432,33 @@ int msg_decode(const uint8_t *body, size_t len, struct msg *out)
 
 /* ---- sockets ------------------------------------------------------------ */
 
+static int send_all(int fd, const uint8_t *buf, size_t len);
+
+/* Lock messages are sent from application threads, whose stacks may be
+ * small: frames are encoded on a small stack buffer and only the rare large
+ * one (registration, status records) goes to the heap. */
 int msg_send(int fd, const struct msg *m)
 {
-    uint8_t buf[PROTO_MAX_FRAME + 4];
-    int len = msg_encode(m, buf, sizeof(buf));
+    uint8_t small[512];
+    int len = msg_encode(m, small, sizeof(small));
+
+    if (len != PROTO_E_SPACE)
+        return len < 0 ? len : send_all(fd, small, (size_t)len);
+    uint8_t *big = malloc(PROTO_MAX_FRAME + 4);
+    if (!big)
+        return PROTO_E_SPACE;
+    len = msg_encode(m, big, PROTO_MAX_FRAME + 4);
+    int rc = len < 0 ? len : send_all(fd, big, (size_t)len);
+    free(big);
+    return rc;
+}
+
+static int send_all(int fd, const uint8_t *buf, size_t len)
+{
     size_t off = 0;
 
-    if (len < 0)
-        return len;
-    while (off < (size_t)len) {
-        ssize_t n = send(fd, buf + off, (size_t)len - off, MSG_NOSIGNAL);
+    while (off < len) {
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -468,9 +491,7 @@ static int recv_exact(int fd, uint8_t *dst, size_t n, int64_t deadline)
         int wait = -1;
         if (deadline >= 0) {
             int64_t left = deadline - now_ms();
-            if (left <= 0)
-                return PROTO_E_TIMEOUT;
-            wait = (int)left;
+            wait = left > 0 ? (int)left : 0; /* 0: take what is queued */
         }
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int rc = poll(&p, 1, wait);
@@ -492,22 +513,26 @@ static int recv_exact(int fd, uint8_t *dst, size_t n, int64_t deadline)
 
 int msg_recv(int fd, struct msg *out, int timeout_ms)
 {
-    uint8_t buf[PROTO_MAX_FRAME];
+    uint8_t header[4], *body;
     int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
     uint32_t len = 0;
     int rc;
 
-    rc = recv_exact(fd, buf, 4, deadline);
+    rc = recv_exact(fd, header, 4, deadline);
     if (rc)
         return rc;
     for (int i = 0; i < 4; i++)
-        len |= (uint32_t)buf[i] << (8 * i);
+        len |= (uint32_t)header[i] << (8 * i);
     if (len > PROTO_MAX_FRAME)
         return PROTO_E_SPACE;
-    rc = recv_exact(fd, buf, len, deadline);
-    if (rc)
-        return rc;
-    return msg_decode(buf, len, out);
+    body = malloc(len ? len : 1);
+    if (!body)
+        return PROTO_E_SPACE;
+    rc = recv_exact(fd, body, len, deadline);
+    if (rc == 0)
+        rc = msg_decode(body, len, out);
+    free(body);
+    return rc;
 }
 
 int frame_reader_fill(struct frame_reader *r, int fd)

@@ -196,7 +196,9 @@ int msg_decode(const uint8_t *body, size_t len, struct msg *out);
 /* Blocking helpers for sockets owned by one thread at a time. msg_send
  * writes the whole frame (MSG_NOSIGNAL: a dead peer is an error, not a
  * SIGPIPE in the host application). msg_recv waits at most timeout_ms
- * (-1: forever) for a whole frame. */
+ * (-1: forever; 0: only what is already queued) for a whole frame. After
+ * PROTO_E_TIMEOUT part of a frame may have been consumed: close the
+ * connection. */
 int msg_send(int fd, const struct msg *m);
 int msg_recv(int fd, struct msg *out, int timeout_ms);
 

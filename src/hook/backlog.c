@@ -1,0 +1,210 @@
+/* backlog.c - bounding how much GPU work a thread may have queued.
+ *
+ * A preempted holder must drain everything it queued before the next
+ * process may run, so the queue ahead of the GPU is the preemption latency.
+ * Counting launches says little (a launch may take 1 us or 1 s of GPU
+ * time), so the queue is measured instead, with events:
+ *
+ *   - Every `interval` gated stream submissions of a thread (a thread-local
+ *     countdown: no atomics, no driver call in between) a mark is checked:
+ *     an event is recorded on the stream of that submission.
+ *   - Marks that completed are retired. The GPU time between two consecutive
+ *     retired marks on the same stream, divided by the submissions between
+ *     them, estimates the cost of one submission; `interval` is set so that
+ *     one interval is a third of the budget (NVSHARE_MAX_BACKLOG_MS), within
+ *     [1, NVSHARE_BACKLOG_CHECK_EVERY], growing at most twofold per mark.
+ *   - If more than two marks are still pending, the thread waits for the
+ *     oldest. So at most about three intervals, one budget, is queued.
+ *
+ * Empty kernels thus get checked every NVSHARE_BACKLOG_CHECK_EVERY launches
+ * (an event record and query per few hundred launches), long kernels every
+ * launch. Marks are per thread and follow the stream of the submission that
+ * crossed the interval; work on other streams is bounded only by their own
+ * marks. Nothing is recorded while the stream is being captured into a graph
+ * (that work does not run), and stream capture is relaxed around our calls
+ * so that they never invalidate an application's capture. */
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "hook.h"
+#include "log.h"
+#include "parse.h"
+
+#define MARKS 4 /* ring size: > the 3 a thread may have pending */
+
+struct backlog {
+    CUcontext ctx;                /* the marks' context */
+    CUevent marks[MARKS];
+    CUstream streams[MARKS];      /* where each mark was recorded */
+    int submissions[MARKS];       /* submissions ended by each mark */
+    unsigned oldest, pending;     /* ring of pending marks */
+    int last_retired;             /* slot of the last retired mark, or -1 */
+    int interval;
+};
+
+HOOK_TLS int hook_backlog_countdown = 1;
+static HOOK_TLS struct backlog *thread_backlog;
+
+static double budget_ms = 5.0;
+static int max_interval = 256;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static pthread_key_t backlog_key;
+
+static void free_backlog(void *arg)
+{
+    struct backlog *b = arg;
+    const struct hook_driver *drv = hook_driver();
+
+    for (int i = 0; i < MARKS && drv; i++)
+        if (b->marks[i])
+            drv->event_destroy(b->marks[i]);
+    free(b);
+}
+
+static void read_config(void)
+{
+    char err[PARSE_ERR_LEN];
+    const char *text;
+    long value;
+
+    if ((text = getenv("NVSHARE_MAX_BACKLOG_MS")) != NULL) {
+        if (parse_int_range(text, 0, 60000, &value, err) == 0)
+            budget_ms = (double)value;
+        else
+            log_warn("NVSHARE_MAX_BACKLOG_MS: %s", err);
+    }
+    if ((text = getenv("NVSHARE_BACKLOG_CHECK_EVERY")) != NULL) {
+        if (parse_int_range(text, 1, 1 << 20, &value, err) == 0)
+            max_interval = (int)value;
+        else
+            log_warn("NVSHARE_BACKLOG_CHECK_EVERY: %s", err);
+    }
+    pthread_key_create(&backlog_key, free_backlog);
+}
+
+/* This thread's marks for the current context, fresh ones if the thread
+ * moved to another context. NULL if marks cannot be made. */
+static struct backlog *backlog_for(const struct hook_driver *drv)
+{
+    struct backlog *b = thread_backlog;
+    CUcontext ctx = NULL;
+
+    if (drv->ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == NULL)
+        return NULL;
+    if (b != NULL && b->ctx == ctx)
+        return b;
+    if (b == NULL) {
+        b = calloc(1, sizeof(*b));
+        if (b == NULL)
+            return NULL;
+        thread_backlog = b;
+        pthread_setspecific(backlog_key, b);
+    }
+    for (int i = 0; i < MARKS; i++) {
+        if (b->marks[i])
+            drv->event_destroy(b->marks[i]);
+        b->marks[i] = NULL;
+    }
+    *b = (struct backlog){.ctx = ctx, .last_retired = -1, .interval = 1};
+    for (int i = 0; i < MARKS; i++)
+        if (drv->event_create(&b->marks[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+            return NULL;
+    return b;
+}
+
+/* From the GPU time between the last retired mark and this one, the
+ * interval that makes one a third of the budget. Only marks on the same
+ * stream measure anything (across streams the difference of two events is
+ * not the time of the work between them). The interval shrinks at once but
+ * at most doubles per mark, so one odd measurement cannot open the bound. */
+static void adapt_interval(const struct hook_driver *drv, struct backlog *b,
+                           unsigned slot)
+{
+    int grown = b->interval * 2 < max_interval ? b->interval * 2 : max_interval;
+    float gpu_ms = 0;
+
+    if (b->last_retired >= 0 && b->streams[b->last_retired] == b->streams[slot] &&
+        drv->event_elapsed(&gpu_ms, b->marks[b->last_retired], b->marks[slot]) ==
+            CUDA_SUCCESS &&
+        gpu_ms > 0) {
+        double fit = budget_ms / 3 / (gpu_ms / b->submissions[slot]);
+
+        b->interval = fit < 1 ? 1 : fit > grown ? grown : (int)fit;
+    } else {
+        b->interval = grown;
+    }
+    b->last_retired = (int)slot;
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Retires completed marks; with more than two pending, waits for the
+ * oldest. */
+static void retire(const struct hook_driver *drv, struct backlog *b)
+{
+    while (b->pending > 0) {
+        CUevent oldest = b->marks[b->oldest];
+        CUresult rc = drv->event_query(oldest);
+
+        if (rc == CUDA_ERROR_NOT_READY) {
+            if (b->pending <= 2)
+                return;
+            uint64_t start = now_us();
+
+            rc = drv->event_synchronize(oldest);
+            hook_count(&hook_stat_events[HOOK_EV_BACKLOG_WAITS], 1);
+            hook_count(&hook_stat_events[HOOK_EV_BACKLOG_WAIT_US],
+                       now_us() - start);
+        }
+        if (rc == CUDA_SUCCESS)
+            adapt_interval(drv, b, b->oldest);
+        else
+            b->last_retired = -1; /* failed: measure afresh */
+        b->oldest = (b->oldest + 1) % MARKS;
+        b->pending--;
+    }
+}
+
+void hook_backlog_check(CUstream stream, int pt_flags)
+{
+    const struct hook_driver *drv = hook_driver();
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    struct backlog *b;
+
+    pthread_once(&config_once, read_config);
+    hook_backlog_countdown = budget_ms > 0 ? max_interval : INT_MAX;
+    if (budget_ms <= 0 || drv == NULL || drv->ctx_get_current == NULL ||
+        drv->event_create == NULL || drv->event_record == NULL ||
+        drv->event_query == NULL || drv->event_synchronize == NULL ||
+        drv->event_elapsed == NULL || drv->event_destroy == NULL ||
+        drv->stream_is_capturing == NULL || drv->exchange_capture_mode == NULL)
+        return;
+    hook_count(&hook_stat_events[HOOK_EV_BACKLOG_CHECKS], 1);
+    if (pt_flags && stream == NULL)
+        stream = CU_STREAM_PER_THREAD; /* a _ptsz call's default stream */
+    drv->exchange_capture_mode(&mode);
+    if (drv->stream_is_capturing(stream, &capture) == CUDA_SUCCESS &&
+        capture == CU_STREAM_CAPTURE_STATUS_NONE &&
+        (b = backlog_for(drv)) != NULL) {
+        /* retire() leaves at most 2 pending, so the ring has room. */
+        unsigned slot = (b->oldest + b->pending) % MARKS;
+
+        if (drv->event_record(b->marks[slot], stream) == CUDA_SUCCESS) {
+            b->streams[slot] = stream;
+            b->submissions[slot] = b->interval;
+            b->pending++;
+        }
+        retire(drv, b);
+        hook_backlog_countdown = b->interval;
+    }
+    drv->exchange_capture_mode(&mode);
+}

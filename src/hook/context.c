@@ -1,0 +1,305 @@
+/* context.c - context wrappers: which GPU each thread submits to, and which
+ * contexts a drain must synchronize.
+ *
+ * Every thread's current GPU lives in hook_current_gpu, updated here when a
+ * context is created, made current, pushed, popped or destroyed, so that
+ * the submit path reads a thread-local instead of asking the driver. A
+ * CUdevice is the device ordinal, which is also the client's GPU index
+ * (gating.c registers UUIDs in ordinal order). With one GPU nothing needs
+ * updating: the index is always 0.
+ *
+ * The registry lists every context this process created or retained, with
+ * its GPU, so that the client's drain can synchronize exactly those. A
+ * context leaves the registry under the registry lock, and the real destroy
+ * or final release runs under it too, so a drain never touches a dead one. */
+#include <pthread.h>
+
+#include "hook.h"
+#include "log.h"
+
+#define MAX_CONTEXTS 256
+
+struct tracked_context {
+    CUcontext ctx;
+    int gpu;
+    int primary_refs; /* retains of a primary context; 0 for created ones */
+};
+
+static struct tracked_context contexts[MAX_CONTEXTS];
+static int n_contexts;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+HOOK_TLS int hook_current_gpu;
+
+static int gpu_of_device(CUdevice dev)
+{
+    return dev >= 0 && dev < NVSHARE_MAX_GPUS ? (int)dev : 0;
+}
+
+static struct tracked_context *find_locked(CUcontext ctx)
+{
+    for (int i = 0; i < n_contexts; i++)
+        if (contexts[i].ctx == ctx)
+            return &contexts[i];
+    return NULL;
+}
+
+static void add_locked(CUcontext ctx, int gpu, int primary_refs)
+{
+    if (n_contexts == MAX_CONTEXTS) {
+        log_warn("more than %d contexts: context %p is not drained on "
+                 "preemption",
+                 MAX_CONTEXTS, (void *)ctx);
+        return;
+    }
+    contexts[n_contexts++] =
+        (struct tracked_context){ctx, gpu, primary_refs};
+}
+
+static void remove_locked(struct tracked_context *entry)
+{
+    *entry = contexts[--n_contexts];
+}
+
+/* The GPU of ctx, which the caller has just made current. Contexts made
+ * elsewhere (green contexts) are asked of the driver. */
+static int gpu_of_current(CUcontext ctx)
+{
+    const struct hook_driver *drv = hook_driver();
+    struct tracked_context *entry;
+    CUdevice dev = 0;
+    int gpu = -1;
+
+    pthread_mutex_lock(&registry_lock);
+    if ((entry = find_locked(ctx)) != NULL)
+        gpu = entry->gpu;
+    pthread_mutex_unlock(&registry_lock);
+    if (gpu < 0 && drv && drv->ctx_get_device &&
+        drv->ctx_get_device(&dev) == CUDA_SUCCESS)
+        gpu = gpu_of_device(dev);
+    return gpu < 0 ? 0 : gpu;
+}
+
+/* After a call that may have changed the current context to ctx. */
+static void follow_current(CUcontext ctx)
+{
+    if (hook_gpu_count() > 1 && ctx != NULL)
+        hook_current_gpu = gpu_of_current(ctx);
+}
+
+/* After a call that changed the current context to one we do not know. */
+static void follow_driver_current(void)
+{
+    const struct hook_driver *drv = hook_driver();
+    CUcontext ctx = NULL;
+
+    if (hook_gpu_count() > 1 && drv && drv->ctx_get_current &&
+        drv->ctx_get_current(&ctx) == CUDA_SUCCESS)
+        follow_current(ctx);
+}
+
+/* First context of the process: time to start the client. */
+static void context_made(CUcontext ctx, CUdevice dev, bool primary)
+{
+    struct tracked_context *entry;
+
+    pthread_mutex_lock(&registry_lock);
+    if (primary && (entry = find_locked(ctx)) != NULL)
+        entry->primary_refs++;
+    else
+        add_locked(ctx, gpu_of_device(dev), primary ? 1 : 0);
+    pthread_mutex_unlock(&registry_lock);
+    log_debug("context %p on gpu %d %s", (void *)ctx, gpu_of_device(dev),
+              primary ? "retained" : "created");
+    hook_gating_start();
+}
+
+static CUresult created(CUresult rc, CUcontext *pctx, CUdevice dev)
+{
+    if (rc == CUDA_SUCCESS) {
+        context_made(*pctx, dev, false);
+        hook_current_gpu = gpu_of_device(dev);
+    }
+    return rc;
+}
+
+HOOK_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags,
+                                    CUdevice dev)
+{
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxCreate_v2], 1);
+    return created(HOOK_CALL_REAL(cuCtxCreate_v2, (pctx, flags, dev)), pctx,
+                   dev);
+}
+
+HOOK_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx,
+                                    CUexecAffinityParam *paramsArray,
+                                    int numParams, unsigned int flags,
+                                    CUdevice dev)
+{
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxCreate_v3], 1);
+    return created(HOOK_CALL_REAL(cuCtxCreate_v3,
+                                  (pctx, paramsArray, numParams, flags, dev)),
+                   pctx, dev);
+}
+
+HOOK_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx,
+                                    CUctxCreateParams *ctxCreateParams,
+                                    unsigned int flags, CUdevice dev)
+{
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxCreate_v4], 1);
+    return created(HOOK_CALL_REAL(cuCtxCreate_v4,
+                                  (pctx, ctxCreateParams, flags, dev)),
+                   pctx, dev);
+}
+
+HOOK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult rc;
+
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuDevicePrimaryCtxRetain], 1);
+    rc = HOOK_CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
+    if (rc == CUDA_SUCCESS)
+        context_made(*pctx, dev, true);
+    return rc;
+}
+
+HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    struct tracked_context *entry = NULL;
+    CUresult rc;
+
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuDevicePrimaryCtxRelease_v2], 1);
+    pthread_mutex_lock(&registry_lock);
+    rc = HOOK_CALL_REAL(cuDevicePrimaryCtxRelease_v2, (dev));
+    for (int i = 0; i < n_contexts && entry == NULL; i++)
+        if (contexts[i].primary_refs > 0 &&
+            contexts[i].gpu == gpu_of_device(dev))
+            entry = &contexts[i];
+    if (rc == CUDA_SUCCESS && entry != NULL && --entry->primary_refs == 0)
+        remove_locked(entry);
+    pthread_mutex_unlock(&registry_lock);
+    return rc;
+}
+
+HOOK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    struct tracked_context *entry;
+    CUresult rc;
+
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxDestroy_v2], 1);
+    pthread_mutex_lock(&registry_lock);
+    rc = HOOK_CALL_REAL(cuCtxDestroy_v2, (ctx));
+    if (rc == CUDA_SUCCESS && (entry = find_locked(ctx)) != NULL)
+        remove_locked(entry);
+    pthread_mutex_unlock(&registry_lock);
+    if (rc == CUDA_SUCCESS)
+        follow_driver_current();
+    return rc;
+}
+
+HOOK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult rc;
+
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxSetCurrent], 1);
+    rc = HOOK_CALL_REAL(cuCtxSetCurrent, (ctx));
+    if (rc == CUDA_SUCCESS)
+        follow_current(ctx);
+    return rc;
+}
+
+HOOK_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    CUresult rc;
+
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxPushCurrent_v2], 1);
+    rc = HOOK_CALL_REAL(cuCtxPushCurrent_v2, (ctx));
+    if (rc == CUDA_SUCCESS)
+        follow_current(ctx);
+    return rc;
+}
+
+HOOK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    CUresult rc;
+
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxPopCurrent_v2], 1);
+    rc = HOOK_CALL_REAL(cuCtxPopCurrent_v2, (pctx));
+    if (rc == CUDA_SUCCESS)
+        follow_driver_current();
+    return rc;
+}
+
+/* Runs fn on every registered context of gpu, with the context pushed on
+ * the calling thread and stream capture relaxed: a drain must neither fail
+ * nor invalidate an application's graph capture in progress. Stops early
+ * when fn returns false; returns false then. */
+static bool for_each_context(int gpu, bool (*fn)(const struct hook_driver *))
+{
+    const struct hook_driver *drv = hook_driver();
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool all = true;
+    CUcontext popped;
+
+    if (drv == NULL)
+        return true;
+    if (drv->exchange_capture_mode)
+        drv->exchange_capture_mode(&mode);
+    pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < n_contexts && all; i++) {
+        if (contexts[i].gpu != gpu ||
+            HOOK_CALL_REAL(cuCtxPushCurrent_v2, (contexts[i].ctx)) !=
+                CUDA_SUCCESS)
+            continue;
+        all = fn(drv);
+        HOOK_CALL_REAL(cuCtxPopCurrent_v2, (&popped));
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (drv->exchange_capture_mode)
+        drv->exchange_capture_mode(&mode);
+    return all;
+}
+
+static bool synchronize_current(const struct hook_driver *drv)
+{
+    CUresult rc = HOOK_CALL_REAL(cuCtxSynchronize, ());
+
+    (void)drv;
+    if (rc != CUDA_SUCCESS)
+        log_warn("drain: cuCtxSynchronize failed (%d)", (int)rc);
+    return true;
+}
+
+void hook_drain_gpu(int gpu, void *user)
+{
+    (void)user;
+    for_each_context(gpu, synchronize_current);
+}
+
+/* Non-blocking, and deliberately cheap: the legacy default stream of each
+ * context is idle. Work left on other streams is still waited for, by the
+ * drain that precedes any release; this only decides when to let go. */
+static bool legacy_stream_idle(const struct hook_driver *drv)
+{
+    return drv->stream_query == NULL ||
+           drv->stream_query(CU_STREAM_LEGACY) != CUDA_ERROR_NOT_READY;
+}
+
+bool hook_gpu_completed(int gpu, void *user)
+{
+    (void)user;
+    return for_each_context(gpu, legacy_stream_idle);
+}
+
+/* In a forked child the parent's contexts are unusable and the registry
+ * lock may have been held by a thread that does not exist there. */
+static void forget_contexts_in_child(void)
+{
+    pthread_mutex_init(&registry_lock, NULL);
+    n_contexts = 0;
+}
+
+__attribute__((constructor)) static void register_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, forget_contexts_in_child);
+}

@@ -1,0 +1,102 @@
+/* gating.c - starting the nvshare client for this process.
+ *
+ * The client (src/client) is started lazily, the first time the process
+ * creates or retains a context or submits work, never at load: a process
+ * that loads libnvshare but never uses CUDA never talks to the scheduler.
+ * It is registered with the UUIDs of every device the driver shows this
+ * process, in ordinal order, so a device ordinal is the client's GPU index.
+ * If the client cannot be started, gating stays off and the application
+ * runs unscheduled (the client's own failure policy covers a scheduler that
+ * is merely absent). */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "hook.h"
+#include "log.h"
+
+_Atomic int hook_gating = HOOK_GATING_UNKNOWN;
+static int gpu_count;
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it. */
+static void format_uuid(const CUuuid *uuid, char out[41])
+{
+    const unsigned char *b = (const unsigned char *)uuid->bytes;
+
+    snprintf(out, 41,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* Returns the new state, or HOOK_GATING_UNKNOWN to try again later (the
+ * driver is not initialised yet). */
+static int start_client_locked(void)
+{
+    const struct hook_driver *drv = hook_driver();
+    static char uuids[NVSHARE_MAX_GPUS][41];
+    const char *uuid_list[NVSHARE_MAX_GPUS];
+    struct nvshare_client_config config = {
+        .gpu_uuids = uuid_list,
+        .ops = {.drain = hook_drain_gpu, .completed = hook_gpu_completed},
+    };
+    int count = 0;
+    CUresult rc;
+
+    if (drv == NULL || drv->device_get_count == NULL ||
+        drv->device_get_uuid == NULL)
+        return HOOK_GATING_OFF;
+    rc = drv->device_get_count(&count);
+    if (rc == CUDA_ERROR_NOT_INITIALIZED)
+        return HOOK_GATING_UNKNOWN;
+    if (rc != CUDA_SUCCESS || count < 1) {
+        log_debug("no CUDA devices (%d): not gating", (int)rc);
+        return HOOK_GATING_OFF;
+    }
+    if (count > NVSHARE_MAX_GPUS) {
+        log_warn("%d GPUs visible, scheduling the first %d", count,
+                 NVSHARE_MAX_GPUS);
+        count = NVSHARE_MAX_GPUS;
+    }
+    for (int i = 0; i < count; i++) {
+        CUuuid uuid;
+
+        if (drv->device_get_uuid(&uuid, (CUdevice)i) != CUDA_SUCCESS) {
+            log_error("cannot read the UUID of GPU %d: not gating", i);
+            return HOOK_GATING_OFF;
+        }
+        format_uuid(&uuid, uuids[i]);
+        uuid_list[i] = uuids[i];
+        log_debug("gpu %d is %s", i, uuids[i]);
+    }
+    config.n_gpus = count;
+    if (nvshare_client_start(&config) != 0)
+        return HOOK_GATING_OFF;
+    gpu_count = count;
+    return HOOK_GATING_ON;
+}
+
+int hook_gating_start(void)
+{
+    int state = atomic_load(&hook_gating);
+
+    if (state != HOOK_GATING_UNKNOWN)
+        return state;
+    pthread_mutex_lock(&start_lock);
+    state = atomic_load(&hook_gating);
+    if (state == HOOK_GATING_UNKNOWN) {
+        state = start_client_locked();
+        atomic_store(&hook_gating, state);
+    }
+    pthread_mutex_unlock(&start_lock);
+    return state;
+}
+
+int hook_gpu_count(void)
+{
+    return atomic_load_explicit(&hook_gating, memory_order_acquire) ==
+                   HOOK_GATING_ON
+               ? gpu_count
+               : 0;
+}

@@ -1,0 +1,158 @@
+/* hook.h - internals of libnvshare.so, the CUDA driver interposer.
+ *
+ * Module map:
+ *   symbols.c       static facts and wrapper addresses of every wrapped symbol
+ *   driver.c        the real libcuda: handle, real entry points, helpers
+ *   dlsym.c         dlsym() interposition (what the runtimes resolve through)
+ *   proc_address.c  cuGetProcAddress wrappers (what they resolve most through)
+ *   wrappers.c      the generated wrappers (gate, count, forward)
+ *   context.c       context wrappers: current GPU per thread, drain
+ *   gating.c        starting the nvshare client with this process's GPUs
+ *   backlog.c       bounding the GPU work a thread may have queued
+ *   stats.c         NVSHARE_STATS counters
+ *   init.c          library constructor */
+#ifndef NVSHARE_HOOK_H
+#define NVSHARE_HOOK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "entry_points.h"
+#include "nvshare_client.h"
+
+#define HOOK_EXPORT __attribute__((visibility("default")))
+#define HOOK_TLS __thread __attribute__((tls_model("initial-exec")))
+#define hook_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- symbols.c ---------------------------------------------------------- */
+
+extern const struct nvshare_symbol hook_symbols[NVSHARE_SYMBOL_COUNT];
+extern void *const hook_wrappers[NVSHARE_SYMBOL_COUNT];
+
+/* Index of the wrapped symbol with this exact exported name, or -1. */
+int hook_symbol_by_name(const char *name);
+/* True if name is the api name of some wrapped symbol ("cuMemAlloc"). */
+bool hook_api_is_wrapped(const char *api);
+
+/* ---- driver.c ----------------------------------------------------------- */
+
+/* The real dlsym of libc (never our own), and a call to it. */
+void *(*hook_real_dlsym_fn(void))(void *, const char *);
+void *hook_real_dlsym(void *handle, const char *name);
+
+extern _Atomic(void *) hook_real[NVSHARE_SYMBOL_COUNT];
+/* Loads the driver once and returns hook_real[id] (NULL if it lacks it). */
+void *hook_real_slow(int id);
+
+static inline void *hook_real_fn(int id)
+{
+    void *fn = atomic_load_explicit(&hook_real[id], memory_order_relaxed);
+
+    return hook_unlikely(fn == NULL) ? hook_real_slow(id) : fn;
+}
+
+/* The real entry point behind wrapper e, typed; NULL if the driver lacks it. */
+#define HOOK_REAL(e) ((__typeof__(&e))hook_real_fn(NVSHARE_ID_##e))
+/* Calls the real e, or fails like a driver that does not have it. */
+#define HOOK_CALL_REAL(e, args)                                                \
+    ({                                                                         \
+        __typeof__(&e) real_ = HOOK_REAL(e);                                   \
+        real_ ? real_ args : CUDA_ERROR_NOT_FOUND;                             \
+    })
+
+/* Index of the wrapped symbol whose real address is fn, or -1. */
+int hook_symbol_by_real(const void *fn);
+
+/* Driver functions libnvshare calls for itself (never wrapped), resolved
+ * from the real libcuda at load. Any may be NULL with an old driver. */
+struct hook_driver {
+    __typeof__(&cuDeviceGetCount) device_get_count;
+    __typeof__(&cuDeviceGetUuid) device_get_uuid;
+    __typeof__(&cuCtxGetCurrent) ctx_get_current;
+    __typeof__(&cuCtxGetDevice) ctx_get_device;
+    __typeof__(&cuEventCreate) event_create;
+    __typeof__(&cuEventRecord) event_record;
+    __typeof__(&cuEventQuery) event_query;
+    __typeof__(&cuEventSynchronize) event_synchronize;
+    __typeof__(&cuEventElapsedTime) event_elapsed;
+    __typeof__(&cuEventDestroy) event_destroy;
+    __typeof__(&cuStreamIsCapturing) stream_is_capturing;
+    __typeof__(&cuStreamQuery) stream_query;
+    __typeof__(&cuThreadExchangeStreamCaptureMode) exchange_capture_mode;
+};
+/* Loads the driver once; NULL if libcuda.so.1 cannot be loaded. */
+const struct hook_driver *hook_driver(void);
+
+/* ---- gating.c ----------------------------------------------------------- */
+
+enum hook_gating { HOOK_GATING_UNKNOWN, HOOK_GATING_ON, HOOK_GATING_OFF };
+extern _Atomic int hook_gating;
+/* The GPU of the calling thread's current context (0 with one GPU). */
+extern HOOK_TLS int hook_current_gpu;
+
+/* Starts the client if that has not been tried yet and CUDA is initialised.
+ * Returns the resulting enum hook_gating. */
+int hook_gating_start(void);
+/* GPUs the client was started with, 0 before. */
+int hook_gpu_count(void);
+
+/* The GPU a submission from this thread goes to, or -1 if not gating. */
+static inline int hook_submit_gpu(void)
+{
+    int state = atomic_load_explicit(&hook_gating, memory_order_relaxed);
+
+    if (hook_unlikely(state != HOOK_GATING_ON))
+        state = hook_gating_start();
+    return state == HOOK_GATING_ON ? hook_current_gpu : -1;
+}
+
+/* ---- context.c ---------------------------------------------------------- */
+
+/* nvshare_client_ops callbacks: see the contracts in nvshare_client.h. */
+void hook_drain_gpu(int gpu, void *user);
+bool hook_gpu_completed(int gpu, void *user);
+
+/* ---- backlog.c ---------------------------------------------------------- */
+
+extern HOOK_TLS int hook_backlog_countdown;
+void hook_backlog_check(CUstream stream, int pt_flags);
+
+/* After each gated stream submission: every so many, check the backlog. */
+static inline void hook_backlog_tick(CUstream stream, int pt_flags)
+{
+    if (hook_unlikely(--hook_backlog_countdown <= 0))
+        hook_backlog_check(stream, pt_flags);
+}
+
+static inline CUstream config_stream(const CUlaunchConfig *config)
+{
+    return config ? config->hStream : NULL;
+}
+
+/* ---- stats.c ------------------------------------------------------------ */
+
+extern bool hook_stats_enabled;
+extern _Atomic uint64_t hook_stat_calls[NVSHARE_SYMBOL_COUNT];
+extern _Atomic uint64_t hook_stat_gated[NVSHARE_SYMBOL_COUNT];
+
+enum hook_event {
+    HOOK_EV_DLSYM_SUBSTITUTED,  /* dlsym answered with a wrapper */
+    HOOK_EV_PROC_SUBSTITUTED,   /* cuGetProcAddress answered with a wrapper */
+    HOOK_EV_PROC_UNMAPPED,      /* ... with a wrapped API we could not map */
+    HOOK_EV_BACKLOG_CHECKS,
+    HOOK_EV_BACKLOG_WAITS,
+    HOOK_EV_BACKLOG_WAIT_US,
+    HOOK_EV_COUNT
+};
+extern _Atomic uint64_t hook_stat_events[HOOK_EV_COUNT];
+
+void hook_stats_init(void);
+
+static inline void hook_count(_Atomic uint64_t *counter, uint64_t n)
+{
+    if (hook_unlikely(hook_stats_enabled))
+        atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+#endif

@@ -1,0 +1,71 @@
+/* symbols.c - what libnvshare wraps: names, categories and wrapper
+ * addresses of every exported symbol in entry_points.def, and the name
+ * lookup dlsym needs. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hook.h"
+
+const struct nvshare_symbol hook_symbols[NVSHARE_SYMBOL_COUNT] = {
+#define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \
+    NVSHARE_FACTS(e, api, since, pt, cat)
+#include "entry_points.def"
+#undef NVSHARE_SYMBOL
+};
+
+void *const hook_wrappers[NVSHARE_SYMBOL_COUNT] = {
+#define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \
+    [NVSHARE_ID_##e] = (void *)&e,
+#include "entry_points.def"
+#undef NVSHARE_SYMBOL
+};
+
+/* Symbol ids sorted by name, for bsearch: dlsym is called for every name a
+ * program resolves, most of them not ours. */
+static int by_name[NVSHARE_SYMBOL_COUNT];
+static pthread_once_t by_name_once = PTHREAD_ONCE_INIT;
+
+static int compare_ids(const void *a, const void *b)
+{
+    return strcmp(hook_symbols[*(const int *)a].name,
+                  hook_symbols[*(const int *)b].name);
+}
+
+static void sort_by_name(void)
+{
+    for (int i = 0; i < NVSHARE_SYMBOL_COUNT; i++)
+        by_name[i] = i;
+    qsort(by_name, NVSHARE_SYMBOL_COUNT, sizeof(by_name[0]), compare_ids);
+}
+
+static int compare_name_to_id(const void *name, const void *id)
+{
+    return strcmp(name, hook_symbols[*(const int *)id].name);
+}
+
+int hook_symbol_by_name(const char *name)
+{
+    if (name == NULL || name[0] != 'c' || name[1] != 'u')
+        return -1;
+    pthread_once(&by_name_once, sort_by_name);
+    const int *found = bsearch(name, by_name, NVSHARE_SYMBOL_COUNT,
+                               sizeof(by_name[0]), compare_name_to_id);
+    return found ? *found : -1;
+}
+
+bool hook_api_is_wrapped(const char *api)
+{
+    for (int i = 0; i < NVSHARE_SYMBOL_COUNT; i++)
+        if (strcmp(hook_symbols[i].api, api) == 0)
+            return true;
+    return false;
+}
+
+/* Test introspection: the wrapper libnvshare substitutes for name. */
+HOOK_EXPORT void *nvshare_hook_wrapper(const char *name)
+{
+    int id = hook_symbol_by_name(name);
+
+    return id < 0 ? NULL : hook_wrappers[id];
+}

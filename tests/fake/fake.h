@@ -1,0 +1,65 @@
+/* fake.h - internals of the fake CUDA driver (libcuda.so.1 for tests).
+ *
+ * The fake simulates a driver well enough for libnvshare's tests and for the
+ * CUDA runtime's bootstrap: devices with UUIDs and memory, contexts, streams
+ * with virtual timelines, events and kernels with a simulated duration. See
+ * docs/interposition.md for the environment it reads.
+ *
+ * All state is behind one lock (fake_lock); waits happen outside it. The
+ * library is linked -Bsymbolic so that its calls to itself are never diverted
+ * to a preloaded interposer, and it never looks itself up with dlsym. */
+#ifndef FAKE_CUDA_H
+#define FAKE_CUDA_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "entry_points.h"
+
+#define FAKE_MAX_DEVICES 16
+
+struct fake_stream {
+    struct fake_ctx *ctx;
+    uint64_t busy_until_ns; /* end of the last work queued, CLOCK_MONOTONIC */
+    struct fake_stream *next; /* in ctx->streams */
+};
+
+struct fake_ctx {
+    int dev;
+    struct fake_stream legacy;
+    struct fake_stream *streams; /* created and per-thread streams */
+};
+
+extern pthread_mutex_t fake_lock;
+
+/* device.c */
+int fake_device_count(void);
+bool fake_initialized(void);
+uint64_t fake_memory_total(int dev);
+
+/* context.c: the calling thread's current context, NULL if none. */
+struct fake_ctx *fake_current(void);
+/* The latest end of the work queued on any stream of ctx. Lock held. */
+uint64_t fake_ctx_busy_until_locked(struct fake_ctx *ctx);
+
+/* timeline.c */
+uint64_t fake_now_ns(void);
+void fake_wait_until(uint64_t t_ns);
+/* Queues duration_ns of work on stream (pt: a _ptsz call, whose NULL stream
+ * is the per-thread one) and traces it as `what`. */
+CUresult fake_submit(CUstream stream, bool pt, uint64_t duration_ns,
+                     const char *what);
+
+/* module.c: the simulated duration of a kernel. */
+uint64_t fake_function_duration_ns(CUfunction f);
+const char *fake_function_name(CUfunction f);
+
+/* Per-thread variants the fake exports that are not in entry_points.def
+ * (cuda.h declares them only under CUDA_API_PER_THREAD_DEFAULT_STREAM). */
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
+CUresult cuStreamQuery_ptsz(CUstream hStream);
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
+                                  CUstreamCaptureStatus *captureStatus);
+
+#endif

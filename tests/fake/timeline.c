@@ -1,0 +1,339 @@
+/* timeline.c - streams, events and launches on virtual timelines.
+ *
+ * Each stream has a timeline: work queued on it starts when the stream's
+ * previous work ends (or now, if it is idle) and lasts its simulated
+ * duration. Nothing executes; synchronize calls sleep until the timeline
+ * reaches the end of the work, and queries answer CUDA_ERROR_NOT_READY until
+ * then, so the host sees the timing a GPU would give it.
+ *
+ * With FAKE_CUDA_TRACE_DIR set, every piece of work is appended to
+ * $FAKE_CUDA_TRACE_DIR/trace.<pid> as "<what> <start_ns> <end_ns>" in
+ * CLOCK_MONOTONIC, one write(2) per line, so a test can check that the work
+ * of two processes never overlapped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake.h"
+
+struct fake_event {
+    uint64_t at_ns; /* when the stream reaches the event */
+    bool recorded;
+};
+
+static __thread struct fake_stream *per_thread_stream;
+static __thread CUstreamCaptureMode capture_mode;
+static int trace_fd = -1;
+static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
+
+uint64_t fake_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void fake_wait_until(uint64_t t_ns)
+{
+    struct timespec ts = {(time_t)(t_ns / 1000000000u),
+                          (long)(t_ns % 1000000000u)};
+
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static void open_trace(void)
+{
+    const char *dir = getenv("FAKE_CUDA_TRACE_DIR");
+    char path[4096];
+
+    if (dir == NULL)
+        return;
+    snprintf(path, sizeof(path), "%s/trace.%d", dir, (int)getpid());
+    trace_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+static void trace(const char *what, uint64_t start, uint64_t end)
+{
+    char line[256];
+    int len;
+
+    pthread_once(&trace_once, open_trace);
+    if (trace_fd < 0)
+        return;
+    len = snprintf(line, sizeof(line), "%s %llu %llu\n", what,
+                   (unsigned long long)start, (unsigned long long)end);
+    if (write(trace_fd, line, (size_t)len) != len)
+        perror("fake libcuda: trace");
+}
+
+/* The stream a handle names. Lock held. */
+static struct fake_stream *resolve_locked(CUstream handle, bool pt)
+{
+    struct fake_ctx *ctx = fake_current();
+
+    if (handle == CU_STREAM_PER_THREAD || (handle == NULL && pt)) {
+        if (ctx == NULL)
+            return NULL;
+        if (per_thread_stream == NULL || per_thread_stream->ctx != ctx) {
+            per_thread_stream = calloc(1, sizeof(*per_thread_stream));
+            if (per_thread_stream == NULL)
+                return NULL;
+            per_thread_stream->ctx = ctx;
+            per_thread_stream->next = ctx->streams;
+            ctx->streams = per_thread_stream;
+        }
+        return per_thread_stream;
+    }
+    if (handle == NULL || handle == CU_STREAM_LEGACY)
+        return ctx ? &ctx->legacy : NULL;
+    return (struct fake_stream *)handle;
+}
+
+CUresult fake_submit(CUstream stream, bool pt, uint64_t duration_ns,
+                     const char *what)
+{
+    struct fake_stream *s;
+    uint64_t start, now = fake_now_ns();
+
+    pthread_mutex_lock(&fake_lock);
+    if ((s = resolve_locked(stream, pt)) == NULL) {
+        pthread_mutex_unlock(&fake_lock);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    start = s->busy_until_ns > now ? s->busy_until_ns : now;
+    s->busy_until_ns = start + duration_ns;
+    pthread_mutex_unlock(&fake_lock);
+    trace(what, start, start + duration_ns);
+    return CUDA_SUCCESS;
+}
+
+/* ---- streams ----------------------------------------------------------- */
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
+{
+    struct fake_ctx *ctx = fake_current();
+    struct fake_stream *s;
+
+    (void)flags;
+    if (ctx == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((s = calloc(1, sizeof(*s))) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&fake_lock);
+    s->ctx = ctx;
+    s->next = ctx->streams;
+    ctx->streams = s;
+    pthread_mutex_unlock(&fake_lock);
+    *phStream = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+/* Streams stay on their context's list (a destroyed stream's work still
+ * counts for cuCtxSynchronize); they are reclaimed with nothing. */
+CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    (void)hStream;
+    return CUDA_SUCCESS;
+}
+
+static uint64_t stream_end(CUstream handle, bool pt, CUresult *rc)
+{
+    struct fake_stream *s;
+    uint64_t end = 0;
+
+    pthread_mutex_lock(&fake_lock);
+    s = resolve_locked(handle, pt);
+    if (s != NULL)
+        end = s->busy_until_ns;
+    pthread_mutex_unlock(&fake_lock);
+    *rc = s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    return end;
+}
+
+static CUresult stream_synchronize(CUstream handle, bool pt)
+{
+    CUresult rc;
+    uint64_t end = stream_end(handle, pt, &rc);
+
+    if (rc == CUDA_SUCCESS)
+        fake_wait_until(end);
+    return rc;
+}
+
+static CUresult stream_query(CUstream handle, bool pt)
+{
+    CUresult rc;
+    uint64_t end = stream_end(handle, pt, &rc);
+
+    if (rc == CUDA_SUCCESS && fake_now_ns() < end)
+        rc = CUDA_ERROR_NOT_READY;
+    return rc;
+}
+
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+    return stream_synchronize(hStream, false);
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    return stream_synchronize(hStream, true);
+}
+
+CUresult cuStreamQuery(CUstream hStream)
+{
+    return stream_query(hStream, false);
+}
+
+CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+    return stream_query(hStream, true);
+}
+
+/* Nothing is ever captured. */
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *status)
+{
+    (void)hStream;
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
+                                  CUstreamCaptureStatus *status)
+{
+    return cuStreamIsCapturing(hStream, status);
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    CUstreamCaptureMode previous = capture_mode;
+
+    capture_mode = *mode;
+    *mode = previous;
+    return CUDA_SUCCESS;
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
+{
+    struct fake_event *e = calloc(1, sizeof(*e));
+
+    (void)flags;
+    if (e == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *phEvent = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    free(hEvent);
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_record(CUevent hEvent, CUstream hStream, bool pt)
+{
+    struct fake_event *e = (struct fake_event *)hEvent;
+    CUresult rc;
+    uint64_t end = stream_end(hStream, pt, &rc), now = fake_now_ns();
+
+    if (rc == CUDA_SUCCESS) {
+        e->at_ns = end > now ? end : now;
+        e->recorded = true;
+    }
+    return rc;
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    return event_record(hEvent, hStream, false);
+}
+
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    return event_record(hEvent, hStream, true);
+}
+
+CUresult cuEventQuery(CUevent hEvent)
+{
+    struct fake_event *e = (struct fake_event *)hEvent;
+
+    return !e->recorded || fake_now_ns() >= e->at_ns ? CUDA_SUCCESS
+                                                     : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    struct fake_event *e = (struct fake_event *)hEvent;
+
+    if (e->recorded)
+        fake_wait_until(e->at_ns);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime_v2(float *ms, CUevent hStart, CUevent hEnd)
+{
+    struct fake_event *start = (struct fake_event *)hStart;
+    struct fake_event *end = (struct fake_event *)hEnd;
+
+    if (!start->recorded || !end->recorded)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (cuEventQuery(hStart) != CUDA_SUCCESS ||
+        cuEventQuery(hEnd) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_READY;
+    *ms = (float)((double)((int64_t)(end->at_ns - start->at_ns)) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+/* ---- launches ---------------------------------------------------------- */
+
+static CUresult launch(CUfunction f, CUstream stream, bool pt)
+{
+    return fake_submit(stream, pt, fake_function_duration_ns(f),
+                       fake_function_name(f));
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX,
+                        unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY,
+                        unsigned int blockDimZ, unsigned int sharedMemBytes,
+                        CUstream hStream, void **kernelParams, void **extra)
+{
+    (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX,
+        (void)blockDimY, (void)blockDimZ, (void)sharedMemBytes,
+        (void)kernelParams, (void)extra;
+    return launch(f, hStream, false);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                             unsigned int gridDimY, unsigned int gridDimZ,
+                             unsigned int blockDimX, unsigned int blockDimY,
+                             unsigned int blockDimZ,
+                             unsigned int sharedMemBytes, CUstream hStream,
+                             void **kernelParams, void **extra)
+{
+    (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX,
+        (void)blockDimY, (void)blockDimZ, (void)sharedMemBytes,
+        (void)kernelParams, (void)extra;
+    return launch(f, hStream, true);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                          void **kernelParams, void **extra)
+{
+    (void)kernelParams, (void)extra;
+    return launch(f, config ? config->hStream : NULL, false);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                               void **kernelParams, void **extra)
+{
+    (void)kernelParams, (void)extra;
+    return launch(f, config ? config->hStream : NULL, true);
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# hook_smoke.sh - libnvshare on a real GPU: each workload must run correctly
+# under LD_PRELOAD and have its launches counted as gated (NVSHARE_STATS).
+# Needs nvcc and cmake; PyTorch/JAX/CuPy rows run when importable. Then two
+# copies of a compute-bound job share the GPU through the scheduler.
+# usage: tests/gpu/hook_smoke.sh   (from the repository root)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build-gpu}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cmake -S "$ROOT" -B "$BUILD" -DNVSHARE_BUILD_TESTS=OFF >/dev/null || exit 1
+cmake --build "$BUILD" -j --target nvshare nvshare-scheduler >/dev/null || exit 1
+LIB=$BUILD/src/hook/libnvshare.so
+nvcc -O2 -o "$WORK/spin" "$ROOT/tests/gpu/spin.cu" || exit 1
+nvcc -O2 --default-stream per-thread -o "$WORK/spin_ptds" "$ROOT/tests/gpu/spin.cu" || exit 1
+
+printf '%-28s %-6s %10s %10s %s\n' workload result launches gated "entry points"
+row() { # name command...
+    local name=$1; shift
+    local err=$WORK/err out=$WORK/out result=FAIL
+    NVSHARE_STATS=1 LD_PRELOAD=$LIB "$@" >"$out" 2>"$err" && result=ok
+    # Launch-family and graph entry points, summed.
+    local calls gated points
+    calls=$(awk '/stats: cu(Launch|Graph)/ { c += $(NF-2) } END { print c+0 }' "$err")
+    gated=$(awk '/stats: cu(Launch|Graph)/ { g += $NF } END { print g+0 }' "$err")
+    points=$(sed -n 's/.*stats: \(cu\(Launch\|Graph\)[A-Za-z_0-9]*\) calls.*/\1/p' "$err" | sort -u | tr '\n' ' ')
+    [ "$calls" -gt 0 ] && [ "$calls" = "$gated" ] || result=FAIL
+    printf '%-28s %-6s %10s %10s %s\n' "$name" "$result" "$calls" "$gated" "$points"
+    [ "$result" = ok ] || tail -n 5 "$err" | sed 's/^/    /'
+}
+row "cudart legacy stream" "$WORK/spin" 1000
+row "cudart per-thread stream" "$WORK/spin_ptds" 1000
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    T='import torch; x=torch.randn(2048,2048,device="cuda")
+for _ in range(50): x = torch.tanh(x @ x / 2048)
+torch.cuda.synchronize(); print(float(x.sum()))'
+    row "torch default allocator" python3 -c "$T"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True row "torch expandable_segments" python3 -c "$T"
+    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync row "torch cudaMallocAsync" python3 -c "$T"
+    row "torch CUDA graph replay" python3 -c 'import torch
+x=torch.randn(1024,1024,device="cuda"); s=torch.cuda.Stream()
+with torch.cuda.stream(s):
+    for _ in range(3): y = x @ x
+torch.cuda.current_stream().wait_stream(s); g=torch.cuda.CUDAGraph()
+with torch.cuda.graph(g): y = x @ x
+for _ in range(20): g.replay()
+torch.cuda.synchronize(); print(float(y.sum()))'
+    row "torch.compile (Triton)" python3 -c 'import torch
+f=torch.compile(lambda a: torch.sin(a) * 2 + 1)
+x=torch.randn(1<<20, device="cuda"); print(float(f(x).sum()))'
+fi
+if python3 -c 'import jax; assert jax.devices("gpu")' 2>/dev/null; then
+    row "jax" python3 -c 'import jax.numpy as jnp; x=jnp.ones((2048,2048)); print(float((x@x).sum()))'
+fi
+if python3 -c 'import cupy' 2>/dev/null; then
+    row "cupy" python3 -c 'import cupy as cp; x=cp.ones((2048,2048)); print(float((x@x).sum()))'
+fi
+
+# Sharing: two copies of spin under the scheduler, TQ 1 s and 100 ms.
+UUID=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -n 1)
+MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -n 1)
+for tq in 1s 100ms; do
+    export NVSHARE_SOCK_DIR=$WORK/sock-$tq
+    NVSHARE_GPUS=$UUID:$MIB NVSHARE_TQ=$tq "$BUILD/src/scheduler/nvshare-scheduler" \
+        >"$WORK/sched-$tq.log" 2>&1 &
+    sched=$!
+    sleep 0.5
+    start=$(date +%s.%N)
+    LD_PRELOAD=$LIB "$WORK/spin" 20000 >"$WORK/a" 2>&1 & a=$!
+    LD_PRELOAD=$LIB "$WORK/spin" 20000 >"$WORK/b" 2>&1 & b=$!
+    wait $a; ra=$?; wait $b; rb=$?
+    end=$(date +%s.%N)
+    kill $sched; wait $sched 2>/dev/null
+    printf 'two copies, TQ %-6s: %s/%s, %.1f s\n' "$tq" \
+        "$([ $ra = 0 ] && echo ok || echo FAIL)" "$([ $rb = 0 ] && echo ok || echo FAIL)" \
+        "$(echo "$end - $start" | bc)"
+done

@@ -1,0 +1,83 @@
+/* gating_test.c - submissions through libnvshare, on the fake driver.
+ *
+ *   gating_test run N US      launches N kernels of US microseconds each on
+ *                             the legacy stream and N on the per-thread one,
+ *                             then synchronizes; prints the wall time and
+ *                             how many launches libnvshare gated.
+ *   gating_test backlog N US  launches N kernels without synchronizing and
+ *                             prints how long the launches took and how much
+ *                             work was still queued after the last one.
+ * Output is "key=value" words for the calling script to check. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "entry_points.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static uint64_t gated(const char *name)
+{
+    uint64_t (*gated_of)(const char *) =
+        (uint64_t(*)(const char *))dlsym(RTLD_DEFAULT, "nvshare_hook_gated");
+
+    return gated_of ? gated_of(name) : 0;
+}
+
+#define CHECK(call)                                                            \
+    do {                                                                       \
+        CUresult rc_ = (call);                                                 \
+        if (rc_ != CUDA_SUCCESS) {                                             \
+            fprintf(stderr, "%s failed: %d\n", #call, (int)rc_);               \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction kernel;
+    char name[64];
+    int n;
+    double start, launched, done;
+
+    if (argc != 4) {
+        fprintf(stderr, "usage: gating_test run|backlog N US\n");
+        return 2;
+    }
+    n = atoi(argv[2]);
+    snprintf(name, sizeof(name), "sleep_%sus", argv[3]);
+    CHECK(cuInit(0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuModuleLoadData(&mod, "fake"));
+    CHECK(cuModuleGetFunction(&kernel, mod, name));
+
+    start = now_ms();
+    for (int i = 0; i < n; i++)
+        CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    if (strcmp(argv[1], "run") == 0)
+        for (int i = 0; i < n; i++)
+            CHECK(cuLaunchKernel_ptsz(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL,
+                                      NULL));
+    launched = now_ms();
+    CHECK(cuCtxSynchronize());
+    done = now_ms();
+    printf("launch_ms=%.1f queued_ms=%.1f total_ms=%.1f gated=%llu "
+           "gated_ptsz=%llu\n",
+           launched - start, done - launched, done - start,
+           (unsigned long long)gated("cuLaunchKernel"),
+           (unsigned long long)gated("cuLaunchKernel_ptsz"));
+    CHECK(cuDevicePrimaryCtxRelease_v2(0));
+    return 0;
+}

@@ -1,0 +1,47 @@
+# common.cmake - unit tests for src/common (wire protocol, parsing) and the
+# scheduler's NVSHARE_GPUS parser, plus the protocol fuzz target.
+# Included from tests/unit/CMakeLists.txt after it has found cmocka
+# (CMOCKA_LIBRARY, CMOCKA_INCLUDE_DIR).
+
+option(NVSHARE_FUZZ "Build the libFuzzer protocol target (needs clang)" OFF)
+
+function(nvshare_common_test name)
+  add_executable(${name} ${name}.c ${ARGN})
+  target_include_directories(${name} PRIVATE ${CMOCKA_INCLUDE_DIR})
+  target_link_libraries(${name} PRIVATE ${CMOCKA_LIBRARY} nvshare_common)
+  nvshare_sanitize(${name})
+  add_test(NAME ${name} COMMAND ${name})
+endfunction()
+
+nvshare_common_test(test_protocol)
+nvshare_common_test(test_parse)
+nvshare_common_test(test_gpus ${PROJECT_SOURCE_DIR}/src/scheduler/gpus.c)
+target_include_directories(test_gpus PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
+target_link_libraries(test_gpus PRIVATE ${CMAKE_DL_LIBS})
+
+# The fuzz target as a plain program that replays the committed cases
+# (protocol_cases/<expect>-*.bin). protocol.c is compiled in rather than
+# linked from nvshare_common so that the sanitizers instrument it.
+add_executable(fuzz_protocol_replay fuzz_protocol.c
+  ${PROJECT_SOURCE_DIR}/src/common/protocol.c)
+target_include_directories(fuzz_protocol_replay PRIVATE ${PROJECT_SOURCE_DIR}/src/common)
+target_compile_definitions(fuzz_protocol_replay PRIVATE NVSHARE_FUZZ_REPLAY)
+nvshare_sanitize(fuzz_protocol_replay)
+add_test(NAME fuzz_protocol_replay
+  COMMAND fuzz_protocol_replay ${CMAKE_CURRENT_SOURCE_DIR}/protocol_cases)
+
+# libFuzzer itself: cmake -DNVSHARE_FUZZ=ON -DCMAKE_C_COMPILER=clang, then
+#   ./fuzz_protocol -max_total_time=120 <scratch corpus dir> tests/unit/protocol_cases
+if(NVSHARE_FUZZ)
+  if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+    set(NVSHARE_FUZZ_FLAGS -fsanitize=fuzzer,address,undefined
+        -fno-sanitize-recover=all -fno-omit-frame-pointer)
+    add_executable(fuzz_protocol fuzz_protocol.c
+      ${PROJECT_SOURCE_DIR}/src/common/protocol.c)
+    target_include_directories(fuzz_protocol PRIVATE ${PROJECT_SOURCE_DIR}/src/common)
+    target_compile_options(fuzz_protocol PRIVATE ${NVSHARE_FUZZ_FLAGS})
+    target_link_options(fuzz_protocol PRIVATE ${NVSHARE_FUZZ_FLAGS})
+  else()
+    message(WARNING "NVSHARE_FUZZ needs clang (CMAKE_C_COMPILER_ID is ${CMAKE_C_COMPILER_ID}): fuzz_protocol is not built")
+  endif()
+endif()

@@ -1,0 +1,329 @@
+/* fuzz_protocol.c - a libFuzzer target for the wire protocol, and the same
+ * target as a plain "replay" program that CTest runs over the committed cases.
+ *
+ * The input is a frame body (the bytes after the 4-byte length). Properties:
+ *   - msg_decode never crashes, overreads or hangs on any input;
+ *   - a body that decodes re-encodes to exactly the same bytes (the encoding
+ *     is canonical), and decoding that re-encoding and encoding again gives
+ *     identical bytes once more;
+ *   - the same bytes fed to a frame_reader as a raw stream are consumed
+ *     without crashing.
+ *
+ * Built with -DNVSHARE_FUZZ_REPLAY it has a main():
+ *   fuzz_protocol_replay DIR|FILE...   runs every file through the target;
+ *       a file named "<expect>-*.bin" must also decode with that result,
+ *       where <expect> is ok, short, version, type, trailing or field;
+ *   fuzz_protocol_replay --generate DIR   writes the seed cases. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static uint8_t enc1[PROTO_MAX_FRAME + 4], enc2[PROTO_MAX_FRAME + 4];
+static struct msg m1, m2;
+static struct frame_reader reader;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    int n1, n2;
+
+    /* as a stream of frames */
+    reader.len = size < sizeof(reader.buf) ? size : sizeof(reader.buf);
+    memcpy(reader.buf, data, reader.len);
+    while (frame_reader_next(&reader, &m1) == 1)
+        ;
+
+    /* as one body */
+    if (msg_decode(data, size, &m1) != PROTO_OK)
+        return 0;
+    n1 = msg_encode(&m1, enc1, sizeof(enc1));
+    if (n1 < 0) {
+        fprintf(stderr, "decoded %s does not re-encode: %s\n",
+                msg_type_name(m1.type), proto_strerror(n1));
+        abort();
+    }
+    if ((size_t)n1 != size + 4 || memcmp(enc1 + 4, data, size) != 0) {
+        fprintf(stderr, "%s: re-encoding differs from the input\n",
+                msg_type_name(m1.type));
+        abort();
+    }
+    if (msg_decode(enc1 + 4, (size_t)n1 - 4, &m2) != PROTO_OK)
+        abort();
+    n2 = msg_encode(&m2, enc2, sizeof(enc2));
+    if (n2 != n1 || memcmp(enc1, enc2, (size_t)n1) != 0)
+        abort();
+    return 0;
+}
+
+#ifdef NVSHARE_FUZZ_REPLAY
+#include <dirent.h>
+#include <sys/stat.h>
+
+static const struct {
+    const char *prefix;
+    int code;
+} expects[] = {
+    {"ok-", PROTO_OK},
+    {"short-", PROTO_E_SHORT},
+    {"version-", PROTO_E_VERSION},
+    {"type-", PROTO_E_TYPE},
+    {"trailing-", PROTO_E_TRAILING},
+    {"field-", PROTO_E_FIELD},
+};
+
+static uint8_t file_buf[4 * PROTO_MAX_FRAME];
+
+/* Runs one file; returns 0 if it behaved as its name says. */
+static int replay_file(const char *path)
+{
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    FILE *f = fopen(path, "rb");
+    size_t size;
+    int rc = 0;
+
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    size = fread(file_buf, 1, sizeof(file_buf), f);
+    fclose(f);
+    LLVMFuzzerTestOneInput(file_buf, size);
+    for (size_t i = 0; i < sizeof(expects) / sizeof(expects[0]); i++) {
+        if (strncmp(base, expects[i].prefix, strlen(expects[i].prefix)) != 0)
+            continue;
+        int got = msg_decode(file_buf, size, &m1);
+        if (got != expects[i].code) {
+            fprintf(stderr, "%s: decoded as %d (%s), expected %d (%s)\n", base,
+                    got, proto_strerror(got), expects[i].code,
+                    proto_strerror(expects[i].code));
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+static int replay_path(const char *path, int *files)
+{
+    struct stat st;
+    int rc = 0;
+
+    if (stat(path, &st) != 0) {
+        perror(path);
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        (*files)++;
+        return replay_file(path);
+    }
+    DIR *d = opendir(path);
+    struct dirent *e;
+    if (!d) {
+        perror(path);
+        return -1;
+    }
+    while ((e = readdir(d))) {
+        char sub[4096];
+        if (e->d_name[0] == '.' || !strstr(e->d_name, ".bin"))
+            continue;
+        snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+        if (replay_path(sub, files))
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* ---- seed generation ---------------------------------------------------- */
+
+static const char *gen_dir;
+
+static void put_file(const char *name, const uint8_t *body, size_t len)
+{
+    char path[4096];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s.bin", gen_dir, name);
+    f = fopen(path, "wb");
+    if (!f || fwrite(body, 1, len, f) != len || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+static void fill(char *dst, size_t len)
+{
+    memset(dst, 'n', len);
+    dst[len] = '\0';
+}
+
+static void sample(struct msg *m, uint16_t type, int big)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = type;
+    switch (type) {
+    case MSG_REGISTER:
+        m->u.reg.pid = 1234;
+        strcpy(m->u.reg.pod_namespace, "default");
+        strcpy(m->u.reg.pod_name, "pod");
+        m->u.reg.core_limit = 50;
+        m->u.reg.memory_limit = 4ull << 30;
+        m->u.reg.n_gpus = big ? PROTO_MAX_GPUS : 1;
+        for (int i = 0; i < m->u.reg.n_gpus; i++)
+            big ? fill(m->u.reg.gpu_uuids[i], PROTO_UUID_MAX - 1)
+                : (void)strcpy(m->u.reg.gpu_uuids[i], "GPU-0");
+        if (big)
+            fill(m->u.reg.container_name, PROTO_NAME_MAX - 1);
+        break;
+    case MSG_REGISTER_OK:
+        m->u.reg_ok.client_id = 9;
+        m->u.reg_ok.n_gpus = big ? PROTO_MAX_GPUS : 1;
+        m->u.reg_ok.gpu_known[0] = 1;
+        break;
+    case MSG_REQ_LOCK: case MSG_LOCK_OK: case MSG_DROP_LOCK:
+    case MSG_LOCK_RELEASED:
+        m->u.lock.gpu = 1;
+        m->u.lock.lease = 7;
+        m->u.lock.drain_ns = big ? UINT64_MAX : 0;
+        break;
+    case MSG_CTL_SET:
+        m->u.set.key = CTL_SET_TQ;
+        m->u.set.value = 30000000000ull;
+        if (big)
+            fill(m->u.set.target, PROTO_NAME_MAX - 1);
+        break;
+    case MSG_CTL_REPLY:
+        m->u.reply.status = -22;
+        big ? fill(m->u.reply.text, PROTO_TEXT_MAX - 1)
+            : (void)strcpy(m->u.reply.text, "ok");
+        break;
+    case MSG_CTL_STATUS_NODE:
+        m->u.node.tq_ns = 30000000000ull;
+        m->u.node.n_gpus = 2;
+        break;
+    case MSG_CTL_STATUS_GPU:
+        strcpy(m->u.gpu.uuid, "GPU-0");
+        strcpy(m->u.gpu.name, "H100");
+        m->u.gpu.n_waiting = big ? PROTO_MAX_WAITERS : 2;
+        for (int i = 0; i < m->u.gpu.n_waiting; i++)
+            m->u.gpu.waiting[i] = (uint64_t)i + 1;
+        break;
+    case MSG_CTL_STATUS_CLIENT:
+        m->u.client.client_id = 3;
+        m->u.client.state = CLIENT_HOLDING;
+        m->u.client.core_limit = 30;
+        m->u.client.limit_source = LIMIT_DECLARED;
+        m->u.client.budget_ns = 300000000ull;
+        if (big)
+            fill(m->u.client.pod_name, PROTO_NAME_MAX - 1);
+        break;
+    default:
+        break;
+    }
+}
+
+static int generate(void)
+{
+    static const uint16_t types[] = {
+        MSG_REGISTER, MSG_REGISTER_OK, MSG_SCHED_ON, MSG_SCHED_OFF,
+        MSG_REQ_LOCK, MSG_LOCK_OK, MSG_DROP_LOCK, MSG_LOCK_RELEASED,
+        MSG_CTL_STATUS, MSG_CTL_SET, MSG_CTL_REPLY, MSG_CTL_STATUS_NODE,
+        MSG_CTL_STATUS_GPU, MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
+    };
+    static uint8_t buf[PROTO_MAX_FRAME + 8];
+    struct msg m;
+    char name[128];
+
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        for (int big = 0; big <= 1; big++) {
+            int len;
+            sample(&m, types[t], big);
+            len = msg_encode(&m, buf, sizeof(buf));
+            if (len < 0)
+                return 1;
+            snprintf(name, sizeof(name), "ok-%s-%s", msg_type_name(types[t]),
+                     big ? "max" : "typical");
+            put_file(name, buf + 4, (size_t)len - 4);
+            if (big)
+                continue;
+            /* mutants of the typical encoding */
+            snprintf(name, sizeof(name), "short-%s", msg_type_name(types[t]));
+            put_file(name, buf + 4, (size_t)(len - 4) / 2);
+            buf[len] = 0;
+            snprintf(name, sizeof(name), "trailing-%s", msg_type_name(types[t]));
+            put_file(name, buf + 4, (size_t)len - 3);
+            buf[4] = 2;
+            snprintf(name, sizeof(name), "version-%s", msg_type_name(types[t]));
+            put_file(name, buf + 4, (size_t)len - 4);
+        }
+    }
+    /* field mutants, patched at known offsets of typical encodings */
+    static const uint8_t unknown[] = {1, 0, MSG_MEM_UPDATE, 0};
+    put_file("type-MEM_UPDATE", unknown, sizeof(unknown));
+    static const uint8_t zero[] = {1, 0, 0, 0};
+    put_file("type-zero", zero, sizeof(zero));
+    static const uint8_t ffff[] = {1, 0, 0xff, 0xff, 0, 0};
+    put_file("type-ffff", ffff, sizeof(ffff));
+
+    int len;
+    sample(&m, MSG_REGISTER, 0);
+    len = msg_encode(&m, buf, sizeof(buf));
+    /* body: ver 2, type 2, pid 4, "default" 2+7, "pod" 2+3, "" 2, mem 8 */
+    size_t core = 4 + 4 + 9 + 5 + 2 + 8;
+    buf[4 + core] = 101;
+    put_file("field-REGISTER-core-limit-101", buf + 4, (size_t)len - 4);
+    buf[4 + core] = 50;
+    buf[4 + core + 1] = PROTO_MAX_GPUS + 1; /* count, no items follow */
+    put_file("field-REGISTER-too-many-gpus", buf + 4, (size_t)len - 4);
+    buf[4 + core + 1] = 1;
+    buf[4 + 8 + 2 + 3] = '\0'; /* inside "default" */
+    put_file("field-REGISTER-embedded-nul", buf + 4, (size_t)len - 4);
+    buf[4 + 8 + 2 + 3] = 'a';
+    buf[4 + 8] = 0xfe; /* namespace length 254 */
+    put_file("field-REGISTER-name-too-long", buf + 4, (size_t)len - 4);
+
+    sample(&m, MSG_CTL_STATUS_CLIENT, 0);
+    len = msg_encode(&m, buf, sizeof(buf));
+    /* body: ver/type 4, id 8, pid 4, three empty strings 6, gpu 2 */
+    size_t st = 4 + 8 + 4 + 6 + 2;
+    buf[4 + st] = CLIENT_DRAINING + 1;
+    put_file("field-CTL_STATUS_CLIENT-state", buf + 4, (size_t)len - 4);
+    buf[4 + st] = CLIENT_HOLDING;
+    /* then held, wait, grants, last_drain, last_preempt (5 x 8), core_limit */
+    buf[4 + st + 1 + 40] = 101;
+    put_file("field-CTL_STATUS_CLIENT-core-limit-101", buf + 4, (size_t)len - 4);
+    buf[4 + st + 1 + 40] = 30;
+    buf[4 + st + 1 + 41] = LIMIT_RUNTIME + 1;
+    put_file("field-CTL_STATUS_CLIENT-limit-source", buf + 4, (size_t)len - 4);
+
+    sample(&m, MSG_CTL_STATUS_GPU, 0);
+    len = msg_encode(&m, buf, sizeof(buf));
+    /* n_waiting sits 2 + 2*8 bytes from the end */
+    buf[len - 18] = (uint8_t)((PROTO_MAX_WAITERS + 1) & 0xff);
+    buf[len - 17] = (uint8_t)((PROTO_MAX_WAITERS + 1) >> 8);
+    put_file("field-CTL_STATUS_GPU-too-many-waiters", buf + 4, (size_t)len - 4);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int files = 0, rc = 0;
+
+    if (argc == 3 && strcmp(argv[1], "--generate") == 0) {
+        gen_dir = argv[2];
+        return generate();
+    }
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s DIR|FILE... | --generate DIR\n", argv[0]);
+        return 2;
+    }
+    for (int i = 1; i < argc; i++)
+        if (replay_path(argv[i], &files))
+            rc = 1;
+    printf("%d case(s) replayed, %s\n", files, rc ? "FAILED" : "all as expected");
+    return files == 0 ? 1 : rc;
+}
+#endif

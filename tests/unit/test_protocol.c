@@ -1,0 +1,1080 @@
+/* test_protocol.c - the wire protocol: round trips of every message, exact
+ * rejection codes for malformed bodies, frame_reader reassembly and the
+ * blocking socket helpers.
+ *
+ * Malformed bodies are built byte by byte with the small builder below,
+ * which knows the wire format independently of protocol.c; a golden-bytes
+ * test pins the format itself. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "protocol.h"
+
+/* Every type that has an encoding; the reserved memory types have none. */
+static const uint16_t all_types[] = {
+    MSG_REGISTER,        MSG_REGISTER_OK,      MSG_SCHED_ON,
+    MSG_SCHED_OFF,       MSG_REQ_LOCK,         MSG_LOCK_OK,
+    MSG_DROP_LOCK,       MSG_LOCK_RELEASED,    MSG_CTL_STATUS,
+    MSG_CTL_SET,         MSG_CTL_REPLY,        MSG_CTL_STATUS_NODE,
+    MSG_CTL_STATUS_GPU,  MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
+};
+#define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
+
+/* ---- sample messages ---------------------------------------------------- */
+
+/* Fills dst with len characters (no NUL inside) and terminates it. */
+static void fill_str(char *dst, size_t len, char seed)
+{
+    for (size_t i = 0; i < len; i++)
+        dst[i] = (char)('a' + (seed + (int)i) % 26);
+    dst[len] = '\0';
+}
+
+/* A typical message of the given type, or (big) one with every string at
+ * its longest legal length and every list at its limit. */
+static void sample(struct msg *m, uint16_t type, int big)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = type;
+    switch (type) {
+    case MSG_REGISTER: {
+        struct msg_register *r = &m->u.reg;
+        r->pid = 0xdeadbeef;
+        r->memory_limit = 0x0123456789abcdefull;
+        r->core_limit = big ? 100 : 37;
+        if (big) {
+            fill_str(r->pod_namespace, PROTO_NAME_MAX - 1, 0);
+            fill_str(r->pod_name, PROTO_NAME_MAX - 1, 1);
+            fill_str(r->container_name, PROTO_NAME_MAX - 1, 2);
+            r->n_gpus = PROTO_MAX_GPUS;
+            for (int i = 0; i < PROTO_MAX_GPUS; i++)
+                fill_str(r->gpu_uuids[i], PROTO_UUID_MAX - 1, (char)i);
+        } else {
+            strcpy(r->pod_namespace, "default");
+            strcpy(r->pod_name, "trainer-0");
+            strcpy(r->container_name, "");
+            r->n_gpus = 2;
+            strcpy(r->gpu_uuids[0], "GPU-11111111-2222-3333-4444-555555555555");
+            strcpy(r->gpu_uuids[1], "MIG-GPU-aaaa/1/0");
+        }
+        break;
+    }
+    case MSG_REGISTER_OK:
+        m->u.reg_ok.client_id = 0xfedcba9876543210ull;
+        m->u.reg_ok.scheduling_on = 1;
+        m->u.reg_ok.n_gpus = big ? PROTO_MAX_GPUS : 3;
+        for (int i = 0; i < m->u.reg_ok.n_gpus; i++)
+            m->u.reg_ok.gpu_known[i] = (uint8_t)(i % 3 ? 1 : 0xff);
+        break;
+    case MSG_REQ_LOCK:
+    case MSG_LOCK_OK:
+    case MSG_DROP_LOCK:
+    case MSG_LOCK_RELEASED:
+        m->u.lock.gpu = big ? 0xff : 1;
+        m->u.lock.lease = big ? 0xffffffffu : 42;
+        m->u.lock.drain_ns = big ? UINT64_MAX : 1234567;
+        break;
+    case MSG_CTL_SET:
+        m->u.set.key = CTL_SET_TQ;
+        m->u.set.value = 30000000000ull;
+        if (big)
+            fill_str(m->u.set.target, PROTO_NAME_MAX - 1, 3);
+        else
+            strcpy(m->u.set.target, "ns/pod");
+        break;
+    case MSG_CTL_REPLY:
+        m->u.reply.status = big ? INT32_MIN : -22;
+        if (big)
+            fill_str(m->u.reply.text, PROTO_TEXT_MAX - 1, 4);
+        else
+            strcpy(m->u.reply.text, "time quantum set to 30s");
+        break;
+    case MSG_CTL_STATUS_NODE:
+        m->u.node.tq_ns = 30000000000ull;
+        m->u.node.window_ns = big ? UINT64_MAX : 1000000000ull;
+        m->u.node.anti_thrash = 1;
+        m->u.node.n_gpus = big ? UINT16_MAX : 8;
+        m->u.node.n_clients = big ? UINT16_MAX : 17;
+        m->u.node.uptime_ns = big ? UINT64_MAX : 99;
+        break;
+    case MSG_CTL_STATUS_GPU: {
+        struct msg_status_gpu *g = &m->u.gpu;
+        g->index = big ? UINT16_MAX : 3;
+        g->memory_total = 80ull << 30;
+        g->holder_id = 7;
+        g->holder_draining = 1;
+        g->switches = 123456789;
+        if (big) {
+            fill_str(g->uuid, PROTO_UUID_MAX - 1, 5);
+            fill_str(g->name, PROTO_NAME_MAX - 1, 6);
+            g->n_waiting = PROTO_MAX_WAITERS;
+        } else {
+            strcpy(g->uuid, "GPU-0");
+            strcpy(g->name, "NVIDIA H100 80GB HBM3");
+            g->n_waiting = 2;
+        }
+        for (int i = 0; i < g->n_waiting; i++)
+            g->waiting[i] = 0x100000000ull * (uint64_t)i + 1;
+        break;
+    }
+    case MSG_CTL_STATUS_CLIENT: {
+        struct msg_status_client *c = &m->u.client;
+        c->client_id = 5;
+        c->pid = 4321;
+        c->gpu = 2;
+        c->state = big ? CLIENT_DRAINING : CLIENT_WAITING;
+        c->held_ns = 1;
+        c->wait_ns = 2;
+        c->grants = 3;
+        c->last_drain_ns = UINT64_MAX;
+        c->last_preempt_ns = 0x8000000000000001ull;
+        c->core_limit = big ? 100 : 25;
+        c->limit_source = big ? LIMIT_RUNTIME : LIMIT_DECLARED;
+        c->budget_ns = 250000000ull;
+        c->used_ns = big ? UINT64_MAX : 1;
+        c->throttled = big ? 0xff : 1;
+        if (big) {
+            fill_str(c->pod_namespace, PROTO_NAME_MAX - 1, 7);
+            fill_str(c->pod_name, PROTO_NAME_MAX - 1, 8);
+            fill_str(c->container_name, PROTO_NAME_MAX - 1, 9);
+        } else {
+            strcpy(c->pod_namespace, "kube-system");
+            strcpy(c->pod_name, "p");
+            strcpy(c->container_name, "c");
+        }
+        break;
+    }
+    default: /* SCHED_ON, SCHED_OFF, CTL_STATUS, CTL_STATUS_END: no payload */
+        break;
+    }
+}
+
+/* Field-by-field equality for the fields the type carries. */
+static void assert_msg_equal(const struct msg *a, const struct msg *b)
+{
+    assert_int_equal(a->type, b->type);
+    switch (a->type) {
+    case MSG_REGISTER: {
+        const struct msg_register *x = &a->u.reg, *y = &b->u.reg;
+        assert_int_equal(x->pid, y->pid);
+        assert_string_equal(x->pod_namespace, y->pod_namespace);
+        assert_string_equal(x->pod_name, y->pod_name);
+        assert_string_equal(x->container_name, y->container_name);
+        assert_true(x->memory_limit == y->memory_limit);
+        assert_int_equal(x->core_limit, y->core_limit);
+        assert_int_equal(x->n_gpus, y->n_gpus);
+        for (int i = 0; i < x->n_gpus; i++)
+            assert_string_equal(x->gpu_uuids[i], y->gpu_uuids[i]);
+        break;
+    }
+    case MSG_REGISTER_OK:
+        assert_true(a->u.reg_ok.client_id == b->u.reg_ok.client_id);
+        assert_int_equal(a->u.reg_ok.scheduling_on, b->u.reg_ok.scheduling_on);
+        assert_int_equal(a->u.reg_ok.n_gpus, b->u.reg_ok.n_gpus);
+        assert_memory_equal(a->u.reg_ok.gpu_known, b->u.reg_ok.gpu_known,
+                            a->u.reg_ok.n_gpus);
+        break;
+    case MSG_REQ_LOCK:
+    case MSG_LOCK_OK:
+    case MSG_DROP_LOCK:
+    case MSG_LOCK_RELEASED:
+        assert_int_equal(a->u.lock.gpu, b->u.lock.gpu);
+        assert_int_equal(a->u.lock.lease, b->u.lock.lease);
+        assert_true(a->u.lock.drain_ns == b->u.lock.drain_ns);
+        break;
+    case MSG_CTL_SET:
+        assert_int_equal(a->u.set.key, b->u.set.key);
+        assert_true(a->u.set.value == b->u.set.value);
+        assert_string_equal(a->u.set.target, b->u.set.target);
+        break;
+    case MSG_CTL_REPLY:
+        assert_true(a->u.reply.status == b->u.reply.status);
+        assert_string_equal(a->u.reply.text, b->u.reply.text);
+        break;
+    case MSG_CTL_STATUS_NODE:
+        assert_true(a->u.node.tq_ns == b->u.node.tq_ns);
+        assert_true(a->u.node.window_ns == b->u.node.window_ns);
+        assert_int_equal(a->u.node.anti_thrash, b->u.node.anti_thrash);
+        assert_int_equal(a->u.node.n_gpus, b->u.node.n_gpus);
+        assert_int_equal(a->u.node.n_clients, b->u.node.n_clients);
+        assert_true(a->u.node.uptime_ns == b->u.node.uptime_ns);
+        break;
+    case MSG_CTL_STATUS_GPU: {
+        const struct msg_status_gpu *x = &a->u.gpu, *y = &b->u.gpu;
+        assert_int_equal(x->index, y->index);
+        assert_string_equal(x->uuid, y->uuid);
+        assert_string_equal(x->name, y->name);
+        assert_true(x->memory_total == y->memory_total);
+        assert_true(x->holder_id == y->holder_id);
+        assert_int_equal(x->holder_draining, y->holder_draining);
+        assert_true(x->switches == y->switches);
+        assert_int_equal(x->n_waiting, y->n_waiting);
+        for (int i = 0; i < x->n_waiting; i++)
+            assert_true(x->waiting[i] == y->waiting[i]);
+        break;
+    }
+    case MSG_CTL_STATUS_CLIENT: {
+        const struct msg_status_client *x = &a->u.client, *y = &b->u.client;
+        assert_true(x->client_id == y->client_id);
+        assert_int_equal(x->pid, y->pid);
+        assert_string_equal(x->pod_namespace, y->pod_namespace);
+        assert_string_equal(x->pod_name, y->pod_name);
+        assert_string_equal(x->container_name, y->container_name);
+        assert_int_equal(x->gpu, y->gpu);
+        assert_int_equal(x->state, y->state);
+        assert_true(x->held_ns == y->held_ns);
+        assert_true(x->wait_ns == y->wait_ns);
+        assert_true(x->grants == y->grants);
+        assert_true(x->last_drain_ns == y->last_drain_ns);
+        assert_true(x->last_preempt_ns == y->last_preempt_ns);
+        assert_int_equal(x->core_limit, y->core_limit);
+        assert_int_equal(x->limit_source, y->limit_source);
+        assert_true(x->budget_ns == y->budget_ns);
+        assert_true(x->used_ns == y->used_ns);
+        assert_int_equal(x->throttled, y->throttled);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static uint8_t frame[PROTO_MAX_FRAME + 4];
+
+/* Encodes a sample into the file-wide frame buffer; returns its length. */
+static int encode_sample(uint16_t type, int big, struct msg *m)
+{
+    int len;
+
+    sample(m, type, big);
+    len = msg_encode(m, frame, sizeof(frame));
+    assert_true(len >= PROTO_HEADER_LEN);
+    return len;
+}
+
+/* ---- a byte builder that knows the wire format on its own --------------- */
+
+struct bb {
+    uint8_t b[2 * PROTO_MAX_FRAME]; /* room for a 0xffff-byte string */
+    size_t n;
+};
+
+static void bb_uint(struct bb *b, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        b->b[b->n++] = (uint8_t)(v >> (8 * i));
+}
+
+static void bb_u8(struct bb *b, uint64_t v) { bb_uint(b, v, 1); }
+static void bb_u16(struct bb *b, uint64_t v) { bb_uint(b, v, 2); }
+static void bb_u32(struct bb *b, uint64_t v) { bb_uint(b, v, 4); }
+static void bb_u64(struct bb *b, uint64_t v) { bb_uint(b, v, 8); }
+
+/* A string of n bytes taken from s (which may hold NULs). */
+static void bb_raw_str(struct bb *b, const char *s, size_t n)
+{
+    bb_u16(b, n);
+    memcpy(b->b + b->n, s, n);
+    b->n += n;
+}
+
+/* A string of n letters. */
+static void bb_str_n(struct bb *b, size_t n)
+{
+    bb_u16(b, n);
+    for (size_t i = 0; i < n; i++)
+        b->b[b->n++] = 'x';
+}
+
+static void bb_head(struct bb *b, uint16_t version, uint16_t type)
+{
+    b->n = 0;
+    bb_u16(b, version);
+    bb_u16(b, type);
+}
+
+/* A REGISTER body with the given namespace length, core limit and count;
+ * writes min(count, uuids) UUIDs. */
+static void bb_register(struct bb *b, size_t ns_len, uint8_t core,
+                        uint16_t count, int uuids)
+{
+    bb_head(b, PROTO_VERSION, MSG_REGISTER);
+    bb_u32(b, 1);
+    bb_str_n(b, ns_len);
+    bb_str_n(b, 3);
+    bb_str_n(b, 0);
+    bb_u64(b, 0);
+    bb_u8(b, core);
+    bb_u16(b, count);
+    for (int i = 0; i < uuids && i < count; i++)
+        bb_str_n(b, 10);
+}
+
+static void bb_status_client(struct bb *b, uint8_t state, uint8_t core,
+                             uint8_t source)
+{
+    bb_head(b, PROTO_VERSION, MSG_CTL_STATUS_CLIENT);
+    bb_u64(b, 1);
+    bb_u32(b, 2);
+    bb_str_n(b, 1);
+    bb_str_n(b, 1);
+    bb_str_n(b, 1);
+    bb_u16(b, 0);
+    bb_u8(b, state);
+    bb_u64(b, 0); /* held_ns */
+    bb_u64(b, 0); /* wait_ns */
+    bb_u64(b, 0); /* grants */
+    bb_u64(b, 0); /* last_drain_ns */
+    bb_u64(b, 0); /* last_preempt_ns */
+    bb_u8(b, core);
+    bb_u8(b, source);
+    bb_u64(b, 0); /* budget_ns */
+    bb_u64(b, 0); /* used_ns */
+    bb_u8(b, 1);  /* throttled */
+}
+
+static int decode_bb(const struct bb *b)
+{
+    static struct msg m;
+
+    return msg_decode(b->b, b->n, &m);
+}
+
+/* ---- round trips ---------------------------------------------------------- */
+
+static void test_round_trip_every_type(void **state)
+{
+    (void)state;
+    for (int big = 0; big <= 1; big++) {
+        for (size_t t = 0; t < N_TYPES; t++) {
+            struct msg in, out;
+            int len = encode_sample(all_types[t], big, &in);
+            uint32_t body = (uint32_t)frame[0] | (uint32_t)frame[1] << 8 |
+                            (uint32_t)frame[2] << 16 | (uint32_t)frame[3] << 24;
+
+            assert_int_equal(body, (uint32_t)len - 4);
+            memset(&out, 0xa5, sizeof(out));
+            assert_int_equal(msg_decode(frame + 4, (size_t)len - 4, &out),
+                             PROTO_OK);
+            assert_msg_equal(&in, &out);
+        }
+    }
+}
+
+/* Re-encoding what was decoded gives the same bytes: the encoding is
+ * canonical, which is what the fuzz target relies on. */
+static void test_encoding_is_canonical(void **state)
+{
+    static uint8_t again[PROTO_MAX_FRAME + 4];
+
+    (void)state;
+    for (int big = 0; big <= 1; big++) {
+        for (size_t t = 0; t < N_TYPES; t++) {
+            struct msg in, out;
+            int len = encode_sample(all_types[t], big, &in);
+
+            assert_int_equal(msg_decode(frame + 4, (size_t)len - 4, &out), 0);
+            assert_int_equal(msg_encode(&out, again, sizeof(again)), len);
+            assert_memory_equal(frame, again, (size_t)len);
+        }
+    }
+}
+
+/* Pins the byte layout: little-endian length, version, type, fields. */
+static void test_golden_bytes(void **state)
+{
+    static const uint8_t lock_ok[] = {
+        17, 0, 0, 0,                                    /* body length */
+        1, 0,                                           /* version */
+        MSG_LOCK_OK, 0,                                 /* type */
+        3,                                              /* gpu */
+        0x04, 0x03, 0x02, 0x01,                         /* lease */
+        0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* drain_ns */
+    };
+    static const uint8_t reply[] = {
+        12, 0, 0, 0, 1, 0, MSG_CTL_REPLY, 0,
+        0xfe, 0xff, 0xff, 0xff, /* status -2 */
+        2, 0, 'o', 'k',         /* string: u16 length, bytes, no NUL */
+    };
+    struct msg m = {.type = MSG_LOCK_OK};
+    uint8_t buf[64];
+
+    (void)state;
+    m.u.lock.gpu = 3;
+    m.u.lock.lease = 0x01020304;
+    m.u.lock.drain_ns = 0x1122334455667788ull;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), sizeof(lock_ok));
+    assert_memory_equal(buf, lock_ok, sizeof(lock_ok));
+
+    memset(&m, 0, sizeof(m));
+    m.type = MSG_CTL_REPLY;
+    m.u.reply.status = -2;
+    strcpy(m.u.reply.text, "ok");
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), sizeof(reply));
+    assert_memory_equal(buf, reply, sizeof(reply));
+
+    memset(&m, 0, sizeof(m));
+    m.type = MSG_SCHED_ON;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_HEADER_LEN);
+    assert_memory_equal(buf, ((uint8_t[]){4, 0, 0, 0, 1, 0, MSG_SCHED_ON, 0}),
+                        PROTO_HEADER_LEN);
+}
+
+/* ---- rejection ------------------------------------------------------------ */
+
+static void test_every_prefix_is_short(void **state)
+{
+    (void)state;
+    for (int big = 0; big <= 1; big++) {
+        for (size_t t = 0; t < N_TYPES; t++) {
+            struct msg in, out;
+            int len = encode_sample(all_types[t], big, &in);
+
+            for (size_t k = 0; k < (size_t)len - 4; k++) {
+                int rc = msg_decode(frame + 4, k, &out);
+                if (rc != PROTO_E_SHORT)
+                    fail_msg("%s (big=%d): prefix of %zu of %d bytes gave %d",
+                             msg_type_name(all_types[t]), big, k, len - 4, rc);
+            }
+        }
+    }
+}
+
+static void test_wrong_version(void **state)
+{
+    static const uint16_t versions[] = {0, 2, PROTO_VERSION + 1, 0x0100, 0xffff};
+
+    (void)state;
+    for (size_t t = 0; t < N_TYPES; t++) {
+        struct msg in, out;
+        int len = encode_sample(all_types[t], 0, &in);
+
+        for (size_t v = 0; v < sizeof(versions) / sizeof(versions[0]); v++) {
+            frame[4] = (uint8_t)versions[v];
+            frame[5] = (uint8_t)(versions[v] >> 8);
+            assert_int_equal(msg_decode(frame + 4, (size_t)len - 4, &out),
+                             PROTO_E_VERSION);
+        }
+    }
+}
+
+static void test_unknown_type(void **state)
+{
+    static const uint16_t bad[] = {
+        0, MSG_LOCK_RELEASED + 1, 19, MSG_MEM_UPDATE, MSG_WAIT_FOR_MEM,
+        MSG_MEM_AVAILABLE, MSG_UPDATE_LIMIT, MSG_UPDATE_CORE_LIMIT, 99,
+        MSG_CTL_STATUS_END + 1, 0x0101, 0xffff,
+    };
+    struct bb b;
+    struct msg m;
+    uint8_t buf[64];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        bb_head(&b, PROTO_VERSION, bad[i]);
+        assert_int_equal(decode_bb(&b), PROTO_E_TYPE);
+        bb_u64(&b, 0); /* with some payload as well */
+        assert_int_equal(decode_bb(&b), PROTO_E_TYPE);
+        memset(&m, 0, sizeof(m));
+        m.type = bad[i];
+        assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_TYPE);
+        if (bad[i] >= MSG_MEM_UPDATE && bad[i] <= MSG_UPDATE_CORE_LIMIT)
+            assert_string_not_equal(msg_type_name(bad[i]), "UNKNOWN");
+        else
+            assert_string_equal(msg_type_name(bad[i]), "UNKNOWN");
+    }
+}
+
+static void test_trailing_bytes(void **state)
+{
+    (void)state;
+    for (int big = 0; big <= 1; big++) {
+        for (size_t t = 0; t < N_TYPES; t++) {
+            struct msg in, out;
+            int len = encode_sample(all_types[t], big, &in);
+
+            frame[len] = 0;
+            frame[len + 1] = 0;
+            assert_int_equal(msg_decode(frame + 4, (size_t)len - 3, &out),
+                             PROTO_E_TRAILING);
+            assert_int_equal(msg_decode(frame + 4, (size_t)len - 2, &out),
+                             PROTO_E_TRAILING);
+        }
+    }
+}
+
+static void test_string_too_long(void **state)
+{
+    struct bb b;
+    struct msg m;
+    uint8_t buf[2048];
+
+    (void)state;
+    /* decode: PROTO_NAME_MAX - 1 bytes fit, PROTO_NAME_MAX do not */
+    bb_register(&b, PROTO_NAME_MAX - 1, 0, 0, 0);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_register(&b, PROTO_NAME_MAX, 0, 0, 0);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_register(&b, 0xffff, 0, 0, 0); /* longer than the body itself */
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    /* a UUID at its limit and one past it */
+    bb_register(&b, 1, 0, 1, 0);
+    bb_str_n(&b, PROTO_UUID_MAX - 1);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_register(&b, 1, 0, 1, 0);
+    bb_str_n(&b, PROTO_UUID_MAX);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    /* CTL_REPLY text has its own, larger limit */
+    bb_head(&b, PROTO_VERSION, MSG_CTL_REPLY);
+    bb_u32(&b, 0);
+    bb_str_n(&b, PROTO_TEXT_MAX - 1);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_head(&b, PROTO_VERSION, MSG_CTL_REPLY);
+    bb_u32(&b, 0);
+    bb_str_n(&b, PROTO_TEXT_MAX);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    /* encode: a field with no NUL in its array is refused, not overread */
+    sample(&m, MSG_REGISTER, 0);
+    memset(m.u.reg.pod_name, 'p', sizeof(m.u.reg.pod_name));
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+    sample(&m, MSG_CTL_STATUS_GPU, 0);
+    memset(m.u.gpu.uuid, 'u', sizeof(m.u.gpu.uuid));
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+    sample(&m, MSG_CTL_REPLY, 0);
+    memset(m.u.reply.text, 't', sizeof(m.u.reply.text));
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+}
+
+static void test_embedded_nul(void **state)
+{
+    struct bb b;
+
+    (void)state;
+    bb_head(&b, PROTO_VERSION, MSG_CTL_SET);
+    bb_u16(&b, CTL_SET_TQ);
+    bb_u64(&b, 1);
+    bb_raw_str(&b, "ab\0cd", 5);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    bb_head(&b, PROTO_VERSION, MSG_CTL_SET);
+    bb_u16(&b, CTL_SET_TQ);
+    bb_u64(&b, 1);
+    bb_raw_str(&b, "abcd\0", 5); /* a trailing NUL counts too */
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    bb_head(&b, PROTO_VERSION, MSG_CTL_SET);
+    bb_u16(&b, CTL_SET_TQ);
+    bb_u64(&b, 1);
+    bb_raw_str(&b, "abcd", 4);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+
+    /* in a list item */
+    bb_register(&b, 1, 0, 1, 0);
+    bb_raw_str(&b, "GPU-\0", 5);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+}
+
+static void test_list_count_over_limit(void **state)
+{
+    struct bb b;
+    struct msg m;
+    uint8_t buf[PROTO_MAX_FRAME];
+
+    (void)state;
+    bb_register(&b, 1, 0, PROTO_MAX_GPUS, PROTO_MAX_GPUS);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_register(&b, 1, 0, PROTO_MAX_GPUS + 1, PROTO_MAX_GPUS + 1);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_register(&b, 1, 0, 0xffff, 0);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    bb_head(&b, PROTO_VERSION, MSG_REGISTER_OK);
+    bb_u64(&b, 1);
+    bb_u8(&b, 1);
+    bb_u16(&b, PROTO_MAX_GPUS + 1);
+    for (int i = 0; i < PROTO_MAX_GPUS + 1; i++)
+        bb_u8(&b, 1);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    bb_head(&b, PROTO_VERSION, MSG_CTL_STATUS_GPU);
+    bb_u16(&b, 0);
+    bb_str_n(&b, 5);
+    bb_str_n(&b, 5);
+    bb_u64(&b, 0);
+    bb_u64(&b, 0);
+    bb_u8(&b, 0);
+    bb_u64(&b, 0);
+    bb_u16(&b, PROTO_MAX_WAITERS + 1);
+    for (int i = 0; i < PROTO_MAX_WAITERS + 1; i++)
+        bb_u64(&b, (uint64_t)i);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    /* the encoder refuses the same counts */
+    sample(&m, MSG_REGISTER, 0);
+    m.u.reg.n_gpus = PROTO_MAX_GPUS + 1;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+    sample(&m, MSG_REGISTER_OK, 0);
+    m.u.reg_ok.n_gpus = PROTO_MAX_GPUS + 1;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+    sample(&m, MSG_CTL_STATUS_GPU, 0);
+    m.u.gpu.n_waiting = PROTO_MAX_WAITERS + 1;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+}
+
+static void test_core_limit_over_100(void **state)
+{
+    struct bb b;
+
+    (void)state;
+    bb_register(&b, 1, 0, 0, 0);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_register(&b, 1, 100, 0, 0);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_register(&b, 1, 101, 0, 0);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_register(&b, 1, 255, 0, 0);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+}
+
+static void test_client_state_out_of_range(void **state)
+{
+    struct bb b;
+
+    (void)state;
+    for (int s = CLIENT_IDLE; s <= CLIENT_DRAINING; s++) {
+        bb_status_client(&b, (uint8_t)s, 0, LIMIT_NONE);
+        assert_int_equal(decode_bb(&b), PROTO_OK);
+    }
+    bb_status_client(&b, CLIENT_DRAINING + 1, 0, LIMIT_NONE);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_status_client(&b, 0xff, 0, LIMIT_NONE);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+}
+
+/* STATUS_CLIENT's core_limit and limit_source are range-checked too. */
+static void test_client_limit_fields_out_of_range(void **state)
+{
+    struct bb b;
+
+    (void)state;
+    bb_status_client(&b, CLIENT_HOLDING, 100, LIMIT_RUNTIME);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_status_client(&b, CLIENT_HOLDING, 101, LIMIT_DECLARED);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_status_client(&b, CLIENT_HOLDING, 50, LIMIT_RUNTIME + 1);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+}
+
+static void test_encode_too_small_buffer(void **state)
+{
+    static uint8_t buf[PROTO_MAX_FRAME + 4 + 16];
+
+    (void)state;
+    for (int big = 0; big <= 1; big++) {
+        for (size_t t = 0; t < N_TYPES; t++) {
+            struct msg in;
+            int len = encode_sample(all_types[t], big, &in);
+
+            for (int cap = 0; cap < len; cap++) {
+                /* never writes past cap */
+                memset(buf, 0x5a, (size_t)len + 16);
+                assert_int_equal(msg_encode(&in, buf, (size_t)cap),
+                                 PROTO_E_SPACE);
+                for (int i = cap; i < len + 16; i++)
+                    assert_int_equal(buf[i], 0x5a);
+            }
+            assert_int_equal(msg_encode(&in, buf, (size_t)len), len);
+        }
+    }
+}
+
+static void test_strerror_and_names(void **state)
+{
+    (void)state;
+    for (int e = PROTO_E_TIMEOUT; e <= PROTO_OK; e++)
+        assert_string_not_equal(proto_strerror(e), "unknown error");
+    assert_string_equal(proto_strerror(PROTO_E_TIMEOUT - 1), "unknown error");
+    assert_string_equal(proto_strerror(1), "unknown error");
+    for (size_t t = 0; t < N_TYPES; t++)
+        assert_string_not_equal(msg_type_name(all_types[t]), "UNKNOWN");
+    assert_string_equal(msg_type_name(MSG_LOCK_OK), "LOCK_OK");
+    assert_string_equal(msg_type_name(0), "UNKNOWN");
+    assert_string_equal(msg_type_name(0xffff), "UNKNOWN");
+}
+
+/* ---- frame_reader ---------------------------------------------------------- */
+
+struct pair {
+    int tx, rx;
+};
+
+static int pair_setup(void **state)
+{
+    int sv[2];
+    struct pair *p = malloc(sizeof(*p));
+
+    if (!p || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        free(p);
+        return -1;
+    }
+    p->tx = sv[0];
+    p->rx = sv[1];
+    *state = p;
+    return 0;
+}
+
+static int pair_teardown(void **state)
+{
+    struct pair *p = *state;
+
+    if (p->tx >= 0)
+        close(p->tx);
+    if (p->rx >= 0)
+        close(p->rx);
+    free(p);
+    return 0;
+}
+
+static void write_all(int fd, const uint8_t *buf, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, buf, len);
+        assert_true(n > 0);
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Concatenates an encoding of every sample, typical and big, into stream;
+ * returns its length and stores the messages in msgs. */
+static size_t build_stream(uint8_t *stream, size_t cap, struct msg *msgs)
+{
+    size_t off = 0;
+
+    for (int big = 0; big <= 1; big++) {
+        for (size_t t = 0; t < N_TYPES; t++) {
+            struct msg *m = &msgs[(size_t)big * N_TYPES + t];
+            int len = encode_sample(all_types[t], big, m);
+
+            assert_true(off + (size_t)len <= cap);
+            memcpy(stream + off, frame, (size_t)len);
+            off += (size_t)len;
+        }
+    }
+    return off;
+}
+
+static void test_frame_reader_byte_by_byte(void **state)
+{
+    struct pair *p = *state;
+    static uint8_t stream[32 * 1024];
+    static struct msg msgs[2 * N_TYPES];
+    struct frame_reader *r = calloc(1, sizeof(*r));
+    size_t len = build_stream(stream, sizeof(stream), msgs);
+    size_t next = 0, frame_end;
+    struct msg out;
+
+    assert_non_null(r);
+    assert_int_equal(frame_reader_fill(r, p->rx), 0); /* nothing yet */
+    assert_int_equal(frame_reader_next(r, &out), 0);
+    for (size_t i = 0; i < len; i++) {
+        write_all(p->tx, stream + i, 1);
+        assert_int_equal(frame_reader_fill(r, p->rx), 1);
+        frame_end = 0;
+        for (size_t k = 0, off = 0; k <= next; k++) {
+            uint32_t body = (uint32_t)stream[off] |
+                            (uint32_t)stream[off + 1] << 8 |
+                            (uint32_t)stream[off + 2] << 16 |
+                            (uint32_t)stream[off + 3] << 24;
+            off += 4 + body;
+            frame_end = off;
+        }
+        if (i + 1 < frame_end) {
+            assert_int_equal(frame_reader_next(r, &out), 0);
+        } else {
+            assert_int_equal(frame_reader_next(r, &out), 1);
+            assert_msg_equal(&msgs[next], &out);
+            assert_int_equal(frame_reader_next(r, &out), 0);
+            next++;
+        }
+    }
+    assert_int_equal(next, 2 * N_TYPES);
+    assert_int_equal(r->len, 0);
+    free(r);
+}
+
+/* Every split of one frame into two reads. */
+static void test_frame_reader_split_at_every_boundary(void **state)
+{
+    struct pair *p = *state;
+    struct frame_reader *r = calloc(1, sizeof(*r));
+    struct msg in, out;
+    int len = encode_sample(MSG_REGISTER, 1, &in);
+
+    assert_non_null(r);
+    for (int k = 1; k < len; k++) {
+        write_all(p->tx, frame, (size_t)k);
+        assert_int_equal(frame_reader_fill(r, p->rx), 1);
+        assert_int_equal(frame_reader_next(r, &out), 0);
+        write_all(p->tx, frame + k, (size_t)(len - k));
+        while (r->len < (size_t)len)
+            assert_int_equal(frame_reader_fill(r, p->rx), 1);
+        assert_int_equal(frame_reader_next(r, &out), 1);
+        assert_msg_equal(&in, &out);
+        assert_int_equal(r->len, 0);
+    }
+    free(r);
+}
+
+static void test_frame_reader_several_frames_in_one_read(void **state)
+{
+    struct pair *p = *state;
+    static uint8_t stream[32 * 1024];
+    static struct msg msgs[2 * N_TYPES];
+    struct frame_reader *r = calloc(1, sizeof(*r));
+    size_t len = build_stream(stream, sizeof(stream), msgs);
+    struct msg out;
+
+    assert_non_null(r);
+    /* plus half of one more frame, which must wait */
+    write_all(p->tx, stream, len);
+    write_all(p->tx, stream, 6);
+    while (r->len < len + 6)
+        assert_int_equal(frame_reader_fill(r, p->rx), 1);
+    for (size_t i = 0; i < 2 * N_TYPES; i++) {
+        assert_int_equal(frame_reader_next(r, &out), 1);
+        assert_msg_equal(&msgs[i], &out);
+    }
+    assert_int_equal(frame_reader_next(r, &out), 0);
+    assert_int_equal(r->len, 6);
+    free(r);
+}
+
+static void test_frame_reader_errors(void **state)
+{
+    struct pair *p = *state;
+    struct frame_reader *r = calloc(1, sizeof(*r));
+    struct msg in, out;
+    int len;
+
+    assert_non_null(r);
+    /* a length over the limit */
+    static const uint8_t huge[] = {0x01, 0x00, 0x01, 0x00}; /* 64 KiB + 1 */
+    write_all(p->tx, huge, sizeof(huge));
+    assert_int_equal(frame_reader_fill(r, p->rx), 1);
+    assert_int_equal(frame_reader_next(r, &out), PROTO_E_SPACE);
+    r->len = 0;
+
+    /* a bad body is reported with its code */
+    len = encode_sample(MSG_LOCK_OK, 0, &in);
+    frame[4] = 9; /* version */
+    write_all(p->tx, frame, (size_t)len);
+    assert_int_equal(frame_reader_fill(r, p->rx), 1);
+    assert_int_equal(frame_reader_next(r, &out), PROTO_E_VERSION);
+
+    /* the largest frame the limit allows fills the buffer exactly */
+    r->len = 0;
+    static uint8_t big[PROTO_MAX_FRAME + 4];
+    memset(big, 0, sizeof(big));
+    big[0] = 0x00;
+    big[1] = 0x00;
+    big[2] = 0x01; /* 65536 = PROTO_MAX_FRAME */
+    big[4] = PROTO_VERSION;
+    big[6] = MSG_SCHED_ON;
+    write_all(p->tx, big, sizeof(big));
+    while (r->len < sizeof(big))
+        assert_int_equal(frame_reader_fill(r, p->rx), 1);
+    assert_int_equal(frame_reader_next(r, &out), PROTO_E_TRAILING);
+    assert_int_equal(r->len, 0);
+
+    /* EOF */
+    close(p->tx);
+    p->tx = -1;
+    assert_int_equal(frame_reader_fill(r, p->rx), PROTO_E_IO);
+    free(r);
+}
+
+/* ---- msg_send / msg_recv ------------------------------------------------- */
+
+static int64_t elapsed_ms(const struct timespec *t0)
+{
+    struct timespec t1;
+
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 +
+           (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void test_send_recv_round_trip(void **state)
+{
+    struct pair *p = *state;
+
+    for (int big = 0; big <= 1; big++) {
+        for (size_t t = 0; t < N_TYPES; t++) {
+            struct msg in, out;
+
+            sample(&in, all_types[t], big);
+            assert_int_equal(msg_send(p->tx, &in), PROTO_OK);
+            assert_int_equal(msg_recv(p->rx, &out, 1000), PROTO_OK);
+            assert_msg_equal(&in, &out);
+        }
+    }
+    /* several queued, then received one at a time with no timeout */
+    for (size_t t = 0; t < N_TYPES; t++) {
+        struct msg in;
+        sample(&in, all_types[t], 0);
+        assert_int_equal(msg_send(p->tx, &in), PROTO_OK);
+    }
+    for (size_t t = 0; t < N_TYPES; t++) {
+        struct msg in, out;
+        sample(&in, all_types[t], 0);
+        assert_int_equal(msg_recv(p->rx, &out, -1), PROTO_OK);
+        assert_msg_equal(&in, &out);
+    }
+}
+
+static void test_send_refuses_bad_message(void **state)
+{
+    struct pair *p = *state;
+    struct msg m = {.type = MSG_MEM_UPDATE};
+
+    assert_int_equal(msg_send(p->tx, &m), PROTO_E_TYPE);
+    sample(&m, MSG_REGISTER, 0);
+    m.u.reg.n_gpus = PROTO_MAX_GPUS + 1;
+    assert_int_equal(msg_send(p->tx, &m), PROTO_E_FIELD);
+}
+
+static void test_recv_timeout(void **state)
+{
+    struct pair *p = *state;
+    struct timespec t0;
+    struct msg out, in;
+    int len;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(msg_recv(p->rx, &out, 50), PROTO_E_TIMEOUT);
+    assert_true(elapsed_ms(&t0) >= 45);
+    assert_true(elapsed_ms(&t0) < 1000);
+
+    /* half a frame is still a timeout, not a message */
+    len = encode_sample(MSG_LOCK_OK, 0, &in);
+    write_all(p->tx, frame, (size_t)len / 2);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(msg_recv(p->rx, &out, 50), PROTO_E_TIMEOUT);
+    assert_true(elapsed_ms(&t0) >= 45);
+    assert_true(elapsed_ms(&t0) < 1000);
+}
+
+/* A zero timeout takes a frame that is already queued rather than timing
+ * out before looking at the socket. */
+static void test_recv_zero_timeout_with_data_ready(void **state)
+{
+    struct pair *p = *state;
+    struct msg in, out;
+
+    sample(&in, MSG_SCHED_ON, 0);
+    assert_int_equal(msg_send(p->tx, &in), PROTO_OK);
+    assert_int_equal(msg_recv(p->rx, &out, 0), PROTO_OK);
+    assert_msg_equal(&in, &out);
+}
+
+static void test_recv_peer_closed(void **state)
+{
+    struct pair *p = *state;
+    struct msg out, in;
+    int len;
+
+    /* closed mid-frame */
+    len = encode_sample(MSG_CTL_STATUS_GPU, 0, &in);
+    write_all(p->tx, frame, (size_t)len - 1);
+    close(p->tx);
+    p->tx = -1;
+    assert_int_equal(msg_recv(p->rx, &out, 1000), PROTO_E_IO);
+    /* closed between frames, with and without a timeout */
+    assert_int_equal(msg_recv(p->rx, &out, 1000), PROTO_E_IO);
+    assert_int_equal(msg_recv(p->rx, &out, -1), PROTO_E_IO);
+}
+
+static void test_send_peer_closed(void **state)
+{
+    struct pair *p = *state;
+    struct msg in;
+
+    close(p->rx);
+    p->rx = -1;
+    sample(&in, MSG_REQ_LOCK, 0);
+    /* MSG_NOSIGNAL: an error, not SIGPIPE (which would end this test) */
+    assert_int_equal(msg_send(p->tx, &in), PROTO_E_IO);
+}
+
+static void test_recv_oversized_and_bad_frames(void **state)
+{
+    struct pair *p = *state;
+    static const uint8_t huge[] = {0x01, 0x00, 0x01, 0x00};
+    struct msg in, out;
+    int len;
+
+    write_all(p->tx, huge, sizeof(huge));
+    assert_int_equal(msg_recv(p->rx, &out, 1000), PROTO_E_SPACE);
+
+    len = encode_sample(MSG_CTL_SET, 0, &in);
+    frame[6] = 77; /* type */
+    write_all(p->tx, frame, (size_t)len);
+    assert_int_equal(msg_recv(p->rx, &out, 1000), PROTO_E_TYPE);
+
+    /* a zero-length body */
+    static const uint8_t empty[] = {0, 0, 0, 0};
+    write_all(p->tx, empty, sizeof(empty));
+    assert_int_equal(msg_recv(p->rx, &out, 1000), PROTO_E_SHORT);
+}
+
+#define PAIR_TEST(f) cmocka_unit_test_setup_teardown(f, pair_setup, pair_teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_every_type),
+        cmocka_unit_test(test_encoding_is_canonical),
+        cmocka_unit_test(test_golden_bytes),
+        cmocka_unit_test(test_every_prefix_is_short),
+        cmocka_unit_test(test_wrong_version),
+        cmocka_unit_test(test_unknown_type),
+        cmocka_unit_test(test_trailing_bytes),
+        cmocka_unit_test(test_string_too_long),
+        cmocka_unit_test(test_embedded_nul),
+        cmocka_unit_test(test_list_count_over_limit),
+        cmocka_unit_test(test_core_limit_over_100),
+        cmocka_unit_test(test_client_state_out_of_range),
+        cmocka_unit_test(test_client_limit_fields_out_of_range),
+        cmocka_unit_test(test_encode_too_small_buffer),
+        cmocka_unit_test(test_strerror_and_names),
+        PAIR_TEST(test_frame_reader_byte_by_byte),
+        PAIR_TEST(test_frame_reader_split_at_every_boundary),
+        PAIR_TEST(test_frame_reader_several_frames_in_one_read),
+        PAIR_TEST(test_frame_reader_errors),
+        PAIR_TEST(test_send_recv_round_trip),
+        PAIR_TEST(test_send_refuses_bad_message),
+        PAIR_TEST(test_recv_timeout),
+        PAIR_TEST(test_recv_zero_timeout_with_data_ready),
+        PAIR_TEST(test_recv_peer_closed),
+        PAIR_TEST(test_send_peer_closed),
+        PAIR_TEST(test_recv_oversized_and_bad_frames),
+    };
+
+    /* SIGPIPE is left at its default on purpose: msg_send must not raise it. */
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
