@@ -1,13 +1,18 @@
 // fixed_work.cu - a compute-bound job: identical kernels of ~1 ms each.
 //
 //   fixed_work SECONDS [KERNEL_ITERS]
+//   fixed_work --window FROM_NS UNTIL_NS [KERNEL_ITERS]
 //
-// Runs kernels that fill the GPU with dependent FMAs until SECONDS have
-// passed and prints how many completed (the job's throughput). Shares and
-// aggregate efficiency are these counts relative to a solo run.
+// Runs kernels that fill the GPU with dependent FMAs and prints how many
+// completed per second. The first form runs for SECONDS (a solo baseline).
+// The second runs until UNTIL_NS and counts only kernels that complete
+// between FROM_NS and UNTIL_NS (CLOCK_REALTIME): tenants started one after
+// the other are then measured over the same window, so start-up does not
+// inflate their sum.
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
+#include <cstring>
+#include <ctime>
 
 __global__ void fma_kernel(float *out, int iters)
 {
@@ -18,13 +23,31 @@ __global__ void fma_kernel(float *out, int iters)
         out[blockIdx.x] = a;
 }
 
+static long long realtime_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 int main(int argc, char **argv)
 {
-    double seconds = argc > 1 ? atof(argv[1]) : 10;
-    int iters = argc > 2 ? atoi(argv[2]) : 100000;
-    int sms = 0;
+    long long from, until;
+    int iters = 100000, sms = 0;
     float *out;
 
+    if (argc > 3 && !strcmp(argv[1], "--window")) {
+        from = atoll(argv[2]);
+        until = atoll(argv[3]);
+        if (argc > 4)
+            iters = atoi(argv[4]);
+    } else {
+        double seconds = argc > 1 ? atof(argv[1]) : 10;
+        if (argc > 2)
+            iters = atoi(argv[2]);
+        from = 0; // set after warm-up
+        until = (long long)(seconds * 1e9);
+    }
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     if (cudaMalloc(&out, 4096 * sizeof(float)) != cudaSuccess) {
         fprintf(stderr, "fixed_work: no usable GPU\n");
@@ -33,20 +56,23 @@ int main(int argc, char **argv)
     int blocks = sms * 8;
     fma_kernel<<<blocks, 256>>>(out, iters);
     cudaDeviceSynchronize();
+    if (from == 0) {
+        from = realtime_ns();
+        until += from;
+    }
 
-    auto start = std::chrono::steady_clock::now();
-    auto deadline = start + std::chrono::duration<double>(seconds);
     long kernels = 0;
-    while (std::chrono::steady_clock::now() < deadline) {
+    while (realtime_ns() < until) {
         // Batches of 8 keep the queue short without a sync per kernel.
         for (int i = 0; i < 8; i++)
             fma_kernel<<<blocks, 256>>>(out, iters);
         cudaDeviceSynchronize();
-        kernels += 8;
+        long long done = realtime_ns();
+        if (done >= from && done <= until)
+            kernels += 8;
     }
-    double elapsed = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start).count();
-    printf("kernels=%ld seconds=%.3f rate=%.2f\n", kernels, elapsed,
-           kernels / elapsed);
+    double seconds = (double)(until - from) / 1e9;
+    printf("kernels=%ld seconds=%.3f rate=%.2f\n", kernels, seconds,
+           kernels / seconds);
     return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }

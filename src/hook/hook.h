@@ -32,8 +32,9 @@ extern void *const hook_wrappers[NVSHARE_SYMBOL_COUNT];
 
 /* Index of the wrapped symbol with this exact exported name, or -1. */
 int hook_symbol_by_name(const char *name);
-/* True if name is the api name of some wrapped symbol ("cuMemAlloc"). */
-bool hook_api_is_wrapped(const char *api);
+/* The category (enum nvshare_category) of the wrapped symbols whose api
+ * name is api ("cuMemAlloc"), or -1 if none is wrapped. */
+int hook_api_category(const char *api);
 
 /* ---- driver.c ----------------------------------------------------------- */
 

@@ -21,7 +21,7 @@
 static CUresult substitute(const char *symbol, void **pfn, int version,
                            CUresult rc)
 {
-    int id;
+    int id, category;
 
     if (rc != CUDA_SUCCESS || pfn == NULL || *pfn == NULL || symbol == NULL)
         return rc;
@@ -36,12 +36,18 @@ static CUresult substitute(const char *symbol, void **pfn, int version,
                   hook_symbols[id].name);
         *pfn = hook_wrappers[id];
         hook_count(&hook_stat_events[HOOK_EV_PROC_SUBSTITUTED], 1);
-    } else if (hook_api_is_wrapped(symbol)) {
-        /* The driver answered with a function it does not export under
-         * any name we wrap: calls through it would bypass nvshare. */
-        log_warn("cuGetProcAddress(%s, %d) returned an unexported variant: "
-                 "not intercepted",
-                 symbol, version);
+    } else if ((category = hook_api_category(symbol)) >= 0) {
+        /* The driver answered with a function it does not export under any
+         * name we wrap (an old ABI: the CUDA 13 runtime asks for
+         * cuIpcOpenMemHandle@4010 and cuDevicePrimaryCtxRelease@7000).
+         * Work submitted through one would bypass the gate: say so loudly;
+         * the others are counted and logged for debugging. */
+        if (category == NVSHARE_CAT_SUBMIT || category == NVSHARE_CAT_SUBMIT_SYNC)
+            log_warn("cuGetProcAddress(%s, %d) returned an unexported variant: "
+                     "not intercepted", symbol, version);
+        else
+            log_debug("cuGetProcAddress(%s, %d) returned an unexported variant: "
+                      "not intercepted", symbol, version);
         hook_count(&hook_stat_events[HOOK_EV_PROC_UNMAPPED], 1);
     }
     return rc;

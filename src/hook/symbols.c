@@ -54,12 +54,12 @@ int hook_symbol_by_name(const char *name)
     return found ? *found : -1;
 }
 
-bool hook_api_is_wrapped(const char *api)
+int hook_api_category(const char *api)
 {
     for (int i = 0; i < NVSHARE_SYMBOL_COUNT; i++)
         if (strcmp(hook_symbols[i].api, api) == 0)
-            return true;
-    return false;
+            return (int)hook_symbols[i].category;
+    return -1;
 }
 
 /* Test introspection: the wrapper libnvshare substitutes for name. */

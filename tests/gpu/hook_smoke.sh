@@ -57,22 +57,33 @@ if python3 -c 'import cupy' 2>/dev/null; then
     row "cupy" python3 -c 'import cupy as cp; x=cp.ones((2048,2048)); print(float((x@x).sum()))'
 fi
 
-# Sharing: two copies of spin under the scheduler, TQ 1 s and 100 ms.
-UUID=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -n 1)
-MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -n 1)
-for tq in 1s 100ms; do
-    export NVSHARE_SOCK_DIR=$WORK/sock-$tq
-    NVSHARE_GPUS=$UUID:$MIB NVSHARE_TQ=$tq "$BUILD/src/scheduler/nvshare-scheduler" \
-        >"$WORK/sched-$tq.log" 2>&1 &
+# Sharing: N copies of a fixed-work job (bench/fixed_work.cu) under the
+# scheduler, measured over the same 8 s after start-up, against a solo run
+# of the same length: aggregate throughput and each copy's share of it.
+nvcc -O2 -o "$WORK/fixed_work" "$ROOT/bench/fixed_work.cu" || exit 1
+val() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" "$2"; }
+solo=$("$WORK/fixed_work" 8 | sed -n 's/.*rate=\([0-9.]*\).*/\1/p')
+printf '\n%-22s %-6s %10s %s\n' sharing result aggregate "shares (1/N each)"
+for run in "2 1s" "3 1s" "2 100ms" "3 100ms"; do
+    set -- $run; n=$1; tq=$2
+    export NVSHARE_SOCK_DIR=$WORK/sock-$n-$tq
+    NVSHARE_TQ=$tq "$BUILD/src/scheduler/nvshare-scheduler" >"$WORK/sched-$n-$tq.log" 2>&1 &
     sched=$!
-    sleep 0.5
-    start=$(date +%s.%N)
-    LD_PRELOAD=$LIB "$WORK/spin" 20000 >"$WORK/a" 2>&1 & a=$!
-    LD_PRELOAD=$LIB "$WORK/spin" 20000 >"$WORK/b" 2>&1 & b=$!
-    wait $a; ra=$?; wait $b; rb=$?
-    end=$(date +%s.%N)
+    for _ in $(seq 100); do [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && break; sleep 0.05; done
+    pids=(); result=ok
+    from=$(( $(date +%s%N) + 3000000000 )); until=$(( from + 8000000000 ))
+    for i in $(seq 1 "$n"); do
+        LD_PRELOAD=$LIB "$WORK/fixed_work" --window "$from" "$until" >"$WORK/f$i" 2>"$WORK/f$i.err" & pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || result=FAIL; done
     kill $sched; wait $sched 2>/dev/null
-    printf 'two copies, TQ %-6s: %s/%s, %.1f s\n' "$tq" \
-        "$([ $ra = 0 ] && echo ok || echo FAIL)" "$([ $rb = 0 ] && echo ok || echo FAIL)" \
-        "$(echo "$end - $start" | bc)"
+    rates=$(for i in $(seq 1 "$n"); do val rate "$WORK/f$i"; done)
+    echo "$rates" | awk -v solo="$solo" -v n="$n" -v tq="$tq" -v r="$result" '
+        { v[NR] = $1; sum += $1 }
+        END {
+            line = ""
+            for (i = 1; i <= NR; i++) line = line sprintf("%.3f ", v[i] / sum)
+            if (sum < 0.97 * solo) r = "FAIL"
+            printf "%-22s %-6s %9.1f%% %s\n", n " copies, TQ " tq, r, 100 * sum / solo, line
+        }'
 done
