@@ -203,6 +203,34 @@ static void test_mixes(void **state)
     expect_shares(2, b, tb, 2 * MS);
 }
 
+/* Property: in no window is an account billed above its effective budget
+ * by more than one drain tail (the tail that follows the DROP, which the
+ * moving estimate of the drain absorbs after the first windows). */
+static void test_no_window_over_budget(void **state)
+{
+    static const unsigned mixes[][3] = {
+        {50, 60, 0}, {80, 80, 0}, {10, 90, 0}, {30, 30, 30}, {25, 100, 0}};
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(mixes) / sizeof(mixes[0]); k++) {
+        int n = mixes[k][2] ? 3 : 2;
+        start(n, mixes[k], 3 * MS);
+        for (int w = 1; w <= 20; w++) {
+            run_until((uint64_t)w * WINDOW - 1);
+            for (int c = 0; c < n; c++) {
+                uint64_t budget = policy_budget_ns(&p, 0, c);
+                uint64_t used = policy_used_ns(&p, 0, c, sim.now);
+                if (budget && used > budget + sim.drain_ns)
+                    fail_msg("mix %zu window %d: account %d used %llu ns of %llu",
+                             k, w, c, (unsigned long long)used,
+                             (unsigned long long)budget);
+            }
+            run_until((uint64_t)w * WINDOW);
+        }
+        assert_false(sim.idle_while_eligible_waiting);
+    }
+}
+
 static void test_raise_keeps_used_time(void **state)
 {
     unsigned l[] = {10};
@@ -289,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_a80_b80_split_evenly),
         cmocka_unit_test(test_30_30_30),
         cmocka_unit_test(test_mixes),
+        cmocka_unit_test(test_no_window_over_budget),
         cmocka_unit_test(test_raise_keeps_used_time),
         cmocka_unit_test(test_lower_drops_holder_and_keeps_used_time),
         cmocka_unit_test(test_client_leaving_rescales_others),
