@@ -12,6 +12,7 @@
  * gates (fail-open) or keeps them shut until it is back (fail-closed);
  * nothing here ever ends the process. */
 #include "nvshare_client.h"
+#include "client_internal.h"
 
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -501,6 +502,27 @@ static void *client_thread(void *arg)
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
+
+static char pod_label[2 * PROTO_NAME_MAX];
+static pthread_once_t pod_label_once = PTHREAD_ONCE_INIT;
+
+static void make_pod_label(void)
+{
+    const char *ns = getenv("NVSHARE_POD_NAMESPACE");
+    const char *pod = getenv("NVSHARE_POD_NAME");
+
+    if (pod && *pod)
+        snprintf(pod_label, sizeof(pod_label), "%s/%s", ns && *ns ? ns : "default",
+                 pod);
+    else
+        snprintf(pod_label, sizeof(pod_label), "-");
+}
+
+const char *client_pod_name(void)
+{
+    pthread_once(&pod_label_once, make_pod_label);
+    return pod_label;
+}
 
 static void copy_env(char *dst, size_t len, const char *name)
 {

@@ -1,0 +1,119 @@
+/* quota.h - GPU memory quotas per pod: the scheduler as the single arbiter.
+ *
+ * Pure like policy.h: no I/O, no clock; functions take the time and return
+ * actions. Per GPU and account (pod) there is a quota; per client the bytes
+ * it "holds": what it has allocated plus credit it may still allocate
+ * without asking. The sum of holdings of a pod never grows beyond its
+ * quota: a request is granted only if it fits, so two processes of a pod
+ * allocating at the same moment cannot both get the last bytes.
+ *
+ * A request that does not fit while other processes of the pod sit on
+ * unused credit is parked: those processes are asked to give their credit
+ * back (RECLAIM) and the request is decided again as their returns arrive,
+ * or refused when the reclaim deadline passes. A client that leaves gives
+ * back everything it held.
+ *
+ * Lowering a quota below what a pod holds revokes nothing: requests are
+ * refused until frees bring the pod under it. */
+#ifndef NVSHARE_QUOTA_H
+#define NVSHARE_QUOTA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "policy.h" /* POLICY_MAX_GPUS, POLICY_MAX_CLIENTS */
+
+#define QUOTA_MAX_PARKED 64
+#define QUOTA_RECLAIM_TIMEOUT_NS 100000000ull /* 100 ms */
+
+struct quota_client {
+    bool present;
+    int account;
+    uint64_t held;      /* allocated + credit, as granted */
+    uint64_t allocated; /* as last reported */
+};
+
+struct quota_account {
+    uint64_t limit;     /* bytes; 0 = none */
+    uint64_t peak;      /* highest allocated total seen */
+    uint64_t refused;   /* requests refused */
+};
+
+struct quota_request {
+    int gpu, client;
+    uint32_t seq;
+    uint64_t need, want;
+    uint64_t deadline;
+};
+
+struct quota_gpu {
+    struct quota_client clients[POLICY_MAX_CLIENTS];
+    struct quota_account accounts[POLICY_MAX_CLIENTS];
+};
+
+struct quota {
+    int n_gpus;
+    struct quota_gpu gpus[POLICY_MAX_GPUS];
+    struct quota_request parked[QUOTA_MAX_PARKED];
+    int n_parked;
+};
+
+enum quota_action_kind {
+    QUOTA_GRANT,   /* MEM_GRANT(seq, bytes) to client */
+    QUOTA_REFUSE,  /* MEM_GRANT(seq, 0) to client */
+    QUOTA_RECLAIM, /* MEM_RECLAIM to client: return unused credit */
+    QUOTA_LIMIT,   /* UPDATE_LIMIT to client: its pod's quota changed */
+};
+
+struct quota_action {
+    enum quota_action_kind kind;
+    int gpu, client;
+    uint32_t seq;
+    uint64_t bytes;
+};
+
+struct quota_actions {
+    int n;
+    struct quota_action list[2 * POLICY_MAX_CLIENTS];
+};
+
+void quota_init(struct quota *q, int n_gpus);
+
+/* A client registered for gpu, billed to account. */
+void quota_join(struct quota *q, int gpu, int client, int account);
+
+/* The client needs `need` more bytes than it holds to allocate, and would
+ * like `want` (>= need) to keep some credit. allocated: its current total. */
+void quota_request(struct quota *q, int gpu, int client, uint32_t seq,
+                   uint64_t need, uint64_t want, uint64_t allocated,
+                   uint64_t now, struct quota_actions *out);
+
+/* The client gives back `bytes` of what it holds and reports its total. */
+void quota_return(struct quota *q, int gpu, int client, uint64_t bytes,
+                  uint64_t allocated, uint64_t now, struct quota_actions *out);
+
+/* The client reports what it has allocated and holds (after registering, or
+ * when it runs without a quota and only counts). */
+void quota_report(struct quota *q, int gpu, int client, uint64_t allocated,
+                  uint64_t held);
+
+/* The client left: everything it held goes back to its pod. */
+void quota_leave(struct quota *q, int client, uint64_t now,
+                 struct quota_actions *out);
+
+/* Sets an account's quota on every GPU (0: none) and tells its clients. */
+void quota_set_limit(struct quota *q, int account, uint64_t limit,
+                     struct quota_actions *out);
+
+/* Refuses parked requests whose reclaim deadline passed. Returns the next
+ * deadline (0: none). */
+uint64_t quota_tick(struct quota *q, uint64_t now, struct quota_actions *out);
+
+/* Forgets an account before its number is reused. */
+void quota_reset_account(struct quota *q, int account);
+
+/* The pod's totals on gpu: bytes held (quota usage) and allocated. */
+uint64_t quota_account_held(const struct quota *q, int gpu, int account);
+uint64_t quota_account_allocated(const struct quota *q, int gpu, int account);
+
+#endif
