@@ -157,6 +157,14 @@ static int send_locked(const struct msg *m)
     return rc;
 }
 
+int client_send(const struct msg *m)
+{
+    pthread_mutex_lock(&state.mu);
+    int rc = send_locked(m);
+    pthread_mutex_unlock(&state.mu);
+    return rc;
+}
+
 static void request_lock_locked(int gpu)
 {
     struct msg m = {.type = MSG_REQ_LOCK, .u.lock = {.gpu = (uint8_t)gpu}};
@@ -299,6 +307,14 @@ static void disconnect_locked(const char *why)
     pthread_cond_broadcast(&state.changed);
 }
 
+static void disconnect(const char *why)
+{
+    pthread_mutex_lock(&state.mu);
+    disconnect_locked(why);
+    pthread_mutex_unlock(&state.mu);
+    memory_on_disconnected();
+}
+
 static void try_connect(void)
 {
     char path[256];
@@ -359,6 +375,7 @@ static void try_connect(void)
     open_gates_for_current_mode();
     pthread_cond_broadcast(&state.changed);
     pthread_mutex_unlock(&state.mu);
+    memory_on_registered(state.n_gpus);
 }
 
 /* Scheduling switched on: everyone was running freely, so drain before
@@ -415,6 +432,13 @@ static int handle_message(const struct msg *m)
         if (gpu >= state.n_gpus)
             return -1;
         release_lease(gpu, m->u.lock.lease, "preempted");
+        return 0;
+    case MSG_UPDATE_LIMIT:
+    case MSG_MEM_GRANT:
+    case MSG_MEM_RECLAIM:
+        if (m->u.mem.gpu >= state.n_gpus)
+            return -1;
+        memory_on_message(m);
         return 0;
     default:
         log_warn("unexpected %s from the scheduler", msg_type_name(m->type));
@@ -488,14 +512,14 @@ static void *client_thread(void *arg)
                 if (handle_message(&m))
                     got = PROTO_E_TYPE;
             if (got < 0) {
-                pthread_mutex_lock(&state.mu);
-                disconnect_locked(proto_strerror(got));
-                pthread_mutex_unlock(&state.mu);
+                disconnect(proto_strerror(got));
                 next_connect = now_ns() + state.reconnect_ns;
             }
         }
-        if (state.connected)
+        if (state.connected) {
             release_idle_gpus();
+            memory_report(state.n_gpus);
+        }
     }
     free(reader);
     return NULL;
@@ -557,6 +581,7 @@ static void after_fork_in_child(void)
     memset(state.gpus, 0, sizeof(state.gpus));
     for (int i = 0; i < NVSHARE_MAX_GPUS; i++)
         set_gate(i, false); /* slow path: runs_unscheduled() says go */
+    memory_after_fork();
 }
 
 static void register_atfork(void)

@@ -4,7 +4,20 @@
 
 #include "nvshare_client.h"
 
+#include "protocol.h"
+
 /* "namespace/pod" or "-" (outside Kubernetes), for log lines. */
 const char *client_pod_name(void);
+
+/* Sends m to the scheduler if connected; 0 or a negative proto_error.
+ * Takes the connection lock: never call it holding another client lock. */
+int client_send(const struct msg *m);
+
+/* memory.c, driven by the client thread (none with the connection lock). */
+void memory_on_message(const struct msg *m); /* UPDATE_LIMIT, MEM_GRANT, MEM_RECLAIM */
+void memory_on_registered(int n_gpus);
+void memory_on_disconnected(void);
+void memory_report(int n_gpus); /* allocated bytes that changed */
+void memory_after_fork(void);
 
 #endif

@@ -1,45 +1,87 @@
 /* memory.c - the pod's memory ledger inside a process (nvshare_memory.h).
  *
- * Per GPU the process holds `allocated` bytes and may hold `credit`: bytes
- * the scheduler has already reserved for this process but that are not
- * allocated yet. A reservation that fits in the credit is local; otherwise
- * the process asks the scheduler for what it lacks plus a little slack, and
- * the scheduler grants it only if the pod's total stays within the quota.
- * Freed bytes become credit again (so an allocate/free loop stays local) up
- * to a cap; above it they go back to the scheduler at once. When the
- * scheduler runs short for another process of the pod it reclaims credit.
+ * Per GPU the process has `allocated` bytes and may have `credit`: bytes the
+ * scheduler has already granted to this process that are not allocated yet.
+ * A reservation that fits in the credit is local (one mutex, no syscall);
+ * otherwise the process asks the scheduler for what it lacks plus some
+ * slack, and the scheduler grants it only if the pod's total stays within
+ * the quota. Freed bytes become credit again, so an allocate/free loop
+ * stays local, up to a cap above which they go back at once; the scheduler
+ * reclaims the rest when another process of the pod runs short.
  *
- * With no scheduler the same ledger enforces the static limit per process.
- */
+ * The scheduler "arbitrates" a GPU from the UPDATE_LIMIT it sends after
+ * registration until the connection drops. Otherwise (no scheduler, or
+ * between connections) each process enforces NVSHARE_GPU_MEMORY_LIMIT alone.
+ *
+ * Locking: ledger.mu guards everything here and is never held while
+ * sending, because the client thread takes the connection lock first and
+ * this lock second. */
 #include "nvshare_memory.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "client_internal.h"
 #include "env.h"
 #include "log.h"
 #include "parse.h"
+#include "protocol.h"
+
+#define MiB (1ull << 20)
+#define ANSWER_TIMEOUT_SEC 2
 
 struct gpu_ledger {
     uint64_t allocated;
-    uint64_t credit;       /* granted by the scheduler, not allocated */
-    uint64_t quota;        /* the pod's, as last heard; 0 = none */
-    uint64_t pod_used;     /* the pod's reserved bytes, as last heard */
-    bool refusing;         /* in a burst of refusals: log once */
+    uint64_t credit;        /* granted by the scheduler, not allocated */
+    bool arbitrated;        /* the scheduler decides (see above) */
+    uint64_t quota;         /* the pod's, from the scheduler; 0 = none */
+    uint64_t others_held;   /* the pod's other processes, as last heard */
+    bool dirty;             /* allocated changed since the last report */
+    bool refusing;          /* in a burst of refusals: log once */
+    /* The one request in flight for this GPU. */
+    bool asking;
+    uint32_t seq;
+    bool answered;
+    uint64_t granted;
 };
 
 static struct {
     pthread_mutex_t mu;
+    pthread_cond_t answered;
     pthread_once_t once;
     uint64_t static_limit; /* NVSHARE_GPU_MEMORY_LIMIT; 0 = none */
+    uint32_t next_seq;
     struct gpu_ledger gpus[NVSHARE_MAX_GPUS];
-} ledger = {.mu = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
+} ledger = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .answered = PTHREAD_COND_INITIALIZER,
+    .once = PTHREAD_ONCE_INIT,
+};
 
 static void read_static_limit(void)
 {
     ledger.static_limit = env_size_bytes("NVSHARE_GPU_MEMORY_LIMIT", 0);
+}
+
+static bool valid_gpu(int gpu)
+{
+    return gpu >= 0 && gpu < NVSHARE_MAX_GPUS;
+}
+
+/* Slack asked for beyond a need, and credit kept after frees: large enough
+ * that steady allocate/free patterns stay local, small next to the quota so
+ * a pod's processes do not strand much of it. */
+static uint64_t slack(uint64_t quota)
+{
+    return quota / 16 < 64 * MiB ? quota / 16 : 64 * MiB;
+}
+
+static uint64_t credit_cap(uint64_t quota)
+{
+    return quota / 4 < 256 * MiB ? quota / 4 : 256 * MiB;
 }
 
 static void log_refusal(int gpu, struct gpu_ledger *g, uint64_t quota,
@@ -53,9 +95,49 @@ static void log_refusal(int gpu, struct gpu_ledger *g, uint64_t quota,
     format_size(quota, q, sizeof(q));
     format_size(used, u, sizeof(u));
     format_size(bytes, b, sizeof(b));
-    log_warn("out of GPU memory quota on gpu %d (pod %s): limit %s, in use %s, "
+    log_warn("GPU memory quota exceeded on gpu %d (pod %s): limit %s, in use %s, "
              "requested %s: CUDA_ERROR_OUT_OF_MEMORY", gpu, client_pod_name(),
              q, u, b);
+}
+
+static void send_mem(uint16_t type, int gpu, uint32_t seq, uint64_t bytes,
+                     uint64_t extra, uint64_t allocated)
+{
+    struct msg m = {.type = type};
+
+    m.u.mem = (struct msg_mem){.gpu = (uint8_t)gpu, .seq = seq, .bytes = bytes,
+                               .extra = extra, .allocated = allocated};
+    client_send(&m);
+}
+
+/* Waits for the answer to the request in flight; false on timeout or when
+ * the scheduler went away meanwhile. Called and returns with ledger.mu. */
+static bool await_answer(struct gpu_ledger *g)
+{
+    struct timespec deadline;
+
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += ANSWER_TIMEOUT_SEC;
+    while (g->arbitrated && !g->answered)
+        if (pthread_cond_timedwait(&ledger.answered, &ledger.mu, &deadline) ==
+            ETIMEDOUT)
+            return false;
+    return g->answered;
+}
+
+/* Static enforcement: this process alone against NVSHARE_GPU_MEMORY_LIMIT. */
+static int reserve_static(int gpu, struct gpu_ledger *g, uint64_t bytes)
+{
+    uint64_t limit = ledger.static_limit;
+
+    if (limit && (bytes > limit || g->allocated > limit - bytes)) {
+        log_refusal(gpu, g, limit, g->allocated, bytes);
+        return -1;
+    }
+    g->allocated += bytes;
+    g->dirty = true;
+    g->refusing = false;
+    return 0;
 }
 
 int nvshare_mem_reserve(int gpu, uint64_t bytes)
@@ -63,19 +145,58 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
     struct gpu_ledger *g;
     int rc = 0;
 
-    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+    if (!valid_gpu(gpu))
         return 0;
     pthread_once(&ledger.once, read_static_limit);
     pthread_mutex_lock(&ledger.mu);
     g = &ledger.gpus[gpu];
-    if (ledger.static_limit &&
-        (bytes > ledger.static_limit ||
-         g->allocated > ledger.static_limit - bytes)) {
-        log_refusal(gpu, g, ledger.static_limit, g->allocated, bytes);
-        rc = -1;
-    } else {
-        g->allocated += bytes;
-        g->refusing = false;
+    for (;;) {
+        if (!g->arbitrated) {
+            rc = reserve_static(gpu, g, bytes);
+            break;
+        }
+        if (!g->quota || g->credit >= bytes) {
+            g->credit -= g->quota ? bytes : 0;
+            g->allocated += bytes;
+            g->dirty = true;
+            g->refusing = false;
+            break;
+        }
+        if (g->asking) { /* another thread's request may bring enough */
+            pthread_cond_wait(&ledger.answered, &ledger.mu);
+            continue;
+        }
+        uint64_t need = bytes - g->credit, extra = slack(g->quota);
+        g->asking = true;
+        g->answered = false;
+        g->seq = ++ledger.next_seq;
+        uint32_t seq = g->seq;
+        uint64_t allocated = g->allocated;
+        pthread_mutex_unlock(&ledger.mu);
+        send_mem(MSG_MEM_RESERVE, gpu, seq, need, extra, allocated);
+        pthread_mutex_lock(&ledger.mu);
+        bool answered = await_answer(g);
+        g->asking = false;
+        pthread_cond_broadcast(&ledger.answered);
+        if (!answered) {
+            if (g->arbitrated) {
+                /* The scheduler is alive but silent: decide alone rather
+                 * than hang the application. */
+                log_warn("the scheduler did not answer a memory request in "
+                         "%ds: deciding with the static limit",
+                         ANSWER_TIMEOUT_SEC);
+                rc = reserve_static(gpu, g, bytes);
+                break;
+            }
+            continue; /* it went away: the static path decides */
+        }
+        if (g->granted == 0) {
+            log_refusal(gpu, g, g->quota, g->others_held + g->allocated + g->credit,
+                        bytes);
+            rc = -1;
+            break;
+        }
+        g->credit += g->granted; /* loop: take it, unless a peer thread did */
     }
     pthread_mutex_unlock(&ledger.mu);
     return rc;
@@ -83,32 +204,149 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
 
 void nvshare_mem_release(int gpu, uint64_t bytes)
 {
-    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+    uint64_t give_back = 0, allocated;
+
+    if (!valid_gpu(gpu))
         return;
     pthread_mutex_lock(&ledger.mu);
     struct gpu_ledger *g = &ledger.gpus[gpu];
-    g->allocated = bytes > g->allocated ? 0 : g->allocated - bytes;
+    if (bytes > g->allocated)
+        bytes = g->allocated;
+    g->allocated -= bytes;
+    g->dirty = true;
+    if (g->arbitrated && g->quota) {
+        g->credit += bytes;
+        if (g->credit > credit_cap(g->quota)) {
+            give_back = g->credit - credit_cap(g->quota);
+            g->credit -= give_back;
+        }
+    }
+    allocated = g->allocated;
     pthread_mutex_unlock(&ledger.mu);
+    if (give_back)
+        send_mem(MSG_MEM_RETURN, gpu, 0, give_back, 0, allocated);
 }
 
 bool nvshare_mem_view(int gpu, uint64_t *quota, uint64_t *used)
 {
-    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+    if (!valid_gpu(gpu))
         return false;
     pthread_once(&ledger.once, read_static_limit);
     pthread_mutex_lock(&ledger.mu);
-    *quota = ledger.static_limit;
-    *used = ledger.gpus[gpu].allocated;
+    const struct gpu_ledger *g = &ledger.gpus[gpu];
+    *quota = g->arbitrated ? g->quota : ledger.static_limit;
+    /* Our own credit is free memory for us, so it is not "used". */
+    *used = (g->arbitrated ? g->others_held : 0) + g->allocated;
     pthread_mutex_unlock(&ledger.mu);
     return *quota != 0;
 }
 
 uint64_t nvshare_mem_allocated(int gpu)
 {
-    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+    if (!valid_gpu(gpu))
         return 0;
     pthread_mutex_lock(&ledger.mu);
     uint64_t allocated = ledger.gpus[gpu].allocated;
     pthread_mutex_unlock(&ledger.mu);
     return allocated;
+}
+
+/* ---- the client thread's side --------------------------------------------- */
+
+/* Records the pod's total as the scheduler saw it, so that what the other
+ * processes hold can be told apart from ours. */
+static void note_pod(struct gpu_ledger *g, uint64_t quota, uint64_t pod_held,
+                     uint64_t our_held_then)
+{
+    g->quota = quota;
+    g->others_held = pod_held > our_held_then ? pod_held - our_held_then : 0;
+}
+
+void memory_on_message(const struct msg *m)
+{
+    const struct msg_mem *mem = &m->u.mem;
+    uint64_t give_back = 0, allocated = 0;
+
+    if (!valid_gpu(mem->gpu))
+        return;
+    pthread_mutex_lock(&ledger.mu);
+    struct gpu_ledger *g = &ledger.gpus[mem->gpu];
+    switch (m->type) {
+    case MSG_UPDATE_LIMIT:
+        if (!g->arbitrated) /* credit from a previous connection is void */
+            g->credit = 0;
+        g->arbitrated = true;
+        note_pod(g, mem->quota, mem->pod_held, g->allocated + g->credit);
+        /* A lower or new quota: give unused credit back to the pod. */
+        give_back = g->quota ? g->credit : 0;
+        g->credit -= give_back;
+        g->refusing = false;
+        break;
+    case MSG_MEM_GRANT:
+        if (!g->asking || mem->seq != g->seq)
+            break; /* an answer to a request that timed out */
+        g->answered = true;
+        g->granted = mem->bytes;
+        note_pod(g, mem->quota, mem->pod_held,
+                 g->allocated + g->credit + mem->bytes);
+        pthread_cond_broadcast(&ledger.answered);
+        break;
+    case MSG_MEM_RECLAIM:
+        give_back = g->credit;
+        g->credit = 0;
+        break;
+    }
+    allocated = g->allocated;
+    pthread_mutex_unlock(&ledger.mu);
+    if (give_back)
+        send_mem(MSG_MEM_RETURN, mem->gpu, 0, give_back, 0, allocated);
+}
+
+void memory_on_registered(int n_gpus)
+{
+    /* The new scheduler knows nothing of us: tell it what we hold. Credit
+     * of the previous connection is void until UPDATE_LIMIT arrives. */
+    for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++) {
+        pthread_mutex_lock(&ledger.mu);
+        struct gpu_ledger *g = &ledger.gpus[gpu];
+        g->credit = 0;
+        g->dirty = false;
+        uint64_t allocated = g->allocated;
+        pthread_mutex_unlock(&ledger.mu);
+        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated);
+    }
+}
+
+void memory_on_disconnected(void)
+{
+    pthread_mutex_lock(&ledger.mu);
+    for (int gpu = 0; gpu < NVSHARE_MAX_GPUS; gpu++) {
+        ledger.gpus[gpu].arbitrated = false;
+        ledger.gpus[gpu].credit = 0;
+    }
+    pthread_cond_broadcast(&ledger.answered);
+    pthread_mutex_unlock(&ledger.mu);
+}
+
+void memory_report(int n_gpus)
+{
+    for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++) {
+        pthread_mutex_lock(&ledger.mu);
+        struct gpu_ledger *g = &ledger.gpus[gpu];
+        bool send = g->arbitrated && g->dirty;
+        uint64_t allocated = g->allocated;
+        g->dirty = false;
+        pthread_mutex_unlock(&ledger.mu);
+        if (send)
+            send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated);
+    }
+}
+
+void memory_after_fork(void)
+{
+    /* The child allocated nothing (CUDA does not survive fork) and the
+     * parent's connection is not its own. */
+    pthread_mutex_init(&ledger.mu, NULL);
+    pthread_cond_init(&ledger.answered, NULL);
+    memset(ledger.gpus, 0, sizeof(ledger.gpus));
 }

@@ -186,6 +186,28 @@ static void get_lock(struct reader *r, struct msg_lock *m)
     m->drain_ns = get_u64(r);
 }
 
+static void put_mem(struct writer *w, const struct msg_mem *m)
+{
+    put_u8(w, m->gpu);
+    put_u32(w, m->seq);
+    put_u64(w, m->bytes);
+    put_u64(w, m->extra);
+    put_u64(w, m->allocated);
+    put_u64(w, m->quota);
+    put_u64(w, m->pod_held);
+}
+
+static void get_mem(struct reader *r, struct msg_mem *m)
+{
+    m->gpu = get_u8(r);
+    m->seq = get_u32(r);
+    m->bytes = get_u64(r);
+    m->extra = get_u64(r);
+    m->allocated = get_u64(r);
+    m->quota = get_u64(r);
+    m->pod_held = get_u64(r);
+}
+
 static void put_ctl_set(struct writer *w, const struct msg_ctl_set *m)
 {
     put_u16(w, m->key);
@@ -273,7 +295,7 @@ static void put_status_client(struct writer *w,
     put_str(w, m->pod_name, sizeof(m->pod_name));
     put_str(w, m->container_name, sizeof(m->container_name));
     if (m->state > CLIENT_DRAINING || m->core_limit > 100 ||
-        m->limit_source > LIMIT_RUNTIME)
+        m->limit_source > LIMIT_RUNTIME || m->mem_quota_source > LIMIT_RUNTIME)
         w->err = PROTO_E_FIELD;
     put_u16(w, m->gpu);
     put_u8(w, m->state);
@@ -287,6 +309,12 @@ static void put_status_client(struct writer *w,
     put_u64(w, m->budget_ns);
     put_u64(w, m->used_ns);
     put_u8(w, m->throttled);
+    put_u64(w, m->mem_quota);
+    put_u8(w, m->mem_quota_source);
+    put_u64(w, m->mem_allocated);
+    put_u64(w, m->pod_mem_held);
+    put_u64(w, m->pod_mem_peak);
+    put_u64(w, m->pod_mem_refused);
 }
 
 static void get_status_client(struct reader *r, struct msg_status_client *m)
@@ -310,7 +338,14 @@ static void get_status_client(struct reader *r, struct msg_status_client *m)
     m->budget_ns = get_u64(r);
     m->used_ns = get_u64(r);
     m->throttled = get_u8(r);
-    if ((m->core_limit > 100 || m->limit_source > LIMIT_RUNTIME) && !r->err)
+    m->mem_quota = get_u64(r);
+    m->mem_quota_source = get_u8(r);
+    m->mem_allocated = get_u64(r);
+    m->pod_mem_held = get_u64(r);
+    m->pod_mem_peak = get_u64(r);
+    m->pod_mem_refused = get_u64(r);
+    if ((m->core_limit > 100 || m->limit_source > LIMIT_RUNTIME ||
+         m->mem_quota_source > LIMIT_RUNTIME) && !r->err)
         r->err = PROTO_E_FIELD;
 }
 
@@ -330,6 +365,10 @@ static const char *const type_names[] = {
     [MSG_MEM_AVAILABLE] = "MEM_AVAILABLE",
     [MSG_UPDATE_LIMIT] = "UPDATE_LIMIT",
     [MSG_UPDATE_CORE_LIMIT] = "UPDATE_CORE_LIMIT",
+    [MSG_MEM_RESERVE] = "MEM_RESERVE",
+    [MSG_MEM_GRANT] = "MEM_GRANT",
+    [MSG_MEM_RETURN] = "MEM_RETURN",
+    [MSG_MEM_RECLAIM] = "MEM_RECLAIM",
     [MSG_CTL_STATUS] = "CTL_STATUS",
     [MSG_CTL_SET] = "CTL_SET",
     [MSG_CTL_REPLY] = "CTL_REPLY",
@@ -376,6 +415,12 @@ int msg_encode(const struct msg *m, uint8_t *buf, size_t cap)
     case MSG_LOCK_OK:
     case MSG_DROP_LOCK:
     case MSG_LOCK_RELEASED: put_lock(&w, &m->u.lock); break;
+    case MSG_MEM_UPDATE:
+    case MSG_UPDATE_LIMIT:
+    case MSG_MEM_RESERVE:
+    case MSG_MEM_GRANT:
+    case MSG_MEM_RETURN:
+    case MSG_MEM_RECLAIM: put_mem(&w, &m->u.mem); break;
     case MSG_CTL_SET: put_ctl_set(&w, &m->u.set); break;
     case MSG_CTL_REPLY: put_ctl_reply(&w, &m->u.reply); break;
     case MSG_CTL_STATUS_NODE: put_status_node(&w, &m->u.node); break;
@@ -414,6 +459,12 @@ int msg_decode(const uint8_t *body, size_t len, struct msg *out)
     case MSG_LOCK_OK:
     case MSG_DROP_LOCK:
     case MSG_LOCK_RELEASED: get_lock(&r, &out->u.lock); break;
+    case MSG_MEM_UPDATE:
+    case MSG_UPDATE_LIMIT:
+    case MSG_MEM_RESERVE:
+    case MSG_MEM_GRANT:
+    case MSG_MEM_RETURN:
+    case MSG_MEM_RECLAIM: get_mem(&r, &out->u.mem); break;
     case MSG_CTL_SET: get_ctl_set(&r, &out->u.set); break;
     case MSG_CTL_REPLY: get_ctl_reply(&r, &out->u.reply); break;
     case MSG_CTL_STATUS_NODE: get_status_node(&r, &out->u.node); break;

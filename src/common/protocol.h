@@ -44,12 +44,17 @@ enum msg_type {
     MSG_LOCK_OK,           /* sched -> client: gpu is yours under lease */
     MSG_DROP_LOCK,         /* sched -> client: drain and give gpu back */
     MSG_LOCK_RELEASED,     /* client -> sched: drained; gpu is free */
-    /* reserved for the memory and compute-limit work */
-    MSG_MEM_UPDATE = 20,
-    MSG_WAIT_FOR_MEM,
-    MSG_MEM_AVAILABLE,
-    MSG_UPDATE_LIMIT,
-    MSG_UPDATE_CORE_LIMIT,
+    /* memory quotas (struct msg_mem) */
+    MSG_MEM_UPDATE = 20,   /* client -> sched: bytes allocated */
+    MSG_WAIT_FOR_MEM,      /* reserved: memory-aware scheduling */
+    MSG_MEM_AVAILABLE,     /* reserved: memory-aware scheduling */
+    MSG_UPDATE_LIMIT,      /* sched -> client: the pod's quota changed */
+    MSG_UPDATE_CORE_LIMIT, /* reserved: core limits are enforced by the
+                              scheduler alone */
+    MSG_MEM_RESERVE,       /* client -> sched: I need bytes (+extra) more */
+    MSG_MEM_GRANT,         /* sched -> client: bytes granted, 0 = refused */
+    MSG_MEM_RETURN,        /* client -> sched: I give back bytes of credit */
+    MSG_MEM_RECLAIM,       /* sched -> client: give back your unused credit */
     /* control socket: nvsharectl <-> scheduler */
     MSG_CTL_STATUS = 100,  /* ctl -> sched: send the status records */
     MSG_CTL_SET,           /* ctl -> sched: change a setting */
@@ -65,6 +70,24 @@ struct msg_lock {
     uint8_t gpu;
     uint32_t lease;    /* LOCK_OK, DROP_LOCK, LOCK_RELEASED; 0 in REQ_LOCK */
     uint64_t drain_ns; /* LOCK_RELEASED: measured drain time; else 0 */
+};
+
+/* One layout for every memory message; a message uses the fields its
+ * comment in enum msg_type names and leaves the others zero:
+ *   MEM_UPDATE   gpu, allocated
+ *   MEM_RESERVE  gpu, seq, bytes (needed), extra (wanted beyond), allocated
+ *   MEM_GRANT    gpu, seq, bytes (granted; 0 = refused), quota, pod_held
+ *   MEM_RETURN   gpu, bytes (credit given back), allocated
+ *   MEM_RECLAIM  gpu
+ *   UPDATE_LIMIT gpu, quota (0 = none), pod_held */
+struct msg_mem {
+    uint8_t gpu;
+    uint32_t seq;
+    uint64_t bytes;
+    uint64_t extra;
+    uint64_t allocated;
+    uint64_t quota;
+    uint64_t pod_held;
 };
 
 struct msg_register {
@@ -90,6 +113,8 @@ enum ctl_key {
     CTL_SET_ANTI_THRASH = 2, /* value: 0 or 1 */
     CTL_SET_CORE_LIMIT = 3,  /* target: pod or client; value: 1-100, 0 = drop
                                 the run-time limit (back to the declared one) */
+    CTL_SET_MEMORY_LIMIT = 4, /* target: pod or client; value: bytes, 0 = drop
+                                 the run-time limit */
 };
 
 enum limit_source {
@@ -155,6 +180,12 @@ struct msg_status_client {
     uint64_t budget_ns;       /* per window after scaling; 0 = unlimited */
     uint64_t used_ns;         /* billed in the current window (the pod's) */
     uint8_t throttled;
+    uint64_t mem_quota;       /* the pod's on this GPU; 0 = none */
+    uint8_t mem_quota_source; /* enum limit_source */
+    uint64_t mem_allocated;   /* this client's */
+    uint64_t pod_mem_held;    /* the pod's allocated + credit (quota usage) */
+    uint64_t pod_mem_peak;    /* the pod's highest allocated total */
+    uint64_t pod_mem_refused; /* allocations refused for the pod */
 };
 
 struct msg {
@@ -163,6 +194,7 @@ struct msg {
         struct msg_register reg;
         struct msg_register_ok reg_ok;
         struct msg_lock lock;
+        struct msg_mem mem;
         struct msg_ctl_set set;
         struct msg_ctl_reply reply;
         struct msg_status_node node;

@@ -50,6 +50,7 @@ static const char top_help[] =
     "  watch [--interval 1s]    redraw the status every interval until Ctrl-C\n"
     "  set tq <duration>        change the time quantum, e.g. 100ms, 30s, 1.5s\n"
     "  set core-limit POD PCT   limit a pod to PCT % of each GPU's time\n"
+    "  set memory-limit POD SZ  limit a pod's GPU memory on each GPU, e.g. 4Gi\n"
     "  anti-thrash on|off       clients take turns on each GPU (on) or run\n"
     "                           freely (off)\n"
     "  help [<command>]         show the help of a command\n"
@@ -331,19 +332,36 @@ static int set_core_limit(const struct command *cmd, const char *subject,
     return apply(CTL_SET_CORE_LIMIT, (uint64_t)pct, subject);
 }
 
+/* "none" removes a run-time quota; otherwise a size such as 4Gi. */
+static int set_memory_limit(const struct command *cmd, const char *subject,
+                            const char *text)
+{
+    char err[PARSE_ERR_LEN];
+    uint64_t bytes = 0;
+
+    if (strcmp(text, "none") && parse_size_bytes(text, &bytes, err))
+        return usage_error(cmd, "memory limit: %s (e.g. 4Gi, 512Mi, or none)", err);
+    if (strcmp(text, "none") && bytes == 0)
+        return usage_error(cmd, "memory limit: must be above 0 (or none)");
+    return apply(CTL_SET_MEMORY_LIMIT, bytes, subject);
+}
+
 static int run_set(const struct command *cmd, int argc, char **argv)
 {
     char err[PARSE_ERR_LEN];
     uint64_t ns;
-    bool per_pod = argc > 1 && !strcmp(argv[1], "core-limit");
-    int rc = plain_args(cmd, argc, argv, per_pod ? 3 : 2,
-                        per_pod ? "core-limit needs a pod (or client id) and a percentage"
-                                : "which setting, and to what?");
+    bool core = argc > 1 && !strcmp(argv[1], "core-limit");
+    bool memory = argc > 1 && !strcmp(argv[1], "memory-limit");
+    int rc = plain_args(cmd, argc, argv, core || memory ? 3 : 2,
+                        core || memory ? "a pod limit needs a pod (or client id) and a value"
+                                       : "which setting, and to what?");
 
     if (rc)
         return rc == HELP_SHOWN ? 0 : rc;
-    if (per_pod)
+    if (core)
         return set_core_limit(cmd, argv[2], argv[3]);
+    if (memory)
+        return set_memory_limit(cmd, argv[2], argv[3]);
     if (!strcmp(argv[1], "tq")) {
         if (parse_duration_ns(argv[2], &ns, err))
             return usage_error(cmd, "%s", err);
@@ -351,8 +369,8 @@ static int run_set(const struct command *cmd, int argc, char **argv)
     }
     if (!strcmp(argv[1], "anti-thrash"))
         return set_anti_thrash(cmd, argv[2]);
-    return usage_error(cmd, "unknown setting '%s' (tq, anti-thrash or core-limit)",
-                       argv[1]);
+    return usage_error(cmd, "unknown setting '%s' (tq, anti-thrash, core-limit "
+                       "or memory-limit)", argv[1]);
 }
 
 /* ---- help ---------------------------------------------------------------- */
@@ -392,7 +410,8 @@ static const struct command commands[] = {
      "  --count N            stop after N frames\n"},
     {"set", run_set,
      "nvsharectl set tq <duration>\n       nvsharectl set anti-thrash on|off\n"
-     "       nvsharectl set core-limit <pod|namespace/pod|client-id> <1-100|none>",
+     "       nvsharectl set core-limit <pod|namespace/pod|client-id> <1-100|none>\n"
+     "       nvsharectl set memory-limit <pod|namespace/pod|client-id> <size|none>",
      "Changes a setting of the running scheduler and prints its answer.\n"
      "\n"
      "  tq <duration>        the time quantum a holder keeps a GPU while others\n"
@@ -403,6 +422,11 @@ static const struct command commands[] = {
      "                       accounting window; applies at once and keeps the\n"
      "                       time already used; 'none' removes the run-time\n"
      "                       limit (back to NVSHARE_GPU_CORE_LIMIT, if declared)\n"
+     "  memory-limit POD SIZE the pod's GPU memory quota on each GPU (4Gi, 512Mi,\n"
+     "                       plain bytes): raising applies to the next allocation,\n"
+     "                       lowering refuses new ones until usage falls under it\n"
+     "                       (nothing is revoked); 'none' falls back to\n"
+     "                       NVSHARE_GPU_MEMORY_LIMIT, if declared\n"
      "\n"
      "Exit status 1 if the scheduler refuses the value.\n"},
     {"anti-thrash", run_anti_thrash, "nvsharectl anti-thrash on|off",

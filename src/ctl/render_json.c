@@ -59,6 +59,13 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
     json_uint(j, "budget_ns", c->budget_ns);
     json_uint(j, "used_ns", c->used_ns);
     json_bool(j, "throttled", c->throttled);
+    json_uint(j, "mem_quota_bytes", c->mem_quota);
+    json_string(j, "mem_quota_source", c->mem_quota_source == LIMIT_RUNTIME ? "runtime"
+                : c->mem_quota_source == LIMIT_DECLARED ? "declared" : "none");
+    json_uint(j, "mem_allocated_bytes", c->mem_allocated);
+    json_uint(j, "pod_mem_held_bytes", c->pod_mem_held);
+    json_uint(j, "pod_mem_peak_bytes", c->pod_mem_peak);
+    json_uint(j, "pod_mem_refused", c->pod_mem_refused);
     json_end_object(j);
 }
 

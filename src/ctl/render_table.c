@@ -13,7 +13,7 @@
 #include "json_out.h"
 #include "parse.h"
 
-#define TABLE_MAX_COLS 12
+#define TABLE_MAX_COLS 16
 #define CELL_LEN 600 /* namespace/pod: two names of at most 253 bytes */
 
 struct table {
@@ -163,13 +163,34 @@ static void limit_label(const struct msg_status_client *c, uint64_t window_ns,
         snprintf(buf, len, "%u%%", c->core_limit);
 }
 
+/* "1.00 GiB/4.00 GiB (peak 3.00 GiB, 2 refused)": the pod's usage of its
+ * quota on this GPU; without a quota, its usage and peak. */
+static void pod_memory_label(const struct msg_status_client *c, char *buf,
+                             size_t len)
+{
+    char held[32], quota[32], peak[32];
+    int n;
+
+    format_size(c->pod_mem_held, held, sizeof(held));
+    format_size(c->pod_mem_peak, peak, sizeof(peak));
+    if (c->mem_quota) {
+        format_size(c->mem_quota, quota, sizeof(quota));
+        n = snprintf(buf, len, "%s/%s (peak %s", held, quota, peak);
+    } else {
+        n = snprintf(buf, len, "%s (peak %s", held, peak);
+    }
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, c->pod_mem_refused ? ", %llu refused)" : ")",
+                 (unsigned long long)c->pod_mem_refused);
+}
+
 static void client_table(FILE *out, const struct ctl_status *st)
 {
     static const char *const header[] = {"CLIENT", "PID", "POD", "CONTAINER",
                                          "GPU", "STATE", "HELD", "WAIT",
                                          "GRANTS", "LAST DRAIN", "LIMIT",
-                                         "USED/WINDOW"};
-    struct table t = {.n_cols = 12};
+                                         "USED/WINDOW", "MEMORY", "POD MEM"};
+    struct table t = {.n_cols = 14};
 
     if (st->n_clients == 0) {
         fputs("no clients registered\n", out);
@@ -180,7 +201,7 @@ static void client_table(FILE *out, const struct ctl_status *st)
         const struct msg_status_client *c = &st->clients[i];
         char id[24], pid[16], pod[CELL_LEN], gpu[8], held[32], wait[32] = "-",
             grants[24], drain[32] = "-", limit[32] = "-", used[32],
-            state[24];
+            state[24], mem[32], pod_mem[96];
 
         snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
         snprintf(pid, sizeof(pid), "%" PRIu32, c->pid);
@@ -196,9 +217,12 @@ static void client_table(FILE *out, const struct ctl_status *st)
         format_duration(c->used_ns, used, sizeof(used));
         snprintf(state, sizeof(state), "%s%s", ctl_state_name(c->state),
                  c->throttled ? ",throttled" : "");
+        format_size(c->mem_allocated, mem, sizeof(mem));
+        pod_memory_label(c, pod_mem, sizeof(pod_mem));
         const char *row[] = {id, pid, pod,
                              c->container_name[0] ? c->container_name : "-",
-                             gpu, state, held, wait, grants, drain, limit, used};
+                             gpu, state, held, wait, grants, drain, limit, used,
+                             mem, pod_mem};
         table_row(&t, row);
     }
     table_flush(out, &t);

@@ -1,10 +1,10 @@
 /* accounts.c - pods as billing and limit units.
  *
- * All clients of a pod share one account, so a pod's compute limit holds
- * however many processes it runs. The effective limit is the run-time one
- * (set by an operator or the pod's annotation) if any, else the one the
- * pod's clients declared at registration; removing the run-time limit falls
- * back to the declared one. */
+ * All clients of a pod share one account, so a pod's compute limit and
+ * memory quota hold however many processes it runs. An effective limit is
+ * the run-time one (set by an operator or the pod's annotation) if any, else
+ * the one the pod's clients declared at registration; removing the run-time
+ * limit falls back to the declared one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,22 +12,26 @@
 #include "clock.h"
 #include "scheduler.h"
 
-uint8_t account_limit(const struct account *a, uint8_t *source)
+uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)
 {
-    if (a->runtime_limit) {
+    if (l->runtime) {
         *source = LIMIT_RUNTIME;
-        return a->runtime_limit;
+        return l->runtime;
     }
-    *source = a->declared_limit ? LIMIT_DECLARED : LIMIT_NONE;
-    return a->declared_limit;
+    *source = l->declared ? LIMIT_DECLARED : LIMIT_NONE;
+    return l->declared;
 }
 
-static void apply_limit(struct scheduler *s, int index)
+void account_apply_limits(struct scheduler *s, int index)
 {
+    const struct account *a = &s->accounts[index];
+    struct quota_actions out = {0};
     uint8_t source;
 
     policy_set_core_limit(&s->policy, index,
-                          account_limit(&s->accounts[index], &source), now_ns());
+                          (unsigned)limit_effective(&a->core, &source), now_ns());
+    quota_set_limit(&s->quota, index, limit_effective(&a->memory, &source), &out);
+    clients_apply_quota(s, &out);
 }
 
 int account_attach(struct scheduler *s, const struct msg_register *reg)
@@ -46,9 +50,13 @@ int account_attach(struct scheduler *s, const struct msg_register *reg)
             a->refs++;
             /* Clients of one pod declare the same environment; a later,
              * different declaration updates it. */
-            if (reg->core_limit && reg->core_limit != a->declared_limit) {
-                a->declared_limit = reg->core_limit;
-                apply_limit(s, i);
+            if ((reg->core_limit && reg->core_limit != a->core.declared) ||
+                (reg->memory_limit && reg->memory_limit != a->memory.declared)) {
+                if (reg->core_limit)
+                    a->core.declared = reg->core_limit;
+                if (reg->memory_limit)
+                    a->memory.declared = reg->memory_limit;
+                account_apply_limits(s, i);
             }
             return i;
         }
@@ -61,16 +69,20 @@ int account_attach(struct scheduler *s, const struct msg_register *reg)
         memcpy(a->pod_namespace, reg->pod_namespace, sizeof(a->pod_namespace));
         memcpy(a->pod_name, reg->pod_name, sizeof(a->pod_name));
     }
-    a->declared_limit = reg->core_limit;
+    a->core.declared = reg->core_limit;
+    a->memory.declared = reg->memory_limit;
     policy_reset_account(&s->policy, free_index);
-    apply_limit(s, free_index);
+    quota_reset_account(&s->quota, free_index);
+    account_apply_limits(s, free_index);
     return free_index;
 }
 
 void account_detach(struct scheduler *s, int account)
 {
-    if (--s->accounts[account].refs == 0)
+    if (--s->accounts[account].refs == 0) {
         policy_reset_account(&s->policy, account);
+        quota_reset_account(&s->quota, account);
+    }
 }
 
 int account_find(const struct scheduler *s, const char *target, char *err,

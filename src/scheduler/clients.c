@@ -29,11 +29,16 @@ static void close_client(struct scheduler *s, struct client *c,
     event_loop_remove(s->loop, c->fd);
     close(c->fd);
     free(c->reader);
-    policy_leave(&s->policy, (int)(c - s->clients), now_ns(), out);
+    struct quota_actions quota_out = {0};
+    int slot = (int)(c - s->clients);
+
+    policy_leave(&s->policy, slot, now_ns(), out);
+    quota_leave(&s->quota, slot, now_ns(), &quota_out);
     if (c->registered)
         account_detach(s, c->account);
     memset(c, 0, sizeof(*c));
     c->fd = -1;
+    clients_apply_quota(s, &quota_out);
 }
 
 /* Closes doomed clients until no action dooms another. */
@@ -106,6 +111,76 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
     reap(s);
 }
 
+/* The pod's quota on node_gpu, for a client (UPDATE_LIMIT). */
+static void send_limit(struct scheduler *s, struct client *c, int node_gpu)
+{
+    struct msg m = {.type = MSG_UPDATE_LIMIT};
+    uint8_t source;
+
+    m.u.mem.gpu = (uint8_t)client_gpu_index(c, node_gpu);
+    m.u.mem.quota = limit_effective(&s->accounts[c->account].memory, &source);
+    m.u.mem.pod_held = quota_account_held(&s->quota, node_gpu, c->account);
+    send_or_doom(c, &m);
+}
+
+void clients_apply_quota(struct scheduler *s, const struct quota_actions *actions)
+{
+    for (int i = 0; i < actions->n; i++) {
+        const struct quota_action *a = &actions->list[i];
+        struct client *c = &s->clients[a->client];
+        struct msg m = {0};
+        uint8_t source;
+
+        if (!c->used || !c->registered)
+            continue;
+        m.u.mem.gpu = (uint8_t)client_gpu_index(c, a->gpu);
+        switch (a->kind) {
+        case QUOTA_GRANT:
+        case QUOTA_REFUSE:
+            m.type = MSG_MEM_GRANT;
+            m.u.mem.seq = a->seq;
+            m.u.mem.bytes = a->bytes;
+            m.u.mem.quota = limit_effective(&s->accounts[c->account].memory, &source);
+            m.u.mem.pod_held = quota_account_held(&s->quota, a->gpu, c->account);
+            log_debug("gpu %d: client %llu %s %llu bytes", a->gpu,
+                      (unsigned long long)c->id,
+                      a->kind == QUOTA_GRANT ? "granted" : "refused",
+                      (unsigned long long)a->bytes);
+            send_or_doom(c, &m);
+            break;
+        case QUOTA_RECLAIM:
+            m.type = MSG_MEM_RECLAIM;
+            send_or_doom(c, &m);
+            break;
+        case QUOTA_LIMIT:
+            for (int g = 0; g < c->n_gpus; g++)
+                if (c->node_gpu[g] >= 0)
+                    send_limit(s, c, c->node_gpu[g]);
+            break;
+        }
+    }
+    reap(s);
+}
+
+/* MEM_RESERVE, MEM_RETURN, MEM_UPDATE. */
+static void handle_memory(struct scheduler *s, struct client *c, int gpu,
+                          const struct msg *m)
+{
+    struct quota_actions out = {0};
+    int slot = (int)(c - s->clients);
+    const struct msg_mem *mem = &m->u.mem;
+
+    if (m->type == MSG_MEM_RESERVE)
+        quota_request(&s->quota, gpu, slot, mem->seq, mem->bytes,
+                      mem->bytes + mem->extra, mem->allocated, now_ns(), &out);
+    else if (m->type == MSG_MEM_RETURN)
+        quota_return(&s->quota, gpu, slot, mem->bytes, mem->allocated, now_ns(),
+                     &out);
+    else
+        quota_report(&s->quota, gpu, slot, mem->allocated);
+    clients_apply_quota(s, &out);
+}
+
 void clients_broadcast(struct scheduler *s, uint16_t type)
 {
     struct msg m = {.type = type};
@@ -153,6 +228,7 @@ static int handle_register(struct scheduler *s, struct client *c,
             continue;
         }
         policy_join(&s->policy, c->node_gpu[i], slot, c->account, now);
+        quota_join(&s->quota, c->node_gpu[i], slot, c->account);
         reply.u.reg_ok.gpu_known[i] = 1;
     }
     log_info("client %llu registered: pid %d, pod %s/%s, container %s, %d GPU(s)",
@@ -160,6 +236,11 @@ static int handle_register(struct scheduler *s, struct client *c,
              reg->pod_namespace[0] ? reg->pod_namespace : "-", pod_of(c),
              reg->container_name[0] ? reg->container_name : "-", reg->n_gpus);
     send_or_doom(c, &reply);
+    /* The memory quota of each GPU, even when there is none: it tells the
+     * client that the scheduler arbitrates its allocations from now on. */
+    for (int i = 0; i < c->n_gpus; i++)
+        if (c->node_gpu[i] >= 0)
+            send_limit(s, c, c->node_gpu[i]);
     return 0;
 }
 
@@ -191,6 +272,13 @@ static int handle_message(struct scheduler *s, struct client *c,
     if (!c->registered)
         return -1;
     switch (m->type) {
+    case MSG_MEM_RESERVE:
+    case MSG_MEM_RETURN:
+    case MSG_MEM_UPDATE:
+        if (m->u.mem.gpu >= c->n_gpus || (gpu = c->node_gpu[m->u.mem.gpu]) < 0)
+            return -1;
+        handle_memory(s, c, gpu, m);
+        return 0;
     case MSG_REQ_LOCK:
     case MSG_LOCK_RELEASED:
         if (m->u.lock.gpu >= c->n_gpus)

@@ -4,6 +4,7 @@
  * the scheduler's settings. The socket file is 0600 and, in depth, only
  * root and the daemon's own user are served. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,14 @@ static int send_status(struct scheduler *s, int fd)
             cl->grants = mb->grants;
             cl->last_drain_ns = mb->last_drain_ns;
             cl->last_preempt_ns = mb->last_preempt_ns;
-            cl->core_limit = account_limit(&s->accounts[c->account], &cl->limit_source);
+            const struct account *a = &s->accounts[c->account];
+            const struct quota_gpu *qg = &s->quota.gpus[g];
+            cl->core_limit = (uint8_t)limit_effective(&a->core, &cl->limit_source);
+            cl->mem_quota = limit_effective(&a->memory, &cl->mem_quota_source);
+            cl->mem_allocated = qg->clients[slot].allocated;
+            cl->pod_mem_held = quota_account_held(&s->quota, g, c->account);
+            cl->pod_mem_peak = qg->accounts[c->account].peak;
+            cl->pod_mem_refused = qg->accounts[c->account].refused;
             cl->budget_ns = policy_budget_ns(p, g, c->account);
             cl->used_ns = policy_used_ns(p, g, c->account, now);
             cl->throttled = p->gpus[g].usage[c->account].throttled;
@@ -101,6 +109,46 @@ static int send_status(struct scheduler *s, int fd)
     }
     m.type = MSG_CTL_STATUS_END;
     return msg_send(fd, &m);
+}
+
+/* A per-pod limit: the run-time value replaces the pod's declared one;
+ * 0 removes it, falling back to the declared one. */
+static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
+                          struct msg_ctl_reply *reply)
+{
+    bool core = set->key == CTL_SET_CORE_LIMIT;
+    int account = account_find(s, set->target, reply->text, sizeof(reply->text));
+    char value[32];
+    uint8_t source;
+    uint64_t limit;
+
+    if (account < 0) {
+        reply->status = ENOENT;
+        return;
+    }
+    if (core && set->value > 100) {
+        reply->status = EINVAL;
+        snprintf(reply->text, sizeof(reply->text),
+                 "core limit must be 1-100 %% (or 0 to remove it)");
+        return;
+    }
+    struct limit_setting *l = core ? &s->accounts[account].core
+                                   : &s->accounts[account].memory;
+    l->runtime = set->value;
+    account_apply_limits(s, account);
+    limit = limit_effective(l, &source);
+    if (core)
+        snprintf(value, sizeof(value), "%u%%", (unsigned)limit);
+    else
+        format_size(limit, value, sizeof(value));
+    if (limit)
+        snprintf(reply->text, sizeof(reply->text), "%s limit of %s set to %s%s",
+                 core ? "core" : "memory", set->target, value,
+                 source == LIMIT_DECLARED ? " (the declared one)" : "");
+    else
+        snprintf(reply->text, sizeof(reply->text), "%s has no %s limit",
+                 set->target, core ? "core" : "memory");
+    log_info("%s", reply->text);
 }
 
 /* Carries out a CTL_SET and describes the result in reply. */
@@ -134,33 +182,10 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
                  set->value ? "on: clients take turns" : "off: clients run freely");
         log_info("%s", reply->text);
         return;
-    case CTL_SET_CORE_LIMIT: {
-        int account = account_find(s, set->target, reply->text, sizeof(reply->text));
-        if (account < 0) {
-            reply->status = ENOENT;
-            return;
-        }
-        if (set->value > 100) {
-            reply->status = EINVAL;
-            snprintf(reply->text, sizeof(reply->text),
-                     "core limit must be 1-100 %% (or 0 to remove it)");
-            return;
-        }
-        struct account *a = &s->accounts[account];
-        uint8_t source, limit;
-        a->runtime_limit = (uint8_t)set->value;
-        limit = account_limit(a, &source);
-        policy_set_core_limit(&s->policy, account, limit, now_ns());
-        if (limit)
-            snprintf(reply->text, sizeof(reply->text), "core limit of %s set to %u%%%s",
-                     set->target, limit,
-                     source == LIMIT_DECLARED ? " (the declared one)" : "");
-        else
-            snprintf(reply->text, sizeof(reply->text), "%s has no core limit",
-                     set->target);
-        log_info("%s", reply->text);
+    case CTL_SET_CORE_LIMIT:
+    case CTL_SET_MEMORY_LIMIT:
+        set_pod_limit(s, set, reply);
         return;
-    }
     }
     reply->status = ENOTSUP;
     snprintf(reply->text, sizeof(reply->text), "unknown setting %u", set->key);

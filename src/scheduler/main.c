@@ -57,12 +57,15 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
     struct policy_actions out = {0};
-    uint64_t next;
+    struct quota_actions quota_out = {0};
+    uint64_t next, quota_next;
 
     (void)loop;
     next = policy_tick(&s->policy, now, &out);
     clients_apply(s, &out);
-    return next;
+    quota_next = quota_tick(&s->quota, now, &quota_out);
+    clients_apply_quota(s, &quota_out);
+    return next && (!quota_next || next < quota_next) ? next : quota_next;
 }
 
 /* Holds an exclusive lock on <dir>/scheduler.lock for the process lifetime,
@@ -132,6 +135,7 @@ static int setup(void)
                 env_duration_ns("NVSHARE_TQ", DEFAULT_TQ_NS),
                 env_duration_ns("NVSHARE_DRAIN_TIMEOUT", DEFAULT_DRAIN_TIMEOUT_NS));
     sched.policy.anti_thrash = env_switch("NVSHARE_ANTI_THRASH", true);
+    quota_init(&sched.quota, sched.n_gpus);
     policy_set_window(&sched.policy,
                       (uint64_t)env_int_range("NVSHARE_COMPUTE_WINDOW_MS", 100,
                                               60000, 1000) * NS_PER_MS,

@@ -160,14 +160,14 @@ void quota_return(struct quota *q, int gpu, int client, uint64_t bytes,
     retry_parked(q, now, false, out);
 }
 
-void quota_report(struct quota *q, int gpu, int client, uint64_t allocated,
-                  uint64_t held)
+void quota_report(struct quota *q, int gpu, int client, uint64_t allocated)
 {
     struct quota_client *qc = &q->gpus[gpu].clients[client];
 
     if (!qc->present)
         return;
-    qc->held = held < allocated ? allocated : held;
+    if (qc->held < allocated)
+        qc->held = allocated;
     note_allocated(q, gpu, client, allocated);
 }
 

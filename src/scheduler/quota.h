@@ -92,10 +92,10 @@ void quota_request(struct quota *q, int gpu, int client, uint32_t seq,
 void quota_return(struct quota *q, int gpu, int client, uint64_t bytes,
                   uint64_t allocated, uint64_t now, struct quota_actions *out);
 
-/* The client reports what it has allocated and holds (after registering, or
- * when it runs without a quota and only counts). */
-void quota_report(struct quota *q, int gpu, int client, uint64_t allocated,
-                  uint64_t held);
+/* The client reports what it has allocated. It holds at least that: after
+ * a (re)registration this is how the scheduler learns what a process
+ * already has. Grants in flight are never undone by a report. */
+void quota_report(struct quota *q, int gpu, int client, uint64_t allocated);
 
 /* The client left: everything it held goes back to its pod. */
 void quota_leave(struct quota *q, int client, uint64_t now,

@@ -16,6 +16,7 @@
 #include "gpus.h"
 #include "policy.h"
 #include "protocol.h"
+#include "quota.h"
 
 struct client {
     struct scheduler *sched;
@@ -33,19 +34,26 @@ struct client {
     struct frame_reader *reader;
 };
 
+/* A limit as its two sources set it; the run-time one wins. */
+struct limit_setting {
+    uint64_t declared; /* from a client's registration (environment); 0 = none */
+    uint64_t runtime;  /* from nvsharectl or the pod's annotation; 0 = none */
+};
+
 /* What a pod is billed and limited as. Clients without a pod name are an
- * account each. Indexes are the policy's account numbers. */
+ * account each. Indexes are the policy's and the quota's account numbers. */
 struct account {
     int refs; /* registered clients; 0 = free */
     char pod_namespace[PROTO_NAME_MAX];
     char pod_name[PROTO_NAME_MAX];
-    uint8_t declared_limit; /* from a client's registration; 0 = none */
-    uint8_t runtime_limit;  /* from nvsharectl; 0 = none */
+    struct limit_setting core;   /* percent */
+    struct limit_setting memory; /* bytes per GPU */
 };
 
 struct scheduler {
     struct event_loop *loop;
     struct policy policy;
+    struct quota quota;
     struct node_gpu gpus[POLICY_MAX_GPUS];
     int n_gpus;
     struct client clients[POLICY_MAX_CLIENTS];
@@ -58,17 +66,21 @@ struct scheduler {
 /* clients.c */
 void clients_on_listen(struct event_loop *loop, int fd, void *data);
 void clients_apply(struct scheduler *s, const struct policy_actions *actions);
+void clients_apply_quota(struct scheduler *s, const struct quota_actions *actions);
 void clients_broadcast(struct scheduler *s, uint16_t type);
 int clients_count(const struct scheduler *s);
 
 /* accounts.c */
 int account_attach(struct scheduler *s, const struct msg_register *reg);
 void account_detach(struct scheduler *s, int account);
+/* Pushes an account's effective limits into the policy and the quota
+ * arbiter (and tells its clients about a memory change). */
+void account_apply_limits(struct scheduler *s, int account);
 /* Finds the account named by target: "namespace/pod", "pod" (if only one
  * namespace has it) or a client id. Returns -1 and explains in err. */
 int account_find(const struct scheduler *s, const char *target, char *err,
                  size_t err_len);
-uint8_t account_limit(const struct account *a, uint8_t *source);
+uint64_t limit_effective(const struct limit_setting *l, uint8_t *source);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);

@@ -189,6 +189,13 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.lock.lease = 7;
         m->u.lock.drain_ns = big ? UINT64_MAX : 0;
         break;
+    case MSG_MEM_UPDATE: case MSG_UPDATE_LIMIT: case MSG_MEM_RESERVE:
+    case MSG_MEM_GRANT: case MSG_MEM_RETURN: case MSG_MEM_RECLAIM:
+        m->u.mem.gpu = 1;
+        m->u.mem.seq = 5;
+        m->u.mem.bytes = big ? UINT64_MAX : 64ull << 20;
+        m->u.mem.quota = 4ull << 30;
+        break;
     case MSG_CTL_SET:
         m->u.set.key = CTL_SET_TQ;
         m->u.set.value = 30000000000ull;
@@ -232,6 +239,8 @@ static int generate(void)
         MSG_REQ_LOCK, MSG_LOCK_OK, MSG_DROP_LOCK, MSG_LOCK_RELEASED,
         MSG_CTL_STATUS, MSG_CTL_SET, MSG_CTL_REPLY, MSG_CTL_STATUS_NODE,
         MSG_CTL_STATUS_GPU, MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
+        MSG_MEM_UPDATE, MSG_UPDATE_LIMIT, MSG_MEM_RESERVE, MSG_MEM_GRANT,
+        MSG_MEM_RETURN, MSG_MEM_RECLAIM,
     };
     static uint8_t buf[PROTO_MAX_FRAME + 8];
     struct msg m;
@@ -261,8 +270,8 @@ static int generate(void)
         }
     }
     /* field mutants, patched at known offsets of typical encodings */
-    static const uint8_t unknown[] = {1, 0, MSG_MEM_UPDATE, 0};
-    put_file("type-MEM_UPDATE", unknown, sizeof(unknown));
+    static const uint8_t unknown[] = {1, 0, MSG_WAIT_FOR_MEM, 0};
+    put_file("type-WAIT_FOR_MEM", unknown, sizeof(unknown));
     static const uint8_t zero[] = {1, 0, 0, 0};
     put_file("type-zero", zero, sizeof(zero));
     static const uint8_t ffff[] = {1, 0, 0xff, 0xff, 0, 0};

@@ -21,13 +21,15 @@
 
 #include "protocol.h"
 
-/* Every type that has an encoding; the reserved memory types have none. */
+/* Every type that has an encoding; the reserved types have none. */
 static const uint16_t all_types[] = {
     MSG_REGISTER,        MSG_REGISTER_OK,      MSG_SCHED_ON,
     MSG_SCHED_OFF,       MSG_REQ_LOCK,         MSG_LOCK_OK,
     MSG_DROP_LOCK,       MSG_LOCK_RELEASED,    MSG_CTL_STATUS,
     MSG_CTL_SET,         MSG_CTL_REPLY,        MSG_CTL_STATUS_NODE,
     MSG_CTL_STATUS_GPU,  MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
+    MSG_MEM_UPDATE,      MSG_UPDATE_LIMIT,     MSG_MEM_RESERVE,
+    MSG_MEM_GRANT,       MSG_MEM_RETURN,       MSG_MEM_RECLAIM,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -84,6 +86,20 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.lock.gpu = big ? 0xff : 1;
         m->u.lock.lease = big ? 0xffffffffu : 42;
         m->u.lock.drain_ns = big ? UINT64_MAX : 1234567;
+        break;
+    case MSG_MEM_UPDATE:
+    case MSG_UPDATE_LIMIT:
+    case MSG_MEM_RESERVE:
+    case MSG_MEM_GRANT:
+    case MSG_MEM_RETURN:
+    case MSG_MEM_RECLAIM:
+        m->u.mem.gpu = big ? 0xff : 3;
+        m->u.mem.seq = big ? 0xffffffffu : 9;
+        m->u.mem.bytes = big ? UINT64_MAX : 64ull << 20;
+        m->u.mem.extra = 1;
+        m->u.mem.allocated = 2;
+        m->u.mem.quota = 4ull << 30;
+        m->u.mem.pod_held = big ? UINT64_MAX : 5;
         break;
     case MSG_CTL_SET:
         m->u.set.key = CTL_SET_TQ;
@@ -144,6 +160,12 @@ static void sample(struct msg *m, uint16_t type, int big)
         c->budget_ns = 250000000ull;
         c->used_ns = big ? UINT64_MAX : 1;
         c->throttled = big ? 0xff : 1;
+        c->mem_quota = 4ull << 30;
+        c->mem_quota_source = big ? LIMIT_RUNTIME : LIMIT_DECLARED;
+        c->mem_allocated = 1ull << 30;
+        c->pod_mem_held = big ? UINT64_MAX : 2ull << 30;
+        c->pod_mem_peak = 3ull << 30;
+        c->pod_mem_refused = 7;
         if (big) {
             fill_str(c->pod_namespace, PROTO_NAME_MAX - 1, 7);
             fill_str(c->pod_name, PROTO_NAME_MAX - 1, 8);
@@ -192,6 +214,20 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_int_equal(a->u.lock.gpu, b->u.lock.gpu);
         assert_int_equal(a->u.lock.lease, b->u.lock.lease);
         assert_true(a->u.lock.drain_ns == b->u.lock.drain_ns);
+        break;
+    case MSG_MEM_UPDATE:
+    case MSG_UPDATE_LIMIT:
+    case MSG_MEM_RESERVE:
+    case MSG_MEM_GRANT:
+    case MSG_MEM_RETURN:
+    case MSG_MEM_RECLAIM:
+        assert_int_equal(a->u.mem.gpu, b->u.mem.gpu);
+        assert_int_equal(a->u.mem.seq, b->u.mem.seq);
+        assert_true(a->u.mem.bytes == b->u.mem.bytes);
+        assert_true(a->u.mem.extra == b->u.mem.extra);
+        assert_true(a->u.mem.allocated == b->u.mem.allocated);
+        assert_true(a->u.mem.quota == b->u.mem.quota);
+        assert_true(a->u.mem.pod_held == b->u.mem.pod_held);
         break;
     case MSG_CTL_SET:
         assert_int_equal(a->u.set.key, b->u.set.key);
@@ -243,6 +279,12 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_true(x->budget_ns == y->budget_ns);
         assert_true(x->used_ns == y->used_ns);
         assert_int_equal(x->throttled, y->throttled);
+        assert_true(x->mem_quota == y->mem_quota);
+        assert_int_equal(x->mem_quota_source, y->mem_quota_source);
+        assert_true(x->mem_allocated == y->mem_allocated);
+        assert_true(x->pod_mem_held == y->pod_mem_held);
+        assert_true(x->pod_mem_peak == y->pod_mem_peak);
+        assert_true(x->pod_mem_refused == y->pod_mem_refused);
         break;
     }
     default:
@@ -342,6 +384,12 @@ static void bb_status_client(struct bb *b, uint8_t state, uint8_t core,
     bb_u64(b, 0); /* budget_ns */
     bb_u64(b, 0); /* used_ns */
     bb_u8(b, 1);  /* throttled */
+    bb_u64(b, 0); /* mem_quota */
+    bb_u8(b, LIMIT_NONE); /* mem_quota_source */
+    bb_u64(b, 0); /* mem_allocated */
+    bb_u64(b, 0); /* pod_mem_held */
+    bb_u64(b, 0); /* pod_mem_peak */
+    bb_u64(b, 0); /* pod_mem_refused */
 }
 
 static int decode_bb(const struct bb *b)
@@ -472,8 +520,8 @@ static void test_wrong_version(void **state)
 static void test_unknown_type(void **state)
 {
     static const uint16_t bad[] = {
-        0, MSG_LOCK_RELEASED + 1, 19, MSG_MEM_UPDATE, MSG_WAIT_FOR_MEM,
-        MSG_MEM_AVAILABLE, MSG_UPDATE_LIMIT, MSG_UPDATE_CORE_LIMIT, 99,
+        0, MSG_LOCK_RELEASED + 1, 19, MSG_WAIT_FOR_MEM, MSG_MEM_AVAILABLE,
+        MSG_UPDATE_CORE_LIMIT, MSG_MEM_RECLAIM + 1, 99,
         MSG_CTL_STATUS_END + 1, 0x0101, 0xffff,
     };
     struct bb b;
@@ -489,7 +537,7 @@ static void test_unknown_type(void **state)
         memset(&m, 0, sizeof(m));
         m.type = bad[i];
         assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_TYPE);
-        if (bad[i] >= MSG_MEM_UPDATE && bad[i] <= MSG_UPDATE_CORE_LIMIT)
+        if (bad[i] >= MSG_MEM_UPDATE && bad[i] <= MSG_MEM_RECLAIM)
             assert_string_not_equal(msg_type_name(bad[i]), "UNKNOWN");
         else
             assert_string_equal(msg_type_name(bad[i]), "UNKNOWN");
@@ -950,7 +998,7 @@ static void test_send_recv_round_trip(void **state)
 static void test_send_refuses_bad_message(void **state)
 {
     struct pair *p = *state;
-    struct msg m = {.type = MSG_MEM_UPDATE};
+    struct msg m = {.type = MSG_WAIT_FOR_MEM};
 
     assert_int_equal(msg_send(p->tx, &m), PROTO_E_TYPE);
     sample(&m, MSG_REGISTER, 0);

@@ -52,7 +52,7 @@ static void test_grant_up_to_quota_exactly(void **state)
 {
     (void)state;
     assert_int_equal(ask(0, 1024 * MiB, 1024 * MiB, 0, 0), 1024 * MiB);
-    quota_report(&q, 0, 0, 1024 * MiB, 1024 * MiB); /* all allocated */
+    quota_report(&q, 0, 0, 1024 * MiB); /* all allocated */
     assert_int_equal(ask(1, 1, 1, 0, 0), 0); /* one byte over */
     assert_int_equal(q.gpus[0].accounts[7].refused, 1);
 }
@@ -78,7 +78,7 @@ static void test_unused_credit_is_reclaimed_for_a_peer(void **state)
     (void)state;
     /* client 0 holds 800 with 500 allocated: 300 credit */
     assert_int_equal(ask(0, 800 * MiB, 800 * MiB, 0, 0), 800 * MiB);
-    quota_report(&q, 0, 0, 500 * MiB, 800 * MiB);
+    quota_report(&q, 0, 0, 500 * MiB);
     /* client 1 needs 400: 224 free + 300 reclaimable */
     assert_int_equal(ask(1, 400 * MiB, 400 * MiB, 0, 1 * MS), -1);
     assert_int_equal(out.n, 1);
@@ -99,7 +99,7 @@ static void test_parked_request_is_refused_at_deadline(void **state)
 {
     (void)state;
     assert_int_equal(ask(0, 800 * MiB, 800 * MiB, 0, 0), 800 * MiB);
-    quota_report(&q, 0, 0, 500 * MiB, 800 * MiB);
+    quota_report(&q, 0, 0, 500 * MiB);
     assert_int_equal(ask(1, 400 * MiB, 400 * MiB, 0, 0), -1);
     out.n = 0;
     assert_int_equal(quota_tick(&q, 50 * MS, &out), QUOTA_RECLAIM_TIMEOUT_NS);
@@ -114,7 +114,7 @@ static void test_no_reclaim_when_it_cannot_help(void **state)
 {
     (void)state;
     assert_int_equal(ask(0, 1000 * MiB, 1000 * MiB, 0, 0), 1000 * MiB);
-    quota_report(&q, 0, 0, 990 * MiB, 1000 * MiB);
+    quota_report(&q, 0, 0, 990 * MiB);
     assert_int_equal(ask(1, 100 * MiB, 100 * MiB, 0, 0), 0); /* 24+10 < 100 */
 }
 
@@ -132,7 +132,7 @@ static void test_lowering_revokes_nothing(void **state)
 {
     (void)state;
     assert_int_equal(ask(0, 800 * MiB, 800 * MiB, 0, 0), 800 * MiB);
-    quota_report(&q, 0, 0, 800 * MiB, 800 * MiB);
+    quota_report(&q, 0, 0, 800 * MiB);
     out.n = 0;
     quota_set_limit(&q, 7, 512 * MiB, &out);
     /* every client of the pod is told, once */
@@ -151,7 +151,7 @@ static void test_raising_applies_to_next_request(void **state)
 {
     (void)state;
     assert_int_equal(ask(0, 1024 * MiB, 1024 * MiB, 0, 0), 1024 * MiB);
-    quota_report(&q, 0, 0, 1024 * MiB, 1024 * MiB);
+    quota_report(&q, 0, 0, 1024 * MiB);
     assert_int_equal(ask(1, 1, 1, 0, 0), 0);
     quota_set_limit(&q, 7, 2048 * MiB, &out);
     assert_int_equal(ask(1, 1024 * MiB, 1024 * MiB, 0, 0), 1024 * MiB);
@@ -160,9 +160,9 @@ static void test_raising_applies_to_next_request(void **state)
 static void test_peak_tracks_allocated_total(void **state)
 {
     (void)state;
-    quota_report(&q, 0, 0, 300 * MiB, 300 * MiB);
-    quota_report(&q, 0, 1, 200 * MiB, 200 * MiB);
-    quota_report(&q, 0, 0, 100 * MiB, 100 * MiB);
+    quota_report(&q, 0, 0, 300 * MiB);
+    quota_report(&q, 0, 1, 200 * MiB);
+    quota_report(&q, 0, 0, 100 * MiB);
     assert_int_equal(q.gpus[0].accounts[7].peak, 500 * MiB);
     assert_int_equal(quota_account_allocated(&q, 0, 7), 300 * MiB);
 }

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Pod memory quotas arbitrated by the scheduler: two processes of one pod
+# racing at the boundary 1000 times never hold more than the quota
+# together; a killed process's bytes come back; run-time changes with
+# nvsharectl apply to the next allocation and never revoke; status shows the
+# pod's quota, usage, peak and refusals.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+ALLOC_BIN=$2
+CTL_BIN=$3
+ctl() { "$CTL_BIN" "$@"; }
+start_scheduler NVSHARE_GPUS=GPU-sim-0:16384
+export NVSHARE_POD_NAMESPACE=team NVSHARE_POD_NAME=trainer
+
+# 1. Race: quota 1000 MiB, each process asks for 600 MiB 1000 times.
+NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 race 1000 600 "$WORK/a.trace" >"$WORK/a.out" & a=$!
+NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 race 1000 600 "$WORK/b.trace" >"$WORK/b.out" & b=$!
+wait "$a" "$b" || fail "a racer failed"
+echo "  racer a: $(cat "$WORK/a.out"), racer b: $(cat "$WORK/b.out")"
+refused=$(( $(field refused "$WORK/a.out") + $(field refused "$WORK/b.out") ))
+[ "$refused" -gt 0 ] || fail "the racers never contended"
+# Two 600 MiB holdings of different processes must never overlap in time.
+overlaps=$( { sed 's/$/ a/' "$WORK/a.trace"; sed 's/$/ b/' "$WORK/b.trace"; } | sort -k1,1n |
+    awk '{ if (NR > 1 && $1 < end && $3 != who) bad++; if ($2 > end) { end = $2; who = $3 } } END { print bad + 0 }')
+[ "$overlaps" = 0 ] || fail "$overlaps times both processes held 600 MiB of a 1000 MiB quota"
+pass "racing processes of one pod never exceed its quota ($refused refusals, no overlap)"
+
+# 2. A killed holder's bytes come back to the pod.
+NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 hold 800 60 >"$WORK/hold.out" & holder=$!
+wait_for grep -q held "$WORK/hold.out" || fail "holder did not allocate"
+out=$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 800)
+[ "$out" = refused ] || fail "800 MiB granted while another process holds 800 of 1000"
+kill -9 "$holder"; wait "$holder" 2>/dev/null || true
+out=$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 800)
+[ "$out" = ok ] || fail "the killed process's memory was not released ($out)"
+pass "a killed process's memory is released"
+
+# 3. Run-time changes: raise, lower below usage (no revocation), remove.
+NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 hold 700 60 >"$WORK/hold.out" & holder=$!
+wait_for grep -q held "$WORK/hold.out" || fail "holder did not allocate"
+ctl set memory-limit team/trainer 2Gi | grep -q "set to 2.00 GiB" || fail "raise refused"
+[ "$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 1000)" = ok ] ||
+    fail "raised quota not applied to the next allocation"
+ctl set memory-limit team/trainer 512Mi >/dev/null
+[ "$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 1)" = refused ] ||
+    fail "allocation granted above a lowered quota"
+kill -0 "$holder" || fail "lowering the quota hurt the holder"
+ctl status | grep -q "512.00 MiB" || fail "status does not show the quota"
+ctl status --json | grep -q '"pod_mem_refused": [1-9]' || fail "status does not count refusals"
+ctl set memory-limit team/trainer none | grep -q "set to 1000.00 MiB (the declared one)" ||
+    fail "removing the run-time quota did not fall back to the declared one"
+set +e
+ctl set memory-limit team/trainer 4Gx 2>/dev/null; [ $? = 2 ] || fail "bad size accepted"
+set -e
+kill "$holder"; wait "$holder" 2>/dev/null || true
+pass "run-time quota changes apply to the next allocation and revoke nothing"
