@@ -6,6 +6,8 @@
 # Every number is a ratio against native measured in this same run:
 #  1. empty-kernel launch cost, libnvshare (lock held) vs native, alternated
 #     5 times, medians compared;
+#  1b. cudaMalloc + cudaFree of 64 MiB under a 4Gi quota vs native, with
+#     the scheduler arbitrating the pod's quota;
 #  2. PyTorch bf16 matmul throughput alone, libnvshare vs native (skipped
 #     without torch);
 #  3. 2, 4 and 8 tenants of a fixed-work job at TQ 100 ms for 10 s: aggregate
@@ -22,7 +24,7 @@ export NVSHARE_SOCK_DIR=$OUT/sock
 NVCC=${NVCC:-nvcc}
 
 [ -f "$LIB" ] || { echo "bench: build first ($LIB missing)"; exit 1; }
-for prog in launch_overhead fixed_work; do
+for prog in launch_overhead fixed_work alloc_free; do
     "$NVCC" -O2 -o "$BIN/$prog" "$TOP/bench/$prog.cu"
 done
 
@@ -51,6 +53,14 @@ for metric in launch_us call_us; do
     n=$(val $metric <"$OUT/native.txt" | median); h=$(val $metric <"$OUT/hooked.txt" | median)
     awk -v m="$metric" -v n="$n" -v h="$h" 'BEGIN { printf "%s: native %.3f us, libnvshare %.3f us, ratio %.4f (%+.2f %%)\n", m, n, h, h / n, 100 * (h / n - 1) }' | tee -a "$OUT/summary.txt"
 done
+
+echo "== 1b. cudaMalloc + cudaFree of 64 MiB (us per pair, 11 alternations; libnvshare with a 4Gi quota)"
+for i in $(seq 1 11); do
+    taskset -c 3 "$BIN/alloc_free" 64 2000 >>"$OUT/alloc_native.txt"
+    NVSHARE_GPU_MEMORY_LIMIT=4Gi LD_PRELOAD=$LIB taskset -c 3 "$BIN/alloc_free" 64 2000 >>"$OUT/alloc_hooked.txt"
+done
+n=$(val pair_us <"$OUT/alloc_native.txt" | median); h=$(val pair_us <"$OUT/alloc_hooked.txt" | median)
+awk -v n="$n" -v h="$h" 'BEGIN { printf "alloc_free 64MiB: native %.2f us, libnvshare+quota %.2f us, ratio %.4f (%+.2f %%)\n", n, h, h / n, 100 * (h / n - 1) }' | tee -a "$OUT/summary.txt"
 
 echo "== 2. PyTorch bf16 matmul alone"
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
