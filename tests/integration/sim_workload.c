@@ -18,11 +18,15 @@
  * With MEASURE_FROM, also reports measured_ms: the time inside submissions
  * between MEASURE_FROM and UNTIL. Over a whole number of compute-limit
  * windows this is phase-independent: a limited job's budget lands in the
- * measurement whether it is spent at the start or the end of a window. */
+ * measurement whether it is spent at the start or the end of a window.
+ *
+ * SIM_LINGER_MS=<n> keeps the process connected and idle for n ms after
+ * its last unit (to test that an idle holder gives the GPU back). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nvshare_client.h"
 
@@ -110,6 +114,9 @@ int main(int argc, char **argv)
     uint64_t grants = 0;
     for (int gpu = 0; gpu < n_gpus; gpu++)
         grants += nvshare_lock_grants(gpu);
+    const char *linger = getenv("SIM_LINGER_MS");
+    if (linger)
+        usleep((useconds_t)atoi(linger) * 1000);
     nvshare_client_stop();
     if (trace)
         fclose(trace);
