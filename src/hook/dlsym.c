@@ -5,7 +5,8 @@
  * searches only that handle's tree, so exported wrappers alone catch nothing.
  * One unversioned dlsym here catches dlsym@GLIBC_2.2.5 and @GLIBC_2.34.
  *
- * For a name libnvshare wraps, the real dlsym is asked and, if it finds the
+ * For a name libnvshare wraps (a driver entry point of the table, or one of
+ * NVML's memory queries), the real dlsym is asked and, if it finds the
  * name, the wrapper of that exact name is returned instead (a handle that
  * lacks the name still gets NULL).
  *
@@ -29,9 +30,12 @@
 HOOK_EXPORT void *dlsym(void *handle, const char *name)
 {
     int id = hook_symbol_by_name(name);
+    void *wrapper = id >= 0 ? hook_wrappers[id] : NULL;
     void *sym;
 
-    if (id < 0) {
+    if (wrapper == NULL && name[0] == 'n' && name[1] == 'v')
+        wrapper = hook_nvml_wrapper(name);
+    if (wrapper == NULL) {
         void *(*real)(void *, const char *) = hook_real_dlsym_fn();
 
         return real ? real(handle, name) : NULL; /* tail call, see above */
@@ -41,5 +45,5 @@ HOOK_EXPORT void *dlsym(void *handle, const char *name)
         return NULL;
     log_debug("dlsym(%s): wrapped", name);
     hook_count(&hook_stat_events[HOOK_EV_DLSYM_SUBSTITUTED], 1);
-    return hook_wrappers[id];
+    return wrapper;
 }

@@ -23,6 +23,9 @@
 #undef cuMemcpyBatchAsync
 #undef cuMemcpy3DBatchAsync
 #undef cuMemPrefetchAsync
+#undef cuMemGetInfo
+#undef cuDeviceTotalMem
+#undef cuIpcOpenMemHandle
 
 #define NVSHARE_PT_SINCE(since) ((since) > 7000 ? (since) : 7000)
 

@@ -10,6 +10,7 @@
  * is merely absent). */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "hook.h"
 #include "log.h"
@@ -99,4 +100,29 @@ int hook_gpu_count(void)
                    HOOK_GATING_ON
                ? gpu_count
                : 0;
+}
+
+/* NVML names devices by UUID; a CUDA ordinal is our GPU index. */
+int hook_gpu_by_uuid(const char *uuid)
+{
+    const struct hook_driver *drv = hook_driver();
+    char formatted[41];
+    int count = 0;
+
+    if (drv == NULL || drv->device_get_count == NULL ||
+        drv->device_get_uuid == NULL)
+        return -1;
+    if (drv->device_get_count(&count) == CUDA_ERROR_NOT_INITIALIZED &&
+        drv->init && drv->init(0) == CUDA_SUCCESS)
+        drv->device_get_count(&count);
+    for (int i = 0; i < count && i < NVSHARE_MAX_GPUS; i++) {
+        CUuuid cu_uuid;
+
+        if (drv->device_get_uuid(&cu_uuid, (CUdevice)i) != CUDA_SUCCESS)
+            continue;
+        format_uuid(&cu_uuid, formatted);
+        if (strcmp(formatted, uuid) == 0)
+            return i;
+    }
+    return -1;
 }

@@ -9,6 +9,12 @@
  *   context.c       context wrappers: current GPU per thread, drain
  *   gating.c        starting the nvshare client with this process's GPUs
  *   backlog.c       bounding the GPU work a thread may have queued
+ *   memory.c        the memory quota: claims around allocations, the map
+ *                   of what each live allocation was charged
+ *   memory_pools.c  stream-ordered pools and graph memory: charged by what
+ *                   they reserve
+ *   memory_paths.c  per-entry-point claims, frees and memory views
+ *   nvml.c          NVML memory queries under the quota
  *   stats.c         NVSHARE_STATS counters
  *   init.c          library constructor */
 #ifndef NVSHARE_HOOK_H
@@ -81,6 +87,13 @@ struct hook_driver {
     __typeof__(&cuStreamIsCapturing) stream_is_capturing;
     __typeof__(&cuStreamQuery) stream_query;
     __typeof__(&cuThreadExchangeStreamCaptureMode) exchange_capture_mode;
+    __typeof__(&cuInit) init;
+    __typeof__(&cuMemGetAddressRange_v2) mem_get_address_range;
+    __typeof__(&cuArrayGetMemoryRequirements) array_requirements;
+    __typeof__(&cuMipmappedArrayGetMemoryRequirements) mipmap_requirements;
+    __typeof__(&cuDeviceGetMemPool) device_get_mem_pool;
+    __typeof__(&cuMemPoolGetAttribute) mem_pool_get_attribute;
+    __typeof__(&cuDeviceGetGraphMemAttribute) graph_mem_attribute;
 };
 /* Loads the driver once; NULL if libcuda.so.1 cannot be loaded. */
 const struct hook_driver *hook_driver(void);
@@ -97,6 +110,10 @@ extern HOOK_TLS int hook_current_gpu;
 int hook_gating_start(void);
 /* GPUs the client was started with, 0 before. */
 int hook_gpu_count(void);
+/* The GPU index (CUDA ordinal) of the device with this UUID
+ * ("GPU-xxxxxxxx-..."), or -1. Initialises the driver if the process has
+ * not (nvidia-smi never does). */
+int hook_gpu_by_uuid(const char *uuid);
 
 /* The GPU a submission from this thread goes to, or -1 if not gating. */
 static inline int hook_submit_gpu(void)
@@ -130,6 +147,98 @@ static inline CUstream config_stream(const CUlaunchConfig *config)
 {
     return config ? config->hStream : NULL;
 }
+
+/* ---- memory.c, memory_pools.c, memory_paths.c ------------------------- */
+
+/* What the output of an allocation names, so that a free of the same value
+ * finds it: the same number can be a pointer and an array handle. */
+enum mem_kind { MEM_NOTHING, MEM_DEVPTR, MEM_ARRAY, MEM_MIPMAP, MEM_VMM };
+
+struct mem_claim;
+
+/* How one allocation path differs from the plain pattern (charge the
+ * requested bytes, remember them by the output). Every hook is optional. */
+struct mem_path {
+    /* Bytes the allocation really took, read after it succeeded. */
+    uint64_t (*measure)(const struct mem_claim *claim);
+    /* Frees what the driver allocated, when the measured bytes do not fit. */
+    void (*undo)(const struct mem_claim *claim);
+    /* Takes the charged bytes instead of the allocation map. */
+    void (*commit)(const struct mem_claim *claim, uint64_t bytes);
+    /* Runs last, on every outcome. */
+    void (*finish)(const struct mem_claim *claim);
+    /* The claim settled pools itself (and holds their lock). */
+    bool settles_pools;
+};
+
+/* One allocation in flight: made before the driver call from its
+ * arguments, settled after it. */
+struct mem_claim {
+    int gpu;                      /* -1: not device memory, not charged */
+    uint64_t bytes;               /* charged before the call */
+    enum mem_kind kind;           /* of the output, for the map */
+    const void *out;              /* where the driver writes the output */
+    const struct mem_path *path;  /* NULL: the plain pattern */
+    union {
+        struct { const size_t *pitch; size_t height; } pitch;
+        struct { CUmemoryPool pool; CUstream stream; bool pt; } pool;
+        CUdevice dev;
+    } u;
+};
+
+/* A free in flight: the map entry is taken out before the driver call (so
+ * that an address the driver reuses at once is never confused with it) and
+ * put back if the free fails. after() runs on success for pools. */
+struct mem_free {
+    enum mem_kind kind;
+    uint64_t key;
+    bool found;
+    int gpu;
+    uint64_t bytes;
+    void (*after)(const struct mem_free *f);
+    CUmemoryPool pool;
+    CUdevice dev;
+};
+
+/* memory.c */
+int hook_alloc_gpu(void);
+bool mem_claim_reserve(struct mem_claim *claim);
+CUresult mem_claim_refused(struct mem_claim *claim);
+CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc);
+void mem_free_take(struct mem_free *f);
+void mem_free_settle(struct mem_free *f, CUresult rc);
+
+/* memory_pools.c: pool and graph memory charged by what is reserved. */
+extern _Atomic bool mem_pools_in_use;
+void mem_pools_settle(int gpu);
+void mem_pool_created(CUmemoryPool pool, int gpu);
+struct mem_claim mem_pool_claim(CUmemoryPool pool, int gpu, size_t bytes,
+                                CUstream stream, bool pt, CUdeviceptr *out);
+void mem_pool_after_trim(const struct mem_free *f);
+void mem_pool_after_destroy(const struct mem_free *f);
+struct mem_claim mem_graph_claim(int gpu, uint64_t bytes);
+void mem_graph_after_trim(const struct mem_free *f);
+
+/* memory_paths.c: one function per ALLOC / FREE / INFO entry point, with
+ * the entry point's own parameters. */
+#define MEM_DECLARE_ALLOC(e, params) struct mem_claim mem_claim_##e params;
+#define MEM_DECLARE_FREE(e, params) struct mem_free mem_free_##e params;
+#define MEM_DECLARE_INFO(e, params) void mem_view_##e params;
+#define MEM_DECLARE_SUBMIT(e, params)
+#define MEM_DECLARE_SUBMIT_SYNC(e, params)
+#define MEM_DECLARE_SYNC(e, params)
+#define MEM_DECLARE_OTHER(e, params)
+#define MEM_DECLARE_CTX(e, params)
+#define MEM_DECLARE_LOOKUP(e, params)
+#define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \
+    MEM_DECLARE_##cat(e, params)
+#include "entry_points.def"
+#undef NVSHARE_SYMBOL
+
+/* ---- nvml.c ------------------------------------------------------------- */
+
+/* libnvshare's NVML wrapper of that exact name, or NULL. */
+void *hook_nvml_wrapper(const char *name);
 
 /* ---- stats.c ------------------------------------------------------------ */
 

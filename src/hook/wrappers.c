@@ -3,9 +3,15 @@
  * Submissions (SUBMIT, SUBMIT_SYNC) are bracketed by nvshare_submit_begin/
  * end on the GPU of the calling thread's current context, which context.c
  * keeps in a thread-local so the hot path makes no driver call to find it.
- * Stream submissions then tick the backlog counter (backlog.c). Everything
- * else is counted and forwarded; CTX and LOOKUP wrappers are hand-written in
- * context.c and proc_address.c. */
+ * Stream submissions then tick the backlog counter (backlog.c).
+ *
+ * Allocations (ALLOC) charge the memory quota before the driver is called
+ * and never reach it when the quota refuses; what differs between paths
+ * (how many bytes, which GPU, what to remember) is in that entry point's
+ * mem_claim_<name>() in memory_paths.c. Frees (FREE) give back exactly what
+ * was charged; memory queries (INFO) are answered from the quota.
+ * Everything else is counted and forwarded; CTX and LOOKUP wrappers are
+ * hand-written in context.c and proc_address.c. */
 #include "hook.h"
 
 #define WRAP_FORWARD(e, params, args)                                          \
@@ -40,9 +46,50 @@
     WRAP_GATED(e, params, args, hook_backlog_tick(stream, pt))
 #define WRAP_SUBMIT_SYNC(e, pt, stream, params, args)                          \
     WRAP_GATED(e, params, args, (void)0)
-#define WRAP_ALLOC(e, pt, stream, params, args) WRAP_FORWARD(e, params, args)
-#define WRAP_FREE(e, pt, stream, params, args) WRAP_FORWARD(e, params, args)
-#define WRAP_INFO(e, pt, stream, params, args) WRAP_FORWARD(e, params, args)
+#define WRAP_ALLOC(e, pt, stream, params, args)                                \
+    HOOK_EXPORT CUresult e params                                              \
+    {                                                                          \
+        __typeof__(&e) real = HOOK_REAL(e);                                    \
+        struct mem_claim claim;                                                \
+                                                                               \
+        hook_count(&hook_stat_calls[NVSHARE_ID_##e], 1);                       \
+        if (hook_unlikely(real == NULL))                                       \
+            return CUDA_ERROR_NOT_FOUND;                                       \
+        claim = mem_claim_##e args;                                            \
+        if (!mem_claim_reserve(&claim))                                        \
+            return mem_claim_refused(&claim);                                  \
+        return mem_claim_settle(&claim, real args);                            \
+    }
+
+#define WRAP_FREE(e, pt, stream, params, args)                                 \
+    HOOK_EXPORT CUresult e params                                              \
+    {                                                                          \
+        __typeof__(&e) real = HOOK_REAL(e);                                    \
+        struct mem_free release;                                               \
+        CUresult rc;                                                           \
+                                                                               \
+        hook_count(&hook_stat_calls[NVSHARE_ID_##e], 1);                       \
+        if (hook_unlikely(real == NULL))                                       \
+            return CUDA_ERROR_NOT_FOUND;                                       \
+        release = mem_free_##e args;                                           \
+        mem_free_take(&release);                                               \
+        rc = real args;                                                        \
+        mem_free_settle(&release, rc);                                         \
+        return rc;                                                             \
+    }
+
+#define WRAP_INFO(e, pt, stream, params, args)                                 \
+    HOOK_EXPORT CUresult e params                                              \
+    {                                                                          \
+        CUresult rc;                                                           \
+                                                                               \
+        hook_count(&hook_stat_calls[NVSHARE_ID_##e], 1);                       \
+        rc = HOOK_CALL_REAL(e, args);                                          \
+        if (rc == CUDA_SUCCESS)                                                \
+            mem_view_##e args;                                                 \
+        return rc;                                                             \
+    }
+
 #define WRAP_SYNC(e, pt, stream, params, args) WRAP_FORWARD(e, params, args)
 #define WRAP_OTHER(e, pt, stream, params, args) WRAP_FORWARD(e, params, args)
 #define WRAP_CTX(e, pt, stream, params, args)

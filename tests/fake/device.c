@@ -1,91 +1,25 @@
-/* device.c - devices and their memory.
+/* device.c - devices: count, UUIDs (uuids.c), attributes, total memory.
  *
- * FAKE_CUDA_DEVICES is a device count ("2") or a comma-separated list of
- * UUIDs as nvidia-smi prints them ("GPU-0a1b...,GPU-..."); default one
- * device, GPU-fa4e0000-0000-0000-0000-00000000000<i>. FAKE_CUDA_MEM_MB is
- * each device's memory (default 16384). Allocations only account: device
- * pointers are addresses nobody may dereference. */
+ * FAKE_CUDA_MEM_MB is each device's memory (default 16384); what is
+ * allocated of it is kept by memory.c. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "fake.h"
-
-#define ALLOC_ALIGN (2u << 20)
-
-struct allocation {
-    CUdeviceptr ptr;
-    size_t size;
-    int dev;
-    struct allocation *next;
-};
 
 static struct {
     bool initialized;
     int count;
     CUuuid uuids[FAKE_MAX_DEVICES];
-    uint64_t total, used[FAKE_MAX_DEVICES];
-    CUdeviceptr next_ptr;
-    struct allocation *allocations;
+    uint64_t total;
 } devices;
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* "GPU-xxxxxxxx-xxxx-..." up to a comma or the end; 0 on success. */
-static int parse_uuid(const char *text, CUuuid *uuid)
-{
-    int nibbles = 0;
-
-    if (strncmp(text, "GPU-", 4) == 0)
-        text += 4;
-    for (; *text && *text != ',' && nibbles < 32; text++) {
-        int v = hex_value(*text);
-
-        if (*text == '-')
-            continue;
-        if (v < 0)
-            return -1;
-        if (nibbles % 2 == 0)
-            uuid->bytes[nibbles / 2] = (char)(v << 4);
-        else
-            uuid->bytes[nibbles / 2] |= (char)v;
-        nibbles++;
-    }
-    return nibbles == 32 ? 0 : -1;
-}
 
 static void read_devices(void)
 {
-    const char *spec = getenv("FAKE_CUDA_DEVICES");
     const char *mem = getenv("FAKE_CUDA_MEM_MB");
 
-    devices.count = spec ? atoi(spec) : 1;
-    if (spec && strchr(spec, '-')) { /* a list of UUIDs */
-        devices.count = 0;
-        for (const char *p = spec; p && devices.count < FAKE_MAX_DEVICES;
-             p = strchr(p, ','), p = p ? p + 1 : NULL)
-            if (parse_uuid(p, &devices.uuids[devices.count]) == 0)
-                devices.count++;
-    } else {
-        if (devices.count < 0 || devices.count > FAKE_MAX_DEVICES)
-            devices.count = 1;
-        for (int i = 0; i < devices.count; i++) {
-            devices.uuids[i].bytes[0] = (char)0xfa;
-            devices.uuids[i].bytes[1] = 0x4e;
-            devices.uuids[i].bytes[15] = (char)i;
-        }
-    }
+    devices.count = fake_read_uuids(devices.uuids);
     devices.total = (mem ? strtoull(mem, NULL, 10) : 16384) << 20;
-    devices.next_ptr = 0x700000000000ull;
 }
 
 int fake_device_count(void)
@@ -192,60 +126,13 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return rc;
 }
 
-CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+/* The 32-bit ABI clamps. */
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
-    struct fake_ctx *ctx = fake_current();
+    CUresult rc = check_device(dev);
 
-    if (ctx == NULL)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    pthread_mutex_lock(&fake_lock);
-    *free_bytes = devices.total - devices.used[ctx->dev];
-    *total_bytes = devices.total;
-    pthread_mutex_unlock(&fake_lock);
-    return CUDA_SUCCESS;
-}
-
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
-{
-    struct fake_ctx *ctx = fake_current();
-    struct allocation *a;
-    size_t size = (bytesize + ALLOC_ALIGN - 1) / ALLOC_ALIGN * ALLOC_ALIGN;
-
-    if (ctx == NULL)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((a = malloc(sizeof(*a))) == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&fake_lock);
-    if (devices.used[ctx->dev] + size > devices.total) {
-        pthread_mutex_unlock(&fake_lock);
-        free(a);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *a = (struct allocation){devices.next_ptr, size, ctx->dev,
-                             devices.allocations};
-    devices.allocations = a;
-    devices.next_ptr += size;
-    devices.used[ctx->dev] += size;
-    *dptr = a->ptr;
-    pthread_mutex_unlock(&fake_lock);
-    return CUDA_SUCCESS;
-}
-
-CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-    struct allocation **link, *a = NULL;
-
-    pthread_mutex_lock(&fake_lock);
-    for (link = &devices.allocations; *link; link = &(*link)->next)
-        if ((*link)->ptr == dptr) {
-            a = *link;
-            *link = a->next;
-            devices.used[a->dev] -= a->size;
-            break;
-        }
-    pthread_mutex_unlock(&fake_lock);
-    free(a);
-    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        *bytes = devices.total < UINT32_MAX ? (unsigned int)devices.total
+                                            : UINT32_MAX;
+    return rc;
 }

@@ -33,6 +33,34 @@ struct fake_ctx {
 
 extern pthread_mutex_t fake_lock;
 
+/* uuids.c: the devices named by FAKE_CUDA_DEVICES; returns the count. */
+int fake_read_uuids(CUuuid uuids[FAKE_MAX_DEVICES]);
+
+/* memory.c: every live allocation, by what the driver handed out. */
+enum fake_mem_kind {
+    FAKE_MEM_LINEAR, /* cuMemAlloc, pitch, managed, mapped external, pool */
+    FAKE_MEM_IPC,    /* opened from a handle: another process's memory */
+    FAKE_MEM_ARRAY,
+    FAKE_MEM_MIPMAP,
+    FAKE_MEM_VMM,
+};
+struct fake_pool;
+/* Records an allocation of size on dev and returns its handle in *out.
+ * physical: it takes device memory (CUDA_ERROR_OUT_OF_MEMORY if there is
+ * not enough). pool: the pool it came from (its memory is the pool's). */
+CUresult fake_mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
+                      bool physical, struct fake_pool *pool,
+                      unsigned long long *out);
+/* Removes the allocation handle of kind; returns its size and pool. */
+CUresult fake_mem_delete(enum fake_mem_kind kind, uint64_t handle,
+                         uint64_t *size, struct fake_pool **pool);
+/* Takes / gives back device memory (pools grow and shrink with these). */
+bool fake_mem_take(int dev, uint64_t bytes);
+void fake_mem_give(int dev, uint64_t bytes);
+
+/* pools.c: an allocation of a pool was freed. */
+void fake_pool_freed(struct fake_pool *pool, uint64_t size);
+
 /* device.c */
 int fake_device_count(void);
 bool fake_initialized(void);

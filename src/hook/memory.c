@@ -1,0 +1,193 @@
+/* memory.c - the memory quota around every device-memory allocation.
+ *
+ * An allocation is a claim: made from the call's arguments before the
+ * driver runs (mem_claim_<entry point>() in memory_paths.c), charged with
+ * nvshare_mem_reserve() - if the quota refuses, the driver is never called
+ * and the application gets CUDA_ERROR_OUT_OF_MEMORY - and settled after it:
+ * a failed call gives the bytes back; a successful one is remembered by its
+ * output (pointer or handle) in the allocation map, so that the matching
+ * free gives back exactly what was charged. Paths whose real size is known
+ * only afterwards (pitch, IPC, arrays, pools) measure it then and charge or
+ * give back the difference; if the rest does not fit, the allocation is
+ * undone and refused like the others.
+ *
+ * Frees of pointers the map does not know (allocated before libnvshare saw
+ * the process, or by paths charged as a whole, like pools) pass through. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hook.h"
+#include "log.h"
+#include "nvshare_memory.h"
+
+/* ---- the allocation map: (kind, pointer or handle) -> (gpu, bytes) ---- */
+
+#define MAP_BUCKETS 4096 /* chains stay short up to ~10^5 live allocations */
+
+struct mem_entry {
+    uint64_t key;
+    enum mem_kind kind;
+    int gpu;
+    uint64_t bytes;
+    struct mem_entry *next;
+};
+
+static struct mem_entry *buckets[MAP_BUCKETS];
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct mem_entry **bucket_of(enum mem_kind kind, uint64_t key)
+{
+    uint64_t h = (key ^ ((uint64_t)kind << 56)) * 0x9e3779b97f4a7c15ull;
+
+    return &buckets[h >> 52]; /* top 12 bits: MAP_BUCKETS = 4096 */
+}
+_Static_assert(MAP_BUCKETS == 1 << 12, "bucket_of takes 12 bits");
+
+/* Returns false if there was no memory to remember it. */
+static bool map_put(enum mem_kind kind, uint64_t key, int gpu, uint64_t bytes)
+{
+    struct mem_entry *e = malloc(sizeof(*e)), **head;
+
+    if (e == NULL)
+        return false;
+    pthread_mutex_lock(&map_lock);
+    head = bucket_of(kind, key);
+    *e = (struct mem_entry){key, kind, gpu, bytes, *head};
+    *head = e;
+    pthread_mutex_unlock(&map_lock);
+    return true;
+}
+
+static bool map_take(enum mem_kind kind, uint64_t key, int *gpu,
+                     uint64_t *bytes)
+{
+    struct mem_entry **link, *found = NULL;
+
+    pthread_mutex_lock(&map_lock);
+    for (link = bucket_of(kind, key); *link; link = &(*link)->next)
+        if ((*link)->key == key && (*link)->kind == kind) {
+            found = *link;
+            *link = found->next;
+            break;
+        }
+    pthread_mutex_unlock(&map_lock);
+    if (found == NULL)
+        return false;
+    *gpu = found->gpu;
+    *bytes = found->bytes;
+    free(found);
+    return true;
+}
+
+/* A forked child does not own its parent's allocations: forget them
+ * without giving anything back (the parent still holds them). The nodes
+ * are leaked on purpose: the lock may have been held mid-update. */
+static void forget_allocations_in_child(void)
+{
+    pthread_mutex_init(&map_lock, NULL);
+    memset(buckets, 0, sizeof(buckets));
+}
+
+__attribute__((constructor)) static void register_memory_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, forget_allocations_in_child);
+}
+
+/* ---- claims ------------------------------------------------------------- */
+
+int hook_alloc_gpu(void)
+{
+    const struct hook_driver *drv;
+    CUdevice dev;
+
+    if (hook_gating_start() == HOOK_GATING_ON)
+        return hook_current_gpu;
+    /* Not gating: the current GPU is not tracked, ask the driver. */
+    drv = hook_driver();
+    if (drv && drv->ctx_get_device && drv->ctx_get_device(&dev) == CUDA_SUCCESS &&
+        dev >= 0 && dev < NVSHARE_MAX_GPUS)
+        return (int)dev;
+    return 0;
+}
+
+static void finish(struct mem_claim *claim)
+{
+    if (claim->path && claim->path->finish)
+        claim->path->finish(claim);
+}
+
+bool mem_claim_reserve(struct mem_claim *claim)
+{
+    if (claim->gpu < 0)
+        return true;
+    /* Pools may have given memory back since they were last read. */
+    if (atomic_load_explicit(&mem_pools_in_use, memory_order_relaxed) &&
+        !(claim->path && claim->path->settles_pools))
+        mem_pools_settle(claim->gpu);
+    return nvshare_mem_reserve(claim->gpu, claim->bytes) == 0;
+}
+
+CUresult mem_claim_refused(struct mem_claim *claim)
+{
+    finish(claim);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc)
+{
+    const struct mem_path *path = claim->path;
+    uint64_t actual = claim->bytes, key = 0;
+
+    if (claim->gpu < 0) {
+        finish(claim);
+        return rc;
+    }
+    if (rc != CUDA_SUCCESS) {
+        nvshare_mem_release(claim->gpu, claim->bytes);
+        finish(claim);
+        return rc;
+    }
+    if (path && path->measure)
+        actual = path->measure(claim);
+    if (actual > claim->bytes &&
+        nvshare_mem_reserve(claim->gpu, actual - claim->bytes) != 0) {
+        path->undo(claim);
+        nvshare_mem_release(claim->gpu, claim->bytes);
+        finish(claim);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (actual < claim->bytes)
+        nvshare_mem_release(claim->gpu, claim->bytes - actual);
+    if (path && path->commit) {
+        path->commit(claim, actual);
+    } else {
+        /* Every output (CUdeviceptr, CUarray, CUmipmappedArray,
+         * CUmemGenericAllocationHandle) is 8 bytes. */
+        memcpy(&key, claim->out, sizeof(key));
+        if (!map_put(claim->kind, key, claim->gpu, actual))
+            log_warn("out of host memory: %llu bytes on gpu %d stay charged "
+                     "after they are freed",
+                     (unsigned long long)actual, claim->gpu);
+    }
+    finish(claim);
+    return CUDA_SUCCESS;
+}
+
+/* ---- frees -------------------------------------------------------------- */
+
+void mem_free_take(struct mem_free *f)
+{
+    if (f->after == NULL && f->kind != MEM_NOTHING)
+        f->found = map_take(f->kind, f->key, &f->gpu, &f->bytes);
+}
+
+void mem_free_settle(struct mem_free *f, CUresult rc)
+{
+    if (rc == CUDA_SUCCESS && f->after)
+        f->after(f);
+    else if (f->found && rc == CUDA_SUCCESS)
+        nvshare_mem_release(f->gpu, f->bytes);
+    else if (f->found && !map_put(f->kind, f->key, f->gpu, f->bytes))
+        nvshare_mem_release(f->gpu, f->bytes); /* cannot follow it further */
+}

@@ -1,0 +1,403 @@
+/* memory.c - device memory: linear, pitched, managed, VMM, arrays, IPC and
+ * external memory, taken from each device's FAKE_CUDA_MEM_MB.
+ *
+ * Nothing is ever dereferenced: handles and pointers are addresses from one
+ * counter. Sizes follow what a test needs to see, not a real GPU's layout:
+ *   - linear memory takes what was asked (pitch: rows of 512-byte multiples);
+ *   - cuMemCreate wants multiples of the 2 MiB granularity;
+ *   - arrays are padded to 64 KiB, and cuArrayGetMemoryRequirements says so;
+ *   - an IPC handle carries the size of the memory it opens in its first 8
+ *     bytes (the exporter is another process); opening takes no memory;
+ *   - cuImportExternalMemory remembers the size; mapped buffers take memory
+ *     and are freed with cuMemFree, as with a real driver. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+#define PITCH_ALIGN 512u
+#define VMM_GRANULARITY (2ull << 20)
+#define ARRAY_PADDING (64ull << 10)
+
+struct allocation {
+    enum fake_mem_kind kind;
+    uint64_t handle, size;
+    int dev;
+    bool physical;
+    struct fake_pool *pool;
+    struct allocation *next;
+};
+
+static struct allocation *allocations;
+static uint64_t used[FAKE_MAX_DEVICES];
+static uint64_t next_handle = 0x700000000000ull;
+
+bool fake_mem_take(int dev, uint64_t bytes)
+{
+    if (used[dev] + bytes > fake_memory_total(dev))
+        return false;
+    used[dev] += bytes;
+    return true;
+}
+
+void fake_mem_give(int dev, uint64_t bytes)
+{
+    used[dev] -= bytes;
+}
+
+CUresult fake_mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
+                      bool physical, struct fake_pool *pool,
+                      unsigned long long *out)
+{
+    struct allocation *a;
+
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((a = malloc(sizeof(*a))) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&fake_lock);
+    if (physical && !fake_mem_take(dev, size)) {
+        pthread_mutex_unlock(&fake_lock);
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *a = (struct allocation){kind, next_handle, size, dev, physical, pool,
+                             allocations};
+    allocations = a;
+    /* Keep addresses 2 MiB apart, as the driver does. */
+    next_handle += (size + VMM_GRANULARITY - 1) / VMM_GRANULARITY *
+                   VMM_GRANULARITY;
+    *out = a->handle;
+    pthread_mutex_unlock(&fake_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_mem_delete(enum fake_mem_kind kind, uint64_t handle,
+                         uint64_t *size, struct fake_pool **pool)
+{
+    struct allocation **link, *a = NULL;
+
+    pthread_mutex_lock(&fake_lock);
+    for (link = &allocations; *link; link = &(*link)->next)
+        if ((*link)->handle == handle && (*link)->kind == kind) {
+            a = *link;
+            *link = a->next;
+            if (a->physical)
+                fake_mem_give(a->dev, a->size);
+            break;
+        }
+    pthread_mutex_unlock(&fake_lock);
+    if (a == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size)
+        *size = a->size;
+    if (pool)
+        *pool = a->pool;
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+static int current_dev(void)
+{
+    struct fake_ctx *ctx = fake_current();
+
+    return ctx ? ctx->dev : -1;
+}
+
+static CUresult linear(CUdeviceptr *dptr, uint64_t size)
+{
+    int dev = current_dev();
+
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return fake_mem_new(FAKE_MEM_LINEAR, dev, size, true, NULL, dptr);
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    int dev = current_dev();
+
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&fake_lock);
+    *free_bytes = fake_memory_total(dev) - used[dev];
+    *total_bytes = fake_memory_total(dev);
+    pthread_mutex_unlock(&fake_lock);
+    return CUDA_SUCCESS;
+}
+
+/* The 32-bit ABI clamps. */
+CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total_bytes)
+{
+    size_t f, t;
+    CUresult rc = cuMemGetInfo_v2(&f, &t);
+
+    if (rc == CUDA_SUCCESS) {
+        *free_bytes = f < UINT32_MAX ? (unsigned int)f : UINT32_MAX;
+        *total_bytes = t < UINT32_MAX ? (unsigned int)t : UINT32_MAX;
+    }
+    return rc;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    return linear(dptr, bytesize);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
+                           unsigned int flags)
+{
+    (void)flags;
+    return linear(dptr, bytesize);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
+                            size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    size_t pitch = (WidthInBytes + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+    CUresult rc;
+
+    (void)ElementSizeBytes;
+    rc = linear(dptr, (uint64_t)pitch * Height);
+    if (rc == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return rc;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    return fake_mem_delete(FAKE_MEM_LINEAR, dptr, NULL, NULL);
+}
+
+/* Base and size of the allocation holding dptr. */
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
+                                 CUdeviceptr dptr)
+{
+    CUresult rc = CUDA_ERROR_NOT_FOUND;
+
+    pthread_mutex_lock(&fake_lock);
+    for (struct allocation *a = allocations; a; a = a->next)
+        if (a->kind <= FAKE_MEM_IPC && dptr >= a->handle &&
+            dptr < a->handle + a->size) {
+            if (pbase)
+                *pbase = a->handle;
+            if (psize)
+                *psize = a->size;
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&fake_lock);
+    return rc;
+}
+
+/* ---- IPC ---------------------------------------------------------------- */
+
+static CUresult ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle)
+{
+    uint64_t size;
+    int dev = current_dev();
+
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    memcpy(&size, handle.reserved, sizeof(size));
+    return fake_mem_new(FAKE_MEM_IPC, dev, size, false, NULL, pdptr);
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                            unsigned int Flags)
+{
+    (void)Flags;
+    return ipc_open(pdptr, handle);
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                               unsigned int Flags)
+{
+    (void)Flags;
+    return ipc_open(pdptr, handle);
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    return fake_mem_delete(FAKE_MEM_IPC, dptr, NULL, NULL);
+}
+
+/* ---- external memory ----------------------------------------------------- */
+
+struct external_memory {
+    uint64_t size;
+};
+
+CUresult cuImportExternalMemory(CUexternalMemory *extMem_out,
+                                const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *desc)
+{
+    struct external_memory *m = malloc(sizeof(*m));
+
+    if (m == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    m->size = desc->size;
+    *extMem_out = (CUexternalMemory)m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuExternalMemoryGetMappedBuffer(
+    CUdeviceptr *devPtr, CUexternalMemory extMem,
+    const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc)
+{
+    const struct external_memory *m = (const struct external_memory *)extMem;
+
+    if (bufferDesc->offset + bufferDesc->size > m->size)
+        return CUDA_ERROR_INVALID_VALUE;
+    return linear(devPtr, bufferDesc->size);
+}
+
+CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
+{
+    free(extMem);
+    return CUDA_SUCCESS;
+}
+
+/* ---- VMM ------------------------------------------------------------------ */
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity,
+                                       const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+    (void)prop, (void)option;
+    *granularity = VMM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    (void)flags;
+    if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        prop->location.id < 0 || prop->location.id >= fake_device_count() ||
+        size % VMM_GRANULARITY != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return fake_mem_new(FAKE_MEM_VMM, prop->location.id, size, true, NULL,
+                        handle);
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    return fake_mem_delete(FAKE_MEM_VMM, handle, NULL, NULL);
+}
+
+/* ---- arrays ----------------------------------------------------------------- */
+
+static uint64_t channel_bytes(CUarray_format format)
+{
+    switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    default:
+        return 4;
+    }
+}
+
+static uint64_t dim(size_t n, unsigned level)
+{
+    return (n >> level) ? (n >> level) : 1;
+}
+
+static uint64_t padded_array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                   unsigned levels)
+{
+    uint64_t bytes = 0;
+    bool layered = d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP);
+
+    for (unsigned l = 0; l < levels; l++)
+        bytes += dim(d->Width, l) * dim(d->Height, l) *
+                 (layered ? dim(d->Depth, 0) : dim(d->Depth, l)) *
+                 d->NumChannels * channel_bytes(d->Format);
+    return (bytes + ARRAY_PADDING - 1) / ARRAY_PADDING * ARRAY_PADDING;
+}
+
+static CUresult new_array(enum fake_mem_kind kind,
+                          const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels,
+                          unsigned long long *out)
+{
+    int dev = current_dev();
+
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return fake_mem_new(kind, dev, padded_array_bytes(d, levels), true, NULL,
+                        out);
+}
+
+CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = desc->Width,
+                                 .Height = desc->Height,
+                                 .Format = desc->Format,
+                                 .NumChannels = desc->NumChannels};
+
+    return new_array(FAKE_MEM_ARRAY, &d, 1, (unsigned long long *)pHandle);
+}
+
+CUresult cuArray3DCreate_v2(CUarray *pHandle,
+                            const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    return new_array(FAKE_MEM_ARRAY, desc, 1, (unsigned long long *)pHandle);
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+                                const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                unsigned int numMipmapLevels)
+{
+    return new_array(FAKE_MEM_MIPMAP, desc, numMipmapLevels,
+                     (unsigned long long *)pHandle);
+}
+
+CUresult cuArrayDestroy(CUarray hArray)
+{
+    return fake_mem_delete(FAKE_MEM_ARRAY, (uint64_t)(uintptr_t)hArray, NULL,
+                           NULL);
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    return fake_mem_delete(FAKE_MEM_MIPMAP,
+                           (uint64_t)(uintptr_t)hMipmappedArray, NULL, NULL);
+}
+
+static CUresult requirements(enum fake_mem_kind kind, uint64_t handle,
+                             CUDA_ARRAY_MEMORY_REQUIREMENTS *req)
+{
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    pthread_mutex_lock(&fake_lock);
+    for (struct allocation *a = allocations; a; a = a->next)
+        if (a->kind == kind && a->handle == handle) {
+            memset(req, 0, sizeof(*req));
+            req->size = a->size;
+            req->alignment = ARRAY_PADDING;
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&fake_lock);
+    return rc;
+}
+
+CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *req,
+                                      CUarray array, CUdevice device)
+{
+    (void)device;
+    return requirements(FAKE_MEM_ARRAY, (uint64_t)(uintptr_t)array, req);
+}
+
+CUresult cuMipmappedArrayGetMemoryRequirements(
+    CUDA_ARRAY_MEMORY_REQUIREMENTS *req, CUmipmappedArray mipmap,
+    CUdevice device)
+{
+    (void)device;
+    return requirements(FAKE_MEM_MIPMAP, (uint64_t)(uintptr_t)mipmap, req);
+}

@@ -1,0 +1,101 @@
+/* nvml.c - a fake libnvidia-ml.so.1: the few functions nvidia-smi-like
+ * callers use to read a GPU's memory, for the same devices as the fake
+ * libcuda (FAKE_CUDA_DEVICES, FAKE_CUDA_MEM_MB). It cannot see the fake
+ * libcuda's allocations: every device reports all its memory free, so what
+ * a test reads under a quota comes from libnvshare alone. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fake.h"
+
+typedef int nvmlReturn_t;
+
+typedef struct {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_INVALID_ARGUMENT 2
+
+static CUuuid uuids[FAKE_MAX_DEVICES];
+static int count;
+
+nvmlReturn_t nvmlInit_v2(void)
+{
+    count = fake_read_uuids(uuids);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlShutdown(void)
+{
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n)
+{
+    *n = (unsigned int)count;
+    return NVML_SUCCESS;
+}
+
+/* A device handle is its index + 1 (never NULL). */
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **device)
+{
+    if (index >= (unsigned int)count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *device = (void *)(uintptr_t)(index + 1);
+    return NVML_SUCCESS;
+}
+
+static int index_of(void *device)
+{
+    uintptr_t i = (uintptr_t)device;
+
+    return i >= 1 && i <= (uintptr_t)count ? (int)(i - 1) : -1;
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(void *device, char *uuid, unsigned int length)
+{
+    int i = index_of(device);
+    const unsigned char *b;
+
+    if (i < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    b = (const unsigned char *)uuids[i].bytes;
+    snprintf(uuid, length,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+    return NVML_SUCCESS;
+}
+
+static unsigned long long total_bytes(void)
+{
+    const char *mem = getenv("FAKE_CUDA_MEM_MB");
+
+    return (mem ? strtoull(mem, NULL, 10) : 16384) << 20;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(void *device, nvmlMemory_t *memory)
+{
+    if (index_of(device) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *memory = (nvmlMemory_t){total_bytes(), total_bytes(), 0};
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *device, nvmlMemory_v2_t *memory)
+{
+    if (index_of(device) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memory->total = total_bytes();
+    memory->reserved = 0;
+    memory->free = total_bytes();
+    memory->used = 0;
+    return NVML_SUCCESS;
+}
