@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# memory_quota.sh - the GPU memory quota on a real GPU, without a scheduler
-# (NVSHARE_GPU_MEMORY_LIMIT=4Gi, enforced per process). For each workload:
+# memory_quota.sh - the GPU memory quota on a real GPU, first without a
+# scheduler (NVSHARE_GPU_MEMORY_LIMIT=4Gi, enforced per process), then with
+# one: two PyTorch processes of one pod share the pod's 4 GiB. For each workload:
 # 3 GiB allocate, 2 GiB more raise the framework's own OOM error, and the
 # memory the application reads (cudaMemGetInfo, torch.cuda.mem_get_info,
 # nvidia-smi, JAX's pool, CuPy) is the 4 GiB quota. Rows for PyTorch, JAX
@@ -12,7 +13,7 @@ BUILD=${BUILD:-$ROOT/build-gpu}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cmake -S "$ROOT" -B "$BUILD" -DNVSHARE_BUILD_TESTS=OFF >/dev/null || exit 1
-cmake --build "$BUILD" -j --target nvshare >/dev/null || exit 1
+cmake --build "$BUILD" -j --target nvshare nvshare-scheduler nvsharectl >/dev/null || exit 1
 LIB=$BUILD/src/hook/libnvshare.so
 export NVSHARE_GPU_MEMORY_LIMIT=4Gi
 export NVSHARE_SOCK_DIR=$WORK # no scheduler: the static limit applies
@@ -105,5 +106,39 @@ if python3 -c 'import cupy; cupy.cuda.runtime.getDeviceCount()' 2>/dev/null; the
     row "cupy" python3 "$WORK/cupy_check.py"
 else
     skip "cupy" "not importable or no GPU"
+fi
+# Two processes of one pod under the scheduler: the first holds 3 GiB, the
+# second gets 0.5 GiB but not 2 GiB, and sees the pod's usage.
+cat >"$WORK/torch_pod.py" <<'PY'
+import sys, time, torch
+role = sys.argv[1]
+if role == "holder":
+    x = torch.empty(3 << 30, dtype=torch.uint8, device="cuda")
+    open(sys.argv[2], "w").write("held")
+    time.sleep(30)
+else:
+    y = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    try:
+        z = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+        raise SystemExit("2 GiB granted beyond the pod's quota")
+    except torch.cuda.OutOfMemoryError:
+        pass
+    free, total = torch.cuda.mem_get_info()
+    assert total == 4 << 30, f"total {total}"
+    assert free <= (512 << 20) + (64 << 20), f"free {free}: the pod's other process is not counted"
+    print(f"second process: 0.5 GiB ok, 2 GiB OutOfMemoryError, mem_get_info free {free >> 20} MiB of {total >> 20}")
+PY
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    export NVSHARE_SOCK_DIR=$WORK/sock
+    "$BUILD/src/scheduler/nvshare-scheduler" >"$WORK/sched.log" 2>&1 & sched=$!
+    for _ in $(seq 100); do [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && break; sleep 0.05; done
+    export NVSHARE_POD_NAMESPACE=gpu-test NVSHARE_POD_NAME=trainer
+    LD_PRELOAD=$LIB python3 "$WORK/torch_pod.py" holder "$WORK/held" >/dev/null 2>&1 & holder=$!
+    for _ in $(seq 600); do [ -f "$WORK/held" ] && break; sleep 0.05; done
+    row "torch, 2 processes of one pod" python3 "$WORK/torch_pod.py" second
+    "$BUILD/src/ctl/nvsharectl" status | sed -n '/POD MEM/,$p' | sed 's/^/    /'
+    kill "$holder" "$sched" 2>/dev/null; wait "$holder" "$sched" 2>/dev/null
+else
+    skip "torch, 2 processes of one pod" "not importable or no GPU"
 fi
 exit $failed
