@@ -1,63 +1,77 @@
 #!/usr/bin/env bash
-# make demo: an unprivileged scheduler and sample jobs sharing a GPU.
+# make demo: an unprivileged scheduler and three jobs sharing one GPU through
+# libnvshare.so, the third limited to 20 % of the GPU's time.
 #
-# On a node with NVIDIA GPUs the scheduler manages the real ones (NVML);
-# elsewhere it manages a simulated one. The jobs are simulated workloads
-# built on the client runtime: each "computes" in 1 ms units while it holds
-# the GPU's lock, which is exactly what the scheduler arbitrates.
+# With an NVIDIA GPU (and nvcc) the jobs are real CUDA programs
+# (bench/fixed_work.cu); without one they run on the fake GPU of the tests
+# (tests/fake: a simulated libcuda.so.1), through the very same
+# interposition, gating and drain. Without the CUDA headers libnvshare is not
+# built and the jobs are client-runtime simulations.
 set -euo pipefail
 
 BUILD=${1:-build}
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$TOP/$BUILD
 DEMO=$TOP/.demo
-JOBS=3
-SECONDS_PER_RUN=6
+LIB=$BIN/src/hook/libnvshare.so
 export NVSHARE_SOCK_DIR=$DEMO/sock
-
 rm -rf "$DEMO"; mkdir -p "$DEMO"
-if command -v nvidia-smi >/dev/null && gpu=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -n 1) && [ -n "$gpu" ]; then
-    echo "== GPU found: $gpu (jobs are simulated on its lock)"
-else
-    export NVSHARE_GPUS=GPU-demo-0000:16384
-    gpu=GPU-demo-0000
-    echo "== no GPU here: the scheduler manages a simulated one ($gpu)"
-fi
 
-NVSHARE_TQ=500ms "$BIN/src/scheduler/nvshare-scheduler" >"$DEMO/scheduler.log" 2>&1 &
+if command -v nvidia-smi >/dev/null && command -v nvcc >/dev/null && [ -f "$LIB" ] &&
+   gpu=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -n 1) && [ -n "$gpu" ]; then
+    echo "== GPU $gpu: real CUDA jobs (bench/fixed_work.cu) under libnvshare"
+    nvcc -O2 -o "$DEMO/fixed_work" "$TOP/bench/fixed_work.cu"
+    job() { LD_PRELOAD=$LIB "$DEMO/fixed_work" --window "$1" "$2"; }
+elif [ -f "$LIB" ] && [ -x "$BIN/tests/fake/fake_job" ]; then
+    gpu=GPU-fa4e0000-0000-0000-0000-000000000000
+    export NVSHARE_GPUS=$gpu:16384
+    echo "== no GPU here: jobs run on the fake GPU ($gpu) under libnvshare"
+    job() { LD_LIBRARY_PATH=$BIN/tests/fake/lib LD_PRELOAD=$LIB "$BIN/tests/fake/fake_job" "$1" "$2"; }
+else
+    gpu=GPU-sim-0000
+    export NVSHARE_GPUS=$gpu:16384
+    echo "== libnvshare not built (no CUDA headers): jobs are client-runtime simulations"
+    job() { "$BIN/tests/integration/sim_workload" "$gpu" "$2" 1000 - "$1" |
+            awk -v s=$(( ($2 - $1) / 1000000 )) '{ sub(/.*measured_ms=/, ""); printf "rate=%.2f\n", 1000 * $1 / s }'; }
+fi
+rate() { sed -n 's/.*rate=\([0-9.]*\).*/\1/p' "$1"; }
+window() { from=$(( $(date +%s%N) + $1 * 1000000000 )); until=$(( from + $2 * 1000000000 )); }
+
+"$BIN/src/scheduler/nvshare-scheduler" >"$DEMO/scheduler.log" 2>&1 &
 sched=$!
 trap 'kill $sched 2>/dev/null; wait $sched 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -S "$NVSHARE_SOCK_DIR/control.sock" ] && break; sleep 0.05; done
+"$BIN/src/ctl/nvsharectl" set tq 500ms >/dev/null
 echo "== scheduler running (pid $sched, sockets in $NVSHARE_SOCK_DIR, TQ 500ms)"
 
-start=$(date +%s%N)
-until=$(( start + SECONDS_PER_RUN * 1000000000 ))
+echo "== solo baseline: one job alone for 3 s"
+window 1 3
+NVSHARE_POD_NAME=solo job "$from" "$until" >"$DEMO/solo.out" 2>"$DEMO/solo.err"
+solo=$(rate "$DEMO/solo.out")
+
+echo "== three jobs for 8 s: job-1 and job-2 unlimited, job-3 limited to 20 %"
+window 2 6
 pids=()
-for i in $(seq 1 $JOBS); do
-    NVSHARE_POD_NAMESPACE=demo NVSHARE_POD_NAME=job-$i \
-        "$BIN/tests/integration/sim_workload" "$gpu" "$until" >"$DEMO/job-$i.out" 2>"$DEMO/job-$i.err" &
+for i in 1 2 3; do
+    limit=; [ $i = 3 ] && limit=20
+    NVSHARE_POD_NAMESPACE=demo NVSHARE_POD_NAME=job-$i NVSHARE_GPU_CORE_LIMIT=$limit \
+        job "$from" "$until" >"$DEMO/job-$i.out" 2>"$DEMO/job-$i.err" &
     pids+=($!)
 done
-
-for t in 2 4; do
-    sleep 2
+for t in 3 6; do
+    sleep 3
     echo; echo "== nvsharectl status (t=${t}s)"
     "$BIN/src/ctl/nvsharectl" status || true
 done
 wait "${pids[@]}"
 
-echo; echo "== result: $JOBS jobs on one GPU for ${SECONDS_PER_RUN}s"
-printf "%-8s %10s %8s %8s\n" job "held ms" share grants
+echo; echo "== result (measured over the same 6 s, against the solo run)"
+printf "%-8s %6s %14s %10s\n" job limit "kernels/s" "of solo"
 total=0
-for i in $(seq 1 $JOBS); do
-    held=$(sed -n 's/.*held_ms=\([0-9.]*\).*/\1/p' "$DEMO/job-$i.out")
-    total=$(awk "BEGIN { print $total + $held }")
+for i in 1 2 3; do
+    r=$(rate "$DEMO/job-$i.out"); limit=-; [ $i = 3 ] && limit=20%
+    total=$(awk -v a="$total" -v b="$r" 'BEGIN { print a + b }')
+    awk -v j="job-$i" -v l="$limit" -v r="$r" -v s="$solo" \
+        'BEGIN { printf "%-8s %6s %14.1f %9.1f%%\n", j, l, r, 100 * r / s }'
 done
-for i in $(seq 1 $JOBS); do
-    held=$(sed -n 's/.*held_ms=\([0-9.]*\).*/\1/p' "$DEMO/job-$i.out")
-    grants=$(sed -n 's/.*grants=\([0-9]*\).*/\1/p' "$DEMO/job-$i.out")
-    awk -v j="job-$i" -v h="$held" -v t="$total" -v g="$grants" \
-        'BEGIN { printf "%-8s %10.1f %7.1f%% %8d\n", j, h, 100 * h / t, g }'
-done
-awk -v t="$total" -v w="$SECONDS_PER_RUN" \
-    'BEGIN { printf "%-8s %10.1f %7.1f%% of the GPU'"'"'s time\n", "total", t, t / (w * 10) }'
+awk -v t="$total" -v s="$solo" 'BEGIN { printf "%-8s %6s %14.1f %9.1f%%  (the GPU kept busy)\n", "total", "", t, 100 * t / s }'
