@@ -16,23 +16,10 @@
 
 #include "hook.h"
 #include "log.h"
+#include "nvml_abi.h"
 #include "nvshare_memory.h"
 
-typedef int nvmlReturn_t;
-typedef struct nvmlDevice_st *nvmlDevice_t;
-
-typedef struct {
-    unsigned long long total, free, used;
-} nvmlMemory_t;
-
-typedef struct {
-    unsigned int version;
-    unsigned long long total, reserved, free, used;
-} nvmlMemory_v2_t;
-
-#define NVML_SUCCESS 0
-#define NVML_ERROR_FUNCTION_NOT_FOUND 13
-#define NVML_UUID_LENGTH 96 /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
+#define NVML_UUID_LENGTH NVML_DEVICE_UUID_V2_BUFFER_SIZE
 #define MAX_NVML_DEVICES 64
 
 static struct {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvml_abi.h"
 #include "parse.h"
 
 int gpus_parse(const char *spec, struct node_gpu *out, int max, char *err,
@@ -63,20 +64,14 @@ fail:
     return -1;
 }
 
-/* The NVML ABI subset used here (stable since NVML 5). */
-typedef void *nvml_device;
-struct nvml_memory {
-    unsigned long long total, free, used;
-};
-
 struct nvml {
-    int (*init)(void);
-    int (*shutdown)(void);
-    int (*count)(unsigned int *);
-    int (*handle)(unsigned int, nvml_device *);
-    int (*uuid)(nvml_device, char *, unsigned int);
-    int (*name)(nvml_device, char *, unsigned int);
-    int (*memory)(nvml_device, struct nvml_memory *);
+    nvmlReturn_t (*init)(void);
+    nvmlReturn_t (*shutdown)(void);
+    nvmlReturn_t (*count)(unsigned int *);
+    nvmlReturn_t (*handle)(unsigned int, nvmlDevice_t *);
+    nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
+    nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned int);
+    nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t *);
 };
 
 static int nvml_discover(struct node_gpu *out, int max, char *err, int err_len)
@@ -88,24 +83,20 @@ static int nvml_discover(struct node_gpu *out, int max, char *err, int err_len)
 
     if (!lib)
         return 0; /* no driver: a node without GPUs */
-    api.init = (int (*)(void))dlsym(lib, "nvmlInit_v2");
-    api.shutdown = (int (*)(void))dlsym(lib, "nvmlShutdown");
-    api.count = (int (*)(unsigned int *))dlsym(lib, "nvmlDeviceGetCount_v2");
-    api.handle = (int (*)(unsigned int, nvml_device *))dlsym(
-        lib, "nvmlDeviceGetHandleByIndex_v2");
-    api.uuid = (int (*)(nvml_device, char *, unsigned int))dlsym(
-        lib, "nvmlDeviceGetUUID");
-    api.name = (int (*)(nvml_device, char *, unsigned int))dlsym(
-        lib, "nvmlDeviceGetName");
-    api.memory = (int (*)(nvml_device, struct nvml_memory *))dlsym(
-        lib, "nvmlDeviceGetMemoryInfo");
+    *(void **)&api.init = dlsym(lib, "nvmlInit_v2");
+    *(void **)&api.shutdown = dlsym(lib, "nvmlShutdown");
+    *(void **)&api.count = dlsym(lib, "nvmlDeviceGetCount_v2");
+    *(void **)&api.handle = dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    *(void **)&api.uuid = dlsym(lib, "nvmlDeviceGetUUID");
+    *(void **)&api.name = dlsym(lib, "nvmlDeviceGetName");
+    *(void **)&api.memory = dlsym(lib, "nvmlDeviceGetMemoryInfo");
     if (!api.init || !api.shutdown || !api.count || !api.handle || !api.uuid ||
         !api.name || !api.memory) {
         snprintf(err, (size_t)err_len, "libnvidia-ml.so.1 lacks a needed function");
         dlclose(lib);
         return -1;
     }
-    if (api.init() != 0) {
+    if (api.init() != NVML_SUCCESS) {
         snprintf(err, (size_t)err_len, "nvmlInit failed (is the driver loaded?)");
         dlclose(lib);
         return -1;
@@ -113,8 +104,8 @@ static int nvml_discover(struct node_gpu *out, int max, char *err, int err_len)
     if (api.count(&count) != 0)
         count = 0;
     for (unsigned int i = 0; i < count && n < max; i++) {
-        nvml_device dev;
-        struct nvml_memory mem;
+        nvmlDevice_t dev;
+        nvmlMemory_t mem;
         if (api.handle(i, &dev) || api.uuid(dev, out[n].uuid, PROTO_UUID_MAX) ||
             api.name(dev, out[n].name, PROTO_NAME_MAX) || api.memory(dev, &mem)) {
             snprintf(err, (size_t)err_len, "NVML could not describe GPU %u", i);

@@ -7,20 +7,8 @@
 #include <stdlib.h>
 
 #include "fake.h"
+#include "nvml_abi.h"
 
-typedef int nvmlReturn_t;
-
-typedef struct {
-    unsigned long long total, free, used;
-} nvmlMemory_t;
-
-typedef struct {
-    unsigned int version;
-    unsigned long long total, reserved, free, used;
-} nvmlMemory_v2_t;
-
-#define NVML_SUCCESS 0
-#define NVML_ERROR_INVALID_ARGUMENT 2
 
 static CUuuid uuids[FAKE_MAX_DEVICES];
 static int count;

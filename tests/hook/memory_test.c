@@ -29,13 +29,7 @@
 
 /* ---- NVML, declared here as libnvshare does ---------------------------- */
 
-typedef struct {
-    unsigned long long total, free, used;
-} nvmlMemory_t;
-typedef struct {
-    unsigned int version;
-    unsigned long long total, reserved, free, used;
-} nvmlMemory_v2_t;
+#include "nvml_abi.h"
 
 int nvmlInit_v2(void);
 int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **device);
