@@ -183,19 +183,59 @@ static void dequeue(struct gpu_sched *g, int client)
     }
 }
 
-/* The first waiter in FCFS order whose account is not throttled, or -1. */
-static int first_eligible(const struct gpu_sched *g)
+/* What account may still use in this window; 0 if it has no limit or has
+ * used its budget. */
+static uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
+                            int account, uint64_t now)
 {
-    for (int i = 0; i < g->n_waiting; i++)
-        if (!g->usage[g->members[g->queue[i]].account].throttled)
-            return g->queue[i];
-    return -1;
+    uint64_t budget = budget_ns(p, g, account), used = used_ns(g, account, now);
+
+    return budget > used ? budget - used : 0;
 }
 
-static void grant_next(struct gpu_sched *g, int gpu, uint64_t now,
-                       struct policy_actions *out)
+/* The waiter to serve next, or -1. Limited pods with budget left come
+ * first (in FCFS order): a limit is a share of every window, and a pod that
+ * queued behind long quanta would otherwise see the window end before its
+ * turn. Then the first waiter whose pod is not throttled. */
+static int next_waiter(const struct policy *p, const struct gpu_sched *g,
+                       uint64_t now)
 {
-    int next = g->holder < 0 ? first_eligible(g) : -1;
+    int first = -1;
+
+    for (int i = 0; i < g->n_waiting; i++) {
+        int c = g->queue[i], account = g->members[c].account;
+        if (g->usage[account].throttled)
+            continue;
+        if (budget_left(p, g, account, now))
+            return c;
+        if (first < 0)
+            first = c;
+    }
+    return first;
+}
+
+/* The budget that waiting limited pods still need in this window, each pod
+ * counted once. */
+static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g,
+                               uint64_t now)
+{
+    bool counted[POLICY_MAX_CLIENTS] = {false};
+    uint64_t need = 0;
+
+    for (int i = 0; i < g->n_waiting; i++) {
+        int account = g->members[g->queue[i]].account;
+        if (!counted[account] && !g->usage[account].throttled) {
+            counted[account] = true;
+            need += budget_left(p, g, account, now);
+        }
+    }
+    return need;
+}
+
+static void grant_next(struct policy *p, struct gpu_sched *g, int gpu,
+                       uint64_t now, struct policy_actions *out)
+{
+    int next = g->holder < 0 ? next_waiter(p, g, now) : -1;
 
     if (next < 0)
         return;
@@ -226,7 +266,7 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
     roll_window(p, g, now);
     set_state(m, MEMBER_WAITING, now);
     g->queue[g->n_waiting++] = client;
-    grant_next(g, gpu, now, out);
+    grant_next(p, g, gpu, now, out);
 }
 
 void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
@@ -246,7 +286,7 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
             : m->last_preempt_ns;
     }
     end_hold(p, g, now);
-    grant_next(g, gpu, now, out);
+    grant_next(p, g, gpu, now, out);
 }
 
 void policy_leave(struct policy *p, int client, uint64_t now,
@@ -261,7 +301,7 @@ void policy_leave(struct policy *p, int client, uint64_t now,
         if (g->holder == client)
             end_hold(p, g, now);
         g->members[client].present = false;
-        grant_next(g, gpu, now, out);
+        grant_next(p, g, gpu, now, out);
     }
 }
 
@@ -286,6 +326,24 @@ static uint64_t budget_due(const struct policy *p, const struct gpu_sched *g,
     return now + (left > h->preempt_estimate_ns ? left - h->preempt_estimate_ns : 0);
 }
 
+/* When a holder without a budget of its own to use up must make room so
+ * that waiting limited pods still get their budgets in this window (0: no
+ * need). */
+static uint64_t room_due_for_waiters(const struct policy *p,
+                                     const struct gpu_sched *g, uint64_t now)
+{
+    const struct member *h = &g->members[g->holder];
+    uint64_t need, end = g->window_start + p->window_ns;
+
+    if (budget_left(p, g, h->account, now))
+        return 0;
+    need = waiting_budget(p, g, now);
+    if (!need)
+        return 0;
+    need += h->preempt_estimate_ns;
+    return end > need ? end - need : 1;
+}
+
 static bool has_throttled_waiter(const struct gpu_sched *g)
 {
     for (int i = 0; i < g->n_waiting; i++)
@@ -302,7 +360,7 @@ uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
         struct gpu_sched *g = &p->gpus[gpu];
 
         roll_window(p, g, now);
-        grant_next(g, gpu, now, out); /* a throttle may have been lifted */
+        grant_next(p, g, gpu, now, out); /* a throttle may have been lifted */
         if (has_throttled_waiter(g))
             earliest(&next, g->window_start + p->window_ns);
         if (g->holder < 0)
@@ -311,8 +369,11 @@ uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
         if (h->state == MEMBER_HOLDING) {
             uint64_t due = budget_due(p, g, now);
             bool limit = due && now >= due;
-            if (!limit && first_eligible(g) >= 0) {
+            if (!limit && next_waiter(p, g, now) >= 0) {
                 uint64_t tq_due = g->granted_at + p->tq_ns;
+                uint64_t room_due = room_due_for_waiters(p, g, now);
+                if (room_due && room_due < tq_due)
+                    tq_due = room_due;
                 if (!due || tq_due < due)
                     due = tq_due;
             }
@@ -331,7 +392,7 @@ uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
             if (now >= due) {
                 emit(out, ACTION_REVOKE, gpu, g->holder, g->lease);
                 end_hold(p, g, now);
-                grant_next(g, gpu, now, out);
+                grant_next(p, g, gpu, now, out);
                 continue;
             }
             earliest(&next, due);

@@ -48,14 +48,15 @@ static void apply(const struct policy_actions *out)
     }
 }
 
-static void start(int n, const unsigned *limits, uint64_t drain_ns)
+static void start_tq(int n, const unsigned *limits, uint64_t drain_ns,
+                     uint64_t tq_ns)
 {
     struct policy_actions out = {0};
 
     memset(&sim, 0, sizeof(sim));
     sim.n = n;
     sim.drain_ns = drain_ns;
-    policy_init(&p, 1, 100 * MS, 10000 * MS);
+    policy_init(&p, 1, tq_ns, 10000 * MS);
     for (int c = 0; c < n; c++) {
         policy_join(&p, 0, c, c, 0);
         policy_set_core_limit(&p, c, limits[c], 0);
@@ -63,6 +64,11 @@ static void start(int n, const unsigned *limits, uint64_t drain_ns)
         policy_request(&p, 0, c, 0, &out);
     }
     apply(&out);
+}
+
+static void start(int n, const unsigned *limits, uint64_t drain_ns)
+{
+    start_tq(n, limits, drain_ns, 100 * MS);
 }
 
 /* Advances the simulation to time `until`, processing releases and ticks. */
@@ -121,18 +127,38 @@ static void measure(int windows, double *share)
     assert_false(sim.idle_while_eligible_waiting);
 }
 
-static void expect_shares(int n, const unsigned *limits, const double *target,
-                          uint64_t drain_ns)
+static void expect_shares_tq(int n, const unsigned *limits, const double *target,
+                             uint64_t drain_ns, uint64_t tq_ns)
 {
     double share[MAX_SIM];
 
-    start(n, limits, drain_ns);
+    start_tq(n, limits, drain_ns, tq_ns);
     measure(10, share);
     for (int c = 0; c < n; c++) {
         printf("  limit %3u%%: share %6.2f%% (target %6.2f%%, drain %.1f ms)\n",
                limits[c], share[c], target[c], (double)drain_ns / MS);
         assert_true(share[c] > target[c] - 1.0 && share[c] < target[c] + 1.0);
     }
+}
+
+static void expect_shares(int n, const unsigned *limits, const double *target,
+                          uint64_t drain_ns)
+{
+    expect_shares_tq(n, limits, target, drain_ns, 100 * MS);
+}
+
+/* A limited pod queued behind unlimited ones with long quanta still gets its
+ * share of every window: it is served first while it has budget, and a
+ * holder makes room before the window ends. */
+static void test_limited_beside_unlimited_with_long_quanta(void **state)
+{
+    unsigned a[] = {20, 100, 100}, b[] = {30, 10, 100};
+    double ta[] = {20, 40, 40}, tb[] = {30, 10, 60};
+
+    (void)state;
+    expect_shares_tq(3, a, ta, 2 * MS, 500 * MS);
+    expect_shares_tq(3, b, tb, 2 * MS, 500 * MS);
+    expect_shares_tq(3, a, ta, 2 * MS, 2000 * MS);
 }
 
 static void test_single_client_at_each_limit(void **state)
@@ -317,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_a80_b80_split_evenly),
         cmocka_unit_test(test_30_30_30),
         cmocka_unit_test(test_mixes),
+        cmocka_unit_test(test_limited_beside_unlimited_with_long_quanta),
         cmocka_unit_test(test_no_window_over_budget),
         cmocka_unit_test(test_raise_keeps_used_time),
         cmocka_unit_test(test_lower_drops_holder_and_keeps_used_time),
