@@ -6,21 +6,21 @@ BUILD      ?= build
 TEST_BUILD ?= build-test
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all build demo test deps clean
+.PHONY: all build demo test clean
 
 all: build
 
-deps:
-	@scripts/install-deps.sh
-
-build: deps
+build:
+	@scripts/install-deps.sh build
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Tests run against a sanitizer build (ASan + UBSan) of the daemon, the CLI
-# and the test programs.
-test: deps
-	cmake -S . -B $(TEST_BUILD) -DNVSHARE_SANITIZE=ON
+# and the test programs. CI adds TEST_CMAKE_FLAGS=-DNVSHARE_REQUIRE_ALL_TESTS=ON
+# so that a missing cmocka fails instead of skipping the unit tests.
+test:
+	@scripts/install-deps.sh test
+	cmake -S . -B $(TEST_BUILD) -DNVSHARE_SANITIZE=ON $(TEST_CMAKE_FLAGS)
 	cmake --build $(TEST_BUILD) -j $(JOBS)
 	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
 

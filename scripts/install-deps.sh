@@ -1,27 +1,43 @@
 #!/usr/bin/env bash
-# Installs the build and test dependencies that are missing, with apt-get.
+# Installs the build (and, for `test`, test) dependencies that are missing,
+# with apt-get.
+#
+#   scripts/install-deps.sh build|test
+#
 # The core needs only a C compiler, make and CMake (and the CUDA headers for
-# libnvshare, which come with the CUDA toolkit or the driver's dev package);
-# cmocka is needed for the unit tests, python3 for checking JSON in tests.
+# libnvshare, which come with the CUDA toolkit). The tests also use cmocka
+# and python3. Where nothing can be installed (a machine without a package
+# registry) a missing test dependency is reported and its tests are skipped;
+# a missing build tool is an error.
 set -euo pipefail
+mode=${1:-build}
 
-need=()
+need=() optional=()
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
 command -v cmake >/dev/null || need+=(cmake)
-command -v python3 >/dev/null || need+=(python3)
-[ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
-[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$mode" = test ]; then
+    command -v python3 >/dev/null || optional+=(python3)
+    [ -f /usr/include/cmocka.h ] || optional+=(libcmocka-dev)
+fi
+[ ${#need[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ] && exit 0
 
-if ! command -v apt-get >/dev/null; then
-    echo "install-deps: missing ${need[*]} and no apt-get; install them by hand" >&2
-    [[ " ${need[*]} " == *" libcmocka-dev "* ]] && [ ${#need[@]} -eq 1 ] &&
-        { echo "install-deps: continuing without cmocka: unit tests are skipped" >&2; exit 0; }
+install() {
+    command -v apt-get >/dev/null || return 1
+    local sudo=
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get install -y --no-install-recommends "$@" >/dev/null 2>&1 ||
+        { $sudo apt-get update >/dev/null 2>&1 &&
+          $sudo apt-get install -y --no-install-recommends "$@" >/dev/null 2>&1; }
+}
+
+echo "install-deps: installing ${need[*]} ${optional[*]}"
+if install "${need[@]}" "${optional[@]}"; then
+    exit 0
+fi
+if [ ${#need[@]} -gt 0 ] && ! install "${need[@]}"; then
+    echo "install-deps: cannot install ${need[*]}: install them by hand" >&2
     exit 1
 fi
-sudo=
-[ "$(id -u)" = 0 ] || sudo=sudo
-echo "install-deps: installing ${need[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get install -y --no-install-recommends "${need[@]}" ||
-    { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends "${need[@]}"; }
+echo "install-deps: cannot install ${optional[*]}: the tests that need them are skipped" >&2
