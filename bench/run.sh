@@ -71,6 +71,15 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     done
     n=$(median <"$OUT/mm_native.txt"); h=$(median <"$OUT/mm_hooked.txt")
     awk -v n="$n" -v h="$h" 'BEGIN { printf "matmul: native %.1f TFLOPS, libnvshare %.1f TFLOPS, ratio %.4f\n", n, h, h / n }' | tee -a "$OUT/summary.txt"
+    # Training loop with the caching allocator, libnvshare with an 8 GiB
+    # quota arbitrated by the scheduler (running since section 1).
+    for i in 1 2 3; do
+        python3 "$TOP/bench/train_loop.py" 5 | val steps_per_s >>"$OUT/train_native.txt"
+        NVSHARE_POD_NAME=train NVSHARE_GPU_MEMORY_LIMIT=8Gi LD_PRELOAD=$LIB \
+            python3 "$TOP/bench/train_loop.py" 5 | val steps_per_s >>"$OUT/train_hooked.txt"
+    done
+    n=$(median <"$OUT/train_native.txt"); h=$(median <"$OUT/train_hooked.txt")
+    awk -v n="$n" -v h="$h" 'BEGIN { printf "training loop: native %.1f steps/s, libnvshare+8Gi quota %.1f steps/s, ratio %.4f\n", n, h, h / n }' | tee -a "$OUT/summary.txt"
 else
     echo "matmul: SKIPPED (no torch with CUDA)" | tee -a "$OUT/summary.txt"
 fi

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "client_internal.h"
+#include "clock.h"
 #include "env.h"
 #include "log.h"
 #include "parse.h"
@@ -330,6 +331,14 @@ void memory_on_disconnected(void)
 
 void memory_report(int n_gpus)
 {
+    /* Status, not control: a few reports a second are plenty, and a busy
+     * allocation loop must not turn into a message per allocation. */
+    static uint64_t last_report;
+    uint64_t now = now_ns();
+
+    if (now - last_report < 100 * NS_PER_MS)
+        return;
+    last_report = now;
     for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++) {
         pthread_mutex_lock(&ledger.mu);
         struct gpu_ledger *g = &ledger.gpus[gpu];
