@@ -11,18 +11,25 @@ ctl() { "$CTL_BIN" "$@"; }
 start_scheduler NVSHARE_GPUS=GPU-sim-0:16384
 export NVSHARE_POD_NAMESPACE=team NVSHARE_POD_NAME=trainer
 
-# 1. Race: quota 1000 MiB, each process asks for 600 MiB 1000 times.
-NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 race 1000 600 "$WORK/a.trace" >"$WORK/a.out" & a=$!
-NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 race 1000 600 "$WORK/b.trace" >"$WORK/b.out" & b=$!
+# 1. Race: quota 1000 MiB, each process asks for 600 MiB 1000 times, both
+# starting at the same instant and holding each grant for 1 ms.
+go=$(( $(now_ns) + 1000000000 ))
+NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 race 1000 600 "$WORK/a.trace" "$go" >"$WORK/a.out" & a=$!
+NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 race 1000 600 "$WORK/b.trace" "$go" >"$WORK/b.out" & b=$!
 wait "$a" "$b" || fail "a racer failed"
 echo "  racer a: $(cat "$WORK/a.out"), racer b: $(cat "$WORK/b.out")"
+# The racers ran at the same time: each one's first holding began before
+# the other's last one ended.
+a_first=$(head -n 1 "$WORK/a.trace" | cut -d' ' -f1); a_last=$(tail -n 1 "$WORK/a.trace" | cut -d' ' -f2)
+b_first=$(head -n 1 "$WORK/b.trace" | cut -d' ' -f1); b_last=$(tail -n 1 "$WORK/b.trace" | cut -d' ' -f2)
+[ "$a_first" -lt "$b_last" ] && [ "$b_first" -lt "$a_last" ] || fail "the racers did not run at the same time"
 refused=$(( $(field refused "$WORK/a.out") + $(field refused "$WORK/b.out") ))
-[ "$refused" -gt 0 ] || fail "the racers never contended"
+waited=$(( $(field waited "$WORK/a.out") + $(field waited "$WORK/b.out") ))
 # Two 600 MiB holdings of different processes must never overlap in time.
 overlaps=$( { sed 's/$/ a/' "$WORK/a.trace"; sed 's/$/ b/' "$WORK/b.trace"; } | sort -k1,1n |
     awk '{ if (NR > 1 && $1 < end && $3 != who) bad++; if ($2 > end) { end = $2; who = $3 } } END { print bad + 0 }')
 [ "$overlaps" = 0 ] || fail "$overlaps times both processes held 600 MiB of a 1000 MiB quota"
-pass "racing processes of one pod never exceed its quota ($refused refusals, no overlap)"
+pass "racing processes of one pod never exceed its quota (running together: $refused refused, $waited waited over 1 ms; no overlap)"
 
 # 2. A killed holder's bytes come back to the pod.
 NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 hold 800 60 >"$WORK/hold.out" & holder=$!

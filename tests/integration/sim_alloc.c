@@ -1,10 +1,16 @@
 /* sim_alloc.c - a test application that allocates "device memory" through
  * the client runtime's ledger, as libnvshare does for every allocation.
  *
- *   sim_alloc GPU race N MiB TRACE   N times: reserve MiB, and if granted
- *                                    append "<start_ns> <end_ns>" of the
- *                                    holding to TRACE, then release it.
- *                                    Prints granted=<n> refused=<n>.
+ *   sim_alloc GPU race N MiB TRACE [START_REALTIME_NS]
+ *                                    from START on (so that racers really
+ *                                    race), N times: reserve MiB, and if
+ *                                    granted hold it for 1 ms, append
+ *                                    "<start_ns> <end_ns>" of the holding
+ *                                    to TRACE, then release it. Prints
+ *                                    granted=<n> refused=<n> waited=<n>
+ *                                    (grants that took over 1 ms: the
+ *                                    scheduler held them until the other
+ *                                    racer gave memory back).
  *   sim_alloc GPU hold MiB SECONDS   reserve MiB, print "held", sleep.
  *   sim_alloc GPU try MiB...         reserve each size in turn, printing
  *                                    ok or refused; keep what was granted.
@@ -15,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "nvshare_client.h"
@@ -64,27 +69,35 @@ int main(int argc, char **argv)
         return 1;
     await_scheduler();
 
-    if (!strcmp(argv[2], "race") && argc == 6) {
+    if (!strcmp(argv[2], "race") && (argc == 6 || argc == 7)) {
         long n = atol(argv[3]);
         uint64_t bytes = strtoull(argv[4], NULL, 10) * MiB;
         FILE *trace = fopen(argv[5], "w");
-        long granted = 0, refused = 0;
+        long granted = 0, refused = 0, waited = 0;
         if (!trace)
             return 1;
+        if (argc == 7) {
+            struct timespec at = {.tv_sec = (time_t)(strtoull(argv[6], NULL, 10) / 1000000000ull),
+                                  .tv_nsec = (long)(strtoull(argv[6], NULL, 10) % 1000000000ull)};
+            while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL))
+                ;
+        }
         for (long i = 0; i < n; i++) {
+            unsigned long long asked = monotonic_ns();
             if (nvshare_mem_reserve(0, bytes)) {
                 refused++;
                 continue;
             }
             unsigned long long start = monotonic_ns();
-            sched_yield();
+            waited += start - asked > 1000000ull;
+            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
             unsigned long long end = monotonic_ns();
             nvshare_mem_release(0, bytes);
             fprintf(trace, "%llu %llu\n", start, end);
             granted++;
         }
         fclose(trace);
-        printf("granted=%ld refused=%ld\n", granted, refused);
+        printf("granted=%ld refused=%ld waited=%ld\n", granted, refused, waited);
     } else if (!strcmp(argv[2], "hold") && argc == 5) {
         if (nvshare_mem_reserve(0, strtoull(argv[3], NULL, 10) * MiB))
             return 1;
