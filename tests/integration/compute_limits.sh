@@ -6,7 +6,9 @@
 source "$(dirname "$0")/lib.sh"
 
 SECONDS_PER_RUN=10
-scenarios=("10" "25" "50" "75" "90" "50 60" "10 90" "25 75" "30 30 30")
+# Scenario 0 is an unlimited job alone: what a job achieves with the whole
+# GPU under this run's load, the baseline every share is measured against.
+scenarios=("100" "10" "25" "50" "75" "90" "50 60" "10 90" "25 75" "30 30 30")
 
 target() { # limit, sum of limits in the scenario
     awk -v l="$1" -v s="$2" 'BEGIN { printf "%.2f", (s > 100) ? 100 * l / s : l }'
@@ -29,6 +31,7 @@ for k in "${!scenarios[@]}"; do
     j=0
     for limit in ${scenarios[$k]}; do
         j=$((j + 1))
+        [ "$limit" = 100 ] && limit=
         NVSHARE_SOCK_DIR=$WORK/s$k/sock NVSHARE_GPU_CORE_LIMIT=$limit \
             "$WORKLOAD_BIN" GPU-sim-0 "$until" 1000 - "$from" >"$WORK/s$k/w$j.out" 2>/dev/null &
         pids+=($!)
@@ -37,14 +40,17 @@ done
 wait "${pids[@]}" || fail "a workload failed"
 
 worst=0
+solo=$(field measured_ms "$WORK/s0/w1.out")
+echo "  an unlimited job alone ran ${solo} of $((SECONDS_PER_RUN * 1000)) ms"
 for k in "${!scenarios[@]}"; do
+    [ "$k" = 0 ] && continue
     sum=0; for limit in ${scenarios[$k]}; do sum=$((sum + limit)); done
     j=0; line="  ${scenarios[$k]// /+}:"
     for limit in ${scenarios[$k]}; do
         j=$((j + 1))
         out=$WORK/s$k/w$j.out
         held=$(field measured_ms "$out")
-        share=$(awk -v h="$held" -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.2f", h / s / 10 }')
+        share=$(awk -v h="$held" -v s="$solo" 'BEGIN { printf "%.2f", 100 * h / s }')
         want=$(target "$limit" "$sum")
         err=$(awk -v a="$share" -v b="$want" 'BEGIN { d = a - b; printf "%.2f", d < 0 ? -d : d }')
         worst=$(awk -v a="$err" -v b="$worst" 'BEGIN { print (a > b) ? a : b }')
