@@ -337,6 +337,7 @@ static void try_connect(void)
         open_gates_for_current_mode();
         pthread_cond_broadcast(&state.changed);
         pthread_mutex_unlock(&state.mu);
+        memory_on_disconnected();
         return;
     }
     m.u.reg = state.reg;
@@ -357,6 +358,7 @@ static void try_connect(void)
         open_gates_for_current_mode();
         pthread_cond_broadcast(&state.changed);
         pthread_mutex_unlock(&state.mu);
+        memory_on_disconnected();
         return;
     }
     state.fd = fd;
@@ -374,8 +376,11 @@ static void try_connect(void)
     state.warned_absent = false;
     open_gates_for_current_mode();
     pthread_cond_broadcast(&state.changed);
+    uint8_t managed[NVSHARE_MAX_GPUS];
+    for (int i = 0; i < state.n_gpus; i++)
+        managed[i] = state.gpus[i].known;
     pthread_mutex_unlock(&state.mu);
-    memory_on_registered(state.n_gpus);
+    memory_on_registered(state.n_gpus, managed);
 }
 
 /* Scheduling switched on: everyone was running freely, so drain before
@@ -627,6 +632,7 @@ int nvshare_client_start(const struct nvshare_client_config *config)
         log_debug("membarrier unavailable: preemption uses a fence");
     state.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     state.started = true;
+    memory_expect_scheduler();
     open_gates_for_current_mode(); /* closed until the first attempt */
     pthread_once(&atfork_once, register_atfork);
     if (state.wake_fd < 0 ||
@@ -635,6 +641,7 @@ int nvshare_client_start(const struct nvshare_client_config *config)
         state.started = false;
         open_gates_for_current_mode();
         pthread_mutex_unlock(&state.mu);
+        memory_on_disconnected();
         return -1;
     }
     pthread_mutex_unlock(&state.mu);

@@ -15,8 +15,9 @@ int client_send(const struct msg *m);
 
 /* memory.c, driven by the client thread (none with the connection lock). */
 void memory_on_message(const struct msg *m); /* UPDATE_LIMIT, MEM_GRANT, MEM_RECLAIM */
-void memory_on_registered(int n_gpus);
-void memory_on_disconnected(void);
+void memory_expect_scheduler(void); /* a first connection attempt starts */
+void memory_on_registered(int n_gpus, const uint8_t *managed);
+void memory_on_disconnected(void); /* also: an attempt failed */
 void memory_report(int n_gpus); /* allocated bytes that changed */
 void memory_after_fork(void);
 

@@ -38,6 +38,7 @@ struct gpu_ledger {
     uint64_t allocated;
     uint64_t credit;        /* granted by the scheduler, not allocated */
     bool arbitrated;        /* the scheduler decides (see above) */
+    bool awaiting_limit;    /* registered, its UPDATE_LIMIT not read yet */
     uint64_t quota;         /* the pod's, from the scheduler; 0 = none */
     uint64_t others_held;   /* the pod's other processes, as last heard */
     bool dirty;             /* allocated changed since the last report */
@@ -54,6 +55,7 @@ static struct {
     pthread_cond_t answered;
     pthread_once_t once;
     uint64_t static_limit; /* NVSHARE_GPU_MEMORY_LIMIT; 0 = none */
+    bool connecting;       /* the first connection attempt is under way */
     uint32_t next_seq;
     struct gpu_ledger gpus[NVSHARE_MAX_GPUS];
 } ledger = {
@@ -126,6 +128,21 @@ static bool await_answer(struct gpu_ledger *g)
     return g->answered;
 }
 
+/* Until the scheduler has taken a GPU over, or has been found missing, a
+ * reservation waits (bounded): deciding alone in that window would let the
+ * processes of a pod that start together each take the whole quota. */
+static void await_arbitration(struct gpu_ledger *g)
+{
+    struct timespec deadline;
+
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += ANSWER_TIMEOUT_SEC;
+    while (!g->arbitrated && (ledger.connecting || g->awaiting_limit))
+        if (pthread_cond_timedwait(&ledger.answered, &ledger.mu, &deadline) ==
+            ETIMEDOUT)
+            return;
+}
+
 /* Static enforcement: this process alone against NVSHARE_GPU_MEMORY_LIMIT. */
 static int reserve_static(int gpu, struct gpu_ledger *g, uint64_t bytes)
 {
@@ -151,6 +168,7 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
     pthread_once(&ledger.once, read_static_limit);
     pthread_mutex_lock(&ledger.mu);
     g = &ledger.gpus[gpu];
+    await_arbitration(g);
     for (;;) {
         if (!g->arbitrated) {
             rc = reserve_static(gpu, g, bytes);
@@ -277,6 +295,8 @@ void memory_on_message(const struct msg *m)
         if (!g->arbitrated) /* credit from a previous connection is void */
             g->credit = 0;
         g->arbitrated = true;
+        g->awaiting_limit = false;
+        pthread_cond_broadcast(&ledger.answered);
         note_pod(g, mem->quota, mem->pod_held, g->allocated + g->credit);
         /* A lower or new quota: give unused credit back to the pod. */
         give_back = g->quota ? g->credit : 0;
@@ -303,8 +323,21 @@ void memory_on_message(const struct msg *m)
         send_mem(MSG_MEM_RETURN, mem->gpu, 0, give_back, 0, allocated);
 }
 
-void memory_on_registered(int n_gpus)
+void memory_expect_scheduler(void)
 {
+    pthread_mutex_lock(&ledger.mu);
+    ledger.connecting = true;
+    pthread_mutex_unlock(&ledger.mu);
+}
+
+void memory_on_registered(int n_gpus, const uint8_t *managed)
+{
+    pthread_mutex_lock(&ledger.mu);
+    ledger.connecting = false;
+    for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++)
+        ledger.gpus[gpu].awaiting_limit = managed[gpu];
+    pthread_cond_broadcast(&ledger.answered);
+    pthread_mutex_unlock(&ledger.mu);
     /* The new scheduler knows nothing of us: tell it what we hold. Credit
      * of the previous connection is void until UPDATE_LIMIT arrives. */
     for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++) {
@@ -321,8 +354,10 @@ void memory_on_registered(int n_gpus)
 void memory_on_disconnected(void)
 {
     pthread_mutex_lock(&ledger.mu);
+    ledger.connecting = false;
     for (int gpu = 0; gpu < NVSHARE_MAX_GPUS; gpu++) {
         ledger.gpus[gpu].arbitrated = false;
+        ledger.gpus[gpu].awaiting_limit = false;
         ledger.gpus[gpu].credit = 0;
     }
     pthread_cond_broadcast(&ledger.answered);

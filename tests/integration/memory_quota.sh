@@ -31,7 +31,20 @@ overlaps=$( { sed 's/$/ a/' "$WORK/a.trace"; sed 's/$/ b/' "$WORK/b.trace"; } | 
 [ "$overlaps" = 0 ] || fail "$overlaps times both processes held 600 MiB of a 1000 MiB quota"
 pass "racing processes of one pod never exceed its quota (running together: $refused refused, $waited waited over 1 ms; no overlap)"
 
-# 2. A killed holder's bytes come back to the pod.
+# 2. Processes of a pod that start together and allocate at once: the
+# first reservations wait for the scheduler instead of each deciding alone.
+for i in 1 2 3; do
+    NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 hold 600 1 >"$WORK/start.a" 2>/dev/null &
+    p1=$!
+    NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 hold 600 1 >"$WORK/start.b" 2>/dev/null &
+    p2=$!
+    wait "$p1" "$p2" || true
+    held=$(cat "$WORK/start.a" "$WORK/start.b" | grep -c '^held' || true)
+    [ "$held" = 1 ] || fail "two processes starting together held $held x 600 MiB of 1000 MiB"
+done
+pass "processes starting together cannot each take the quota"
+
+# 3. A killed holder's bytes come back to the pod.
 NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 hold 800 60 >"$WORK/hold.out" & holder=$!
 wait_for grep -q held "$WORK/hold.out" || fail "holder did not allocate"
 out=$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 800)
@@ -41,7 +54,7 @@ out=$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 800)
 [ "$out" = ok ] || fail "the killed process's memory was not released ($out)"
 pass "a killed process's memory is released"
 
-# 3. Run-time changes: raise, lower below usage (no revocation), remove.
+# 4. Run-time changes: raise, lower below usage (no revocation), remove.
 NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 hold 700 60 >"$WORK/hold.out" & holder=$!
 wait_for grep -q held "$WORK/hold.out" || fail "holder did not allocate"
 ctl set memory-limit team/trainer 2Gi | grep -q "set to 2.00 GiB" || fail "raise refused"
