@@ -3,11 +3,15 @@
 # driver-API program) with libnvshare preloaded, the real scheduler, the
 # hook's gating and drain. Single jobs at 10/25/50/75/90 % and the mixes
 # 50+60 (scaled to 45.45/54.55), 10+90, 25+75, 30+30+30 and 20 % beside two
-# unlimited jobs must land within 1 point of their targets over 10 whole
+# unlimited jobs must land within 1 point of their targets over 20 whole
 # windows after 2 s of warm-up.
 #
 # Achieved share = the job's kernel rate / the rate of an unlimited job
-# alone, both measured in this run. The fake GPU keeps one timeline per
+# alone, both measured in this run, over 20 windows. Every hand-over costs
+# the job that receives the GPU a thread wake-up before its first launch
+# (0.1-0.5 ms on a loaded 2-core machine) that it is billed for, so at TQ
+# 100 ms a limited job runs up to ~0.8 points under its target here; see the
+# note on billing from the first submission in docs/architecture.md. The fake GPU keeps one timeline per
 # process, so a process only makes progress while it may submit: its rate
 # is its share of the GPU's time. All scenarios run at once, each with its
 # own scheduler.
@@ -30,7 +34,7 @@ done
 for k in "${!scenarios[@]}"; do
     for _ in $(seq 500); do [ -S "$WORK/s$k/scheduler.sock" ] && break; sleep 0.02; done
 done
-from=$(( $(date +%s%N) + 2000000000 )); until=$(( from + 10000000000 ))
+from=$(( $(date +%s%N) + 2000000000 )); until=$(( from + 20000000000 ))
 pids=()
 for k in "${!scenarios[@]}"; do
     j=0
