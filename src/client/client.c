@@ -41,6 +41,7 @@ struct gpu_lock {
     bool known;       /* the scheduler manages this GPU */
     bool held;
     bool requested;   /* REQ_LOCK sent, LOCK_OK not yet received */
+    bool in_use_sent; /* LOCK_IN_USE sent under the current lease */
     uint32_t lease;
     uint64_t grants;
     uint64_t seen_submits; /* idle detection: submissions at last poll */
@@ -189,6 +190,16 @@ void nvshare_gate_wait(int gpu, struct nvshare_thread *self)
             if (state.connected)
                 request_lock_locked(gpu);
             pthread_cond_wait(&state.changed, &state.mu);
+        }
+        /* The first submission under a new lease: tell the scheduler, so
+         * that this thread's wake-up is not billed to the pod. */
+        if (gpu < state.n_gpus && state.gpus[gpu].held &&
+            !state.gpus[gpu].in_use_sent) {
+            struct msg m = {.type = MSG_LOCK_IN_USE,
+                            .u.lock = {.gpu = (uint8_t)gpu,
+                                       .lease = state.gpus[gpu].lease}};
+            state.gpus[gpu].in_use_sent = true;
+            send_locked(&m);
         }
         pthread_mutex_unlock(&state.mu);
         self->inflight_gpu = gpu + 1;
@@ -425,6 +436,7 @@ static int handle_message(const struct msg *m)
         pthread_mutex_lock(&state.mu);
         state.gpus[gpu].held = true;
         state.gpus[gpu].requested = false;
+        state.gpus[gpu].in_use_sent = false;
         state.gpus[gpu].lease = m->u.lock.lease;
         state.gpus[gpu].grants++;
         state.gpus[gpu].quiet_since = now_ns();

@@ -360,6 +360,7 @@ static const char *const type_names[] = {
     [MSG_LOCK_OK] = "LOCK_OK",
     [MSG_DROP_LOCK] = "DROP_LOCK",
     [MSG_LOCK_RELEASED] = "LOCK_RELEASED",
+    [MSG_LOCK_IN_USE] = "LOCK_IN_USE",
     [MSG_MEM_UPDATE] = "MEM_UPDATE",
     [MSG_WAIT_FOR_MEM] = "WAIT_FOR_MEM",
     [MSG_MEM_AVAILABLE] = "MEM_AVAILABLE",
@@ -414,7 +415,8 @@ int msg_encode(const struct msg *m, uint8_t *buf, size_t cap)
     case MSG_REQ_LOCK:
     case MSG_LOCK_OK:
     case MSG_DROP_LOCK:
-    case MSG_LOCK_RELEASED: put_lock(&w, &m->u.lock); break;
+    case MSG_LOCK_RELEASED:
+    case MSG_LOCK_IN_USE: put_lock(&w, &m->u.lock); break;
     case MSG_MEM_UPDATE:
     case MSG_UPDATE_LIMIT:
     case MSG_MEM_RESERVE:
@@ -458,7 +460,8 @@ int msg_decode(const uint8_t *body, size_t len, struct msg *out)
     case MSG_REQ_LOCK:
     case MSG_LOCK_OK:
     case MSG_DROP_LOCK:
-    case MSG_LOCK_RELEASED: get_lock(&r, &out->u.lock); break;
+    case MSG_LOCK_RELEASED:
+    case MSG_LOCK_IN_USE: get_lock(&r, &out->u.lock); break;
     case MSG_MEM_UPDATE:
     case MSG_UPDATE_LIMIT:
     case MSG_MEM_RESERVE:

@@ -44,6 +44,8 @@ enum msg_type {
     MSG_LOCK_OK,           /* sched -> client: gpu is yours under lease */
     MSG_DROP_LOCK,         /* sched -> client: drain and give gpu back */
     MSG_LOCK_RELEASED,     /* client -> sched: drained; gpu is free */
+    MSG_LOCK_IN_USE,       /* client -> sched: first submission under lease:
+                              billing starts here, not at LOCK_OK */
     /* memory quotas (struct msg_mem) */
     MSG_MEM_UPDATE = 20,   /* client -> sched: bytes allocated */
     MSG_WAIT_FOR_MEM,      /* reserved: memory-aware scheduling */

@@ -281,12 +281,15 @@ static int handle_message(struct scheduler *s, struct client *c,
         return 0;
     case MSG_REQ_LOCK:
     case MSG_LOCK_RELEASED:
+    case MSG_LOCK_IN_USE:
         if (m->u.lock.gpu >= c->n_gpus)
             return -1;
         gpu = c->node_gpu[m->u.lock.gpu];
         if (gpu < 0)
             return -1;
-        if (m->type == MSG_REQ_LOCK) {
+        if (m->type == MSG_LOCK_IN_USE) {
+            policy_in_use(&s->policy, gpu, slot, m->u.lock.lease, now_ns());
+        } else if (m->type == MSG_REQ_LOCK) {
             log_debug("gpu %d: client %llu requests the lock", gpu,
                       (unsigned long long)c->id);
             policy_request(&s->policy, gpu, slot, now_ns(), out);

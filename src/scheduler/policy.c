@@ -269,6 +269,18 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
     grant_next(p, g, gpu, now, out);
 }
 
+void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
+                   uint64_t now)
+{
+    struct gpu_sched *g = &p->gpus[gpu];
+
+    if (g->holder != client || g->lease != lease || now <= g->billed_until ||
+        g->members[client].state != MEMBER_HOLDING)
+        return;
+    roll_window(p, g, now);
+    g->billed_until = now;
+}
+
 void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
                     uint64_t drain_ns, uint64_t now, struct policy_actions *out)
 {

@@ -117,6 +117,11 @@ void policy_join(struct policy *p, int gpu, int client, int account,
 void policy_request(struct policy *p, int gpu, int client, uint64_t now,
                     struct policy_actions *out);
 
+/* The client made its first submission under lease: the wait between the
+ * grant and this moment (its thread waking up) is not billed. */
+void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
+                   uint64_t now);
+
 /* The client drained and gave gpu back under lease. */
 void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
                     uint64_t drain_ns, uint64_t now, struct policy_actions *out);

@@ -7,11 +7,7 @@
 # windows after 2 s of warm-up.
 #
 # Achieved share = the job's kernel rate / the rate of an unlimited job
-# alone, both measured in this run, over 20 windows. Every hand-over costs
-# the job that receives the GPU a thread wake-up before its first launch
-# (0.1-0.5 ms on a loaded 2-core machine) that it is billed for, so at TQ
-# 100 ms a limited job runs up to ~0.8 points under its target here; see the
-# note on billing from the first submission in docs/architecture.md. The fake GPU keeps one timeline per
+# alone, both measured in this run, over 20 windows. The fake GPU keeps one timeline per
 # process, so a process only makes progress while it may submit: its rate
 # is its share of the GPU's time. All scenarios run at once, each with its
 # own scheduler.

@@ -184,7 +184,7 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.reg_ok.gpu_known[0] = 1;
         break;
     case MSG_REQ_LOCK: case MSG_LOCK_OK: case MSG_DROP_LOCK:
-    case MSG_LOCK_RELEASED:
+    case MSG_LOCK_RELEASED: case MSG_LOCK_IN_USE:
         m->u.lock.gpu = 1;
         m->u.lock.lease = 7;
         m->u.lock.drain_ns = big ? UINT64_MAX : 0;
@@ -236,7 +236,7 @@ static int generate(void)
 {
     static const uint16_t types[] = {
         MSG_REGISTER, MSG_REGISTER_OK, MSG_SCHED_ON, MSG_SCHED_OFF,
-        MSG_REQ_LOCK, MSG_LOCK_OK, MSG_DROP_LOCK, MSG_LOCK_RELEASED,
+        MSG_REQ_LOCK, MSG_LOCK_OK, MSG_DROP_LOCK, MSG_LOCK_RELEASED, MSG_LOCK_IN_USE,
         MSG_CTL_STATUS, MSG_CTL_SET, MSG_CTL_REPLY, MSG_CTL_STATUS_NODE,
         MSG_CTL_STATUS_GPU, MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
         MSG_MEM_UPDATE, MSG_UPDATE_LIMIT, MSG_MEM_RESERVE, MSG_MEM_GRANT,

@@ -286,6 +286,21 @@ static void test_held_time_counts_a_hold_in_progress(void **state)
     assert_int_equal(policy_held_ns(&p, 0, 1, 35 * MS), 0);
 }
 
+static void test_wakeup_before_first_submission_is_not_billed(void **state)
+{
+    uint32_t lease = request(0, 0, 10 * MS);
+
+    (void)state;
+    policy_in_use(&p, 0, 0, lease, 12 * MS);
+    assert_int_equal(policy_used_ns(&p, 0, 0, 50 * MS), 38 * MS);
+    /* A stale or foreign LOCK_IN_USE changes nothing. */
+    policy_in_use(&p, 0, 0, lease + 1, 30 * MS);
+    policy_in_use(&p, 0, 1, lease, 30 * MS);
+    assert_int_equal(policy_used_ns(&p, 0, 0, 50 * MS), 38 * MS);
+    /* Time held still counts from the grant. */
+    assert_int_equal(policy_held_ns(&p, 0, 0, 50 * MS), 40 * MS);
+}
+
 /* Random events against a synthetic clock; after each, the invariants the
  * daemon relies on must hold. */
 static void check_invariants(void)
@@ -374,6 +389,7 @@ int main(void)
         cmocka_unit_test_setup(test_anti_thrash_off_clears_and_ignores, setup),
         cmocka_unit_test_setup(test_duplicate_and_foreign_requests_are_ignored, setup),
         cmocka_unit_test_setup(test_held_time_counts_a_hold_in_progress, setup),
+        cmocka_unit_test_setup(test_wakeup_before_first_submission_is_not_billed, setup),
         cmocka_unit_test_setup(test_random_events_keep_invariants, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
