@@ -46,6 +46,9 @@ struct gpu_lock {
     uint64_t grants;
     uint64_t seen_submits; /* idle detection: submissions at last poll */
     uint64_t quiet_since;  /* when seen_submits last changed */
+    bool swapped_out;      /* its memory went to the host on EVICT */
+    uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
+    uint64_t load_sent_at;
 };
 
 static struct {
@@ -69,12 +72,19 @@ static struct {
     uint64_t idle_release_ns;
     uint64_t reconnect_ns;
     struct msg_register reg;
+    int oversub_env;   /* NVSHARE_ENABLE_OVERSUB: 0, 1, or -1 (unset) */
+    bool oversub_node; /* the scheduler's default, from REGISTER_OK */
 } state = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .changed = PTHREAD_COND_INITIALIZER,
     .fd = -1,
     .wake_fd = -1,
+    .oversub_env = -1,
 };
+
+/* nvshare_note_busy() totals, read by report_load(). */
+static _Atomic uint64_t busy_total_ns[NVSHARE_MAX_GPUS];
+static _Atomic uint64_t span_total_ns[NVSHARE_MAX_GPUS];
 
 /* Per-thread slots: a lock-free list that only grows; slots of exited
  * threads are reused, so its length is the peak number of threads. */
@@ -183,6 +193,7 @@ void nvshare_gate_wait(int gpu, struct nvshare_thread *self)
     for (;;) {
         /* Not in flight while waiting: a drain must not wait for us. */
         self->inflight_gpu = 0;
+        memory_flush(gpu);
         pthread_mutex_lock(&state.mu);
         while (!atomic_load(&nvshare_gate_open[gpu])) {
             if (gpu >= state.n_gpus || runs_unscheduled(gpu))
@@ -375,6 +386,7 @@ static void try_connect(void)
     state.fd = fd;
     state.connected = true;
     state.scheduling_on = m.u.reg_ok.scheduling_on;
+    state.oversub_node = m.u.reg_ok.oversub_default;
     for (int i = 0; i < state.n_gpus; i++) {
         state.gpus[i].known = m.u.reg_ok.gpu_known[i];
         if (!state.gpus[i].known)
@@ -410,6 +422,99 @@ static void handle_sched_on(void)
     pthread_mutex_unlock(&state.mu);
 }
 
+/* ---- memory-aware scheduling ------------------------------------------- */
+
+static void send_swapped(int gpu, enum swap_direction direction, uint64_t bytes,
+                         uint64_t duration_ns)
+{
+    struct msg m = {.type = MSG_SWAPPED};
+
+    m.u.swap = (struct msg_swap){(uint8_t)gpu, (uint8_t)direction, bytes,
+                                 duration_ns};
+    client_send(&m);
+    log_info("gpu %d: swapped %s %.1f MiB in %.3f s (%.1f GB/s)", gpu,
+             direction == SWAP_OUT ? "out" : "in", (double)bytes / (1 << 20),
+             (double)duration_ns / 1e9,
+             duration_ns ? (double)bytes / (double)duration_ns : 0.0);
+}
+
+/* EVICT: the scheduler needs the room. The gate is closed (the lock went
+ * back before), so nothing of ours runs while the memory moves. A process
+ * without swap callbacks answers with 0 bytes: it has nothing evictable. */
+static void swap_out(int gpu)
+{
+    uint64_t start = now_ns(), bytes = 0;
+
+    if (state.ops.swap_out)
+        bytes = state.ops.swap_out(gpu, state.ops.user);
+    pthread_mutex_lock(&state.mu);
+    state.gpus[gpu].swapped_out = bytes > 0;
+    pthread_mutex_unlock(&state.mu);
+    send_swapped(gpu, SWAP_OUT, bytes, now_ns() - start);
+}
+
+/* Before the gate opens on a grant: memory that went out comes back with
+ * one explicit prefetch rather than page faults under the first kernels. */
+static void swap_in_if_out(int gpu)
+{
+    pthread_mutex_lock(&state.mu);
+    bool out = state.gpus[gpu].swapped_out;
+    state.gpus[gpu].swapped_out = false;
+    pthread_mutex_unlock(&state.mu);
+    if (!out || !state.ops.swap_in)
+        return;
+    uint64_t start = now_ns();
+    uint64_t bytes = state.ops.swap_in(gpu, state.ops.user);
+    send_swapped(gpu, SWAP_IN, bytes, now_ns() - start);
+}
+
+static void log_memory_wait(const struct msg *m)
+{
+    const struct msg_wait *w = &m->u.wait;
+
+    if (m->type == MSG_MEM_AVAILABLE) {
+        log_info("gpu %d: memory available after waiting %.1f s", w->gpu,
+                 (double)w->wait_ns / 1e9);
+        return;
+    }
+    log_info("gpu %d: waiting for GPU memory: this process needs %.1f MiB, "
+             "%.1f MiB of the %.1f MiB the scheduler admits are free; the "
+             "running clients rotate in %.1f s at the latest", w->gpu,
+             (double)w->need / (1 << 20), (double)w->free / (1 << 20),
+             (double)w->limit / (1 << 20), (double)w->wait_ns / 1e9);
+}
+
+#define LOAD_REPORT_NS (500 * NS_PER_MS)
+
+/* Tells the scheduler how busy this process kept each GPU it holds since
+ * the last report (auto mode co-runs light clients only). */
+static void report_load(void)
+{
+    uint64_t now = now_ns();
+
+    for (int i = 0; i < state.n_gpus; i++) {
+        struct gpu_lock *g = &state.gpus[i];
+        uint64_t busy = atomic_load_explicit(&busy_total_ns[i], memory_order_relaxed);
+        uint64_t span = atomic_load_explicit(&span_total_ns[i], memory_order_relaxed);
+        if (now - g->load_sent_at < LOAD_REPORT_NS)
+            continue;
+        uint64_t d_busy = busy - g->load_busy_ns, d_span = span - g->load_span_ns;
+        /* Spans are measured per submitting thread: several threads can
+         * add up to more than the wall time, and busy time with them. */
+        if (d_span < LOAD_REPORT_NS / 5)
+            continue;
+        g->load_busy_ns = busy;
+        g->load_span_ns = span;
+        g->load_sent_at = now;
+        if (!g->held)
+            continue;
+        uint64_t permille = d_busy >= d_span ? 1000 : d_busy * 1000 / d_span;
+        struct msg m = {.type = MSG_LOAD};
+        m.u.load = (struct msg_load){(uint8_t)i, (uint16_t)permille, d_span};
+        client_send(&m);
+    }
+}
+
 /* Returns 0, or -1 if the message breaks the protocol. */
 static int handle_message(const struct msg *m)
 {
@@ -433,6 +538,7 @@ static int handle_message(const struct msg *m)
     case MSG_LOCK_OK:
         if (gpu >= state.n_gpus)
             return -1;
+        swap_in_if_out(gpu);
         pthread_mutex_lock(&state.mu);
         state.gpus[gpu].held = true;
         state.gpus[gpu].requested = false;
@@ -456,6 +562,17 @@ static int handle_message(const struct msg *m)
         if (m->u.mem.gpu >= state.n_gpus)
             return -1;
         memory_on_message(m);
+        return 0;
+    case MSG_EVICT:
+        if (m->u.swap.gpu >= state.n_gpus)
+            return -1;
+        swap_out(m->u.swap.gpu);
+        return 0;
+    case MSG_WAIT_FOR_MEM:
+    case MSG_MEM_AVAILABLE:
+        if (m->u.wait.gpu >= state.n_gpus)
+            return -1;
+        log_memory_wait(m);
         return 0;
     default:
         log_warn("unexpected %s from the scheduler", msg_type_name(m->type));
@@ -536,6 +653,7 @@ static void *client_thread(void *arg)
         if (state.connected) {
             release_idle_gpus();
             memory_report(state.n_gpus);
+            report_load();
         }
     }
     free(reader);
@@ -576,6 +694,11 @@ static void read_declared_limits(struct msg_register *reg)
 {
     reg->memory_limit = env_size_bytes("NVSHARE_GPU_MEMORY_LIMIT", 0);
     reg->core_limit = (uint8_t)env_int_range("NVSHARE_GPU_CORE_LIMIT", 1, 100, 0);
+    const char *oversub = getenv("NVSHARE_ENABLE_OVERSUB");
+    state.oversub_env = oversub && *oversub
+                            ? env_switch("NVSHARE_ENABLE_OVERSUB", false) : -1;
+    reg->oversub = state.oversub_env < 0 ? OVERSUB_NODE_DEFAULT
+                   : state.oversub_env ? OVERSUB_ON : OVERSUB_OFF;
     copy_env(reg->pod_namespace, sizeof(reg->pod_namespace),
              "NVSHARE_POD_NAMESPACE");
     copy_env(reg->pod_name, sizeof(reg->pod_name), "NVSHARE_POD_NAME");
@@ -701,4 +824,24 @@ uint64_t nvshare_lock_grants(int gpu)
     uint64_t grants = state.gpus[gpu].grants;
     pthread_mutex_unlock(&state.mu);
     return grants;
+}
+
+/* ---- oversubscription and load ----------------------------------------- */
+
+void nvshare_note_busy(int gpu, uint64_t busy_ns, uint64_t span_ns)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    atomic_fetch_add_explicit(&busy_total_ns[gpu], busy_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&span_total_ns[gpu], span_ns, memory_order_relaxed);
+}
+
+bool nvshare_oversub_enabled(void)
+{
+    bool on;
+
+    pthread_mutex_lock(&state.mu);
+    on = state.oversub_env >= 0 ? state.oversub_env : state.oversub_node;
+    pthread_mutex_unlock(&state.mu);
+    return on;
 }

@@ -19,6 +19,9 @@ void memory_expect_scheduler(void); /* a first connection attempt starts */
 void memory_on_registered(int n_gpus, const uint8_t *managed);
 void memory_on_disconnected(void); /* also: an attempt failed */
 void memory_report(int n_gpus); /* allocated bytes that changed */
+/* Reports gpu's allocated bytes now if they changed: a lock request must
+ * not reach the scheduler before the footprint it is admitted by. */
+void memory_flush(int gpu);
 void memory_after_fork(void);
 
 #endif

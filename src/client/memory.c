@@ -386,6 +386,18 @@ void memory_report(int n_gpus)
     }
 }
 
+void memory_flush(int gpu)
+{
+    pthread_mutex_lock(&ledger.mu);
+    struct gpu_ledger *g = &ledger.gpus[gpu];
+    bool send = g->arbitrated && g->dirty;
+    uint64_t allocated = g->allocated;
+    g->dirty = false;
+    pthread_mutex_unlock(&ledger.mu);
+    if (send)
+        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated);
+}
+
 void memory_after_fork(void)
 {
     /* The child allocated nothing (CUDA does not survive fork) and the

@@ -40,6 +40,16 @@ struct nvshare_client_ops {
      * early. Optional; without it an idle holder keeps the lock until
      * preempted. */
     bool (*completed)(int gpu, void *user);
+    /* Oversubscription (see nvshare_oversub_enabled). swap_out moves this
+     * process's evictable (managed) memory on gpu to the host, swap_in moves
+     * it back to gpu; each returns once the memory is there, with the bytes
+     * moved. Called on the client thread: swap_out when the scheduler asks
+     * for the room (never while gpu is held: after the drain), swap_in after
+     * a grant that follows a swap_out, before the gate opens, so no kernel
+     * of this process runs before its memory is back. Optional: without
+     * them the process has nothing to evict and says so. */
+    uint64_t (*swap_out)(int gpu, void *user);
+    uint64_t (*swap_in)(int gpu, void *user);
     void *user;
 };
 
@@ -113,5 +123,16 @@ bool nvshare_client_connected(void);
 
 /* Number of times gpu's lock was granted to this process. */
 uint64_t nvshare_lock_grants(int gpu);
+
+/* Whether device allocations should be made evictable (managed memory) so
+ * that the scheduler may swap this process out: NVSHARE_ENABLE_OVERSUB of
+ * the process (0 or 1) if set, else the node's default that the scheduler
+ * sent at registration (NVSHARE_ENABLE_OVERSUB of the daemon), else off. */
+bool nvshare_oversub_enabled(void);
+
+/* How busy this process keeps gpu, for the scheduler's auto mode: of
+ * span_ns of wall time, busy_ns had work of this process queued on gpu.
+ * Two relaxed atomic adds: call it at backlog checks, not per launch. */
+void nvshare_note_busy(int gpu, uint64_t busy_ns, uint64_t span_ns);
 
 #endif

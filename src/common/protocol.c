@@ -126,6 +126,9 @@ static void put_register(struct writer *w, const struct msg_register *m)
     put_str(w, m->container_name, sizeof(m->container_name));
     put_u64(w, m->memory_limit);
     put_u8(w, m->core_limit);
+    if (m->oversub > OVERSUB_NODE_DEFAULT)
+        w->err = PROTO_E_FIELD;
+    put_u8(w, m->oversub);
     if (m->n_gpus > PROTO_MAX_GPUS) {
         w->err = PROTO_E_FIELD;
         return;
@@ -143,7 +146,8 @@ static void get_register(struct reader *r, struct msg_register *m)
     get_str(r, m->container_name, sizeof(m->container_name));
     m->memory_limit = get_u64(r);
     m->core_limit = get_u8(r);
-    if (m->core_limit > 100 && !r->err)
+    m->oversub = get_u8(r);
+    if ((m->core_limit > 100 || m->oversub > OVERSUB_NODE_DEFAULT) && !r->err)
         r->err = PROTO_E_FIELD;
     m->n_gpus = get_count(r, PROTO_MAX_GPUS);
     for (int i = 0; i < m->n_gpus; i++)
@@ -154,6 +158,7 @@ static void put_register_ok(struct writer *w, const struct msg_register_ok *m)
 {
     put_u64(w, m->client_id);
     put_u8(w, m->scheduling_on);
+    put_u8(w, m->oversub_default);
     if (m->n_gpus > PROTO_MAX_GPUS) {
         w->err = PROTO_E_FIELD;
         return;
@@ -167,6 +172,7 @@ static void get_register_ok(struct reader *r, struct msg_register_ok *m)
 {
     m->client_id = get_u64(r);
     m->scheduling_on = get_u8(r);
+    m->oversub_default = get_u8(r);
     m->n_gpus = get_count(r, PROTO_MAX_GPUS);
     for (int i = 0; i < m->n_gpus; i++)
         m->gpu_known[i] = get_u8(r);
@@ -208,6 +214,62 @@ static void get_mem(struct reader *r, struct msg_mem *m)
     m->pod_held = get_u64(r);
 }
 
+static void put_wait(struct writer *w, const struct msg_wait *m)
+{
+    put_u8(w, m->gpu);
+    put_u64(w, m->need);
+    put_u64(w, m->free);
+    put_u64(w, m->limit);
+    put_u64(w, m->wait_ns);
+}
+
+static void get_wait(struct reader *r, struct msg_wait *m)
+{
+    m->gpu = get_u8(r);
+    m->need = get_u64(r);
+    m->free = get_u64(r);
+    m->limit = get_u64(r);
+    m->wait_ns = get_u64(r);
+}
+
+static void put_swap(struct writer *w, const struct msg_swap *m)
+{
+    if (m->direction > SWAP_IN)
+        w->err = PROTO_E_FIELD;
+    put_u8(w, m->gpu);
+    put_u8(w, m->direction);
+    put_u64(w, m->bytes);
+    put_u64(w, m->duration_ns);
+}
+
+static void get_swap(struct reader *r, struct msg_swap *m)
+{
+    m->gpu = get_u8(r);
+    m->direction = get_u8(r);
+    m->bytes = get_u64(r);
+    m->duration_ns = get_u64(r);
+    if (m->direction > SWAP_IN && !r->err)
+        r->err = PROTO_E_FIELD;
+}
+
+static void put_load(struct writer *w, const struct msg_load *m)
+{
+    if (m->busy_permille > 1000)
+        w->err = PROTO_E_FIELD;
+    put_u8(w, m->gpu);
+    put_u16(w, m->busy_permille);
+    put_u64(w, m->span_ns);
+}
+
+static void get_load(struct reader *r, struct msg_load *m)
+{
+    m->gpu = get_u8(r);
+    m->busy_permille = get_u16(r);
+    m->span_ns = get_u64(r);
+    if (m->busy_permille > 1000 && !r->err)
+        r->err = PROTO_E_FIELD;
+}
+
 static void put_ctl_set(struct writer *w, const struct msg_ctl_set *m)
 {
     put_u16(w, m->key);
@@ -242,6 +304,10 @@ static void put_status_node(struct writer *w, const struct msg_status_node *m)
     put_u16(w, m->n_gpus);
     put_u16(w, m->n_clients);
     put_u64(w, m->uptime_ns);
+    put_u64(w, m->switch_time_fixed_ns);
+    put_u16(w, m->switch_multiplier);
+    put_u8(w, m->reserve_percent);
+    put_u8(w, m->oversub_default);
 }
 
 static void get_status_node(struct reader *r, struct msg_status_node *m)
@@ -252,6 +318,10 @@ static void get_status_node(struct reader *r, struct msg_status_node *m)
     m->n_gpus = get_u16(r);
     m->n_clients = get_u16(r);
     m->uptime_ns = get_u64(r);
+    m->switch_time_fixed_ns = get_u64(r);
+    m->switch_multiplier = get_u16(r);
+    m->reserve_percent = get_u8(r);
+    m->oversub_default = get_u8(r);
 }
 
 static void put_status_gpu(struct writer *w, const struct msg_status_gpu *m)
@@ -260,16 +330,38 @@ static void put_status_gpu(struct writer *w, const struct msg_status_gpu *m)
     put_str(w, m->uuid, sizeof(m->uuid));
     put_str(w, m->name, sizeof(m->name));
     put_u64(w, m->memory_total);
-    put_u64(w, m->holder_id);
-    put_u8(w, m->holder_draining);
+    if (m->mode > SCHED_MODE_AUTO)
+        w->err = PROTO_E_FIELD;
+    put_u8(w, m->mode);
+    put_u64(w, m->reserve);
+    put_u64(w, m->running_footprint);
+    put_u64(w, m->resident);
+    put_u64(w, m->switch_time_ns);
+    put_u8(w, m->switch_measured);
     put_u64(w, m->switches);
-    if (m->n_waiting > PROTO_MAX_WAITERS) {
+    put_u64(w, m->swaps_out);
+    put_u64(w, m->swaps_in);
+    put_u64(w, m->swap_out_bytes);
+    put_u64(w, m->swap_in_bytes);
+    put_u64(w, m->swap_out_ns);
+    put_u64(w, m->swap_in_ns);
+    put_u64(w, m->last_swap_out_ns);
+    put_u64(w, m->last_swap_in_ns);
+    if (m->n_running > PROTO_MAX_WAITERS || m->n_waiting > PROTO_MAX_WAITERS) {
         w->err = PROTO_E_FIELD;
         return;
     }
+    put_u16(w, m->n_running);
+    for (int i = 0; i < m->n_running; i++)
+        put_u64(w, m->running[i]);
     put_u16(w, m->n_waiting);
-    for (int i = 0; i < m->n_waiting; i++)
-        put_u64(w, m->waiting[i]);
+    put_u32(w, m->truncated_waiting);
+    for (int i = 0; i < m->n_waiting; i++) {
+        if (m->waiting[i].reason > WAIT_THROTTLED)
+            w->err = PROTO_E_FIELD;
+        put_u64(w, m->waiting[i].client_id);
+        put_u8(w, m->waiting[i].reason);
+    }
 }
 
 static void get_status_gpu(struct reader *r, struct msg_status_gpu *m)
@@ -278,12 +370,34 @@ static void get_status_gpu(struct reader *r, struct msg_status_gpu *m)
     get_str(r, m->uuid, sizeof(m->uuid));
     get_str(r, m->name, sizeof(m->name));
     m->memory_total = get_u64(r);
-    m->holder_id = get_u64(r);
-    m->holder_draining = get_u8(r);
+    m->mode = get_u8(r);
+    if (m->mode > SCHED_MODE_AUTO && !r->err)
+        r->err = PROTO_E_FIELD;
+    m->reserve = get_u64(r);
+    m->running_footprint = get_u64(r);
+    m->resident = get_u64(r);
+    m->switch_time_ns = get_u64(r);
+    m->switch_measured = get_u8(r);
     m->switches = get_u64(r);
+    m->swaps_out = get_u64(r);
+    m->swaps_in = get_u64(r);
+    m->swap_out_bytes = get_u64(r);
+    m->swap_in_bytes = get_u64(r);
+    m->swap_out_ns = get_u64(r);
+    m->swap_in_ns = get_u64(r);
+    m->last_swap_out_ns = get_u64(r);
+    m->last_swap_in_ns = get_u64(r);
+    m->n_running = get_count(r, PROTO_MAX_WAITERS);
+    for (int i = 0; i < m->n_running; i++)
+        m->running[i] = get_u64(r);
     m->n_waiting = get_count(r, PROTO_MAX_WAITERS);
-    for (int i = 0; i < m->n_waiting; i++)
-        m->waiting[i] = get_u64(r);
+    m->truncated_waiting = get_u32(r);
+    for (int i = 0; i < m->n_waiting; i++) {
+        m->waiting[i].client_id = get_u64(r);
+        m->waiting[i].reason = get_u8(r);
+        if (m->waiting[i].reason > WAIT_THROTTLED && !r->err)
+            r->err = PROTO_E_FIELD;
+    }
 }
 
 static void put_status_client(struct writer *w,
@@ -315,6 +429,13 @@ static void put_status_client(struct writer *w,
     put_u64(w, m->pod_mem_held);
     put_u64(w, m->pod_mem_peak);
     put_u64(w, m->pod_mem_refused);
+    put_u64(w, m->footprint);
+    put_u8(w, m->evictable);
+    put_u8(w, m->swapped_out);
+    put_u16(w, m->load_permille);
+    if (m->wait_reason > WAIT_THROTTLED)
+        w->err = PROTO_E_FIELD;
+    put_u8(w, m->wait_reason);
 }
 
 static void get_status_client(struct reader *r, struct msg_status_client *m)
@@ -344,6 +465,13 @@ static void get_status_client(struct reader *r, struct msg_status_client *m)
     m->pod_mem_held = get_u64(r);
     m->pod_mem_peak = get_u64(r);
     m->pod_mem_refused = get_u64(r);
+    m->footprint = get_u64(r);
+    m->evictable = get_u8(r);
+    m->swapped_out = get_u8(r);
+    m->load_permille = get_u16(r);
+    m->wait_reason = get_u8(r);
+    if (m->wait_reason > WAIT_THROTTLED && !r->err)
+        r->err = PROTO_E_FIELD;
     if ((m->core_limit > 100 || m->limit_source > LIMIT_RUNTIME ||
          m->mem_quota_source > LIMIT_RUNTIME) && !r->err)
         r->err = PROTO_E_FIELD;
@@ -370,6 +498,9 @@ static const char *const type_names[] = {
     [MSG_MEM_GRANT] = "MEM_GRANT",
     [MSG_MEM_RETURN] = "MEM_RETURN",
     [MSG_MEM_RECLAIM] = "MEM_RECLAIM",
+    [MSG_EVICT] = "EVICT",
+    [MSG_SWAPPED] = "SWAPPED",
+    [MSG_LOAD] = "LOAD",
     [MSG_CTL_STATUS] = "CTL_STATUS",
     [MSG_CTL_SET] = "CTL_SET",
     [MSG_CTL_REPLY] = "CTL_REPLY",
@@ -423,6 +554,11 @@ int msg_encode(const struct msg *m, uint8_t *buf, size_t cap)
     case MSG_MEM_GRANT:
     case MSG_MEM_RETURN:
     case MSG_MEM_RECLAIM: put_mem(&w, &m->u.mem); break;
+    case MSG_WAIT_FOR_MEM:
+    case MSG_MEM_AVAILABLE: put_wait(&w, &m->u.wait); break;
+    case MSG_EVICT:
+    case MSG_SWAPPED: put_swap(&w, &m->u.swap); break;
+    case MSG_LOAD: put_load(&w, &m->u.load); break;
     case MSG_CTL_SET: put_ctl_set(&w, &m->u.set); break;
     case MSG_CTL_REPLY: put_ctl_reply(&w, &m->u.reply); break;
     case MSG_CTL_STATUS_NODE: put_status_node(&w, &m->u.node); break;
@@ -468,6 +604,11 @@ int msg_decode(const uint8_t *body, size_t len, struct msg *out)
     case MSG_MEM_GRANT:
     case MSG_MEM_RETURN:
     case MSG_MEM_RECLAIM: get_mem(&r, &out->u.mem); break;
+    case MSG_WAIT_FOR_MEM:
+    case MSG_MEM_AVAILABLE: get_wait(&r, &out->u.wait); break;
+    case MSG_EVICT:
+    case MSG_SWAPPED: get_swap(&r, &out->u.swap); break;
+    case MSG_LOAD: get_load(&r, &out->u.load); break;
     case MSG_CTL_SET: get_ctl_set(&r, &out->u.set); break;
     case MSG_CTL_REPLY: get_ctl_reply(&r, &out->u.reply); break;
     case MSG_CTL_STATUS_NODE: get_status_node(&r, &out->u.node); break;

@@ -48,8 +48,9 @@ enum msg_type {
                               billing starts here, not at LOCK_OK */
     /* memory quotas (struct msg_mem) */
     MSG_MEM_UPDATE = 20,   /* client -> sched: bytes allocated */
-    MSG_WAIT_FOR_MEM,      /* reserved: memory-aware scheduling */
-    MSG_MEM_AVAILABLE,     /* reserved: memory-aware scheduling */
+    MSG_WAIT_FOR_MEM,      /* sched -> client: your REQ_LOCK waits for GPU
+                              memory (struct msg_wait) */
+    MSG_MEM_AVAILABLE,     /* sched -> client: room made; LOCK_OK follows */
     MSG_UPDATE_LIMIT,      /* sched -> client: the pod's quota changed */
     MSG_UPDATE_CORE_LIMIT, /* reserved: core limits are enforced by the
                               scheduler alone */
@@ -57,6 +58,11 @@ enum msg_type {
     MSG_MEM_GRANT,         /* sched -> client: bytes granted, 0 = refused */
     MSG_MEM_RETURN,        /* client -> sched: I give back bytes of credit */
     MSG_MEM_RECLAIM,       /* sched -> client: give back your unused credit */
+    /* memory-aware scheduling */
+    MSG_EVICT,             /* sched -> client: move your evictable memory on
+                              gpu to the host (struct msg_swap, gpu only) */
+    MSG_SWAPPED,           /* client -> sched: a swap finished (msg_swap) */
+    MSG_LOAD,              /* client -> sched: how busy it keeps gpu */
     /* control socket: nvsharectl <-> scheduler */
     MSG_CTL_STATUS = 100,  /* ctl -> sched: send the status records */
     MSG_CTL_SET,           /* ctl -> sched: change a setting */
@@ -92,6 +98,58 @@ struct msg_mem {
     uint64_t pod_held;
 };
 
+/* WAIT_FOR_MEM: need = the client's footprint, free = room left beside
+ * the running set, limit = capacity minus the reserve, wait_ns = time until
+ * the running set is due to rotate (0: not known). MEM_AVAILABLE: wait_ns =
+ * how long it waited; the rest zero. */
+struct msg_wait {
+    uint8_t gpu;
+    uint64_t need;
+    uint64_t free;
+    uint64_t limit;
+    uint64_t wait_ns;
+};
+
+enum swap_direction {
+    SWAP_OUT = 1, /* device -> host */
+    SWAP_IN = 2,  /* host -> device */
+};
+
+struct msg_swap {
+    uint8_t gpu;
+    uint8_t direction;    /* enum swap_direction; 0 in EVICT */
+    uint64_t bytes;       /* moved */
+    uint64_t duration_ns;
+};
+
+/* busy_permille of span_ns of wall time had the client's work queued. */
+struct msg_load {
+    uint8_t gpu;
+    uint16_t busy_permille; /* 0 .. 1000 */
+    uint64_t span_ns;
+};
+
+enum sched_mode {
+    SCHED_MODE_SERIAL = 0,     /* one holder at a time */
+    SCHED_MODE_CONCURRENT = 1, /* everyone whose memory fits runs */
+    SCHED_MODE_AUTO = 2,       /* co-run light clients that fit, time-slice
+                                  the rest */
+};
+
+enum oversub_setting {
+    OVERSUB_OFF = 0,
+    OVERSUB_ON = 1,
+    OVERSUB_NODE_DEFAULT = 2, /* the process did not say */
+};
+
+/* Why a client waits (status). */
+enum wait_reason {
+    WAIT_NONE = 0,
+    WAIT_LOCK = 1,     /* the GPU is held exclusively (mode, load) */
+    WAIT_MEMORY = 2,   /* its footprint does not fit beside the running set */
+    WAIT_THROTTLED = 3 /* its pod used its compute budget for this window */
+};
+
 struct msg_register {
     uint32_t pid; /* informational: the scheduler uses SO_PEERCRED */
     char pod_namespace[PROTO_NAME_MAX];
@@ -99,6 +157,7 @@ struct msg_register {
     char container_name[PROTO_NAME_MAX];
     uint64_t memory_limit; /* bytes; 0 = none declared */
     uint8_t core_limit;    /* percent 1-100; 0 = none declared */
+    uint8_t oversub;       /* enum oversub_setting */
     uint16_t n_gpus;
     char gpu_uuids[PROTO_MAX_GPUS][PROTO_UUID_MAX];
 };
@@ -106,6 +165,7 @@ struct msg_register {
 struct msg_register_ok {
     uint64_t client_id;
     uint8_t scheduling_on;
+    uint8_t oversub_default; /* for clients that did not say */
     uint16_t n_gpus;
     uint8_t gpu_known[PROTO_MAX_GPUS]; /* 0: scheduler does not manage it */
 };
@@ -117,6 +177,9 @@ enum ctl_key {
                                 the run-time limit (back to the declared one) */
     CTL_SET_MEMORY_LIMIT = 4, /* target: pod or client; value: bytes, 0 = drop
                                  the run-time limit */
+    CTL_SET_MODE = 5,        /* target: GPU index or UUID, "" = every GPU;
+                                value: enum sched_mode */
+    CTL_SET_SWITCH_TIME = 6, /* value: nanoseconds, 0 = auto (measured) */
 };
 
 enum limit_source {
@@ -143,18 +206,39 @@ struct msg_status_node {
     uint16_t n_gpus;
     uint16_t n_clients;
     uint64_t uptime_ns;
+    uint64_t switch_time_fixed_ns; /* 0: auto */
+    uint16_t switch_multiplier;    /* auto: swap time x this */
+    uint8_t reserve_percent;
+    uint8_t oversub_default;
+};
+
+struct status_waiter {
+    uint64_t client_id;
+    uint8_t reason; /* enum wait_reason */
 };
 
 struct msg_status_gpu {
     uint16_t index;
     char uuid[PROTO_UUID_MAX];
     char name[PROTO_NAME_MAX];
-    uint64_t memory_total;
-    uint64_t holder_id; /* 0 = free */
-    uint8_t holder_draining;
-    uint64_t switches;  /* lock hand-overs since start */
-    uint16_t n_waiting; /* in FCFS order */
-    uint64_t waiting[PROTO_MAX_WAITERS];
+    uint64_t memory_total;   /* capacity the scheduler admits against */
+    uint8_t mode;            /* enum sched_mode */
+    uint64_t reserve;        /* kept free: NVSHARE_MEMORY_RESERVE_PERCENT */
+    uint64_t running_footprint;
+    uint64_t resident;       /* footprints that occupy the GPU now */
+    uint64_t switch_time_ns; /* rotation quantum for memory waits */
+    uint8_t switch_measured; /* derived from measured swaps */
+    uint64_t switches;       /* grants that followed another holder */
+    uint64_t swaps_out, swaps_in;
+    uint64_t swap_out_bytes, swap_in_bytes;
+    uint64_t swap_out_ns, swap_in_ns;           /* totals */
+    uint64_t last_swap_out_ns, last_swap_in_ns; /* the latest swap */
+    uint16_t n_running;
+    uint64_t running[PROTO_MAX_WAITERS];
+    uint16_t n_waiting; /* in queue order; truncated_waiting says how many
+                           more were left out */
+    uint32_t truncated_waiting;
+    struct status_waiter waiting[PROTO_MAX_WAITERS];
 };
 
 enum client_gpu_state {
@@ -188,6 +272,11 @@ struct msg_status_client {
     uint64_t pod_mem_held;    /* the pod's allocated + credit (quota usage) */
     uint64_t pod_mem_peak;    /* the pod's highest allocated total */
     uint64_t pod_mem_refused; /* allocations refused for the pod */
+    uint64_t footprint;       /* allocated + credit + context overhead */
+    uint8_t evictable;        /* oversubscribed: its memory can be swapped */
+    uint8_t swapped_out;
+    uint16_t load_permille;   /* busy fraction; 0xffff = not measured yet */
+    uint8_t wait_reason;      /* enum wait_reason */
 };
 
 struct msg {
@@ -197,6 +286,9 @@ struct msg {
         struct msg_register_ok reg_ok;
         struct msg_lock lock;
         struct msg_mem mem;
+        struct msg_wait wait;
+        struct msg_swap swap;
+        struct msg_load load;
         struct msg_ctl_set set;
         struct msg_ctl_reply reply;
         struct msg_status_node node;

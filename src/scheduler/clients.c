@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "parse.h"
 #include "scheduler.h"
 #include "sock.h"
 
@@ -36,6 +37,7 @@ static void close_client(struct scheduler *s, struct client *c,
     quota_leave(&s->quota, slot, now_ns(), &quota_out);
     if (c->registered)
         account_detach(s, c->account);
+    footprint_forget(s, slot);
     memset(c, 0, sizeof(*c));
     c->fd = -1;
     clients_apply_quota(s, &quota_out);
@@ -51,7 +53,8 @@ static void reap(struct scheduler *s)
         for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
             if (!s->clients[i].used || !s->clients[i].doomed)
                 continue;
-            struct policy_actions out = {0};
+            struct policy_actions out;
+            policy_actions_clear(&out);
             close_client(s, &s->clients[i], &out);
             clients_apply(s, &out);
             again = true;
@@ -80,14 +83,28 @@ static void send_or_doom(struct client *c, const struct msg *m)
     }
 }
 
+static void tell_wait_for_memory(const struct client *c, const struct policy_action *a)
+{
+    char need[32], free_bytes[32], limit[32], wait[32];
+
+    format_size(a->mem.need, need, sizeof(need));
+    format_size(a->mem.free, free_bytes, sizeof(free_bytes));
+    format_size(a->mem.limit, limit, sizeof(limit));
+    format_duration(a->mem.wait_ns, wait, sizeof(wait));
+    log_info("gpu %d: client %llu (pod %s) waits for memory: needs %s, %s free "
+             "of %s; next rotation in %s", a->gpu, (unsigned long long)c->id,
+             pod_of(c), need, free_bytes, limit, a->mem.wait_ns ? wait : "-");
+}
+
 void clients_apply(struct scheduler *s, const struct policy_actions *actions)
 {
     for (int i = 0; i < actions->n; i++) {
         const struct policy_action *a = &actions->list[i];
         struct client *c = &s->clients[a->client];
         struct msg m = {.u.lock = {.lease = a->lease}};
+        uint8_t gpu = (uint8_t)client_gpu_index(c, a->gpu);
 
-        m.u.lock.gpu = (uint8_t)client_gpu_index(c, a->gpu);
+        m.u.lock.gpu = gpu;
         switch (a->kind) {
         case ACTION_GRANT:
             log_debug("gpu %d: lease %u to client %llu", a->gpu, a->lease,
@@ -105,6 +122,25 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             log_warn("gpu %d: client %llu (pid %d, pod %s) did not release "
                      "within the drain timeout: lock revoked",
                      a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c));
+            break;
+        case ACTION_WAIT_FOR_MEM:
+            tell_wait_for_memory(c, a);
+            m = (struct msg){.type = MSG_WAIT_FOR_MEM};
+            m.u.wait = (struct msg_wait){gpu, a->mem.need, a->mem.free,
+                                         a->mem.limit, a->mem.wait_ns};
+            send_or_doom(c, &m);
+            break;
+        case ACTION_MEM_AVAILABLE:
+            m = (struct msg){.type = MSG_MEM_AVAILABLE};
+            m.u.wait = (struct msg_wait){.gpu = gpu, .wait_ns = a->mem.wait_ns};
+            send_or_doom(c, &m);
+            break;
+        case ACTION_EVICT:
+            log_debug("gpu %d: client %llu swaps out", a->gpu,
+                      (unsigned long long)c->id);
+            m = (struct msg){.type = MSG_EVICT};
+            m.u.swap = (struct msg_swap){.gpu = gpu};
+            send_or_doom(c, &m);
             break;
         }
     }
@@ -162,6 +198,28 @@ void clients_apply_quota(struct scheduler *s, const struct quota_actions *action
     reap(s);
 }
 
+/* An oversubscribed client's memory must fit on the GPU by itself: memory
+ * that can never be resident all at once would page-fault forever. */
+static bool fits_alone(struct scheduler *s, const struct client *c, int gpu,
+                       uint64_t need)
+{
+    int slot = (int)(c - s->clients);
+    const struct member *m = &s->policy.gpus[gpu].members[slot];
+    uint64_t limit = policy_memory_limit(&s->policy, gpu);
+    char want[32], max[32];
+
+    if (!m->evictable || !s->policy.gpus[gpu].capacity ||
+        m->footprint + need <= limit)
+        return true;
+    format_size(m->footprint + need, want, sizeof(want));
+    format_size(limit, max, sizeof(max));
+    log_warn("gpu %d: client %llu (pod %s): allocation refused: its footprint "
+             "would be %s, more than the %s this GPU admits (capacity minus "
+             "the reserve), even alone", gpu, (unsigned long long)c->id,
+             pod_of(c), want, max);
+    return false;
+}
+
 /* MEM_RESERVE, MEM_RETURN, MEM_UPDATE. */
 static void handle_memory(struct scheduler *s, struct client *c, int gpu,
                           const struct msg *m)
@@ -170,7 +228,10 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
     int slot = (int)(c - s->clients);
     const struct msg_mem *mem = &m->u.mem;
 
-    if (m->type == MSG_MEM_RESERVE)
+    if (m->type == MSG_MEM_RESERVE && !fits_alone(s, c, gpu, mem->bytes)) {
+        out.list[out.n++] = (struct quota_action){QUOTA_REFUSE, gpu, slot,
+                                                  mem->seq, 0};
+    } else if (m->type == MSG_MEM_RESERVE)
         quota_request(&s->quota, gpu, slot, mem->seq, mem->bytes,
                       mem->bytes + mem->extra, mem->allocated, now_ns(), &out);
     else if (m->type == MSG_MEM_RETURN)
@@ -179,6 +240,11 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
     else
         quota_report(&s->quota, gpu, slot, mem->allocated);
     clients_apply_quota(s, &out);
+    /* Grants and returns moved what other clients hold too. */
+    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
+        if (s->clients[i].used && s->clients[i].registered &&
+            s->policy.gpus[gpu].members[i].present)
+            footprint_update(s, gpu, i);
 }
 
 void clients_broadcast(struct scheduler *s, uint16_t type)
@@ -215,6 +281,9 @@ static int handle_register(struct scheduler *s, struct client *c,
     c->account = account_attach(s, reg);
     reply.u.reg_ok.client_id = c->id;
     reply.u.reg_ok.scheduling_on = s->policy.anti_thrash;
+    reply.u.reg_ok.oversub_default = s->oversub_default;
+    c->evictable = reg->oversub == OVERSUB_ON ||
+                   (reg->oversub == OVERSUB_NODE_DEFAULT && s->oversub_default);
     reply.u.reg_ok.n_gpus = reg->n_gpus;
     for (int i = 0; i < reg->n_gpus; i++) {
         c->node_gpu[i] = -1;
@@ -229,12 +298,14 @@ static int handle_register(struct scheduler *s, struct client *c,
         }
         policy_join(&s->policy, c->node_gpu[i], slot, c->account, now);
         quota_join(&s->quota, c->node_gpu[i], slot, c->account);
+        footprint_update(s, c->node_gpu[i], slot);
         reply.u.reg_ok.gpu_known[i] = 1;
     }
-    log_info("client %llu registered: pid %d, pod %s/%s, container %s, %d GPU(s)",
+    log_info("client %llu registered: pid %d, pod %s/%s, container %s, %d GPU(s)%s",
              (unsigned long long)c->id, (int)c->pid,
              reg->pod_namespace[0] ? reg->pod_namespace : "-", pod_of(c),
-             reg->container_name[0] ? reg->container_name : "-", reg->n_gpus);
+             reg->container_name[0] ? reg->container_name : "-", reg->n_gpus,
+             c->evictable ? ", oversubscribed" : "");
     send_or_doom(c, &reply);
     /* The memory quota of each GPU, even when there is none: it tells the
      * client that the scheduler arbitrates its allocations from now on. */
@@ -250,7 +321,7 @@ static void release(struct scheduler *s, struct client *c, int gpu,
     int slot = (int)(c - s->clients);
     const struct member *m = &s->policy.gpus[gpu].members[slot];
     bool preempted = m->state == MEMBER_DRAINING;
-    uint32_t lease_before = s->policy.gpus[gpu].lease;
+    uint32_t lease_before = m->lease;
 
     policy_release(&s->policy, gpu, slot, lock->lease, lock->drain_ns, now_ns(), out);
     /* Benchmarks read preemption latency from these lines. */
@@ -297,10 +368,29 @@ static int handle_message(struct scheduler *s, struct client *c,
         else
             release(s, c, gpu, &m->u.lock, out);
         return 0;
+    case MSG_SWAPPED:
+        if (m->u.swap.gpu >= c->n_gpus || (gpu = c->node_gpu[m->u.swap.gpu]) < 0 ||
+            m->u.swap.direction == 0)
+            return -1;
+        log_debug("gpu %d: client %llu swapped %s %llu bytes in %.3f ms", gpu,
+                  (unsigned long long)c->id,
+                  m->u.swap.direction == SWAP_OUT ? "out" : "in",
+                  (unsigned long long)m->u.swap.bytes,
+                  (double)m->u.swap.duration_ns / 1e6);
+        policy_swapped(&s->policy, gpu, slot, m->u.swap.direction,
+                       m->u.swap.bytes, m->u.swap.duration_ns, now_ns(), out);
+        return 0;
+    case MSG_LOAD:
+        if (m->u.load.gpu >= c->n_gpus || (gpu = c->node_gpu[m->u.load.gpu]) < 0)
+            return -1;
+        policy_set_load(&s->policy, gpu, slot, m->u.load.busy_permille);
+        return 0;
     default:
         return -1;
     }
 }
+
+static const struct policy_actions no_actions;
 
 static void client_on_readable(struct event_loop *loop, int fd, void *data)
 {
@@ -312,7 +402,8 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
     (void)loop;
     rc = frame_reader_fill(c->reader, fd);
     while (rc >= 0 && (rc = frame_reader_next(c->reader, &m)) > 0) {
-        struct policy_actions out = {0};
+        struct policy_actions out;
+        policy_actions_clear(&out);
         if (handle_message(s, c, &m, &out)) {
             log_warn("client %llu (pid %d): %s out of order: disconnecting",
                      (unsigned long long)c->id, (int)c->pid, msg_type_name(m.type));
@@ -327,7 +418,7 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
                  (unsigned long long)c->id, (int)c->pid, proto_strerror(rc));
     if (rc < 0) {
         c->doomed = true;
-        clients_apply(s, &(struct policy_actions){0});
+        clients_apply(s, &no_actions);
     }
 }
 

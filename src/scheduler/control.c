@@ -44,6 +44,10 @@ static int send_status(struct scheduler *s, int fd)
         .n_gpus = (uint16_t)s->n_gpus,
         .n_clients = (uint16_t)clients_count(s),
         .uptime_ns = now - s->started_at,
+        .switch_time_fixed_ns = p->switch_fixed_ns,
+        .switch_multiplier = (uint16_t)p->switch_multiplier,
+        .reserve_percent = (uint8_t)p->reserve_percent,
+        .oversub_default = s->oversub_default,
     };
     if ((rc = msg_send(fd, &m)))
         return rc;
@@ -57,14 +61,36 @@ static int send_status(struct scheduler *s, int fd)
         snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", s->gpus[g].uuid);
         snprintf(gpu->name, sizeof(gpu->name), "%s", s->gpus[g].name);
         gpu->memory_total = s->gpus[g].memory_total;
-        if (gs->holder >= 0) {
-            gpu->holder_id = s->clients[gs->holder].id;
-            gpu->holder_draining =
-                gs->members[gs->holder].state == MEMBER_DRAINING;
-        }
+        gpu->mode = gs->mode;
+        gpu->reserve = gs->capacity - policy_memory_limit(p, g);
+        gpu->running_footprint = policy_running_footprint(p, g);
+        gpu->resident = policy_resident(p, g);
+        bool measured;
+        gpu->switch_time_ns = policy_switch_time(p, g, &measured);
+        gpu->switch_measured = measured;
         gpu->switches = gs->switches;
-        for (int i = 0; i < gs->n_waiting && i < PROTO_MAX_WAITERS; i++)
-            gpu->waiting[gpu->n_waiting++] = s->clients[gs->queue[i]].id;
+        gpu->swaps_out = gs->swap_out.count;
+        gpu->swaps_in = gs->swap_in.count;
+        gpu->swap_out_bytes = gs->swap_out.bytes;
+        gpu->swap_in_bytes = gs->swap_in.bytes;
+        gpu->swap_out_ns = gs->swap_out.ns;
+        gpu->swap_in_ns = gs->swap_in.ns;
+        gpu->last_swap_out_ns = gs->swap_out.last_ns;
+        gpu->last_swap_in_ns = gs->swap_in.last_ns;
+        for (int c = 0; c < POLICY_MAX_CLIENTS && gpu->n_running < PROTO_MAX_WAITERS; c++)
+            if (policy_is_running(p, g, c))
+                gpu->running[gpu->n_running++] = s->clients[c].id;
+        for (int i = 0; i < gs->n_waiting; i++) {
+            int c = gs->queue[i];
+            if (gpu->n_waiting == PROTO_MAX_WAITERS) {
+                gpu->truncated_waiting = (uint32_t)(gs->n_waiting - i);
+                break;
+            }
+            gpu->waiting[gpu->n_waiting++] = (struct status_waiter){
+                s->clients[c].id,
+                gs->usage[gs->members[c].account].throttled
+                    ? WAIT_THROTTLED : gs->members[c].wait_reason};
+        }
         if ((rc = msg_send(fd, &m)))
             return rc;
     }
@@ -103,6 +129,13 @@ static int send_status(struct scheduler *s, int fd)
             cl->budget_ns = policy_budget_ns(p, g, c->account);
             cl->used_ns = policy_used_ns(p, g, c->account, now);
             cl->throttled = p->gpus[g].usage[c->account].throttled;
+            cl->footprint = mb->footprint;
+            cl->evictable = mb->evictable;
+            cl->swapped_out = mb->evictable && !mb->resident && !mb->evicting &&
+                              !policy_is_running(p, g, slot);
+            cl->load_permille = mb->load_known ? mb->load_permille : 0xffff;
+            cl->wait_reason = mb->state != MEMBER_WAITING ? WAIT_NONE
+                              : cl->throttled ? WAIT_THROTTLED : mb->wait_reason;
             if ((rc = msg_send(fd, &m)))
                 return rc;
         }
@@ -151,6 +184,55 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
     log_info("%s", reply->text);
 }
 
+static const char *const mode_names[] = {
+    [SCHED_MODE_SERIAL] = "serial",
+    [SCHED_MODE_CONCURRENT] = "concurrent",
+    [SCHED_MODE_AUTO] = "auto",
+};
+
+/* The GPU named by target (index or UUID), -1 for "" (every GPU), or -2. */
+static int find_gpu(const struct scheduler *s, const char *target)
+{
+    char *end;
+    long index;
+
+    if (!target[0])
+        return -1;
+    for (int g = 0; g < s->n_gpus; g++)
+        if (!strcmp(target, s->gpus[g].uuid))
+            return g;
+    index = strtol(target, &end, 10);
+    return *end == '\0' && index >= 0 && index < s->n_gpus ? (int)index : -2;
+}
+
+static void set_mode(struct scheduler *s, const struct msg_ctl_set *set,
+                     struct msg_ctl_reply *reply)
+{
+    int gpu = find_gpu(s, set->target);
+
+    if (set->value > SCHED_MODE_AUTO) {
+        reply->status = EINVAL;
+        snprintf(reply->text, sizeof(reply->text),
+                 "mode must be serial, concurrent or auto");
+        return;
+    }
+    if (gpu == -2) {
+        reply->status = ENOENT;
+        snprintf(reply->text, sizeof(reply->text),
+                 "no GPU '%s' (give an index 0-%d or a UUID)", set->target,
+                 s->n_gpus - 1);
+        return;
+    }
+    policy_set_mode(&s->policy, gpu, (enum sched_mode)set->value);
+    if (gpu < 0)
+        snprintf(reply->text, sizeof(reply->text), "scheduling mode %s on every GPU",
+                 mode_names[set->value]);
+    else
+        snprintf(reply->text, sizeof(reply->text), "scheduling mode %s on gpu %d",
+                 mode_names[set->value], gpu);
+    log_info("%s", reply->text);
+}
+
 /* Carries out a CTL_SET and describes the result in reply. */
 static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
                           struct msg_ctl_reply *reply)
@@ -185,6 +267,23 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
     case CTL_SET_CORE_LIMIT:
     case CTL_SET_MEMORY_LIMIT:
         set_pod_limit(s, set, reply);
+        return;
+    case CTL_SET_MODE:
+        set_mode(s, set, reply);
+        return;
+    case CTL_SET_SWITCH_TIME:
+        if (set->value && (set->value < 100 * NS_PER_MS ||
+                           set->value > 3600 * NS_PER_SEC)) {
+            reply->status = EINVAL;
+            snprintf(reply->text, sizeof(reply->text),
+                     "switch time must be between 100ms and 1h, or auto");
+            return;
+        }
+        policy_set_switch_time(&s->policy, set->value, 0);
+        format_duration(set->value, text, sizeof(text));
+        snprintf(reply->text, sizeof(reply->text), "switch time %s",
+                 set->value ? text : "auto (measured swap time x multiplier)");
+        log_info("%s", reply->text);
         return;
     }
     reply->status = ENOTSUP;

@@ -37,6 +37,19 @@ static const char usage[] =
     "                          (default 1000)\n"
     "  NVSHARE_QUOTA_CARRYOVER_PERCENT  share of a window's overshoot billed\n"
     "                          to the next one, 0-100 (default 100)\n"
+    "  NVSHARE_SCHEDULING_MODE serial|concurrent|auto: one holder at a time,\n"
+    "                          everyone whose memory fits, or co-run light\n"
+    "                          clients that fit and time-slice the rest\n"
+    "                          (default auto)\n"
+    "  NVSHARE_MEMORY_RESERVE_PERCENT  of each GPU kept free, 0-50 (default 10)\n"
+    "  NVSHARE_CONTEXT_OVERHEAD  a client's memory beyond its allocations\n"
+    "                          where NVML cannot measure it (default 512Mi)\n"
+    "  NVSHARE_SWITCH_TIME_MODE  auto|fixed: quantum of memory rotations\n"
+    "                          (default auto: measured swap time x multiplier)\n"
+    "  NVSHARE_SWITCH_TIME_FIXED  in fixed mode (default 60s)\n"
+    "  NVSHARE_SWITCH_TIME_MULTIPLIER  in auto mode, 1-1000 (default 20)\n"
+    "  NVSHARE_ENABLE_OVERSUB  1: clients that do not say otherwise get\n"
+    "                          managed memory and can be swapped (default 0)\n"
     "  NVSHARE_DEBUG           1: log every scheduling decision\n"
     "\n"
     "Operate it with nvsharectl (see nvsharectl --help).\n";
@@ -56,13 +69,17 @@ static void on_signal(struct event_loop *loop, int fd, void *data)
 static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
-    struct policy_actions out = {0};
+    static struct policy_actions out; /* large: off the stack */
     struct quota_actions quota_out = {0};
     uint64_t next, quota_next;
 
     (void)loop;
-    next = policy_tick(&s->policy, now, &out);
-    clients_apply(s, &out);
+    footprint_sample_overheads(s, now);
+    do {
+        policy_actions_clear(&out);
+        next = policy_tick(&s->policy, now, &out);
+        clients_apply(s, &out);
+    } while (out.truncated);
     quota_next = quota_tick(&s->quota, now, &quota_out);
     clients_apply_quota(s, &quota_out);
     return next && (!quota_next || next < quota_next) ? next : quota_next;
@@ -109,6 +126,56 @@ static int listen_on(const char *name, mode_t mode, fd_handler handler)
     return fd;
 }
 
+static const char *const mode_names[] = {"serial", "concurrent", "auto"};
+
+/* Modes, memory reserve, switch time and oversubscription from the
+ * environment. */
+static int configure_memory_aware(void)
+{
+    const char *mode = getenv("NVSHARE_SCHEDULING_MODE");
+    const char *switch_mode = getenv("NVSHARE_SWITCH_TIME_MODE");
+    enum sched_mode chosen = SCHED_MODE_AUTO;
+    char size[32];
+
+    if (mode && *mode) {
+        int i = 0;
+        while (i < 3 && strcmp(mode, mode_names[i]))
+            i++;
+        if (i == 3) {
+            log_error("NVSHARE_SCHEDULING_MODE: '%s' is not serial, concurrent "
+                      "or auto", mode);
+            return -1;
+        }
+        chosen = (enum sched_mode)i;
+    }
+    policy_set_mode(&sched.policy, -1, chosen);
+    sched.policy.reserve_percent =
+        (unsigned)env_int_range("NVSHARE_MEMORY_RESERVE_PERCENT", 0, 50,
+                                POLICY_RESERVE_PERCENT);
+    sched.context_overhead = env_size_bytes("NVSHARE_CONTEXT_OVERHEAD", 512ull << 20);
+    if (switch_mode && *switch_mode && strcmp(switch_mode, "auto") &&
+        strcmp(switch_mode, "fixed")) {
+        log_error("NVSHARE_SWITCH_TIME_MODE: '%s' is not auto or fixed",
+                  switch_mode);
+        return -1;
+    }
+    bool fixed = switch_mode && !strcmp(switch_mode, "fixed");
+    policy_set_switch_time(
+        &sched.policy,
+        fixed ? env_duration_ns("NVSHARE_SWITCH_TIME_FIXED", 60 * NS_PER_SEC) : 0,
+        (unsigned)env_int_range("NVSHARE_SWITCH_TIME_MULTIPLIER", 1, 1000,
+                                POLICY_SWITCH_MULTIPLIER));
+    sched.oversub_default = env_switch("NVSHARE_ENABLE_OVERSUB", false);
+    for (int i = 0; i < sched.n_gpus; i++)
+        policy_set_capacity(&sched.policy, i, sched.gpus[i].memory_total);
+    format_size(sched.context_overhead, size, sizeof(size));
+    log_info("scheduling mode %s, memory reserve %u%%, context overhead %s "
+             "until measured, switch time %s, oversubscription %s by default",
+             mode_names[chosen], sched.policy.reserve_percent, size,
+             fixed ? "fixed" : "auto", sched.oversub_default ? "on" : "off");
+    return 0;
+}
+
 static int setup(void)
 {
     char err[256], tq[32];
@@ -141,6 +208,8 @@ static int setup(void)
                                               60000, 1000) * NS_PER_MS,
                       (unsigned)env_int_range("NVSHARE_QUOTA_CARRYOVER_PERCENT",
                                               0, 100, 100));
+    if (configure_memory_aware() < 0)
+        return -1;
     format_duration(sched.policy.tq_ns, tq, sizeof(tq));
     log_info("time quantum %s, anti-thrashing %s", tq,
              sched.policy.anti_thrash ? "on" : "off");

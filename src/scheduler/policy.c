@@ -3,17 +3,33 @@
 
 #include <string.h>
 
-static void emit(struct policy_actions *out, enum action_kind kind, int gpu,
-                 int client, uint32_t lease)
+static bool room_for(const struct policy_actions *out, int n)
 {
-    /* The bound in policy.h covers the worst call (leave on every GPU). */
-    out->list[out->n++] = (struct policy_action){kind, gpu, client, lease};
+    return out->n + n <= POLICY_MAX_ACTIONS;
+}
+
+static struct policy_action *emit(struct policy_actions *out,
+                                  enum action_kind kind, int gpu, int client,
+                                  uint32_t lease)
+{
+    /* Callers check room_for() before they change any state. */
+    struct policy_action *a = &out->list[out->n++];
+
+    *a = (struct policy_action){.kind = kind, .gpu = gpu, .client = client,
+                                .lease = lease};
+    return a;
 }
 
 static void set_state(struct member *m, enum member_state state, uint64_t now)
 {
     m->state = (uint8_t)state;
     m->since = now;
+}
+
+static bool running(const struct member *m)
+{
+    return m->present &&
+           (m->state == MEMBER_HOLDING || m->state == MEMBER_DRAINING);
 }
 
 #define DEFAULT_WINDOW_NS 1000000000ull
@@ -27,9 +43,14 @@ void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
     p->anti_thrash = true;
     p->window_ns = DEFAULT_WINDOW_NS;
     p->carryover_percent = 100;
+    p->reserve_percent = POLICY_RESERVE_PERCENT;
+    p->light_permille = POLICY_LIGHT_PERMILLE;
+    p->switch_multiplier = POLICY_SWITCH_MULTIPLIER;
     p->n_gpus = n_gpus;
-    for (int g = 0; g < n_gpus; g++)
-        p->gpus[g].holder = -1;
+    for (int g = 0; g < n_gpus; g++) {
+        p->gpus[g].mode = SCHED_MODE_AUTO;
+        p->gpus[g].last_granted = -1;
+    }
 }
 
 void policy_join(struct policy *p, int gpu, int client, int account,
@@ -50,16 +71,22 @@ static bool limited(const struct policy *p, int account)
     return p->core_limit[account] > 0 && p->core_limit[account] < 100;
 }
 
-/* Time billed to account in this window, including a hold in progress.
- * Serial scheduling runs one holder at a time, so the holder pays the whole
- * wall time it holds. */
+/* Runners that are billed now: each pays an equal share of the wall time. */
+static int billed_runners(const struct gpu_sched *g)
+{
+    return g->n_running > 0 ? g->n_running : 1;
+}
+
+/* Time billed to account in this window, including holds in progress. */
 static uint64_t used_ns(const struct gpu_sched *g, int account, uint64_t now)
 {
     uint64_t used = g->usage[account].used_ns;
 
-    if (g->holder >= 0 && g->members[g->holder].account == account &&
-        now > g->billed_until)
-        used += now - g->billed_until;
+    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++) {
+        const struct member *m = &g->members[c];
+        if (running(m) && m->account == account && now > m->billed_until)
+            used += (now - m->billed_until) / (uint64_t)billed_runners(g);
+    }
     return used;
 }
 
@@ -102,13 +129,19 @@ static uint64_t budget_ns(const struct policy *p, const struct gpu_sched *g,
                                : 0;
 }
 
-/* Bills the holder for the time since billed_until. */
-static void bill_holder(struct gpu_sched *g, uint64_t now)
+/* Bills every runner for the time since its billed_until. Called before
+ * the running set changes, so that each share is of the right size. */
+static void bill_runners(struct gpu_sched *g, uint64_t now)
 {
-    if (g->holder < 0 || now <= g->billed_until)
-        return;
-    g->usage[g->members[g->holder].account].used_ns += now - g->billed_until;
-    g->billed_until = now;
+    int n = billed_runners(g);
+
+    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++) {
+        struct member *m = &g->members[c];
+        if (!running(m) || now <= m->billed_until)
+            continue;
+        g->usage[m->account].used_ns += (now - m->billed_until) / (uint64_t)n;
+        m->billed_until = now;
+    }
 }
 
 /* Starts a new window if the current one is over: what each account used
@@ -119,7 +152,7 @@ static void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
 
     if (now < end)
         return;
-    bill_holder(g, end);
+    bill_runners(g, end);
     bool consecutive = now < end + p->window_ns;
     uint64_t budgets[POLICY_MAX_CLIENTS];
     /* Budgets first: they depend on who used time in the ending window. */
@@ -138,10 +171,12 @@ static void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
         u->throttled = budgets[a] && over >= budgets[a];
     }
     g->window_start = now - (now - g->window_start) % p->window_ns;
-    if (g->holder >= 0 && g->billed_until < g->window_start) {
-        /* A holder across windows pays the current window from its start;
+    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++) {
+        struct member *m = &g->members[c];
+        /* A runner across windows pays the current window from its start;
          * what it ran in skipped windows is past any budget's reach. */
-        g->billed_until = g->window_start;
+        if (running(m) && m->billed_until < g->window_start)
+            m->billed_until = g->window_start;
     }
 }
 
@@ -155,34 +190,6 @@ static void throttle_if_spent(struct policy *p, struct gpu_sched *g,
         g->usage[account].throttled = true;
 }
 
-static void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
-                  struct policy_actions *out)
-{
-    struct member *m = &g->members[client];
-
-    if (g->lease != 0 && g->holder != client)
-        g->switches++;
-    g->holder = client;
-    g->lease++;
-    g->granted_at = now;
-    g->billed_until = now;
-    m->grants++;
-    set_state(m, MEMBER_HOLDING, now);
-    emit(out, ACTION_GRANT, gpu, client, g->lease);
-}
-
-static void dequeue(struct gpu_sched *g, int client)
-{
-    for (int i = 0; i < g->n_waiting; i++) {
-        if (g->queue[i] != client)
-            continue;
-        memmove(&g->queue[i], &g->queue[i + 1],
-                (size_t)(g->n_waiting - i - 1) * sizeof(g->queue[0]));
-        g->n_waiting--;
-        return;
-    }
-}
-
 /* What account may still use in this window; 0 if it has no limit or has
  * used its budget. */
 static uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
@@ -191,27 +198,6 @@ static uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
     uint64_t budget = budget_ns(p, g, account), used = used_ns(g, account, now);
 
     return budget > used ? budget - used : 0;
-}
-
-/* The waiter to serve next, or -1. Limited pods with budget left come
- * first (in FCFS order): a limit is a share of every window, and a pod that
- * queued behind long quanta would otherwise see the window end before its
- * turn. Then the first waiter whose pod is not throttled. */
-static int next_waiter(const struct policy *p, const struct gpu_sched *g,
-                       uint64_t now)
-{
-    int first = -1;
-
-    for (int i = 0; i < g->n_waiting; i++) {
-        int c = g->queue[i], account = g->members[c].account;
-        if (g->usage[account].throttled)
-            continue;
-        if (budget_left(p, g, account, now))
-            return c;
-        if (first < 0)
-            first = c;
-    }
-    return first;
 }
 
 /* The budget that waiting limited pods still need in this window, each pod
@@ -232,28 +218,303 @@ static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g
     return need;
 }
 
-static void grant_next(struct policy *p, struct gpu_sched *g, int gpu,
-                       uint64_t now, struct policy_actions *out)
-{
-    int next = g->holder < 0 ? next_waiter(p, g, now) : -1;
+/* ---- memory ------------------------------------------------------------ */
 
-    if (next < 0)
-        return;
-    dequeue(g, next);
-    grant(g, gpu, next, now, out);
+uint64_t policy_memory_limit(const struct policy *p, int gpu)
+{
+    uint64_t capacity = p->gpus[gpu].capacity;
+
+    return capacity - capacity / 100 * p->reserve_percent;
 }
 
-/* Ends the current hold, crediting its duration and billing its account. */
-static void end_hold(struct policy *p, struct gpu_sched *g, uint64_t now)
+/* Whether m's memory is on the GPU now. */
+static bool occupies(const struct member *m)
 {
-    struct member *m = &g->members[g->holder];
+    return m->present && (!m->evictable || running(m) || m->resident);
+}
 
-    bill_holder(g, now);
-    m->held_ns += now - g->granted_at;
+static uint64_t resident_bytes(const struct gpu_sched *g)
+{
+    uint64_t sum = 0;
+
+    for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+        if (occupies(&g->members[c]))
+            sum += g->members[c].footprint;
+    return sum;
+}
+
+/* Whether admitting client adds no more than the GPU can hold. Memory that
+ * is not evictable is on the GPU whether it runs or not; a client that is
+ * swapping out waits for the swap to finish. */
+static bool fits(const struct policy *p, const struct gpu_sched *g, int gpu,
+                 int client)
+{
+    const struct member *m = &g->members[client];
+    uint64_t others = resident_bytes(g) - (occupies(m) ? m->footprint : 0);
+
+    if (!g->capacity || !m->evictable)
+        return true;
+    if (m->evicting)
+        return false;
+    return occupies(m) || others + m->footprint <= policy_memory_limit(p, gpu);
+}
+
+/* ---- load -------------------------------------------------------------- */
+
+static bool measured_light(const struct policy *p, const struct member *m)
+{
+    return m->load_known && m->load_permille < p->light_permille;
+}
+
+static bool maybe_light(const struct policy *p, const struct member *m)
+{
+    return !m->load_known || m->load_permille < p->light_permille;
+}
+
+/* Whether client may run beside the current runners in g's mode. */
+static bool compatible(const struct policy *p, const struct gpu_sched *g,
+                       int client)
+{
+    if (g->n_running == 0)
+        return true;
+    switch (g->mode) {
+    case SCHED_MODE_SERIAL:
+        return false;
+    case SCHED_MODE_CONCURRENT:
+        return true;
+    default:
+        if (!maybe_light(p, &g->members[client]))
+            return false;
+        for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+            if (running(&g->members[c]) && !measured_light(p, &g->members[c]))
+                return false;
+        return true;
+    }
+}
+
+/* ---- switch time ------------------------------------------------------- */
+
+static uint64_t clamp(uint64_t v, uint64_t lo, uint64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Time to swap the running evictable memory out and `incoming` bytes in,
+ * from measured rates; 0 if either direction was never measured. */
+static uint64_t swap_estimate_ns(const struct gpu_sched *g, uint64_t incoming)
+{
+    uint64_t outgoing = 0;
+
+    if (g->swap_out.ns_per_byte <= 0 || g->swap_in.ns_per_byte <= 0)
+        return 0;
+    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+        const struct member *m = &g->members[c];
+        if (running(m) && m->evictable)
+            outgoing += m->footprint;
+    }
+    return (uint64_t)(outgoing * g->swap_out.ns_per_byte +
+                      incoming * g->swap_in.ns_per_byte);
+}
+
+static uint64_t switch_time(const struct policy *p, const struct gpu_sched *g,
+                            uint64_t incoming, bool *measured)
+{
+    uint64_t swap = swap_estimate_ns(g, incoming);
+
+    *measured = p->switch_fixed_ns == 0 && swap > 0;
+    if (p->switch_fixed_ns)
+        return p->switch_fixed_ns;
+    if (!swap)
+        return POLICY_SWITCH_UNMEASURED_NS;
+    return clamp(swap * p->switch_multiplier, POLICY_SWITCH_MIN_NS,
+                 POLICY_SWITCH_MAX_NS);
+}
+
+/* ---- grants and releases ------------------------------------------------ */
+
+static void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
+                  struct policy_actions *out)
+{
+    struct member *m = &g->members[client];
+
+    if (m->told_wait_mem)
+        emit(out, ACTION_MEM_AVAILABLE, gpu, client, 0)->mem.wait_ns =
+            now - m->since;
+    bill_runners(g, now);
+    if (g->last_granted >= 0 && g->last_granted != client)
+        g->switches++;
+    g->last_granted = client;
+    g->n_running++;
+    m->lease = ++g->lease;
+    m->grant_seq = ++g->grant_seq;
+    m->granted_at = now;
+    m->billed_until = now;
+    m->grants++;
+    m->wait_reason = WAIT_NONE;
+    m->told_wait_mem = false;
+    if (m->evictable)
+        m->resident = true;
+    set_state(m, MEMBER_HOLDING, now);
+    emit(out, ACTION_GRANT, gpu, client, m->lease);
+}
+
+static void dequeue(struct gpu_sched *g, int client)
+{
+    for (int i = 0; i < g->n_waiting; i++) {
+        if (g->queue[i] != client)
+            continue;
+        memmove(&g->queue[i], &g->queue[i + 1],
+                (size_t)(g->n_waiting - i - 1) * sizeof(g->queue[0]));
+        g->n_waiting--;
+        return;
+    }
+}
+
+/* Ends client's hold, crediting its duration and billing its account. Its
+ * memory stays resident until it is evicted. */
+static void end_hold(struct policy *p, struct gpu_sched *g, int client,
+                     uint64_t now)
+{
+    struct member *m = &g->members[client];
+
+    bill_runners(g, now);
+    m->held_ns += now - m->granted_at;
+    g->n_running--;
     throttle_if_spent(p, g, m->account, now);
     set_state(m, MEMBER_IDLE, now);
-    g->holder = -1;
 }
+
+/* The order in which waiters are considered: limited pods with budget left
+ * first (in queue order): a limit is a share of every window, and a pod
+ * that queued behind long quanta would otherwise see the window end before
+ * its turn. Then the others in queue order. Throttled pods are left out. */
+static int waiter_order(const struct policy *p, const struct gpu_sched *g,
+                        uint64_t now, int *order)
+{
+    int n = 0;
+
+    for (int i = 0; i < g->n_waiting; i++) {
+        int c = g->queue[i], account = g->members[c].account;
+        if (!g->usage[account].throttled && budget_left(p, g, account, now))
+            order[n++] = c;
+    }
+    for (int i = 0; i < g->n_waiting; i++) {
+        int c = g->queue[i], account = g->members[c].account;
+        if (!g->usage[account].throttled && !budget_left(p, g, account, now))
+            order[n++] = c;
+    }
+    return n;
+}
+
+/* The quantum a runner gets while `waiter` waits for the reason it has. */
+static uint64_t quantum_for(const struct policy *p, const struct gpu_sched *g,
+                            const struct member *waiter)
+{
+    bool measured;
+
+    if (waiter->wait_reason == WAIT_MEMORY)
+        return switch_time(p, g, waiter->footprint, &measured);
+    return p->tq_ns;
+}
+
+/* When the earliest runner's quantum ends (0: nobody runs). */
+static uint64_t next_rotation(const struct gpu_sched *g, uint64_t quantum)
+{
+    uint64_t due = 0;
+
+    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+        const struct member *m = &g->members[c];
+        if (m->present && m->state == MEMBER_HOLDING &&
+            (due == 0 || m->granted_at + quantum < due))
+            due = m->granted_at + quantum;
+    }
+    return due;
+}
+
+/* Asks idle evictable clients that still occupy the GPU to swap out, oldest
+ * hold first, until `need` more bytes would fit. */
+static void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
+                      uint64_t need, uint64_t now, struct policy_actions *out)
+{
+    uint64_t limit = policy_memory_limit(p, gpu);
+    uint64_t resident = resident_bytes(g), leaving = 0;
+
+    for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+        if (g->members[c].evicting)
+            leaving += g->members[c].footprint;
+    while (resident - leaving + need > limit && room_for(out, 1)) {
+        int oldest = -1;
+        for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+            const struct member *m = &g->members[c];
+            if (m->present && m->evictable && m->resident && !running(m) &&
+                !m->evicting &&
+                (oldest < 0 || m->grant_seq < g->members[oldest].grant_seq))
+                oldest = c;
+        }
+        if (oldest < 0)
+            return;
+        struct member *m = &g->members[oldest];
+        m->evicting = true;
+        m->evict_sent_at = now;
+        leaving += m->footprint;
+        emit(out, ACTION_EVICT, gpu, oldest, m->lease);
+    }
+}
+
+static void tell_waits_for_memory(const struct policy *p, struct gpu_sched *g,
+                                  int gpu, int client, uint64_t now,
+                                  struct policy_actions *out)
+{
+    struct member *m = &g->members[client];
+    uint64_t limit = policy_memory_limit(p, gpu), resident = resident_bytes(g);
+    uint64_t due = next_rotation(g, quantum_for(p, g, m));
+
+    m->told_wait_mem = true;
+    struct policy_action *a = emit(out, ACTION_WAIT_FOR_MEM, gpu, client, 0);
+    a->mem.need = m->footprint;
+    a->mem.free = limit > resident ? limit - resident : 0;
+    a->mem.limit = limit;
+    a->mem.wait_ns = due > now ? due - now : 0;
+}
+
+/* Admits waiters in order while they fit and the mode allows. The first
+ * waiter that cannot be admitted ("blocked") may be passed only while it
+ * has waited less than its quantum: after that, the room that frees is
+ * kept for it. */
+static void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
+                  struct policy_actions *out)
+{
+    int order[POLICY_MAX_CLIENTS];
+    int n = waiter_order(p, g, now, order);
+    bool blocked_seen = false;
+
+    for (int i = 0; i < n; i++) {
+        int c = order[i];
+        struct member *m = &g->members[c];
+        if (!room_for(out, 3)) {
+            out->truncated = true;
+            return;
+        }
+        bool ok_mode = compatible(p, g, c), ok_memory = fits(p, g, gpu, c);
+        if (ok_mode && ok_memory) {
+            dequeue(g, c);
+            grant(g, gpu, c, now, out);
+            continue;
+        }
+        m->wait_reason = ok_mode ? WAIT_MEMORY : WAIT_LOCK;
+        if (!ok_memory && !m->told_wait_mem && ok_mode)
+            tell_waits_for_memory(p, g, gpu, c, now, out);
+        if (blocked_seen)
+            continue;
+        blocked_seen = true;
+        if (ok_mode && !ok_memory)
+            evict_for(p, g, gpu, m->footprint, now, out);
+        if (now - m->since >= quantum_for(p, g, m))
+            return; /* aged: nobody passes it any more */
+    }
+}
+
+/* ---- events ------------------------------------------------------------- */
 
 void policy_request(struct policy *p, int gpu, int client, uint64_t now,
                     struct policy_actions *out)
@@ -265,40 +526,48 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
         return; /* a request crossing SCHED_OFF, or a duplicate */
     roll_window(p, g, now);
     set_state(m, MEMBER_WAITING, now);
+    m->wait_reason = WAIT_LOCK;
     g->queue[g->n_waiting++] = client;
-    grant_next(p, g, gpu, now, out);
+    admit(p, g, gpu, now, out);
 }
 
 void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
                    uint64_t now)
 {
     struct gpu_sched *g = &p->gpus[gpu];
+    struct member *m = &g->members[client];
 
-    if (g->holder != client || g->lease != lease || now <= g->billed_until ||
-        g->members[client].state != MEMBER_HOLDING)
+    if (m->state != MEMBER_HOLDING || m->lease != lease ||
+        now <= m->billed_until)
         return;
     roll_window(p, g, now);
-    g->billed_until = now;
+    m->billed_until = now;
 }
 
 void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
                     uint64_t drain_ns, uint64_t now, struct policy_actions *out)
 {
     struct gpu_sched *g = &p->gpus[gpu];
-
-    if (g->holder != client || g->lease != lease)
-        return; /* it crossed a DROP or a revocation: already handled */
     struct member *m = &g->members[client];
+
+    if (!running(m) || m->lease != lease)
+        return; /* it crossed a DROP or a revocation: already handled */
     roll_window(p, g, now);
     m->last_drain_ns = drain_ns;
     if (m->state == MEMBER_DRAINING) {
-        m->last_preempt_ns = now - g->drop_sent_at;
+        m->last_preempt_ns = now - m->drop_sent_at;
         m->preempt_estimate_ns = m->preempt_estimate_ns
             ? (3 * m->preempt_estimate_ns + m->last_preempt_ns) / 4
             : m->last_preempt_ns;
     }
-    end_hold(p, g, now);
-    grant_next(p, g, gpu, now, out);
+    end_hold(p, g, client, now);
+    if (m->evict_after_release && m->evictable && room_for(out, 1)) {
+        m->evicting = true;
+        m->evict_sent_at = now;
+        emit(out, ACTION_EVICT, gpu, client, m->lease);
+    }
+    m->evict_after_release = false;
+    admit(p, g, gpu, now, out);
 }
 
 void policy_leave(struct policy *p, int client, uint64_t now,
@@ -310,12 +579,42 @@ void policy_leave(struct policy *p, int client, uint64_t now,
             continue;
         roll_window(p, g, now);
         dequeue(g, client);
-        if (g->holder == client)
-            end_hold(p, g, now);
+        if (running(&g->members[client]))
+            end_hold(p, g, client, now);
         g->members[client].present = false;
-        grant_next(p, g, gpu, now, out);
+        admit(p, g, gpu, now, out);
     }
 }
+
+void policy_swapped(struct policy *p, int gpu, int client, int direction,
+                    uint64_t bytes, uint64_t duration_ns, uint64_t now,
+                    struct policy_actions *out)
+{
+    struct gpu_sched *g = &p->gpus[gpu];
+    struct member *m = &g->members[client];
+    struct swap_stats *s = direction == SWAP_OUT ? &g->swap_out : &g->swap_in;
+
+    if (!m->present)
+        return;
+    s->count++;
+    s->bytes += bytes;
+    s->ns += duration_ns;
+    s->last_ns = duration_ns;
+    /* Small swaps measure latency, not bandwidth: only those of 64 MiB or
+     * more move the estimate. */
+    if (bytes >= (64ull << 20)) {
+        double rate = (double)duration_ns / (double)bytes;
+        s->ns_per_byte = s->ns_per_byte > 0 ? (3 * s->ns_per_byte + rate) / 4
+                                            : rate;
+    }
+    if (direction == SWAP_OUT && m->evicting) {
+        m->evicting = false;
+        m->resident = running(m);
+        admit(p, g, gpu, now, out);
+    }
+}
+
+/* ---- ticks -------------------------------------------------------------- */
 
 static void earliest(uint64_t *next, uint64_t due)
 {
@@ -323,36 +622,37 @@ static void earliest(uint64_t *next, uint64_t due)
         *next = due;
 }
 
-/* When the holder must be dropped to stay within its account's budget
+/* When runner m must be dropped to stay within its account's budget
  * (0: never), leading by its measured DROP-to-release latency. */
 static uint64_t budget_due(const struct policy *p, const struct gpu_sched *g,
-                           uint64_t now)
+                           const struct member *m, uint64_t now)
 {
-    const struct member *h = &g->members[g->holder];
-    uint64_t budget = budget_ns(p, g, h->account);
-    uint64_t used = used_ns(g, h->account, now);
+    uint64_t budget = budget_ns(p, g, m->account);
+    uint64_t used = used_ns(g, m->account, now);
     uint64_t left = budget > used ? budget - used : 0;
 
     if (!budget)
         return 0;
-    return now + (left > h->preempt_estimate_ns ? left - h->preempt_estimate_ns : 0);
+    /* Shared time is billed at 1/n: the budget lasts n times as long. */
+    left *= (uint64_t)billed_runners(g);
+    return now + (left > m->preempt_estimate_ns ? left - m->preempt_estimate_ns : 0);
 }
 
-/* When a holder without a budget of its own to use up must make room so
+/* When a runner without a budget of its own to use up must make room so
  * that waiting limited pods still get their budgets in this window (0: no
  * need). */
 static uint64_t room_due_for_waiters(const struct policy *p,
-                                     const struct gpu_sched *g, uint64_t now)
+                                     const struct gpu_sched *g,
+                                     const struct member *m, uint64_t now)
 {
-    const struct member *h = &g->members[g->holder];
     uint64_t need, end = g->window_start + p->window_ns;
 
-    if (budget_left(p, g, h->account, now))
+    if (budget_left(p, g, m->account, now))
         return 0;
     need = waiting_budget(p, g, now);
     if (!need)
         return 0;
-    need += h->preempt_estimate_ns;
+    need += m->preempt_estimate_ns;
     return end > need ? end - need : 1;
 }
 
@@ -364,54 +664,163 @@ static bool has_throttled_waiter(const struct gpu_sched *g)
     return false;
 }
 
-uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
+/* The first waiter admit() could not admit, or NULL. */
+static const struct member *blocked_waiter(const struct policy *p,
+                                           const struct gpu_sched *g,
+                                           uint64_t now)
+{
+    int order[POLICY_MAX_CLIENTS];
+    int n = waiter_order(p, g, now, order);
+
+    return n > 0 ? &g->members[order[0]] : NULL;
+}
+
+static void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
+                 struct policy_actions *out)
+{
+    struct member *m = &g->members[client];
+
+    set_state(m, MEMBER_DRAINING, now);
+    m->drop_sent_at = now;
+    emit(out, ACTION_DROP, gpu, client, m->lease);
+}
+
+/* The newest runner that may not stay with the others: the mode changed
+ * or a load report showed a heavy client among several. -1 if the running
+ * set is fine. */
+static int misfit_runner(const struct policy *p, const struct gpu_sched *g)
+{
+    int holding = 0, newest = -1, oldest = -1, heavy = -1;
+
+    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+        const struct member *m = &g->members[c];
+        if (!m->present || m->state != MEMBER_HOLDING)
+            continue;
+        holding++;
+        if (newest < 0 || m->grant_seq > g->members[newest].grant_seq)
+            newest = c;
+        if (oldest < 0 || m->grant_seq < g->members[oldest].grant_seq)
+            oldest = c;
+        if (!maybe_light(p, m) &&
+            (heavy < 0 || m->grant_seq > g->members[heavy].grant_seq))
+            heavy = c;
+    }
+    if (holding < 2 || g->n_running != holding)
+        return -1; /* one at a time: wait for drains in progress */
+    if (g->mode == SCHED_MODE_SERIAL)
+        return newest;
+    if (g->mode == SCHED_MODE_AUTO && heavy >= 0)
+        return heavy == oldest ? newest : heavy;
+    return -1;
+}
+
+/* The newest evictable runner, when the runners' memory grew past the
+ * limit (-1: it did not, or nobody can leave). */
+static int overgrown_runner(const struct policy *p, const struct gpu_sched *g,
+                            int gpu)
+{
+    int newest = -1, holding = 0;
+
+    if (!g->capacity || resident_bytes(g) <= policy_memory_limit(p, gpu))
+        return -1;
+    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+        const struct member *m = &g->members[c];
+        if (!m->present || m->state != MEMBER_HOLDING)
+            continue;
+        holding++;
+        if (m->evictable &&
+            (newest < 0 || m->grant_seq > g->members[newest].grant_seq))
+            newest = c;
+    }
+    return holding >= 2 && g->n_running == holding ? newest : -1;
+}
+
+static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
+                         uint64_t now, struct policy_actions *out)
 {
     uint64_t next = 0;
 
-    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
-        struct gpu_sched *g = &p->gpus[gpu];
+    roll_window(p, g, now);
+    admit(p, g, gpu, now, out); /* a throttle may have been lifted */
+    if (has_throttled_waiter(g))
+        earliest(&next, g->window_start + p->window_ns);
 
-        roll_window(p, g, now);
-        grant_next(p, g, gpu, now, out); /* a throttle may have been lifted */
-        if (has_throttled_waiter(g))
-            earliest(&next, g->window_start + p->window_ns);
-        if (g->holder < 0)
-            continue;
-        struct member *h = &g->members[g->holder];
-        if (h->state == MEMBER_HOLDING) {
-            uint64_t due = budget_due(p, g, now);
+    int misfit = misfit_runner(p, g), overgrown = overgrown_runner(p, g, gpu);
+    if (misfit >= 0 && room_for(out, 1)) {
+        drop(g, gpu, misfit, now, out);
+    } else if (overgrown >= 0 && room_for(out, 1)) {
+        g->members[overgrown].evict_after_release = true;
+        drop(g, gpu, overgrown, now, out);
+    }
+
+    const struct member *waiter = blocked_waiter(p, g, now);
+    uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
+    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++) {
+        struct member *m = &g->members[c];
+        if (!room_for(out, 2)) {
+            out->truncated = true;
+            break;
+        }
+        if (m->present && m->state == MEMBER_HOLDING) {
+            uint64_t due = budget_due(p, g, m, now);
             bool limit = due && now >= due;
-            if (!limit && next_waiter(p, g, now) >= 0) {
-                uint64_t tq_due = g->granted_at + p->tq_ns;
-                uint64_t room_due = room_due_for_waiters(p, g, now);
+            if (!limit && waiter) {
+                uint64_t tq_due = m->granted_at + quantum;
+                uint64_t room_due = room_due_for_waiters(p, g, m, now);
                 if (room_due && room_due < tq_due)
                     tq_due = room_due;
                 if (!due || tq_due < due)
                     due = tq_due;
             }
             if (due && now >= due) {
-                set_state(h, MEMBER_DRAINING, now);
-                g->drop_sent_at = now;
                 if (limit)
-                    g->usage[h->account].throttled = true;
-                emit(out, ACTION_DROP, gpu, g->holder, g->lease);
+                    g->usage[m->account].throttled = true;
+                drop(g, gpu, c, now, out);
                 due = now + p->drain_timeout_ns;
             }
             if (due)
                 earliest(&next, due);
-        } else {
-            uint64_t due = g->drop_sent_at + p->drain_timeout_ns;
+        } else if (m->present && m->state == MEMBER_DRAINING) {
+            uint64_t due = m->drop_sent_at + p->drain_timeout_ns;
             if (now >= due) {
-                emit(out, ACTION_REVOKE, gpu, g->holder, g->lease);
-                end_hold(p, g, now);
-                grant_next(p, g, gpu, now, out);
+                emit(out, ACTION_REVOKE, gpu, c, m->lease);
+                end_hold(p, g, c, now);
                 continue;
             }
             earliest(&next, due);
         }
     }
+    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+        struct member *m = &g->members[c];
+        if (!m->present || !m->evicting)
+            continue;
+        /* A client that does not answer EVICT cannot hold the room
+         * forever; its managed memory is the driver's to page out. */
+        uint64_t due = m->evict_sent_at + p->drain_timeout_ns;
+        if (now >= due) {
+            m->evicting = false;
+            m->resident = false;
+        } else {
+            earliest(&next, due);
+        }
+    }
+    admit(p, g, gpu, now, out); /* revocations and evictions made room */
     return next;
 }
+
+uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
+{
+    uint64_t next = 0;
+
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        uint64_t due = tick_gpu(p, &p->gpus[gpu], gpu, now, out);
+        if (due)
+            earliest(&next, due);
+    }
+    return next;
+}
+
+/* ---- settings ------------------------------------------------------------ */
 
 void policy_set_tq(struct policy *p, uint64_t tq_ns)
 {
@@ -425,8 +834,9 @@ void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now)
     p->anti_thrash = on;
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
-        if (g->holder >= 0)
-            end_hold(p, g, now);
+        for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+            if (running(&g->members[c]))
+                end_hold(p, g, c, now);
         for (int i = 0; i < g->n_waiting; i++)
             set_state(&g->members[g->queue[i]], MEMBER_IDLE, now);
         g->n_waiting = 0;
@@ -461,6 +871,49 @@ void policy_set_window(struct policy *p, uint64_t window_ns,
     p->carryover_percent = carryover_percent > 100 ? 100 : carryover_percent;
 }
 
+void policy_set_capacity(struct policy *p, int gpu, uint64_t bytes)
+{
+    p->gpus[gpu].capacity = bytes;
+}
+
+void policy_set_footprint(struct policy *p, int gpu, int client,
+                          uint64_t footprint, bool evictable)
+{
+    struct member *m = &p->gpus[gpu].members[client];
+
+    m->footprint = footprint;
+    if (m->evictable != evictable) {
+        m->evictable = evictable;
+        m->resident = running(m);
+    }
+}
+
+void policy_set_load(struct policy *p, int gpu, int client,
+                     unsigned busy_permille)
+{
+    struct member *m = &p->gpus[gpu].members[client];
+
+    m->load_known = true;
+    m->load_permille = (uint16_t)(busy_permille > 1000 ? 1000 : busy_permille);
+}
+
+void policy_set_mode(struct policy *p, int gpu, enum sched_mode mode)
+{
+    for (int g = 0; g < p->n_gpus; g++)
+        if (gpu < 0 || g == gpu)
+            p->gpus[g].mode = (uint8_t)mode;
+}
+
+void policy_set_switch_time(struct policy *p, uint64_t fixed_ns,
+                            unsigned multiplier)
+{
+    p->switch_fixed_ns = fixed_ns;
+    if (multiplier)
+        p->switch_multiplier = multiplier;
+}
+
+/* ---- queries -------------------------------------------------------------- */
+
 uint64_t policy_budget_ns(const struct policy *p, int gpu, int account)
 {
     return budget_ns(p, &p->gpus[gpu], account);
@@ -475,10 +928,51 @@ uint64_t policy_used_ns(const struct policy *p, int gpu, int account,
 uint64_t policy_held_ns(const struct policy *p, int gpu, int client,
                         uint64_t now)
 {
-    const struct gpu_sched *g = &p->gpus[gpu];
-    uint64_t held = g->members[client].held_ns;
+    const struct member *m = &p->gpus[gpu].members[client];
 
-    if (g->holder == client)
-        held += now - g->granted_at;
-    return held;
+    return m->held_ns + (running(m) ? now - m->granted_at : 0);
+}
+
+uint64_t policy_resident(const struct policy *p, int gpu)
+{
+    return resident_bytes(&p->gpus[gpu]);
+}
+
+uint64_t policy_running_footprint(const struct policy *p, int gpu)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+    uint64_t sum = 0;
+
+    for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+        if (running(&g->members[c]))
+            sum += g->members[c].footprint;
+    return sum;
+}
+
+uint64_t policy_switch_time(const struct policy *p, int gpu, bool *measured)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+    const struct member *w = NULL;
+
+    for (int i = 0; i < g->n_waiting && !w; i++)
+        if (g->members[g->queue[i]].wait_reason == WAIT_MEMORY)
+            w = &g->members[g->queue[i]];
+    return switch_time(p, g, w ? w->footprint : 0, measured);
+}
+
+int policy_holder(const struct policy *p, int gpu)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+    int oldest = -1;
+
+    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++)
+        if (running(&g->members[c]) &&
+            (oldest < 0 || g->members[c].grant_seq < g->members[oldest].grant_seq))
+            oldest = c;
+    return oldest;
+}
+
+bool policy_is_running(const struct policy *p, int gpu, int client)
+{
+    return running(&p->gpus[gpu].members[client]);
 }

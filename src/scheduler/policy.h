@@ -6,22 +6,46 @@
  * synthetic clocks; the daemon only feeds it events.
  *
  * Model (per GPU, each independent of the others):
- *  - At most one holder. Requests queue in FCFS order.
- *  - A holder keeps the GPU while nobody waits. Once someone waits and the
- *    holder has had it for a time quantum (TQ), it is asked to give it back
- *    (DROP). It answers after draining its submitted work (release); the
- *    first waiter is granted the GPU at once.
+ *  - A running set of holders and a queue of waiters. Who may join the
+ *    running set depends on the GPU's mode:
+ *      serial      one holder at a time;
+ *      concurrent  every client whose memory fits;
+ *      auto        like concurrent for light clients (measured busy
+ *                  fraction under light_permille), exclusive for the rest:
+ *                  co-running two clients that keep the GPU busy costs each
+ *                  more than time slicing them, and a light client beside a
+ *                  heavy one gets starved by it.
+ *    A client whose load is not yet measured runs alone, or beside a set of
+ *    measured light clients (then its first report decides).
+ *  - Memory. A client's footprint is what it holds (allocated + credit)
+ *    plus its context overhead. Evictable clients (oversubscribed: managed
+ *    memory) occupy the GPU only while running or until they have swapped
+ *    out; the others always do. A waiter is admitted only if the memory
+ *    that would then occupy the GPU fits in capacity minus the reserve; if
+ *    not, it is told (WAIT_FOR_MEM) and idle evictable clients are asked to
+ *    swap out (EVICT) until it fits. Admission follows queue order; a later
+ *    waiter may pass a blocked one only while that one has waited less than
+ *    its quantum, so big clients cannot starve.
+ *  - Rotation. Once someone waits, a running client that has had the GPU
+ *    for its quantum is asked to give it back (DROP); it answers after
+ *    draining its work (release). The quantum is the TQ when the first
+ *    blocked waiter waits for the lock, the switch time when it waits for
+ *    memory: swapping costs seconds, so a memory rotation must buy enough
+ *    run time to be worth it. Auto switch time = measured swap time of the
+ *    memory that would move, times the multiplier, clamped.
  *  - A holder that does not answer a DROP within the drain timeout is
- *    revoked, so that one stuck process cannot stall everyone.
- *  - Leases number the grants of a GPU: a release that names an old lease
- *    (it crossed a DROP on the wire) is ignored.
+ *    revoked, so that one stuck process cannot stall everyone; a client
+ *    that does not answer EVICT in as long is taken as swapped out.
+ *  - Leases number the grants of a GPU: a release that names another lease
+ *    than the client's current one (it crossed a DROP) is ignored.
  *  - Anti-thrashing off: nobody holds or waits, every client runs freely.
  *
  * Compute limits. Clients are billed to accounts (one per pod; the daemon
  * assigns them). An account may have a core limit: a percentage of each
- * GPU's time over every accounting window (default 1 s). Billed time is the
- * time its clients hold the GPU, from grant to the release that follows the
- * drain, so the drain tail is paid by whoever queued the work. When the
+ * GPU's time over every accounting window (default 1 s). A holder is
+ * billed from its first submission under a grant to the release that
+ * follows the drain, so the drain tail is paid by whoever queued the work;
+ * while n clients run at once each pays 1/n of the wall time. When the
  * limits of the accounts active on a GPU sum above 100 %, each is scaled by
  * 100/sum, so the GPU stays full and the ratios hold. A holder whose account
  * reaches its budget is dropped even if nobody waits (limits are caps), early
@@ -34,6 +58,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "protocol.h" /* enum sched_mode, enum wait_reason */
 
 #define POLICY_MAX_GPUS 32
 #define POLICY_MAX_CLIENTS 512
@@ -49,12 +75,29 @@ struct member {
     bool present;      /* the client uses this GPU */
     int account;       /* billed to; 0 .. POLICY_MAX_CLIENTS - 1 */
     uint8_t state;     /* enum member_state */
+    uint8_t wait_reason;  /* enum wait_reason (protocol.h) while waiting */
+    bool told_wait_mem;   /* WAIT_FOR_MEM sent during this wait */
     uint64_t since;    /* when state was entered */
     uint64_t held_ns;  /* completed holds; see policy_held_ns() */
     uint64_t grants;
+    uint32_t lease;        /* of its current (or last) grant */
+    uint64_t grant_seq;    /* order of grants: oldest runner first */
+    uint64_t granted_at;
+    uint64_t billed_until; /* a running client is billed from here on */
+    uint64_t drop_sent_at; /* valid while draining */
     uint64_t last_drain_ns;   /* drain time the client measured */
     uint64_t last_preempt_ns; /* DROP sent to release received */
     uint64_t preempt_estimate_ns; /* moving average of the above */
+    /* memory */
+    uint64_t footprint;    /* bytes: held + context overhead */
+    bool evictable;        /* oversubscribed: can swap out */
+    bool resident;         /* evictable and its memory is on the GPU */
+    bool evicting;         /* EVICT sent, SWAPPED not yet received */
+    bool evict_after_release; /* dropped because the runners outgrew it */
+    uint64_t evict_sent_at;
+    /* load */
+    bool load_known;
+    uint16_t load_permille;
 };
 
 struct account_usage {
@@ -62,16 +105,24 @@ struct account_usage {
     bool throttled;   /* at its budget until the window rolls over */
 };
 
+struct swap_stats {
+    uint64_t count, bytes, ns;    /* totals */
+    uint64_t last_ns;
+    double ns_per_byte;           /* moving average; 0 = not measured */
+};
+
 struct gpu_sched {
-    int holder;            /* client slot, -1 if free */
-    uint32_t lease;        /* of the current (or last) grant */
-    uint64_t granted_at;
-    uint64_t drop_sent_at; /* valid while the holder is draining */
+    uint8_t mode;          /* enum sched_mode */
+    uint64_t capacity;     /* bytes admitted against; 0 = not known */
+    int n_running;         /* holding or draining */
+    uint32_t lease;        /* of the latest grant */
+    uint64_t grant_seq;
     int queue[POLICY_MAX_CLIENTS];
     int n_waiting;
     uint64_t switches;     /* grants that followed another holder */
+    int last_granted;
     uint64_t window_start;
-    uint64_t billed_until; /* the holder is billed from here on */
+    struct swap_stats swap_out, swap_in;
     struct member members[POLICY_MAX_CLIENTS];
     struct account_usage usage[POLICY_MAX_CLIENTS]; /* by account */
 };
@@ -82,15 +133,31 @@ struct policy {
     bool anti_thrash;
     uint64_t window_ns;
     unsigned carryover_percent;
+    unsigned reserve_percent;      /* of capacity, kept free */
+    unsigned light_permille;       /* auto: busier than this is heavy */
+    uint64_t switch_fixed_ns;      /* 0: auto */
+    unsigned switch_multiplier;
     uint8_t core_limit[POLICY_MAX_CLIENTS]; /* by account; 0 = unlimited */
     int n_gpus;
     struct gpu_sched gpus[POLICY_MAX_GPUS];
 };
 
+/* Defaults of the memory-aware settings. The switch time multiplier keeps
+ * swapping under 5 % of the time of clients that rotate (1 / (1 + 20)). */
+#define POLICY_RESERVE_PERCENT 10
+#define POLICY_LIGHT_PERMILLE 500
+#define POLICY_SWITCH_MULTIPLIER 20
+#define POLICY_SWITCH_MIN_NS 5000000000ull       /* 5 s */
+#define POLICY_SWITCH_MAX_NS 300000000000ull     /* 5 min */
+#define POLICY_SWITCH_UNMEASURED_NS 30000000000ull /* before any swap */
+
 enum action_kind {
-    ACTION_GRANT,  /* send LOCK_OK(gpu, lease) to client */
-    ACTION_DROP,   /* send DROP_LOCK(gpu, lease) to client */
-    ACTION_REVOKE, /* client ignored DROP past the drain timeout */
+    ACTION_GRANT,         /* send LOCK_OK(gpu, lease) to client */
+    ACTION_DROP,          /* send DROP_LOCK(gpu, lease) to client */
+    ACTION_REVOKE,        /* client ignored DROP past the drain timeout */
+    ACTION_WAIT_FOR_MEM,  /* tell client it waits for memory (mem below) */
+    ACTION_MEM_AVAILABLE, /* tell client it no longer does (before GRANT) */
+    ACTION_EVICT,         /* ask client to swap its memory out */
 };
 
 struct policy_action {
@@ -98,12 +165,29 @@ struct policy_action {
     int gpu;
     int client;
     uint32_t lease;
+    struct {
+        uint64_t need, free, limit, wait_ns;
+    } mem; /* WAIT_FOR_MEM; MEM_AVAILABLE: wait_ns = time waited */
 };
+
+/* One call emits at most three actions per client and GPU it touches; a
+ * call that runs out of room stops early, sets `truncated`, and the daemon
+ * calls policy_tick again at once. */
+#define POLICY_MAX_ACTIONS (4 * POLICY_MAX_CLIENTS)
 
 struct policy_actions {
     int n;
-    struct policy_action list[2 * POLICY_MAX_GPUS + 2];
+    bool truncated;
+    struct policy_action list[POLICY_MAX_ACTIONS];
 };
+
+/* Rather than `= {0}`: clearing the whole list on every event would cost
+ * more than the decision. */
+static inline void policy_actions_clear(struct policy_actions *a)
+{
+    a->n = 0;
+    a->truncated = false;
+}
 
 void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
                  uint64_t drain_timeout_ns);
@@ -158,6 +242,49 @@ void policy_reset_account(struct policy *p, int account);
 uint64_t policy_budget_ns(const struct policy *p, int gpu, int account);
 uint64_t policy_used_ns(const struct policy *p, int gpu, int account,
                         uint64_t now);
+
+/* ---- memory-aware scheduling ---- */
+
+/* Capacity of gpu in bytes (0: not known; memory is then not checked). */
+void policy_set_capacity(struct policy *p, int gpu, uint64_t bytes);
+
+/* The client's footprint on gpu changed (bytes held + context overhead),
+ * and whether it is evictable. Growth past the capacity makes the newest
+ * runner leave at the next tick. */
+void policy_set_footprint(struct policy *p, int gpu, int client,
+                          uint64_t footprint, bool evictable);
+
+/* The client's measured busy fraction on gpu. */
+void policy_set_load(struct policy *p, int gpu, int client,
+                     unsigned busy_permille);
+
+/* The client finished a swap (direction: enum swap_direction) of bytes in
+ * duration_ns. A swap-out frees its memory for waiters. */
+void policy_swapped(struct policy *p, int gpu, int client, int direction,
+                    uint64_t bytes, uint64_t duration_ns, uint64_t now,
+                    struct policy_actions *out);
+
+/* Mode of one GPU (gpu >= 0) or of all. Runners the new mode does not
+ * allow together leave at the next tick (newest first). */
+void policy_set_mode(struct policy *p, int gpu, enum sched_mode mode);
+
+/* Switch time: fixed_ns > 0 fixes it, 0 makes it auto (measured swap time
+ * times multiplier, clamped to [POLICY_SWITCH_MIN_NS, _MAX_NS]). */
+void policy_set_switch_time(struct policy *p, uint64_t fixed_ns,
+                            unsigned multiplier);
+
+/* Memory admitted against on gpu: capacity minus the reserve (0 = none). */
+uint64_t policy_memory_limit(const struct policy *p, int gpu);
+/* Footprints that occupy gpu now, and those of its running clients. */
+uint64_t policy_resident(const struct policy *p, int gpu);
+uint64_t policy_running_footprint(const struct policy *p, int gpu);
+/* The switch time gpu would use now, and whether it comes from measured
+ * swaps. */
+uint64_t policy_switch_time(const struct policy *p, int gpu, bool *measured);
+
+/* The running client of gpu admitted first, or -1. */
+int policy_holder(const struct policy *p, int gpu);
+bool policy_is_running(const struct policy *p, int gpu, int client);
 
 /* Total time the client has held gpu, including a hold in progress. */
 uint64_t policy_held_ns(const struct policy *p, int gpu, int client,

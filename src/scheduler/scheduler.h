@@ -31,6 +31,7 @@ struct client {
     int n_gpus;
     int node_gpu[PROTO_MAX_GPUS]; /* client's GPU index -> node index, -1 */
     int account;
+    bool evictable; /* oversubscribed: its device memory is managed */
     struct frame_reader *reader;
 };
 
@@ -61,6 +62,9 @@ struct scheduler {
     uint64_t next_client_id;
     uint64_t started_at;
     uid_t uid; /* the daemon's own: may use the control socket, as may root */
+    uint8_t oversub_default;       /* NVSHARE_ENABLE_OVERSUB of the daemon */
+    uint64_t context_overhead;     /* assumed per client until measured */
+    uint64_t overhead[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* measured */
 };
 
 /* clients.c */
@@ -69,6 +73,15 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions);
 void clients_apply_quota(struct scheduler *s, const struct quota_actions *actions);
 void clients_broadcast(struct scheduler *s, uint16_t type);
 int clients_count(const struct scheduler *s);
+
+/* footprints.c */
+/* Recomputes the client's footprint on node gpu and tells the policy. */
+void footprint_update(struct scheduler *s, int gpu, int slot);
+/* Samples running clients' context overheads from NVML, at most every 2 s
+ * (nothing where NVML cannot tell). */
+void footprint_sample_overheads(struct scheduler *s, uint64_t now);
+/* Forgets a slot's measurements before it is reused. */
+void footprint_forget(struct scheduler *s, int slot);
 
 /* accounts.c */
 int account_attach(struct scheduler *s, const struct msg_register *reg);

@@ -25,8 +25,11 @@ wait_for() {
     done
 }
 
+# Tests of time slicing run in serial mode unless they say otherwise (the
+# daemon's default, auto, would co-run clients it measured as light).
 start_scheduler() { # env assignments for the scheduler as arguments
-    env NVSHARE_DEBUG=1 "$@" "$SCHED_BIN" >>"$WORK/sched.log" 2>&1 &
+    env NVSHARE_DEBUG=1 NVSHARE_SCHEDULING_MODE=serial "$@" "$SCHED_BIN" \
+        >>"$WORK/sched.log" 2>&1 &
     SCHED_PID=$!
     wait_for test -S "$NVSHARE_SOCK_DIR/scheduler.sock" || fail "scheduler did not start"
 }

@@ -21,7 +21,14 @@
  * measurement whether it is spent at the start or the end of a window.
  *
  * SIM_LINGER_MS=<n> keeps the process connected and idle for n ms after
- * its last unit (to test that an idle holder gives the GPU back). */
+ * its last unit (to test that an idle holder gives the GPU back).
+ *
+ * Memory-aware scheduling: SIM_MEMORY_MB=<n> allocates n MiB on the first
+ * GPU before the first unit; with NVSHARE_ENABLE_OVERSUB=1 that memory is
+ * evictable, and a swap "moves" it by sleeping SIM_SWAP_MS (default 50)
+ * and appends "swap_out|swap_in <start_ns> <end_ns>" to TRACE.
+ * SIM_BUSY_PERMILLE=<n> reports each unit as n/1000 busy (how busy the
+ * process keeps the GPU, for auto mode). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +36,7 @@
 #include <unistd.h>
 
 #include "nvshare_client.h"
+#include "nvshare_memory.h"
 
 static uint64_t realtime_ns(void)
 {
@@ -46,6 +54,39 @@ static void drain(int gpu, void *user)
     (void)user;
 }
 
+static FILE *trace;
+static uint64_t memory_bytes, swap_ns = 50000000;
+
+static uint64_t swap(const char *what)
+{
+    uint64_t start = realtime_ns();
+    struct timespec t = {.tv_sec = (time_t)(swap_ns / 1000000000ull),
+                         .tv_nsec = (long)(swap_ns % 1000000000ull)};
+
+    while (nanosleep(&t, &t))
+        ;
+    if (trace) {
+        fprintf(trace, "%s %llu %llu\n", what, (unsigned long long)start,
+                (unsigned long long)realtime_ns());
+        fflush(trace);
+    }
+    return memory_bytes;
+}
+
+static uint64_t swap_out(int gpu, void *user)
+{
+    (void)gpu;
+    (void)user;
+    return swap("swap_out");
+}
+
+static uint64_t swap_in(int gpu, void *user)
+{
+    (void)gpu;
+    (void)user;
+    return swap("swap_in");
+}
+
 static bool completed(int gpu, void *user)
 {
     (void)gpu;
@@ -60,7 +101,9 @@ int main(int argc, char **argv)
     int n_gpus = 0;
     uint64_t until, unit_ns = 1000000, units = 0, held = 0, first = 0;
     uint64_t measure_from = 0, measured = 0;
-    FILE *trace = NULL;
+    const char *memory_mb = getenv("SIM_MEMORY_MB"), *swap_ms = getenv("SIM_SWAP_MS");
+    const char *busy = getenv("SIM_BUSY_PERMILLE");
+    uint64_t busy_permille = busy ? strtoull(busy, NULL, 10) : 0;
 
     if (argc < 3) {
         fprintf(stderr, "usage: %s GPU[,GPU] UNTIL_REALTIME_NS [UNIT_US] [TRACE]\n",
@@ -84,10 +127,20 @@ int main(int argc, char **argv)
     struct nvshare_client_config config = {
         .gpu_uuids = uuids,
         .n_gpus = n_gpus,
-        .ops = {.drain = drain, .completed = completed},
+        .ops = {.drain = drain, .completed = completed, .swap_out = swap_out,
+                .swap_in = swap_in},
     };
+    if (swap_ms)
+        swap_ns = strtoull(swap_ms, NULL, 10) * 1000000;
     if (nvshare_client_start(&config))
         return 1;
+    if (memory_mb) {
+        memory_bytes = strtoull(memory_mb, NULL, 10) << 20;
+        if (nvshare_mem_reserve(0, memory_bytes)) {
+            fprintf(stderr, "sim_workload: %s MiB refused\n", memory_mb);
+            return 1;
+        }
+    }
 
     for (int gpu = 0;; gpu = (gpu + 1) % n_gpus) {
         nvshare_submit_begin(gpu);
@@ -101,6 +154,8 @@ int main(int argc, char **argv)
             ;
         uint64_t end = realtime_ns();
         nvshare_submit_end();
+        if (busy)
+            nvshare_note_busy(gpu, (end - start) * busy_permille / 1000, end - start);
         if (!first)
             first = start;
         units++;
@@ -110,6 +165,8 @@ int main(int argc, char **argv)
         if (trace)
             fprintf(trace, "%s %llu %llu\n", uuids[gpu], (unsigned long long)start,
                     (unsigned long long)end);
+        if (trace && memory_bytes)
+            fflush(trace); /* swap lines are written on another thread */
     }
     uint64_t grants = 0;
     for (int gpu = 0; gpu < n_gpus; gpu++)

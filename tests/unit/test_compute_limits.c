@@ -51,7 +51,8 @@ static void apply(const struct policy_actions *out)
 static void start_tq(int n, const unsigned *limits, uint64_t drain_ns,
                      uint64_t tq_ns)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     memset(&sim, 0, sizeof(sim));
     sim.n = n;
@@ -75,7 +76,8 @@ static void start(int n, const unsigned *limits, uint64_t drain_ns)
 static void run_until(uint64_t until)
 {
     while (sim.now < until) {
-        struct policy_actions out = {0};
+        struct policy_actions out;
+        policy_actions_clear(&out);
         uint64_t next = policy_tick(&p, sim.now, &out);
         apply(&out);
         for (int c = 0; c < sim.n; c++)
@@ -89,11 +91,11 @@ static void run_until(uint64_t until)
         /* Property: the GPU never idles while a client that is not
          * throttled waits. */
         const struct gpu_sched *g = &p.gpus[0];
-        if (g->holder < 0)
+        if (policy_holder(&p, 0) < 0)
             for (int i = 0; i < g->n_waiting; i++)
                 if (!g->usage[g->members[g->queue[i]].account].throttled)
                     sim.idle_while_eligible_waiting = true;
-        if (g->holder >= 0)
+        if (policy_holder(&p, 0) >= 0)
             sim.busy_ns += next - sim.now;
         sim.now = next;
 
@@ -281,12 +283,13 @@ static void test_raise_keeps_used_time(void **state)
 static void test_lower_drops_holder_and_keeps_used_time(void **state)
 {
     unsigned l[] = {90};
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     start(1, l, 0);
     run_until(WINDOW + 500 * MS);
-    assert_int_equal(p.gpus[0].holder, 0);
+    assert_int_equal(policy_holder(&p, 0), 0);
     policy_set_core_limit(&p, 0, 10, sim.now);
     uint64_t used = policy_used_ns(&p, 0, 0, sim.now);
     assert_true(used >= 500 * MS - 10 && used <= 500 * MS + 10); /* kept */
@@ -299,7 +302,8 @@ static void test_lower_drops_holder_and_keeps_used_time(void **state)
 static void test_client_leaving_rescales_others(void **state)
 {
     unsigned l[] = {50, 60};
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     start(2, l, 0);
@@ -316,7 +320,8 @@ static void test_client_leaving_rescales_others(void **state)
 static void test_idle_gpu_has_no_stale_window(void **state)
 {
     unsigned l[] = {50};
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     start(1, l, 0);

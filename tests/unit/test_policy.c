@@ -41,7 +41,8 @@ static uint32_t expect_one(const struct policy_actions *out,
 
 static uint32_t request(int gpu, int client, uint64_t now)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     policy_request(&p, gpu, client, now, &out);
     return out.n ? expect_one(&out, ACTION_GRANT, gpu, client) : 0;
@@ -51,13 +52,14 @@ static void test_free_gpu_is_granted_at_once(void **state)
 {
     (void)state;
     assert_int_not_equal(request(0, 0, 0), 0);
-    assert_int_equal(p.gpus[0].holder, 0);
+    assert_int_equal(policy_holder(&p, 0), 0);
     assert_int_equal(p.gpus[0].members[0].state, MEMBER_HOLDING);
 }
 
 static void test_waiters_are_served_in_fcfs_order(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
     uint32_t lease = request(0, 0, 0);
 
     (void)state;
@@ -75,18 +77,20 @@ static void test_waiters_are_served_in_fcfs_order(void **state)
 
 static void test_no_preemption_without_waiters(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     request(0, 0, 0);
     assert_int_equal(policy_tick(&p, 100 * TQ, &out), 0);
     assert_int_equal(out.n, 0);
-    assert_int_equal(p.gpus[0].holder, 0);
+    assert_int_equal(policy_holder(&p, 0), 0);
 }
 
 static void test_holder_is_dropped_after_its_quantum(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
     uint32_t lease = request(0, 0, 0);
 
     (void)state;
@@ -111,7 +115,8 @@ static void test_holder_is_dropped_after_its_quantum(void **state)
 
 static void test_waiter_arriving_late_preempts_at_once(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     request(0, 0, 0);
@@ -122,7 +127,8 @@ static void test_waiter_arriving_late_preempts_at_once(void **state)
 
 static void test_tq_change_applies_to_current_holder(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     policy_set_tq(&p, 30000 * MS);
@@ -138,7 +144,8 @@ static void test_tq_change_applies_to_current_holder(void **state)
 
 static void test_death_of_holder_passes_lock_at_once(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     request(0, 0, 0);
@@ -152,7 +159,8 @@ static void test_death_of_holder_passes_lock_at_once(void **state)
 
 static void test_death_of_waiter_leaves_queue(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
     uint32_t lease = request(0, 0, 0);
 
     (void)state;
@@ -166,7 +174,8 @@ static void test_death_of_waiter_leaves_queue(void **state)
 
 static void test_release_crossing_drop_is_not_counted_twice(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
     uint32_t first = request(0, 0, 0);
 
     (void)state;
@@ -183,17 +192,18 @@ static void test_release_crossing_drop_is_not_counted_twice(void **state)
     request(0, 0, TQ + 1 * MS);
     policy_release(&p, 0, 0, first, 0, TQ + 2 * MS, &out);
     assert_int_equal(out.n, 0);
-    assert_int_equal(p.gpus[0].holder, 1);
+    assert_int_equal(policy_holder(&p, 0), 1);
 
     /* Nor may a release by a client that does not hold the GPU. */
     policy_release(&p, 0, 0, second, 0, TQ + 3 * MS, &out);
     assert_int_equal(out.n, 0);
-    assert_int_equal(p.gpus[0].holder, 1);
+    assert_int_equal(policy_holder(&p, 0), 1);
 }
 
 static void test_stuck_holder_is_revoked(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
     uint32_t lease = request(0, 0, 0);
 
     (void)state;
@@ -211,12 +221,13 @@ static void test_stuck_holder_is_revoked(void **state)
     out.n = 0; /* the late release changes nothing */
     policy_release(&p, 0, 0, lease, 0, TQ + DRAIN_TIMEOUT + 1, &out);
     assert_int_equal(out.n, 0);
-    assert_int_equal(p.gpus[0].holder, 1);
+    assert_int_equal(policy_holder(&p, 0), 1);
 }
 
 static void test_gpus_are_independent(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     policy_init(&p, POLICY_MAX_GPUS, TQ, DRAIN_TIMEOUT);
@@ -231,12 +242,13 @@ static void test_gpus_are_independent(void **state)
     policy_tick(&p, TQ, &out);
     expect_one(&out, ACTION_DROP, 7, 7);
     for (int g = 0; g < POLICY_MAX_GPUS; g++)
-        assert_int_equal(p.gpus[g].holder, g);
+        assert_int_equal(policy_holder(&p, g), g);
 }
 
 static void test_client_on_two_gpus_holds_two_locks(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     request(0, 0, 0);
@@ -244,18 +256,19 @@ static void test_client_on_two_gpus_holds_two_locks(void **state)
     request(1, 1, 1 * MS);
     policy_leave(&p, 0, 2 * MS, &out);
     expect_one(&out, ACTION_GRANT, 1, 1);
-    assert_int_equal(p.gpus[0].holder, -1);
+    assert_int_equal(policy_holder(&p, 0), -1);
 }
 
 static void test_anti_thrash_off_clears_and_ignores(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     request(0, 0, 0);
     request(0, 1, 1 * MS);
     policy_set_anti_thrash(&p, false, 10 * MS);
-    assert_int_equal(p.gpus[0].holder, -1);
+    assert_int_equal(policy_holder(&p, 0), -1);
     assert_int_equal(p.gpus[0].n_waiting, 0);
     assert_int_equal(p.gpus[0].members[0].held_ns, 10 * MS);
     policy_request(&p, 0, 2, 11 * MS, &out);
@@ -266,7 +279,8 @@ static void test_anti_thrash_off_clears_and_ignores(void **state)
 
 static void test_duplicate_and_foreign_requests_are_ignored(void **state)
 {
-    struct policy_actions out = {0};
+    struct policy_actions out;
+    policy_actions_clear(&out);
 
     (void)state;
     request(0, 0, 0);
@@ -315,10 +329,10 @@ static void check_invariants(void)
             waiting += m->state == MEMBER_WAITING;
         }
         assert_true(holding <= 1);
-        assert_int_equal(holding, gs->holder >= 0);
+        assert_int_equal(holding, policy_holder(&p, g) >= 0);
         assert_int_equal(waiting, gs->n_waiting);
         /* The GPU never sits free while someone waits. */
-        assert_true(gs->holder >= 0 || gs->n_waiting == 0);
+        assert_true(policy_holder(&p, g) >= 0 || gs->n_waiting == 0);
         for (int i = 0; i < gs->n_waiting; i++)
             assert_int_equal(gs->members[gs->queue[i]].state, MEMBER_WAITING);
     }
@@ -331,7 +345,8 @@ static void test_random_events_keep_invariants(void **state)
 
     (void)state;
     for (int step = 0; step < 200000; step++) {
-        struct policy_actions out = {0};
+        struct policy_actions out;
+        policy_actions_clear(&out);
         int gpu = rand_r(&seed) % 2, c = rand_r(&seed) % 8;
         const struct gpu_sched *g = &p.gpus[gpu];
 
@@ -342,10 +357,11 @@ static void test_random_events_keep_invariants(void **state)
             policy_request(&p, gpu, c, now, &out);
             break;
         case 2: /* the holder releases, sometimes with a stale lease */
-            if (g->holder >= 0)
-                policy_release(&p, gpu, g->holder,
-                               g->lease - (uint32_t)(rand_r(&seed) % 2), 0, now,
-                               &out);
+            if (policy_holder(&p, gpu) >= 0)
+                policy_release(&p, gpu, policy_holder(&p, gpu),
+                               g->members[policy_holder(&p, gpu)].lease -
+                                   (uint32_t)(rand_r(&seed) % 2),
+                               0, now, &out);
             break;
         case 3:
             policy_tick(&p, now, &out);
@@ -365,7 +381,7 @@ static void test_random_events_keep_invariants(void **state)
         /* Every grant names the client that now holds the GPU. */
         for (int i = 0; i < out.n; i++)
             if (out.list[i].kind == ACTION_GRANT)
-                assert_int_equal(p.gpus[out.list[i].gpu].holder,
+                assert_int_equal(policy_holder(&p, out.list[i].gpu),
                                  out.list[i].client);
         check_invariants();
     }

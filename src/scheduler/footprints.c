@@ -1,0 +1,107 @@
+/* footprints.c - what each client occupies on a GPU, for memory-aware
+ * admission: the bytes it holds under the quota arbiter (allocated plus
+ * credit) and its context overhead.
+ *
+ * A CUDA context costs 300-500 MiB that no allocation call shows, so a
+ * fixed percentage of the GPU cannot stand for it. Where NVML can tell a
+ * process's used memory (nvmlDeviceGetComputeRunningProcesses), the overhead
+ * of a running client is that minus what it allocated; elsewhere (no NVML,
+ * a PID namespace that hides the process, managed memory that NVML does not
+ * count) it is NVSHARE_CONTEXT_OVERHEAD. */
+#include <dlfcn.h>
+#include <string.h>
+
+#include "clock.h"
+#include "nvml_abi.h"
+#include "scheduler.h"
+
+#define SAMPLE_EVERY_NS (2 * NS_PER_SEC)
+#define MAX_PROCS 256
+/* Below this, a difference is noise or a process NVML does not describe
+ * well (managed memory): the assumed overhead stands. */
+#define MIN_MEASURED_OVERHEAD (64ull << 20)
+
+/* nvmlProcessInfo_v2_t, the layout of the _v3 call. */
+struct nvml_process {
+    unsigned int pid;
+    unsigned long long used;
+    unsigned int gpu_instance, compute_instance;
+};
+
+static struct {
+    bool tried, ok;
+    nvmlReturn_t (*by_uuid)(const char *, nvmlDevice_t *);
+    nvmlReturn_t (*processes)(nvmlDevice_t, unsigned int *, struct nvml_process *);
+    uint64_t next_sample;
+} nvml;
+
+static void load_nvml(void)
+{
+    void *lib;
+    nvmlReturn_t (*init)(void);
+
+    nvml.tried = true;
+    lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return;
+    *(void **)&init = dlsym(lib, "nvmlInit_v2");
+    *(void **)&nvml.by_uuid = dlsym(lib, "nvmlDeviceGetHandleByUUID");
+    *(void **)&nvml.processes = dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+    nvml.ok = init && nvml.by_uuid && nvml.processes && init() == NVML_SUCCESS;
+    if (!nvml.ok)
+        dlclose(lib); /* kept open for the daemon's life otherwise */
+}
+
+void footprint_update(struct scheduler *s, int gpu, int slot)
+{
+    const struct quota_client *q = &s->quota.gpus[gpu].clients[slot];
+    uint64_t overhead = s->overhead[gpu][slot] ? s->overhead[gpu][slot]
+                                               : s->context_overhead;
+    uint64_t held = q->held > q->allocated ? q->held : q->allocated;
+
+    policy_set_footprint(&s->policy, gpu, slot, held + overhead,
+                         s->clients[slot].evictable);
+}
+
+static void sample_gpu(struct scheduler *s, int gpu)
+{
+    struct nvml_process procs[MAX_PROCS];
+    unsigned int n = MAX_PROCS;
+    nvmlDevice_t dev;
+
+    if (nvml.by_uuid(s->gpus[gpu].uuid, &dev) != NVML_SUCCESS ||
+        nvml.processes(dev, &n, procs) != NVML_SUCCESS)
+        return;
+    for (int slot = 0; slot < POLICY_MAX_CLIENTS; slot++) {
+        const struct client *c = &s->clients[slot];
+        if (!c->used || !c->registered || !policy_is_running(&s->policy, gpu, slot))
+            continue;
+        uint64_t allocated = s->quota.gpus[gpu].clients[slot].allocated;
+        for (unsigned int i = 0; i < n; i++) {
+            if (procs[i].pid != (unsigned int)c->pid)
+                continue;
+            if (procs[i].used > allocated + MIN_MEASURED_OVERHEAD) {
+                s->overhead[gpu][slot] = procs[i].used - allocated;
+                footprint_update(s, gpu, slot);
+            }
+            break;
+        }
+    }
+}
+
+void footprint_sample_overheads(struct scheduler *s, uint64_t now)
+{
+    if (now < nvml.next_sample)
+        return;
+    nvml.next_sample = now + SAMPLE_EVERY_NS;
+    if (!nvml.tried)
+        load_nvml();
+    for (int gpu = 0; nvml.ok && gpu < s->n_gpus; gpu++)
+        sample_gpu(s, gpu);
+}
+
+void footprint_forget(struct scheduler *s, int slot)
+{
+    for (int gpu = 0; gpu < POLICY_MAX_GPUS; gpu++)
+        s->overhead[gpu][slot] = 0;
+}
