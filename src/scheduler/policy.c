@@ -56,8 +56,11 @@ void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
 void policy_join(struct policy *p, int gpu, int client, int account,
                  uint64_t now)
 {
-    struct member *m = &p->gpus[gpu].members[client];
+    struct gpu_sched *g = &p->gpus[gpu];
+    struct member *m = &g->members[client];
 
+    if (client >= g->slots)
+        g->slots = client + 1;
     memset(m, 0, sizeof(*m));
     m->present = true;
     m->account = account;
@@ -82,7 +85,7 @@ static uint64_t used_ns(const struct gpu_sched *g, int account, uint64_t now)
 {
     uint64_t used = g->usage[account].used_ns;
 
-    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++) {
+    for (int c = 0; c < g->slots && g->n_running; c++) {
         const struct member *m = &g->members[c];
         if (running(m) && m->account == account && now > m->billed_until)
             used += (now - m->billed_until) / (uint64_t)billed_runners(g);
@@ -101,7 +104,7 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
 
     counted[account] = true;
     sum += p->core_limit[account];
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         int a = m->account;
         bool takes_part = m->present && m->state != MEMBER_IDLE;
@@ -135,7 +138,7 @@ static void bill_runners(struct gpu_sched *g, uint64_t now)
 {
     int n = billed_runners(g);
 
-    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++) {
+    for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         if (!running(m) || now <= m->billed_until)
             continue;
@@ -171,7 +174,7 @@ static void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
         u->throttled = budgets[a] && over >= budgets[a];
     }
     g->window_start = now - (now - g->window_start) % p->window_ns;
-    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++) {
+    for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         /* A runner across windows pays the current window from its start;
          * what it ran in skipped windows is past any budget's reach. */
@@ -195,6 +198,8 @@ static void throttle_if_spent(struct policy *p, struct gpu_sched *g,
 static uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
                             int account, uint64_t now)
 {
+    if (!limited(p, account))
+        return 0;
     uint64_t budget = budget_ns(p, g, account), used = used_ns(g, account, now);
 
     return budget > used ? budget - used : 0;
@@ -237,7 +242,7 @@ static uint64_t resident_bytes(const struct gpu_sched *g)
 {
     uint64_t sum = 0;
 
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+    for (int c = 0; c < g->slots; c++)
         if (occupies(&g->members[c]))
             sum += g->members[c].footprint;
     return sum;
@@ -285,7 +290,7 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
     default:
         if (!maybe_light(p, &g->members[client]))
             return false;
-        for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+        for (int c = 0; c < g->slots; c++)
             if (running(&g->members[c]) && !measured_light(p, &g->members[c]))
                 return false;
         return true;
@@ -307,7 +312,7 @@ static uint64_t swap_estimate_ns(const struct gpu_sched *g, uint64_t incoming)
 
     if (g->swap_out.ns_per_byte <= 0 || g->swap_in.ns_per_byte <= 0)
         return 0;
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         if (running(m) && m->evictable)
             outgoing += m->footprint;
@@ -422,7 +427,7 @@ static uint64_t next_rotation(const struct gpu_sched *g, uint64_t quantum)
 {
     uint64_t due = 0;
 
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         if (m->present && m->state == MEMBER_HOLDING &&
             (due == 0 || m->granted_at + quantum < due))
@@ -439,12 +444,12 @@ static void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
     uint64_t limit = policy_memory_limit(p, gpu);
     uint64_t resident = resident_bytes(g), leaving = 0;
 
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+    for (int c = 0; c < g->slots; c++)
         if (g->members[c].evicting)
             leaving += g->members[c].footprint;
     while (resident - leaving + need > limit && room_for(out, 1)) {
         int oldest = -1;
-        for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+        for (int c = 0; c < g->slots; c++) {
             const struct member *m = &g->members[c];
             if (m->present && m->evictable && m->resident && !running(m) &&
                 !m->evicting &&
@@ -692,7 +697,7 @@ static int misfit_runner(const struct policy *p, const struct gpu_sched *g)
 {
     int holding = 0, newest = -1, oldest = -1, heavy = -1;
 
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         if (!m->present || m->state != MEMBER_HOLDING)
             continue;
@@ -723,7 +728,7 @@ static int overgrown_runner(const struct policy *p, const struct gpu_sched *g,
 
     if (!g->capacity || resident_bytes(g) <= policy_memory_limit(p, gpu))
         return -1;
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         if (!m->present || m->state != MEMBER_HOLDING)
             continue;
@@ -755,7 +760,7 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
 
     const struct member *waiter = blocked_waiter(p, g, now);
     uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
-    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++) {
+    for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         if (!room_for(out, 2)) {
             out->truncated = true;
@@ -790,7 +795,7 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
             earliest(&next, due);
         }
     }
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < g->slots; c++) {
         struct member *m = &g->members[c];
         if (!m->present || !m->evicting)
             continue;
@@ -834,7 +839,7 @@ void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now)
     p->anti_thrash = on;
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
-        for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+        for (int c = 0; c < g->slots; c++)
             if (running(&g->members[c]))
                 end_hold(p, g, c, now);
         for (int i = 0; i < g->n_waiting; i++)
@@ -943,7 +948,7 @@ uint64_t policy_running_footprint(const struct policy *p, int gpu)
     const struct gpu_sched *g = &p->gpus[gpu];
     uint64_t sum = 0;
 
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++)
+    for (int c = 0; c < g->slots; c++)
         if (running(&g->members[c]))
             sum += g->members[c].footprint;
     return sum;
@@ -965,7 +970,7 @@ int policy_holder(const struct policy *p, int gpu)
     const struct gpu_sched *g = &p->gpus[gpu];
     int oldest = -1;
 
-    for (int c = 0; c < POLICY_MAX_CLIENTS && g->n_running; c++)
+    for (int c = 0; c < g->slots && g->n_running; c++)
         if (running(&g->members[c]) &&
             (oldest < 0 || g->members[c].grant_seq < g->members[oldest].grant_seq))
             oldest = c;

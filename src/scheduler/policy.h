@@ -119,6 +119,7 @@ struct gpu_sched {
     uint64_t grant_seq;
     int queue[POLICY_MAX_CLIENTS];
     int n_waiting;
+    int slots;             /* members[] in use are below this */
     uint64_t switches;     /* grants that followed another holder */
     int last_granted;
     uint64_t window_start;
