@@ -222,14 +222,11 @@ out:
     return rc;
 }
 
-const struct msg_status_client *ctl_status_holder(const struct ctl_status *st,
-                                                  const struct msg_status_gpu *gpu)
+const struct msg_status_client *ctl_status_client(const struct ctl_status *st,
+                                                  uint64_t client_id, uint16_t gpu)
 {
-    if (!gpu->holder_id)
-        return NULL;
     for (int i = 0; i < st->n_clients; i++)
-        if (st->clients[i].client_id == gpu->holder_id &&
-            st->clients[i].gpu == gpu->index)
+        if (st->clients[i].client_id == client_id && st->clients[i].gpu == gpu)
             return &st->clients[i];
     return NULL;
 }
@@ -241,6 +238,39 @@ const char *ctl_state_name(uint8_t state)
     case CLIENT_WAITING: return "waiting";
     case CLIENT_HOLDING: return "holding";
     case CLIENT_DRAINING: return "draining";
+    }
+    return "unknown";
+}
+
+static const char *const mode_names[] = {
+    [SCHED_MODE_SERIAL] = "serial",
+    [SCHED_MODE_CONCURRENT] = "concurrent",
+    [SCHED_MODE_AUTO] = "auto",
+};
+
+const char *ctl_mode_name(uint8_t mode)
+{
+    return mode < sizeof(mode_names) / sizeof(mode_names[0]) ? mode_names[mode]
+                                                             : "unknown";
+}
+
+int ctl_parse_mode(const char *text, uint8_t *mode)
+{
+    for (uint8_t m = 0; m < sizeof(mode_names) / sizeof(mode_names[0]); m++)
+        if (!strcmp(text, mode_names[m])) {
+            *mode = m;
+            return 0;
+        }
+    return -1;
+}
+
+const char *ctl_wait_reason_name(uint8_t reason)
+{
+    switch (reason) {
+    case WAIT_NONE: return "none";
+    case WAIT_LOCK: return "lock";
+    case WAIT_MEMORY: return "memory";
+    case WAIT_THROTTLED: return "throttled";
     }
     return "unknown";
 }

@@ -43,10 +43,21 @@ int ctl_set(const struct ctl_target *t, uint16_t key, uint64_t value,
             const char *subject, struct msg_ctl_reply *reply,
             char err[CTL_ERR_LEN]);
 
-/* The (client, GPU) record of the client that holds gpu, or NULL. */
-const struct msg_status_client *ctl_status_holder(const struct ctl_status *st,
-                                                  const struct msg_status_gpu *gpu);
+/* The record of client_id on GPU index gpu, or NULL. */
+const struct msg_status_client *ctl_status_client(const struct ctl_status *st,
+                                                  uint64_t client_id, uint16_t gpu);
+
+/* Names of wire enums as nvsharectl prints them (tables and JSON alike);
+ * "unknown" for a value this nvsharectl does not know. */
 const char *ctl_state_name(uint8_t state);
+const char *ctl_mode_name(uint8_t mode);          /* enum sched_mode */
+const char *ctl_wait_reason_name(uint8_t reason); /* enum wait_reason; "none" */
+
+/* Parses "serial", "concurrent" or "auto" into *mode; -1 otherwise. */
+int ctl_parse_mode(const char *text, uint8_t *mode);
+
+/* load_permille of a client whose load is not measured yet. */
+#define CTL_LOAD_UNMEASURED 0xffff
 
 /* render_table.c: the human view. */
 void render_table(FILE *out, const struct ctl_status *st);

@@ -140,3 +140,26 @@ void json_null(struct json_out *j, const char *key)
     item(j, key);
     fputs("null", j->out);
 }
+
+void json_decimal(struct json_out *j, const char *key, uint64_t value,
+                  unsigned decimals)
+{
+    uint64_t scale = 1;
+
+    for (unsigned i = 0; i < decimals && i < 19; i++)
+        scale *= 10;
+    item(j, key);
+    fprintf(j->out, "%" PRIu64, value / scale);
+    uint64_t frac = value % scale;
+    if (!frac)
+        return;
+    while (frac % 10 == 0) {
+        frac /= 10;
+        scale /= 10;
+    }
+    /* digits of frac, zero-padded to those of scale - 1 */
+    int width = 0;
+    for (uint64_t s = scale; s > 1; s /= 10)
+        width++;
+    fprintf(j->out, ".%0*" PRIu64, width, frac);
+}

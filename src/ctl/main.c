@@ -46,11 +46,16 @@ static const char top_help[] =
     "Operate the nvshare scheduler of this node.\n"
     "\n"
     "Commands:\n"
-    "  status [--json]          GPUs, lock holders, wait queues and clients\n"
+    "  status [--json]          GPUs (mode, memory, swaps, running clients, wait\n"
+    "                           queue) and clients\n"
     "  watch [--interval 1s]    redraw the status every interval until Ctrl-C\n"
     "  set tq <duration>        change the time quantum, e.g. 100ms, 30s, 1.5s\n"
     "  set core-limit POD PCT   limit a pod to PCT % of each GPU's time\n"
     "  set memory-limit POD SZ  limit a pod's GPU memory on each GPU, e.g. 4Gi\n"
+    "  set mode MODE [--gpu G]  scheduling mode serial, concurrent or auto, of\n"
+    "                           one GPU or (without --gpu) of every GPU\n"
+    "  set switch-time D|auto   how long clients that swap keep a GPU before\n"
+    "                           rotating: fixed, e.g. 45s, or auto (measured)\n"
     "  anti-thrash on|off       clients take turns on each GPU (on) or run\n"
     "                           freely (off)\n"
     "  help [<command>]         show the help of a command\n"
@@ -346,12 +351,72 @@ static int set_memory_limit(const struct command *cmd, const char *subject,
     return apply(CTL_SET_MEMORY_LIMIT, bytes, subject);
 }
 
+/* set mode MODE [--gpu INDEX|UUID]: argv[0] is "set"; --gpu was taken out
+ * already (gpu is NULL without it). */
+static int set_mode(const struct command *cmd, int argc, char **argv,
+                    const char *gpu)
+{
+    int rc = plain_args(cmd, argc, argv, 2,
+                        "set mode needs a mode: serial, concurrent or auto");
+    uint8_t mode;
+
+    if (rc)
+        return rc == HELP_SHOWN ? 0 : rc;
+    if (ctl_parse_mode(argv[2], &mode))
+        return usage_error(cmd, "unknown mode '%s' (serial, concurrent or auto)",
+                           argv[2]);
+    return apply(CTL_SET_MODE, mode, gpu ? gpu : "");
+}
+
+/* set switch-time <duration>|auto: auto (0 on the wire) derives it from the
+ * measured swap times. */
+static int set_switch_time(const struct command *cmd, const char *text)
+{
+    char err[PARSE_ERR_LEN];
+    uint64_t ns = 0;
+
+    if (strcmp(text, "auto") && parse_duration_ns(text, &ns, err))
+        return usage_error(cmd, "switch time: %s (e.g. 45s, 2m, or auto)", err);
+    return apply(CTL_SET_SWITCH_TIME, ns, "");
+}
+
 static int run_set(const struct command *cmd, int argc, char **argv)
 {
     char err[PARSE_ERR_LEN];
     uint64_t ns;
+    const char *gpu = NULL;
+    int kept = 1;
+
+    /* --gpu may come anywhere after "set"; it belongs to "set mode". */
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int got = option_value("--gpu", argc, argv, &i, &v);
+
+        if (got < 0)
+            return usage_error(cmd, "option '--gpu' needs a GPU index or UUID");
+        if (got == 0) {
+            argv[kept++] = argv[i];
+            continue;
+        }
+        if (!*v)
+            return usage_error(cmd, "option '--gpu' needs a GPU index or UUID");
+        gpu = v;
+    }
+    argc = kept;
+
+    bool mode = argc > 1 && !strcmp(argv[1], "mode");
     bool core = argc > 1 && !strcmp(argv[1], "core-limit");
     bool memory = argc > 1 && !strcmp(argv[1], "memory-limit");
+
+    if (gpu && !mode) {
+        for (int i = 1; i < argc; i++)
+            if (is_help(argv[i]))
+                return show_help(cmd);
+        return usage_error(cmd, "option '--gpu' applies to 'set mode' only");
+    }
+    if (mode)
+        return set_mode(cmd, argc, argv, gpu);
+
     int rc = plain_args(cmd, argc, argv, core || memory ? 3 : 2,
                         core || memory ? "a pod limit needs a pod (or client id) and a value"
                                        : "which setting, and to what?");
@@ -367,10 +432,12 @@ static int run_set(const struct command *cmd, int argc, char **argv)
             return usage_error(cmd, "%s", err);
         return apply(CTL_SET_TQ, ns, "");
     }
+    if (!strcmp(argv[1], "switch-time"))
+        return set_switch_time(cmd, argv[2]);
     if (!strcmp(argv[1], "anti-thrash"))
         return set_anti_thrash(cmd, argv[2]);
-    return usage_error(cmd, "unknown setting '%s' (tq, anti-thrash, core-limit "
-                       "or memory-limit)", argv[1]);
+    return usage_error(cmd, "unknown setting '%s' (tq, anti-thrash, core-limit, "
+                       "memory-limit, mode or switch-time)", argv[1]);
 }
 
 /* ---- help ---------------------------------------------------------------- */
@@ -395,9 +462,12 @@ static int run_help(const struct command *cmd, int argc, char **argv)
 
 static const struct command commands[] = {
     {"status", run_status, "nvsharectl status [--json]",
-     "Shows the scheduler's settings, each GPU (holder, draining, lock\n"
-     "hand-overs, wait queue in order) and each client on each GPU (state,\n"
-     "time held, current wait, grants, last drain time).\n"
+     "Shows the scheduler's settings; each GPU: its scheduling mode, memory\n"
+     "(capacity, reserve, running footprint, resident), switch time, lock\n"
+     "hand-overs, swaps, the clients running on it and the wait queue in\n"
+     "order with why each waits (lock, memory, throttled); and each client on\n"
+     "each GPU: state, measured load, time held, current wait, grants, last\n"
+     "drain time, compute limit and use, memory footprint, oversubscription.\n"
      "\n"
      "  --json     print one JSON document instead of tables (times in ns,\n"
      "             sizes in bytes; schema in docs/nvsharectl.md)\n"},
@@ -411,7 +481,9 @@ static const struct command commands[] = {
     {"set", run_set,
      "nvsharectl set tq <duration>\n       nvsharectl set anti-thrash on|off\n"
      "       nvsharectl set core-limit <pod|namespace/pod|client-id> <1-100|none>\n"
-     "       nvsharectl set memory-limit <pod|namespace/pod|client-id> <size|none>",
+     "       nvsharectl set memory-limit <pod|namespace/pod|client-id> <size|none>\n"
+     "       nvsharectl set mode serial|concurrent|auto [--gpu INDEX|UUID]\n"
+     "       nvsharectl set switch-time <duration>|auto",
      "Changes a setting of the running scheduler and prints its answer.\n"
      "\n"
      "  tq <duration>        the time quantum a holder keeps a GPU while others\n"
@@ -427,6 +499,15 @@ static const struct command commands[] = {
      "                       lowering refuses new ones until usage falls under it\n"
      "                       (nothing is revoked); 'none' falls back to\n"
      "                       NVSHARE_GPU_MEMORY_LIMIT, if declared\n"
+     "  mode MODE            how clients share a GPU: serial (one at a time),\n"
+     "                       concurrent (all whose memory fits run at once) or\n"
+     "                       auto (light clients that fit run together, heavy\n"
+     "                       ones take turns); every GPU unless --gpu names one\n"
+     "    --gpu INDEX|UUID   the scheduler's GPU index (as in status) or UUID\n"
+     "  switch-time D|auto   how long a client keeps a GPU before it rotates out\n"
+     "                       for one that waits for memory (swapping costs\n"
+     "                       seconds): a fixed duration (100ms to 1h) or auto,\n"
+     "                       the measured swap time times the multiplier\n"
      "\n"
      "Exit status 1 if the scheduler refuses the value.\n"},
     {"anti-thrash", run_anti_thrash, "nvsharectl anti-thrash on|off",

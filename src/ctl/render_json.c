@@ -1,12 +1,26 @@
 /* render_json.c - `nvsharectl status --json`: the snapshot as one JSON
  * document for machines. The field names are a contract (documented with an
- * example in docs/nvsharectl.md): add fields, never rename or remove them,
- * and bump schema_version if a field ever changes meaning. Times are integer
- * nanoseconds, sizes integer bytes; no human-formatted strings. */
+ * example in docs/nvsharectl.md): add fields freely; removing one or
+ * changing its meaning bumps schema_version. Times are integer nanoseconds,
+ * sizes integer bytes; no human-formatted strings. Enums are their names
+ * (ctl_*_name), never their wire numbers. */
 #include "ctl.h"
 #include "json_out.h"
 
-#define JSON_SCHEMA_VERSION 1
+#define JSON_SCHEMA_VERSION 2 /* 2: memory-aware scheduling; the GPU's
+                                 holder_client_id and draining gave way to
+                                 running_client_ids */
+
+static void swap_json(struct json_out *j, const char *key, uint64_t count,
+                      uint64_t bytes, uint64_t total_ns, uint64_t last_ns)
+{
+    json_begin_object(j, key);
+    json_uint(j, "count", count);
+    json_uint(j, "bytes", bytes);
+    json_uint(j, "total_ns", total_ns);
+    json_uint(j, "last_ns", last_ns);
+    json_end_object(j);
+}
 
 static void gpu_json(struct json_out *j, const struct msg_status_gpu *g)
 {
@@ -15,15 +29,35 @@ static void gpu_json(struct json_out *j, const struct msg_status_gpu *g)
     json_string(j, "uuid", g->uuid);
     json_string(j, "name", g->name);
     json_uint(j, "memory_total_bytes", g->memory_total);
-    if (g->holder_id)
-        json_uint(j, "holder_client_id", g->holder_id);
-    else
-        json_null(j, "holder_client_id");
-    json_bool(j, "draining", g->holder_draining);
+    json_string(j, "mode", ctl_mode_name(g->mode));
+    json_uint(j, "reserve_bytes", g->reserve);
+    json_uint(j, "running_footprint_bytes", g->running_footprint);
+    json_uint(j, "resident_bytes", g->resident);
+    json_uint(j, "switch_time_ns", g->switch_time_ns);
+    json_bool(j, "switch_time_measured", g->switch_measured);
     json_uint(j, "switches", g->switches);
+    json_begin_object(j, "swaps");
+    swap_json(j, "out", g->swaps_out, g->swap_out_bytes, g->swap_out_ns,
+              g->last_swap_out_ns);
+    swap_json(j, "in", g->swaps_in, g->swap_in_bytes, g->swap_in_ns,
+              g->last_swap_in_ns);
+    json_end_object(j);
+    json_begin_array(j, "running_client_ids");
+    for (int i = 0; i < g->n_running; i++)
+        json_uint(j, NULL, g->running[i]);
+    json_end_array(j);
+    json_begin_array(j, "waiting");
+    for (int i = 0; i < g->n_waiting; i++) {
+        json_begin_object(j, NULL);
+        json_uint(j, "client_id", g->waiting[i].client_id);
+        json_string(j, "reason", ctl_wait_reason_name(g->waiting[i].reason));
+        json_end_object(j);
+    }
+    json_end_array(j);
+    json_uint(j, "waiting_truncated", g->truncated_waiting);
     json_begin_array(j, "waiting_client_ids");
     for (int i = 0; i < g->n_waiting; i++)
-        json_uint(j, NULL, g->waiting[i]);
+        json_uint(j, NULL, g->waiting[i].client_id);
     json_end_array(j);
     json_end_object(j);
 }
@@ -66,6 +100,17 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
     json_uint(j, "pod_mem_held_bytes", c->pod_mem_held);
     json_uint(j, "pod_mem_peak_bytes", c->pod_mem_peak);
     json_uint(j, "pod_mem_refused", c->pod_mem_refused);
+    json_uint(j, "footprint_bytes", c->footprint);
+    json_bool(j, "evictable", c->evictable);
+    json_bool(j, "swapped_out", c->swapped_out);
+    if (c->load_permille == CTL_LOAD_UNMEASURED)
+        json_null(j, "load_percent");
+    else
+        json_decimal(j, "load_percent", c->load_permille, 1);
+    if (c->state == CLIENT_WAITING && c->wait_reason != WAIT_NONE)
+        json_string(j, "wait_reason", ctl_wait_reason_name(c->wait_reason));
+    else
+        json_null(j, "wait_reason");
     json_end_object(j);
 }
 
@@ -83,6 +128,13 @@ void render_json(FILE *out, const struct ctl_status *st)
     json_uint(&j, "uptime_ns", st->node.uptime_ns);
     json_uint(&j, "gpu_count", st->node.n_gpus);
     json_uint(&j, "client_count", st->node.n_clients);
+    if (st->node.switch_time_fixed_ns)
+        json_uint(&j, "switch_time_fixed_ns", st->node.switch_time_fixed_ns);
+    else
+        json_null(&j, "switch_time_fixed_ns");
+    json_uint(&j, "switch_multiplier", st->node.switch_multiplier);
+    json_uint(&j, "reserve_percent", st->node.reserve_percent);
+    json_bool(&j, "oversub_default", st->node.oversub_default);
     json_end_object(&j);
     json_begin_array(&j, "gpus");
     for (int i = 0; i < st->n_gpus; i++)

@@ -1,5 +1,9 @@
-/* render_table.c - `nvsharectl status`: the snapshot as aligned tables for
- * people (kubectl style: upper-case headers, columns two spaces apart).
+/* render_table.c - `nvsharectl status`: the snapshot for people. The node's
+ * settings on two lines, then one block per GPU (labelled lines: a GPU has
+ * more to say than fits in a table row), then the clients as two aligned
+ * tables (kubectl style: upper-case headers, columns two spaces apart), one
+ * about scheduling and one about limits and memory, so that each fits in
+ * 120 columns with ordinary pod names.
  *
  * Pod, namespace and container names come from whatever registered with the
  * scheduler, i.e. from any local user: they are printed with control
@@ -15,6 +19,7 @@
 
 #define TABLE_MAX_COLS 16
 #define CELL_LEN 600 /* namespace/pod: two names of at most 253 bytes */
+#define LINE_WIDTH 120 /* GPU blocks wrap their client lists here */
 
 struct table {
     int n_cols;
@@ -110,42 +115,145 @@ static void pod_label(const struct msg_status_client *c, char *buf, size_t len)
         snprintf(buf, len, "%s", c->pod_name[0] ? c->pod_name : "-");
 }
 
-static void gpu_table(FILE *out, const struct ctl_status *st)
+/* Writes a list of items after a label, comma-separated, wrapping before
+ * LINE_WIDTH with continuation lines indented under the first item. */
+struct wrap {
+    FILE *out;
+    size_t col, indent;
+    bool empty;
+};
+
+static void wrap_begin(struct wrap *w, FILE *out, const char *label)
 {
-    static const char *const header[] = {"GPU", "UUID", "NAME", "MEMORY",
-                                         "HOLDER", "DRAINING", "SWITCHES",
-                                         "QUEUE"};
-    struct table t = {.n_cols = 8};
+    w->out = out;
+    w->indent = (size_t)fprintf(out, "  %-12s ", label);
+    w->col = w->indent;
+    w->empty = true;
+}
 
-    table_row(&t, header);
-    for (int i = 0; i < st->n_gpus; i++) {
-        const struct msg_status_gpu *g = &st->gpus[i];
-        const struct msg_status_client *h = ctl_status_holder(st, g);
-        char index[8], mem[32], holder[CELL_LEN + 24], pod[CELL_LEN],
-            switches[24], queue[PROTO_MAX_WAITERS * 21 + 1] = "-";
-        size_t used = 0;
+/* sep goes between the previous item and this one ("," or ""). Items are
+ * made printable here. */
+static void wrap_item(struct wrap *w, const char *sep, const char *text)
+{
+    char *item = printable(text);
+    size_t width = text_width(item);
 
-        snprintf(index, sizeof(index), "%u", g->index);
-        format_size(g->memory_total, mem, sizeof(mem));
-        if (!g->holder_id) {
-            snprintf(holder, sizeof(holder), "free");
+    if (!w->empty) {
+        w->col += (size_t)fprintf(w->out, "%s", sep);
+        if (w->col + 1 + width > LINE_WIDTH) {
+            fprintf(w->out, "\n%*s", (int)w->indent, "");
+            w->col = w->indent;
         } else {
-            pod[0] = '\0';
-            if (h)
-                pod_label(h, pod, sizeof(pod));
-            snprintf(holder, sizeof(holder), "%" PRIu64 "%s%s", g->holder_id,
-                     h ? " " : "", pod);
+            fputc(' ', w->out);
+            w->col++;
         }
-        snprintf(switches, sizeof(switches), "%" PRIu64, g->switches);
-        for (int w = 0; w < g->n_waiting; w++)
-            used += (size_t)snprintf(queue + used, sizeof(queue) - used,
-                                     "%s%" PRIu64, w ? "," : "", g->waiting[w]);
-        const char *row[] = {index, g->uuid, g->name, mem, holder,
-                             g->holder_id ? (g->holder_draining ? "yes" : "no") : "-",
-                             switches, queue};
-        table_row(&t, row);
     }
-    table_flush(out, &t);
+    fputs(item, w->out);
+    w->col += width;
+    w->empty = false;
+    free(item);
+}
+
+static void wrap_end(struct wrap *w, const char *if_empty)
+{
+    if (w->empty)
+        fputs(if_empty, w->out);
+    fputc('\n', w->out);
+}
+
+/* "3 team-a/trainer-0" (the client's id and pod), or "3" outside a pod. */
+static void client_label(const struct ctl_status *st, uint64_t id, uint16_t gpu,
+                         char *buf, size_t len)
+{
+    const struct msg_status_client *c = ctl_status_client(st, id, gpu);
+    char pod[CELL_LEN];
+
+    pod[0] = '\0';
+    if (c)
+        pod_label(c, pod, sizeof(pod));
+    if (pod[0] && strcmp(pod, "-"))
+        snprintf(buf, len, "%" PRIu64 " %s", id, pod);
+    else
+        snprintf(buf, len, "%" PRIu64, id);
+}
+
+/* "3 out (12.00 GiB, last 1.02s)", "0 out". */
+static void swap_label(const char *dir, uint64_t count, uint64_t bytes,
+                       uint64_t last_ns, char *buf, size_t len)
+{
+    char size[32], last[32];
+
+    if (!count) {
+        snprintf(buf, len, "0 %s", dir);
+        return;
+    }
+    format_size(bytes, size, sizeof(size));
+    format_duration(last_ns, last, sizeof(last));
+    snprintf(buf, len, "%" PRIu64 " %s (%s, last %s)", count, dir, size, last);
+}
+
+static void gpu_block(FILE *out, const struct ctl_status *st,
+                      const struct msg_status_gpu *g)
+{
+    char a[32], b[32], c[32], d[32], text[CELL_LEN + 64];
+    struct wrap w;
+    char *name = printable(g->name), *uuid = printable(g->uuid);
+
+    fprintf(out, "GPU %u  %s  %s\n", g->index, uuid, name);
+    free(name);
+    free(uuid);
+    fprintf(out, "  %-12s %s\n", "mode", ctl_mode_name(g->mode));
+    if (g->memory_total) {
+        format_size(g->memory_total, a, sizeof(a));
+        format_size(g->reserve, b, sizeof(b));
+        format_size(g->running_footprint, c, sizeof(c));
+        format_size(g->resident, d, sizeof(d));
+        fprintf(out, "  %-12s %s capacity, %s reserve, %s running, %s resident\n",
+                "memory", a, b, c, d);
+    } else {
+        format_size(g->running_footprint, c, sizeof(c));
+        fprintf(out, "  %-12s capacity unknown (not checked), %s running\n",
+                "memory", c);
+    }
+    format_duration(g->switch_time_ns, a, sizeof(a));
+    fprintf(out, "  %-12s %s %s, %" PRIu64 " switch%s\n", "switch time", a,
+            st->node.switch_time_fixed_ns ? "(fixed)"
+            : g->switch_measured          ? "(measured)"
+                                          : "(not measured yet)",
+            g->switches, g->switches == 1 ? "" : "es");
+    if (g->swaps_out || g->swaps_in) {
+        char out_text[128], in_text[128];
+        swap_label("out", g->swaps_out, g->swap_out_bytes, g->last_swap_out_ns,
+                   out_text, sizeof(out_text));
+        swap_label("in", g->swaps_in, g->swap_in_bytes, g->last_swap_in_ns,
+                   in_text, sizeof(in_text));
+        fprintf(out, "  %-12s %s, %s\n", "swaps", out_text, in_text);
+    } else {
+        fprintf(out, "  %-12s none\n", "swaps");
+    }
+    wrap_begin(&w, out, "running");
+    for (int i = 0; i < g->n_running; i++) {
+        const struct msg_status_client *r = ctl_status_client(st, g->running[i], g->index);
+        client_label(st, g->running[i], g->index, text, sizeof(text));
+        if (r && r->state == CLIENT_DRAINING)
+            strncat(text, " (draining)", sizeof(text) - strlen(text) - 1);
+        wrap_item(&w, ",", text);
+    }
+    wrap_end(&w, "none");
+    wrap_begin(&w, out, "waiting");
+    for (int i = 0; i < g->n_waiting; i++) {
+        size_t n;
+        client_label(st, g->waiting[i].client_id, g->index, text, sizeof(text));
+        n = strlen(text);
+        snprintf(text + n, sizeof(text) - n, " (%s)",
+                 ctl_wait_reason_name(g->waiting[i].reason));
+        wrap_item(&w, ",", text);
+    }
+    if (g->truncated_waiting) {
+        snprintf(text, sizeof(text), "(+%" PRIu32 " more)", g->truncated_waiting);
+        wrap_item(&w, "", text);
+    }
+    wrap_end(&w, "none");
 }
 
 /* "40%", or "80%=50.0%" when limits above 100 % in sum are scaled down. */
@@ -184,45 +292,94 @@ static void pod_memory_label(const struct msg_status_client *c, char *buf,
                  (unsigned long long)c->pod_mem_refused);
 }
 
-static void client_table(FILE *out, const struct ctl_status *st)
+/* "23%" (rounded), or "-" before the first measurement. */
+static void load_label(uint16_t permille, char *buf, size_t len)
+{
+    if (permille == CTL_LOAD_UNMEASURED)
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%u%%", (permille + 5u) / 10u);
+}
+
+/* "holding", "waiting:memory", ... */
+static void state_label(const struct msg_status_client *c, char *buf, size_t len)
+{
+    if (c->state == CLIENT_WAITING && c->wait_reason != WAIT_NONE)
+        snprintf(buf, len, "%s:%s", ctl_state_name(c->state),
+                 ctl_wait_reason_name(c->wait_reason));
+    else
+        snprintf(buf, len, "%s", ctl_state_name(c->state));
+}
+
+/* "oversub,swapped,throttled" or "-". */
+static void flags_label(const struct msg_status_client *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s", c->evictable ? ",oversub" : "",
+             c->swapped_out ? ",swapped" : "", c->throttled ? ",throttled" : "");
+    if (buf[0])
+        memmove(buf, buf + 1, strlen(buf));
+    else
+        snprintf(buf, len, "-");
+}
+
+/* Who each client is and where it stands in the scheduling. */
+static void client_sched_table(FILE *out, const struct ctl_status *st)
 {
     static const char *const header[] = {"CLIENT", "PID", "POD", "CONTAINER",
-                                         "GPU", "STATE", "HELD", "WAIT",
-                                         "GRANTS", "LAST DRAIN", "LIMIT",
-                                         "USED/WINDOW", "MEMORY", "POD MEM"};
-    struct table t = {.n_cols = 14};
+                                         "GPU", "STATE", "LOAD", "HELD", "WAIT",
+                                         "GRANTS", "LAST DRAIN"};
+    struct table t = {.n_cols = 11};
 
-    if (st->n_clients == 0) {
-        fputs("no clients registered\n", out);
-        return;
-    }
     table_row(&t, header);
     for (int i = 0; i < st->n_clients; i++) {
         const struct msg_status_client *c = &st->clients[i];
-        char id[24], pid[16], pod[CELL_LEN], gpu[8], held[32], wait[32] = "-",
-            grants[24], drain[32] = "-", limit[32] = "-", used[32],
-            state[24], mem[32], pod_mem[96];
+        char id[24], pid[16], pod[CELL_LEN], gpu[8], state[48], load[8],
+            held[32], wait[32] = "-", grants[24], drain[32] = "-";
 
         snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
         snprintf(pid, sizeof(pid), "%" PRIu32, c->pid);
         pod_label(c, pod, sizeof(pod));
         snprintf(gpu, sizeof(gpu), "%u", c->gpu);
+        state_label(c, state, sizeof(state));
+        load_label(c->load_permille, load, sizeof(load));
         format_duration(c->held_ns, held, sizeof(held));
         if (c->state == CLIENT_WAITING)
             format_duration(c->wait_ns, wait, sizeof(wait));
         snprintf(grants, sizeof(grants), "%" PRIu64, c->grants);
         if (c->last_drain_ns)
             format_duration(c->last_drain_ns, drain, sizeof(drain));
-        limit_label(c, st->node.window_ns, limit, sizeof(limit));
-        format_duration(c->used_ns, used, sizeof(used));
-        snprintf(state, sizeof(state), "%s%s", ctl_state_name(c->state),
-                 c->throttled ? ",throttled" : "");
-        format_size(c->mem_allocated, mem, sizeof(mem));
-        pod_memory_label(c, pod_mem, sizeof(pod_mem));
         const char *row[] = {id, pid, pod,
                              c->container_name[0] ? c->container_name : "-",
-                             gpu, state, held, wait, grants, drain, limit, used,
-                             mem, pod_mem};
+                             gpu, state, load, held, wait, grants, drain};
+        table_row(&t, row);
+    }
+    table_flush(out, &t);
+}
+
+/* Each client's compute limit and memory. */
+static void client_resource_table(FILE *out, const struct ctl_status *st)
+{
+    static const char *const header[] = {"CLIENT", "GPU", "LIMIT",
+                                         "USED/WINDOW", "FOOTPRINT",
+                                         "ALLOCATED", "FLAGS", "POD MEM"};
+    struct table t = {.n_cols = 8};
+
+    table_row(&t, header);
+    for (int i = 0; i < st->n_clients; i++) {
+        const struct msg_status_client *c = &st->clients[i];
+        char id[24], gpu[8], limit[32] = "-", used[32], footprint[32],
+            allocated[32], flags[32], pod_mem[96];
+
+        snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
+        snprintf(gpu, sizeof(gpu), "%u", c->gpu);
+        limit_label(c, st->node.window_ns, limit, sizeof(limit));
+        format_duration(c->used_ns, used, sizeof(used));
+        format_size(c->footprint, footprint, sizeof(footprint));
+        format_size(c->mem_allocated, allocated, sizeof(allocated));
+        flags_label(c, flags, sizeof(flags));
+        pod_memory_label(c, pod_mem, sizeof(pod_mem));
+        const char *row[] = {id, gpu, limit, used, footprint, allocated, flags,
+                             pod_mem};
         table_row(&t, row);
     }
     table_flush(out, &t);
@@ -230,15 +387,33 @@ static void client_table(FILE *out, const struct ctl_status *st)
 
 void render_table(FILE *out, const struct ctl_status *st)
 {
-    char tq[32], up[32], window[32];
+    char tq[32], up[32], window[32], sw[32];
 
     format_duration(st->node.tq_ns, tq, sizeof(tq));
     format_duration(st->node.uptime_ns, up, sizeof(up));
     format_duration(st->node.window_ns, window, sizeof(window));
     fprintf(out, "TQ %s   anti-thrash %s   window %s   uptime %s   clients %u   "
-            "gpus %u\n\n", tq, st->node.anti_thrash ? "on" : "off", window, up,
+            "gpus %u\n", tq, st->node.anti_thrash ? "on" : "off", window, up,
             st->node.n_clients, st->node.n_gpus);
-    gpu_table(out, st);
+    if (st->node.switch_time_fixed_ns) {
+        format_duration(st->node.switch_time_fixed_ns, sw, sizeof(sw));
+        fprintf(out, "switch time %s (fixed)", sw);
+    } else {
+        fprintf(out, "switch time auto (swap time x %u)",
+                st->node.switch_multiplier);
+    }
+    fprintf(out, "   memory reserve %u%%   oversubscription %s by default\n",
+            st->node.reserve_percent, st->node.oversub_default ? "on" : "off");
+    for (int i = 0; i < st->n_gpus; i++) {
+        fputc('\n', out);
+        gpu_block(out, st, &st->gpus[i]);
+    }
     fputc('\n', out);
-    client_table(out, st);
+    if (st->n_clients == 0) {
+        fputs("no clients registered\n", out);
+        return;
+    }
+    client_sched_table(out, st);
+    fputc('\n', out);
+    client_resource_table(out, st);
 }

@@ -7,7 +7,8 @@
 # the scheduler's refusals, usage errors (exit 2), an absent scheduler and a
 # silent one (exit 1). Where python3 is available, fake clients speaking the
 # wire protocol hold and queue for a GPU, with hostile pod names, to check
-# holders, queues, draining, escaping and terminal sanitizing.
+# running clients, queues and wait reasons, load, swaps, draining, escaping
+# and terminal sanitizing; then the scheduling mode and switch time settings.
 set -euo pipefail
 
 SCHED_BIN=$1
@@ -90,7 +91,16 @@ out_has "GPU-test-1"
 out_has "16.00 GiB"
 out_has "8.00 GiB"
 out_has "clients 0"
-pass "status shows both GPUs and TQ 2s"
+out_has "switch time auto (swap time x 20)   memory reserve 10%   oversubscription off by default"
+out_has "GPU 0  GPU-test-0  configured by NVSHARE_GPUS"
+out_has "  mode         auto"
+out_has "  memory       16.00 GiB capacity, 1.60 GiB reserve, 0 B running, 0 B resident"
+out_has "  switch time  30s (not measured yet), 0 switches"
+out_has "  swaps        none"
+out_has "  running      none"
+out_has "  waiting      none"
+out_has "no clients registered"
+pass "status shows both GPUs, TQ 2s and the memory-aware settings"
 
 ctl --sock-dir "$SOCK_DIR" status
 expect_rc 0 "status with --sock-dir"
@@ -107,26 +117,45 @@ if [ "$HAVE_PY" = 1 ]; then
     python3 - "$WORK/status.json" "$DOC" <<'PY' || fail "status --json fields"
 import json, re, sys
 doc = json.load(open(sys.argv[1]))
-assert doc["schema_version"] == 1
+assert doc["schema_version"] == 2
 n = doc["node"]
 assert n["tq_ns"] == 2_000_000_000 and n["anti_thrash"] is True
 assert n["gpu_count"] == 2 and n["client_count"] == 0 and n["uptime_ns"] > 0
+assert n["switch_time_fixed_ns"] is None and n["switch_multiplier"] == 20, n
+assert n["reserve_percent"] == 10 and n["oversub_default"] is False, n
 g = doc["gpus"]
 assert [x["uuid"] for x in g] == ["GPU-test-0", "GPU-test-1"]
 assert [x["index"] for x in g] == [0, 1]
 assert g[0]["memory_total_bytes"] == 16384 << 20 and g[1]["memory_total_bytes"] == 8192 << 20
-assert all(x["holder_client_id"] is None and x["draining"] is False and
-           x["switches"] == 0 and x["waiting_client_ids"] == [] for x in g)
+assert g[0]["reserve_bytes"] == (16384 << 20) // 100 * 10, g[0]
+nothing = {"count": 0, "bytes": 0, "total_ns": 0, "last_ns": 0}
+for x in g:
+    assert x["mode"] == "auto" and x["switches"] == 0, x
+    assert x["running_footprint_bytes"] == 0 and x["resident_bytes"] == 0, x
+    assert x["switch_time_ns"] == 30_000_000_000 and x["switch_time_measured"] is False, x
+    assert x["swaps"] == {"out": nothing, "in": nothing}, x
+    assert x["running_client_ids"] == [] and x["waiting"] == [], x
+    assert x["waiting_truncated"] == 0 and x["waiting_client_ids"] == [], x
+    assert "holder_client_id" not in x and "draining" not in x, x
 assert doc["clients"] == []
 PY
     doc_keys "$WORK/status.json" || fail "status --json fields against docs/nvsharectl.md"
     pass "status --json is valid JSON with the documented fields"
 fi
 
-# ---- fake clients: holder, queue, draining, hostile names -------------------
+# ---- set mode serial (the fake clients below take turns) ---------------------
+ctl set mode serial
+expect_rc 0 "set mode serial"
+out_has "scheduling mode serial on every GPU"
+ctl status
+[ "$(grep -c '^  mode         serial$' "$WORK/out")" -eq 2 ] || fail "both GPUs should be serial"
+pass "set mode serial on every GPU"
+
+# ---- fake clients: running, queue, load, swaps, draining, hostile names ------
 if [ "$HAVE_PY" = 1 ]; then
     cat >"$WORK/fake_clients.py" <<'PY'
-# Two clients on GPU-test-0: A holds the lock (and never releases it), B waits.
+# Two clients on GPU-test-0: A (oversubscribed) holds the lock and never
+# releases it, reports a load of 23.4 % and one swap each way; B waits.
 # A's names contain JSON metacharacters, a terminal escape and broken UTF-8.
 import os, socket, struct, sys, time
 sock_dir, ready = sys.argv[1], sys.argv[2]
@@ -135,17 +164,20 @@ def s(b): return struct.pack("<H", len(b)) + b
 def recv(c):
     n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
     body = c.recv(n, socket.MSG_WAITALL); return struct.unpack("<HH", body[:4])[1]
-def client(ns, pod, ctr, want_ok):
+def client(ns, pod, ctr, want_ok, oversub):
     c = socket.socket(socket.AF_UNIX); c.connect(os.path.join(sock_dir, "scheduler.sock"))
     c.sendall(frame(1, struct.pack("<I", os.getpid()) + s(ns) + s(pod) + s(ctr) +
-                    struct.pack("<QBH", 0, 0, 1) + s(b"GPU-test-0")))
+                    struct.pack("<QBBH", 0, 0, oversub, 1) + s(b"GPU-test-0")))
     assert recv(c) == 2, "no REGISTER_OK"
     c.sendall(frame(5, struct.pack("<BIQ", 0, 0, 0)))
     if want_ok:
         while recv(c) != 6: pass
     return c
-a = client(b'team "a"\\x', b"pod-\x1b[31mred\xff-\xc3\xa9", b"main", True)
-b = client(b"default", b"pod-b", b"", False)
+a = client(b'team "a"\\x', b"pod-\x1b[31mred\xff-\xc3\xa9", b"main", True, 1)
+b = client(b"default", b"pod-b", b"", False, 2)
+a.sendall(frame(31, struct.pack("<BHQ", 0, 234, 1_000_000_000)))             # LOAD
+a.sendall(frame(30, struct.pack("<BBQQ", 0, 1, 1 << 30, 1_020_000_000)))      # SWAPPED out
+a.sendall(frame(30, struct.pack("<BBQQ", 0, 2, 1 << 30, 270_000_000)))        # SWAPPED in
 time.sleep(0.1)  # lets B's REQ_LOCK be queued before we report ready
 open(ready, "w").close()
 time.sleep(3600)
@@ -157,23 +189,41 @@ PY
     ctl status
     grep -q $'\033' "$WORK/out" && fail "a pod name put an escape sequence on the terminal"
     POD_A='team "a"\\x/pod-\?\[31mred\?-é'
-    grep -qE "^0 +GPU-test-0 .* 1 $POD_A +no +[0-9]+ +2\$" "$WORK/out" \
-        || fail "GPU 0 row: holder 1 with its pod, not draining, queue [2]"
-    grep -qE "^1 +[0-9]+ +$POD_A +main +0 +holding " "$WORK/out" || fail "client 1 row"
-    grep -qE '^2 +[0-9]+ +default/pod-b +- +0 +waiting ' "$WORK/out" || fail "client 2 row"
-    pass "status shows the holder, the queue and sanitized names"
+    grep -qE "^  running      1 $POD_A\$" "$WORK/out" || fail "GPU 0: client 1 running, with its pod"
+    out_has "  waiting      2 default/pod-b (lock)"
+    out_has "  swaps        1 out (1.00 GiB, last 1.02s), 1 in (1.00 GiB, last 270ms)"
+    [ "$(grep -c '^  running      none$' "$WORK/out")" -eq 1 ] || fail "GPU 1 runs nobody"
+    grep -qE "^1 +[0-9]+ +$POD_A +main +0 +holding +23% " "$WORK/out" || fail "client 1 row"
+    grep -qE '^2 +[0-9]+ +default/pod-b +- +0 +waiting:lock +- ' "$WORK/out" || fail "client 2 row"
+    grep -qE '^CLIENT +GPU +LIMIT +USED/WINDOW +FOOTPRINT +ALLOCATED +FLAGS +POD MEM$' "$WORK/out" \
+        || fail "the limits and memory table"
+    grep -qE '^1 +0 +- .* oversub +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 1 memory row"
+    grep -qE '^2 +0 +- .* B +- +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 2 memory row"
+    awk 'length > 120 && !/pod-/ { exit 1 }' "$WORK/out" || fail "a line without names is over 120 columns"
+    pass "status shows running clients, the queue with reasons, load, swaps and sanitized names"
 
     ctl status --json
     python3 - "$WORK/out" <<'PY' || fail "status --json with clients"
 import json, sys
 doc = json.load(open(sys.argv[1]))
-g0 = doc["gpus"][0]
-assert g0["holder_client_id"] == 1 and g0["waiting_client_ids"] == [2], g0
+g0, g1 = doc["gpus"]
+assert g0["mode"] == "serial" and g0["running_client_ids"] == [1], g0
+assert g0["waiting"] == [{"client_id": 2, "reason": "lock"}] and g0["waiting_truncated"] == 0, g0
+assert g0["waiting_client_ids"] == [2], g0
+assert g0["swaps"]["out"] == {"count": 1, "bytes": 1 << 30, "total_ns": 1_020_000_000,
+                              "last_ns": 1_020_000_000}, g0
+assert g0["swaps"]["in"] == {"count": 1, "bytes": 1 << 30, "total_ns": 270_000_000,
+                             "last_ns": 270_000_000}, g0
+assert g1["running_client_ids"] == [] and g1["waiting"] == [], g1
 a, b = doc["clients"]
 assert a["namespace"] == 'team "a"\\x', a
 assert a["pod"] == "pod-\x1b[31mred\ufffd-\u00e9", a
 assert a["state"] == "holding" and a["grants"] == 1 and a["gpu_uuid"] == "GPU-test-0"
+assert a["load_percent"] == 23.4 and a["wait_reason"] is None, a
+assert a["evictable"] is True and a["swapped_out"] is False, a
+assert g0["running_footprint_bytes"] == a["footprint_bytes"], (g0, a)
 assert b["state"] == "waiting" and b["wait_ns"] > 0 and b["container"] == ""
+assert b["wait_reason"] == "lock" and b["load_percent"] is None and b["evictable"] is False, b
 PY
     doc_keys "$WORK/out" exact || fail "status --json fields against docs/nvsharectl.md"
     pass "status --json escapes names and lists holder and queue"
@@ -189,7 +239,7 @@ pass "set tq 100ms"
 
 if [ "$HAVE_PY" = 1 ]; then
     # A never answers DROP_LOCK: once its 100 ms are up it is draining.
-    wait_for eval 'ctl status; grep -qE "^0 +GPU-test-0 .* yes +[0-9]+ +2$" "$WORK/out"' \
+    wait_for eval 'ctl status; grep -qE "^  running      1 .* \(draining\)$" "$WORK/out"' \
         || fail "the holder is not shown draining after TQ ran out"
     grep -qE '^1 .* draining ' "$WORK/out" || fail "client 1 is not shown draining"
     pass "a holder past its TQ with a waiter is shown draining"
@@ -229,6 +279,87 @@ expect_rc 2 "anti-thrash maybe"
 err_has "expected on or off"
 pass "anti-thrash off/on"
 
+# ---- set mode -------------------------------------------------------------------
+# mode_is MODE0 MODE1: status --json shows these modes for GPU 0 and 1.
+mode_is() {
+    ctl status --json
+    [ "$(grep -o '"mode": "[a-z]*"' "$WORK/out" | sed 's/.*: "//; s/"$//' | xargs)" = "$*" ] \
+        || fail "status --json modes, expected $*"
+}
+ctl set mode concurrent
+expect_rc 0 "set mode concurrent"
+out_has "scheduling mode concurrent on every GPU"
+mode_is concurrent concurrent
+ctl status
+[ "$(grep -c '^  mode         concurrent$' "$WORK/out")" -eq 2 ] || fail "table: both GPUs concurrent"
+ctl set mode serial --gpu 1
+expect_rc 0 "set mode serial --gpu 1"
+out_has "scheduling mode serial on gpu 1"
+mode_is concurrent serial
+ctl set mode --gpu=GPU-test-1 auto
+expect_rc 0 "set mode --gpu=GPU-test-1 auto"
+out_has "scheduling mode auto on gpu 1"
+mode_is concurrent auto
+ctl set --gpu 0 mode serial
+expect_rc 0 "set --gpu 0 mode serial"
+mode_is serial auto
+ctl set mode bogus
+expect_rc 2 "set mode bogus"
+err_has "nvsharectl: unknown mode 'bogus' (serial, concurrent or auto)"
+err_has "usage: nvsharectl set"
+ctl set mode
+expect_rc 2 "set mode without a mode"
+ctl set mode auto --gpu
+expect_rc 2 "set mode --gpu without a value"
+err_has "option '--gpu' needs a GPU index or UUID"
+ctl set mode auto --gpu 7
+expect_rc 1 "set mode auto --gpu 7"
+err_has "nvsharectl: no GPU '7'"
+ctl set mode auto --gpu GPU-nope
+expect_rc 1 "set mode auto --gpu GPU-nope"
+ctl set tq 1s --gpu 0
+expect_rc 2 "set tq --gpu"
+err_has "option '--gpu' applies to 'set mode' only"
+mode_is serial auto
+pass "set mode on every GPU and on one (index or UUID); bad modes and GPUs refused"
+
+# ---- set switch-time ------------------------------------------------------------
+ctl set switch-time 45s
+expect_rc 0 "set switch-time 45s"
+out_has "switch time 45s"
+ctl status
+out_has "switch time 45s (fixed)   memory reserve 10%"
+[ "$(grep -c '^  switch time  45s (fixed), ' "$WORK/out")" -eq 2 ] || fail "table: both GPUs 45s (fixed)"
+ctl status --json
+if [ "$HAVE_PY" = 1 ]; then
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+assert d["node"]["switch_time_fixed_ns"] == 45_000_000_000, d["node"]
+assert all(g["switch_time_ns"] == 45_000_000_000 and not g["switch_time_measured"] for g in d["gpus"])' \
+        "$WORK/out" || fail "status --json: fixed switch time"
+else
+    out_has '"switch_time_fixed_ns": 45000000000'
+fi
+ctl set switch-time auto
+expect_rc 0 "set switch-time auto"
+out_has "switch time auto"
+ctl status
+out_has "switch time auto (swap time x 20)"
+ctl status --json
+out_has '"switch_time_fixed_ns": null'
+ctl set switch-time 10ms
+expect_rc 1 "set switch-time 10ms"
+err_has "nvsharectl: switch time must be between 100ms and 1h, or auto"
+ctl set switch-time 4x
+expect_rc 2 "set switch-time 4x"
+err_has "nvsharectl: switch time: invalid duration '4x': unknown unit 'x'"
+ctl set switch-time 0
+expect_rc 2 "set switch-time 0"
+ctl set switch-time
+expect_rc 2 "set switch-time without a value"
+ctl status
+out_has "switch time auto (swap time x 20)"
+pass "set switch-time 45s and auto; bad values refused"
+
 # ---- watch --------------------------------------------------------------------
 ctl watch --interval 100ms --count 3
 expect_rc 0 "watch --count 3"
@@ -256,6 +387,7 @@ ctl --version
 expect_rc 0 "--version"
 out_has "nvsharectl "
 for args in "frobnicate" "" "status --bogus" "status extra" "set" "set foo 1" \
+            "set mode" "set mode bogus" "set mode auto extra" "set switch-time" \
             "--timeout" "--timeout 0 status" "--sock-dir"; do
     # shellcheck disable=SC2086
     ctl $args
@@ -264,6 +396,12 @@ for args in "frobnicate" "" "status --bogus" "status extra" "set" "set foo 1" \
 done
 ctl frobnicate
 err_has "nvsharectl: unknown command 'frobnicate'"
+ctl help set
+out_has "nvsharectl set mode serial|concurrent|auto [--gpu INDEX|UUID]"
+out_has "nvsharectl set switch-time <duration>|auto"
+ctl --help
+out_has "set mode MODE [--gpu G]"
+out_has "set switch-time D|auto"
 pass "help and usage errors (exit 2)"
 
 # ---- no scheduler, silent scheduler ---------------------------------------------
