@@ -170,6 +170,7 @@ static void sample(struct msg *m, uint16_t type, int big)
         strcpy(m->u.reg.pod_namespace, "default");
         strcpy(m->u.reg.pod_name, "pod");
         m->u.reg.core_limit = 50;
+        m->u.reg.oversub = big ? OVERSUB_NODE_DEFAULT : OVERSUB_ON;
         m->u.reg.memory_limit = 4ull << 30;
         m->u.reg.n_gpus = big ? PROTO_MAX_GPUS : 1;
         for (int i = 0; i < m->u.reg.n_gpus; i++)
@@ -180,6 +181,7 @@ static void sample(struct msg *m, uint16_t type, int big)
         break;
     case MSG_REGISTER_OK:
         m->u.reg_ok.client_id = 9;
+        m->u.reg_ok.oversub_default = 1;
         m->u.reg_ok.n_gpus = big ? PROTO_MAX_GPUS : 1;
         m->u.reg_ok.gpu_known[0] = 1;
         break;
@@ -196,9 +198,27 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.mem.bytes = big ? UINT64_MAX : 64ull << 20;
         m->u.mem.quota = 4ull << 30;
         break;
+    case MSG_WAIT_FOR_MEM: case MSG_MEM_AVAILABLE:
+        m->u.wait.gpu = 1;
+        m->u.wait.need = big ? UINT64_MAX : 12ull << 30;
+        m->u.wait.free = 3ull << 30;
+        m->u.wait.limit = 76ull << 30;
+        m->u.wait.wait_ns = big ? UINT64_MAX : 4000000000ull;
+        break;
+    case MSG_EVICT: case MSG_SWAPPED:
+        m->u.swap.gpu = 1;
+        m->u.swap.direction = type == MSG_EVICT ? 0 : big ? SWAP_IN : SWAP_OUT;
+        m->u.swap.bytes = big ? UINT64_MAX : 6ull << 30;
+        m->u.swap.duration_ns = 450000000ull;
+        break;
+    case MSG_LOAD:
+        m->u.load.gpu = 1;
+        m->u.load.busy_permille = big ? 1000 : 437;
+        m->u.load.span_ns = big ? UINT64_MAX : 500000000ull;
+        break;
     case MSG_CTL_SET:
-        m->u.set.key = CTL_SET_TQ;
-        m->u.set.value = 30000000000ull;
+        m->u.set.key = big ? CTL_SET_MODE : CTL_SET_TQ;
+        m->u.set.value = big ? SCHED_MODE_AUTO : 30000000000ull;
         if (big)
             fill(m->u.set.target, PROTO_NAME_MAX - 1);
         break;
@@ -210,13 +230,28 @@ static void sample(struct msg *m, uint16_t type, int big)
     case MSG_CTL_STATUS_NODE:
         m->u.node.tq_ns = 30000000000ull;
         m->u.node.n_gpus = 2;
+        m->u.node.switch_multiplier = 4;
+        m->u.node.reserve_percent = 10;
+        m->u.node.oversub_default = 1;
         break;
     case MSG_CTL_STATUS_GPU:
         strcpy(m->u.gpu.uuid, "GPU-0");
         strcpy(m->u.gpu.name, "H100");
+        m->u.gpu.mode = big ? SCHED_MODE_AUTO : SCHED_MODE_CONCURRENT;
+        m->u.gpu.reserve = 8ull << 30;
+        m->u.gpu.switch_time_ns = 2000000000ull;
+        m->u.gpu.switch_measured = 1;
+        m->u.gpu.swaps_out = 3;
+        m->u.gpu.swap_out_bytes = big ? UINT64_MAX : 18ull << 30;
+        m->u.gpu.n_running = big ? PROTO_MAX_WAITERS : 1;
+        for (int i = 0; i < m->u.gpu.n_running; i++)
+            m->u.gpu.running[i] = (uint64_t)i + 100;
         m->u.gpu.n_waiting = big ? PROTO_MAX_WAITERS : 2;
-        for (int i = 0; i < m->u.gpu.n_waiting; i++)
-            m->u.gpu.waiting[i] = (uint64_t)i + 1;
+        m->u.gpu.truncated_waiting = big ? 7 : 0;
+        for (int i = 0; i < m->u.gpu.n_waiting; i++) {
+            m->u.gpu.waiting[i].client_id = (uint64_t)i + 1;
+            m->u.gpu.waiting[i].reason = (uint8_t)(WAIT_THROTTLED - i % 4);
+        }
         break;
     case MSG_CTL_STATUS_CLIENT:
         m->u.client.client_id = 3;
@@ -224,6 +259,10 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.client.core_limit = 30;
         m->u.client.limit_source = LIMIT_DECLARED;
         m->u.client.budget_ns = 300000000ull;
+        m->u.client.footprint = 5ull << 30;
+        m->u.client.evictable = 1;
+        m->u.client.load_permille = big ? 0xffff : 250;
+        m->u.client.wait_reason = big ? WAIT_THROTTLED : WAIT_NONE;
         if (big)
             fill(m->u.client.pod_name, PROTO_NAME_MAX - 1);
         break;
@@ -240,7 +279,8 @@ static int generate(void)
         MSG_CTL_STATUS, MSG_CTL_SET, MSG_CTL_REPLY, MSG_CTL_STATUS_NODE,
         MSG_CTL_STATUS_GPU, MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
         MSG_MEM_UPDATE, MSG_UPDATE_LIMIT, MSG_MEM_RESERVE, MSG_MEM_GRANT,
-        MSG_MEM_RETURN, MSG_MEM_RECLAIM,
+        MSG_MEM_RETURN, MSG_MEM_RECLAIM, MSG_WAIT_FOR_MEM, MSG_MEM_AVAILABLE,
+        MSG_EVICT, MSG_SWAPPED, MSG_LOAD,
     };
     static uint8_t buf[PROTO_MAX_FRAME + 8];
     struct msg m;
@@ -270,8 +310,10 @@ static int generate(void)
         }
     }
     /* field mutants, patched at known offsets of typical encodings */
-    static const uint8_t unknown[] = {1, 0, MSG_WAIT_FOR_MEM, 0};
-    put_file("type-WAIT_FOR_MEM", unknown, sizeof(unknown));
+    static const uint8_t reserved[] = {1, 0, MSG_UPDATE_CORE_LIMIT, 0};
+    put_file("type-UPDATE_CORE_LIMIT", reserved, sizeof(reserved));
+    static const uint8_t unused[] = {1, 0, MSG_LOAD + 1, 0}; /* first unused */
+    put_file("type-after-LOAD", unused, sizeof(unused));
     static const uint8_t zero[] = {1, 0, 0, 0};
     put_file("type-zero", zero, sizeof(zero));
     static const uint8_t ffff[] = {1, 0, 0xff, 0xff, 0, 0};
@@ -280,14 +322,18 @@ static int generate(void)
     int len;
     sample(&m, MSG_REGISTER, 0);
     len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver 2, type 2, pid 4, "default" 2+7, "pod" 2+3, "" 2, mem 8 */
+    /* body: ver 2, type 2, pid 4, "default" 2+7, "pod" 2+3, "" 2, mem 8,
+     * then core_limit 1, oversub 1, GPU count 2 */
     size_t core = 4 + 4 + 9 + 5 + 2 + 8;
     buf[4 + core] = 101;
     put_file("field-REGISTER-core-limit-101", buf + 4, (size_t)len - 4);
     buf[4 + core] = 50;
-    buf[4 + core + 1] = PROTO_MAX_GPUS + 1; /* count, no items follow */
+    buf[4 + core + 1] = OVERSUB_NODE_DEFAULT + 1;
+    put_file("field-REGISTER-oversub-3", buf + 4, (size_t)len - 4);
+    buf[4 + core + 1] = OVERSUB_ON;
+    buf[4 + core + 2] = PROTO_MAX_GPUS + 1; /* count, no items follow */
     put_file("field-REGISTER-too-many-gpus", buf + 4, (size_t)len - 4);
-    buf[4 + core + 1] = 1;
+    buf[4 + core + 2] = 1;
     buf[4 + 8 + 2 + 3] = '\0'; /* inside "default" */
     put_file("field-REGISTER-embedded-nul", buf + 4, (size_t)len - 4);
     buf[4 + 8 + 2 + 3] = 'a';
@@ -307,13 +353,45 @@ static int generate(void)
     buf[4 + st + 1 + 40] = 30;
     buf[4 + st + 1 + 41] = LIMIT_RUNTIME + 1;
     put_file("field-CTL_STATUS_CLIENT-limit-source", buf + 4, (size_t)len - 4);
+    buf[4 + st + 1 + 41] = LIMIT_DECLARED;
+    buf[len - 1] = WAIT_THROTTLED + 1; /* wait_reason is the last field */
+    put_file("field-CTL_STATUS_CLIENT-wait-reason", buf + 4, (size_t)len - 4);
 
     sample(&m, MSG_CTL_STATUS_GPU, 0);
     len = msg_encode(&m, buf, sizeof(buf));
-    /* n_waiting sits 2 + 2*8 bytes from the end */
-    buf[len - 18] = (uint8_t)((PROTO_MAX_WAITERS + 1) & 0xff);
-    buf[len - 17] = (uint8_t)((PROTO_MAX_WAITERS + 1) >> 8);
+    /* body: ver/type 4, index 2, "GPU-0" 2+5, "H100" 2+4, memory_total 8,
+     * then mode; it ends with n_running u16 + running ids (u64 each),
+     * n_waiting u16, truncated_waiting u32 and waiters (u64 id, u8 reason) */
+    size_t mode = 4 + 2 + 7 + 6 + 8;
+    size_t waiters = 2 + 4 + 9 * (size_t)m.u.gpu.n_waiting;
+    size_t running = 2 + 8 * (size_t)m.u.gpu.n_running;
+    buf[4 + mode] = SCHED_MODE_AUTO + 1;
+    put_file("field-CTL_STATUS_GPU-mode", buf + 4, (size_t)len - 4);
+    buf[4 + mode] = m.u.gpu.mode;
+    buf[len - 1] = WAIT_THROTTLED + 1; /* the last waiter's reason */
+    put_file("field-CTL_STATUS_GPU-waiter-reason", buf + 4, (size_t)len - 4);
+    buf[len - 1] = m.u.gpu.waiting[m.u.gpu.n_waiting - 1].reason;
+    buf[len - waiters] = (uint8_t)((PROTO_MAX_WAITERS + 1) & 0xff);
+    buf[len - waiters + 1] = (uint8_t)((PROTO_MAX_WAITERS + 1) >> 8);
     put_file("field-CTL_STATUS_GPU-too-many-waiters", buf + 4, (size_t)len - 4);
+    buf[len - waiters] = (uint8_t)m.u.gpu.n_waiting;
+    buf[len - waiters + 1] = 0;
+    buf[len - waiters - running] = (uint8_t)((PROTO_MAX_WAITERS + 1) & 0xff);
+    buf[len - waiters - running + 1] = (uint8_t)((PROTO_MAX_WAITERS + 1) >> 8);
+    put_file("field-CTL_STATUS_GPU-too-many-running", buf + 4, (size_t)len - 4);
+
+    sample(&m, MSG_SWAPPED, 0);
+    len = msg_encode(&m, buf, sizeof(buf));
+    /* body: ver/type 4, gpu 1, direction 1 */
+    buf[4 + 5] = SWAP_IN + 1;
+    put_file("field-SWAPPED-direction-3", buf + 4, (size_t)len - 4);
+
+    sample(&m, MSG_LOAD, 0);
+    len = msg_encode(&m, buf, sizeof(buf));
+    /* body: ver/type 4, gpu 1, busy_permille u16 */
+    buf[4 + 5] = 1001 & 0xff;
+    buf[4 + 6] = 1001 >> 8;
+    put_file("field-LOAD-busy-1001", buf + 4, (size_t)len - 4);
     return 0;
 }
 

@@ -31,6 +31,8 @@ static const uint16_t all_types[] = {
     MSG_CTL_STATUS_GPU,  MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
     MSG_MEM_UPDATE,      MSG_UPDATE_LIMIT,     MSG_MEM_RESERVE,
     MSG_MEM_GRANT,       MSG_MEM_RETURN,       MSG_MEM_RECLAIM,
+    MSG_WAIT_FOR_MEM,    MSG_MEM_AVAILABLE,    MSG_EVICT,
+    MSG_SWAPPED,         MSG_LOAD,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -56,6 +58,7 @@ static void sample(struct msg *m, uint16_t type, int big)
         r->pid = 0xdeadbeef;
         r->memory_limit = 0x0123456789abcdefull;
         r->core_limit = big ? 100 : 37;
+        r->oversub = big ? OVERSUB_NODE_DEFAULT : OVERSUB_ON;
         if (big) {
             fill_str(r->pod_namespace, PROTO_NAME_MAX - 1, 0);
             fill_str(r->pod_name, PROTO_NAME_MAX - 1, 1);
@@ -76,6 +79,7 @@ static void sample(struct msg *m, uint16_t type, int big)
     case MSG_REGISTER_OK:
         m->u.reg_ok.client_id = 0xfedcba9876543210ull;
         m->u.reg_ok.scheduling_on = 1;
+        m->u.reg_ok.oversub_default = big ? 0xff : 1;
         m->u.reg_ok.n_gpus = big ? PROTO_MAX_GPUS : 3;
         for (int i = 0; i < m->u.reg_ok.n_gpus; i++)
             m->u.reg_ok.gpu_known[i] = (uint8_t)(i % 3 ? 1 : 0xff);
@@ -103,9 +107,30 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.mem.quota = 4ull << 30;
         m->u.mem.pod_held = big ? UINT64_MAX : 5;
         break;
+    case MSG_WAIT_FOR_MEM:
+    case MSG_MEM_AVAILABLE:
+        m->u.wait.gpu = big ? 0xff : 2;
+        m->u.wait.need = big ? UINT64_MAX : 12ull << 30;
+        m->u.wait.free = big ? UINT64_MAX - 1 : 3ull << 30;
+        m->u.wait.limit = big ? UINT64_MAX - 2 : 76ull << 30;
+        m->u.wait.wait_ns = big ? UINT64_MAX - 3 : 4000000000ull;
+        break;
+    case MSG_EVICT:
+    case MSG_SWAPPED:
+        m->u.swap.gpu = big ? 0xff : 1;
+        /* EVICT carries direction 0; the decoder accepts 0 .. SWAP_IN */
+        m->u.swap.direction = big ? SWAP_IN : type == MSG_EVICT ? 0 : SWAP_OUT;
+        m->u.swap.bytes = big ? UINT64_MAX : 6ull << 30;
+        m->u.swap.duration_ns = big ? UINT64_MAX - 1 : 450000000ull;
+        break;
+    case MSG_LOAD:
+        m->u.load.gpu = big ? 0xff : 4;
+        m->u.load.busy_permille = big ? 1000 : 437;
+        m->u.load.span_ns = big ? UINT64_MAX : 500000000ull;
+        break;
     case MSG_CTL_SET:
-        m->u.set.key = CTL_SET_TQ;
-        m->u.set.value = 30000000000ull;
+        m->u.set.key = big ? CTL_SET_SWITCH_TIME : CTL_SET_TQ;
+        m->u.set.value = big ? UINT64_MAX : 30000000000ull;
         if (big)
             fill_str(m->u.set.target, PROTO_NAME_MAX - 1, 3);
         else
@@ -125,25 +150,52 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.node.n_gpus = big ? UINT16_MAX : 8;
         m->u.node.n_clients = big ? UINT16_MAX : 17;
         m->u.node.uptime_ns = big ? UINT64_MAX : 99;
+        m->u.node.switch_time_fixed_ns = big ? UINT64_MAX - 1 : 2000000000ull;
+        m->u.node.switch_multiplier = big ? UINT16_MAX : 4;
+        m->u.node.reserve_percent = big ? 0xff : 10;
+        m->u.node.oversub_default = big ? 0xfe : 1;
         break;
     case MSG_CTL_STATUS_GPU: {
         struct msg_status_gpu *g = &m->u.gpu;
         g->index = big ? UINT16_MAX : 3;
         g->memory_total = 80ull << 30;
-        g->holder_id = 7;
-        g->holder_draining = 1;
+        g->mode = big ? SCHED_MODE_AUTO : SCHED_MODE_CONCURRENT;
         g->switches = 123456789;
+        /* distinct values, so that two fields swapped on the wire show */
+        uint64_t base = big ? UINT64_MAX - 100 : 1000;
+        g->reserve = base + 1;
+        g->running_footprint = base + 2;
+        g->resident = base + 3;
+        g->switch_time_ns = base + 4;
+        g->switch_measured = big ? 0xff : 1;
+        g->swaps_out = base + 5;
+        g->swaps_in = base + 6;
+        g->swap_out_bytes = base + 7;
+        g->swap_in_bytes = base + 8;
+        g->swap_out_ns = base + 9;
+        g->swap_in_ns = base + 10;
+        g->last_swap_out_ns = base + 11;
+        g->last_swap_in_ns = big ? UINT64_MAX : base + 12;
         if (big) {
             fill_str(g->uuid, PROTO_UUID_MAX - 1, 5);
             fill_str(g->name, PROTO_NAME_MAX - 1, 6);
+            g->n_running = PROTO_MAX_WAITERS;
             g->n_waiting = PROTO_MAX_WAITERS;
+            g->truncated_waiting = UINT32_MAX;
         } else {
             strcpy(g->uuid, "GPU-0");
             strcpy(g->name, "NVIDIA H100 80GB HBM3");
+            g->n_running = 1;
             g->n_waiting = 2;
+            g->truncated_waiting = 5;
         }
-        for (int i = 0; i < g->n_waiting; i++)
-            g->waiting[i] = 0x100000000ull * (uint64_t)i + 1;
+        for (int i = 0; i < g->n_running; i++)
+            g->running[i] = 0x200000000ull * (uint64_t)i + 3;
+        for (int i = 0; i < g->n_waiting; i++) {
+            g->waiting[i].client_id = 0x100000000ull * (uint64_t)i + 1;
+            /* every reason, the highest last */
+            g->waiting[i].reason = (uint8_t)(WAIT_THROTTLED - i % 4);
+        }
         break;
     }
     case MSG_CTL_STATUS_CLIENT: {
@@ -168,6 +220,11 @@ static void sample(struct msg *m, uint16_t type, int big)
         c->pod_mem_held = big ? UINT64_MAX : 2ull << 30;
         c->pod_mem_peak = 3ull << 30;
         c->pod_mem_refused = 7;
+        c->footprint = big ? UINT64_MAX : 5ull << 30;
+        c->evictable = big ? 0xff : 1;
+        c->swapped_out = big ? 0xfe : 1;
+        c->load_permille = big ? 0xffff : 250; /* 0xffff: not measured */
+        c->wait_reason = big ? WAIT_THROTTLED : WAIT_MEMORY;
         if (big) {
             fill_str(c->pod_namespace, PROTO_NAME_MAX - 1, 7);
             fill_str(c->pod_name, PROTO_NAME_MAX - 1, 8);
@@ -197,6 +254,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_string_equal(x->container_name, y->container_name);
         assert_true(x->memory_limit == y->memory_limit);
         assert_int_equal(x->core_limit, y->core_limit);
+        assert_int_equal(x->oversub, y->oversub);
         assert_int_equal(x->n_gpus, y->n_gpus);
         for (int i = 0; i < x->n_gpus; i++)
             assert_string_equal(x->gpu_uuids[i], y->gpu_uuids[i]);
@@ -205,6 +263,8 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
     case MSG_REGISTER_OK:
         assert_true(a->u.reg_ok.client_id == b->u.reg_ok.client_id);
         assert_int_equal(a->u.reg_ok.scheduling_on, b->u.reg_ok.scheduling_on);
+        assert_int_equal(a->u.reg_ok.oversub_default,
+                         b->u.reg_ok.oversub_default);
         assert_int_equal(a->u.reg_ok.n_gpus, b->u.reg_ok.n_gpus);
         assert_memory_equal(a->u.reg_ok.gpu_known, b->u.reg_ok.gpu_known,
                             a->u.reg_ok.n_gpus);
@@ -232,6 +292,26 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_true(a->u.mem.quota == b->u.mem.quota);
         assert_true(a->u.mem.pod_held == b->u.mem.pod_held);
         break;
+    case MSG_WAIT_FOR_MEM:
+    case MSG_MEM_AVAILABLE:
+        assert_int_equal(a->u.wait.gpu, b->u.wait.gpu);
+        assert_true(a->u.wait.need == b->u.wait.need);
+        assert_true(a->u.wait.free == b->u.wait.free);
+        assert_true(a->u.wait.limit == b->u.wait.limit);
+        assert_true(a->u.wait.wait_ns == b->u.wait.wait_ns);
+        break;
+    case MSG_EVICT:
+    case MSG_SWAPPED:
+        assert_int_equal(a->u.swap.gpu, b->u.swap.gpu);
+        assert_int_equal(a->u.swap.direction, b->u.swap.direction);
+        assert_true(a->u.swap.bytes == b->u.swap.bytes);
+        assert_true(a->u.swap.duration_ns == b->u.swap.duration_ns);
+        break;
+    case MSG_LOAD:
+        assert_int_equal(a->u.load.gpu, b->u.load.gpu);
+        assert_int_equal(a->u.load.busy_permille, b->u.load.busy_permille);
+        assert_true(a->u.load.span_ns == b->u.load.span_ns);
+        break;
     case MSG_CTL_SET:
         assert_int_equal(a->u.set.key, b->u.set.key);
         assert_true(a->u.set.value == b->u.set.value);
@@ -248,6 +328,12 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_int_equal(a->u.node.n_gpus, b->u.node.n_gpus);
         assert_int_equal(a->u.node.n_clients, b->u.node.n_clients);
         assert_true(a->u.node.uptime_ns == b->u.node.uptime_ns);
+        assert_true(a->u.node.switch_time_fixed_ns ==
+                    b->u.node.switch_time_fixed_ns);
+        assert_int_equal(a->u.node.switch_multiplier,
+                         b->u.node.switch_multiplier);
+        assert_int_equal(a->u.node.reserve_percent, b->u.node.reserve_percent);
+        assert_int_equal(a->u.node.oversub_default, b->u.node.oversub_default);
         break;
     case MSG_CTL_STATUS_GPU: {
         const struct msg_status_gpu *x = &a->u.gpu, *y = &b->u.gpu;
@@ -255,12 +341,30 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_string_equal(x->uuid, y->uuid);
         assert_string_equal(x->name, y->name);
         assert_true(x->memory_total == y->memory_total);
-        assert_true(x->holder_id == y->holder_id);
-        assert_int_equal(x->holder_draining, y->holder_draining);
+        assert_int_equal(x->mode, y->mode);
+        assert_true(x->reserve == y->reserve);
+        assert_true(x->running_footprint == y->running_footprint);
+        assert_true(x->resident == y->resident);
+        assert_true(x->switch_time_ns == y->switch_time_ns);
+        assert_int_equal(x->switch_measured, y->switch_measured);
         assert_true(x->switches == y->switches);
+        assert_true(x->swaps_out == y->swaps_out);
+        assert_true(x->swaps_in == y->swaps_in);
+        assert_true(x->swap_out_bytes == y->swap_out_bytes);
+        assert_true(x->swap_in_bytes == y->swap_in_bytes);
+        assert_true(x->swap_out_ns == y->swap_out_ns);
+        assert_true(x->swap_in_ns == y->swap_in_ns);
+        assert_true(x->last_swap_out_ns == y->last_swap_out_ns);
+        assert_true(x->last_swap_in_ns == y->last_swap_in_ns);
+        assert_int_equal(x->n_running, y->n_running);
+        for (int i = 0; i < x->n_running; i++)
+            assert_true(x->running[i] == y->running[i]);
         assert_int_equal(x->n_waiting, y->n_waiting);
-        for (int i = 0; i < x->n_waiting; i++)
-            assert_true(x->waiting[i] == y->waiting[i]);
+        assert_int_equal(x->truncated_waiting, y->truncated_waiting);
+        for (int i = 0; i < x->n_waiting; i++) {
+            assert_true(x->waiting[i].client_id == y->waiting[i].client_id);
+            assert_int_equal(x->waiting[i].reason, y->waiting[i].reason);
+        }
         break;
     }
     case MSG_CTL_STATUS_CLIENT: {
@@ -288,6 +392,11 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_true(x->pod_mem_held == y->pod_mem_held);
         assert_true(x->pod_mem_peak == y->pod_mem_peak);
         assert_true(x->pod_mem_refused == y->pod_mem_refused);
+        assert_true(x->footprint == y->footprint);
+        assert_int_equal(x->evictable, y->evictable);
+        assert_int_equal(x->swapped_out, y->swapped_out);
+        assert_int_equal(x->load_permille, y->load_permille);
+        assert_int_equal(x->wait_reason, y->wait_reason);
         break;
     }
     default:
@@ -349,10 +458,10 @@ static void bb_head(struct bb *b, uint16_t version, uint16_t type)
     bb_u16(b, type);
 }
 
-/* A REGISTER body with the given namespace length, core limit and count;
- * writes min(count, uuids) UUIDs. */
-static void bb_register(struct bb *b, size_t ns_len, uint8_t core,
-                        uint16_t count, int uuids)
+/* A REGISTER body with the given namespace length, core limit, oversub
+ * setting and count; writes min(count, uuids) UUIDs. */
+static void bb_register_ov(struct bb *b, size_t ns_len, uint8_t core,
+                           uint8_t oversub, uint16_t count, int uuids)
 {
     bb_head(b, PROTO_VERSION, MSG_REGISTER);
     bb_u32(b, 1);
@@ -361,13 +470,53 @@ static void bb_register(struct bb *b, size_t ns_len, uint8_t core,
     bb_str_n(b, 0);
     bb_u64(b, 0);
     bb_u8(b, core);
+    bb_u8(b, oversub);
     bb_u16(b, count);
     for (int i = 0; i < uuids && i < count; i++)
         bb_str_n(b, 10);
 }
 
-static void bb_status_client(struct bb *b, uint8_t state, uint8_t core,
-                             uint8_t source)
+static void bb_register(struct bb *b, size_t ns_len, uint8_t core,
+                        uint16_t count, int uuids)
+{
+    bb_register_ov(b, ns_len, core, OVERSUB_NODE_DEFAULT, count, uuids);
+}
+
+/* A STATUS_GPU body in the given mode with n_running running ids and
+ * n_waiting waiters (written as given, even past the limit), every waiter
+ * with reason except the last, which has last_reason. */
+static void bb_status_gpu(struct bb *b, uint8_t mode, uint16_t n_running,
+                          uint16_t n_waiting, uint8_t reason,
+                          uint8_t last_reason)
+{
+    bb_head(b, PROTO_VERSION, MSG_CTL_STATUS_GPU);
+    bb_u16(b, 0);   /* index */
+    bb_str_n(b, 5); /* uuid */
+    bb_str_n(b, 5); /* name */
+    bb_u64(b, 0);   /* memory_total */
+    bb_u8(b, mode);
+    bb_u64(b, 0); /* reserve */
+    bb_u64(b, 0); /* running_footprint */
+    bb_u64(b, 0); /* resident */
+    bb_u64(b, 0); /* switch_time_ns */
+    bb_u8(b, 1);  /* switch_measured */
+    bb_u64(b, 0); /* switches */
+    for (int i = 0; i < 8; i++)
+        bb_u64(b, 0); /* swaps_out .. last_swap_in_ns */
+    bb_u16(b, n_running);
+    for (int i = 0; i < n_running; i++)
+        bb_u64(b, (uint64_t)i + 1);
+    bb_u16(b, n_waiting);
+    bb_u32(b, 0); /* truncated_waiting */
+    for (int i = 0; i < n_waiting; i++) {
+        bb_u64(b, (uint64_t)i + 1000);
+        bb_u8(b, i + 1 == n_waiting ? last_reason : reason);
+    }
+}
+
+static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,
+                                  uint8_t source, uint8_t mem_source,
+                                  uint8_t wait_reason)
 {
     bb_head(b, PROTO_VERSION, MSG_CTL_STATUS_CLIENT);
     bb_u64(b, 1);
@@ -388,11 +537,46 @@ static void bb_status_client(struct bb *b, uint8_t state, uint8_t core,
     bb_u64(b, 0); /* used_ns */
     bb_u8(b, 1);  /* throttled */
     bb_u64(b, 0); /* mem_quota */
-    bb_u8(b, LIMIT_NONE); /* mem_quota_source */
+    bb_u8(b, mem_source); /* mem_quota_source */
     bb_u64(b, 0); /* mem_allocated */
     bb_u64(b, 0); /* pod_mem_held */
     bb_u64(b, 0); /* pod_mem_peak */
     bb_u64(b, 0); /* pod_mem_refused */
+    bb_u64(b, 0); /* footprint */
+    bb_u8(b, 1);  /* evictable */
+    bb_u8(b, 0);  /* swapped_out */
+    bb_u16(b, 0xffff); /* load_permille: not measured */
+    bb_u8(b, wait_reason);
+}
+
+static void bb_status_client_wr(struct bb *b, uint8_t state, uint8_t core,
+                                uint8_t source, uint8_t wait_reason)
+{
+    bb_status_client_full(b, state, core, source, LIMIT_NONE, wait_reason);
+}
+
+static void bb_status_client(struct bb *b, uint8_t state, uint8_t core,
+                             uint8_t source)
+{
+    bb_status_client_wr(b, state, core, source, WAIT_NONE);
+}
+
+/* EVICT or SWAPPED with the given direction. */
+static void bb_swap(struct bb *b, uint16_t type, uint8_t direction)
+{
+    bb_head(b, PROTO_VERSION, type);
+    bb_u8(b, 0);
+    bb_u8(b, direction);
+    bb_u64(b, 1 << 20);
+    bb_u64(b, 1000);
+}
+
+static void bb_load(struct bb *b, uint16_t busy_permille)
+{
+    bb_head(b, PROTO_VERSION, MSG_LOAD);
+    bb_u8(b, 0);
+    bb_u16(b, busy_permille);
+    bb_u64(b, 500000000);
 }
 
 static int decode_bb(const struct bb *b)
@@ -475,11 +659,114 @@ static void test_golden_bytes(void **state)
     assert_int_equal(msg_encode(&m, buf, sizeof(buf)), sizeof(reply));
     assert_memory_equal(buf, reply, sizeof(reply));
 
+    static const uint8_t swapped[] = {
+        22, 0, 0, 0, 1, 0, 30, 0,                       /* SWAPPED = 30 */
+        2,                                              /* gpu */
+        SWAP_IN,                                        /* direction */
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* bytes */
+        0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* duration_ns */
+    };
+    memset(&m, 0, sizeof(m));
+    m.type = MSG_SWAPPED;
+    m.u.swap.gpu = 2;
+    m.u.swap.direction = SWAP_IN;
+    m.u.swap.bytes = 0x0102030405060708ull;
+    m.u.swap.duration_ns = 0x1112131415161718ull;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), sizeof(swapped));
+    assert_memory_equal(buf, swapped, sizeof(swapped));
+
+    static const uint8_t load[] = {
+        15, 0, 0, 0, 1, 0, 31, 0,                       /* LOAD = 31 */
+        1,                                              /* gpu */
+        0xe8, 0x03,                                     /* busy_permille */
+        0x00, 0x65, 0xcd, 0x1d, 0x00, 0x00, 0x00, 0x00, /* span_ns 500 ms */
+    };
+    memset(&m, 0, sizeof(m));
+    m.type = MSG_LOAD;
+    m.u.load.gpu = 1;
+    m.u.load.busy_permille = 1000;
+    m.u.load.span_ns = 500000000ull;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), sizeof(load));
+    assert_memory_equal(buf, load, sizeof(load));
+
+    static const uint8_t wait[] = {
+        37, 0, 0, 0, 1, 0, 21, 0, /* WAIT_FOR_MEM = 21 */
+        0,                        /* gpu */
+        1, 0, 0, 0, 0, 0, 0, 0,   /* need */
+        2, 0, 0, 0, 0, 0, 0, 0,   /* free */
+        3, 0, 0, 0, 0, 0, 0, 0,   /* limit */
+        4, 0, 0, 0, 0, 0, 0, 0,   /* wait_ns */
+    };
+    memset(&m, 0, sizeof(m));
+    m.type = MSG_WAIT_FOR_MEM;
+    m.u.wait = (struct msg_wait){0, 1, 2, 3, 4};
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), sizeof(wait));
+    assert_memory_equal(buf, wait, sizeof(wait));
+
     memset(&m, 0, sizeof(m));
     m.type = MSG_SCHED_ON;
     assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_HEADER_LEN);
     assert_memory_equal(buf, ((uint8_t[]){4, 0, 0, 0, 1, 0, MSG_SCHED_ON, 0}),
                         PROTO_HEADER_LEN);
+}
+
+/* Type numbers and enum values are wire values: pin them. */
+static void test_wire_numbers(void **state)
+{
+    (void)state;
+    assert_int_equal(MSG_MEM_UPDATE, 20);
+    assert_int_equal(MSG_WAIT_FOR_MEM, 21);
+    assert_int_equal(MSG_MEM_AVAILABLE, 22);
+    assert_int_equal(MSG_UPDATE_LIMIT, 23);
+    assert_int_equal(MSG_UPDATE_CORE_LIMIT, 24);
+    assert_int_equal(MSG_MEM_RESERVE, 25);
+    assert_int_equal(MSG_MEM_RECLAIM, 28);
+    assert_int_equal(MSG_EVICT, 29);
+    assert_int_equal(MSG_SWAPPED, 30);
+    assert_int_equal(MSG_LOAD, 31);
+    assert_int_equal(MSG_CTL_STATUS, 100);
+    assert_int_equal(MSG_CTL_STATUS_END, 106);
+    assert_int_equal(CTL_SET_MODE, 5);
+    assert_int_equal(CTL_SET_SWITCH_TIME, 6);
+    assert_int_equal(SWAP_OUT, 1);
+    assert_int_equal(SWAP_IN, 2);
+    assert_int_equal(SCHED_MODE_SERIAL, 0);
+    assert_int_equal(SCHED_MODE_CONCURRENT, 1);
+    assert_int_equal(SCHED_MODE_AUTO, 2);
+    assert_int_equal(OVERSUB_OFF, 0);
+    assert_int_equal(OVERSUB_ON, 1);
+    assert_int_equal(OVERSUB_NODE_DEFAULT, 2);
+    assert_int_equal(WAIT_NONE, 0);
+    assert_int_equal(WAIT_LOCK, 1);
+    assert_int_equal(WAIT_MEMORY, 2);
+    assert_int_equal(WAIT_THROTTLED, 3);
+}
+
+/* Every CTL_SET key, the new ones included, travels unchanged: the
+ * protocol does not judge keys or values, the scheduler does. */
+static void test_ctl_set_keys(void **state)
+{
+    static const uint16_t keys[] = {
+        CTL_SET_TQ,         CTL_SET_ANTI_THRASH, CTL_SET_CORE_LIMIT,
+        CTL_SET_MEMORY_LIMIT, CTL_SET_MODE,      CTL_SET_SWITCH_TIME,
+    };
+    static const uint64_t values[] = {30000000000ull, 1, 50, 4ull << 30,
+                                      SCHED_MODE_AUTO, 0};
+    uint8_t buf[1024];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        struct msg in = {.type = MSG_CTL_SET}, out;
+        int len;
+
+        in.u.set.key = keys[i];
+        in.u.set.value = values[i];
+        strcpy(in.u.set.target, keys[i] == CTL_SET_MODE ? "GPU-0" : "");
+        len = msg_encode(&in, buf, sizeof(buf));
+        assert_true(len > PROTO_HEADER_LEN);
+        assert_int_equal(msg_decode(buf + 4, (size_t)len - 4, &out), PROTO_OK);
+        assert_msg_equal(&in, &out);
+    }
 }
 
 /* ---- rejection ------------------------------------------------------------ */
@@ -522,10 +809,10 @@ static void test_wrong_version(void **state)
 
 static void test_unknown_type(void **state)
 {
+    /* MSG_LOAD + 1 (32) is the first unused client-socket number */
     static const uint16_t bad[] = {
-        0, MSG_LOCK_IN_USE + 1, 19, MSG_WAIT_FOR_MEM, MSG_MEM_AVAILABLE,
-        MSG_UPDATE_CORE_LIMIT, MSG_MEM_RECLAIM + 1, 99,
-        MSG_CTL_STATUS_END + 1, 0x0101, 0xffff,
+        0, MSG_LOCK_IN_USE + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_LOAD + 1,
+        99, MSG_CTL_STATUS_END + 1, 0x0101, 0xffff,
     };
     struct bb b;
     struct msg m;
@@ -540,8 +827,8 @@ static void test_unknown_type(void **state)
         memset(&m, 0, sizeof(m));
         m.type = bad[i];
         assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_TYPE);
-        if (bad[i] >= MSG_MEM_UPDATE && bad[i] <= MSG_MEM_RECLAIM)
-            assert_string_not_equal(msg_type_name(bad[i]), "UNKNOWN");
+        if (bad[i] == MSG_UPDATE_CORE_LIMIT) /* reserved: named, no body */
+            assert_string_equal(msg_type_name(bad[i]), "UPDATE_CORE_LIMIT");
         else
             assert_string_equal(msg_type_name(bad[i]), "UNKNOWN");
     }
@@ -656,22 +943,29 @@ static void test_list_count_over_limit(void **state)
     bb_head(&b, PROTO_VERSION, MSG_REGISTER_OK);
     bb_u64(&b, 1);
     bb_u8(&b, 1);
+    bb_u8(&b, 1); /* oversub_default */
+    bb_u16(&b, PROTO_MAX_GPUS);
+    for (int i = 0; i < PROTO_MAX_GPUS; i++)
+        bb_u8(&b, 1);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_head(&b, PROTO_VERSION, MSG_REGISTER_OK);
+    bb_u64(&b, 1);
+    bb_u8(&b, 1);
+    bb_u8(&b, 1);
     bb_u16(&b, PROTO_MAX_GPUS + 1);
     for (int i = 0; i < PROTO_MAX_GPUS + 1; i++)
         bb_u8(&b, 1);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
 
-    bb_head(&b, PROTO_VERSION, MSG_CTL_STATUS_GPU);
-    bb_u16(&b, 0);
-    bb_str_n(&b, 5);
-    bb_str_n(&b, 5);
-    bb_u64(&b, 0);
-    bb_u64(&b, 0);
-    bb_u8(&b, 0);
-    bb_u64(&b, 0);
-    bb_u16(&b, PROTO_MAX_WAITERS + 1);
-    for (int i = 0; i < PROTO_MAX_WAITERS + 1; i++)
-        bb_u64(&b, (uint64_t)i);
+    /* STATUS_GPU: running and waiting lists, each up to the limit */
+    bb_status_gpu(&b, SCHED_MODE_SERIAL, PROTO_MAX_WAITERS, PROTO_MAX_WAITERS,
+                  WAIT_LOCK, WAIT_LOCK);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_status_gpu(&b, SCHED_MODE_SERIAL, 0, PROTO_MAX_WAITERS + 1, WAIT_LOCK,
+                  WAIT_LOCK);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_status_gpu(&b, SCHED_MODE_SERIAL, PROTO_MAX_WAITERS + 1, 0, WAIT_LOCK,
+                  WAIT_LOCK);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
 
     /* the encoder refuses the same counts */
@@ -683,6 +977,9 @@ static void test_list_count_over_limit(void **state)
     assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
     sample(&m, MSG_CTL_STATUS_GPU, 0);
     m.u.gpu.n_waiting = PROTO_MAX_WAITERS + 1;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+    sample(&m, MSG_CTL_STATUS_GPU, 0);
+    m.u.gpu.n_running = PROTO_MAX_WAITERS + 1;
     assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
 }
 
@@ -716,7 +1013,8 @@ static void test_client_state_out_of_range(void **state)
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
 }
 
-/* STATUS_CLIENT's core_limit and limit_source are range-checked too. */
+/* STATUS_CLIENT's core_limit, limit_source and mem_quota_source are
+ * range-checked too. */
 static void test_client_limit_fields_out_of_range(void **state)
 {
     struct bb b;
@@ -728,6 +1026,155 @@ static void test_client_limit_fields_out_of_range(void **state)
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
     bb_status_client(&b, CLIENT_HOLDING, 50, LIMIT_RUNTIME + 1);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_status_client_full(&b, CLIENT_HOLDING, 50, LIMIT_DECLARED,
+                          LIMIT_RUNTIME, WAIT_NONE);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_status_client_full(&b, CLIENT_HOLDING, 50, LIMIT_DECLARED,
+                          LIMIT_RUNTIME + 1, WAIT_NONE);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+}
+
+/* ---- range checks of the memory-aware scheduling fields ---------------- */
+
+/* REGISTER's oversub is an enum oversub_setting: 0-2. */
+static void test_oversub_out_of_range(void **state)
+{
+    struct bb b;
+    struct msg m;
+    uint8_t buf[8192];
+
+    (void)state;
+    for (int v = OVERSUB_OFF; v <= OVERSUB_NODE_DEFAULT; v++) {
+        bb_register_ov(&b, 1, 50, (uint8_t)v, 1, 1);
+        assert_int_equal(decode_bb(&b), PROTO_OK);
+    }
+    bb_register_ov(&b, 1, 50, 3, 1, 1);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_register_ov(&b, 1, 50, 0xff, 1, 1);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    sample(&m, MSG_REGISTER, 0);
+    m.u.reg.oversub = 3;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+}
+
+/* EVICT and SWAPPED carry 0 (EVICT), SWAP_OUT or SWAP_IN. */
+static void test_swap_direction_out_of_range(void **state)
+{
+    static const uint16_t types[] = {MSG_EVICT, MSG_SWAPPED};
+    struct bb b;
+    struct msg m;
+    uint8_t buf[256];
+
+    (void)state;
+    for (size_t t = 0; t < 2; t++) {
+        for (int d = 0; d <= SWAP_IN; d++) {
+            bb_swap(&b, types[t], (uint8_t)d);
+            assert_int_equal(decode_bb(&b), PROTO_OK);
+        }
+        bb_swap(&b, types[t], 3);
+        assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+        bb_swap(&b, types[t], 0xff);
+        assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+        sample(&m, types[t], 0);
+        m.u.swap.direction = 3;
+        assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+    }
+}
+
+/* LOAD's busy_permille is 0-1000. */
+static void test_load_permille_out_of_range(void **state)
+{
+    struct bb b;
+    struct msg m;
+    uint8_t buf[256];
+
+    (void)state;
+    bb_load(&b, 0);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_load(&b, 1000);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_load(&b, 1001);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_load(&b, 0xffff);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    sample(&m, MSG_LOAD, 0);
+    m.u.load.busy_permille = 1001;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+}
+
+/* STATUS_GPU's mode is an enum sched_mode: 0-2. */
+static void test_status_gpu_mode_out_of_range(void **state)
+{
+    struct bb b;
+    struct msg m;
+    uint8_t buf[PROTO_MAX_FRAME];
+
+    (void)state;
+    for (int mode = SCHED_MODE_SERIAL; mode <= SCHED_MODE_AUTO; mode++) {
+        bb_status_gpu(&b, (uint8_t)mode, 1, 1, WAIT_LOCK, WAIT_LOCK);
+        assert_int_equal(decode_bb(&b), PROTO_OK);
+    }
+    bb_status_gpu(&b, 3, 1, 1, WAIT_LOCK, WAIT_LOCK);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_status_gpu(&b, 0xff, 0, 0, WAIT_LOCK, WAIT_LOCK);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    sample(&m, MSG_CTL_STATUS_GPU, 0);
+    m.u.gpu.mode = 3;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+}
+
+/* Every waiter's reason is an enum wait_reason: 0-3, the last one too. */
+static void test_waiter_reason_out_of_range(void **state)
+{
+    struct bb b;
+    struct msg m;
+    uint8_t buf[PROTO_MAX_FRAME];
+
+    (void)state;
+    for (int r = WAIT_NONE; r <= WAIT_THROTTLED; r++) {
+        bb_status_gpu(&b, SCHED_MODE_AUTO, 0, 3, (uint8_t)r, (uint8_t)r);
+        assert_int_equal(decode_bb(&b), PROTO_OK);
+    }
+    bb_status_gpu(&b, SCHED_MODE_AUTO, 0, 1, 0, 4);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_status_gpu(&b, SCHED_MODE_AUTO, 2, 3, WAIT_MEMORY, 4);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_status_gpu(&b, SCHED_MODE_AUTO, 2, 3, 0xff, WAIT_LOCK);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    sample(&m, MSG_CTL_STATUS_GPU, 0);
+    m.u.gpu.waiting[m.u.gpu.n_waiting - 1].reason = 4;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+    /* a bad reason past n_waiting is not sent, so not judged */
+    sample(&m, MSG_CTL_STATUS_GPU, 0);
+    m.u.gpu.waiting[m.u.gpu.n_waiting].reason = 4;
+    assert_true(msg_encode(&m, buf, sizeof(buf)) > 0);
+}
+
+/* STATUS_CLIENT's wait_reason: 0-3. */
+static void test_client_wait_reason_out_of_range(void **state)
+{
+    struct bb b;
+    struct msg m;
+    uint8_t buf[8192];
+
+    (void)state;
+    for (int r = WAIT_NONE; r <= WAIT_THROTTLED; r++) {
+        bb_status_client_wr(&b, CLIENT_WAITING, 0, LIMIT_NONE, (uint8_t)r);
+        assert_int_equal(decode_bb(&b), PROTO_OK);
+    }
+    bb_status_client_wr(&b, CLIENT_WAITING, 0, LIMIT_NONE, 4);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    bb_status_client_wr(&b, CLIENT_WAITING, 0, LIMIT_NONE, 0xff);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+
+    sample(&m, MSG_CTL_STATUS_CLIENT, 0);
+    m.u.client.wait_reason = 4;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
 }
 
 static void test_encode_too_small_buffer(void **state)
@@ -1001,7 +1448,7 @@ static void test_send_recv_round_trip(void **state)
 static void test_send_refuses_bad_message(void **state)
 {
     struct pair *p = *state;
-    struct msg m = {.type = MSG_WAIT_FOR_MEM};
+    struct msg m = {.type = MSG_UPDATE_CORE_LIMIT}; /* reserved: no body */
 
     assert_int_equal(msg_send(p->tx, &m), PROTO_E_TYPE);
     sample(&m, MSG_REGISTER, 0);
@@ -1101,6 +1548,8 @@ int main(void)
         cmocka_unit_test(test_round_trip_every_type),
         cmocka_unit_test(test_encoding_is_canonical),
         cmocka_unit_test(test_golden_bytes),
+        cmocka_unit_test(test_wire_numbers),
+        cmocka_unit_test(test_ctl_set_keys),
         cmocka_unit_test(test_every_prefix_is_short),
         cmocka_unit_test(test_wrong_version),
         cmocka_unit_test(test_unknown_type),
@@ -1111,6 +1560,12 @@ int main(void)
         cmocka_unit_test(test_core_limit_over_100),
         cmocka_unit_test(test_client_state_out_of_range),
         cmocka_unit_test(test_client_limit_fields_out_of_range),
+        cmocka_unit_test(test_oversub_out_of_range),
+        cmocka_unit_test(test_swap_direction_out_of_range),
+        cmocka_unit_test(test_load_permille_out_of_range),
+        cmocka_unit_test(test_status_gpu_mode_out_of_range),
+        cmocka_unit_test(test_waiter_reason_out_of_range),
+        cmocka_unit_test(test_client_wait_reason_out_of_range),
         cmocka_unit_test(test_encode_too_small_buffer),
         cmocka_unit_test(test_strerror_and_names),
         PAIR_TEST(test_frame_reader_byte_by_byte),
