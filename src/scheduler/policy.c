@@ -248,6 +248,17 @@ static uint64_t resident_bytes(const struct gpu_sched *g)
     return sum;
 }
 
+/* Footprints on their way out (EVICT sent, SWAPPED not yet received). */
+static uint64_t evicting_bytes(const struct gpu_sched *g)
+{
+    uint64_t sum = 0;
+
+    for (int c = 0; c < g->slots; c++)
+        if (g->members[c].present && g->members[c].evicting)
+            sum += g->members[c].footprint;
+    return sum;
+}
+
 /* Whether admitting client adds no more than the GPU can hold. Memory that
  * is not evictable is on the GPU whether it runs or not; a client that is
  * swapping out waits for the swap to finish. */
@@ -261,7 +272,10 @@ static bool fits(const struct policy *p, const struct gpu_sched *g, int gpu,
         return true;
     if (m->evicting)
         return false;
-    return occupies(m) || others + m->footprint <= policy_memory_limit(p, gpu);
+    /* A client bigger than the limit runs alone rather than never. */
+    if (m->footprint > policy_memory_limit(p, gpu))
+        return others == 0;
+    return others + m->footprint <= policy_memory_limit(p, gpu);
 }
 
 /* ---- load -------------------------------------------------------------- */
@@ -357,6 +371,7 @@ static void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
     m->grants++;
     m->wait_reason = WAIT_NONE;
     m->told_wait_mem = false;
+    m->evict_after_release = false;
     if (m->evictable)
         m->resident = true;
     set_state(m, MEMBER_HOLDING, now);
@@ -436,23 +451,27 @@ static uint64_t next_rotation(const struct gpu_sched *g, uint64_t quantum)
     return due;
 }
 
-/* Asks idle evictable clients that still occupy the GPU to swap out, oldest
- * hold first, until `need` more bytes would fit. */
+/* Asks idle evictable clients other than the waiter that still occupy the
+ * GPU to swap out, oldest hold first, until `need` more bytes would fit. */
 static void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
-                      uint64_t need, uint64_t now, struct policy_actions *out)
+                      int waiter, uint64_t need, uint64_t now,
+                      struct policy_actions *out)
 {
     uint64_t limit = policy_memory_limit(p, gpu);
-    uint64_t resident = resident_bytes(g), leaving = 0;
+    uint64_t resident = resident_bytes(g), leaving = evicting_bytes(g), fixed = 0;
 
     for (int c = 0; c < g->slots; c++)
-        if (g->members[c].evicting)
-            leaving += g->members[c].footprint;
+        if (g->members[c].present && !g->members[c].evictable)
+            fixed += g->members[c].footprint;
+    /* Memory that cannot move leaves no room whatever is evicted. */
+    if (need > limit ? fixed > 0 : fixed + need > limit)
+        return;
     while (resident - leaving + need > limit && room_for(out, 1)) {
         int oldest = -1;
         for (int c = 0; c < g->slots; c++) {
             const struct member *m = &g->members[c];
-            if (m->present && m->evictable && m->resident && !running(m) &&
-                !m->evicting &&
+            if (c != waiter && m->present && m->evictable && m->resident &&
+                !running(m) && !m->evicting &&
                 (oldest < 0 || m->grant_seq < g->members[oldest].grant_seq))
                 oldest = c;
         }
@@ -513,10 +532,25 @@ static void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
             continue;
         blocked_seen = true;
         if (ok_mode && !ok_memory)
-            evict_for(p, g, gpu, m->footprint, now, out);
+            evict_for(p, g, gpu, c, occupies(m) ? 0 : m->footprint, now, out);
         if (now - m->since >= quantum_for(p, g, m))
             return; /* aged: nobody passes it any more */
     }
+}
+
+/* A runner dropped because the running set outgrew the GPU swaps out as
+ * soon as it has stopped (released or revoked). */
+static void evict_if_asked(struct gpu_sched *g, int gpu, int client,
+                           uint64_t now, struct policy_actions *out)
+{
+    struct member *m = &g->members[client];
+
+    if (m->evict_after_release && m->evictable && room_for(out, 1)) {
+        m->evicting = true;
+        m->evict_sent_at = now;
+        emit(out, ACTION_EVICT, gpu, client, m->lease);
+    }
+    m->evict_after_release = false;
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -566,12 +600,7 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
             : m->last_preempt_ns;
     }
     end_hold(p, g, client, now);
-    if (m->evict_after_release && m->evictable && room_for(out, 1)) {
-        m->evicting = true;
-        m->evict_sent_at = now;
-        emit(out, ACTION_EVICT, gpu, client, m->lease);
-    }
-    m->evict_after_release = false;
+    evict_if_asked(g, gpu, client, now, out);
     admit(p, g, gpu, now, out);
 }
 
@@ -726,7 +755,9 @@ static int overgrown_runner(const struct policy *p, const struct gpu_sched *g,
 {
     int newest = -1, holding = 0;
 
-    if (!g->capacity || resident_bytes(g) <= policy_memory_limit(p, gpu))
+    /* Memory on its way out does not count: one growth drops one runner. */
+    if (!g->capacity ||
+        resident_bytes(g) - evicting_bytes(g) <= policy_memory_limit(p, gpu))
         return -1;
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
@@ -750,6 +781,21 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
     if (has_throttled_waiter(g))
         earliest(&next, g->window_start + p->window_ns);
 
+    /* Revocations first: who may keep running is judged on the set that
+     * is left. */
+    for (int c = 0; c < g->slots && g->n_running; c++) {
+        struct member *m = &g->members[c];
+        if (!room_for(out, 2)) {
+            out->truncated = true;
+            break;
+        }
+        if (m->present && m->state == MEMBER_DRAINING &&
+            now >= m->drop_sent_at + p->drain_timeout_ns) {
+            emit(out, ACTION_REVOKE, gpu, c, m->lease);
+            end_hold(p, g, c, now);
+            evict_if_asked(g, gpu, c, now, out);
+        }
+    }
     int misfit = misfit_runner(p, g), overgrown = overgrown_runner(p, g, gpu);
     if (misfit >= 0 && room_for(out, 1)) {
         drop(g, gpu, misfit, now, out);
@@ -786,13 +832,7 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
             if (due)
                 earliest(&next, due);
         } else if (m->present && m->state == MEMBER_DRAINING) {
-            uint64_t due = m->drop_sent_at + p->drain_timeout_ns;
-            if (now >= due) {
-                emit(out, ACTION_REVOKE, gpu, c, m->lease);
-                end_hold(p, g, c, now);
-                continue;
-            }
-            earliest(&next, due);
+            earliest(&next, m->drop_sent_at + p->drain_timeout_ns);
         }
     }
     for (int c = 0; c < g->slots; c++) {
