@@ -87,6 +87,20 @@ static uint64_t credit_cap(uint64_t quota)
     return quota / 4 < 256 * MiB ? quota / 4 : 256 * MiB;
 }
 
+/* Whether allocations on g go through the scheduler: under a quota, and
+ * when oversubscribed (the scheduler refuses memory that could never be
+ * resident, and bounds what swapped-out clients leave on the host). Without
+ * a quota, credit is sized as for a large one. */
+static bool asks(const struct gpu_ledger *g, bool oversub)
+{
+    return g->arbitrated && (g->quota || oversub);
+}
+
+static uint64_t credit_basis(const struct gpu_ledger *g)
+{
+    return g->quota ? g->quota : 64ull << 30;
+}
+
 static void log_refusal(int gpu, struct gpu_ledger *g, uint64_t quota,
                         uint64_t used, uint64_t bytes)
 {
@@ -166,6 +180,7 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
     if (!valid_gpu(gpu))
         return 0;
     pthread_once(&ledger.once, read_static_limit);
+    bool oversub = nvshare_oversub_enabled();
     pthread_mutex_lock(&ledger.mu);
     g = &ledger.gpus[gpu];
     await_arbitration(g);
@@ -174,8 +189,8 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
             rc = reserve_static(gpu, g, bytes);
             break;
         }
-        if (!g->quota || g->credit >= bytes) {
-            g->credit -= g->quota ? bytes : 0;
+        if (!asks(g, oversub) || g->credit >= bytes) {
+            g->credit -= asks(g, oversub) ? bytes : 0;
             g->allocated += bytes;
             g->dirty = true;
             g->refusing = false;
@@ -185,7 +200,7 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
             pthread_cond_wait(&ledger.answered, &ledger.mu);
             continue;
         }
-        uint64_t need = bytes - g->credit, extra = slack(g->quota);
+        uint64_t need = bytes - g->credit, extra = slack(credit_basis(g));
         g->asking = true;
         g->answered = false;
         g->seq = ++ledger.next_seq;
@@ -227,16 +242,17 @@ void nvshare_mem_release(int gpu, uint64_t bytes)
 
     if (!valid_gpu(gpu))
         return;
+    bool oversub = nvshare_oversub_enabled();
     pthread_mutex_lock(&ledger.mu);
     struct gpu_ledger *g = &ledger.gpus[gpu];
     if (bytes > g->allocated)
         bytes = g->allocated;
     g->allocated -= bytes;
     g->dirty = true;
-    if (g->arbitrated && g->quota) {
+    if (asks(g, oversub)) {
         g->credit += bytes;
-        if (g->credit > credit_cap(g->quota)) {
-            give_back = g->credit - credit_cap(g->quota);
+        if (g->credit > credit_cap(credit_basis(g))) {
+            give_back = g->credit - credit_cap(credit_basis(g));
             g->credit -= give_back;
         }
     }

@@ -198,26 +198,44 @@ void clients_apply_quota(struct scheduler *s, const struct quota_actions *action
     reap(s);
 }
 
-/* An oversubscribed client's memory must fit on the GPU by itself: memory
- * that can never be resident all at once would page-fault forever. */
-static bool fits_alone(struct scheduler *s, const struct client *c, int gpu,
-                       uint64_t need)
+/* Limits of oversubscription: a client's memory must fit on the GPU by
+ * itself (memory that can never be resident all at once would page-fault
+ * forever), and what all clients of the GPU hold together stays within
+ * NVSHARE_OVERSUB_RATIO x capacity, which bounds the host memory that
+ * swapped-out clients occupy. */
+static bool oversub_allows(struct scheduler *s, const struct client *c, int gpu,
+                           uint64_t need)
 {
     int slot = (int)(c - s->clients);
-    const struct member *m = &s->policy.gpus[gpu].members[slot];
-    uint64_t limit = policy_memory_limit(&s->policy, gpu);
+    const struct gpu_sched *g = &s->policy.gpus[gpu];
+    const struct member *m = &g->members[slot];
+    uint64_t limit = policy_memory_limit(&s->policy, gpu), total = 0;
     char want[32], max[32];
 
-    if (!m->evictable || !s->policy.gpus[gpu].capacity ||
-        m->footprint + need <= limit)
+    if (!m->evictable || !g->capacity)
         return true;
-    format_size(m->footprint + need, want, sizeof(want));
-    format_size(limit, max, sizeof(max));
-    log_warn("gpu %d: client %llu (pod %s): allocation refused: its footprint "
-             "would be %s, more than the %s this GPU admits (capacity minus "
-             "the reserve), even alone", gpu, (unsigned long long)c->id,
-             pod_of(c), want, max);
-    return false;
+    if (m->footprint + need > limit) {
+        format_size(m->footprint + need, want, sizeof(want));
+        format_size(limit, max, sizeof(max));
+        log_warn("gpu %d: client %llu (pod %s): allocation refused: its "
+                 "footprint would be %s, more than the %s this GPU admits "
+                 "(capacity minus the reserve), even alone", gpu,
+                 (unsigned long long)c->id, pod_of(c), want, max);
+        return false;
+    }
+    for (int i = 0; i < g->slots; i++)
+        if (g->members[i].present)
+            total += g->members[i].footprint;
+    if (total + need > g->capacity * s->oversub_ratio) {
+        format_size(total + need, want, sizeof(want));
+        format_size(g->capacity * s->oversub_ratio, max, sizeof(max));
+        log_warn("gpu %d: client %llu (pod %s): allocation refused: the GPU's "
+                 "clients would hold %s, more than NVSHARE_OVERSUB_RATIO=%u x "
+                 "its capacity (%s)", gpu, (unsigned long long)c->id, pod_of(c),
+                 want, s->oversub_ratio, max);
+        return false;
+    }
+    return true;
 }
 
 /* MEM_RESERVE, MEM_RETURN, MEM_UPDATE. */
@@ -228,7 +246,7 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
     int slot = (int)(c - s->clients);
     const struct msg_mem *mem = &m->u.mem;
 
-    if (m->type == MSG_MEM_RESERVE && !fits_alone(s, c, gpu, mem->bytes)) {
+    if (m->type == MSG_MEM_RESERVE && !oversub_allows(s, c, gpu, mem->bytes)) {
         out.list[out.n++] = (struct quota_action){QUOTA_REFUSE, gpu, slot,
                                                   mem->seq, 0};
     } else if (m->type == MSG_MEM_RESERVE)

@@ -50,6 +50,8 @@ static const char usage[] =
     "  NVSHARE_SWITCH_TIME_MULTIPLIER  in auto mode, 1-1000 (default 20)\n"
     "  NVSHARE_ENABLE_OVERSUB  1: clients that do not say otherwise get\n"
     "                          managed memory and can be swapped (default 0)\n"
+    "  NVSHARE_OVERSUB_RATIO   oversubscribed clients of a GPU hold at most\n"
+    "                          this x its capacity, 1-16 (default 2)\n"
     "  NVSHARE_DEBUG           1: log every scheduling decision\n"
     "\n"
     "Operate it with nvsharectl (see nvsharectl --help).\n";
@@ -166,6 +168,7 @@ static int configure_memory_aware(void)
         (unsigned)env_int_range("NVSHARE_SWITCH_TIME_MULTIPLIER", 1, 1000,
                                 POLICY_SWITCH_MULTIPLIER));
     sched.oversub_default = env_switch("NVSHARE_ENABLE_OVERSUB", false);
+    sched.oversub_ratio = (unsigned)env_int_range("NVSHARE_OVERSUB_RATIO", 1, 16, 2);
     for (int i = 0; i < sched.n_gpus; i++)
         policy_set_capacity(&sched.policy, i, sched.gpus[i].memory_total);
     format_size(sched.context_overhead, size, sizeof(size));

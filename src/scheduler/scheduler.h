@@ -63,6 +63,7 @@ struct scheduler {
     uint64_t started_at;
     uid_t uid; /* the daemon's own: may use the control socket, as may root */
     uint8_t oversub_default;       /* NVSHARE_ENABLE_OVERSUB of the daemon */
+    unsigned oversub_ratio;        /* clients' memory <= this x capacity */
     uint64_t context_overhead;     /* assumed per client until measured */
     uint64_t overhead[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* measured */
 };

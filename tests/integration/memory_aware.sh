@@ -5,7 +5,7 @@
 #  - 12 + 12 GiB with oversubscription alternate with explicit swaps: never
 #    at once; the waiter is told why (WAIT_FOR_MEM); a client swaps in only
 #    after the other swapped out, and runs nothing between its swap-out and
-#    its swap-in.
+#    its swap-in. A client that cannot fit even alone is refused.
 #  - auto mode: two light clients co-run once measured; two heavy ones never
 #    do.
 source "$(dirname "$0")/lib.sh"
@@ -78,6 +78,15 @@ check "$(held 1) > 800 && $(held 2) > 800" "alternation: a client starved"
     $2 == "in_end" { out[$3] = 0; on[$3] = 1 }
     END { exit bad > 0 }' || fail "alternation: events out of order"
 pass "12 + 12 GiB alternate with explicit swaps, in order"
+
+# Memory that could never be resident at once is refused, not thrashed.
+until=$(( $(now_ns) + 1000000000 ))
+if SIM_MEMORY_MB=15000 NVSHARE_ENABLE_OVERSUB=1 "$WORKLOAD_BIN" "$GPU" "$until" \
+        >/dev/null 2>"$WORK/big.err"; then
+    fail "a 15000 MiB oversubscribed client was admitted on a 14.4 GiB limit"
+fi
+log_has_at_least "even alone" 1 || fail "no log line for the client that cannot fit alone"
+pass "a client that cannot fit even alone gets an error"
 stop_scheduler
 
 # --- auto: light pairs co-run, heavy pairs take turns ----------------------
