@@ -22,7 +22,35 @@
  * crossed the interval; work on other streams is bounded only by their own
  * marks. Nothing is recorded while the stream is being captured into a graph
  * (that work does not run), and stream capture is relaxed around our calls
- * so that they never invalidate an application's capture. */
+ * so that they never invalidate an application's capture.
+ *
+ * Busy measure (for the scheduler's auto mode). The same checks report, per
+ * thread, how much of the wall time since the thread's previous check its
+ * work kept the GPU busy (nvshare_note_busy, for the GPU of the current
+ * context):
+ *
+ *   span = now - previous check;
+ *   busy = span if the mark recorded at the previous check is still
+ *          pending: the queue never ran dry in between;
+ *   else   the time from the previous check until a synchronization
+ *          (cuCtxSynchronize, cuStreamSynchronize) returned that had found
+ *          that mark pending, plus the time spent in later synchronizations
+ *          of the span: waiting there is waiting for this thread's work.
+ *
+ * A thread that keeps its queue full comes out ~100 % busy, whether it
+ * synchronizes now and then or not; one that runs a short kernel, waits for
+ * it and works on the host comes out busy for about the time it waited.
+ * Idle time counts as idle, however long (the span runs from check to
+ * check). Nothing is done per launch: one event query and two atomic loads
+ * per check, and two clock reads per synchronization. It is a lower bound:
+ * work that completed unobserved between two checks (no synchronization
+ * waited for it) counts as idle.
+ *
+ * What is measured is how busy the process keeps the GPU while it holds
+ * it. A span during which the thread may have waited at a closed gate -
+ * the GPU was drained (released) during it, or its gate was closed when it
+ * began - is not reported: that wait is the scheduler's doing, and would
+ * make a process that is throttled or time-sliced look idle. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -47,15 +75,34 @@ struct backlog {
 HOOK_TLS int hook_backlog_countdown = 1;
 static HOOK_TLS struct backlog *thread_backlog;
 
+/* Busy measure, per thread: the span since the previous check. */
+HOOK_TLS bool hook_busy_mark_live;       /* busy_mark not seen complete yet */
+static HOOK_TLS CUevent busy_mark;       /* recorded at the previous check */
+static HOOK_TLS uint64_t busy_span_start; /* the previous check, 0: none */
+static HOOK_TLS uint64_t busy_until;     /* busy_mark seen pending until */
+static HOOK_TLS uint64_t busy_sync_ns;   /* waited in syncs after that */
+static HOOK_TLS uint64_t busy_releases;  /* releases[gpu] at span start */
+static HOOK_TLS bool busy_gated;         /* the gate was closed then */
+static _Atomic uint64_t releases[NVSHARE_MAX_GPUS]; /* drains so far */
+
 static double budget_ms = 5.0;
 static int max_interval = 256;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static pthread_key_t backlog_key;
 
+static void forget_busy_mark(void)
+{
+    busy_mark = NULL;
+    hook_busy_mark_live = false;
+}
+
 static void free_backlog(void *arg)
 {
     struct backlog *b = arg;
     const struct hook_driver *drv = hook_driver();
+
+    if (b == thread_backlog) /* destructors run on the exiting thread */
+        forget_busy_mark();
 
     for (int i = 0; i < MARKS && drv; i++)
         if (b->marks[i])
@@ -95,6 +142,7 @@ static struct backlog *backlog_for(const struct hook_driver *drv)
         return NULL;
     if (b != NULL && b->ctx == ctx)
         return b;
+    forget_busy_mark(); /* its event is destroyed below */
     if (b == NULL) {
         b = calloc(1, sizeof(*b));
         if (b == NULL)
@@ -138,14 +186,6 @@ static void adapt_interval(const struct hook_driver *drv, struct backlog *b,
     b->last_retired = (int)slot;
 }
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Retires completed marks; with more than two pending, waits for the
  * oldest. */
 static void retire(const struct hook_driver *drv, struct backlog *b)
@@ -157,12 +197,12 @@ static void retire(const struct hook_driver *drv, struct backlog *b)
         if (rc == CUDA_ERROR_NOT_READY) {
             if (b->pending <= 2)
                 return;
-            uint64_t start = now_us();
+            uint64_t start = hook_now_ns();
 
             rc = drv->event_synchronize(oldest);
             hook_count(&hook_stat_events[HOOK_EV_BACKLOG_WAITS], 1);
             hook_count(&hook_stat_events[HOOK_EV_BACKLOG_WAIT_US],
-                       now_us() - start);
+                       (hook_now_ns() - start) / 1000);
         }
         if (rc == CUDA_SUCCESS)
             adapt_interval(drv, b, b->oldest);
@@ -171,6 +211,77 @@ static void retire(const struct hook_driver *drv, struct backlog *b)
         b->oldest = (b->oldest + 1) % MARKS;
         b->pending--;
     }
+}
+
+/* ---- busy measure --------------------------------------------------------- */
+
+static bool mark_pending(const struct hook_driver *drv)
+{
+    return busy_mark != NULL && drv != NULL && drv->event_query != NULL &&
+           drv->event_query(busy_mark) == CUDA_ERROR_NOT_READY;
+}
+
+bool hook_busy_sync_begin(void)
+{
+    if (mark_pending(hook_driver()))
+        return true;
+    hook_busy_mark_live = false; /* complete: later syncs only add waits */
+    return false;
+}
+
+void hook_busy_sync_end(uint64_t start_ns, bool was_pending)
+{
+    uint64_t now = hook_now_ns();
+
+    if (busy_span_start == 0) /* no check yet: nothing to report it with */
+        return;
+    if (!was_pending) {
+        busy_sync_ns += now - start_ns;
+        return;
+    }
+    /* The mark was pending when the wait began: the queue was not empty
+     * from the previous check up to now. */
+    busy_until = now;
+    if (!mark_pending(hook_driver()))
+        hook_busy_mark_live = false;
+}
+
+void hook_busy_released(int gpu)
+{
+    if (gpu >= 0 && gpu < NVSHARE_MAX_GPUS)
+        atomic_fetch_add_explicit(&releases[gpu], 1, memory_order_relaxed);
+}
+
+/* Reports the span since this thread's previous check (see the top). */
+static void report_busy(const struct hook_driver *drv, uint64_t now)
+{
+    int gpu = hook_current_gpu;
+    uint64_t span, busy,
+        released = atomic_load_explicit(&releases[gpu], memory_order_relaxed);
+    bool gated = !atomic_load_explicit(&nvshare_gate_open[gpu],
+                                       memory_order_relaxed);
+
+    if (busy_span_start != 0 && (busy_gated || released != busy_releases)) {
+        hook_count(&hook_stat_events[HOOK_EV_BUSY_SKIPPED], 1);
+    } else if (busy_span_start != 0 && now > busy_span_start) {
+        span = now - busy_span_start;
+        if (hook_busy_mark_live && mark_pending(drv))
+            busy = span;
+        else
+            busy = (busy_until > busy_span_start ? busy_until - busy_span_start
+                                                 : 0) +
+                   busy_sync_ns;
+        if (busy > span)
+            busy = span;
+        nvshare_note_busy(gpu, busy, span);
+        hook_count(&hook_stat_events[HOOK_EV_BUSY_NS], busy);
+        hook_count(&hook_stat_events[HOOK_EV_BUSY_SPAN_NS], span);
+    }
+    forget_busy_mark();
+    busy_span_start = busy_until = now;
+    busy_sync_ns = 0;
+    busy_releases = released;
+    busy_gated = gated;
 }
 
 void hook_backlog_check(CUstream stream, int pt_flags)
@@ -192,6 +303,7 @@ void hook_backlog_check(CUstream stream, int pt_flags)
     if (pt_flags && stream == NULL)
         stream = CU_STREAM_PER_THREAD; /* a _ptsz call's default stream */
     drv->exchange_capture_mode(&mode);
+    report_busy(drv, hook_now_ns());
     if (drv->stream_is_capturing(stream, &capture) == CUDA_SUCCESS &&
         capture == CU_STREAM_CAPTURE_STATUS_NONE &&
         (b = backlog_for(drv)) != NULL) {
@@ -202,6 +314,8 @@ void hook_backlog_check(CUstream stream, int pt_flags)
             b->streams[slot] = stream;
             b->submissions[slot] = b->interval;
             b->pending++;
+            busy_mark = b->marks[slot];
+            hook_busy_mark_live = true;
         }
         retire(drv, b);
         hook_backlog_countdown = b->interval;

@@ -234,7 +234,10 @@ HOOK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
  * the calling thread and stream capture relaxed: a drain must neither fail
  * nor invalidate an application's graph capture in progress. Stops early
  * when fn returns false; returns false then. */
-static bool for_each_context(int gpu, bool (*fn)(const struct hook_driver *))
+bool hook_for_each_context(int gpu,
+                           bool (*fn)(const struct hook_driver *drv,
+                                      CUcontext ctx, void *arg),
+                           void *arg)
 {
     const struct hook_driver *drv = hook_driver();
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -251,7 +254,7 @@ static bool for_each_context(int gpu, bool (*fn)(const struct hook_driver *))
             HOOK_CALL_REAL(cuCtxPushCurrent_v2, (contexts[i].ctx)) !=
                 CUDA_SUCCESS)
             continue;
-        all = fn(drv);
+        all = fn(drv, contexts[i].ctx, arg);
         HOOK_CALL_REAL(cuCtxPopCurrent_v2, (&popped));
     }
     pthread_mutex_unlock(&registry_lock);
@@ -260,11 +263,12 @@ static bool for_each_context(int gpu, bool (*fn)(const struct hook_driver *))
     return all;
 }
 
-static bool synchronize_current(const struct hook_driver *drv)
+static bool synchronize_current(const struct hook_driver *drv, CUcontext ctx,
+                                void *arg)
 {
     CUresult rc = HOOK_CALL_REAL(cuCtxSynchronize, ());
 
-    (void)drv;
+    (void)drv, (void)ctx, (void)arg;
     if (rc != CUDA_SUCCESS)
         log_warn("drain: cuCtxSynchronize failed (%d)", (int)rc);
     return true;
@@ -273,14 +277,17 @@ static bool synchronize_current(const struct hook_driver *drv)
 void hook_drain_gpu(int gpu, void *user)
 {
     (void)user;
-    for_each_context(gpu, synchronize_current);
+    hook_busy_released(gpu);
+    hook_for_each_context(gpu, synchronize_current, NULL);
 }
 
 /* Non-blocking, and deliberately cheap: the legacy default stream of each
  * context is idle. Work left on other streams is still waited for, by the
  * drain that precedes any release; this only decides when to let go. */
-static bool legacy_stream_idle(const struct hook_driver *drv)
+static bool legacy_stream_idle(const struct hook_driver *drv, CUcontext ctx,
+                               void *arg)
 {
+    (void)ctx, (void)arg;
     return drv->stream_query == NULL ||
            drv->stream_query(CU_STREAM_LEGACY) != CUDA_ERROR_NOT_READY;
 }
@@ -288,7 +295,7 @@ static bool legacy_stream_idle(const struct hook_driver *drv)
 bool hook_gpu_completed(int gpu, void *user)
 {
     (void)user;
-    return for_each_context(gpu, legacy_stream_idle);
+    return hook_for_each_context(gpu, legacy_stream_idle, NULL);
 }
 
 /* In a forked child the parent's contexts are unusable and the registry

@@ -80,6 +80,11 @@ static const struct {
      "cuMemPoolGetAttribute", NULL},
     {offsetof(struct hook_driver, graph_mem_attribute),
      "cuDeviceGetGraphMemAttribute", NULL},
+    {offsetof(struct hook_driver, device_get_attribute),
+     "cuDeviceGetAttribute", NULL},
+    {offsetof(struct hook_driver, stream_create), "cuStreamCreate", NULL},
+    {offsetof(struct hook_driver, stream_destroy), "cuStreamDestroy_v2",
+     "cuStreamDestroy"},
 };
 _Static_assert(sizeof(helper_names) / sizeof(helper_names[0]) ==
                    sizeof(struct hook_driver) / sizeof(void *),

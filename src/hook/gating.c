@@ -40,7 +40,10 @@ static int start_client_locked(void)
     const char *uuid_list[NVSHARE_MAX_GPUS];
     struct nvshare_client_config config = {
         .gpu_uuids = uuid_list,
-        .ops = {.drain = hook_drain_gpu, .completed = hook_gpu_completed},
+        .ops = {.drain = hook_drain_gpu,
+                .completed = hook_gpu_completed,
+                .swap_out = hook_swap_out,
+                .swap_in = hook_swap_in},
     };
     int count = 0;
     CUresult rc;

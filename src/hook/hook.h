@@ -14,6 +14,8 @@
  *   memory_pools.c  stream-ordered pools and graph memory: charged by what
  *                   they reserve
  *   memory_paths.c  per-entry-point claims, frees and memory views
+ *   swap.c          oversubscription: moving managed memory to the host and
+ *                   back (the client's swap_out / swap_in)
  *   nvml.c          NVML memory queries under the quota
  *   stats.c         NVSHARE_STATS counters
  *   init.c          library constructor */
@@ -23,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "entry_points.h"
 #include "nvshare_client.h"
@@ -94,6 +97,9 @@ struct hook_driver {
     __typeof__(&cuDeviceGetMemPool) device_get_mem_pool;
     __typeof__(&cuMemPoolGetAttribute) mem_pool_get_attribute;
     __typeof__(&cuDeviceGetGraphMemAttribute) graph_mem_attribute;
+    __typeof__(&cuDeviceGetAttribute) device_get_attribute;
+    __typeof__(&cuStreamCreate) stream_create;
+    __typeof__(&cuStreamDestroy_v2) stream_destroy;
 };
 /* Loads the driver once; NULL if libcuda.so.1 cannot be loaded. */
 const struct hook_driver *hook_driver(void);
@@ -131,10 +137,39 @@ static inline int hook_submit_gpu(void)
 void hook_drain_gpu(int gpu, void *user);
 bool hook_gpu_completed(int gpu, void *user);
 
+/* Runs fn(drv, ctx, arg) on every context this process created or retained
+ * on gpu, with ctx pushed on the calling thread (the previous current
+ * context is current again afterwards) and stream capture relaxed. The
+ * registry lock is held throughout, so no context dies meanwhile. Stops
+ * early when fn returns false; returns false then. */
+bool hook_for_each_context(int gpu,
+                           bool (*fn)(const struct hook_driver *drv,
+                                      CUcontext ctx, void *arg),
+                           void *arg);
+
 /* ---- backlog.c ---------------------------------------------------------- */
 
 extern HOOK_TLS int hook_backlog_countdown;
 void hook_backlog_check(CUstream stream, int pt_flags);
+
+/* Busy measurement (backlog.c) around the SYNC wrappers (cuCtxSynchronize,
+ * cuStreamSynchronize): the time a thread waits there is time its work kept
+ * the GPU busy. begin: before the real call, whether the mark of the
+ * thread's last backlog check is still pending (then the wait proves it
+ * pending up to the end); a thread-local load when there is no such mark. */
+extern HOOK_TLS bool hook_busy_mark_live;
+bool hook_busy_sync_begin(void);
+void hook_busy_sync_end(uint64_t start_ns, bool mark_pending);
+/* The drain of gpu began: spans around it are not reported. */
+void hook_busy_released(int gpu);
+
+static inline uint64_t hook_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* After each gated stream submission: every so many, check the backlog. */
 static inline void hook_backlog_tick(CUstream stream, int pt_flags)
@@ -167,6 +202,9 @@ struct mem_path {
     void (*commit)(const struct mem_claim *claim, uint64_t bytes);
     /* Runs last, on every outcome. */
     void (*finish)(const struct mem_claim *claim);
+    /* Makes the allocation instead of the entry point's own driver
+     * function (oversubscription: cuMemAllocManaged instead). */
+    CUresult (*allocate)(const struct mem_claim *claim);
     /* The claim settled pools itself (and holds their lock). */
     bool settles_pools;
 };
@@ -179,8 +217,9 @@ struct mem_claim {
     enum mem_kind kind;           /* of the output, for the map */
     const void *out;              /* where the driver writes the output */
     const struct mem_path *path;  /* NULL: the plain pattern */
+    bool managed;                 /* managed memory: evictable (swap.c) */
     union {
-        struct { const size_t *pitch; size_t height; } pitch;
+        struct { const size_t *pitch; size_t width, height; } pitch;
         struct { CUmemoryPool pool; CUstream stream; bool pt; } pool;
         CUdevice dev;
     } u;
@@ -195,6 +234,8 @@ struct mem_free {
     bool found;
     int gpu;
     uint64_t bytes;
+    bool managed;
+    CUcontext ctx;
     void (*after)(const struct mem_free *f);
     CUmemoryPool pool;
     CUdevice dev;
@@ -202,6 +243,20 @@ struct mem_free {
 
 /* memory.c */
 int hook_alloc_gpu(void);
+/* Whether device allocations on gpu are made managed (evictable) now:
+ * nvshare_oversub_enabled() and the device has concurrent managed access
+ * (read once per device; one warning for a device without it). */
+bool hook_oversub(int gpu);
+/* Bytes of live managed allocations on gpu. */
+uint64_t mem_managed_bytes(int gpu);
+/* Calls fn(ptr, bytes, arg) for each live managed allocation of gpu made
+ * in ctx, with the allocation map locked (a free waits; fn must not
+ * allocate or free through libnvshare). Returns the sum of the bytes of
+ * those for which fn returned true. */
+uint64_t mem_for_each_managed(int gpu, CUcontext ctx,
+                              bool (*fn)(CUdeviceptr ptr, uint64_t bytes,
+                                         void *arg),
+                              void *arg);
 bool mem_claim_reserve(struct mem_claim *claim);
 CUresult mem_claim_refused(struct mem_claim *claim);
 CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc);
@@ -235,6 +290,15 @@ void mem_graph_after_trim(const struct mem_free *f);
 #include "entry_points.def"
 #undef NVSHARE_SYMBOL
 
+/* ---- swap.c ------------------------------------------------------------- */
+
+/* nvshare_client_ops swap_out / swap_in (contracts in nvshare_client.h):
+ * prefetch every managed allocation of gpu to the host / back to gpu on a
+ * private stream of its context, wait, and return the bytes moved. Call
+ * the real driver only (never gated), on any thread. */
+uint64_t hook_swap_out(int gpu, void *user);
+uint64_t hook_swap_in(int gpu, void *user);
+
 /* ---- nvml.c ------------------------------------------------------------- */
 
 /* libnvshare's NVML wrapper of that exact name, or NULL. */
@@ -253,6 +317,16 @@ enum hook_event {
     HOOK_EV_BACKLOG_CHECKS,
     HOOK_EV_BACKLOG_WAITS,
     HOOK_EV_BACKLOG_WAIT_US,
+    HOOK_EV_BUSY_NS,            /* busy time reported (nvshare_note_busy) */
+    HOOK_EV_BUSY_SPAN_NS,       /* ... of this much wall time */
+    HOOK_EV_BUSY_SKIPPED,       /* spans not reported: a gate wait possible */
+    HOOK_EV_OVERSUB_CONVERTED,  /* device allocations made managed */
+    HOOK_EV_SWAP_OUTS,
+    HOOK_EV_SWAP_OUT_BYTES,
+    HOOK_EV_SWAP_OUT_US,
+    HOOK_EV_SWAP_INS,
+    HOOK_EV_SWAP_IN_BYTES,
+    HOOK_EV_SWAP_IN_US,
     HOOK_EV_COUNT
 };
 extern _Atomic uint64_t hook_stat_events[HOOK_EV_COUNT];

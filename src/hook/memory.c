@@ -12,7 +12,12 @@
  * undone and refused like the others.
  *
  * Frees of pointers the map does not know (allocated before libnvshare saw
- * the process, or by paths charged as a whole, like pools) pass through. */
+ * the process, or by paths charged as a whole, like pools) pass through.
+ *
+ * The map also knows which allocations are managed memory (evictable: the
+ * application's cuMemAllocManaged, and device allocations made managed for
+ * oversubscription, hook_oversub()) and in which context they were made,
+ * so that swap.c can move them off the GPU and back. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +30,24 @@
 
 #define MAP_BUCKETS 4096 /* chains stay short up to ~10^5 live allocations */
 
+/* What the map knows of one live allocation. Managed ones (evictable) also
+ * carry the context they were made in, where swap.c prefetches them. */
+struct mem_record {
+    int gpu;
+    uint64_t bytes;
+    bool managed;
+    CUcontext ctx;
+};
+
 struct mem_entry {
     uint64_t key;
     enum mem_kind kind;
-    int gpu;
-    uint64_t bytes;
+    struct mem_record rec;
     struct mem_entry *next;
 };
 
 static struct mem_entry *buckets[MAP_BUCKETS];
+static uint64_t managed_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct mem_entry **bucket_of(enum mem_kind kind, uint64_t key)
@@ -44,8 +58,14 @@ static struct mem_entry **bucket_of(enum mem_kind kind, uint64_t key)
 }
 _Static_assert(MAP_BUCKETS == 1 << 12, "bucket_of takes 12 bits");
 
+static bool counts_managed(const struct mem_record *rec)
+{
+    return rec->managed && rec->gpu >= 0 && rec->gpu < NVSHARE_MAX_GPUS;
+}
+
 /* Returns false if there was no memory to remember it. */
-static bool map_put(enum mem_kind kind, uint64_t key, int gpu, uint64_t bytes)
+static bool map_put(enum mem_kind kind, uint64_t key,
+                    const struct mem_record *rec)
 {
     struct mem_entry *e = malloc(sizeof(*e)), **head;
 
@@ -53,14 +73,15 @@ static bool map_put(enum mem_kind kind, uint64_t key, int gpu, uint64_t bytes)
         return false;
     pthread_mutex_lock(&map_lock);
     head = bucket_of(kind, key);
-    *e = (struct mem_entry){key, kind, gpu, bytes, *head};
+    *e = (struct mem_entry){key, kind, *rec, *head};
     *head = e;
+    if (counts_managed(rec))
+        managed_bytes[rec->gpu] += rec->bytes;
     pthread_mutex_unlock(&map_lock);
     return true;
 }
 
-static bool map_take(enum mem_kind kind, uint64_t key, int *gpu,
-                     uint64_t *bytes)
+static bool map_take(enum mem_kind kind, uint64_t key, struct mem_record *rec)
 {
     struct mem_entry **link, *found = NULL;
 
@@ -69,15 +90,48 @@ static bool map_take(enum mem_kind kind, uint64_t key, int *gpu,
         if ((*link)->key == key && (*link)->kind == kind) {
             found = *link;
             *link = found->next;
+            if (counts_managed(&found->rec))
+                managed_bytes[found->rec.gpu] -= found->rec.bytes;
             break;
         }
     pthread_mutex_unlock(&map_lock);
     if (found == NULL)
         return false;
-    *gpu = found->gpu;
-    *bytes = found->bytes;
+    *rec = found->rec;
     free(found);
     return true;
+}
+
+uint64_t mem_managed_bytes(int gpu)
+{
+    uint64_t bytes;
+
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return 0;
+    pthread_mutex_lock(&map_lock);
+    bytes = managed_bytes[gpu];
+    pthread_mutex_unlock(&map_lock);
+    return bytes;
+}
+
+uint64_t mem_for_each_managed(int gpu, CUcontext ctx,
+                              bool (*fn)(CUdeviceptr ptr, uint64_t bytes,
+                                         void *arg),
+                              void *arg)
+{
+    uint64_t total = 0;
+
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return 0;
+    pthread_mutex_lock(&map_lock);
+    for (int b = 0; b < MAP_BUCKETS && managed_bytes[gpu] > 0; b++)
+        for (struct mem_entry *e = buckets[b]; e; e = e->next)
+            if (e->kind == MEM_DEVPTR && e->rec.managed &&
+                e->rec.gpu == gpu && e->rec.ctx == ctx &&
+                fn((CUdeviceptr)e->key, e->rec.bytes, arg))
+                total += e->rec.bytes;
+    pthread_mutex_unlock(&map_lock);
+    return total;
 }
 
 /* A forked child does not own its parent's allocations: forget them
@@ -87,6 +141,7 @@ static void forget_allocations_in_child(void)
 {
     pthread_mutex_init(&map_lock, NULL);
     memset(buckets, 0, sizeof(buckets));
+    memset(managed_bytes, 0, sizeof(managed_bytes));
 }
 
 __attribute__((constructor)) static void register_memory_fork_handler(void)
@@ -109,6 +164,37 @@ int hook_alloc_gpu(void)
         dev >= 0 && dev < NVSHARE_MAX_GPUS)
         return (int)dev;
     return 0;
+}
+
+/* Per device: 0 not asked yet, 1 capable, -1 not (warned once). */
+static _Atomic signed char managed_capable[NVSHARE_MAX_GPUS];
+
+static bool concurrent_managed_access(int gpu)
+{
+    const struct hook_driver *drv;
+    signed char known = atomic_load_explicit(&managed_capable[gpu],
+                                             memory_order_relaxed), expected = 0;
+    int value = 0;
+
+    if (known != 0)
+        return known > 0;
+    drv = hook_driver();
+    if (drv && drv->device_get_attribute)
+        drv->device_get_attribute(
+            &value, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, (CUdevice)gpu);
+    known = value ? 1 : -1;
+    if (atomic_compare_exchange_strong(&managed_capable[gpu], &expected, known) &&
+        known < 0)
+        log_warn("oversubscription: gpu %d has no concurrent managed access: "
+                 "its allocations stay device memory and cannot be evicted",
+                 gpu);
+    return known > 0;
+}
+
+bool hook_oversub(int gpu)
+{
+    return gpu >= 0 && gpu < NVSHARE_MAX_GPUS && nvshare_oversub_enabled() &&
+           concurrent_managed_access(gpu);
 }
 
 static void finish(struct mem_claim *claim)
@@ -164,8 +250,13 @@ CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc)
     } else {
         /* Every output (CUdeviceptr, CUarray, CUmipmappedArray,
          * CUmemGenericAllocationHandle) is 8 bytes. */
+        struct mem_record rec = {claim->gpu, actual, claim->managed, NULL};
+        const struct hook_driver *drv;
+
+        if (claim->managed && (drv = hook_driver()) && drv->ctx_get_current)
+            drv->ctx_get_current(&rec.ctx);
         memcpy(&key, claim->out, sizeof(key));
-        if (!map_put(claim->kind, key, claim->gpu, actual))
+        if (!map_put(claim->kind, key, &rec))
             log_warn("out of host memory: %llu bytes on gpu %d stay charged "
                      "after they are freed",
                      (unsigned long long)actual, claim->gpu);
@@ -178,16 +269,25 @@ CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc)
 
 void mem_free_take(struct mem_free *f)
 {
-    if (f->after == NULL && f->kind != MEM_NOTHING)
-        f->found = map_take(f->kind, f->key, &f->gpu, &f->bytes);
+    struct mem_record rec;
+
+    if (f->after == NULL && f->kind != MEM_NOTHING &&
+        (f->found = map_take(f->kind, f->key, &rec))) {
+        f->gpu = rec.gpu;
+        f->bytes = rec.bytes;
+        f->managed = rec.managed;
+        f->ctx = rec.ctx;
+    }
 }
 
 void mem_free_settle(struct mem_free *f, CUresult rc)
 {
+    struct mem_record rec = {f->gpu, f->bytes, f->managed, f->ctx};
+
     if (rc == CUDA_SUCCESS && f->after)
         f->after(f);
     else if (f->found && rc == CUDA_SUCCESS)
         nvshare_mem_release(f->gpu, f->bytes);
-    else if (f->found && !map_put(f->kind, f->key, f->gpu, f->bytes))
+    else if (f->found && !map_put(f->kind, f->key, &rec))
         nvshare_mem_release(f->gpu, f->bytes); /* cannot follow it further */
 }

@@ -5,6 +5,7 @@
  * (mem_view_<name>). Each has the entry point's own parameters; the
  * wrappers that call them are generated in wrappers.c. */
 #include <limits.h>
+#include <stdint.h>
 
 #include "hook.h"
 #include "nvshare_memory.h"
@@ -31,9 +32,38 @@ static struct mem_claim plain(int gpu, uint64_t bytes, enum mem_kind kind,
 
 /* ---- linear memory ------------------------------------------------------ */
 
+/* Oversubscription: with nvshare_oversub_enabled(), cuMemAlloc_v2 and
+ * cuMemAllocPitch_v2 allocate managed memory (CU_MEM_ATTACH_GLOBAL) from
+ * the real driver instead, which the driver can evict to the host, and
+ * which swap.c moves out and back when the scheduler asks. The charge is
+ * the same as for device memory. */
+#define OVERSUB_PITCH_ALIGN 512u /* what drivers give cuMemAllocPitch */
+
+static void converted(void)
+{
+    hook_count(&hook_stat_events[HOOK_EV_OVERSUB_CONVERTED], 1);
+}
+
+static CUresult allocate_managed(const struct mem_claim *claim)
+{
+    converted();
+    return HOOK_CALL_REAL(cuMemAllocManaged,
+                          ((CUdeviceptr *)claim->out, (size_t)claim->bytes,
+                           CU_MEM_ATTACH_GLOBAL));
+}
+
+static const struct mem_path managed_path = {.allocate = allocate_managed};
+
 struct mem_claim mem_claim_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    return plain(hook_alloc_gpu(), bytesize, MEM_DEVPTR, dptr);
+    struct mem_claim claim = plain(hook_alloc_gpu(), bytesize, MEM_DEVPTR, dptr);
+
+    /* A zero size stays the driver's to refuse, with its own error. */
+    if (bytesize > 0 && hook_oversub(claim.gpu)) {
+        claim.path = &managed_path;
+        claim.managed = true;
+    }
+    return claim;
 }
 
 /* Managed memory is charged in full: it may all become resident. */
@@ -41,8 +71,11 @@ struct mem_claim mem_claim_cuMemAllocManaged(CUdeviceptr *dptr,
                                              size_t bytesize,
                                              unsigned int flags)
 {
+    struct mem_claim claim = plain(hook_alloc_gpu(), bytesize, MEM_DEVPTR, dptr);
+
     (void)flags;
-    return plain(hook_alloc_gpu(), bytesize, MEM_DEVPTR, dptr);
+    claim.managed = true;
+    return claim;
 }
 
 /* The pitch is chosen by the driver: charge the unpadded size first (the
@@ -60,6 +93,28 @@ static void free_pointer(const struct mem_claim *claim)
 static const struct mem_path pitch_path = {.measure = pitched_size,
                                            .undo = free_pointer};
 
+/* Converted: the pitch the driver would choose (rows of 512-byte
+ * multiples), pitch * height of managed memory. */
+static CUresult allocate_managed_pitch(const struct mem_claim *claim)
+{
+    size_t pitch = (claim->u.pitch.width + OVERSUB_PITCH_ALIGN - 1) /
+                   OVERSUB_PITCH_ALIGN * OVERSUB_PITCH_ALIGN;
+    CUresult rc;
+
+    converted();
+    rc = HOOK_CALL_REAL(cuMemAllocManaged,
+                        ((CUdeviceptr *)claim->out,
+                         pitch * claim->u.pitch.height, CU_MEM_ATTACH_GLOBAL));
+    if (rc == CUDA_SUCCESS)
+        *(size_t *)claim->u.pitch.pitch = pitch;
+    return rc;
+}
+
+static const struct mem_path managed_pitch_path = {
+    .allocate = allocate_managed_pitch,
+    .measure = pitched_size,
+    .undo = free_pointer};
+
 struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr,
                                               size_t *pPitch,
                                               size_t WidthInBytes,
@@ -69,10 +124,20 @@ struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr,
     struct mem_claim claim = plain(hook_alloc_gpu(),
                                    (uint64_t)WidthInBytes * Height, MEM_DEVPTR,
                                    dptr);
+    /* Arguments the driver refuses stay its to refuse. */
+    bool valid = WidthInBytes > 0 && Height > 0 && pPitch != NULL &&
+                 (ElementSizeBytes == 4 || ElementSizeBytes == 8 ||
+                  ElementSizeBytes == 16) &&
+                 WidthInBytes <= SIZE_MAX - OVERSUB_PITCH_ALIGN &&
+                 (WidthInBytes + OVERSUB_PITCH_ALIGN) <= SIZE_MAX / Height;
 
-    (void)ElementSizeBytes;
     claim.path = &pitch_path;
+    if (valid && hook_oversub(claim.gpu)) {
+        claim.path = &managed_pitch_path;
+        claim.managed = true;
+    }
     claim.u.pitch.pitch = pPitch;
+    claim.u.pitch.width = WidthInBytes;
     claim.u.pitch.height = Height;
     return claim;
 }

@@ -21,6 +21,16 @@ static const char *const event_names[HOOK_EV_COUNT] = {
     [HOOK_EV_BACKLOG_CHECKS] = "backlog-checks",
     [HOOK_EV_BACKLOG_WAITS] = "backlog-waits",
     [HOOK_EV_BACKLOG_WAIT_US] = "backlog-wait-us",
+    [HOOK_EV_BUSY_NS] = "busy-ns",
+    [HOOK_EV_BUSY_SPAN_NS] = "busy-span-ns",
+    [HOOK_EV_BUSY_SKIPPED] = "busy-spans-skipped",
+    [HOOK_EV_OVERSUB_CONVERTED] = "oversub-converted",
+    [HOOK_EV_SWAP_OUTS] = "swap-outs",
+    [HOOK_EV_SWAP_OUT_BYTES] = "swap-out-bytes",
+    [HOOK_EV_SWAP_OUT_US] = "swap-out-us",
+    [HOOK_EV_SWAP_INS] = "swap-ins",
+    [HOOK_EV_SWAP_IN_BYTES] = "swap-in-bytes",
+    [HOOK_EV_SWAP_IN_US] = "swap-in-us",
 };
 
 /* One line per symbol called, then one per event:
@@ -67,4 +77,14 @@ HOOK_EXPORT uint64_t nvshare_hook_calls(const char *name)
 HOOK_EXPORT uint64_t nvshare_hook_gated(const char *name)
 {
     return counter_of(hook_stat_gated, name);
+}
+
+/* Test introspection (with NVSHARE_STATS=1): the event counter printed as
+ * `stats: <name> N` ("busy-ns", "swap-out-bytes", ...), 0 if unknown. */
+HOOK_EXPORT uint64_t nvshare_hook_event(const char *name)
+{
+    for (int i = 0; i < HOOK_EV_COUNT; i++)
+        if (strcmp(event_names[i], name) == 0)
+            return atomic_load(&hook_stat_events[i]);
+    return 0;
 }

@@ -58,7 +58,9 @@
         claim = mem_claim_##e args;                                            \
         if (!mem_claim_reserve(&claim))                                        \
             return mem_claim_refused(&claim);                                  \
-        return mem_claim_settle(&claim, real args);                            \
+        return mem_claim_settle(&claim, claim.path && claim.path->allocate    \
+                                            ? claim.path->allocate(&claim)    \
+                                            : real args);                     \
     }
 
 #define WRAP_FREE(e, pt, stream, params, args)                                 \
@@ -90,7 +92,20 @@
         return rc;                                                             \
     }
 
-#define WRAP_SYNC(e, pt, stream, params, args) WRAP_FORWARD(e, params, args)
+/* The time spent in a synchronization is time the GPU was busy with this
+ * thread's work (backlog.c, busy measure): two clock reads per call. */
+#define WRAP_SYNC(e, pt, stream, params, args)                                 \
+    HOOK_EXPORT CUresult e params                                              \
+    {                                                                          \
+        uint64_t start = hook_now_ns();                                        \
+        bool pending = hook_busy_mark_live && hook_busy_sync_begin();          \
+        CUresult rc;                                                           \
+                                                                               \
+        hook_count(&hook_stat_calls[NVSHARE_ID_##e], 1);                       \
+        rc = HOOK_CALL_REAL(e, args);                                          \
+        hook_busy_sync_end(start, pending);                                    \
+        return rc;                                                             \
+    }
 #define WRAP_OTHER(e, pt, stream, params, args) WRAP_FORWARD(e, params, args)
 #define WRAP_CTX(e, pt, stream, params, args)
 #define WRAP_LOOKUP(e, pt, stream, params, args)

@@ -1,9 +1,11 @@
 /* device.c - devices: count, UUIDs (uuids.c), attributes, total memory.
  *
  * FAKE_CUDA_MEM_MB is each device's memory (default 16384); what is
- * allocated of it is kept by memory.c. */
+ * allocated of it is kept by memory.c. Devices can access managed memory
+ * concurrently (attribute 89) unless FAKE_CUDA_CONCURRENT_MANAGED=0. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fake.h"
 
@@ -12,14 +14,22 @@ static struct {
     int count;
     CUuuid uuids[FAKE_MAX_DEVICES];
     uint64_t total;
+    bool concurrent_managed;
 } devices;
 
 static void read_devices(void)
 {
     const char *mem = getenv("FAKE_CUDA_MEM_MB");
+    const char *managed = getenv("FAKE_CUDA_CONCURRENT_MANAGED");
 
     devices.count = fake_read_uuids(devices.uuids);
     devices.total = (mem ? strtoull(mem, NULL, 10) : 16384) << 20;
+    devices.concurrent_managed = !(managed && strcmp(managed, "0") == 0);
+}
+
+bool fake_concurrent_managed_access(void)
+{
+    return devices.concurrent_managed;
 }
 
 int fake_device_count(void)
@@ -112,6 +122,10 @@ CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attr,
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+        *value = devices.concurrent_managed;
+        break;
     default: *value = 0; break;
     }
     return CUDA_SUCCESS;

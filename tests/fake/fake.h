@@ -65,6 +65,9 @@ void fake_pool_freed(struct fake_pool *pool, uint64_t size);
 int fake_device_count(void);
 bool fake_initialized(void);
 uint64_t fake_memory_total(int dev);
+/* CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: 1 unless
+ * FAKE_CUDA_CONCURRENT_MANAGED=0. */
+bool fake_concurrent_managed_access(void);
 
 /* context.c: the calling thread's current context, NULL if none. */
 struct fake_ctx *fake_current(void);
@@ -78,6 +81,9 @@ void fake_wait_until(uint64_t t_ns);
  * is the per-thread one) and traces it as `what`. */
 CUresult fake_submit(CUstream stream, bool pt, uint64_t duration_ns,
                      const char *what);
+/* The same for a transfer of bytes, traced "<what> <start> <end> <bytes>". */
+CUresult fake_submit_bytes(CUstream stream, bool pt, uint64_t duration_ns,
+                           const char *what, uint64_t bytes);
 
 /* module.c: the simulated duration of a kernel. */
 uint64_t fake_function_duration_ns(CUfunction f);
@@ -89,5 +95,9 @@ CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
 CUresult cuStreamQuery_ptsz(CUstream hStream);
 CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
                                   CUstreamCaptureStatus *captureStatus);
+/* Not in the table either (the _v2 prefetch's per-thread variant is). */
+CUresult cuMemRangeGetAttribute(void *data, size_t dataSize,
+                                CUmem_range_attribute attribute,
+                                CUdeviceptr devPtr, size_t count);
 
 #endif

@@ -9,7 +9,13 @@
  *   - an IPC handle carries the size of the memory it opens in its first 8
  *     bytes (the exporter is another process); opening takes no memory;
  *   - cuImportExternalMemory remembers the size; mapped buffers take memory
- *     and are freed with cuMemFree, as with a real driver. */
+ *     and are freed with cuMemFree, as with a real driver;
+ *   - managed memory (cuMemAllocManaged) takes none of FAKE_CUDA_MEM_MB: a
+ *     real driver lets it exceed the device's memory and evicts it, which
+ *     is what oversubscription relies on. cuPointerGetAttribute says it is
+ *     managed; cuMemPrefetchAsync(_v2) moves it (timeline work of
+ *     bytes / FAKE_CUDA_SWAP_GBPS, traced as prefetch_host / prefetch_device)
+ *     and cuMemRangeGetAttribute(LAST_PREFETCH_LOCATION) says where to. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +30,8 @@ struct allocation {
     uint64_t handle, size;
     int dev;
     bool physical;
+    bool managed;
+    int prefetched_to; /* managed: CU_DEVICE_INVALID, CU_DEVICE_CPU or a device */
     struct fake_pool *pool;
     struct allocation *next;
 };
@@ -45,9 +53,9 @@ void fake_mem_give(int dev, uint64_t bytes)
     used[dev] -= bytes;
 }
 
-CUresult fake_mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
-                      bool physical, struct fake_pool *pool,
-                      unsigned long long *out)
+static CUresult mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
+                       bool physical, bool managed, struct fake_pool *pool,
+                       unsigned long long *out)
 {
     struct allocation *a;
 
@@ -61,8 +69,9 @@ CUresult fake_mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
         free(a);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *a = (struct allocation){kind, next_handle, size, dev, physical, pool,
-                             allocations};
+    *a = (struct allocation){kind,    next_handle, size, dev,
+                             physical, managed,    CU_DEVICE_INVALID,
+                             pool,    allocations};
     allocations = a;
     /* Keep addresses 2 MiB apart, as the driver does. */
     next_handle += (size + VMM_GRANULARITY - 1) / VMM_GRANULARITY *
@@ -70,6 +79,13 @@ CUresult fake_mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
     *out = a->handle;
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
+}
+
+CUresult fake_mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
+                      bool physical, struct fake_pool *pool,
+                      unsigned long long *out)
+{
+    return mem_new(kind, dev, size, physical, false, pool, out);
 }
 
 CUresult fake_mem_delete(enum fake_mem_kind kind, uint64_t handle,
@@ -147,8 +163,13 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
                            unsigned int flags)
 {
-    (void)flags;
-    return linear(dptr, bytesize);
+    int dev = current_dev();
+
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return mem_new(FAKE_MEM_LINEAR, dev, bytesize, false, true, NULL, dptr);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
@@ -170,23 +191,180 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     return fake_mem_delete(FAKE_MEM_LINEAR, dptr, NULL, NULL);
 }
 
+/* The linear allocation holding dptr. Lock held. */
+static struct allocation *holding_locked(CUdeviceptr dptr)
+{
+    for (struct allocation *a = allocations; a; a = a->next)
+        if (a->kind <= FAKE_MEM_IPC && dptr >= a->handle &&
+            dptr < a->handle + a->size)
+            return a;
+    return NULL;
+}
+
 /* Base and size of the allocation holding dptr. */
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
                                  CUdeviceptr dptr)
 {
-    CUresult rc = CUDA_ERROR_NOT_FOUND;
+    struct allocation *a;
 
     pthread_mutex_lock(&fake_lock);
-    for (struct allocation *a = allocations; a; a = a->next)
-        if (a->kind <= FAKE_MEM_IPC && dptr >= a->handle &&
-            dptr < a->handle + a->size) {
-            if (pbase)
-                *pbase = a->handle;
-            if (psize)
-                *psize = a->size;
-            rc = CUDA_SUCCESS;
-            break;
-        }
+    if ((a = holding_locked(dptr)) != NULL) {
+        if (pbase)
+            *pbase = a->handle;
+        if (psize)
+            *psize = a->size;
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                               CUdeviceptr ptr)
+{
+    CUresult rc = CUDA_SUCCESS;
+    struct allocation *a;
+
+    pthread_mutex_lock(&fake_lock);
+    if ((a = holding_locked(ptr)) == NULL)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (attribute == CU_POINTER_ATTRIBUTE_IS_MANAGED)
+        *(bool *)data = a->managed;
+    else if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+        *(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
+    else if (attribute == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+        *(int *)data = a->dev;
+    else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *(CUdeviceptr *)data = a->handle;
+    else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        *(size_t *)data = a->size;
+    else
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_unlock(&fake_lock);
+    return rc;
+}
+
+/* ---- managed memory: prefetch and advice ---------------------------------- */
+
+static double swap_gbps(void)
+{
+    static double gbps;
+    const char *text;
+
+    if (gbps <= 0) {
+        text = getenv("FAKE_CUDA_SWAP_GBPS");
+        gbps = text ? strtod(text, NULL) : 0;
+        if (!(gbps > 0))
+            gbps = 10.0;
+    }
+    return gbps;
+}
+
+/* dst: a device ordinal or CU_DEVICE_CPU. Queued on hStream as work of
+ * bytes / FAKE_CUDA_SWAP_GBPS. The range must be managed memory. */
+static CUresult prefetch(CUdeviceptr ptr, size_t count, int dst,
+                         CUstream hStream, bool pt)
+{
+    struct allocation *a;
+    bool managed;
+
+    if (count == 0 || (dst != CU_DEVICE_CPU &&
+                       (dst < 0 || dst >= fake_device_count())))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dst != CU_DEVICE_CPU && !fake_concurrent_managed_access())
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&fake_lock);
+    a = holding_locked(ptr);
+    managed = a && a->managed && ptr + count <= a->handle + a->size;
+    if (managed)
+        a->prefetched_to = dst;
+    pthread_mutex_unlock(&fake_lock);
+    if (!managed)
+        return CUDA_ERROR_INVALID_VALUE;
+    return fake_submit_bytes(hStream, pt, (uint64_t)((double)count / swap_gbps()),
+                             dst == CU_DEVICE_CPU ? "prefetch_host"
+                                                  : "prefetch_device",
+                             count);
+}
+
+static int location_device(CUmemLocation location)
+{
+    switch (location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        return location.id;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        return CU_DEVICE_CPU;
+    default:
+        return CU_DEVICE_INVALID;
+    }
+}
+
+CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count,
+                            CUdevice dstDevice, CUstream hStream)
+{
+    return prefetch(devPtr, count, dstDevice, hStream, false);
+}
+
+CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count,
+                                 CUdevice dstDevice, CUstream hStream)
+{
+    return prefetch(devPtr, count, dstDevice, hStream, true);
+}
+
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count,
+                               CUmemLocation location, unsigned int flags,
+                               CUstream hStream)
+{
+    (void)flags;
+    return prefetch(devPtr, count, location_device(location), hStream, false);
+}
+
+CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count,
+                                    CUmemLocation location, unsigned int flags,
+                                    CUstream hStream)
+{
+    (void)flags;
+    return prefetch(devPtr, count, location_device(location), hStream, true);
+}
+
+/* Advice is accepted and changes nothing. */
+CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                        CUmemLocation location)
+{
+    (void)devPtr, (void)count, (void)advice, (void)location;
+    return CUDA_SUCCESS;
+}
+
+#undef cuMemAdvise
+CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                     CUdevice device);
+CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                     CUdevice device)
+{
+    (void)devPtr, (void)count, (void)advice, (void)device;
+    return CUDA_SUCCESS;
+}
+
+/* Only CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION: where the range was
+ * last prefetched to (CU_DEVICE_CPU, a device, or CU_DEVICE_INVALID). */
+CUresult cuMemRangeGetAttribute(void *data, size_t dataSize,
+                                CUmem_range_attribute attribute,
+                                CUdeviceptr devPtr, size_t count)
+{
+    CUresult rc = CUDA_SUCCESS;
+    struct allocation *a;
+
+    if (attribute != CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (dataSize != sizeof(int))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_lock);
+    a = holding_locked(devPtr);
+    if (a == NULL || !a->managed || devPtr + count > a->handle + a->size)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        *(int *)data = a->prefetched_to;
     pthread_mutex_unlock(&fake_lock);
     return rc;
 }

@@ -9,7 +9,8 @@
  * With FAKE_CUDA_TRACE_DIR set, every piece of work is appended to
  * $FAKE_CUDA_TRACE_DIR/trace.<pid> as "<what> <start_ns> <end_ns>" in
  * CLOCK_MONOTONIC, one write(2) per line, so a test can check that the work
- * of two processes never overlapped. */
+ * of two processes never overlapped. Transfers (managed memory prefetches)
+ * add their size: "prefetch_host <start_ns> <end_ns> <bytes>". */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -57,7 +58,9 @@ static void open_trace(void)
     trace_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
-static void trace(const char *what, uint64_t start, uint64_t end)
+/* bytes: 0 for a kernel (not printed). */
+static void trace(const char *what, uint64_t start, uint64_t end,
+                  uint64_t bytes)
 {
     char line[256];
     int len;
@@ -65,8 +68,13 @@ static void trace(const char *what, uint64_t start, uint64_t end)
     pthread_once(&trace_once, open_trace);
     if (trace_fd < 0)
         return;
-    len = snprintf(line, sizeof(line), "%s %llu %llu\n", what,
-                   (unsigned long long)start, (unsigned long long)end);
+    if (bytes > 0)
+        len = snprintf(line, sizeof(line), "%s %llu %llu %llu\n", what,
+                       (unsigned long long)start, (unsigned long long)end,
+                       (unsigned long long)bytes);
+    else
+        len = snprintf(line, sizeof(line), "%s %llu %llu\n", what,
+                       (unsigned long long)start, (unsigned long long)end);
     if (write(trace_fd, line, (size_t)len) != len)
         perror("fake libcuda: trace");
 }
@@ -94,8 +102,8 @@ static struct fake_stream *resolve_locked(CUstream handle, bool pt)
     return (struct fake_stream *)handle;
 }
 
-CUresult fake_submit(CUstream stream, bool pt, uint64_t duration_ns,
-                     const char *what)
+CUresult fake_submit_bytes(CUstream stream, bool pt, uint64_t duration_ns,
+                           const char *what, uint64_t bytes)
 {
     struct fake_stream *s;
     uint64_t start, now = fake_now_ns();
@@ -108,8 +116,14 @@ CUresult fake_submit(CUstream stream, bool pt, uint64_t duration_ns,
     start = s->busy_until_ns > now ? s->busy_until_ns : now;
     s->busy_until_ns = start + duration_ns;
     pthread_mutex_unlock(&fake_lock);
-    trace(what, start, start + duration_ns);
+    trace(what, start, start + duration_ns, bytes);
     return CUDA_SUCCESS;
+}
+
+CUresult fake_submit(CUstream stream, bool pt, uint64_t duration_ns,
+                     const char *what)
+{
+    return fake_submit_bytes(stream, pt, duration_ns, what, 0);
 }
 
 /* ---- streams ----------------------------------------------------------- */
