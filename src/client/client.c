@@ -49,6 +49,7 @@ struct gpu_lock {
     bool swapped_out;      /* its memory went to the host on EVICT */
     uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
     uint64_t load_sent_at;
+    bool load_reported;    /* at least one LOAD sent */
 };
 
 static struct {
@@ -496,7 +497,10 @@ static void report_load(void)
         struct gpu_lock *g = &state.gpus[i];
         uint64_t busy = atomic_load_explicit(&busy_total_ns[i], memory_order_relaxed);
         uint64_t span = atomic_load_explicit(&span_total_ns[i], memory_order_relaxed);
-        if (now - g->load_sent_at < LOAD_REPORT_NS)
+        /* The first report comes early: in auto mode a client whose load
+         * is not known yet cannot join others. */
+        uint64_t every = g->load_reported ? LOAD_REPORT_NS : LOAD_REPORT_NS / 5;
+        if (now - g->load_sent_at < every)
             continue;
         uint64_t d_busy = busy - g->load_busy_ns, d_span = span - g->load_span_ns;
         /* Spans are measured per submitting thread: several threads can
@@ -509,6 +513,7 @@ static void report_load(void)
         if (!g->held)
             continue;
         uint64_t permille = d_busy >= d_span ? 1000 : d_busy * 1000 / d_span;
+        g->load_reported = true;
         struct msg m = {.type = MSG_LOAD};
         m.u.load = (struct msg_load){(uint8_t)i, (uint16_t)permille, d_span};
         client_send(&m);

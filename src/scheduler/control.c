@@ -131,8 +131,9 @@ static int send_status(struct scheduler *s, int fd)
             cl->throttled = p->gpus[g].usage[c->account].throttled;
             cl->footprint = mb->footprint;
             cl->evictable = mb->evictable;
-            cl->swapped_out = mb->evictable && !mb->resident && !mb->evicting &&
-                              !policy_is_running(p, g, slot);
+            /* Never granted: nothing of it was ever on the GPU to swap. */
+            cl->swapped_out = mb->evictable && mb->grants && !mb->resident &&
+                              !mb->evicting && !policy_is_running(p, g, slot);
             cl->load_permille = mb->load_known ? mb->load_permille : 0xffff;
             cl->wait_reason = mb->state != MEMBER_WAITING ? WAIT_NONE
                               : cl->throttled ? WAIT_THROTTLED : mb->wait_reason;

@@ -525,13 +525,16 @@ static void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
             grant(g, gpu, c, now, out);
             continue;
         }
-        m->wait_reason = ok_mode ? WAIT_MEMORY : WAIT_LOCK;
-        if (!ok_memory && !m->told_wait_mem && ok_mode)
+        /* Memory is the reason whenever it does not fit: even once the
+         * lock is free it must wait for a swap, so its runners get the
+         * switch time, not the TQ. */
+        m->wait_reason = ok_memory ? WAIT_LOCK : WAIT_MEMORY;
+        if (!ok_memory && !m->told_wait_mem)
             tell_waits_for_memory(p, g, gpu, c, now, out);
         if (blocked_seen)
             continue;
         blocked_seen = true;
-        if (ok_mode && !ok_memory)
+        if (!ok_memory)
             evict_for(p, g, gpu, c, occupies(m) ? 0 : m->footprint, now, out);
         if (now - m->since >= quantum_for(p, g, m))
             return; /* aged: nobody passes it any more */

@@ -8,7 +8,10 @@
  * Launches simulated kernels of KERNEL_US (default 1000) four at a time,
  * synchronizing after each four, until UNTIL; prints rate=<kernels per
  * second> counting those completed between FROM and UNTIL (like
- * bench/fixed_work.cu --window, so jobs started one by one compare). */
+ * bench/fixed_work.cu --window, so jobs started one by one compare).
+ *
+ * FAKE_JOB_MEM_MB=<n> allocates n MiB with cuMemAlloc_v2 first (managed
+ * memory when libnvshare oversubscribes), for memory-aware scheduling. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -43,6 +46,12 @@ int main(int argc, char **argv)
     if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx) ||
         cuModuleLoadData(&mod, "fake") || cuModuleGetFunction(&kernel, mod, name)) {
         fprintf(stderr, "fake_job: the fake driver refused to start\n");
+        return 1;
+    }
+    const char *mem_mb = getenv("FAKE_JOB_MEM_MB");
+    CUdeviceptr memory;
+    if (mem_mb && cuMemAlloc(&memory, (size_t)atoll(mem_mb) << 20)) {
+        fprintf(stderr, "fake_job: %s MiB refused\n", mem_mb);
         return 1;
     }
     while (realtime_ns() < until) {
