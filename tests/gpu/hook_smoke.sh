@@ -5,13 +5,9 @@
 # copies of a compute-bound job share the GPU through the scheduler.
 # usage: tests/gpu/hook_smoke.sh   (from the repository root)
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$ROOT/build-gpu}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cmake -S "$ROOT" -B "$BUILD" -DNVSHARE_BUILD_TESTS=OFF >/dev/null || exit 1
-cmake --build "$BUILD" -j --target nvshare nvshare-scheduler >/dev/null || exit 1
-LIB=$BUILD/src/hook/libnvshare.so
+source "$(dirname "$0")/lib.sh"
+gpu_work_dir
+gpu_build nvshare nvshare-scheduler
 nvcc -O2 -o "$WORK/spin" "$ROOT/tests/gpu/spin.cu" || exit 1
 nvcc -O2 --default-stream per-thread -o "$WORK/spin_ptds" "$ROOT/tests/gpu/spin.cu" || exit 1
 

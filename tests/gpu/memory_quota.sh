@@ -8,13 +8,9 @@
 # and CuPy run when importable (else SKIP). No managed memory is used.
 # usage: tests/gpu/memory_quota.sh   (from the repository root)
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$ROOT/build-gpu}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cmake -S "$ROOT" -B "$BUILD" -DNVSHARE_BUILD_TESTS=OFF >/dev/null || exit 1
-cmake --build "$BUILD" -j --target nvshare nvshare-scheduler nvsharectl >/dev/null || exit 1
-LIB=$BUILD/src/hook/libnvshare.so
+source "$(dirname "$0")/lib.sh"
+gpu_work_dir
+gpu_build nvshare nvshare-scheduler nvsharectl
 export NVSHARE_GPU_MEMORY_LIMIT=4Gi
 export NVSHARE_SOCK_DIR=$WORK # no scheduler: the static limit applies
 
