@@ -280,11 +280,6 @@ static bool fits(const struct policy *p, const struct gpu_sched *g, int gpu,
 
 /* ---- load -------------------------------------------------------------- */
 
-static bool measured_light(const struct policy *p, const struct member *m)
-{
-    return m->load_known && m->load_permille < p->light_permille;
-}
-
 static bool maybe_light(const struct policy *p, const struct member *m)
 {
     return !m->load_known || m->load_permille < p->light_permille;
@@ -302,10 +297,13 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
     case SCHED_MODE_CONCURRENT:
         return true;
     default:
+        /* Not measured yet counts as light: a short trial beside others
+         * until the first load report, rather than a wait for every new
+         * client. A client known to be heavy runs alone. */
         if (!maybe_light(p, &g->members[client]))
             return false;
         for (int c = 0; c < g->slots; c++)
-            if (running(&g->members[c]) && !measured_light(p, &g->members[c]))
+            if (running(&g->members[c]) && !maybe_light(p, &g->members[c]))
                 return false;
         return true;
     }

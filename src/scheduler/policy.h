@@ -15,8 +15,9 @@
  *                  co-running two clients that keep the GPU busy costs each
  *                  more than time slicing them, and a light client beside a
  *                  heavy one gets starved by it.
- *    A client whose load is not yet measured runs alone, or beside a set of
- *    measured light clients (then its first report decides).
+ *    A client whose load is not yet measured counts as light until its
+ *    first report (about 100 ms of holding): a short trial beside others
+ *    rather than a wait for every newcomer.
  *  - Memory. A client's footprint is what it holds (allocated + credit)
  *    plus its context overhead. Evictable clients (oversubscribed: managed
  *    memory) occupy the GPU only while running or until they have swapped

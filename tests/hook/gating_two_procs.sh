@@ -14,7 +14,7 @@ trap '[ -n "$SCHED_PID" ] && kill "$SCHED_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*"; tail -n 20 "$WORK/sched.log" 2>/dev/null; exit 1; }
 
 UUID=GPU-fa4e0000-0000-0000-0000-000000000000 # the fake's device 0
-env NVSHARE_GPUS=$UUID:16384 NVSHARE_TQ=100ms NVSHARE_DEBUG=1 "$SCHED" >"$WORK/sched.log" 2>&1 &
+env NVSHARE_GPUS=$UUID:16384 NVSHARE_TQ=100ms NVSHARE_SCHEDULING_MODE=serial NVSHARE_DEBUG=1 "$SCHED" >"$WORK/sched.log" 2>&1 &
 SCHED_PID=$!
 for _ in $(seq 500); do [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && break; sleep 0.02; done
 [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] || fail "scheduler did not start"

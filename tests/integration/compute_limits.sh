@@ -20,6 +20,7 @@ pids=() scheds=()
 for k in "${!scenarios[@]}"; do
     dir=$WORK/s$k; mkdir -p "$dir"
     NVSHARE_SOCK_DIR=$dir/sock NVSHARE_GPUS=GPU-sim-0:16384 NVSHARE_TQ=100ms \
+        NVSHARE_SCHEDULING_MODE=serial \
         "$SCHED_BIN" >"$dir/sched.log" 2>&1 &
     scheds+=($!)
 done

@@ -58,6 +58,7 @@ static void start_tq(int n, const unsigned *limits, uint64_t drain_ns,
     sim.n = n;
     sim.drain_ns = drain_ns;
     policy_init(&p, 1, tq_ns, 10000 * MS);
+    policy_set_mode(&p, -1, SCHED_MODE_SERIAL); /* time slicing */
     for (int c = 0; c < n; c++) {
         policy_join(&p, 0, c, c, 0);
         policy_set_core_limit(&p, c, limits[c], 0);

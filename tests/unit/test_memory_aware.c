@@ -627,14 +627,12 @@ static void test_auto_unknown_loads_then_light_then_heavy(void **state)
     request(0, 0);
     EXPECT({ACTION_GRANT, 0});
     request(1, 1 * MS);
-    expect_none(); /* unknown beside unknown: waits */
-    assert_int_equal(mem(1)->wait_reason, WAIT_LOCK);
-    tick(10 * MS);
-    expect_none();
+    EXPECT({ACTION_GRANT, 1}); /* not measured yet: a trial beside it */
+    assert_int_equal(n_running(), 2);
 
-    policy_set_load(&p, 0, 0, 200); /* the runner is light */
+    policy_set_load(&p, 0, 0, 200); /* the first is light */
     tick(20 * MS);
-    EXPECT({ACTION_GRANT, 1});
+    expect_none();
     assert_int_equal(n_running(), 2);
 
     policy_set_load(&p, 0, 1, 900); /* the newcomer is heavy */
@@ -642,7 +640,7 @@ static void test_auto_unknown_loads_then_light_then_heavy(void **state)
     EXPECT({ACTION_DROP, 1});
 }
 
-static void test_auto_unknown_admitted_on_request_beside_light(void **state)
+static void test_auto_known_heavy_runs_alone(void **state)
 {
     (void)state;
     fp_gib(0, 2, true);
@@ -650,14 +648,13 @@ static void test_auto_unknown_admitted_on_request_beside_light(void **state)
     fp_gib(2, 2, true);
     request(0, 0);
     EXPECT({ACTION_GRANT, 0});
+    policy_set_load(&p, 0, 0, 900);
     request(1, 1 * MS);
-    expect_none();
-    policy_set_load(&p, 0, 0, 200);
-    /* The next event admits it: here another request (that one waits,
-     * unknown beside an unknown). */
+    expect_none(); /* a newcomer does not join a known heavy runner */
+    assert_int_equal(mem(1)->wait_reason, WAIT_LOCK);
+    policy_set_load(&p, 0, 0, 200); /* it turned light: they may share */
     request(2, 2 * MS);
-    EXPECT({ACTION_GRANT, 1});
-    assert_int_equal(mem(2)->state, MEMBER_WAITING);
+    EXPECT({ACTION_GRANT, 1}, {ACTION_GRANT, 2});
 }
 
 /* ---- 9. non-evictable memory ---------------------------------------- */
@@ -981,11 +978,6 @@ static bool heavy(const struct member *m)
     return m->load_known && m->load_permille >= p.light_permille;
 }
 
-static bool light(const struct member *m)
-{
-    return m->load_known && m->load_permille < p.light_permille;
-}
-
 static void check_memory_invariants(struct rnd *r, bool after_tick,
                                     uint64_t now)
 {
@@ -1047,9 +1039,9 @@ static void check_memory_invariants(struct rnd *r, bool after_tick,
                 fail();
             }
             if (g->mode == SCHED_MODE_AUTO) {
-                /* Those running beside it (not granted later in this
-                 * call) are measured light, and it is not heavy. */
-                bool others = false, all_light = true;
+                /* Nobody running beside it (not granted later in this
+                 * call) is known to be heavy, and neither is it. */
+                bool others = false, none_heavy = true;
                 for (int c = 0; c < N_CLIENTS; c++) {
                     if (c == a->client || !policy_is_running(&p, 0, c))
                         continue;
@@ -1060,11 +1052,11 @@ static void check_memory_invariants(struct rnd *r, bool after_tick,
                     if (later)
                         continue;
                     others = true;
-                    all_light &= light(&g->members[c]);
+                    none_heavy &= !heavy(&g->members[c]);
                 }
                 if (others) {
                     assert_false(heavy(m));
-                    assert_true(all_light);
+                    assert_true(none_heavy);
                 }
             }
             break;
@@ -1276,7 +1268,7 @@ int main(void)
         cmocka_unit_test_setup(test_aging_stops_backfill_past_a_big_waiter, setup),
         cmocka_unit_test_setup(test_mode_change_to_serial_and_back, setup),
         cmocka_unit_test_setup(test_auto_unknown_loads_then_light_then_heavy, setup),
-        cmocka_unit_test_setup(test_auto_unknown_admitted_on_request_beside_light, setup),
+        cmocka_unit_test_setup(test_auto_known_heavy_runs_alone, setup),
         cmocka_unit_test_setup(test_non_evictable_memory_counts_and_never_blocks_itself, setup),
         cmocka_unit_test_setup(test_evictable_waiter_blocked_by_non_evictable_memory, setup),
         cmocka_unit_test_setup(test_evictable_client_bigger_than_limit_runs_alone, setup),

@@ -20,6 +20,7 @@ static int setup(void **state)
 {
     (void)state;
     policy_init(&p, 2, TQ, DRAIN_TIMEOUT);
+    policy_set_mode(&p, -1, SCHED_MODE_SERIAL); /* time slicing */
     for (int c = 0; c < 8; c++) {
         policy_join(&p, 0, c, c, 0);
         policy_join(&p, 1, c, c, 0);
@@ -231,6 +232,7 @@ static void test_gpus_are_independent(void **state)
 
     (void)state;
     policy_init(&p, POLICY_MAX_GPUS, TQ, DRAIN_TIMEOUT);
+    policy_set_mode(&p, -1, SCHED_MODE_SERIAL); /* time slicing */
     for (int g = 0; g < POLICY_MAX_GPUS; g++) {
         policy_join(&p, g, g, g, 0);
         policy_join(&p, g, 100 + g, 100 + g, 0);
