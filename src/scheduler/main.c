@@ -47,7 +47,7 @@ static const char usage[] =
     "  NVSHARE_SWITCH_TIME_MODE  auto|fixed: quantum of memory rotations\n"
     "                          (default auto: measured swap time x multiplier)\n"
     "  NVSHARE_SWITCH_TIME_FIXED  in fixed mode (default 60s)\n"
-    "  NVSHARE_SWITCH_TIME_MULTIPLIER  in auto mode, 1-1000 (default 20)\n"
+    "  NVSHARE_SWITCH_TIME_MULTIPLIER  in auto mode, 1-1000 (default 30)\n"
     "  NVSHARE_ENABLE_OVERSUB  1: clients that do not say otherwise get\n"
     "                          managed memory and can be swapped (default 0)\n"
     "  NVSHARE_OVERSUB_RATIO   oversubscribed clients of a GPU hold at most\n"

@@ -316,14 +316,17 @@ static uint64_t clamp(uint64_t v, uint64_t lo, uint64_t hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+static bool swaps_measured(const struct gpu_sched *g)
+{
+    return g->swap_out.ns_per_byte > 0 && g->swap_in.ns_per_byte > 0;
+}
+
 /* Time to swap the running evictable memory out and `incoming` bytes in,
- * from measured rates; 0 if either direction was never measured. */
+ * at the measured rates. */
 static uint64_t swap_estimate_ns(const struct gpu_sched *g, uint64_t incoming)
 {
     uint64_t outgoing = 0;
 
-    if (g->swap_out.ns_per_byte <= 0 || g->swap_in.ns_per_byte <= 0)
-        return 0;
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         if (running(m) && m->evictable)
@@ -336,15 +339,13 @@ static uint64_t swap_estimate_ns(const struct gpu_sched *g, uint64_t incoming)
 static uint64_t switch_time(const struct policy *p, const struct gpu_sched *g,
                             uint64_t incoming, bool *measured)
 {
-    uint64_t swap = swap_estimate_ns(g, incoming);
-
-    *measured = p->switch_fixed_ns == 0 && swap > 0;
+    *measured = p->switch_fixed_ns == 0 && swaps_measured(g);
     if (p->switch_fixed_ns)
         return p->switch_fixed_ns;
-    if (!swap)
+    if (!*measured)
         return POLICY_SWITCH_UNMEASURED_NS;
-    return clamp(swap * p->switch_multiplier, POLICY_SWITCH_MIN_NS,
-                 POLICY_SWITCH_MAX_NS);
+    return clamp(swap_estimate_ns(g, incoming) * p->switch_multiplier,
+                 POLICY_SWITCH_MIN_NS, POLICY_SWITCH_MAX_NS);
 }
 
 /* ---- grants and releases ------------------------------------------------ */

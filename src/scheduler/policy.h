@@ -145,13 +145,15 @@ struct policy {
 };
 
 /* Defaults of the memory-aware settings. The switch time multiplier keeps
- * swapping under 5 % of the time of clients that rotate (1 / (1 + 20)). */
+ * swapping near 1/30 of the time of clients that rotate, under the 5 % that
+ * jobs which do not fit together may lose; until both directions have been
+ * measured the switch time is the seed design's fixed default. */
 #define POLICY_RESERVE_PERCENT 10
 #define POLICY_LIGHT_PERMILLE 500
-#define POLICY_SWITCH_MULTIPLIER 20
+#define POLICY_SWITCH_MULTIPLIER 30
 #define POLICY_SWITCH_MIN_NS 5000000000ull       /* 5 s */
 #define POLICY_SWITCH_MAX_NS 300000000000ull     /* 5 min */
-#define POLICY_SWITCH_UNMEASURED_NS 30000000000ull /* before any swap */
+#define POLICY_SWITCH_UNMEASURED_NS 60000000000ull /* before any swap */
 
 enum action_kind {
     ACTION_GRANT,         /* send LOCK_OK(gpu, lease) to client */

@@ -91,11 +91,11 @@ out_has "GPU-test-1"
 out_has "16.00 GiB"
 out_has "8.00 GiB"
 out_has "clients 0"
-out_has "switch time auto (swap time x 20)   memory reserve 10%   oversubscription off by default"
+out_has "switch time auto (swap time x 30)   memory reserve 10%   oversubscription off by default"
 out_has "GPU 0  GPU-test-0  configured by NVSHARE_GPUS"
 out_has "  mode         auto"
 out_has "  memory       16.00 GiB capacity, 1.60 GiB reserve, 0 B running, 0 B resident"
-out_has "  switch time  30s (not measured yet), 0 switches"
+out_has "  switch time  1m00s (not measured yet), 0 switches"
 out_has "  swaps        none"
 out_has "  running      none"
 out_has "  waiting      none"
@@ -343,7 +343,7 @@ ctl set switch-time auto
 expect_rc 0 "set switch-time auto"
 out_has "switch time auto"
 ctl status
-out_has "switch time auto (swap time x 20)"
+out_has "switch time auto (swap time x 30)"
 ctl status --json
 out_has '"switch_time_fixed_ns": null'
 ctl set switch-time 10ms
@@ -357,7 +357,7 @@ expect_rc 2 "set switch-time 0"
 ctl set switch-time
 expect_rc 2 "set switch-time without a value"
 ctl status
-out_has "switch time auto (swap time x 20)"
+out_has "switch time auto (swap time x 30)"
 pass "set switch-time 45s and auto; bad values refused"
 
 # ---- watch --------------------------------------------------------------------
