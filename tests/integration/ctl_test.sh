@@ -121,7 +121,7 @@ assert doc["schema_version"] == 2
 n = doc["node"]
 assert n["tq_ns"] == 2_000_000_000 and n["anti_thrash"] is True
 assert n["gpu_count"] == 2 and n["client_count"] == 0 and n["uptime_ns"] > 0
-assert n["switch_time_fixed_ns"] is None and n["switch_multiplier"] == 20, n
+assert n["switch_time_fixed_ns"] is None and n["switch_multiplier"] == 30, n
 assert n["reserve_percent"] == 10 and n["oversub_default"] is False, n
 g = doc["gpus"]
 assert [x["uuid"] for x in g] == ["GPU-test-0", "GPU-test-1"]
