@@ -49,7 +49,7 @@ struct gpu_lock {
     bool swapped_out;      /* its memory went to the host on EVICT */
     uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
     uint64_t load_sent_at;
-    bool load_reported;    /* at least one LOAD sent */
+    uint64_t first_grant_at;
 };
 
 static struct {
@@ -486,6 +486,7 @@ static void log_memory_wait(const struct msg *m)
 }
 
 #define LOAD_REPORT_NS (500 * NS_PER_MS)
+#define LOAD_WARMUP_NS (1000 * NS_PER_MS)
 
 /* Tells the scheduler how busy this process kept each GPU it holds since
  * the last report (auto mode co-runs light clients only). */
@@ -497,23 +498,24 @@ static void report_load(void)
         struct gpu_lock *g = &state.gpus[i];
         uint64_t busy = atomic_load_explicit(&busy_total_ns[i], memory_order_relaxed);
         uint64_t span = atomic_load_explicit(&span_total_ns[i], memory_order_relaxed);
-        /* The first report comes early: in auto mode a client whose load
-         * is not known yet cannot join others. */
-        uint64_t every = g->load_reported ? LOAD_REPORT_NS : LOAD_REPORT_NS / 5;
-        if (now - g->load_sent_at < every)
+        /* Start-up (context and library initialization, first touch of
+         * memory) keeps the GPU busy in any job: measuring it would make
+         * light jobs look heavy, so the first second of holding is not
+         * reported. Until its first report a client counts as light. */
+        bool warming_up = !g->grants || now - g->first_grant_at < LOAD_WARMUP_NS;
+        if (!warming_up && now - g->load_sent_at < LOAD_REPORT_NS)
             continue;
         uint64_t d_busy = busy - g->load_busy_ns, d_span = span - g->load_span_ns;
         /* Spans are measured per submitting thread: several threads can
          * add up to more than the wall time, and busy time with them. */
-        if (d_span < LOAD_REPORT_NS / 5)
+        if (!warming_up && d_span < LOAD_REPORT_NS / 5)
             continue;
         g->load_busy_ns = busy;
         g->load_span_ns = span;
         g->load_sent_at = now;
-        if (!g->held)
+        if (warming_up || !g->held)
             continue;
         uint64_t permille = d_busy >= d_span ? 1000 : d_busy * 1000 / d_span;
-        g->load_reported = true;
         struct msg m = {.type = MSG_LOAD};
         m.u.load = (struct msg_load){(uint8_t)i, (uint16_t)permille, d_span};
         client_send(&m);
@@ -549,7 +551,8 @@ static int handle_message(const struct msg *m)
         state.gpus[gpu].requested = false;
         state.gpus[gpu].in_use_sent = false;
         state.gpus[gpu].lease = m->u.lock.lease;
-        state.gpus[gpu].grants++;
+        if (!state.gpus[gpu].grants++)
+            state.gpus[gpu].first_grant_at = now_ns();
         state.gpus[gpu].quiet_since = now_ns();
         state.gpus[gpu].seen_submits = submits_total();
         set_gate(gpu, true);
