@@ -2,9 +2,11 @@
  * callers use to read a GPU's memory, for the same devices as the fake
  * libcuda (FAKE_CUDA_DEVICES, FAKE_CUDA_MEM_MB). It cannot see the fake
  * libcuda's allocations: every device reports all its memory free, so what
- * a test reads under a quota comes from libnvshare alone. */
+ * a test reads under a quota comes from libnvshare alone. Per-process
+ * memory comes from a file the test writes (FAKE_NVML_PROCESSES). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fake.h"
 #include "nvml_abi.h"
@@ -85,5 +87,60 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *device, nvmlMemory_v2_t *memory)
     memory->reserved = 0;
     memory->free = total_bytes();
     memory->used = 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetName(void *device, char *name, unsigned int length)
+{
+    if (index_of(device) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    snprintf(name, length, "Fake GPU");
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, void **device)
+{
+    char mine[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+
+    for (int i = 0; i < count; i++) {
+        void *handle = (void *)(uintptr_t)(i + 1);
+        nvmlDeviceGetUUID(handle, mine, sizeof(mine));
+        if (strcmp(mine, uuid) == 0) {
+            *device = handle;
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* nvmlProcessInfo_v2_t, the layout of the _v3 call. */
+struct fake_process {
+    unsigned int pid;
+    unsigned long long used;
+    unsigned int gpu_instance, compute_instance;
+};
+
+/* The fake cannot see other processes' memory: a test lists them in the
+ * file named by FAKE_NVML_PROCESSES, one "<pid> <used bytes>" per line,
+ * reported on every device. */
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *device,
+                                                     unsigned int *n,
+                                                     struct fake_process *infos)
+{
+    const char *path = getenv("FAKE_NVML_PROCESSES");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    unsigned int found = 0, pid;
+    unsigned long long used;
+
+    if (index_of(device) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    while (f && fscanf(f, "%u %llu", &pid, &used) == 2) {
+        if (found < *n)
+            infos[found] = (struct fake_process){pid, used, 0, 0};
+        found++;
+    }
+    if (f)
+        fclose(f);
+    *n = found;
     return NVML_SUCCESS;
 }
