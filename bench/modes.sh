@@ -60,9 +60,8 @@ BIN=$OUT/bin
 rm -rf "$LOGS"
 mkdir -p "$LOGS" "$BIN"
 export NVSHARE_SOCK_DIR=$OUT/sock
-LIB=$BUILD/src/hook/libnvshare.so
-SCHED_BIN=$BUILD/src/scheduler/nvshare-scheduler
-CTL_BIN=$BUILD/src/ctl/nvsharectl
+# LIB, SCHED_BIN, CTL_BIN for this BUILD; sched_start / sched_stop.
+source "$TOP/tests/gpu/lib.sh"
 NVCC=${NVCC:-nvcc}
 MODES=(serial concurrent auto)
 PAIRS=(heavy bursty light_heavy)
@@ -91,24 +90,10 @@ done
 say "== device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1 || echo unknown)"
 
 # --- helpers ----------------------------------------------------------------
-SCHED=
 start_scheduler() { # LOGNAME MODE
-    rm -rf "$NVSHARE_SOCK_DIR"
-    NVSHARE_DEBUG=1 NVSHARE_TQ=$TQ NVSHARE_SCHEDULING_MODE=$2 "$SCHED_BIN" >"$LOGS/$1.sched.log" 2>&1 &
-    SCHED=$!
-    for _ in $(seq 200); do
-        [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && [ -S "$NVSHARE_SOCK_DIR/control.sock" ] && return 0
-        kill -0 "$SCHED" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "modes.sh: the scheduler did not start:"; tail -n 20 "$LOGS/$1.sched.log"; exit 1
+    sched_start "$LOGS/$1.sched.log" NVSHARE_TQ="$TQ" NVSHARE_SCHEDULING_MODE="$2"
 }
-stop_scheduler() {
-    [ -n "$SCHED" ] || return 0
-    kill "$SCHED" 2>/dev/null || true
-    wait "$SCHED" 2>/dev/null || true
-    SCHED=
-}
+stop_scheduler() { sched_stop; }
 SAMPLER=
 stop_sampler() {
     [ -n "$SAMPLER" ] || return 0

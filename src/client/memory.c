@@ -380,28 +380,6 @@ void memory_on_disconnected(void)
     pthread_mutex_unlock(&ledger.mu);
 }
 
-void memory_report(int n_gpus)
-{
-    /* Status, not control: a few reports a second are plenty, and a busy
-     * allocation loop must not turn into a message per allocation. */
-    static uint64_t last_report;
-    uint64_t now = now_ns();
-
-    if (now - last_report < 100 * NS_PER_MS)
-        return;
-    last_report = now;
-    for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++) {
-        pthread_mutex_lock(&ledger.mu);
-        struct gpu_ledger *g = &ledger.gpus[gpu];
-        bool send = g->arbitrated && g->dirty;
-        uint64_t allocated = g->allocated;
-        g->dirty = false;
-        pthread_mutex_unlock(&ledger.mu);
-        if (send)
-            send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated);
-    }
-}
-
 void memory_flush(int gpu)
 {
     pthread_mutex_lock(&ledger.mu);
@@ -412,6 +390,20 @@ void memory_flush(int gpu)
     pthread_mutex_unlock(&ledger.mu);
     if (send)
         send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated);
+}
+
+void memory_report(int n_gpus)
+{
+    /* Status, not control: a few reports a second are plenty, and a busy
+     * allocation loop must not turn into a message per allocation. */
+    static uint64_t last_report;
+    uint64_t now = now_ns();
+
+    if (now - last_report < 100 * NS_PER_MS)
+        return;
+    last_report = now;
+    for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++)
+        memory_flush(gpu);
 }
 
 void memory_after_fork(void)

@@ -4,6 +4,9 @@
 #   source "$(dirname "$0")/lib.sh"
 #   gpu_work_dir                  # WORK: a temporary directory, removed at exit
 #   gpu_build TARGET...           # configure $BUILD (tests off) and build TARGETs
+#   sched_start LOG [VAR=VALUE...]  # a scheduler in $NVSHARE_SOCK_DIR, both
+#                                 # sockets up (exits with its log if not)
+#   sched_stop
 #
 # Sets ROOT (the repository), BUILD (${BUILD:-$ROOT/build-gpu}), LIB
 # (libnvshare.so), SCHED_BIN and CTL_BIN. Sourcing sets no shell options:
@@ -22,4 +25,25 @@ gpu_work_dir() {
 gpu_build() {
     cmake -S "$ROOT" -B "$BUILD" -DNVSHARE_BUILD_TESTS=OFF >/dev/null || exit 1
     cmake --build "$BUILD" -j --target "$@" >/dev/null || exit 1
+}
+
+SCHED=
+sched_start() {
+    local log=$1; shift
+    rm -rf "$NVSHARE_SOCK_DIR"
+    env NVSHARE_DEBUG=1 "$@" "$SCHED_BIN" >"$log" 2>&1 &
+    SCHED=$!
+    for _ in $(seq 200); do
+        [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && [ -S "$NVSHARE_SOCK_DIR/control.sock" ] && return 0
+        kill -0 "$SCHED" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "the scheduler did not start:"; tail -n 20 "$log"; exit 1
+}
+
+sched_stop() {
+    [ -n "$SCHED" ] || return 0
+    kill "$SCHED" 2>/dev/null || true
+    wait "$SCHED" 2>/dev/null || true
+    SCHED=
 }

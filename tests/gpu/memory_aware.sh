@@ -168,22 +168,9 @@ gpu_build nvshare nvshare-scheduler nvsharectl
 # --- helpers ------------------------------------------------------------------
 SCHED=
 start_scheduler() { # LOG MODE
-    rm -rf "$NVSHARE_SOCK_DIR"
-    NVSHARE_DEBUG=1 NVSHARE_ENABLE_OVERSUB=1 NVSHARE_SCHEDULING_MODE=$2 "$SCHED_BIN" >"$1" 2>&1 &
-    SCHED=$!
-    for _ in $(seq 200); do
-        [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && [ -S "$NVSHARE_SOCK_DIR/control.sock" ] && return 0
-        kill -0 "$SCHED" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "memory_aware: the scheduler did not start:"; tail -n 20 "$1"; exit 1
+    sched_start "$1" NVSHARE_ENABLE_OVERSUB=1 NVSHARE_SCHEDULING_MODE="$2"
 }
-stop_scheduler() {
-    [ -n "$SCHED" ] || return 0
-    kill "$SCHED" 2>/dev/null || true
-    wait "$SCHED" 2>/dev/null || true
-    SCHED=
-}
+stop_scheduler() { sched_stop; }
 PIDS=()
 kill_jobs() {
     local p
