@@ -21,15 +21,8 @@
 #include <time.h>
 
 #include "entry_points.h"
+#include "check.h"
 
-#define MUST(call)                                                             \
-    do {                                                                       \
-        CUresult rc_ = (call);                                                 \
-        if (rc_ != CUDA_SUCCESS) {                                             \
-            printf("FAIL: %s: %d\n", #call, (int)rc_);                         \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 static uint64_t event(const char *name)
 {

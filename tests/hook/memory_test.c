@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "entry_points.h"
 
 /* ---- NVML, declared here as libnvshare does ---------------------------- */
@@ -45,25 +46,6 @@ static struct {
 /* ---- checks -------------------------------------------------------------- */
 
 static uint64_t quota;
-static int failures;
-
-#define EXPECT(cond, ...)                                                      \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            printf("FAIL: " __VA_ARGS__);                                      \
-            printf("\n");                                                      \
-        }                                                                      \
-    } while (0)
-
-#define MUST(call)                                                             \
-    do {                                                                       \
-        CUresult rc_ = (call);                                                 \
-        if (rc_ != CUDA_SUCCESS) {                                             \
-            printf("FAIL: %s: %d\n", #call, (int)rc_);                         \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 /* Every way an application reads the GPU's memory says: total = quota,
  * free = quota - used. */

@@ -29,26 +29,8 @@
 #include <time.h>
 
 #include "entry_points.h"
+#include "check.h"
 
-static int failures;
-
-#define EXPECT(cond, ...)                                                      \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            printf("FAIL: " __VA_ARGS__);                                      \
-            printf("\n");                                                      \
-        }                                                                      \
-    } while (0)
-
-#define MUST(call)                                                             \
-    do {                                                                       \
-        CUresult rc_ = (call);                                                 \
-        if (rc_ != CUDA_SUCCESS) {                                             \
-            printf("FAIL: %s: %d\n", #call, (int)rc_);                         \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 #define MIB (1ull << 20)
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "entry_points.h"
 
 void *fake_cuda_address_of(const char *name);
@@ -38,16 +39,6 @@ static void *const linked[NVSHARE_SYMBOL_COUNT] = {
 #undef NVSHARE_SYMBOL
 };
 
-static int failures;
-
-#define EXPECT(cond, ...)                                                      \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            printf("FAIL: " __VA_ARGS__);                                      \
-            printf("\n");                                                      \
-        }                                                                      \
-    } while (0)
 
 static void *via_v2(get_proc_v2_fn fn, const struct nvshare_symbol *s)
 {
