@@ -246,10 +246,9 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
     int slot = (int)(c - s->clients);
     const struct msg_mem *mem = &m->u.mem;
 
-    if (m->type == MSG_MEM_RESERVE && !oversub_allows(s, c, gpu, mem->bytes)) {
-        out.list[out.n++] = (struct quota_action){QUOTA_REFUSE, gpu, slot,
-                                                  mem->seq, 0};
-    } else if (m->type == MSG_MEM_RESERVE)
+    if (m->type == MSG_MEM_RESERVE && !oversub_allows(s, c, gpu, mem->bytes))
+        quota_refuse(&s->quota, gpu, slot, mem->seq, &out);
+    else if (m->type == MSG_MEM_RESERVE)
         quota_request(&s->quota, gpu, slot, mem->seq, mem->bytes,
                       mem->bytes + mem->extra, mem->allocated, now_ns(), &out);
     else if (m->type == MSG_MEM_RETURN)
@@ -259,9 +258,8 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
         quota_report(&s->quota, gpu, slot, mem->allocated);
     clients_apply_quota(s, &out);
     /* Grants and returns moved what other clients hold too. */
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
-        if (s->clients[i].used && s->clients[i].registered &&
-            s->policy.gpus[gpu].members[i].present)
+    for (int i = 0; i < s->policy.gpus[gpu].slots; i++)
+        if (s->policy.gpus[gpu].members[i].present)
             footprint_update(s, gpu, i);
 }
 

@@ -88,6 +88,13 @@ static void refuse(struct quota *q, const struct quota_request *r,
     emit(out, QUOTA_REFUSE, r->gpu, r->client, r->seq, 0);
 }
 
+void quota_refuse(struct quota *q, int gpu, int client, uint32_t seq,
+                  struct quota_actions *out)
+{
+    refuse(q, &(struct quota_request){.gpu = gpu, .client = client, .seq = seq},
+           out);
+}
+
 static void unpark(struct quota *q, int i)
 {
     q->parked[i] = q->parked[--q->n_parked];

@@ -88,6 +88,11 @@ void quota_request(struct quota *q, int gpu, int client, uint32_t seq,
                    uint64_t need, uint64_t want, uint64_t allocated,
                    uint64_t now, struct quota_actions *out);
 
+/* Refuses a request for a reason outside the pod's quota (the daemon's
+ * oversubscription limits), counted with the pod's refusals. */
+void quota_refuse(struct quota *q, int gpu, int client, uint32_t seq,
+                  struct quota_actions *out);
+
 /* The client gives back `bytes` of what it holds and reports its total. */
 void quota_return(struct quota *q, int gpu, int client, uint64_t bytes,
                   uint64_t allocated, uint64_t now, struct quota_actions *out);
