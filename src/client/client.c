@@ -500,8 +500,9 @@ static void report_load(void)
         uint64_t span = atomic_load_explicit(&span_total_ns[i], memory_order_relaxed);
         /* Start-up (context and library initialization, first touch of
          * memory) keeps the GPU busy in any job: measuring it would make
-         * light jobs look heavy, so the first second of holding is not
-         * reported. Until its first report a client counts as light. */
+         * light jobs look heavy, so nothing from the first second after
+         * the first grant is reported. Until its first report the
+         * scheduler gives a client a trial beside others. */
         bool warming_up = !g->grants || now - g->first_grant_at < LOAD_WARMUP_NS;
         if (!warming_up && now - g->load_sent_at < LOAD_REPORT_NS)
             continue;
