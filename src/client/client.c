@@ -48,8 +48,7 @@ struct gpu_lock {
     uint64_t quiet_since;  /* when seen_submits last changed */
     bool swapped_out;      /* its memory went to the host on EVICT */
     uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
-    uint64_t load_sent_at;
-    uint64_t first_grant_at;
+    uint64_t load_sent_at; /* 0: no report yet */
 };
 
 static struct {
@@ -485,10 +484,18 @@ static void log_memory_wait(const struct msg *m)
              (double)w->limit / (1 << 20), (double)w->wait_ns / 1e9);
 }
 
+/* Start-up (context and library initialization, first touch of memory)
+ * keeps the GPU busy in any job: measuring it would make light jobs look
+ * heavy, so the first LOAD_SKIP_NS of measured GPU time is not reported.
+ * The first report follows LOAD_FIRST_NS later, within the first second of
+ * GPU time whatever the TQ, since the time is counted only while this
+ * process may submit; until then the scheduler gives it a trial of one
+ * quantum beside others. Later reports come every LOAD_REPORT_NS. */
+#define LOAD_SKIP_NS (500 * NS_PER_MS)
+#define LOAD_FIRST_NS (250 * NS_PER_MS)
 #define LOAD_REPORT_NS (500 * NS_PER_MS)
-#define LOAD_WARMUP_NS (1000 * NS_PER_MS)
 
-/* Tells the scheduler how busy this process kept each GPU it holds since
+/* Tells the scheduler how busy this process kept each GPU it held since
  * the last report (auto mode co-runs light clients only). */
 static void report_load(void)
 {
@@ -498,24 +505,22 @@ static void report_load(void)
         struct gpu_lock *g = &state.gpus[i];
         uint64_t busy = atomic_load_explicit(&busy_total_ns[i], memory_order_relaxed);
         uint64_t span = atomic_load_explicit(&span_total_ns[i], memory_order_relaxed);
-        /* Start-up (context and library initialization, first touch of
-         * memory) keeps the GPU busy in any job: measuring it would make
-         * light jobs look heavy, so nothing from the first second after
-         * the first grant is reported. Until its first report the
-         * scheduler gives a client a trial beside others. */
-        bool warming_up = !g->grants || now - g->first_grant_at < LOAD_WARMUP_NS;
-        if (!warming_up && now - g->load_sent_at < LOAD_REPORT_NS)
+        bool first = g->load_sent_at == 0;
+        if (first && span < LOAD_SKIP_NS) {
+            g->load_busy_ns = busy;
+            g->load_span_ns = span;
             continue;
+        }
         uint64_t d_busy = busy - g->load_busy_ns, d_span = span - g->load_span_ns;
         /* Spans are measured per submitting thread: several threads can
          * add up to more than the wall time, and busy time with them. */
-        if (!warming_up && d_span < LOAD_REPORT_NS / 5)
+        if (first ? d_span < LOAD_FIRST_NS
+                  : now - g->load_sent_at < LOAD_REPORT_NS ||
+                        d_span < LOAD_REPORT_NS / 5)
             continue;
         g->load_busy_ns = busy;
         g->load_span_ns = span;
         g->load_sent_at = now;
-        if (warming_up || !g->held)
-            continue;
         uint64_t permille = d_busy >= d_span ? 1000 : d_busy * 1000 / d_span;
         struct msg m = {.type = MSG_LOAD};
         m.u.load = (struct msg_load){(uint8_t)i, (uint16_t)permille, d_span};
@@ -552,8 +557,7 @@ static int handle_message(const struct msg *m)
         state.gpus[gpu].requested = false;
         state.gpus[gpu].in_use_sent = false;
         state.gpus[gpu].lease = m->u.lock.lease;
-        if (!state.gpus[gpu].grants++)
-            state.gpus[gpu].first_grant_at = now_ns();
+        state.gpus[gpu].grants++;
         state.gpus[gpu].quiet_since = now_ns();
         state.gpus[gpu].seen_submits = submits_total();
         set_gate(gpu, true);

@@ -280,14 +280,38 @@ static bool fits(const struct policy *p, const struct gpu_sched *g, int gpu,
 
 /* ---- load -------------------------------------------------------------- */
 
-static bool maybe_light(const struct policy *p, const struct member *m)
+/* Time held so far, including a hold in progress. */
+static uint64_t held_total(const struct member *m, uint64_t now)
 {
-    return !m->load_known || m->load_permille < p->light_permille;
+    return m->held_ns + (running(m) ? now - m->granted_at : 0);
+}
+
+/* Until its first load report a client gets a trial of one quantum of GPU
+ * time beside others rather than a wait; after that it counts as heavy
+ * until measured, so a client whose load never arrives cannot co-run with
+ * busy clients for a whole run. When the trial ends (0: it is measured or
+ * already over). */
+static uint64_t trial_end(const struct policy *p, const struct member *m,
+                          uint64_t now)
+{
+    uint64_t held = held_total(m, now);
+
+    if (m->load_known || held >= p->tq_ns)
+        return 0;
+    return now + (p->tq_ns - held);
+}
+
+static bool maybe_light(const struct policy *p, const struct member *m,
+                        uint64_t now)
+{
+    if (m->load_known)
+        return m->load_permille < p->light_permille;
+    return trial_end(p, m, now) != 0;
 }
 
 /* Whether client may run beside the current runners in g's mode. */
 static bool compatible(const struct policy *p, const struct gpu_sched *g,
-                       int client)
+                       int client, uint64_t now)
 {
     if (g->n_running == 0)
         return true;
@@ -297,13 +321,11 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
     case SCHED_MODE_CONCURRENT:
         return true;
     default:
-        /* Not measured yet counts as light: a short trial beside others
-         * until the first load report, rather than a wait for every new
-         * client. A client known to be heavy runs alone. */
-        if (!maybe_light(p, &g->members[client]))
+        /* A client known (or taken) to be heavy runs alone. */
+        if (!maybe_light(p, &g->members[client], now))
             return false;
         for (int c = 0; c < g->slots; c++)
-            if (running(&g->members[c]) && !maybe_light(p, &g->members[c]))
+            if (running(&g->members[c]) && !maybe_light(p, &g->members[c], now))
                 return false;
         return true;
     }
@@ -518,7 +540,7 @@ static void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
             out->truncated = true;
             return;
         }
-        bool ok_mode = compatible(p, g, c), ok_memory = fits(p, g, gpu, c);
+        bool ok_mode = compatible(p, g, c, now), ok_memory = fits(p, g, gpu, c);
         if (ok_mode && ok_memory) {
             dequeue(g, c);
             grant(g, gpu, c, now, out);
@@ -721,33 +743,61 @@ static void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
     emit(out, ACTION_DROP, gpu, client, m->lease);
 }
 
-/* The newest runner that may not stay with the others: the mode changed
- * or a load report showed a heavy client among several. -1 if the running
- * set is fine. */
-static int misfit_runner(const struct policy *p, const struct gpu_sched *g)
+/* The holder admitted first (-1: none), and how many hold. */
+static int oldest_holder(const struct gpu_sched *g, int *holding)
 {
-    int holding = 0, newest = -1, oldest = -1, heavy = -1;
+    int oldest = -1;
 
+    *holding = 0;
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         if (!m->present || m->state != MEMBER_HOLDING)
             continue;
-        holding++;
-        if (newest < 0 || m->grant_seq > g->members[newest].grant_seq)
-            newest = c;
+        ++*holding;
         if (oldest < 0 || m->grant_seq < g->members[oldest].grant_seq)
             oldest = c;
-        if (!maybe_light(p, m) &&
-            (heavy < 0 || m->grant_seq > g->members[heavy].grant_seq))
-            heavy = c;
     }
-    if (holding < 2 || g->n_running != holding)
-        return -1; /* one at a time: wait for drains in progress */
-    if (g->mode == SCHED_MODE_SERIAL)
-        return newest;
-    if (g->mode == SCHED_MODE_AUTO && heavy >= 0)
-        return heavy == oldest ? newest : heavy;
-    return -1;
+    return oldest;
+}
+
+/* Whether holder c may not stay beside the oldest holder: the mode
+ * changed, a load report showed a heavy client among several, or a trial
+ * ended. */
+static bool misfit(const struct policy *p, const struct gpu_sched *g, int c,
+                   int oldest, uint64_t now)
+{
+    switch (g->mode) {
+    case SCHED_MODE_SERIAL:
+        return true;
+    case SCHED_MODE_CONCURRENT:
+        return false;
+    default:
+        return !maybe_light(p, &g->members[c], now) ||
+               !maybe_light(p, &g->members[oldest], now);
+    }
+}
+
+/* Drops every misfit at once: one per tick would let heavy clients share
+ * the GPU for a drain each. Returns whether it dropped any. */
+static bool drop_misfits(const struct policy *p, struct gpu_sched *g, int gpu,
+                         uint64_t now, struct policy_actions *out)
+{
+    int holding, oldest = oldest_holder(g, &holding);
+    bool dropped = false;
+
+    for (int c = 0; holding >= 2 && c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        if (!m->present || m->state != MEMBER_HOLDING || c == oldest ||
+            !misfit(p, g, c, oldest, now))
+            continue;
+        if (!room_for(out, 1)) {
+            out->truncated = true;
+            break;
+        }
+        drop(g, gpu, c, now, out);
+        dropped = true;
+    }
+    return dropped;
 }
 
 /* The newest evictable runner, when the runners' memory grew past the
@@ -798,13 +848,15 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
             evict_if_asked(g, gpu, c, now, out);
         }
     }
-    int misfit = misfit_runner(p, g), overgrown = overgrown_runner(p, g, gpu);
-    if (misfit >= 0 && room_for(out, 1)) {
-        drop(g, gpu, misfit, now, out);
-    } else if (overgrown >= 0 && room_for(out, 1)) {
-        g->members[overgrown].evict_after_release = true;
-        drop(g, gpu, overgrown, now, out);
+    /* Growth is judged on the set that the misfits leave. */
+    if (!drop_misfits(p, g, gpu, now, out)) {
+        int overgrown = overgrown_runner(p, g, gpu);
+        if (overgrown >= 0 && room_for(out, 1)) {
+            g->members[overgrown].evict_after_release = true;
+            drop(g, gpu, overgrown, now, out);
+        }
     }
+
 
     const struct member *waiter = blocked_waiter(p, g, now);
     uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
@@ -832,6 +884,9 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
                 due = now + p->drain_timeout_ns;
             }
             if (due)
+                earliest(&next, due);
+            if (g->mode == SCHED_MODE_AUTO && g->n_running > 1 &&
+                (due = trial_end(p, m, now)))
                 earliest(&next, due);
         } else if (m->present && m->state == MEMBER_DRAINING) {
             earliest(&next, m->drop_sent_at + p->drain_timeout_ns);
@@ -977,7 +1032,7 @@ uint64_t policy_held_ns(const struct policy *p, int gpu, int client,
 {
     const struct member *m = &p->gpus[gpu].members[client];
 
-    return m->held_ns + (running(m) ? now - m->granted_at : 0);
+    return held_total(m, now);
 }
 
 uint64_t policy_resident(const struct policy *p, int gpu)

@@ -15,9 +15,10 @@
  *                  co-running two clients that keep the GPU busy costs each
  *                  more than time slicing them, and a light client beside a
  *                  heavy one gets starved by it.
- *    A client whose load is not yet measured counts as light until its
- *    first report (about 100 ms of holding): a short trial beside others
- *    rather than a wait for every newcomer.
+ *    A client whose load is not yet measured counts as light for its
+ *    first quantum of GPU time: a short trial beside others rather than a
+ *    wait for every newcomer. Unmeasured after that, it counts as heavy;
+ *    clients report their load within their first second of GPU time.
  *  - Memory. A client's footprint is what it holds (allocated + credit)
  *    plus its context overhead. Evictable clients (oversubscribed: managed
  *    memory) occupy the GPU only while running or until they have swapped

@@ -10,11 +10,20 @@
  * $FAKE_CUDA_TRACE_DIR/trace.<pid> as "<what> <start_ns> <end_ns>" in
  * CLOCK_MONOTONIC, one write(2) per line, so a test can check that the work
  * of two processes never overlapped. Transfers (managed memory prefetches)
- * add their size: "prefetch_host <start_ns> <end_ns> <bytes>". */
+ * add their size: "prefetch_host <start_ns> <end_ns> <bytes>".
+ *
+ * With FAKE_CUDA_SHARED_GPU naming a file, the processes that name the same
+ * file share one device: work starts only when the device has finished the
+ * work queued before it by any of them (one atomic "busy until" in the
+ * mapped file). Without it each process has a GPU of its own, so running
+ * beside others costs nothing; with it two busy processes that run at once
+ * each get about half, as on a real GPU. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,6 +88,46 @@ static void trace(const char *what, uint64_t start, uint64_t end,
         perror("fake libcuda: trace");
 }
 
+static _Atomic uint64_t *shared_busy_until; /* NULL: a device of our own */
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+
+static void map_shared_gpu(void)
+{
+    const char *path = getenv("FAKE_CUDA_SHARED_GPU");
+    int fd;
+
+    if (path == NULL)
+        return;
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || ftruncate(fd, sizeof(uint64_t)) != 0) {
+        perror("fake libcuda: FAKE_CUDA_SHARED_GPU");
+    } else {
+        void *map = mmap(NULL, sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                         MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED)
+            perror("fake libcuda: FAKE_CUDA_SHARED_GPU");
+        else
+            shared_busy_until = map;
+    }
+    if (fd >= 0)
+        close(fd);
+}
+
+/* When work that is ready at `start` begins on a device shared with other
+ * processes, which is then busy with it for duration_ns. */
+static uint64_t queue_on_shared_gpu(uint64_t start, uint64_t duration_ns)
+{
+    pthread_once(&shared_once, map_shared_gpu);
+    if (shared_busy_until == NULL)
+        return start;
+    uint64_t busy = atomic_load(shared_busy_until), begin;
+    do {
+        begin = busy > start ? busy : start;
+    } while (!atomic_compare_exchange_weak(shared_busy_until, &busy,
+                                           begin + duration_ns));
+    return begin;
+}
+
 /* The stream a handle names. Lock held. */
 static struct fake_stream *resolve_locked(CUstream handle, bool pt)
 {
@@ -113,7 +162,8 @@ CUresult fake_submit_bytes(CUstream stream, bool pt, uint64_t duration_ns,
         pthread_mutex_unlock(&fake_lock);
         return CUDA_ERROR_INVALID_CONTEXT;
     }
-    start = s->busy_until_ns > now ? s->busy_until_ns : now;
+    start = queue_on_shared_gpu(s->busy_until_ns > now ? s->busy_until_ns : now,
+                                duration_ns);
     s->busy_until_ns = start + duration_ns;
     pthread_mutex_unlock(&fake_lock);
     trace(what, start, start + duration_ns, bytes);

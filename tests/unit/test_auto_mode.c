@@ -1,0 +1,262 @@
+/* test_auto_mode.c - auto mode (the default) with heavy tenants, through
+ * the pure policy and a synthetic clock.
+ *
+ * The simulated tenants behave like libnvshare clients running a job that
+ * keeps the GPU busy: they always want the GPU, answer a DROP after a
+ * short drain and ask again at once, and report their load (heavy) once
+ * they have held the GPU for REPORT_AFTER, as the client does within its
+ * first second of GPU time. What must hold: a trial beside others lasts at
+ * most one quantum, two clients measured heavy never share a running set,
+ * and N heavy tenants get the GPU as serial mode would give it (full, 1/N
+ * each). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "policy.h"
+
+#define MS 1000000ull
+#define SEC (1000 * MS)
+#define DRAIN (1 * MS)
+#define DRAIN_TIMEOUT (1000 * MS)
+#define REPORT_AFTER (750 * MS)
+#define MAX_TENANTS 8
+
+static struct policy p;
+static struct policy_actions out;
+
+struct tenant {
+    uint64_t release_at; /* DROP answered then; 0: not draining */
+    bool reported;
+    uint64_t trial_ns;   /* ran beside others while not measured */
+};
+
+struct run {
+    int n;
+    uint64_t tq, step;
+    struct tenant t[MAX_TENANTS];
+    uint64_t busy_ns;    /* someone ran */
+    uint64_t shared_ns;  /* two or more ran */
+};
+
+static const struct member *member(int c)
+{
+    return &p.gpus[0].members[c];
+}
+
+static bool holding(int c)
+{
+    return member(c)->state == MEMBER_HOLDING;
+}
+
+static bool measured_heavy(int c)
+{
+    return member(c)->load_known && member(c)->load_permille >= p.light_permille;
+}
+
+static void carry_out(struct run *r, uint64_t now)
+{
+    for (int i = 0; i < out.n; i++)
+        if (out.list[i].kind == ACTION_DROP)
+            r->t[out.list[i].client].release_at = now + DRAIN;
+    policy_actions_clear(&out);
+}
+
+/* One step of the clients: drains that end, load reports that are due,
+ * requests after a release; then the daemon's tick. */
+static void step_clients(struct run *r, uint64_t now)
+{
+    for (int c = 0; c < r->n; c++) {
+        struct tenant *t = &r->t[c];
+        if (t->release_at && now >= t->release_at) {
+            t->release_at = 0;
+            policy_release(&p, 0, c, member(c)->lease, DRAIN, now, &out);
+            carry_out(r, now);
+            policy_request(&p, 0, c, now, &out);
+            carry_out(r, now);
+        }
+        if (!t->reported && policy_held_ns(&p, 0, c, now) >= REPORT_AFTER) {
+            t->reported = true;
+            policy_set_load(&p, 0, c, 1000);
+        }
+    }
+    policy_tick(&p, now, &out);
+    carry_out(r, now);
+}
+
+/* Bookkeeping for the step that starts at now, and the invariant that no
+ * two measured-heavy clients hold the GPU together. */
+static void account(struct run *r)
+{
+    int runners = 0, heavy = 0;
+
+    for (int c = 0; c < r->n; c++) {
+        runners += policy_is_running(&p, 0, c);
+        heavy += holding(c) && measured_heavy(c);
+    }
+    if (heavy > 1)
+        fprintf(stderr, "%d clients measured heavy hold the GPU together\n", heavy);
+    assert_true(heavy <= 1);
+    if (runners)
+        r->busy_ns += r->step;
+    if (runners > 1) {
+        r->shared_ns += r->step;
+        for (int c = 0; c < r->n; c++)
+            if (policy_is_running(&p, 0, c) && !member(c)->load_known)
+                r->t[c].trial_ns += r->step;
+    }
+}
+
+/* n heavy tenants from time 0 for `rounds` rounds of n quanta. */
+static void run_heavy(struct run *r, int n, uint64_t tq, int rounds)
+{
+    uint64_t now = 0, end = (uint64_t)rounds * (uint64_t)n * tq;
+
+    memset(r, 0, sizeof(*r));
+    r->n = n;
+    r->tq = tq;
+    r->step = tq / 100;
+    policy_init(&p, 1, tq, DRAIN_TIMEOUT); /* auto mode is the default */
+    assert_int_equal(p.gpus[0].mode, SCHED_MODE_AUTO);
+    for (int c = 0; c < n; c++)
+        policy_join(&p, 0, c, c, 0);
+    policy_actions_clear(&out);
+    for (int c = 0; c < n; c++) {
+        policy_request(&p, 0, c, 0, &out);
+        carry_out(r, 0);
+    }
+    for (; now < end; now += r->step) {
+        step_clients(r, now);
+        account(r);
+    }
+    for (int c = 0; c < n; c++) {
+        double share = (double)policy_held_ns(&p, 0, c, end) / (double)end;
+        fprintf(stderr, "  %d tenants, TQ %llu ms: #%d %.2f %% (trial %llu ms)\n", n,
+                (unsigned long long)(tq / MS), c, 100 * share,
+                (unsigned long long)(r->t[c].trial_ns / MS));
+    }
+}
+
+/* Each tenant within 3 % of 1/n, the GPU busy as in serial mode, and
+ * trials no longer than one quantum. */
+static void assert_serial_like(const struct run *r, uint64_t end)
+{
+    double fair = 1.0 / r->n;
+
+    for (int c = 0; c < r->n; c++) {
+        double share = (double)policy_held_ns(&p, 0, c, end) / (double)end;
+        assert_true(share > fair * 0.97 && share < fair * 1.03);
+        assert_true(r->t[c].trial_ns <= r->tq + DRAIN + r->step);
+        assert_true(r->t[c].reported);
+    }
+    /* Drains of DRAIN per quantum are the only idle time. */
+    assert_true((double)r->busy_ns >= 0.98 * (double)end);
+}
+
+static void test_trial_is_one_quantum_then_alone(void **state)
+{
+    uint64_t tq = 100 * MS, next;
+
+    (void)state;
+    policy_init(&p, 1, tq, DRAIN_TIMEOUT);
+    policy_join(&p, 0, 0, 0, 0);
+    policy_join(&p, 0, 1, 1, 0);
+    policy_actions_clear(&out);
+    policy_request(&p, 0, 0, 0, &out);
+    policy_request(&p, 0, 1, 10 * MS, &out);
+    assert_int_equal(out.n, 2); /* both granted: a trial beside it */
+    policy_actions_clear(&out);
+    /* The first's trial ends at one quantum of GPU time: the tick is
+     * asked for then, and the newest runner leaves. */
+    next = policy_tick(&p, 50 * MS, &out);
+    assert_int_equal(out.n, 0);
+    assert_int_equal(next, tq);
+    policy_tick(&p, tq, &out);
+    assert_int_equal(out.n, 1);
+    assert_int_equal(out.list[0].kind, ACTION_DROP);
+    assert_int_equal(out.list[0].client, 1);
+    policy_actions_clear(&out);
+    policy_release(&p, 0, 1, member(1)->lease, 0, tq + 1 * MS, &out);
+    policy_request(&p, 0, 1, tq + 1 * MS, &out);
+    assert_int_equal(out.n, 0); /* unmeasured past its trial: it waits */
+    /* Still not measured: they take turns, never together. */
+    for (uint64_t now = tq + 2 * MS; now < 3 * SEC; now += 1 * MS) {
+        policy_tick(&p, now, &out);
+        for (int i = 0; i < out.n; i++)
+            if (out.list[i].kind == ACTION_DROP) {
+                int c = out.list[i].client;
+                policy_release(&p, 0, c, member(c)->lease, 0, now, &out);
+                policy_request(&p, 0, c, now, &out);
+            }
+        policy_actions_clear(&out);
+        assert_true(p.gpus[0].n_running <= 1);
+    }
+}
+
+static void test_measured_light_clients_still_co_run(void **state)
+{
+    (void)state;
+    policy_init(&p, 1, 100 * MS, DRAIN_TIMEOUT);
+    for (int c = 0; c < 3; c++) {
+        policy_join(&p, 0, c, c, 0);
+        policy_set_load(&p, 0, c, 200);
+    }
+    policy_actions_clear(&out);
+    for (int c = 0; c < 3; c++)
+        policy_request(&p, 0, c, 0, &out);
+    assert_int_equal(out.n, 3);
+    policy_actions_clear(&out);
+    assert_int_equal(policy_tick(&p, 10 * SEC, &out), 0);
+    assert_int_equal(out.n, 0);
+    assert_int_equal(p.gpus[0].n_running, 3);
+}
+
+static void test_heavy_tenants(int n, uint64_t tq, int rounds)
+{
+    struct run r;
+
+    run_heavy(&r, n, tq, rounds);
+    assert_serial_like(&r, (uint64_t)rounds * (uint64_t)n * tq);
+}
+
+static void test_4_heavy_at_tq_100ms(void **state)
+{
+    (void)state;
+    test_heavy_tenants(4, 100 * MS, 60);
+}
+
+static void test_8_heavy_at_tq_100ms(void **state)
+{
+    (void)state;
+    test_heavy_tenants(8, 100 * MS, 60);
+}
+
+static void test_4_heavy_at_tq_30s(void **state)
+{
+    (void)state;
+    test_heavy_tenants(4, 30 * SEC, 40);
+}
+
+static void test_8_heavy_at_tq_30s(void **state)
+{
+    (void)state;
+    test_heavy_tenants(8, 30 * SEC, 40);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_trial_is_one_quantum_then_alone),
+        cmocka_unit_test(test_measured_light_clients_still_co_run),
+        cmocka_unit_test(test_4_heavy_at_tq_100ms),
+        cmocka_unit_test(test_8_heavy_at_tq_100ms),
+        cmocka_unit_test(test_4_heavy_at_tq_30s),
+        cmocka_unit_test(test_8_heavy_at_tq_30s),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
