@@ -216,47 +216,33 @@ static void test_measured_light_clients_still_co_run(void **state)
     assert_int_equal(p.gpus[0].n_running, 3);
 }
 
-static void test_heavy_tenants(int n, uint64_t tq, int rounds)
+struct heavy_case {
+    int tenants;
+    uint64_t tq;
+    int rounds;
+};
+
+static void test_heavy_tenants(void **state)
 {
+    const struct heavy_case *hc = *state;
     struct run r;
 
-    run_heavy(&r, n, tq, rounds);
-    assert_serial_like(&r, (uint64_t)rounds * (uint64_t)n * tq);
-}
-
-static void test_4_heavy_at_tq_100ms(void **state)
-{
-    (void)state;
-    test_heavy_tenants(4, 100 * MS, 60);
-}
-
-static void test_8_heavy_at_tq_100ms(void **state)
-{
-    (void)state;
-    test_heavy_tenants(8, 100 * MS, 60);
-}
-
-static void test_4_heavy_at_tq_30s(void **state)
-{
-    (void)state;
-    test_heavy_tenants(4, 30 * SEC, 40);
-}
-
-static void test_8_heavy_at_tq_30s(void **state)
-{
-    (void)state;
-    test_heavy_tenants(8, 30 * SEC, 40);
+    run_heavy(&r, hc->tenants, hc->tq, hc->rounds);
+    assert_serial_like(&r, (uint64_t)hc->rounds * (uint64_t)hc->tenants * hc->tq);
 }
 
 int main(void)
 {
+    static struct heavy_case cases[] = {
+        {4, 100 * MS, 60}, {8, 100 * MS, 60}, {4, 30 * SEC, 40}, {8, 30 * SEC, 40},
+    };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trial_is_one_quantum_then_alone),
         cmocka_unit_test(test_measured_light_clients_still_co_run),
-        cmocka_unit_test(test_4_heavy_at_tq_100ms),
-        cmocka_unit_test(test_8_heavy_at_tq_100ms),
-        cmocka_unit_test(test_4_heavy_at_tq_30s),
-        cmocka_unit_test(test_8_heavy_at_tq_30s),
+        cmocka_unit_test_prestate(test_heavy_tenants, &cases[0]),
+        cmocka_unit_test_prestate(test_heavy_tenants, &cases[1]),
+        cmocka_unit_test_prestate(test_heavy_tenants, &cases[2]),
+        cmocka_unit_test_prestate(test_heavy_tenants, &cases[3]),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
