@@ -54,7 +54,10 @@ int main(int argc, char **argv)
         from = realtime_ns();
         until += from;
     }
-    long steps = 0;
+    // STEADY_FROM_NS: also print steady=<rate> from then on (see fixed_work).
+    const char *steady_env = getenv("STEADY_FROM_NS");
+    long long steady_from = steady_env ? atoll(steady_env) : until;
+    long steps = 0, steady_steps = 0;
     while (realtime_ns() < until) {
         small_kernel<<<16, 256>>>(out, 50000);
         cudaDeviceSynchronize();
@@ -62,8 +65,13 @@ int main(int argc, char **argv)
         long long done = realtime_ns();
         if (done >= from && done <= until)
             steps++;
+        if (done >= steady_from && done <= until)
+            steady_steps++;
     }
     double seconds = (double)(until - from) / 1e9;
-    printf("steps=%ld seconds=%.3f rate=%.2f\n", steps, seconds, steps / seconds);
+    printf("steps=%ld seconds=%.3f rate=%.2f", steps, seconds, steps / seconds);
+    if (steady_from < until)
+        printf(" steady=%.2f", steady_steps * 1e9 / (double)(until - steady_from));
+    printf("\n");
     return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }

@@ -59,7 +59,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < per_gpu; i++) {
             int c = g * per_gpu + i;
             policy_join(&p, g, c, c, 0);
-            policy_set_footprint(&p, g, c, (1 + (uint64_t)(c % 4)) * GiB, true);
+            uint64_t bytes = (1 + (uint64_t)(c % 4)) * GiB;
+            policy_set_footprint(&p, g, c, bytes, bytes);
             policy_set_load(&p, g, c, c % 3 ? 200 : 900);
         }
     }
@@ -83,10 +84,11 @@ int main(int argc, char **argv)
         case 4:
             policy_set_load(&p, g, c, (unsigned)(rand_r(&seed) % 1000));
             break;
-        case 5:
-            policy_set_footprint(&p, g, c, (1 + (uint64_t)(rand_r(&seed) % 8)) * GiB,
-                                 true);
+        case 5: {
+            uint64_t bytes = (1 + (uint64_t)(rand_r(&seed) % 8)) * GiB;
+            policy_set_footprint(&p, g, c, bytes, bytes);
             break;
+        }
         case 6:
             if (m->evicting)
                 policy_swapped(&p, g, c, SWAP_OUT, m->footprint, 100 * MS, now, &out);

@@ -8,7 +8,8 @@
 // The second runs until UNTIL_NS and counts only kernels that complete
 // between FROM_NS and UNTIL_NS (CLOCK_REALTIME): tenants started one after
 // the other are then measured over the same window, so start-up does not
-// inflate their sum.
+// inflate their sum. With STEADY_FROM_NS set it also prints steady=<rate>
+// over STEADY_FROM_NS..UNTIL_NS (start-up and first windows left out).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,7 +62,9 @@ int main(int argc, char **argv)
         until += from;
     }
 
-    long kernels = 0;
+    const char *steady_env = getenv("STEADY_FROM_NS");
+    long long steady_from = steady_env ? atoll(steady_env) : until;
+    long kernels = 0, steady_kernels = 0;
     while (realtime_ns() < until) {
         // Batches of 8 keep the queue short without a sync per kernel.
         for (int i = 0; i < 8; i++)
@@ -70,9 +73,14 @@ int main(int argc, char **argv)
         long long done = realtime_ns();
         if (done >= from && done <= until)
             kernels += 8;
+        if (done >= steady_from && done <= until)
+            steady_kernels += 8;
     }
     double seconds = (double)(until - from) / 1e9;
-    printf("kernels=%ld seconds=%.3f rate=%.2f\n", kernels, seconds,
+    printf("kernels=%ld seconds=%.3f rate=%.2f", kernels, seconds,
            kernels / seconds);
+    if (steady_from < until)
+        printf(" steady=%.2f", steady_kernels * 1e9 / (double)(until - steady_from));
+    printf("\n");
     return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }

@@ -7,7 +7,12 @@ Prints tflops=<achieved> and rate=<matmuls per second>. The first form runs
 for SECONDS after warm-up; the second runs until UNTIL_NS and counts only
 matmuls that complete between FROM_NS and UNTIL_NS (CLOCK_REALTIME), so that
 jobs started one after another are measured over the same window.
+
+MATMUL_MODE=compile runs a torch.compile'd (Triton) step instead of the plain
+matmul, MATMUL_MODE=graph replays the four matmuls of a step as one CUDA
+graph. STEADY_FROM_NS: also print steady=<steps per second> from then on.
 """
+import os
 import sys
 import time
 
@@ -22,20 +27,42 @@ else:
     start_ns = None
 a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+mode = os.environ.get("MATMUL_MODE", "eager")
+if mode == "compile":
+    # Elementwise work around the matmul, so that Triton kernels run.
+    step = torch.compile(lambda x, y: torch.relu(x @ y).sin() * 0.5 + x)
+elif mode == "graph":
+    graph = torch.cuda.CUDAGraph()
+    for _ in range(3):  # warm-up on a side stream, as capture requires
+        a @ b
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        for _ in range(4):
+            c = a @ b
+    step = lambda x, y: graph.replay()
+else:
+    step = lambda x, y: x @ y
 for _ in range(3):
-    a @ b
+    step(a, b)
 torch.cuda.synchronize()
+steady_ns = int(os.environ.get("STEADY_FROM_NS", "0"))
+steady_done = 0
 if start_ns is None:
     start_ns = time.time_ns()
     until_ns = start_ns + int(seconds * 1e9)
 done = 0
+per_step = 1 if mode == "graph" else 4
 while time.time_ns() < until_ns:
-    for _ in range(4):
-        c = a @ b
+    for _ in range(per_step):
+        step(a, b)
     torch.cuda.synchronize()
     finished = time.time_ns()
     if start_ns <= finished <= until_ns:
         done += 4
+    if steady_ns and steady_ns <= finished <= until_ns:
+        steady_done += 4
 elapsed = (until_ns - start_ns) / 1e9
+steady = (f" steady={steady_done * 1e9 / (until_ns - steady_ns):.3f}"
+          if steady_ns and steady_ns < until_ns else "")
 print(f"tflops={2 * n**3 * done / elapsed / 1e12:.2f} rate={done / elapsed:.3f} "
-      f"matmuls={done} seconds={elapsed:.3f}")
+      f"matmuls={done} seconds={elapsed:.3f}{steady}")

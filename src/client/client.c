@@ -33,6 +33,10 @@
 #include "protocol.h"
 #include "sock.h"
 
+/* How long an allocation waits for the node's oversubscription default:
+ * the bound quota reservations wait for the scheduler (memory.c). */
+#define REGISTRATION_WAIT_SEC 2
+
 _Atomic int nvshare_gate_open[NVSHARE_MAX_GPUS];
 __thread struct nvshare_thread *nvshare_self
     __attribute__((tls_model("initial-exec")));
@@ -448,7 +452,9 @@ static void swap_out(int gpu)
     if (state.ops.swap_out)
         bytes = state.ops.swap_out(gpu, state.ops.user);
     pthread_mutex_lock(&state.mu);
-    state.gpus[gpu].swapped_out = bytes > 0;
+    /* A second EVICT before the next grant moves nothing more: what went
+     * out the first time must still come back. */
+    state.gpus[gpu].swapped_out = state.gpus[gpu].swapped_out || bytes > 0;
     pthread_mutex_unlock(&state.mu);
     send_swapped(gpu, SWAP_OUT, bytes, now_ns() - start);
 }
@@ -855,6 +861,22 @@ bool nvshare_oversub_enabled(void)
 
     pthread_mutex_lock(&state.mu);
     on = state.oversub_env >= 0 ? state.oversub_env : state.oversub_node;
+    pthread_mutex_unlock(&state.mu);
+    return on;
+}
+
+bool nvshare_oversub_for_allocation(void)
+{
+    struct timespec deadline;
+
+    pthread_mutex_lock(&state.mu);
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += REGISTRATION_WAIT_SEC;
+    while (state.oversub_env < 0 && state.started && !state.attempted &&
+           pthread_cond_timedwait(&state.changed, &state.mu, &deadline) !=
+               ETIMEDOUT)
+        ;
+    bool on = state.oversub_env >= 0 ? state.oversub_env : state.oversub_node;
     pthread_mutex_unlock(&state.mu);
     return on;
 }

@@ -36,6 +36,7 @@
 
 struct gpu_ledger {
     uint64_t allocated;
+    uint64_t evictable;     /* of allocated: what a swap-out moves */
     uint64_t credit;        /* granted by the scheduler, not allocated */
     bool arbitrated;        /* the scheduler decides (see above) */
     bool awaiting_limit;    /* registered, its UPDATE_LIMIT not read yet */
@@ -117,13 +118,22 @@ static void log_refusal(int gpu, struct gpu_ledger *g, uint64_t quota,
              q, u, b);
 }
 
+/* What the scheduler is told with allocated: the interposer updates the
+ * two at different moments of an allocation or a free, and evictable bytes
+ * are never more than the allocated ones. */
+static uint64_t evictable_part(const struct gpu_ledger *g)
+{
+    return g->evictable < g->allocated ? g->evictable : g->allocated;
+}
+
 static void send_mem(uint16_t type, int gpu, uint32_t seq, uint64_t bytes,
-                     uint64_t extra, uint64_t allocated)
+                     uint64_t extra, uint64_t allocated, uint64_t evictable)
 {
     struct msg m = {.type = type};
 
     m.u.mem = (struct msg_mem){.gpu = (uint8_t)gpu, .seq = seq, .bytes = bytes,
-                               .extra = extra, .allocated = allocated};
+                               .extra = extra, .allocated = allocated,
+                               .evictable = evictable};
     client_send(&m);
 }
 
@@ -205,9 +215,9 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
         g->answered = false;
         g->seq = ++ledger.next_seq;
         uint32_t seq = g->seq;
-        uint64_t allocated = g->allocated;
+        uint64_t allocated = g->allocated, evictable = evictable_part(g);
         pthread_mutex_unlock(&ledger.mu);
-        send_mem(MSG_MEM_RESERVE, gpu, seq, need, extra, allocated);
+        send_mem(MSG_MEM_RESERVE, gpu, seq, need, extra, allocated, evictable);
         pthread_mutex_lock(&ledger.mu);
         bool answered = await_answer(g);
         g->asking = false;
@@ -238,7 +248,7 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
 
 void nvshare_mem_release(int gpu, uint64_t bytes)
 {
-    uint64_t give_back = 0, allocated;
+    uint64_t give_back = 0, allocated, evictable;
 
     if (!valid_gpu(gpu))
         return;
@@ -257,9 +267,21 @@ void nvshare_mem_release(int gpu, uint64_t bytes)
         }
     }
     allocated = g->allocated;
+    evictable = evictable_part(g);
     pthread_mutex_unlock(&ledger.mu);
     if (give_back)
-        send_mem(MSG_MEM_RETURN, gpu, 0, give_back, 0, allocated);
+        send_mem(MSG_MEM_RETURN, gpu, 0, give_back, 0, allocated, evictable);
+}
+
+void nvshare_mem_set_evictable(int gpu, uint64_t bytes)
+{
+    if (!valid_gpu(gpu))
+        return;
+    pthread_mutex_lock(&ledger.mu);
+    struct gpu_ledger *g = &ledger.gpus[gpu];
+    g->dirty = g->dirty || g->evictable != bytes;
+    g->evictable = bytes;
+    pthread_mutex_unlock(&ledger.mu);
 }
 
 bool nvshare_mem_view(int gpu, uint64_t *quota, uint64_t *used)
@@ -300,7 +322,7 @@ static void note_pod(struct gpu_ledger *g, uint64_t quota, uint64_t pod_held,
 void memory_on_message(const struct msg *m)
 {
     const struct msg_mem *mem = &m->u.mem;
-    uint64_t give_back = 0, allocated = 0;
+    uint64_t give_back = 0, allocated = 0, evictable = 0;
 
     if (!valid_gpu(mem->gpu))
         return;
@@ -334,9 +356,11 @@ void memory_on_message(const struct msg *m)
         break;
     }
     allocated = g->allocated;
+    evictable = evictable_part(g);
     pthread_mutex_unlock(&ledger.mu);
     if (give_back)
-        send_mem(MSG_MEM_RETURN, mem->gpu, 0, give_back, 0, allocated);
+        send_mem(MSG_MEM_RETURN, mem->gpu, 0, give_back, 0, allocated,
+                 evictable);
 }
 
 void memory_expect_scheduler(void)
@@ -361,9 +385,9 @@ void memory_on_registered(int n_gpus, const uint8_t *managed)
         struct gpu_ledger *g = &ledger.gpus[gpu];
         g->credit = 0;
         g->dirty = false;
-        uint64_t allocated = g->allocated;
+        uint64_t allocated = g->allocated, evictable = evictable_part(g);
         pthread_mutex_unlock(&ledger.mu);
-        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated);
+        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated, evictable);
     }
 }
 
@@ -385,11 +409,11 @@ void memory_flush(int gpu)
     pthread_mutex_lock(&ledger.mu);
     struct gpu_ledger *g = &ledger.gpus[gpu];
     bool send = g->arbitrated && g->dirty;
-    uint64_t allocated = g->allocated;
+    uint64_t allocated = g->allocated, evictable = evictable_part(g);
     g->dirty = false;
     pthread_mutex_unlock(&ledger.mu);
     if (send)
-        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated);
+        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated, evictable);
 }
 
 void memory_report(int n_gpus)

@@ -130,6 +130,14 @@ uint64_t nvshare_lock_grants(int gpu);
  * sent at registration (NVSHARE_ENABLE_OVERSUB of the daemon), else off. */
 bool nvshare_oversub_enabled(void);
 
+/* nvshare_oversub_enabled() for an allocation about to be made: a process
+ * that did not set NVSHARE_ENABLE_OVERSUB first waits (at most 2 s) for the
+ * first connection attempt to end, since REGISTER_OK carries the node's
+ * default. Without the wait, an early allocation would stay device memory
+ * in a process that is oversubscribed from then on. Never call it on the
+ * client thread. */
+bool nvshare_oversub_for_allocation(void);
+
 /* How busy this process keeps gpu, for the scheduler's auto mode: of
  * span_ns of wall time, busy_ns had work of this process queued on gpu.
  * Two relaxed atomic adds: call it at backlog checks, not per launch. */

@@ -35,6 +35,14 @@ void nvshare_mem_release(int gpu, uint64_t bytes);
  * has none (report the physical memory unchanged). */
 bool nvshare_mem_view(int gpu, uint64_t *quota, uint64_t *used);
 
+/* Of this process's accounted bytes on gpu, those a swap-out really moves
+ * off the GPU (managed memory; pools, VMM, arrays and device memory made
+ * before oversubscription was on stay resident). The scheduler is told
+ * them with the allocated bytes and counts the rest as resident while the
+ * process is swapped out. The interposer sets it whenever its managed
+ * allocations change. Never blocks. */
+void nvshare_mem_set_evictable(int gpu, uint64_t bytes);
+
 /* This process's accounted bytes on gpu (for tests and statistics). */
 uint64_t nvshare_mem_allocated(int gpu);
 

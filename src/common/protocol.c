@@ -198,7 +198,10 @@ static void put_mem(struct writer *w, const struct msg_mem *m)
     put_u32(w, m->seq);
     put_u64(w, m->bytes);
     put_u64(w, m->extra);
+    if (m->evictable > m->allocated)
+        w->err = PROTO_E_FIELD;
     put_u64(w, m->allocated);
+    put_u64(w, m->evictable);
     put_u64(w, m->quota);
     put_u64(w, m->pod_held);
 }
@@ -210,6 +213,9 @@ static void get_mem(struct reader *r, struct msg_mem *m)
     m->bytes = get_u64(r);
     m->extra = get_u64(r);
     m->allocated = get_u64(r);
+    m->evictable = get_u64(r);
+    if (m->evictable > m->allocated && !r->err)
+        r->err = PROTO_E_FIELD;
     m->quota = get_u64(r);
     m->pod_held = get_u64(r);
 }
@@ -429,8 +435,11 @@ static void put_status_client(struct writer *w,
     put_u64(w, m->pod_mem_held);
     put_u64(w, m->pod_mem_peak);
     put_u64(w, m->pod_mem_refused);
+    if (m->evictable > m->footprint)
+        w->err = PROTO_E_FIELD;
     put_u64(w, m->footprint);
-    put_u8(w, m->evictable);
+    put_u64(w, m->evictable);
+    put_u8(w, m->oversubscribed);
     put_u8(w, m->swapped_out);
     put_u16(w, m->load_permille);
     if (m->wait_reason > WAIT_THROTTLED)
@@ -466,7 +475,10 @@ static void get_status_client(struct reader *r, struct msg_status_client *m)
     m->pod_mem_peak = get_u64(r);
     m->pod_mem_refused = get_u64(r);
     m->footprint = get_u64(r);
-    m->evictable = get_u8(r);
+    m->evictable = get_u64(r);
+    if (m->evictable > m->footprint && !r->err)
+        r->err = PROTO_E_FIELD;
+    m->oversubscribed = get_u8(r);
     m->swapped_out = get_u8(r);
     m->load_permille = get_u16(r);
     m->wait_reason = get_u8(r);

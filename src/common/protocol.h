@@ -82,18 +82,23 @@ struct msg_lock {
 
 /* One layout for every memory message; a message uses the fields its
  * comment in enum msg_type names and leaves the others zero:
- *   MEM_UPDATE   gpu, allocated
- *   MEM_RESERVE  gpu, seq, bytes (needed), extra (wanted beyond), allocated
+ *   MEM_UPDATE   gpu, allocated, evictable
+ *   MEM_RESERVE  gpu, seq, bytes (needed), extra (wanted beyond), allocated,
+ *                evictable
  *   MEM_GRANT    gpu, seq, bytes (granted; 0 = refused), quota, pod_held
- *   MEM_RETURN   gpu, bytes (credit given back), allocated
+ *   MEM_RETURN   gpu, bytes (credit given back), allocated, evictable
  *   MEM_RECLAIM  gpu
- *   UPDATE_LIMIT gpu, quota (0 = none), pod_held */
+ *   UPDATE_LIMIT gpu, quota (0 = none), pod_held
+ * evictable is the part of allocated that a swap-out really moves off the
+ * GPU (managed memory); the rest stays resident while the client is
+ * swapped out. It is never more than allocated. */
 struct msg_mem {
     uint8_t gpu;
     uint32_t seq;
     uint64_t bytes;
     uint64_t extra;
     uint64_t allocated;
+    uint64_t evictable;
     uint64_t quota;
     uint64_t pod_held;
 };
@@ -273,7 +278,9 @@ struct msg_status_client {
     uint64_t pod_mem_peak;    /* the pod's highest allocated total */
     uint64_t pod_mem_refused; /* allocations refused for the pod */
     uint64_t footprint;       /* allocated + credit + context overhead */
-    uint8_t evictable;        /* oversubscribed: its memory can be swapped */
+    uint64_t evictable;       /* of the footprint, what a swap-out moves;
+                                 the rest stays on the GPU while swapped out */
+    uint8_t oversubscribed;   /* its device allocations are made managed */
     uint8_t swapped_out;
     uint16_t load_permille;   /* busy fraction; 0xffff = not measured yet */
     uint8_t wait_reason;      /* enum wait_reason */

@@ -101,7 +101,9 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
     json_uint(j, "pod_mem_peak_bytes", c->pod_mem_peak);
     json_uint(j, "pod_mem_refused", c->pod_mem_refused);
     json_uint(j, "footprint_bytes", c->footprint);
-    json_bool(j, "evictable", c->evictable);
+    json_uint(j, "evictable_bytes", c->evictable);
+    json_uint(j, "non_evictable_bytes", c->footprint - c->evictable);
+    json_bool(j, "oversubscribed", c->oversubscribed);
     json_bool(j, "swapped_out", c->swapped_out);
     if (c->load_permille == CTL_LOAD_UNMEASURED)
         json_null(j, "load_percent");

@@ -314,7 +314,7 @@ static void state_label(const struct msg_status_client *c, char *buf, size_t len
 /* "oversub,swapped,throttled" or "-". */
 static void flags_label(const struct msg_status_client *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s%s%s", c->evictable ? ",oversub" : "",
+    snprintf(buf, len, "%s%s%s", c->oversubscribed ? ",oversub" : "",
              c->swapped_out ? ",swapped" : "", c->throttled ? ",throttled" : "");
     if (buf[0])
         memmove(buf, buf + 1, strlen(buf));
@@ -356,30 +356,34 @@ static void client_sched_table(FILE *out, const struct ctl_status *st)
     table_flush(out, &t);
 }
 
-/* Each client's compute limit and memory. */
+/* Each client's compute limit and memory. Of the footprint, the evictable
+ * part leaves the GPU when the client swaps out; the rest stays. */
 static void client_resource_table(FILE *out, const struct ctl_status *st)
 {
     static const char *const header[] = {"CLIENT", "GPU", "LIMIT",
                                          "USED/WINDOW", "FOOTPRINT",
+                                         "EVICTABLE", "NON-EVICTABLE",
                                          "ALLOCATED", "FLAGS", "POD MEM"};
-    struct table t = {.n_cols = 8};
+    struct table t = {.n_cols = 10};
 
     table_row(&t, header);
     for (int i = 0; i < st->n_clients; i++) {
         const struct msg_status_client *c = &st->clients[i];
         char id[24], gpu[8], limit[32] = "-", used[32], footprint[32],
-            allocated[32], flags[32], pod_mem[96];
+            evictable[32], fixed[32], allocated[32], flags[32], pod_mem[96];
 
         snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
         snprintf(gpu, sizeof(gpu), "%u", c->gpu);
         limit_label(c, st->node.window_ns, limit, sizeof(limit));
         format_duration(c->used_ns, used, sizeof(used));
         format_size(c->footprint, footprint, sizeof(footprint));
+        format_size(c->evictable, evictable, sizeof(evictable));
+        format_size(c->footprint - c->evictable, fixed, sizeof(fixed));
         format_size(c->mem_allocated, allocated, sizeof(allocated));
         flags_label(c, flags, sizeof(flags));
         pod_memory_label(c, pod_mem, sizeof(pod_mem));
-        const char *row[] = {id, gpu, limit, used, footprint, allocated, flags,
-                             pod_mem};
+        const char *row[] = {id,        gpu,   limit,     used,  footprint,
+                             evictable, fixed, allocated, flags, pod_mem};
         table_row(&t, row);
     }
     table_flush(out, &t);

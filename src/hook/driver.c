@@ -85,6 +85,10 @@ static const struct {
     {offsetof(struct hook_driver, stream_create), "cuStreamCreate", NULL},
     {offsetof(struct hook_driver, stream_destroy), "cuStreamDestroy_v2",
      "cuStreamDestroy"},
+    {offsetof(struct hook_driver, mem_host_alloc), "cuMemHostAlloc", NULL},
+    {offsetof(struct hook_driver, mem_free_host), "cuMemFreeHost", NULL},
+    {offsetof(struct hook_driver, mem_discard_batch), "cuMemDiscardBatchAsync",
+     NULL},
 };
 _Static_assert(sizeof(helper_names) / sizeof(helper_names[0]) ==
                    sizeof(struct hook_driver) / sizeof(void *),

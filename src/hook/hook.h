@@ -100,6 +100,10 @@ struct hook_driver {
     __typeof__(&cuDeviceGetAttribute) device_get_attribute;
     __typeof__(&cuStreamCreate) stream_create;
     __typeof__(&cuStreamDestroy_v2) stream_destroy;
+    /* swap.c: pinned host copies of converted allocations */
+    __typeof__(&cuMemHostAlloc) mem_host_alloc;
+    __typeof__(&cuMemFreeHost) mem_free_host;
+    __typeof__(&cuMemDiscardBatchAsync) mem_discard_batch;
 };
 /* Loads the driver once; NULL if libcuda.so.1 cannot be loaded. */
 const struct hook_driver *hook_driver(void);
@@ -191,6 +195,24 @@ enum mem_kind { MEM_NOTHING, MEM_DEVPTR, MEM_ARRAY, MEM_MIPMAP, MEM_VMM };
 
 struct mem_claim;
 
+/* What swap.c keeps of a managed allocation, in the allocation map. */
+struct mem_swap_slot {
+    bool converted; /* made managed for oversubscription: device memory to
+                       the application, which never reads it on the host */
+    bool out;       /* its data is in backing, its device pages discarded */
+    void *backing;  /* pinned host copy, from its first swap-out to its free */
+};
+
+/* What the map knows of one live allocation. Managed ones (evictable) also
+ * carry the context they were made in, where swap.c moves them. */
+struct mem_record {
+    int gpu;
+    uint64_t bytes;
+    bool managed;
+    CUcontext ctx;
+    struct mem_swap_slot swap;
+};
+
 /* How one allocation path differs from the plain pattern (charge the
  * requested bytes, remember them by the output). Every hook is optional. */
 struct mem_path {
@@ -218,6 +240,7 @@ struct mem_claim {
     const void *out;              /* where the driver writes the output */
     const struct mem_path *path;  /* NULL: the plain pattern */
     bool managed;                 /* managed memory: evictable (swap.c) */
+    bool converted;               /* ... made so for oversubscription */
     union {
         struct { const size_t *pitch; size_t width, height; } pitch;
         struct { CUmemoryPool pool; CUstream stream; bool pt; } pool;
@@ -232,10 +255,7 @@ struct mem_free {
     enum mem_kind kind;
     uint64_t key;
     bool found;
-    int gpu;
-    uint64_t bytes;
-    bool managed;
-    CUcontext ctx;
+    struct mem_record rec; /* what was found */
     void (*after)(const struct mem_free *f);
     CUmemoryPool pool;
     CUdevice dev;
@@ -249,14 +269,15 @@ int hook_alloc_gpu(void);
 bool hook_oversub(int gpu);
 /* Bytes of live managed allocations on gpu. */
 uint64_t mem_managed_bytes(int gpu);
-/* Calls fn(ptr, bytes, arg) for each live managed allocation of gpu made
- * in ctx, with the allocation map locked (a free waits; fn must not
- * allocate or free through libnvshare). Returns the sum of the bytes of
- * those for which fn returned true. */
-uint64_t mem_for_each_managed(int gpu, CUcontext ctx,
-                              bool (*fn)(CUdeviceptr ptr, uint64_t bytes,
-                                         void *arg),
-                              void *arg);
+/* Calls fn(ptr, bytes, slot, arg) for each live managed allocation of gpu
+ * made in ctx, then done(arg), all with the allocation map locked: a free
+ * or an allocation on another thread waits until done returns, so nothing
+ * fn was given is freed or replaced before then. fn and done must not
+ * allocate or free through libnvshare. */
+void mem_for_each_managed(int gpu, CUcontext ctx,
+                          void (*fn)(CUdeviceptr ptr, uint64_t bytes,
+                                     struct mem_swap_slot *slot, void *arg),
+                          void (*done)(void *arg), void *arg);
 bool mem_claim_reserve(struct mem_claim *claim);
 CUresult mem_claim_refused(struct mem_claim *claim);
 CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc);
@@ -293,11 +314,13 @@ void mem_graph_after_trim(const struct mem_free *f);
 /* ---- swap.c ------------------------------------------------------------- */
 
 /* nvshare_client_ops swap_out / swap_in (contracts in nvshare_client.h):
- * prefetch every managed allocation of gpu to the host / back to gpu on a
- * private stream of its context, wait, and return the bytes moved. Call
+ * move every managed allocation of gpu to the host / back to gpu on
+ * private streams of its context, wait, and return the bytes moved. Call
  * the real driver only (never gated), on any thread. */
 uint64_t hook_swap_out(int gpu, void *user);
 uint64_t hook_swap_in(int gpu, void *user);
+/* A freed allocation's swap state goes with it (its pinned host copy). */
+void swap_forget(struct mem_swap_slot *slot);
 
 /* ---- nvml.c ------------------------------------------------------------- */
 

@@ -30,15 +30,6 @@
 
 #define MAP_BUCKETS 4096 /* chains stay short up to ~10^5 live allocations */
 
-/* What the map knows of one live allocation. Managed ones (evictable) also
- * carry the context they were made in, where swap.c prefetches them. */
-struct mem_record {
-    int gpu;
-    uint64_t bytes;
-    bool managed;
-    CUcontext ctx;
-};
-
 struct mem_entry {
     uint64_t key;
     enum mem_kind kind;
@@ -63,6 +54,14 @@ static bool counts_managed(const struct mem_record *rec)
     return rec->managed && rec->gpu >= 0 && rec->gpu < NVSHARE_MAX_GPUS;
 }
 
+/* The scheduler counts what is not managed as resident while this process
+ * is swapped out: tell the ledger in the same order as the map changes.
+ * Map lock held. */
+static void managed_changed(int gpu)
+{
+    nvshare_mem_set_evictable(gpu, managed_bytes[gpu]);
+}
+
 /* Returns false if there was no memory to remember it. */
 static bool map_put(enum mem_kind kind, uint64_t key,
                     const struct mem_record *rec)
@@ -75,8 +74,10 @@ static bool map_put(enum mem_kind kind, uint64_t key,
     head = bucket_of(kind, key);
     *e = (struct mem_entry){key, kind, *rec, *head};
     *head = e;
-    if (counts_managed(rec))
+    if (counts_managed(rec)) {
         managed_bytes[rec->gpu] += rec->bytes;
+        managed_changed(rec->gpu);
+    }
     pthread_mutex_unlock(&map_lock);
     return true;
 }
@@ -90,8 +91,10 @@ static bool map_take(enum mem_kind kind, uint64_t key, struct mem_record *rec)
         if ((*link)->key == key && (*link)->kind == kind) {
             found = *link;
             *link = found->next;
-            if (counts_managed(&found->rec))
+            if (counts_managed(&found->rec)) {
                 managed_bytes[found->rec.gpu] -= found->rec.bytes;
+                managed_changed(found->rec.gpu);
+            }
             break;
         }
     pthread_mutex_unlock(&map_lock);
@@ -114,24 +117,21 @@ uint64_t mem_managed_bytes(int gpu)
     return bytes;
 }
 
-uint64_t mem_for_each_managed(int gpu, CUcontext ctx,
-                              bool (*fn)(CUdeviceptr ptr, uint64_t bytes,
-                                         void *arg),
-                              void *arg)
+void mem_for_each_managed(int gpu, CUcontext ctx,
+                          void (*fn)(CUdeviceptr ptr, uint64_t bytes,
+                                     struct mem_swap_slot *slot, void *arg),
+                          void (*done)(void *arg), void *arg)
 {
-    uint64_t total = 0;
-
     if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
-        return 0;
+        return;
     pthread_mutex_lock(&map_lock);
     for (int b = 0; b < MAP_BUCKETS && managed_bytes[gpu] > 0; b++)
         for (struct mem_entry *e = buckets[b]; e; e = e->next)
             if (e->kind == MEM_DEVPTR && e->rec.managed &&
-                e->rec.gpu == gpu && e->rec.ctx == ctx &&
-                fn((CUdeviceptr)e->key, e->rec.bytes, arg))
-                total += e->rec.bytes;
+                e->rec.gpu == gpu && e->rec.ctx == ctx)
+                fn((CUdeviceptr)e->key, e->rec.bytes, &e->rec.swap, arg);
+    done(arg);
     pthread_mutex_unlock(&map_lock);
-    return total;
 }
 
 /* A forked child does not own its parent's allocations: forget them
@@ -193,7 +193,8 @@ static bool concurrent_managed_access(int gpu)
 
 bool hook_oversub(int gpu)
 {
-    return gpu >= 0 && gpu < NVSHARE_MAX_GPUS && nvshare_oversub_enabled() &&
+    return gpu >= 0 && gpu < NVSHARE_MAX_GPUS &&
+           nvshare_oversub_for_allocation() &&
            concurrent_managed_access(gpu);
 }
 
@@ -250,7 +251,8 @@ CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc)
     } else {
         /* Every output (CUdeviceptr, CUarray, CUmipmappedArray,
          * CUmemGenericAllocationHandle) is 8 bytes. */
-        struct mem_record rec = {claim->gpu, actual, claim->managed, NULL};
+        struct mem_record rec = {claim->gpu, actual, claim->managed, NULL,
+                                 {.converted = claim->converted}};
         const struct hook_driver *drv;
 
         if (claim->managed && (drv = hook_driver()) && drv->ctx_get_current)
@@ -269,25 +271,19 @@ CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc)
 
 void mem_free_take(struct mem_free *f)
 {
-    struct mem_record rec;
-
-    if (f->after == NULL && f->kind != MEM_NOTHING &&
-        (f->found = map_take(f->kind, f->key, &rec))) {
-        f->gpu = rec.gpu;
-        f->bytes = rec.bytes;
-        f->managed = rec.managed;
-        f->ctx = rec.ctx;
-    }
+    if (f->after == NULL && f->kind != MEM_NOTHING)
+        f->found = map_take(f->kind, f->key, &f->rec);
 }
 
 void mem_free_settle(struct mem_free *f, CUresult rc)
 {
-    struct mem_record rec = {f->gpu, f->bytes, f->managed, f->ctx};
-
-    if (rc == CUDA_SUCCESS && f->after)
+    if (rc == CUDA_SUCCESS && f->after) {
         f->after(f);
-    else if (f->found && rc == CUDA_SUCCESS)
-        nvshare_mem_release(f->gpu, f->bytes);
-    else if (f->found && !map_put(f->kind, f->key, &rec))
-        nvshare_mem_release(f->gpu, f->bytes); /* cannot follow it further */
+    } else if (f->found && rc == CUDA_SUCCESS) {
+        swap_forget(&f->rec.swap);
+        nvshare_mem_release(f->rec.gpu, f->rec.bytes);
+    } else if (f->found && !map_put(f->kind, f->key, &f->rec)) {
+        /* Cannot follow it further; its host copy may hold its data. */
+        nvshare_mem_release(f->rec.gpu, f->rec.bytes);
+    }
 }

@@ -61,7 +61,7 @@ struct mem_claim mem_claim_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     /* A zero size stays the driver's to refuse, with its own error. */
     if (bytesize > 0 && hook_oversub(claim.gpu)) {
         claim.path = &managed_path;
-        claim.managed = true;
+        claim.managed = claim.converted = true;
     }
     return claim;
 }
@@ -134,7 +134,7 @@ struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr,
     claim.path = &pitch_path;
     if (valid && hook_oversub(claim.gpu)) {
         claim.path = &managed_pitch_path;
-        claim.managed = true;
+        claim.managed = claim.converted = true;
     }
     claim.u.pitch.pitch = pPitch;
     claim.u.pitch.width = WidthInBytes;

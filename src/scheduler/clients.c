@@ -212,7 +212,7 @@ static bool oversub_allows(struct scheduler *s, const struct client *c, int gpu,
     uint64_t limit = policy_memory_limit(&s->policy, gpu), total = 0;
     char want[32], max[32];
 
-    if (!m->evictable || !g->capacity)
+    if (!c->oversubscribed || !g->capacity)
         return true;
     if (m->footprint + need > limit) {
         format_size(m->footprint + need, want, sizeof(want));
@@ -256,6 +256,7 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
                      &out);
     else
         quota_report(&s->quota, gpu, slot, mem->allocated);
+    s->evictable[gpu][slot] = mem->evictable;
     clients_apply_quota(s, &out);
     /* Grants and returns moved what other clients hold too. */
     for (int i = 0; i < s->policy.gpus[gpu].slots; i++)
@@ -298,8 +299,8 @@ static int handle_register(struct scheduler *s, struct client *c,
     reply.u.reg_ok.client_id = c->id;
     reply.u.reg_ok.scheduling_on = s->policy.anti_thrash;
     reply.u.reg_ok.oversub_default = s->oversub_default;
-    c->evictable = reg->oversub == OVERSUB_ON ||
-                   (reg->oversub == OVERSUB_NODE_DEFAULT && s->oversub_default);
+    c->oversubscribed = reg->oversub == OVERSUB_ON ||
+                        (reg->oversub == OVERSUB_NODE_DEFAULT && s->oversub_default);
     reply.u.reg_ok.n_gpus = reg->n_gpus;
     for (int i = 0; i < reg->n_gpus; i++) {
         c->node_gpu[i] = -1;
@@ -321,7 +322,7 @@ static int handle_register(struct scheduler *s, struct client *c,
              (unsigned long long)c->id, (int)c->pid,
              reg->pod_namespace[0] ? reg->pod_namespace : "-", pod_of(c),
              reg->container_name[0] ? reg->container_name : "-", reg->n_gpus,
-             c->evictable ? ", oversubscribed" : "");
+             c->oversubscribed ? ", oversubscribed" : "");
     send_or_doom(c, &reply);
     /* The memory quota of each GPU, even when there is none: it tells the
      * client that the scheduler arbitrates its allocations from now on. */

@@ -88,7 +88,7 @@ static int send_status(struct scheduler *s, int fd)
             }
             gpu->waiting[gpu->n_waiting++] = (struct status_waiter){
                 s->clients[c].id,
-                gs->usage[gs->members[c].account].throttled
+                policy_spent(p, g, gs->members[c].account, now)
                     ? WAIT_THROTTLED : gs->members[c].wait_reason};
         }
         if ((rc = msg_send(fd, &m)))
@@ -128,9 +128,10 @@ static int send_status(struct scheduler *s, int fd)
             cl->pod_mem_refused = qg->accounts[c->account].refused;
             cl->budget_ns = policy_budget_ns(p, g, c->account);
             cl->used_ns = policy_used_ns(p, g, c->account, now);
-            cl->throttled = p->gpus[g].usage[c->account].throttled;
+            cl->throttled = policy_spent(p, g, c->account, now);
             cl->footprint = mb->footprint;
             cl->evictable = mb->evictable;
+            cl->oversubscribed = c->oversubscribed;
             /* Never granted: nothing of it was ever on the GPU to swap. */
             cl->swapped_out = mb->evictable && mb->grants && !mb->resident &&
                               !mb->evicting && !policy_is_running(p, g, slot);

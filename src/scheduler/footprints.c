@@ -1,6 +1,8 @@
 /* footprints.c - what each client occupies on a GPU, for memory-aware
  * admission: the bytes it holds under the quota arbiter (allocated plus
- * credit) and its context overhead.
+ * credit) and its context overhead; of those, the evictable part is the
+ * managed memory the client reports (MEM_UPDATE and the other memory
+ * messages), which alone leaves the GPU when it swaps out.
  *
  * A CUDA context costs 300-500 MiB that no allocation call shows, so a
  * fixed percentage of the GPU cannot stand for it. Where NVML can tell a
@@ -60,7 +62,7 @@ void footprint_update(struct scheduler *s, int gpu, int slot)
     uint64_t held = q->held > q->allocated ? q->held : q->allocated;
 
     policy_set_footprint(&s->policy, gpu, slot, held + overhead,
-                         s->clients[slot].evictable);
+                         s->evictable[gpu][slot]);
 }
 
 static void sample_gpu(struct scheduler *s, int gpu)
@@ -103,5 +105,5 @@ void footprint_sample_overheads(struct scheduler *s, uint64_t now)
 void footprint_forget(struct scheduler *s, int slot)
 {
     for (int gpu = 0; gpu < POLICY_MAX_GPUS; gpu++)
-        s->overhead[gpu][slot] = 0;
+        s->overhead[gpu][slot] = s->evictable[gpu][slot] = 0;
 }

@@ -68,6 +68,24 @@ static void on_signal(struct event_loop *loop, int fd, void *data)
     event_loop_stop(loop);
 }
 
+/* One line when a GPU's core limits start or stop being scaled (they sum
+ * above 100 %): from then on pods get less than their limits, by design. */
+static void log_limit_scaling(struct scheduler *s)
+{
+    for (int g = 0; g < s->policy.n_gpus; g++) {
+        unsigned sum = policy_limit_sum(&s->policy, g);
+        bool scaled = sum > 100;
+        if (scaled == s->limits_scaled[g])
+            continue;
+        s->limits_scaled[g] = scaled;
+        if (scaled)
+            log_info("gpu %d: core limits sum to %u %%: scaled by 100/%u", g,
+                     sum, sum);
+        else
+            log_info("gpu %d: core limits no longer scaled (sum %u %%)", g, sum);
+    }
+}
+
 static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
@@ -82,6 +100,7 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
         next = policy_tick(&s->policy, now, &out);
         clients_apply(s, &out);
     } while (out.truncated);
+    log_limit_scaling(s);
     quota_next = quota_tick(&s->quota, now, &quota_out);
     clients_apply_quota(s, &quota_out);
     return next && (!quota_next || next < quota_next) ? next : quota_next;

@@ -50,6 +50,7 @@ void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
     for (int g = 0; g < n_gpus; g++) {
         p->gpus[g].mode = SCHED_MODE_AUTO;
         p->gpus[g].last_granted = -1;
+        p->gpus[g].window_idle = true;
     }
 }
 
@@ -95,15 +96,17 @@ static uint64_t used_ns(const struct gpu_sched *g, int account, uint64_t now)
 
 /* The sum of the limits of the limited accounts taking part in this window
  * on g (a client that wants or holds the GPU, or time used), counting
- * account as taking part. */
+ * account (unless -1) as taking part. */
 static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
                           int account)
 {
     bool counted[POLICY_MAX_CLIENTS] = {false};
     unsigned sum = 0;
 
-    counted[account] = true;
-    sum += p->core_limit[account];
+    if (account >= 0) {
+        counted[account] = true;
+        sum += p->core_limit[account];
+    }
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         int a = m->account;
@@ -144,11 +147,23 @@ static void bill_runners(struct gpu_sched *g, uint64_t now)
             continue;
         g->usage[m->account].used_ns += (now - m->billed_until) / (uint64_t)n;
         m->billed_until = now;
+        g->window_idle = false;
     }
 }
 
+/* Billing of runner m starts now. On a GPU where nothing has been billed
+ * for a whole window, the first billing also starts the window: a pod's
+ * first window then begins at its first submission. */
+static void start_billing(struct gpu_sched *g, struct member *m, uint64_t now)
+{
+    if (g->window_idle && g->n_running == 1)
+        g->window_start = now;
+    m->billed_until = now;
+}
+
 /* Starts a new window if the current one is over: what each account used
- * beyond its budget is carried over (in part), throttles are lifted. */
+ * beyond its budget is carried over (in part), throttles are lifted, and
+ * the budgets of the accounts taking part accrue from the new start. */
 static void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
 {
     uint64_t end = g->window_start + p->window_ns;
@@ -156,24 +171,36 @@ static void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
     if (now < end)
         return;
     bill_runners(g, end);
-    bool consecutive = now < end + p->window_ns;
+    bool consecutive = now < end + p->window_ns, billed = false;
+    bool taking_part[POLICY_MAX_CLIENTS] = {false};
     uint64_t budgets[POLICY_MAX_CLIENTS];
+    for (int c = 0; c < g->slots; c++)
+        if (g->members[c].present && g->members[c].state != MEMBER_IDLE)
+            taking_part[g->members[c].account] = true;
     /* Budgets first: they depend on who used time in the ending window. */
     for (int a = 0; a < POLICY_MAX_CLIENTS; a++)
         budgets[a] = g->usage[a].used_ns ? budget_ns(p, g, a) : 0;
+    g->window_start = now - (now - g->window_start) % p->window_ns;
     for (int a = 0; a < POLICY_MAX_CLIENTS; a++) {
         struct account_usage *u = &g->usage[a];
         uint64_t over = 0;
-        /* Capped at one budget: a limit lowered far below what was used
-         * throttles the next window at most, not several. */
+        billed |= u->used_ns > 0;
         if (budgets[a] && consecutive && u->used_ns > budgets[a])
             over = (u->used_ns - budgets[a]) * p->carryover_percent / 100;
-        if (over > budgets[a])
+        /* Overshoot is repaid in full, or a pod whose drain tails outrun
+         * its budget would run above its limit for good; a limit lowered
+         * far below what was used throttles one window at most. */
+        if (u->limit_lowered && over > budgets[a])
             over = budgets[a];
-        u->used_ns = over;
-        u->throttled = budgets[a] && over >= budgets[a];
+        *u = (struct account_usage){
+            .used_ns = over,
+            .throttled = budgets[a] && over >= budgets[a],
+            .accruing = over > 0 || taking_part[a],
+            .accrues_from = g->window_start,
+        };
     }
-    g->window_start = now - (now - g->window_start) % p->window_ns;
+    /* Idle for a whole window: the next billing starts a fresh one. */
+    g->window_idle = g->n_running == 0 && (!billed || !consecutive);
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         /* A runner across windows pays the current window from its start;
@@ -191,6 +218,89 @@ static void throttle_if_spent(struct policy *p, struct gpu_sched *g,
 
     if (budget && used_ns(g, account, now) >= budget)
         g->usage[account].throttled = true;
+}
+
+/* ---- pacing ------------------------------------------------------------ */
+
+static uint64_t slice_ns(const struct policy *p)
+{
+    uint64_t slice = p->window_ns / POLICY_PACE_SLICES;
+
+    return slice ? slice : 1;
+}
+
+/* The start of the slice of g's window that contains now. */
+static uint64_t slice_start(const struct policy *p, const struct gpu_sched *g,
+                            uint64_t now)
+{
+    if (now <= g->window_start)
+        return g->window_start;
+    return now - (now - g->window_start) % slice_ns(p);
+}
+
+/* When the slice that contains now ends: the budget accrues another step. */
+static uint64_t slice_end(const struct policy *p, const struct gpu_sched *g,
+                          uint64_t now)
+{
+    uint64_t end = slice_start(p, g, now) + slice_ns(p);
+    uint64_t window_end = g->window_start + p->window_ns;
+
+    return end < window_end ? end : window_end;
+}
+
+/* What account may have used by the end of the current slice: its budget,
+ * accrued through the window from when it started taking part in it (an
+ * account not taking part yet would start now). */
+static uint64_t allowance(const struct policy *p, const struct gpu_sched *g,
+                          int account, uint64_t budget, uint64_t now)
+{
+    const struct account_usage *u = &g->usage[account];
+    uint64_t from = slice_start(p, g, now), to = slice_end(p, g, now);
+
+    if (u->accruing && u->accrues_from < from)
+        from = u->accrues_from > g->window_start ? u->accrues_from
+                                                 : g->window_start;
+    return (uint64_t)((unsigned __int128)budget * (to - from) / p->window_ns);
+}
+
+/* The account starts taking part in this window: its budget accrues from
+ * the current slice on. */
+static void start_accruing(const struct policy *p, struct gpu_sched *g,
+                           int account, uint64_t now)
+{
+    struct account_usage *u = &g->usage[account];
+
+    if (!u->accruing) {
+        u->accruing = true;
+        u->accrues_from = slice_start(p, g, now);
+    }
+}
+
+/* Whether account may not run now: its budget is used until the window
+ * rolls, it was dropped at its pace until the slice ends, or it has used
+ * all that has accrued. */
+static bool spent(const struct policy *p, const struct gpu_sched *g,
+                  int account, uint64_t now)
+{
+    const struct account_usage *u = &g->usage[account];
+    uint64_t budget = budget_ns(p, g, account);
+
+    if (u->throttled || now < u->paced_until)
+        return true;
+    return budget && used_ns(g, account, now) >= allowance(p, g, account, budget, now);
+}
+
+/* A runner dropped at its pace waits for the next slice; once the whole
+ * budget has accrued, for the next window. */
+static void hold_back(const struct policy *p, struct gpu_sched *g, int account,
+                      uint64_t now)
+{
+    uint64_t budget = budget_ns(p, g, account);
+
+    if (allowance(p, g, account, budget, now) >= budget)
+        g->usage[account].throttled = true;
+    else
+        g->usage[account].paced_until = slice_end(p, g, now);
 }
 
 /* What account may still use in this window; 0 if it has no limit or has
@@ -232,10 +342,20 @@ uint64_t policy_memory_limit(const struct policy *p, int gpu)
     return capacity - capacity / 100 * p->reserve_percent;
 }
 
-/* Whether m's memory is on the GPU now. */
-static bool occupies(const struct member *m)
+/* The part of m's footprint that stays on the GPU while it is swapped
+ * out: what it allocated that is not managed memory, its credit and its
+ * context. */
+static uint64_t fixed_bytes(const struct member *m)
 {
-    return m->present && (!m->evictable || running(m) || m->resident);
+    return m->footprint - m->evictable;
+}
+
+/* What of m's memory is on the GPU now. */
+static uint64_t occupied_bytes(const struct member *m)
+{
+    if (!m->present)
+        return 0;
+    return running(m) || m->resident ? m->footprint : fixed_bytes(m);
 }
 
 static uint64_t resident_bytes(const struct gpu_sched *g)
@@ -243,38 +363,63 @@ static uint64_t resident_bytes(const struct gpu_sched *g)
     uint64_t sum = 0;
 
     for (int c = 0; c < g->slots; c++)
-        if (occupies(&g->members[c]))
-            sum += g->members[c].footprint;
+        sum += occupied_bytes(&g->members[c]);
     return sum;
 }
 
-/* Footprints on their way out (EVICT sent, SWAPPED not yet received). */
+/* What no swap-out can move: the fixed part of every client. */
+static uint64_t fixed_total(const struct gpu_sched *g)
+{
+    uint64_t sum = 0;
+
+    for (int c = 0; c < g->slots; c++)
+        if (g->members[c].present)
+            sum += fixed_bytes(&g->members[c]);
+    return sum;
+}
+
+/* Whether evicting all that can move would make room for client: memory
+ * that cannot move may leave it too little (a client bigger than the limit
+ * only needs the others' evictable memory gone, see fits()). */
+static bool room_possible(const struct policy *p, const struct gpu_sched *g,
+                          int gpu, int client)
+{
+    const struct member *m = &g->members[client];
+    uint64_t limit = policy_memory_limit(p, gpu);
+
+    return m->footprint > limit ||
+           fixed_total(g) + m->footprint - occupied_bytes(m) <= limit;
+}
+
+/* Memory on its way out (EVICT sent, SWAPPED not yet received). */
 static uint64_t evicting_bytes(const struct gpu_sched *g)
 {
     uint64_t sum = 0;
 
     for (int c = 0; c < g->slots; c++)
         if (g->members[c].present && g->members[c].evicting)
-            sum += g->members[c].footprint;
+            sum += g->members[c].evictable;
     return sum;
 }
 
 /* Whether admitting client adds no more than the GPU can hold. Memory that
- * is not evictable is on the GPU whether it runs or not; a client that is
- * swapping out waits for the swap to finish. */
+ * is not evictable is on the GPU whether it runs or not, so a client with
+ * none adds nothing; a client that is swapping out waits for the swap to
+ * finish. */
 static bool fits(const struct policy *p, const struct gpu_sched *g, int gpu,
                  int client)
 {
     const struct member *m = &g->members[client];
-    uint64_t others = resident_bytes(g) - (occupies(m) ? m->footprint : 0);
+    uint64_t others = resident_bytes(g) - occupied_bytes(m);
 
     if (!g->capacity || !m->evictable)
         return true;
     if (m->evicting)
         return false;
-    /* A client bigger than the limit runs alone rather than never. */
+    /* A client bigger than the limit runs beside nothing that can move
+     * rather than never. */
     if (m->footprint > policy_memory_limit(p, gpu))
-        return others == 0;
+        return others == fixed_total(g) - fixed_bytes(m);
     return others + m->footprint <= policy_memory_limit(p, gpu);
 }
 
@@ -351,8 +496,8 @@ static uint64_t swap_estimate_ns(const struct gpu_sched *g, uint64_t incoming)
 
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
-        if (running(m) && m->evictable)
-            outgoing += m->footprint;
+        if (running(m))
+            outgoing += m->evictable;
     }
     return (uint64_t)(outgoing * g->swap_out.ns_per_byte +
                       incoming * g->swap_in.ns_per_byte);
@@ -388,7 +533,7 @@ static void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
     m->lease = ++g->lease;
     m->grant_seq = ++g->grant_seq;
     m->granted_at = now;
-    m->billed_until = now;
+    start_billing(g, m, now);
     m->grants++;
     m->wait_reason = WAIT_NONE;
     m->told_wait_mem = false;
@@ -428,7 +573,8 @@ static void end_hold(struct policy *p, struct gpu_sched *g, int client,
 /* The order in which waiters are considered: limited pods with budget left
  * first (in queue order): a limit is a share of every window, and a pod
  * that queued behind long quanta would otherwise see the window end before
- * its turn. Then the others in queue order. Throttled pods are left out. */
+ * its turn. Then the others in queue order. Pods that have used what
+ * their budget has accrued so far are left out. */
 static int waiter_order(const struct policy *p, const struct gpu_sched *g,
                         uint64_t now, int *order)
 {
@@ -436,12 +582,12 @@ static int waiter_order(const struct policy *p, const struct gpu_sched *g,
 
     for (int i = 0; i < g->n_waiting; i++) {
         int c = g->queue[i], account = g->members[c].account;
-        if (!g->usage[account].throttled && budget_left(p, g, account, now))
+        if (!spent(p, g, account, now) && budget_left(p, g, account, now))
             order[n++] = c;
     }
     for (int i = 0; i < g->n_waiting; i++) {
         int c = g->queue[i], account = g->members[c].account;
-        if (!g->usage[account].throttled && !budget_left(p, g, account, now))
+        if (!spent(p, g, account, now) && !budget_left(p, g, account, now))
             order[n++] = c;
     }
     return n;
@@ -454,7 +600,7 @@ static uint64_t quantum_for(const struct policy *p, const struct gpu_sched *g,
     bool measured;
 
     if (waiter->wait_reason == WAIT_MEMORY)
-        return switch_time(p, g, waiter->footprint, &measured);
+        return switch_time(p, g, waiter->evictable, &measured);
     return p->tq_ns;
 }
 
@@ -473,21 +619,19 @@ static uint64_t next_rotation(const struct gpu_sched *g, uint64_t quantum)
 }
 
 /* Asks idle evictable clients other than the waiter that still occupy the
- * GPU to swap out, oldest hold first, until `need` more bytes would fit. */
+ * GPU to swap out, oldest hold first, until `need` more bytes would fit
+ * (all of them for a waiter bigger than the limit, see fits()). */
 static void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
                       int waiter, uint64_t need, uint64_t now,
                       struct policy_actions *out)
 {
     uint64_t limit = policy_memory_limit(p, gpu);
-    uint64_t resident = resident_bytes(g), leaving = evicting_bytes(g), fixed = 0;
+    uint64_t resident = resident_bytes(g), leaving = evicting_bytes(g);
+    bool alone = g->members[waiter].footprint > limit;
 
-    for (int c = 0; c < g->slots; c++)
-        if (g->members[c].present && !g->members[c].evictable)
-            fixed += g->members[c].footprint;
-    /* Memory that cannot move leaves no room whatever is evicted. */
-    if (need > limit ? fixed > 0 : fixed + need > limit)
+    if (!room_possible(p, g, gpu, waiter))
         return;
-    while (resident - leaving + need > limit && room_for(out, 1)) {
+    while ((alone || resident - leaving + need > limit) && room_for(out, 1)) {
         int oldest = -1;
         for (int c = 0; c < g->slots; c++) {
             const struct member *m = &g->members[c];
@@ -501,7 +645,7 @@ static void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
         struct member *m = &g->members[oldest];
         m->evicting = true;
         m->evict_sent_at = now;
-        leaving += m->footprint;
+        leaving += m->evictable;
         emit(out, ACTION_EVICT, gpu, oldest, m->lease);
     }
 }
@@ -552,11 +696,12 @@ static void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
         m->wait_reason = ok_memory ? WAIT_LOCK : WAIT_MEMORY;
         if (!ok_memory && !m->told_wait_mem)
             tell_waits_for_memory(p, g, gpu, c, now, out);
-        if (blocked_seen)
+        /* Until memory that cannot move goes, it holds nobody back. */
+        if (blocked_seen || (!ok_memory && !room_possible(p, g, gpu, c)))
             continue;
         blocked_seen = true;
         if (!ok_memory)
-            evict_for(p, g, gpu, c, occupies(m) ? 0 : m->footprint, now, out);
+            evict_for(p, g, gpu, c, m->footprint - occupied_bytes(m), now, out);
         if (now - m->since >= quantum_for(p, g, m))
             return; /* aged: nobody passes it any more */
     }
@@ -588,9 +733,18 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
     if (!p->anti_thrash || !m->present || m->state != MEMBER_IDLE)
         return; /* a request crossing SCHED_OFF, or a duplicate */
     roll_window(p, g, now);
+    start_accruing(p, g, m->account, now);
     set_state(m, MEMBER_WAITING, now);
     m->wait_reason = WAIT_LOCK;
-    g->queue[g->n_waiting++] = client;
+    if (m->cut_short) {
+        memmove(&g->queue[1], &g->queue[0],
+                (size_t)g->n_waiting * sizeof(g->queue[0]));
+        g->queue[0] = client;
+        g->n_waiting++;
+        m->cut_short = false;
+    } else {
+        g->queue[g->n_waiting++] = client;
+    }
     admit(p, g, gpu, now, out);
 }
 
@@ -604,7 +758,7 @@ void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
         now <= m->billed_until)
         return;
     roll_window(p, g, now);
-    m->billed_until = now;
+    start_billing(g, m, now);
 }
 
 void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
@@ -622,6 +776,10 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
         m->preempt_estimate_ns = m->preempt_estimate_ns
             ? (3 * m->preempt_estimate_ns + m->last_preempt_ns) / 4
             : m->last_preempt_ns;
+    } else {
+        /* Given back unasked: its quantum is over. */
+        m->cut_short = false;
+        m->quantum_used_ns = 0;
     }
     end_hold(p, g, client, now);
     evict_if_asked(g, gpu, client, now, out);
@@ -680,17 +838,20 @@ static void earliest(uint64_t *next, uint64_t due)
         *next = due;
 }
 
-/* When runner m must be dropped to stay within its account's budget
- * (0: never), leading by its measured DROP-to-release latency. */
-static uint64_t budget_due(const struct policy *p, const struct gpu_sched *g,
-                           const struct member *m, uint64_t now)
+/* When runner m must be dropped to stay within what its account's budget
+ * has accrued by the end of this slice (0: never), leading by its measured
+ * DROP-to-release latency. */
+static uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
+                         const struct member *m, uint64_t now)
 {
     uint64_t budget = budget_ns(p, g, m->account);
-    uint64_t used = used_ns(g, m->account, now);
-    uint64_t left = budget > used ? budget - used : 0;
 
     if (!budget)
         return 0;
+    uint64_t allowed = allowance(p, g, m->account, budget, now);
+    uint64_t used = used_ns(g, m->account, now);
+    uint64_t left = allowed > used ? allowed - used : 0;
+
     /* Shared time is billed at 1/n: the budget lasts n times as long. */
     left *= (uint64_t)billed_runners(g);
     return now + (left > m->preempt_estimate_ns ? left - m->preempt_estimate_ns : 0);
@@ -714,23 +875,28 @@ static uint64_t room_due_for_waiters(const struct policy *p,
     return end > need ? end - need : 1;
 }
 
-static bool has_throttled_waiter(const struct gpu_sched *g)
+static bool has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
+                             uint64_t now)
 {
     for (int i = 0; i < g->n_waiting; i++)
-        if (g->usage[g->members[g->queue[i]].account].throttled)
+        if (spent(p, g, g->members[g->queue[i]].account, now))
             return true;
     return false;
 }
 
-/* The first waiter admit() could not admit, or NULL. */
+/* The first waiter admit() could not admit and for which rotating the
+ * runners can make room, or NULL. */
 static const struct member *blocked_waiter(const struct policy *p,
-                                           const struct gpu_sched *g,
+                                           const struct gpu_sched *g, int gpu,
                                            uint64_t now)
 {
     int order[POLICY_MAX_CLIENTS];
     int n = waiter_order(p, g, now, order);
 
-    return n > 0 ? &g->members[order[0]] : NULL;
+    for (int i = 0; i < n; i++)
+        if (fits(p, g, gpu, order[i]) || room_possible(p, g, gpu, order[i]))
+            return &g->members[order[i]];
+    return NULL;
 }
 
 static void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
@@ -830,8 +996,8 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
 
     roll_window(p, g, now);
     admit(p, g, gpu, now, out); /* a throttle may have been lifted */
-    if (has_throttled_waiter(g))
-        earliest(&next, g->window_start + p->window_ns);
+    if (has_spent_waiter(p, g, now))
+        earliest(&next, slice_end(p, g, now)); /* more budget accrues */
 
     /* Revocations first: who may keep running is judged on the set that
      * is left. */
@@ -857,8 +1023,7 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
         }
     }
 
-
-    const struct member *waiter = blocked_waiter(p, g, now);
+    const struct member *waiter = blocked_waiter(p, g, gpu, now);
     uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
@@ -867,24 +1032,42 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
             break;
         }
         if (m->present && m->state == MEMBER_HOLDING) {
-            uint64_t due = budget_due(p, g, m, now);
-            bool limit = due && now >= due;
+            uint64_t due = pace_due(p, g, m, now), accrues_at = 0;
+            /* More budget accrues at the end of the slice: a drop due
+             * after that is judged again then. */
+            if (due > slice_end(p, g, now) &&
+                slice_end(p, g, now) < g->window_start + p->window_ns) {
+                accrues_at = slice_end(p, g, now);
+                due = 0;
+            }
+            bool limit = due && now >= due, for_room = false;
             if (!limit && waiter) {
-                uint64_t tq_due = m->granted_at + quantum;
+                uint64_t tq_due = m->granted_at + quantum -
+                    (m->quantum_used_ns < quantum ? m->quantum_used_ns : quantum);
                 uint64_t room_due = room_due_for_waiters(p, g, m, now);
-                if (room_due && room_due < tq_due)
+                if (room_due && room_due < tq_due) {
                     tq_due = room_due;
+                    for_room = true;
+                }
                 if (!due || tq_due < due)
                     due = tq_due;
             }
             if (due && now >= due) {
                 if (limit)
-                    g->usage[m->account].throttled = true;
+                    hold_back(p, g, m->account, now);
+                /* Cut short, it keeps its turn and the rest of its
+                 * quantum: whoever holds when limited pods are due
+                 * would otherwise always be the one cut short. */
+                m->cut_short = for_room && !limit;
+                m->quantum_used_ns = m->cut_short
+                    ? m->quantum_used_ns + (now - m->granted_at) : 0;
                 drop(g, gpu, c, now, out);
                 due = now + p->drain_timeout_ns;
             }
             if (due)
                 earliest(&next, due);
+            if (accrues_at)
+                earliest(&next, accrues_at);
             if (g->mode == SCHED_MODE_AUTO && g->n_running > 1 &&
                 (due = trial_end(p, m, now)))
                 earliest(&next, due);
@@ -948,14 +1131,19 @@ void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now)
 void policy_set_core_limit(struct policy *p, int account, unsigned limit,
                            uint64_t now)
 {
+    unsigned old = p->core_limit[account];
+
     p->core_limit[account] = (uint8_t)(limit >= 100 ? 0 : limit);
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
+        struct account_usage *u = &g->usage[account];
         roll_window(p, g, now);
         uint64_t budget = budget_ns(p, g, account);
         /* Used time is kept: only the budget it is measured against moves. */
-        g->usage[account].throttled =
-            budget && used_ns(g, account, now) >= budget;
+        u->throttled = budget && used_ns(g, account, now) >= budget;
+        u->paced_until = 0;
+        if (p->core_limit[account] && (!old || p->core_limit[account] < old))
+            u->limit_lowered = true;
     }
 }
 
@@ -979,15 +1167,18 @@ void policy_set_capacity(struct policy *p, int gpu, uint64_t bytes)
 }
 
 void policy_set_footprint(struct policy *p, int gpu, int client,
-                          uint64_t footprint, bool evictable)
+                          uint64_t footprint, uint64_t evictable)
 {
     struct member *m = &p->gpus[gpu].members[client];
 
-    m->footprint = footprint;
-    if (m->evictable != evictable) {
-        m->evictable = evictable;
+    if (evictable > footprint)
+        evictable = footprint;
+    /* Managed memory that appears while the client is idle has not been
+     * touched by the GPU yet: it is not resident until the next grant. */
+    if ((m->evictable == 0) != (evictable == 0))
         m->resident = running(m);
-    }
+    m->footprint = footprint;
+    m->evictable = evictable;
 }
 
 void policy_set_load(struct policy *p, int gpu, int client,
@@ -1027,6 +1218,16 @@ uint64_t policy_used_ns(const struct policy *p, int gpu, int account,
     return used_ns(&p->gpus[gpu], account, now);
 }
 
+bool policy_spent(const struct policy *p, int gpu, int account, uint64_t now)
+{
+    return spent(p, &p->gpus[gpu], account, now);
+}
+
+unsigned policy_limit_sum(const struct policy *p, int gpu)
+{
+    return limit_sum(p, &p->gpus[gpu], -1);
+}
+
 uint64_t policy_held_ns(const struct policy *p, int gpu, int client,
                         uint64_t now)
 {
@@ -1059,7 +1260,7 @@ uint64_t policy_switch_time(const struct policy *p, int gpu, bool *measured)
     for (int i = 0; i < g->n_waiting && !w; i++)
         if (g->members[g->queue[i]].wait_reason == WAIT_MEMORY)
             w = &g->members[g->queue[i]];
-    return switch_time(p, g, w ? w->footprint : 0, measured);
+    return switch_time(p, g, w ? w->evictable : 0, measured);
 }
 
 int policy_holder(const struct policy *p, int gpu)

@@ -20,9 +20,10 @@
  *    wait for every newcomer. Unmeasured after that, it counts as heavy;
  *    clients report their load within their first second of GPU time.
  *  - Memory. A client's footprint is what it holds (allocated + credit)
- *    plus its context overhead. Evictable clients (oversubscribed: managed
- *    memory) occupy the GPU only while running or until they have swapped
- *    out; the others always do. A waiter is admitted only if the memory
+ *    plus its context overhead. Its evictable part (managed memory, as the
+ *    client reports it) occupies the GPU only while it runs or until it has
+ *    swapped out; the rest (device memory, credit, context) always does,
+ *    so a client may be partly evictable. A waiter is admitted only if the memory
  *    that would then occupy the GPU fits in capacity minus the reserve; if
  *    not, it is told (WAIT_FOR_MEM) and idle evictable clients are asked to
  *    swap out (EVICT) until it fits. Admission follows queue order; a later
@@ -49,12 +50,28 @@
  * follows the drain, so the drain tail is paid by whoever queued the work;
  * while n clients run at once each pays 1/n of the wall time. When the
  * limits of the accounts active on a GPU sum above 100 %, each is scaled by
- * 100/sum, so the GPU stays full and the ratios hold. A holder whose account
- * reaches its budget is dropped even if nobody waits (limits are caps), early
- * by its measured DROP-to-release latency so that the tail lands inside the
- * budget; its account is throttled until the window rolls over, and any
- * overshoot is carried into the next window (carryover_percent). Windows
- * roll on every entry point, so an idle GPU never keeps a stale window. */
+ * 100/sum, so the GPU stays full and the ratios hold; a pod at 100 % is
+ * unlimited and takes no part in that sum.
+ *
+ * A limit is a cap in every window from a pod's first submission on:
+ *  - A GPU on which nothing was billed for a whole window starts its next
+ *    window where billing starts again, not on the old grid: otherwise a
+ *    pod's first submission lands mid-window, it spends a whole budget in
+ *    what is left of that window and another at the start of the next.
+ *  - The budget is paced: it accrues in POLICY_PACE_SLICES steps through
+ *    the window, from the window's start or from the slice in which the
+ *    pod asked for the GPU if it was not taking part yet. A runner that
+ *    reaches what has accrued is dropped (early by its measured
+ *    DROP-to-release latency, so that the tail lands inside the budget) and
+ *    waits for the next slice, or for the next window once its whole budget
+ *    is used (throttled). Progress is thus even at a tenth of a window, so a
+ *    measurement that ends mid-window sees the limit, not a burst.
+ *  - What a window used beyond its budget (a drain tail longer than the
+ *    estimate) is carried into the next one (carryover_percent) and repaid
+ *    there; only a limit lowered during the window caps the carry at one
+ *    budget, so that a change throttles one window at most.
+ * Windows roll on every entry point, so an idle GPU never keeps a stale
+ * window. */
 #ifndef NVSHARE_POLICY_H
 #define NVSHARE_POLICY_H
 
@@ -90,10 +107,13 @@ struct member {
     uint64_t last_drain_ns;   /* drain time the client measured */
     uint64_t last_preempt_ns; /* DROP sent to release received */
     uint64_t preempt_estimate_ns; /* moving average of the above */
+    bool cut_short;        /* dropped before its quantum to make room for
+                              limited pods: its next request goes first */
+    uint64_t quantum_used_ns; /* of its quantum, before it was cut short */
     /* memory */
     uint64_t footprint;    /* bytes: held + context overhead */
-    bool evictable;        /* oversubscribed: can swap out */
-    bool resident;         /* evictable and its memory is on the GPU */
+    uint64_t evictable;    /* of the footprint: bytes a swap-out moves */
+    bool resident;         /* its evictable memory is on the GPU */
     bool evicting;         /* EVICT sent, SWAPPED not yet received */
     bool evict_after_release; /* dropped because the runners outgrew it */
     uint64_t evict_sent_at;
@@ -105,6 +125,10 @@ struct member {
 struct account_usage {
     uint64_t used_ns; /* billed in the current window (incl. carry-over) */
     bool throttled;   /* at its budget until the window rolls over */
+    bool accruing;    /* its budget accrues in this window ... */
+    uint64_t accrues_from; /* ... from here (a slice start) */
+    uint64_t paced_until;  /* dropped at its pace: waits until then */
+    bool limit_lowered;    /* during this window: carry at most one budget */
 };
 
 struct swap_stats {
@@ -125,6 +149,7 @@ struct gpu_sched {
     uint64_t switches;     /* grants that followed another holder */
     int last_granted;
     uint64_t window_start;
+    bool window_idle;      /* nothing billed: the next billing starts it */
     struct swap_stats swap_out, swap_in;
     struct member members[POLICY_MAX_CLIENTS];
     struct account_usage usage[POLICY_MAX_CLIENTS]; /* by account */
@@ -239,6 +264,9 @@ void policy_set_core_limit(struct policy *p, int account, unsigned limit,
 void policy_set_window(struct policy *p, uint64_t window_ns,
                        unsigned carryover_percent);
 
+/* Slices of a window through which a budget accrues (see Compute limits). */
+#define POLICY_PACE_SLICES 10
+
 /* Forgets an account's limit and usage, before its number is reused. */
 void policy_reset_account(struct policy *p, int account);
 
@@ -247,6 +275,12 @@ void policy_reset_account(struct policy *p, int account);
 uint64_t policy_budget_ns(const struct policy *p, int gpu, int account);
 uint64_t policy_used_ns(const struct policy *p, int gpu, int account,
                         uint64_t now);
+/* Whether the account may not run on gpu now: its budget is used
+ * (throttled) or it is ahead of its pace. */
+bool policy_spent(const struct policy *p, int gpu, int account, uint64_t now);
+/* The sum of the core limits taking part on gpu now (percent; limits are
+ * scaled while it is above 100). Pods at 100 % are unlimited: not counted. */
+unsigned policy_limit_sum(const struct policy *p, int gpu);
 
 /* ---- memory-aware scheduling ---- */
 
@@ -254,10 +288,11 @@ uint64_t policy_used_ns(const struct policy *p, int gpu, int account,
 void policy_set_capacity(struct policy *p, int gpu, uint64_t bytes);
 
 /* The client's footprint on gpu changed (bytes held + context overhead),
- * and whether it is evictable. Growth past the capacity makes the newest
- * runner leave at the next tick. */
+ * or the part of it that is evictable (its managed memory, at most the
+ * footprint). Growth past the capacity makes the newest runner leave at
+ * the next tick. */
 void policy_set_footprint(struct policy *p, int gpu, int client,
-                          uint64_t footprint, bool evictable);
+                          uint64_t footprint, uint64_t evictable);
 
 /* The client's measured busy fraction on gpu. */
 void policy_set_load(struct policy *p, int gpu, int client,

@@ -31,7 +31,7 @@ struct client {
     int n_gpus;
     int node_gpu[PROTO_MAX_GPUS]; /* client's GPU index -> node index, -1 */
     int account;
-    bool evictable; /* oversubscribed: its device memory is managed */
+    bool oversubscribed; /* its device allocations are made managed */
     struct frame_reader *reader;
 };
 
@@ -66,6 +66,8 @@ struct scheduler {
     unsigned oversub_ratio;        /* clients' memory <= this x capacity */
     uint64_t context_overhead;     /* assumed per client until measured */
     uint64_t overhead[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* measured */
+    uint64_t evictable[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* reported */
+    bool limits_scaled[POLICY_MAX_GPUS]; /* core limits sum above 100 % */
 };
 
 /* clients.c */
@@ -81,7 +83,7 @@ void footprint_update(struct scheduler *s, int gpu, int slot);
 /* Samples running clients' context overheads from NVML, at most every 2 s
  * (nothing where NVML cannot tell). */
 void footprint_sample_overheads(struct scheduler *s, uint64_t now);
-/* Forgets a slot's measurements before it is reused. */
+/* Forgets a slot's measurements and reports before it is reused. */
 void footprint_forget(struct scheduler *s, int slot);
 
 /* accounts.c */

@@ -15,7 +15,17 @@
  *     is what oversubscription relies on. cuPointerGetAttribute says it is
  *     managed; cuMemPrefetchAsync(_v2) moves it (timeline work of
  *     bytes / FAKE_CUDA_SWAP_GBPS, traced as prefetch_host / prefetch_device)
- *     and cuMemRangeGetAttribute(LAST_PREFETCH_LOCATION) says where to. */
+ *     and cuMemRangeGetAttribute(LAST_PREFETCH_LOCATION) says where to;
+ *   - pinned host memory (cuMemHostAlloc) is real memory. Async copies
+ *     between it and managed memory are timeline work of bytes /
+ *     FAKE_CUDA_COPY_GBPS (default 50), traced as copy_dtoh / copy_htod,
+ *     and carry the data's identity: a device-to-host copy stamps the
+ *     destination at every 2 MiB of device address with that address.
+ *     cuMemDiscardBatchAsync and cuMemDiscardAndPrefetchBatchAsync lose a
+ *     managed range's content; only host-to-device copies of pages stamped
+ *     with their own addresses bring it back, and
+ *     fake_cuda_lost_bytes(ptr) says how much of an allocation is still
+ *     lost. So a test sees a swap that would hand a kernel garbage. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +42,7 @@ struct allocation {
     bool physical;
     bool managed;
     int prefetched_to; /* managed: CU_DEVICE_INVALID, CU_DEVICE_CPU or a device */
+    uint64_t lost;     /* managed: bytes discarded and not copied back */
     struct fake_pool *pool;
     struct allocation *next;
 };
@@ -71,7 +82,7 @@ static CUresult mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
     }
     *a = (struct allocation){kind,    next_handle, size, dev,
                              physical, managed,    CU_DEVICE_INVALID,
-                             pool,    allocations};
+                             0,       pool,        allocations};
     allocations = a;
     /* Keep addresses 2 MiB apart, as the driver does. */
     next_handle += (size + VMM_GRANULARITY - 1) / VMM_GRANULARITY *
@@ -367,6 +378,206 @@ CUresult cuMemRangeGetAttribute(void *data, size_t dataSize,
         *(int *)data = a->prefetched_to;
     pthread_mutex_unlock(&fake_lock);
     return rc;
+}
+
+/* ---- pinned host memory, copies and discards of managed memory ---------- */
+
+/* One stamp per 2 MiB, the spacing of allocations: every allocation has
+ * one at its start, and a 12 GiB swap touches 24 MiB of the host. */
+#define STAMP_EVERY (2u << 20)
+#define STAMP_SALT 0x5eed5eed00000000ull
+#define HOST_PAGE 4096u
+
+static double copy_gbps(void)
+{
+    static double gbps;
+    const char *text;
+
+    if (gbps <= 0) {
+        text = getenv("FAKE_CUDA_COPY_GBPS");
+        gbps = text ? strtod(text, NULL) : 0;
+        if (!(gbps > 0))
+            gbps = 50.0;
+    }
+    return gbps;
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    (void)Flags;
+    if (pp == NULL || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *pp = aligned_alloc(HOST_PAGE,
+                        (bytesize + HOST_PAGE - 1) / HOST_PAGE * HOST_PAGE);
+    return *pp ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+/* The managed allocation holding [ptr, ptr + count), or NULL. Lock held. */
+static struct allocation *managed_range_locked(CUdeviceptr ptr, size_t count)
+{
+    struct allocation *a = holding_locked(ptr);
+
+    return a && a->managed && count <= a->handle + a->size - ptr ? a : NULL;
+}
+
+/* Device addresses in [ptr, ptr + count) that carry a stamp. */
+#define FOR_EACH_STAMP(at, ptr, count)                                         \
+    for (CUdeviceptr at = ((ptr) + STAMP_EVERY - 1) / STAMP_EVERY * STAMP_EVERY; \
+         at + sizeof(uint64_t) <= (ptr) + (count); at += STAMP_EVERY)
+
+static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t count,
+                          CUstream hStream, bool pt)
+{
+    pthread_mutex_lock(&fake_lock);
+    if (dst && count && managed_range_locked(src, count))
+        FOR_EACH_STAMP(at, src, count) {
+            uint64_t stamp = at ^ STAMP_SALT;
+            memcpy((char *)dst + (at - src), &stamp, sizeof(stamp));
+        }
+    pthread_mutex_unlock(&fake_lock);
+    return fake_submit_bytes(hStream, pt,
+                             (uint64_t)((double)count / copy_gbps()),
+                             "copy_dtoh", count);
+}
+
+static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t count,
+                          CUstream hStream, bool pt)
+{
+    struct allocation *a;
+
+    pthread_mutex_lock(&fake_lock);
+    if (src && count && (a = managed_range_locked(dst, count)) && a->lost) {
+        bool intact = true;
+        FOR_EACH_STAMP(at, dst, count) {
+            uint64_t stamp;
+            memcpy(&stamp, (const char *)src + (at - dst), sizeof(stamp));
+            intact = intact && stamp == (at ^ STAMP_SALT);
+        }
+        if (intact)
+            a->lost -= count < a->lost ? count : a->lost;
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return fake_submit_bytes(hStream, pt,
+                             (uint64_t)((double)count / copy_gbps()),
+                             "copy_htod", count);
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice,
+                              size_t ByteCount, CUstream hStream)
+{
+    return copy_dtoh(dstHost, srcDevice, ByteCount, hStream, false);
+}
+
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice,
+                                   size_t ByteCount, CUstream hStream)
+{
+    return copy_dtoh(dstHost, srcDevice, ByteCount, hStream, true);
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost,
+                              size_t ByteCount, CUstream hStream)
+{
+    return copy_htod(dstDevice, srcHost, ByteCount, hStream, false);
+}
+
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost,
+                                   size_t ByteCount, CUstream hStream)
+{
+    return copy_htod(dstDevice, srcHost, ByteCount, hStream, true);
+}
+
+/* Discards (and prefetches to dst, unless CU_DEVICE_INVALID) a batch of
+ * managed ranges; as the driver, refuses the legacy stream and flags. */
+static CUresult discard(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                        int dst, unsigned long long flags, CUstream hStream,
+                        bool pt)
+{
+    uint64_t bytes = 0;
+    size_t i;
+
+    if (count == 0 || !dptrs || !sizes || flags ||
+        hStream == CU_STREAM_LEGACY || (hStream == NULL && !pt))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_lock);
+    for (i = 0; i < count && managed_range_locked(dptrs[i], sizes[i]); i++)
+        ;
+    for (size_t j = 0; i == count && j < count; j++) {
+        struct allocation *a = managed_range_locked(dptrs[j], sizes[j]);
+        a->lost = a->lost + sizes[j] < a->size ? a->lost + sizes[j] : a->size;
+        if (dst != CU_DEVICE_INVALID)
+            a->prefetched_to = dst;
+        bytes += sizes[j];
+    }
+    pthread_mutex_unlock(&fake_lock);
+    if (i < count)
+        return CUDA_ERROR_INVALID_VALUE;
+    return fake_submit_bytes(hStream, pt, 0,
+                             dst == CU_DEVICE_INVALID ? "discard"
+                                                      : "discard_prefetch_device",
+                             bytes);
+}
+
+CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                unsigned long long flags, CUstream hStream)
+{
+    return discard(dptrs, sizes, count, CU_DEVICE_INVALID, flags, hStream,
+                   false);
+}
+
+/* One prefetch location for the whole batch (what libnvshare asks). */
+static CUresult discard_and_prefetch(CUdeviceptr *dptrs, size_t *sizes,
+                                     size_t count, CUmemLocation *locs,
+                                     size_t *loc_idxs, size_t n_locs,
+                                     unsigned long long flags,
+                                     CUstream hStream, bool pt)
+{
+    if (n_locs != 1 || !locs || !loc_idxs || loc_idxs[0] != 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int dst = location_device(locs[0]);
+    if (dst < 0 || dst >= fake_device_count())
+        return CUDA_ERROR_INVALID_VALUE;
+    return discard(dptrs, sizes, count, dst, flags, hStream, pt);
+}
+
+CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes,
+                                           size_t count, CUmemLocation *locs,
+                                           size_t *loc_idxs, size_t n_locs,
+                                           unsigned long long flags,
+                                           CUstream hStream)
+{
+    return discard_and_prefetch(dptrs, sizes, count, locs, loc_idxs, n_locs,
+                                flags, hStream, false);
+}
+
+CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(
+    CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs,
+    size_t *loc_idxs, size_t n_locs, unsigned long long flags, CUstream hStream)
+{
+    return discard_and_prefetch(dptrs, sizes, count, locs, loc_idxs, n_locs,
+                                flags, hStream, true);
+}
+
+/* Test introspection: bytes of the managed allocation holding ptr whose
+ * content was discarded and not copied back (-1: no such allocation). */
+long long fake_cuda_lost_bytes(CUdeviceptr ptr);
+long long fake_cuda_lost_bytes(CUdeviceptr ptr)
+{
+    struct allocation *a;
+    long long lost;
+
+    pthread_mutex_lock(&fake_lock);
+    a = managed_range_locked(ptr, 1);
+    lost = a ? (long long)a->lost : -1;
+    pthread_mutex_unlock(&fake_lock);
+    return lost;
 }
 
 /* ---- IPC ---------------------------------------------------------------- */

@@ -3,13 +3,19 @@
 # driver-API program) with libnvshare preloaded, the real scheduler, the
 # hook's gating and drain. Single jobs at 10/25/50/75/90 % and the mixes
 # 50+60 (scaled to 45.45/54.55), 10+90, 25+75, 30+30+30 and 20 % beside two
-# unlimited jobs must land within 1 point of their targets over 20 whole
-# windows after 2 s of warm-up.
+# unlimited jobs, each measured from its first kernel over 5 s (5 windows):
+#  - its share is within 1 point of its target;
+#  - a job alone used no more than its budget plus 1 point in its first
+#    window;
+#  - a scaled mix keeps the GPU at least 98 % occupied.
 #
-# Achieved share = the job's kernel rate / the rate of an unlimited job
-# alone, both measured in this run, over 20 windows. The fake GPU keeps one timeline per
-# process, so a process only makes progress while it may submit: its rate
-# is its share of the GPU's time. All scenarios run at once, each with its
+# Share = the time the job occupied the fake GPU (its kernels, and the host
+# gaps under 3 ms between them: the time it held the GPU) / 5 s, from the
+# fake driver's trace. Not kernels per second against a solo run: on a
+# shared 2-core machine the host's wake-up latency moves a job's kernel rate
+# by several percent from one second to the next (docs/benchmarks.md),
+# while what the scheduler decides - who holds the GPU when - does not
+# depend on it. Scenarios run in two waves of about ten jobs, each with its
 # own scheduler.
 #
 # usage: limits_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR FAKE_JOB
@@ -19,53 +25,84 @@ WORK=$(mktemp -d /tmp/nvshare-limits.XXXXXX)
 scheds=()
 trap 'kill "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 UUID=GPU-fa4e0000-0000-0000-0000-000000000000
+SPAN_NS=5000000000
 
-scenarios=("100" "10" "25" "50" "75" "90" "50 60" "10 90" "25 75" "30 30 30" "20 100 100")
-for k in "${!scenarios[@]}"; do
-    mkdir -p "$WORK/s$k"
-    NVSHARE_SOCK_DIR=$WORK/s$k NVSHARE_GPUS=$UUID:16384 NVSHARE_TQ=100ms \
-        "$SCHED" >"$WORK/s$k/sched.log" 2>&1 &
-    scheds+=($!)
-done
-for k in "${!scenarios[@]}"; do
-    for _ in $(seq 500); do [ -S "$WORK/s$k/scheduler.sock" ] && break; sleep 0.02; done
-done
-from=$(( $(date +%s%N) + 2000000000 )); until=$(( from + 20000000000 ))
-pids=()
-for k in "${!scenarios[@]}"; do
-    j=0
-    for limit in ${scenarios[$k]}; do
-        j=$((j + 1))
-        [ "$limit" = 100 ] && limit=
-        NVSHARE_SOCK_DIR=$WORK/s$k NVSHARE_POD_NAME=job-$j NVSHARE_GPU_CORE_LIMIT=$limit \
-            LD_LIBRARY_PATH=$FAKE_DIR LD_PRELOAD=$LIB "$JOB" "$from" "$until" \
-            >"$WORK/s$k/job$j.out" 2>/dev/null &
-        pids+=($!)
+# Occupancy of one job's trace: per window of 1 s from its first kernel,
+# then the total, in percent.
+occupancy() {
+    cat "$1"/trace.* | awk '{ print $2, $3 }' | sort -n | awk -v span="$SPAN_NS" '
+        function add(a, b,   w, lo, hi) {
+            for (w = int((a - t0) / 1e9); w <= int((b - t0) / 1e9); w++) {
+                lo = a > t0 + w * 1e9 ? a : t0 + w * 1e9
+                hi = b < t0 + (w + 1) * 1e9 ? b : t0 + (w + 1) * 1e9
+                if (hi > lo && w < span / 1e9) { held[w] += hi - lo; total += hi - lo }
+            }
+        }
+        NR == 1 { t0 = $1; from = $1; to = $2; next }
+        { if ($1 - to < 3e6) { if ($2 > to) to = $2 } else { add(from, to); from = $1; to = $2 } }
+        END { add(from, to); printf "%.2f %.2f\n", 100 * held[0] / 1e9, 100 * total / span }'
+}
+
+run_wave() {
+    local pids=() k j limit
+    for k in "$@"; do
+        mkdir -p "$WORK/s$k"
+        # Serial: the fake GPU runs co-running processes each at full speed,
+        # so auto mode's trial beside others would look like extra share.
+        NVSHARE_SOCK_DIR=$WORK/s$k NVSHARE_GPUS=$UUID:16384 NVSHARE_TQ=100ms \
+            NVSHARE_SCHEDULING_MODE=serial \
+            "$SCHED" >"$WORK/s$k/sched.log" 2>&1 &
+        scheds+=($!)
     done
-done
-wait "${pids[@]}"
+    for k in "$@"; do
+        for _ in $(seq 500); do [ -S "$WORK/s$k/scheduler.sock" ] && break; sleep 0.02; done
+    done
+    for k in "$@"; do
+        j=0
+        for limit in ${scenarios[$k]}; do
+            j=$((j + 1))
+            mkdir -p "$WORK/s$k/trace$j"
+            [ "$limit" = 100 ] && limit=
+            start=$(date +%s%N)
+            NVSHARE_SOCK_DIR=$WORK/s$k NVSHARE_POD_NAME=job-$j NVSHARE_GPU_CORE_LIMIT=$limit \
+                FAKE_CUDA_TRACE_DIR=$WORK/s$k/trace$j LD_LIBRARY_PATH=$FAKE_DIR LD_PRELOAD=$LIB \
+                "$JOB" "$start" $((start + SPAN_NS + 300000000)) >/dev/null 2>&1 &
+            pids+=($!)
+        done
+    done
+    wait "${pids[@]}"
+}
 
-rate() { sed -n 's/.*rate=\([0-9.]*\).*/\1/p' "$1"; }
-solo=$(rate "$WORK/s0/job1.out")
+scenarios=("10" "25" "50" "75" "90" "50 60" "10 90" "25 75" "30 30 30" "20 100 100")
+run_wave 0 1 2 3 4 9
+run_wave 5 6 7 8
+
 failed=0
 for k in "${!scenarios[@]}"; do
-    [ "$k" = 0 ] && continue
-    sum=0; for limit in ${scenarios[$k]}; do [ "$limit" != 100 ] && sum=$((sum + limit)); done
-    unlimited=0; for limit in ${scenarios[$k]}; do [ "$limit" = 100 ] && unlimited=$((unlimited + 1)); done
-    j=0; line="  ${scenarios[$k]// /+}:"
+    sum=0; unlimited=0
+    for limit in ${scenarios[$k]}; do
+        if [ "$limit" = 100 ]; then unlimited=$((unlimited + 1)); else sum=$((sum + limit)); fi
+    done
+    j=0; line="  ${scenarios[$k]// /+}:"; aggregate=0; read -ra jobs <<<"${scenarios[$k]}"
     for limit in ${scenarios[$k]}; do
         j=$((j + 1))
-        share=$(awk -v r="$(rate "$WORK/s$k/job$j.out")" -v s="$solo" 'BEGIN { printf "%.2f", 100 * r / s }')
+        read -r first share < <(occupancy "$WORK/s$k/trace$j")
         # Limits above 100 % in sum are scaled; unlimited jobs share the rest.
         want=$(awk -v l="$limit" -v s="$sum" -v u="$unlimited" 'BEGIN {
             if (l == 100) printf "%.2f", (100 - (s > 100 ? 100 : s)) / u
             else printf "%.2f", (s > 100) ? 100 * l / s : l }')
-        ok=$(awk -v a="$share" -v b="$want" 'BEGIN { d = a - b; print (d <= 1 && d >= -1) ? "ok" : "FAIL" }')
+        ok=$(awk -v a="$share" -v b="$want" -v f="$first" -v n="${#jobs[@]}" 'BEGIN {
+            d = a - b; print (d <= 1 && d >= -1 && (n > 1 || f <= b + 1)) ? "ok" : "FAIL" }')
         [ "$ok" = ok ] || failed=1
-        line+=" ${limit}%->${share}% (want ${want}%, $ok)"
+        aggregate=$(awk -v a="$aggregate" -v b="$share" 'BEGIN { print a + b }')
+        line+=" ${limit}%->${share}% (want ${want}%, first window ${first}%, $ok)"
     done
+    if [ "$sum" -gt 100 ]; then
+        ok=$(awk -v a="$aggregate" 'BEGIN { print (a >= 98) ? "ok" : "FAIL" }')
+        [ "$ok" = ok ] || failed=1
+        line+=" aggregate ${aggregate}% ($ok)"
+    fi
     echo "$line"
 done
-echo "  solo rate $solo kernels/s"
 [ $failed = 0 ] || { echo "FAIL: a job missed its target by more than 1 point"; exit 1; }
-echo "PASS: core limits hold within 1 point through libnvshare on the fake GPU"
+echo "PASS: core limits hold within 1 point from the first kernel through libnvshare on the fake GPU"

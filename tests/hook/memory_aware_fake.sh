@@ -3,9 +3,10 @@
 # fake_job (a driver-API program) with libnvshare preloaded and
 # NVSHARE_ENABLE_OVERSUB=1, the real scheduler, a GPU of 16 GiB. Two jobs of
 # 12 GiB cannot run together: they must alternate, the leaving one's memory
-# going to the host (a prefetch to the host in the fake's trace) before the
-# incoming one runs, and the incoming one's prefetch back to the device
-# completing before its first kernel.
+# going to the host (copies to pinned memory, then its device pages
+# discarded, in the fake's trace) before the incoming one runs, and the
+# incoming one's copies back to the device completing before its first
+# kernel, with every byte restored from a copy of its own.
 #
 # usage: memory_aware_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR FAKE_JOB
 set -euo pipefail
@@ -39,14 +40,16 @@ wait "${pids[@]}" || { cat "$WORK"/job*.err >&2; fail "a job failed"; }
 traces=("$WORK"/trace/trace.*)
 [ "${#traces[@]}" -eq 2 ] || fail "expected 2 traces, got ${#traces[@]}"
 for t in "${traces[@]}"; do
-    echo "  $(basename "$t"): $(grep -c '^prefetch_host' "$t") swap-outs," \
-         "$(grep -c '^prefetch_device' "$t") swap-ins," \
-         "$(grep -vc '^prefetch' "$t") kernels"
+    echo "  $(basename "$t"): $(grep -c '^discard ' "$t") swap-outs," \
+         "$(grep -c '^discard_prefetch_device' "$t") swap-ins," \
+         "$(grep -vcE '^(copy|discard|prefetch)' "$t") kernels"
 done
 grep -q "waits for memory" "$WORK/sched.log" || fail "no WAIT_FOR_MEM"
 grep -q "waiting for GPU memory" "$WORK"/job*.err || fail "the waiting job did not log why"
-[ "$(cat "${traces[@]}" | grep -c '^prefetch_host')" -ge 2 ] || fail "fewer than 2 swap-outs"
-[ "$(cat "${traces[@]}" | grep -c '^prefetch_device')" -ge 1 ] || fail "no swap-in"
+[ "$(cat "${traces[@]}" | grep -c '^discard ')" -ge 2 ] || fail "fewer than 2 swap-outs"
+[ "$(cat "${traces[@]}" | grep -c '^discard_prefetch_device')" -ge 1 ] || fail "no swap-in"
+! grep -q "^prefetch" "${traces[@]}" || fail "converted memory was prefetched, not copied"
+! grep -q "moves of managed memory failed" "$WORK"/job*.err || fail "a swap failed"
 for j in 1 2; do
     rate=$(sed -n 's/rate=//p' "$WORK/job$j.out")
     awk "BEGIN { exit !($rate > 50) }" || fail "job $j starved (rate $rate)"
@@ -57,15 +60,15 @@ done
 # swap-out and swap-in, and a swap-in only after the other swapped out (or
 # finished).
 { for i in 0 1; do
-      awk -v c="$i" '$1 == "prefetch_host" { if ($3 > out_end) out_end = $3; next }
-                     $1 == "prefetch_device" { if (!in_start || $2 < in_start) in_start = $2
-                                               if ($3 > in_end) in_end = $3; next }
+      awk -v c="$i" '/^(copy|discard)/ { next }
                      { print $2, "unit", c; if ($3 > last) last = $3 }
                      END { print last, "gone", c }' "${traces[$i]}"
-      # One swap may consist of several prefetches (one per allocation):
-      # list each prefetch as its own out/in event.
-      awk -v c="$i" '$1 == "prefetch_host" { print $3, "out", c }
-                     $1 == "prefetch_device" { print $2, "in_start", c; print $3, "in_end", c }' \
+      # A swap-out is chunked copies to the host, then a discard; a
+      # swap-in makes device pages, then copies back: each copy chunk is
+      # its own out/in event.
+      awk -v c="$i" '$1 == "copy_dtoh" || $1 == "discard" { print $3, "out", c }
+                     $1 == "discard_prefetch_device" { print $2, "in_start", c }
+                     $1 == "copy_htod" { print $3, "in_end", c }' \
           "${traces[$i]}"
   done; } | sort -k1,1n | awk '
     function other(c) { return c == 0 ? 1 : 0 }

@@ -6,8 +6,9 @@
 #     convert, and memory_test's 15 allocation paths unchanged), and may
 #     exceed the device's memory; off or unset: device memory;
 #   - a device without concurrent managed access: not converted, one warning;
-#   - swap out / in move exactly the managed allocations and wait for them
-#     (the fake's trace shows the prefetches).
+#   - swap out / in move exactly the managed allocations and wait for them:
+#     converted ones are copied to pinned host memory and back intact, the
+#     application's own are prefetched (the fake's trace shows both).
 # usage: oversub.sh LIBNVSHARE FAKE_LIB_DIR OVERSUB_TEST MEMORY_TEST
 set -euo pipefail
 LIB=$1 FAKE=$2 TEST=$3 MEMTEST=$4
@@ -52,11 +53,17 @@ run NVSHARE_ENABLE_OVERSUB=1 NVSHARE_GPU_MEMORY_LIMIT=64Mi FAKE_CUDA_MEM_MB=1024
 echo "ok: memory_test paths with oversub on: $(grep -c PASS "$dir/out") PASS lines"
 
 check "swap out / in" \
-    run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_SWAP_GBPS=1 FAKE_CUDA_TRACE_DIR="$dir/trace" \
-    "$TEST" swap
+    run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_SWAP_GBPS=1 FAKE_CUDA_COPY_GBPS=1 \
+    FAKE_CUDA_TRACE_DIR="$dir/trace" "$TEST" swap
 trace=$(cat "$dir"/trace/trace.*)
-grep -q "^prefetch_host [0-9]* [0-9]* 16777216$" <<<"$trace" || fail "no prefetch to the host in the trace"
-grep -q "^prefetch_device [0-9]* [0-9]* 16777216$" <<<"$trace" || fail "no prefetch to the device in the trace"
-! grep -q " 3145728$" <<<"$trace" || fail "the pool allocation was prefetched"
-echo "PASS: $(grep -c '^prefetch_host' <<<"$trace") prefetches to the host," \
-    "$(grep -c '^prefetch_device' <<<"$trace") to the device"
+grep -q "^copy_dtoh [0-9]* [0-9]* 16777216$" <<<"$trace" || fail "no copy to the host in the trace"
+grep -q "^discard [0-9]* [0-9]* [0-9]*$" <<<"$trace" || fail "no discard in the trace"
+grep -q "^discard_prefetch_device [0-9]* [0-9]* [0-9]*$" <<<"$trace" || fail "no device pages made in the trace"
+grep -q "^copy_htod [0-9]* [0-9]* 16777216$" <<<"$trace" || fail "no copy to the device in the trace"
+grep -q "^prefetch_host [0-9]* [0-9]* 8388608$" <<<"$trace" || fail "no prefetch of the application's managed memory to the host"
+grep -q "^prefetch_device [0-9]* [0-9]* 8388608$" <<<"$trace" || fail "no prefetch of the application's managed memory to the device"
+! grep -q "^prefetch_host [0-9]* [0-9]* 16777216$" <<<"$trace" || fail "converted memory was prefetched, not copied"
+! grep -q " 3145728$" <<<"$trace" || fail "the pool allocation was moved"
+echo "PASS: $(grep -c '^copy_dtoh' <<<"$trace") copies to the host," \
+    "$(grep -c '^copy_htod' <<<"$trace") to the device," \
+    "$(grep -c '^prefetch_host' <<<"$trace") prefetches to the host"

@@ -195,7 +195,7 @@ PY
     [ "$(grep -c '^  running      none$' "$WORK/out")" -eq 1 ] || fail "GPU 1 runs nobody"
     grep -qE "^1 +[0-9]+ +$POD_A +main +0 +holding +23% " "$WORK/out" || fail "client 1 row"
     grep -qE '^2 +[0-9]+ +default/pod-b +- +0 +waiting:lock +- ' "$WORK/out" || fail "client 2 row"
-    grep -qE '^CLIENT +GPU +LIMIT +USED/WINDOW +FOOTPRINT +ALLOCATED +FLAGS +POD MEM$' "$WORK/out" \
+    grep -qE '^CLIENT +GPU +LIMIT +USED/WINDOW +FOOTPRINT +EVICTABLE +NON-EVICTABLE +ALLOCATED +FLAGS +POD MEM$' "$WORK/out" \
         || fail "the limits and memory table"
     grep -qE '^1 +0 +- .* oversub +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 1 memory row"
     grep -qE '^2 +0 +- .* B +- +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 2 memory row"
@@ -220,10 +220,11 @@ assert a["namespace"] == 'team "a"\\x', a
 assert a["pod"] == "pod-\x1b[31mred\ufffd-\u00e9", a
 assert a["state"] == "holding" and a["grants"] == 1 and a["gpu_uuid"] == "GPU-test-0"
 assert a["load_percent"] == 23.4 and a["wait_reason"] is None, a
-assert a["evictable"] is True and a["swapped_out"] is False, a
+assert a["oversubscribed"] is True and a["swapped_out"] is False, a
+assert a["evictable_bytes"] + a["non_evictable_bytes"] == a["footprint_bytes"], a
 assert g0["running_footprint_bytes"] == a["footprint_bytes"], (g0, a)
 assert b["state"] == "waiting" and b["wait_ns"] > 0 and b["container"] == ""
-assert b["wait_reason"] == "lock" and b["load_percent"] is None and b["evictable"] is False, b
+assert b["wait_reason"] == "lock" and b["load_percent"] is None and b["oversubscribed"] is False, b
 PY
     doc_keys "$WORK/out" exact || fail "status --json fields against docs/nvsharectl.md"
     pass "status --json escapes names and lists holder and queue"

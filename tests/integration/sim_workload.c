@@ -140,6 +140,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "sim_workload: %s MiB refused\n", memory_mb);
             return 1;
         }
+        /* Oversubscribed, it is all managed memory, as libnvshare's
+         * converted allocations would be. */
+        if (nvshare_oversub_enabled())
+            nvshare_mem_set_evictable(0, memory_bytes);
     }
 
     for (int gpu = 0;; gpu = (gpu + 1) % n_gpus) {

@@ -196,6 +196,8 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.mem.gpu = 1;
         m->u.mem.seq = 5;
         m->u.mem.bytes = big ? UINT64_MAX : 64ull << 20;
+        m->u.mem.allocated = big ? UINT64_MAX : 6ull << 30;
+        m->u.mem.evictable = big ? UINT64_MAX : 5ull << 30;
         m->u.mem.quota = 4ull << 30;
         break;
     case MSG_WAIT_FOR_MEM: case MSG_MEM_AVAILABLE:
@@ -260,7 +262,8 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.client.limit_source = LIMIT_DECLARED;
         m->u.client.budget_ns = 300000000ull;
         m->u.client.footprint = 5ull << 30;
-        m->u.client.evictable = 1;
+        m->u.client.evictable = 4ull << 30;
+        m->u.client.oversubscribed = 1;
         m->u.client.load_permille = big ? 0xffff : 250;
         m->u.client.wait_reason = big ? WAIT_THROTTLED : WAIT_NONE;
         if (big)
@@ -392,6 +395,14 @@ static int generate(void)
     buf[4 + 5] = 1001 & 0xff;
     buf[4 + 6] = 1001 >> 8;
     put_file("field-LOAD-busy-1001", buf + 4, (size_t)len - 4);
+
+    sample(&m, MSG_MEM_UPDATE, 0);
+    len = msg_encode(&m, buf, sizeof(buf));
+    /* body: ver/type 4, gpu 1, seq 4, bytes 8, extra 8, allocated 8, then
+     * evictable u64: its top byte set puts it over allocated's 6 GiB */
+    buf[4 + 33 + 7] = 0xff;
+    put_file("field-MEM_UPDATE-evictable-over-allocated", buf + 4,
+             (size_t)len - 4);
     return 0;
 }
 

@@ -4,7 +4,9 @@
  * Simulated clients are compute-bound: they always want the GPU, ask again
  * the moment they release it, and take drain_ns to answer a DROP (the tail
  * that real clients report). Shares are measured per window from the
- * policy's own hold accounting. */
+ * policy's own hold accounting; the tests of the first window measure what
+ * the clients ran instead: from their first submission (LOCK_IN_USE, a
+ * wake-up after the grant) to their release. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #define MS 1000000ull
 #define WINDOW (1000 * MS)
 #define MAX_SIM 4
+#define MAX_RUNS 4096
 
 static struct policy p;
 
@@ -29,6 +32,11 @@ struct sim {
     bool wants[MAX_SIM];
     uint64_t release_at[MAX_SIM]; /* 0: no release pending */
     uint32_t lease[MAX_SIM];
+    uint64_t wake_ns;             /* grant to first submission */
+    uint64_t in_use_at[MAX_SIM];  /* 0: no first submission pending */
+    uint64_t run_from[MAX_SIM];   /* running since (0: not running) */
+    struct { uint64_t from, to; } runs[MAX_SIM][MAX_RUNS];
+    int n_runs[MAX_SIM];
     uint64_t busy_since;          /* GPU idle accounting */
     uint64_t busy_ns;
     bool idle_while_eligible_waiting;
@@ -42,6 +50,10 @@ static void apply(const struct policy_actions *out)
         const struct policy_action *a = &out->list[i];
         if (a->kind == ACTION_GRANT) {
             sim.lease[a->client] = a->lease;
+            if (sim.wake_ns)
+                sim.in_use_at[a->client] = sim.now + sim.wake_ns;
+            else
+                sim.run_from[a->client] = sim.now;
         } else if (a->kind == ACTION_DROP) {
             sim.release_at[a->client] = sim.now + sim.drain_ns;
         }
@@ -81,30 +93,44 @@ static void run_until(uint64_t until)
         policy_actions_clear(&out);
         uint64_t next = policy_tick(&p, sim.now, &out);
         apply(&out);
-        for (int c = 0; c < sim.n; c++)
+        for (int c = 0; c < sim.n; c++) {
             if (sim.release_at[c] && (next == 0 || sim.release_at[c] < next))
                 next = sim.release_at[c];
+            if (sim.in_use_at[c] && (next == 0 || sim.in_use_at[c] < next))
+                next = sim.in_use_at[c];
+        }
         if (next == 0 || next > until)
             next = until;
         if (next <= sim.now)
             next = sim.now + 1;
 
-        /* Property: the GPU never idles while a client that is not
-         * throttled waits. */
+        /* Property: the GPU never idles while a client that has budget
+         * to use now waits. */
         const struct gpu_sched *g = &p.gpus[0];
         if (policy_holder(&p, 0) < 0)
             for (int i = 0; i < g->n_waiting; i++)
-                if (!g->usage[g->members[g->queue[i]].account].throttled)
+                if (!policy_spent(&p, 0, g->members[g->queue[i]].account, sim.now))
                     sim.idle_while_eligible_waiting = true;
         if (policy_holder(&p, 0) >= 0)
             sim.busy_ns += next - sim.now;
         sim.now = next;
 
         for (int c = 0; c < sim.n; c++) {
+            if (sim.in_use_at[c] && sim.in_use_at[c] <= sim.now) {
+                sim.in_use_at[c] = 0;
+                policy_in_use(&p, 0, c, sim.lease[c], sim.now);
+                sim.run_from[c] = sim.now;
+            }
             if (!sim.release_at[c] || sim.release_at[c] > sim.now)
                 continue;
             out.n = 0;
             sim.release_at[c] = 0;
+            sim.in_use_at[c] = 0; /* dropped before it woke up */
+            if (sim.run_from[c] && sim.n_runs[c] < MAX_RUNS) {
+                sim.runs[c][sim.n_runs[c]].from = sim.run_from[c];
+                sim.runs[c][sim.n_runs[c]++].to = sim.now;
+            }
+            sim.run_from[c] = 0;
             policy_release(&p, 0, c, sim.lease[c], sim.drain_ns, sim.now, &out);
             if (sim.wants[c])
                 policy_request(&p, 0, c, sim.now, &out);
@@ -266,7 +292,8 @@ static void test_raise_keeps_used_time(void **state)
 
     (void)state;
     start(1, l, 0);
-    run_until(WINDOW + 500 * MS); /* in window 2, throttled since 1.1 s */
+    /* In the last slice of window 2: the whole budget used since 1.91 s. */
+    run_until(WINDOW + 950 * MS);
     assert_true(p.gpus[0].usage[0].throttled);
     uint64_t used = policy_used_ns(&p, 0, 0, sim.now);
     assert_int_equal(used, 100 * MS);
@@ -278,7 +305,7 @@ static void test_raise_keeps_used_time(void **state)
     /* 100 ms before the change, then the rest of the window: the new
      * budget (900 ms) is not reached. */
     used = policy_used_ns(&p, 0, 0, sim.now);
-    assert_true(used >= 599 * MS && used <= 600 * MS);
+    assert_true(used >= 149 * MS && used <= 150 * MS);
 }
 
 static void test_lower_drops_holder_and_keeps_used_time(void **state)
@@ -289,11 +316,12 @@ static void test_lower_drops_holder_and_keeps_used_time(void **state)
 
     (void)state;
     start(1, l, 0);
-    run_until(WINDOW + 500 * MS);
+    /* Four slices of 90 ms, then 50 ms into the fifth. */
+    run_until(WINDOW + 450 * MS);
     assert_int_equal(policy_holder(&p, 0), 0);
     policy_set_core_limit(&p, 0, 10, sim.now);
     uint64_t used = policy_used_ns(&p, 0, 0, sim.now);
-    assert_true(used >= 500 * MS - 10 && used <= 500 * MS + 10); /* kept */
+    assert_true(used >= 410 * MS - 10 && used <= 410 * MS + 10); /* kept */
     policy_tick(&p, sim.now, &out);
     assert_int_equal(out.n, 1);
     assert_int_equal(out.list[0].kind, ACTION_DROP);
@@ -326,17 +354,162 @@ static void test_idle_gpu_has_no_stale_window(void **state)
 
     (void)state;
     start(1, l, 0);
-    run_until(400 * MS); /* 400 ms used in window 1 */
+    run_until(420 * MS); /* 220 ms used in window 1, holding */
     sim.wants[0] = false;
     sim.release_at[0] = 0;
     policy_release(&p, 0, 0, sim.lease[0], 0, sim.now, &out);
-    /* Idle for 10 windows, then back: a full budget, not the old window. */
+    /* Idle for 10 windows, then back: a full budget, not the old window,
+     * and the window starts at its grant (then at its first submission),
+     * not on the old grid. */
     out.n = 0;
     sim.now = 10 * WINDOW + 200 * MS;
     policy_request(&p, 0, 0, sim.now, &out);
     assert_int_equal(out.n, 1);
+    apply(&out);
     assert_int_equal(policy_used_ns(&p, 0, 0, sim.now), 0);
-    assert_int_equal(p.gpus[0].window_start, 10 * WINDOW);
+    assert_int_equal(p.gpus[0].window_start, 10 * WINDOW + 200 * MS);
+    policy_in_use(&p, 0, 0, sim.lease[0], 10 * WINDOW + 201 * MS);
+    assert_int_equal(p.gpus[0].window_start, 10 * WINDOW + 201 * MS);
+}
+
+/* Like start_tq, but the clients first ask for the GPU at t0 (an idle GPU
+ * until then, t0 anywhere in its windows) and first submit wake_ns after
+ * each grant. */
+static void start_at(int n, const unsigned *limits, uint64_t drain_ns,
+                     uint64_t wake_ns, uint64_t t0)
+{
+    struct policy_actions out;
+    policy_actions_clear(&out);
+
+    memset(&sim, 0, sizeof(sim));
+    sim.n = n;
+    sim.drain_ns = drain_ns;
+    sim.wake_ns = wake_ns;
+    policy_init(&p, 1, 100 * MS, 10000 * MS);
+    policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
+    for (int c = 0; c < n; c++) {
+        policy_join(&p, 0, c, c, 0);
+        policy_set_core_limit(&p, c, limits[c], 0);
+        sim.wants[c] = true;
+    }
+    run_until(t0);
+    for (int c = 0; c < n; c++)
+        policy_request(&p, 0, c, t0, &out);
+    apply(&out);
+}
+
+/* What client c ran in [from, to): from its first submissions to its
+ * releases, including a run in progress. */
+static uint64_t ran(int c, uint64_t from, uint64_t to)
+{
+    uint64_t sum = 0;
+
+    for (int i = 0; i <= sim.n_runs[c]; i++) {
+        uint64_t a = i < sim.n_runs[c] ? sim.runs[c][i].from : sim.run_from[c];
+        uint64_t b = i < sim.n_runs[c] ? sim.runs[c][i].to : sim.now;
+        if (i == sim.n_runs[c] && !sim.run_from[c])
+            break;
+        a = a > from ? a : from;
+        b = b < to ? b : to;
+        sum += b > a ? b - a : 0;
+    }
+    return sum;
+}
+
+static uint64_t first_submission(int c)
+{
+    return sim.n_runs[c] ? sim.runs[c][0].from : sim.run_from[c];
+}
+
+/* A pod that starts mid-window of the GPU's old grid gets no more than its
+ * budget in the window that starts at its first submission, plus what the
+ * next window repays: the drain tail of its first drop, before any
+ * DROP-to-release latency has been measured. */
+static void test_first_window_from_first_submission_within_budget(void **state)
+{
+    static const unsigned limits[] = {10, 25, 50, 75, 90};
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(limits) / sizeof(limits[0]); k++) {
+        unsigned l[] = {limits[k]};
+        start_at(1, l, 3 * MS, 200000, 1370 * MS);
+        run_until(1370 * MS + 3 * WINDOW);
+        uint64_t s = first_submission(0), budget = policy_budget_ns(&p, 0, 0);
+        uint64_t first = ran(0, s, s + WINDOW);
+        uint64_t second = ran(0, s + WINDOW, s + 2 * WINDOW);
+        printf("  limit %2u%%: first window %.3f ms, second %.3f ms (budget %.0f ms)\n",
+               l[0], (double)first / MS, (double)second / MS, (double)budget / MS);
+        assert_true(first <= budget + sim.drain_ns);
+        assert_true(first + second <= 2 * budget);
+        assert_true(first + second >= 2 * budget - 2 * sim.drain_ns);
+    }
+}
+
+/* Progress is even within windows: measured from the first submission over
+ * a time that is not a whole number of windows, each pod lands within half
+ * a point of its (scaled) limit, and a scaled mix keeps the GPU full. */
+static void test_share_from_first_submission_over_part_windows(void **state)
+{
+    static const unsigned singles[] = {10, 25, 50, 75, 90};
+    const uint64_t t0 = 1370 * MS, span = 5370 * MS;
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(singles) / sizeof(singles[0]); k++) {
+        unsigned l[] = {singles[k]};
+        start_at(1, l, 3 * MS, 200000, t0);
+        run_until(t0 + span + 10 * MS);
+        uint64_t s = first_submission(0);
+        double share = 100.0 * (double)ran(0, s, s + span) / (double)span;
+        printf("  limit %2u%%: %.2f%% over %.2f s from the first submission\n",
+               l[0], share, (double)span / WINDOW);
+        assert_true(share > l[0] - 0.5 && share < l[0] + 0.5);
+    }
+    unsigned mix[] = {50, 60};
+    double target[] = {50.0 * 100 / 110, 60.0 * 100 / 110}, sum = 0;
+    start_at(2, mix, 3 * MS, 200000, t0);
+    run_until(t0 + span + 10 * MS);
+    for (int c = 0; c < 2; c++) {
+        double share = 100.0 * (double)ran(c, t0, t0 + span) / (double)span;
+        printf("  mix 50+60: %u%% -> %.2f%% (target %.2f%%)\n", mix[c], share,
+               target[c]);
+        assert_true(share > target[c] - 0.5 && share < target[c] + 0.5);
+        sum += share;
+    }
+    assert_true(sum >= 98.0);
+}
+
+/* A carry larger than a whole budget (a drain tail longer than the budget)
+ * is repaid in full, not forgiven. */
+static void test_long_overshoot_is_repaid(void **state)
+{
+    unsigned l[] = {10};
+
+    (void)state;
+    start(1, l, 250 * MS); /* every drop's tail is 2.5 budgets */
+    run_until(40 * WINDOW);
+    double share = 100.0 * (double)policy_held_ns(&p, 0, 0, sim.now) /
+                   (double)sim.now;
+    printf("  limit 10%% with 250 ms tails: %.3f%%\n", share);
+    /* Over by about the last tail at most (a carry capped at one budget
+     * would give 13 %). */
+    assert_true(share <= 10.0 + 100.0 * (250 + 2 * 10) / (40 * 1000));
+}
+
+/* A pod at 100 % is unlimited: it is not counted in the sum that scales the
+ * limits, and the limited pods beside it keep their budgets. */
+static void test_pod_at_100_is_not_in_the_scaling_sum(void **state)
+{
+    unsigned l[] = {60, 100}, scaled[] = {60, 50};
+
+    (void)state;
+    start(2, l, 2 * MS);
+    run_until(WINDOW / 2);
+    assert_int_equal(policy_limit_sum(&p, 0), 60);
+    assert_int_equal(policy_budget_ns(&p, 0, 0), 600 * MS);
+    start(2, scaled, 2 * MS);
+    run_until(WINDOW / 2);
+    assert_int_equal(policy_limit_sum(&p, 0), 110);
+    assert_int_equal(policy_budget_ns(&p, 0, 0), WINDOW * 60 / 110);
 }
 
 int main(void)
@@ -355,6 +528,10 @@ int main(void)
         cmocka_unit_test(test_lower_drops_holder_and_keeps_used_time),
         cmocka_unit_test(test_client_leaving_rescales_others),
         cmocka_unit_test(test_idle_gpu_has_no_stale_window),
+        cmocka_unit_test(test_first_window_from_first_submission_within_budget),
+        cmocka_unit_test(test_share_from_first_submission_over_part_windows),
+        cmocka_unit_test(test_long_overshoot_is_repaid),
+        cmocka_unit_test(test_pod_at_100_is_not_in_the_scaling_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

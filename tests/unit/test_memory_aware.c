@@ -125,7 +125,18 @@ static struct member *mem(int c)
 
 static void fp_gib(int c, double gib, bool evictable)
 {
-    policy_set_footprint(&p, 0, c, (uint64_t)(gib * (double)GiB), evictable);
+    uint64_t bytes = (uint64_t)(gib * (double)GiB);
+
+    policy_set_footprint(&p, 0, c, bytes, evictable ? bytes : 0);
+}
+
+/* A partly evictable client: fixed_gib stay on the GPU when it swaps out
+ * (device memory, context), evictable_gib leave. */
+static void fp_parts(int c, double fixed_gib, double evictable_gib)
+{
+    policy_set_footprint(&p, 0, c,
+                         (uint64_t)((fixed_gib + evictable_gib) * (double)GiB),
+                         (uint64_t)(evictable_gib * (double)GiB));
 }
 
 static void request(int c, uint64_t now)
@@ -409,8 +420,8 @@ static void test_light_and_heavy_time_slice_in_auto(void **state)
 
     (void)state;
     /* 10 % and 80 % of 16 GiB. */
-    policy_set_footprint(&p, 0, light, CAPACITY / 10, true);
-    policy_set_footprint(&p, 0, heavy, CAPACITY / 10 * 8, true);
+    policy_set_footprint(&p, 0, light, CAPACITY / 10, CAPACITY / 10);
+    policy_set_footprint(&p, 0, heavy, CAPACITY / 10 * 8, CAPACITY / 10 * 8);
     policy_set_load(&p, 0, light, 100);
     policy_set_load(&p, 0, heavy, 800);
 
@@ -729,6 +740,104 @@ static void test_evictable_client_bigger_than_limit_runs_alone(void **state)
     EXPECT({ACTION_GRANT, 0});
 }
 
+/* ---- 9b. partly evictable clients ------------------------------------- */
+
+/* Swapping out moves only the evictable part: the waiter is admitted
+ * beside the fixed part that stays, and what is then resident is both. */
+static void test_partly_evictable_client_leaves_its_fixed_part(void **state)
+{
+    (void)state;
+    policy_set_mode(&p, 0, SCHED_MODE_CONCURRENT);
+    fp_parts(0, 2, 6);
+    request(0, 0);
+    EXPECT({ACTION_GRANT, 0});
+    release(0, 1 * MS);
+    assert_int_equal(policy_resident(&p, 0), 8 * GiB);
+
+    fp_parts(1, 0.5, 7.5); /* 8 + 8 > 14.4: 0 must leave */
+    request(1, 2 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 1}, {ACTION_EVICT, 0});
+    swapped_out(0, 6 * GiB, 100 * MS, 102 * MS);
+    EXPECT({ACTION_MEM_AVAILABLE, 1}, {ACTION_GRANT, 1});
+    assert_int_equal(policy_resident(&p, 0), 2 * GiB + 8 * GiB);
+    assert_true(policy_resident(&p, 0) <= limit());
+}
+
+/* The failure of issue 10: a job whose memory is mostly device memory
+ * (allocated before it knew the node's oversubscription default) swaps out
+ * a little managed memory. Evicting it cannot make room for another big
+ * job, so the other job is neither admitted nor the first asked to leave. */
+static void test_fixed_part_is_never_overcommitted(void **state)
+{
+    (void)state;
+    policy_set_mode(&p, 0, SCHED_MODE_CONCURRENT);
+    fp_parts(0, 8, 0.5);
+    request(0, 0);
+    EXPECT({ACTION_GRANT, 0});
+    release(0, 1 * MS);
+
+    fp_parts(1, 0.5, 8); /* 8 fixed + 8.5 > 14.4 whatever moves */
+    request(1, 2 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 1});
+    for (uint64_t t = 100 * MS; t < 5 * SEC; t += 100 * MS) {
+        tick(t);
+        assert_int_equal(count(ACTION_GRANT), 0);
+        assert_int_equal(count(ACTION_EVICT), 0);
+    }
+    assert_int_equal(mem(1)->state, MEMBER_WAITING);
+
+    /* Once the first job frees its device memory, the second fits beside
+     * what is left of it. */
+    fp_parts(0, 0.5, 0.5);
+    tick(5 * SEC);
+    EXPECT({ACTION_MEM_AVAILABLE, 1}, {ACTION_GRANT, 1});
+    assert_int_equal(policy_resident(&p, 0), 9 * GiB + GiB / 2);
+}
+
+/* A partly evictable client bigger than the limit runs once everything
+ * that can move has left, beside the fixed parts of the others. */
+static void test_partly_evictable_client_bigger_than_limit(void **state)
+{
+    (void)state;
+    policy_set_mode(&p, 0, SCHED_MODE_CONCURRENT);
+    fp_parts(0, 0.5, 3);
+    request(0, 0);
+    EXPECT({ACTION_GRANT, 0});
+    release(0, 1 * MS);
+
+    fp_parts(1, 0.5, 14.5); /* 15 > 14.4 */
+    request(1, 2 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 1}, {ACTION_EVICT, 0});
+    swapped_out(0, 3 * GiB, 10 * MS, 12 * MS);
+    EXPECT({ACTION_MEM_AVAILABLE, 1}, {ACTION_GRANT, 1});
+    assert_int_equal(policy_resident(&p, 0), 15 * GiB + GiB / 2);
+}
+
+/* A waiter that memory which cannot move keeps out waits without holding
+ * anyone back: the holder of that memory is neither rotated out for it nor
+ * queued behind it, and the waiter runs once that memory is gone. */
+static void test_waiter_kept_out_by_fixed_memory_holds_nobody_back(void **state)
+{
+    (void)state;
+    policy_set_mode(&p, 0, SCHED_MODE_CONCURRENT);
+    fp_parts(0, 8, 0);
+    fp_parts(1, 0.5, 7.5); /* 8 + 8 > 14.4 */
+    request(0, 0);
+    EXPECT({ACTION_GRANT, 0});
+    request(1, 1 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 1});
+    for (uint64_t t = SEC; t <= 120 * SEC; t += SEC) {
+        tick(t);
+        expect_none();
+    }
+    release(0, 121 * SEC);
+    expect_none();
+    request(0, 122 * SEC);
+    EXPECT({ACTION_GRANT, 0});
+    leave(0, 123 * SEC);
+    EXPECT({ACTION_MEM_AVAILABLE, 1}, {ACTION_GRANT, 1});
+}
+
 /* ---- 10. compute limits in concurrent mode -------------------------- */
 
 static void test_core_limit_in_concurrent_mode_bills_half(void **state)
@@ -748,15 +857,17 @@ static void test_core_limit_in_concurrent_mode_bills_half(void **state)
     assert_int_equal(policy_used_ns(&p, 0, 0, 200 * MS), 100 * MS);
     assert_int_equal(policy_used_ns(&p, 0, 1, 200 * MS), 100 * MS);
 
-    /* 250 ms of budget at half rate lasts 500 ms of wall time. */
-    assert_int_equal(tick(100 * MS), 500 * MS);
+    /* The budget accrues by 25 ms per 100 ms slice; at half rate the
+     * first 25 ms last 50 ms of wall time. */
+    assert_int_equal(tick(10 * MS), 50 * MS);
     expect_none();
-    tick(500 * MS - 1);
+    tick(50 * MS - 1);
     expect_none();
-    tick(500 * MS);
+    tick(50 * MS);
     EXPECT({ACTION_DROP, 0});
-    assert_int_equal(policy_used_ns(&p, 0, 0, 500 * MS), 250 * MS);
-    assert_true(p.gpus[0].usage[0].throttled);
+    assert_int_equal(policy_used_ns(&p, 0, 0, 50 * MS), 25 * MS);
+    assert_true(policy_spent(&p, 0, 0, 50 * MS));
+    assert_false(p.gpus[0].usage[0].throttled); /* only until the slice ends */
     assert_true(policy_is_running(&p, 0, 1));
 }
 
@@ -944,7 +1055,7 @@ static void test_revoke_then_heavy_pair_is_resolved(void **state)
 /* ---- 13. random events --------------------------------------------- */
 
 struct rnd {
-    bool evictable[N_CLIENTS];
+    unsigned evictable_percent[N_CLIENTS]; /* of each footprint */
     int serial_cap; /* runners allowed while serial: only ever shrinks */
 };
 
@@ -961,10 +1072,11 @@ static void dump_members(const char *why)
     for (int c = 0; c < N_CLIENTS; c++) {
         const struct member *m = &g->members[c];
         fprintf(stderr,
-                "  %d: present %d state %d reason %d fp %llu evictable %d "
+                "  %d: present %d state %d reason %d fp %llu evictable %llu "
                 "resident %d evicting %d evict_after_release %d load %d/%d\n",
                 c, m->present, m->state, m->wait_reason,
-                (unsigned long long)m->footprint, m->evictable, m->resident,
+                (unsigned long long)m->footprint,
+                (unsigned long long)m->evictable, m->resident,
                 m->evicting, m->evict_after_release, m->load_known,
                 m->load_permille);
     }
@@ -993,10 +1105,8 @@ static void check_memory_invariants(struct rnd *r, bool after_tick,
         running += run;
         holding += m->state == MEMBER_HOLDING;
         waiting += m->state == MEMBER_WAITING;
-        if (run || !m->evictable)
-            committed += m->footprint;
-        if (!m->evictable)
-            nonevict += m->footprint;
+        committed += run ? m->footprint : m->footprint - m->evictable;
+        nonevict += m->footprint - m->evictable;
         if (m->evicting) {
             any_evicting = true;
             assert_false(run); /* nobody runs while evicting */
@@ -1125,7 +1235,7 @@ static void check_memory_invariants(struct rnd *r, bool after_tick,
         /* The GPU does not sit idle while the first waiter could run. */
         if (running == 0 && waiting > 0 && !any_evicting) {
             const struct member *head = &g->members[g->queue[0]];
-            if (!(head->evictable && nonevict + head->footprint > lim))
+            if (!(head->evictable && nonevict + head->evictable > lim))
                 fail_msg("idle GPU, %d waiting, head %d fits", waiting,
                          g->queue[0]);
         }
@@ -1136,7 +1246,19 @@ static void random_fp(unsigned *seed, struct rnd *r, int c)
 {
     uint64_t bytes = GiB + (uint64_t)rand_r(seed) % (11 * GiB + 1);
 
-    policy_set_footprint(&p, 0, c, bytes, r->evictable[c]);
+    policy_set_footprint(&p, 0, c, bytes,
+                         bytes / 100 * r->evictable_percent[c]);
+}
+
+/* A quarter of the clients are not evictable, a quarter partly, the rest
+ * wholly. */
+static unsigned random_evictable_percent(unsigned *seed)
+{
+    switch (rand_r(seed) % 4) {
+    case 0: return 0;
+    case 1: return 30 + (unsigned)rand_r(seed) % 61;
+    default: return 100;
+    }
 }
 
 static void run_random(unsigned seed, int steps)
@@ -1147,7 +1269,7 @@ static void run_random(unsigned seed, int steps)
     memset(&r, 0, sizeof(r));
     r.serial_cap = 1;
     for (int c = 0; c < N_CLIENTS; c++) {
-        r.evictable[c] = rand_r(&seed) % 4 != 0;
+        r.evictable_percent[c] = random_evictable_percent(&seed);
         random_fp(&seed, &r, c);
     }
     for (int step = 0; step < steps; step++) {
@@ -1188,7 +1310,7 @@ static void run_random(unsigned seed, int steps)
                 check_memory_invariants(&r, false, now);
                 policy_actions_clear(&out);
                 policy_join(&p, 0, c, c, now);
-                r.evictable[c] = rand_r(&seed) % 4 != 0;
+                r.evictable_percent[c] = random_evictable_percent(&seed);
                 random_fp(&seed, &r, c);
             }
             break;
@@ -1269,6 +1391,10 @@ int main(void)
         cmocka_unit_test_setup(test_non_evictable_memory_counts_and_never_blocks_itself, setup),
         cmocka_unit_test_setup(test_evictable_waiter_blocked_by_non_evictable_memory, setup),
         cmocka_unit_test_setup(test_evictable_client_bigger_than_limit_runs_alone, setup),
+        cmocka_unit_test_setup(test_partly_evictable_client_leaves_its_fixed_part, setup),
+        cmocka_unit_test_setup(test_fixed_part_is_never_overcommitted, setup),
+        cmocka_unit_test_setup(test_partly_evictable_client_bigger_than_limit, setup),
+        cmocka_unit_test_setup(test_waiter_kept_out_by_fixed_memory_holds_nobody_back, setup),
         cmocka_unit_test_setup(test_core_limit_in_concurrent_mode_bills_half, setup),
         cmocka_unit_test_setup(test_unanswered_evict_counts_as_swapped_after_timeout, setup),
         cmocka_unit_test_setup(test_revoked_overgrown_runner_not_evicted_later, setup),

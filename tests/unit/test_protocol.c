@@ -103,7 +103,8 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.mem.seq = big ? 0xffffffffu : 9;
         m->u.mem.bytes = big ? UINT64_MAX : 64ull << 20;
         m->u.mem.extra = 1;
-        m->u.mem.allocated = 2;
+        m->u.mem.allocated = big ? UINT64_MAX : 2;
+        m->u.mem.evictable = big ? UINT64_MAX : 1;
         m->u.mem.quota = 4ull << 30;
         m->u.mem.pod_held = big ? UINT64_MAX : 5;
         break;
@@ -221,7 +222,8 @@ static void sample(struct msg *m, uint16_t type, int big)
         c->pod_mem_peak = 3ull << 30;
         c->pod_mem_refused = 7;
         c->footprint = big ? UINT64_MAX : 5ull << 30;
-        c->evictable = big ? 0xff : 1;
+        c->evictable = big ? UINT64_MAX : 4ull << 30;
+        c->oversubscribed = big ? 0xfd : 1;
         c->swapped_out = big ? 0xfe : 1;
         c->load_permille = big ? 0xffff : 250; /* 0xffff: not measured */
         c->wait_reason = big ? WAIT_THROTTLED : WAIT_MEMORY;
@@ -289,6 +291,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_true(a->u.mem.bytes == b->u.mem.bytes);
         assert_true(a->u.mem.extra == b->u.mem.extra);
         assert_true(a->u.mem.allocated == b->u.mem.allocated);
+        assert_true(a->u.mem.evictable == b->u.mem.evictable);
         assert_true(a->u.mem.quota == b->u.mem.quota);
         assert_true(a->u.mem.pod_held == b->u.mem.pod_held);
         break;
@@ -393,7 +396,8 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_true(x->pod_mem_peak == y->pod_mem_peak);
         assert_true(x->pod_mem_refused == y->pod_mem_refused);
         assert_true(x->footprint == y->footprint);
-        assert_int_equal(x->evictable, y->evictable);
+        assert_true(x->evictable == y->evictable);
+        assert_int_equal(x->oversubscribed, y->oversubscribed);
         assert_int_equal(x->swapped_out, y->swapped_out);
         assert_int_equal(x->load_permille, y->load_permille);
         assert_int_equal(x->wait_reason, y->wait_reason);
@@ -514,9 +518,10 @@ static void bb_status_gpu(struct bb *b, uint8_t mode, uint16_t n_running,
     }
 }
 
-static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,
-                                  uint8_t source, uint8_t mem_source,
-                                  uint8_t wait_reason)
+static void bb_status_client_mem(struct bb *b, uint8_t state, uint8_t core,
+                                 uint8_t source, uint8_t mem_source,
+                                 uint8_t wait_reason, uint64_t footprint,
+                                 uint64_t evictable)
 {
     bb_head(b, PROTO_VERSION, MSG_CTL_STATUS_CLIENT);
     bb_u64(b, 1);
@@ -542,11 +547,19 @@ static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,
     bb_u64(b, 0); /* pod_mem_held */
     bb_u64(b, 0); /* pod_mem_peak */
     bb_u64(b, 0); /* pod_mem_refused */
-    bb_u64(b, 0); /* footprint */
-    bb_u8(b, 1);  /* evictable */
+    bb_u64(b, footprint);
+    bb_u64(b, evictable);
+    bb_u8(b, 1);  /* oversubscribed */
     bb_u8(b, 0);  /* swapped_out */
     bb_u16(b, 0xffff); /* load_permille: not measured */
     bb_u8(b, wait_reason);
+}
+
+static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,
+                                  uint8_t source, uint8_t mem_source,
+                                  uint8_t wait_reason)
+{
+    bb_status_client_mem(b, state, core, source, mem_source, wait_reason, 0, 0);
 }
 
 static void bb_status_client_wr(struct bb *b, uint8_t state, uint8_t core,
@@ -577,6 +590,20 @@ static void bb_load(struct bb *b, uint16_t busy_permille)
     bb_u8(b, 0);
     bb_u16(b, busy_permille);
     bb_u64(b, 500000000);
+}
+
+/* MEM_UPDATE with the given allocated and evictable bytes. */
+static void bb_mem_update(struct bb *b, uint64_t allocated, uint64_t evictable)
+{
+    bb_head(b, PROTO_VERSION, MSG_MEM_UPDATE);
+    bb_u8(b, 0);
+    bb_u32(b, 0);  /* seq */
+    bb_u64(b, 0);  /* bytes */
+    bb_u64(b, 0);  /* extra */
+    bb_u64(b, allocated);
+    bb_u64(b, evictable);
+    bb_u64(b, 0);  /* quota */
+    bb_u64(b, 0);  /* pod_held */
 }
 
 static int decode_bb(const struct bb *b)
@@ -1083,6 +1110,40 @@ static void test_swap_direction_out_of_range(void **state)
     }
 }
 
+/* A memory message's evictable bytes are part of its allocated bytes, and a
+ * status record's evictable bytes part of its footprint. */
+static void test_evictable_over_total(void **state)
+{
+    static const uint16_t types[] = {MSG_MEM_UPDATE, MSG_MEM_RESERVE,
+                                     MSG_MEM_RETURN};
+    struct bb b;
+    struct msg m;
+    uint8_t buf[2048];
+
+    (void)state;
+    bb_mem_update(&b, 6ull << 30, 6ull << 30);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_mem_update(&b, 6ull << 30, 0);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_mem_update(&b, 6ull << 30, (6ull << 30) + 1);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    for (size_t t = 0; t < 3; t++) {
+        sample(&m, types[t], 0);
+        m.u.mem.evictable = m.u.mem.allocated + 1;
+        assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+    }
+
+    bb_status_client_mem(&b, CLIENT_IDLE, 0, LIMIT_NONE, LIMIT_NONE, WAIT_NONE,
+                         7ull << 30, 7ull << 30);
+    assert_int_equal(decode_bb(&b), PROTO_OK);
+    bb_status_client_mem(&b, CLIENT_IDLE, 0, LIMIT_NONE, LIMIT_NONE, WAIT_NONE,
+                         7ull << 30, (7ull << 30) + 1);
+    assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
+    sample(&m, MSG_CTL_STATUS_CLIENT, 0);
+    m.u.client.evictable = m.u.client.footprint + 1;
+    assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
+}
+
 /* LOAD's busy_permille is 0-1000. */
 static void test_load_permille_out_of_range(void **state)
 {
@@ -1563,6 +1624,7 @@ int main(void)
         cmocka_unit_test(test_oversub_out_of_range),
         cmocka_unit_test(test_swap_direction_out_of_range),
         cmocka_unit_test(test_load_permille_out_of_range),
+        cmocka_unit_test(test_evictable_over_total),
         cmocka_unit_test(test_status_gpu_mode_out_of_range),
         cmocka_unit_test(test_waiter_reason_out_of_range),
         cmocka_unit_test(test_client_wait_reason_out_of_range),
