@@ -3,8 +3,8 @@
 #
 #   OUT=/tmp/b bash bench/compute_limits.sh [BUILD_DIR]    (default: build)
 #
-# Every run lasts 10 s from process start under a fresh scheduler (TQ
-# 100 ms, defaults otherwise) with libnvshare preloaded. Achieved share =
+# Every run lasts 10 s from process start under a fresh scheduler with its
+# defaults (auto mode, TQ 30 s) and libnvshare preloaded. Achieved share =
 # the job's work / the work of the same job unlimited, both counted:
 #  - from process start to 10 s (start-up, first window and all): target
 #    within 1 point of the limit;
@@ -32,7 +32,7 @@ done
 SCHED=
 sched_start() { # LOG
     rm -rf "$NVSHARE_SOCK_DIR"
-    NVSHARE_DEBUG=1 NVSHARE_TQ=100ms "$SCHED_BIN" >"$1" 2>&1 &
+    NVSHARE_DEBUG=1 "$SCHED_BIN" >"$1" 2>&1 &
     SCHED=$!
     for _ in $(seq 200); do
         [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && return 0
