@@ -95,7 +95,7 @@ run mix fixed_work 50 60
 
 # ---- the table ------------------------------------------------------------
 {
-echo "== compute limits, $device, $(date -u +%Y-%m-%dT%H:%MZ), TQ 100 ms, ${SPAN_S} s runs"
+echo "== compute limits, $device, $(date -u +%Y-%m-%dT%H:%MZ), scheduler defaults, ${SPAN_S} s runs"
 printf '%-11s %5s | %9s %7s %-4s | %9s %7s %-4s\n' job limit "start" error "" steady error ""
 failed=0
 for name in "${jobs[@]}"; do
