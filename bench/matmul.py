@@ -11,6 +11,8 @@ jobs started one after another are measured over the same window.
 MATMUL_MODE=compile runs a torch.compile'd (Triton) step instead of the plain
 matmul, MATMUL_MODE=graph replays the four matmuls of a step as one CUDA
 graph. STEADY_FROM_NS: also print steady=<steps per second> from then on.
+busy= and steady_busy= are the fractions of those windows in which the GPU
+ran this job's steps (CUDA events).
 """
 import os
 import sys
@@ -52,17 +54,34 @@ if start_ns is None:
     until_ns = start_ns + int(seconds * 1e9)
 done = 0
 per_step = 1 if mode == "graph" else 4
+# GPU time of each step (CUDA events around it), with when it finished: a
+# compute limit is a share of GPU time, and work per GPU second is not
+# constant on a power-capped GPU (a job held to 50 % runs at higher clocks
+# than one running alone).
+steps = []
 while time.time_ns() < until_ns:
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
     for _ in range(per_step):
         step(a, b)
+    end.record()
     torch.cuda.synchronize()
     finished = time.time_ns()
+    steps.append((finished, begin.elapsed_time(end)))
     if start_ns <= finished <= until_ns:
         done += 4
     if steady_ns and steady_ns <= finished <= until_ns:
         steady_done += 4
+# A step whose first launch waited at libnvshare's gate after its begin
+# event ran shows the wait too: such steps count as a typical step.
+typical = sorted(ms for _, ms in steps)[len(steps) // 2] if steps else 0
+def busy_ms(since):
+    return sum(typical if ms > 1.5 * typical else ms
+               for t, ms in steps if since <= t <= until_ns)
 elapsed = (until_ns - start_ns) / 1e9
 steady = (f" steady={steady_done * 1e9 / (until_ns - steady_ns):.3f}"
+          f" steady_busy={busy_ms(steady_ns) / ((until_ns - steady_ns) / 1e6):.5f}"
           if steady_ns and steady_ns < until_ns else "")
 print(f"tflops={2 * n**3 * done / elapsed / 1e12:.2f} rate={done / elapsed:.3f} "
-      f"matmuls={done} seconds={elapsed:.3f}{steady}")
+      f"matmuls={done} seconds={elapsed:.3f} busy={busy_ms(start_ns) / (elapsed * 1e3):.5f}"
+      f"{steady}")
