@@ -9,12 +9,17 @@
 // an old copy would be caught), checksums it on the GPU, calls libnvshare's
 // swap_out and swap_in (nvshare_hook_swap_out/in: the client's callbacks,
 // as an EVICT and the next grant run them), and checksums it again.
-// Prints one line per round and a summary line:
+// Before the first round it prepares the swap-out as a PREPARE_SWAP does
+// (nvshare_hook_prepare_swap: the client's callback; the scheduler sends it
+// a switch time ahead of the EVICT) and waits until the pinned host copies
+// exist, so that the first swap-out is measured as a prepared one.
+// Prints the preparation time, one line per round and a summary line:
 //   swap_speed: <GiB> GiB, out first <GB/s>, out <GB/s> (median of the
 //   later rounds), in <GB/s> (median), out/in <%>, checksums <ok>/<rounds>
-// and PASS/FAIL against issue 10's targets: out >= 35 GB/s, in >= 40 GB/s,
-// out >= 70 % of in (the later rounds: the first swap-out also pins the
-// host copy), every checksum intact. GB/s are 10^9 bytes per second.
+// and PASS/FAIL against issue 10's targets: out first >= 35 GB/s (the
+// copies were pinned ahead), out >= 35 GB/s, in >= 40 GB/s, out >= 70 % of
+// in (the later rounds), every checksum intact. GB/s are 10^9 bytes per
+// second.
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -90,11 +95,16 @@ static double median(std::vector<double> v)
 int main(int argc, char **argv)
 {
     typedef uint64_t (*swap_fn)(int);
+    typedef void (*gpu_fn)(int);
     double gib = argc > 1 ? atof(argv[1]) : 6;
     int rounds = argc > 2 ? atoi(argv[2]) : 5;
     size_t bytes = (size_t)(gib * (double)(1ull << 30)) / 8 * 8, n = bytes / 8;
     swap_fn swap_out = (swap_fn)dlsym(RTLD_DEFAULT, "nvshare_hook_swap_out");
     swap_fn swap_in = (swap_fn)dlsym(RTLD_DEFAULT, "nvshare_hook_swap_in");
+    gpu_fn prepare_swap =
+        (gpu_fn)dlsym(RTLD_DEFAULT, "nvshare_hook_prepare_swap");
+    gpu_fn wait_prepared =
+        (gpu_fn)dlsym(RTLD_DEFAULT, "nvshare_hook_wait_prepared");
     uint64_t *words;
     unsigned long long *sum;
     cudaPointerAttributes attr;
@@ -102,7 +112,8 @@ int main(int argc, char **argv)
     double first_out = 0;
     int intact = 0;
 
-    if (!swap_out || !swap_in || rounds < 2) {
+    if (!swap_out || !swap_in || !prepare_swap || !wait_prepared ||
+        rounds < 2) {
         fprintf(stderr, "usage: LD_PRELOAD=libnvshare.so NVSHARE_ENABLE_OVERSUB=1 "
                         "%s GIB ROUNDS(>=2)\n", argv[0]);
         return 2;
@@ -115,6 +126,12 @@ int main(int argc, char **argv)
                         "NVSHARE_ENABLE_OVERSUB=1 set and libnvshare preloaded?\n");
         return 2;
     }
+    double p0 = now_s();
+    prepare_swap(0);
+    wait_prepared(0);
+    printf("prepare: pinned host copies of %.2f GiB made ahead in %.3f s\n",
+           (double)bytes / (1 << 30), now_s() - p0);
+    fflush(stdout);
     for (int r = 0; r < rounds; r++) {
         fill<<<1024, 256>>>(words, n, (uint64_t)r * 7919 + 1);
         uint64_t want = sum_of(words, n, sum);
@@ -144,8 +161,8 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     double out_gbps = median(outs), in_gbps = median(ins);
-    bool pass = out_gbps >= 35 && in_gbps >= 40 && out_gbps >= 0.7 * in_gbps &&
-                intact == rounds;
+    bool pass = first_out >= 35 && out_gbps >= 35 && in_gbps >= 40 &&
+                out_gbps >= 0.7 * in_gbps && intact == rounds;
     printf("swap_speed: %.1f GiB, out first %.1f GB/s, out %.1f GB/s, in %.1f "
            "GB/s, out/in %.0f%%, checksums %d/%d ok: %s\n",
            gib, first_out, out_gbps, in_gbps,

@@ -8,10 +8,12 @@
 # Builds bench/swap_speed.cu with nvcc and runs it with libnvshare preloaded
 # and NVSHARE_ENABLE_OVERSUB=1, with a fresh socket directory and no
 # scheduler (the swaps are libnvshare's own callbacks, called directly, as
-# an EVICT and the next grant call them). Prints one line per round and the
-# summary line of swap_speed.cu (targets: out >= 35 GB/s and >= 70 % of
-# in, in >= 40 GB/s, every checksum intact), plus libnvshare's swap
-# statistics. Settings: GIB=6 (buffer), ROUNDS=5, BUILD=build, GPU=0.
+# a PREPARE_SWAP, an EVICT and the next grant call them). Prints the
+# preparation time, one line per round and the summary line of
+# swap_speed.cu (targets: the first, prepared swap-out >= 35 GB/s, later
+# ones >= 35 GB/s and >= 70 % of in, in >= 40 GB/s, every checksum intact),
+# plus libnvshare's swap statistics (swap-pinned-ahead: pinned copies made
+# by the preparation; swap-pinned-at-evict: by a swap-out, 0 when prepared). Settings: GIB=6 (buffer), ROUNDS=5, BUILD=build, GPU=0.
 # Results in $OUT/swap_speed (else a new directory under /tmp). Exit status:
 # 0 PASS, 1 FAIL, 2 could not run.
 set -uo pipefail

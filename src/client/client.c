@@ -587,6 +587,12 @@ static int handle_message(const struct msg *m)
             return -1;
         swap_out(m->u.swap.gpu);
         return 0;
+    case MSG_PREPARE_SWAP:
+        if (m->u.swap.gpu >= state.n_gpus)
+            return -1;
+        if (state.ops.prepare_swap)
+            state.ops.prepare_swap(m->u.swap.gpu, state.ops.user);
+        return 0;
     case MSG_WAIT_FOR_MEM:
     case MSG_MEM_AVAILABLE:
         if (m->u.wait.gpu >= state.n_gpus)

@@ -50,6 +50,11 @@ struct nvshare_client_ops {
      * them the process has nothing to evict and says so. */
     uint64_t (*swap_out)(int gpu, void *user);
     uint64_t (*swap_in)(int gpu, void *user);
+    /* The scheduler may soon ask for swap_out on gpu: get ready in the
+     * background (what a first swap_out would spend seconds on), and
+     * return at once; swap_out must stay correct however far that got.
+     * Called on the client thread. Optional. */
+    void (*prepare_swap)(int gpu, void *user);
     void *user;
 };
 

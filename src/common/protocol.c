@@ -513,6 +513,7 @@ static const char *const type_names[] = {
     [MSG_EVICT] = "EVICT",
     [MSG_SWAPPED] = "SWAPPED",
     [MSG_LOAD] = "LOAD",
+    [MSG_PREPARE_SWAP] = "PREPARE_SWAP",
     [MSG_CTL_STATUS] = "CTL_STATUS",
     [MSG_CTL_SET] = "CTL_SET",
     [MSG_CTL_REPLY] = "CTL_REPLY",
@@ -569,6 +570,7 @@ int msg_encode(const struct msg *m, uint8_t *buf, size_t cap)
     case MSG_WAIT_FOR_MEM:
     case MSG_MEM_AVAILABLE: put_wait(&w, &m->u.wait); break;
     case MSG_EVICT:
+    case MSG_PREPARE_SWAP:
     case MSG_SWAPPED: put_swap(&w, &m->u.swap); break;
     case MSG_LOAD: put_load(&w, &m->u.load); break;
     case MSG_CTL_SET: put_ctl_set(&w, &m->u.set); break;
@@ -619,6 +621,7 @@ int msg_decode(const uint8_t *body, size_t len, struct msg *out)
     case MSG_WAIT_FOR_MEM:
     case MSG_MEM_AVAILABLE: get_wait(&r, &out->u.wait); break;
     case MSG_EVICT:
+    case MSG_PREPARE_SWAP:
     case MSG_SWAPPED: get_swap(&r, &out->u.swap); break;
     case MSG_LOAD: get_load(&r, &out->u.load); break;
     case MSG_CTL_SET: get_ctl_set(&r, &out->u.set); break;

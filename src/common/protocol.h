@@ -63,6 +63,8 @@ enum msg_type {
                               gpu to the host (struct msg_swap, gpu only) */
     MSG_SWAPPED,           /* client -> sched: a swap finished (msg_swap) */
     MSG_LOAD,              /* client -> sched: how busy it keeps gpu */
+    MSG_PREPARE_SWAP,      /* sched -> client: an EVICT of gpu may come: get
+                              ready for it (struct msg_swap, gpu only) */
     /* control socket: nvsharectl <-> scheduler */
     MSG_CTL_STATUS = 100,  /* ctl -> sched: send the status records */
     MSG_CTL_SET,           /* ctl -> sched: change a setting */
@@ -122,7 +124,7 @@ enum swap_direction {
 
 struct msg_swap {
     uint8_t gpu;
-    uint8_t direction;    /* enum swap_direction; 0 in EVICT */
+    uint8_t direction;    /* enum swap_direction; 0 in EVICT, PREPARE_SWAP */
     uint64_t bytes;       /* moved */
     uint64_t duration_ns;
 };

@@ -169,6 +169,7 @@ HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     CUresult rc;
 
     hook_count(&hook_stat_calls[NVSHARE_ID_cuDevicePrimaryCtxRelease_v2], 1);
+    swap_pins_pause();
     pthread_mutex_lock(&registry_lock);
     rc = HOOK_CALL_REAL(cuDevicePrimaryCtxRelease_v2, (dev));
     for (int i = 0; i < n_contexts && entry == NULL; i++)
@@ -178,6 +179,7 @@ HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     if (rc == CUDA_SUCCESS && entry != NULL && --entry->primary_refs == 0)
         remove_locked(entry);
     pthread_mutex_unlock(&registry_lock);
+    swap_pins_resume();
     return rc;
 }
 
@@ -187,11 +189,13 @@ HOOK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
     CUresult rc;
 
     hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxDestroy_v2], 1);
+    swap_pins_pause();
     pthread_mutex_lock(&registry_lock);
     rc = HOOK_CALL_REAL(cuCtxDestroy_v2, (ctx));
     if (rc == CUDA_SUCCESS && (entry = find_locked(ctx)) != NULL)
         remove_locked(entry);
     pthread_mutex_unlock(&registry_lock);
+    swap_pins_resume();
     if (rc == CUDA_SUCCESS)
         follow_driver_current();
     return rc;
@@ -261,6 +265,16 @@ bool hook_for_each_context(int gpu,
     if (drv->exchange_capture_mode)
         drv->exchange_capture_mode(&mode);
     return all;
+}
+
+bool hook_context_live(CUcontext ctx)
+{
+    bool live;
+
+    pthread_mutex_lock(&registry_lock);
+    live = find_locked(ctx) != NULL;
+    pthread_mutex_unlock(&registry_lock);
+    return live;
 }
 
 static bool synchronize_current(const struct hook_driver *drv, CUcontext ctx,

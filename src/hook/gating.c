@@ -43,7 +43,8 @@ static int start_client_locked(void)
         .ops = {.drain = hook_drain_gpu,
                 .completed = hook_gpu_completed,
                 .swap_out = hook_swap_out,
-                .swap_in = hook_swap_in},
+                .swap_in = hook_swap_in,
+                .prepare_swap = hook_prepare_swap},
     };
     int count = 0;
     CUresult rc;

@@ -150,6 +150,9 @@ bool hook_for_each_context(int gpu,
                            bool (*fn)(const struct hook_driver *drv,
                                       CUcontext ctx, void *arg),
                            void *arg);
+/* Whether ctx is a context this process created or retained and has not
+ * destroyed or released. */
+bool hook_context_live(CUcontext ctx);
 
 /* ---- backlog.c ---------------------------------------------------------- */
 
@@ -200,7 +203,8 @@ struct mem_swap_slot {
     bool converted; /* made managed for oversubscription: device memory to
                        the application, which never reads it on the host */
     bool out;       /* its data is in backing, its device pages discarded */
-    void *backing;  /* pinned host copy, from its first swap-out to its free */
+    void *backing;  /* pinned host copy, from its first swap-out (or its
+                       preparation) to its free */
 };
 
 /* What the map knows of one live allocation. Managed ones (evictable) also
@@ -278,6 +282,20 @@ void mem_for_each_managed(int gpu, CUcontext ctx,
                           void (*fn)(CUdeviceptr ptr, uint64_t bytes,
                                      struct mem_swap_slot *slot, void *arg),
                           void (*done)(void *arg), void *arg);
+/* Calls fn(ptr, bytes, ctx, slot, arg) for each live managed allocation of
+ * gpu, whatever its context, with the map locked (same rules as above). */
+void mem_for_each_managed_on_gpu(int gpu,
+                                 void (*fn)(CUdeviceptr ptr, uint64_t bytes,
+                                            CUcontext ctx,
+                                            struct mem_swap_slot *slot,
+                                            void *arg),
+                                 void *arg);
+/* If the live managed allocation at ptr is on gpu and has exactly bytes:
+ * returns fn(ctx, slot, arg), called with the map locked. Else false. */
+bool mem_with_managed(int gpu, CUdeviceptr ptr, uint64_t bytes,
+                      bool (*fn)(CUcontext ctx, struct mem_swap_slot *slot,
+                                 void *arg),
+                      void *arg);
 bool mem_claim_reserve(struct mem_claim *claim);
 CUresult mem_claim_refused(struct mem_claim *claim);
 CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc);
@@ -319,6 +337,16 @@ void mem_graph_after_trim(const struct mem_free *f);
  * the real driver only (never gated), on any thread. */
 uint64_t hook_swap_out(int gpu, void *user);
 uint64_t hook_swap_in(int gpu, void *user);
+/* nvshare_client_ops prepare_swap: makes the pinned host copies of gpu's
+ * converted allocations on a background thread, from now on (also for
+ * those allocated later), so that swap-outs only copy. */
+void hook_prepare_swap(int gpu, void *user);
+/* After a converted allocation on gpu: its copy too, if gpu was asked. */
+void swap_prepare_if_asked(int gpu);
+/* Around the destruction of a context: no pinned copy is being made in
+ * it meanwhile (waits for the one in progress). */
+void swap_pins_pause(void);
+void swap_pins_resume(void);
 /* A freed allocation's swap state goes with it (its pinned host copy). */
 void swap_forget(struct mem_swap_slot *slot);
 
@@ -350,6 +378,8 @@ enum hook_event {
     HOOK_EV_SWAP_INS,
     HOOK_EV_SWAP_IN_BYTES,
     HOOK_EV_SWAP_IN_US,
+    HOOK_EV_SWAP_PINNED_AHEAD,    /* pinned copies made before an EVICT */
+    HOOK_EV_SWAP_PINNED_AT_EVICT, /* ... made by the swap-out itself */
     HOOK_EV_COUNT
 };
 extern _Atomic uint64_t hook_stat_events[HOOK_EV_COUNT];

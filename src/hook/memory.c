@@ -134,6 +134,42 @@ void mem_for_each_managed(int gpu, CUcontext ctx,
     pthread_mutex_unlock(&map_lock);
 }
 
+void mem_for_each_managed_on_gpu(int gpu,
+                                 void (*fn)(CUdeviceptr ptr, uint64_t bytes,
+                                            CUcontext ctx,
+                                            struct mem_swap_slot *slot,
+                                            void *arg),
+                                 void *arg)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    pthread_mutex_lock(&map_lock);
+    for (int b = 0; b < MAP_BUCKETS && managed_bytes[gpu] > 0; b++)
+        for (struct mem_entry *e = buckets[b]; e; e = e->next)
+            if (e->kind == MEM_DEVPTR && e->rec.managed && e->rec.gpu == gpu)
+                fn((CUdeviceptr)e->key, e->rec.bytes, e->rec.ctx,
+                   &e->rec.swap, arg);
+    pthread_mutex_unlock(&map_lock);
+}
+
+bool mem_with_managed(int gpu, CUdeviceptr ptr, uint64_t bytes,
+                      bool (*fn)(CUcontext ctx, struct mem_swap_slot *slot,
+                                 void *arg),
+                      void *arg)
+{
+    bool result = false;
+
+    pthread_mutex_lock(&map_lock);
+    for (struct mem_entry *e = *bucket_of(MEM_DEVPTR, ptr); e; e = e->next)
+        if (e->key == ptr && e->kind == MEM_DEVPTR) {
+            if (e->rec.managed && e->rec.gpu == gpu && e->rec.bytes == bytes)
+                result = fn(e->rec.ctx, &e->rec.swap, arg);
+            break;
+        }
+    pthread_mutex_unlock(&map_lock);
+    return result;
+}
+
 /* A forked child does not own its parent's allocations: forget them
  * without giving anything back (the parent still holds them). The nodes
  * are leaked on purpose: the lock may have been held mid-update. */

@@ -52,7 +52,15 @@ static CUresult allocate_managed(const struct mem_claim *claim)
                            CU_MEM_ATTACH_GLOBAL));
 }
 
-static const struct mem_path managed_path = {.allocate = allocate_managed};
+/* A GPU that was asked to prepare for a swap-out prepares what is
+ * allocated afterwards too, once it is in the map. */
+static void prepare_if_asked(const struct mem_claim *claim)
+{
+    swap_prepare_if_asked(claim->gpu);
+}
+
+static const struct mem_path managed_path = {.allocate = allocate_managed,
+                                             .finish = prepare_if_asked};
 
 struct mem_claim mem_claim_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
@@ -113,7 +121,8 @@ static CUresult allocate_managed_pitch(const struct mem_claim *claim)
 static const struct mem_path managed_pitch_path = {
     .allocate = allocate_managed_pitch,
     .measure = pitched_size,
-    .undo = free_pointer};
+    .undo = free_pointer,
+    .finish = prepare_if_asked};
 
 struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr,
                                               size_t *pPitch,

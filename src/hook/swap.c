@@ -13,8 +13,8 @@
  * faults in and maps every destination page, while a copy engine writes
  * pinned memory at link speed (~50 GB/s). So a swap-out copies each
  * converted allocation in chunks, over several streams, into a pinned host
- * copy of its own (cuMemHostAlloc at its first swap-out, reused by every
- * later one, freed with the allocation), then discards its device pages
+ * copy of its own (reused by every later swap-out, freed with the
+ * allocation), then discards its device pages
  * (cuMemDiscardBatchAsync): the driver may reuse them without migrating
  * anything. A swap-in makes device pages exist again without migrating
  * (cuMemDiscardAndPrefetchBatchAsync to the GPU) and copies the data back.
@@ -25,6 +25,13 @@
  * is prefetched as before; so is converted memory when the driver lacks
  * those calls (CUDA < 12.8) or the pinned copy cannot be allocated.
  *
+ * Pinning is the slow part (cuMemHostAlloc of 6 GiB: 4 s on an H100, the
+ * copy into it 0.14 s), so the copies are made ahead: PREPARE_SWAP, sent
+ * as soon as a job waits for memory, starts a background thread per GPU
+ * that pins a copy for every converted allocation without one, and for
+ * each one allocated afterwards (below, "preparing"). A swap-out pins
+ * only what is still missing, so correctness never depends on it.
+ *
  * A swap runs on the client's thread (or any thread that is not in a
  * submission), never through the wrappers, so it is never gated: for each
  * context this process has on the GPU, it pushes that context, creates
@@ -34,6 +41,8 @@
  * move queued to the last one waited for: an application thread that frees
  * or allocates managed memory meanwhile waits that long (the swap time),
  * and nothing is freed, reused or discarded under a transfer. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include "hook.h"
@@ -141,13 +150,16 @@ static bool copy_out(struct swap *job, const struct hook_driver *drv,
 {
     CUresult rc;
 
-    if (slot->backing == NULL &&
-        (rc = drv->mem_host_alloc(&slot->backing, (size_t)bytes, 0)) !=
+    if (slot->backing == NULL) {
+        if ((rc = drv->mem_host_alloc(&slot->backing, (size_t)bytes, 0)) !=
             CUDA_SUCCESS) {
-        slot->backing = NULL;
-        log_debug("swap out: no pinned copy of %llu bytes (%d): prefetching",
-                  (unsigned long long)bytes, (int)rc);
-        return false;
+            slot->backing = NULL;
+            log_debug("swap out: no pinned copy of %llu bytes (%d): "
+                      "prefetching",
+                      (unsigned long long)bytes, (int)rc);
+            return false;
+        }
+        hook_count(&hook_stat_events[HOOK_EV_SWAP_PINNED_AT_EVICT], 1);
     }
     if (!batch_add(&job->batch, ptr, bytes, slot))
         return false;
@@ -346,10 +358,238 @@ static uint64_t swap(int gpu, bool to_device)
     return job.moved;
 }
 
-uint64_t hook_swap_out(int gpu, void *user)
+/* ---- preparing the pinned copies ahead of a swap-out ------------------- */
+
+/* Pinning host memory costs about 1.5 GB/s (the kernel locks every page),
+ * thirty times slower than the copy into it: made by the swap-out, the
+ * pinned copies would double or triple its time on the critical path of
+ * the job that waits for the room. PREPARE_SWAP comes as soon as some job
+ * waits for memory, typically a switch time ahead of the EVICT, and one
+ * background thread per GPU makes them then. */
+struct preparer {
+    bool asked;   /* PREPARE_SWAP came: later allocations are prepared too */
+    bool running; /* its thread works (or is about to) */
+    bool again;   /* something to prepare came since the thread last looked */
+};
+
+static struct preparer preparers[NVSHARE_MAX_GPUS];
+static pthread_mutex_t preparers_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t preparer_done = PTHREAD_COND_INITIALIZER;
+
+/* Held while one pinned copy is made (seconds), by every swap-out and
+ * around the destruction of a context: a swap-out waits for the copy in
+ * progress rather than pinning the same allocation twice, and no context
+ * dies under a pin. */
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Set at exit, under pin_lock: the runtime and the driver tear down
+ * after it, so no pin may start any more. */
+static atomic_bool stopping;
+
+struct unprepared {
+    CUdeviceptr ptr;
+    uint64_t bytes;
+};
+
+struct unprepared_list {
+    struct unprepared *items;
+    size_t n, cap;
+};
+
+static void collect_unprepared(CUdeviceptr ptr, uint64_t bytes, CUcontext ctx,
+                               struct mem_swap_slot *slot, void *arg)
+{
+    struct unprepared_list *list = arg;
+
+    (void)ctx;
+    if (!slot->converted || slot->backing != NULL)
+        return;
+    if (list->n == list->cap) {
+        size_t cap = list->cap ? 2 * list->cap : 64;
+        struct unprepared *items = realloc(list->items, cap * sizeof(*items));
+        if (items == NULL)
+            return; /* the swap-out pins the rest */
+        list->items = items;
+        list->cap = cap;
+    }
+    list->items[list->n++] = (struct unprepared){ptr, bytes};
+}
+
+/* The allocation still needs a copy: in which context to make it. */
+static bool still_unprepared(CUcontext ctx, struct mem_swap_slot *slot,
+                             void *arg)
+{
+    *(CUcontext *)arg = ctx;
+    return slot->converted && slot->backing == NULL && ctx != NULL;
+}
+
+/* Gives the copy to the allocation it was made for, if the map still holds
+ * it (same pointer and size) without one. */
+static bool attach_copy(CUcontext ctx, struct mem_swap_slot *slot, void *arg)
+{
+    (void)ctx;
+    if (!slot->converted || slot->backing != NULL)
+        return false;
+    slot->backing = arg;
+    return true;
+}
+
+/* Makes one pinned copy with the map unlocked: application threads keep
+ * allocating and freeing meanwhile; the allocation is looked up again
+ * before the copy is attached. */
+static void prepare_one(int gpu, const struct hook_driver *drv,
+                        const struct unprepared *u)
+{
+    CUcontext ctx = NULL, popped;
+    void *host = NULL;
+
+    pthread_mutex_lock(&pin_lock);
+    if (!atomic_load(&stopping) &&
+        mem_with_managed(gpu, u->ptr, u->bytes, still_unprepared, &ctx) &&
+        hook_context_live(ctx) &&
+        HOOK_CALL_REAL(cuCtxPushCurrent_v2, (ctx)) == CUDA_SUCCESS) {
+        CUresult rc = drv->mem_host_alloc(&host, (size_t)u->bytes, 0);
+        if (rc != CUDA_SUCCESS)
+            log_debug("prepare swap gpu %d: no pinned copy of %llu bytes (%d)",
+                      gpu, (unsigned long long)u->bytes, (int)rc);
+        else if (mem_with_managed(gpu, u->ptr, u->bytes, attach_copy, host))
+            hook_count(&hook_stat_events[HOOK_EV_SWAP_PINNED_AHEAD], 1);
+        else
+            drv->mem_free_host(host); /* freed meanwhile, or copied out */
+        HOOK_CALL_REAL(cuCtxPopCurrent_v2, (&popped));
+    }
+    pthread_mutex_unlock(&pin_lock);
+}
+
+static void prepare_gpu(int gpu)
+{
+    const struct hook_driver *drv = hook_driver();
+    struct unprepared_list list = {0};
+
+    if (drv == NULL || !driver_copies())
+        return;
+    mem_for_each_managed_on_gpu(gpu, collect_unprepared, &list);
+    for (size_t i = 0; i < list.n && !atomic_load(&stopping); i++)
+        prepare_one(gpu, drv, &list.items[i]);
+    free(list.items);
+}
+
+static void *preparer_main(void *arg)
+{
+    int gpu = (int)(intptr_t)arg;
+    struct preparer *p = &preparers[gpu];
+
+    for (;;) {
+        pthread_mutex_lock(&preparers_lock);
+        if (!p->again || atomic_load(&stopping)) {
+            p->running = false;
+            pthread_cond_broadcast(&preparer_done);
+            pthread_mutex_unlock(&preparers_lock);
+            return NULL;
+        }
+        p->again = false;
+        pthread_mutex_unlock(&preparers_lock);
+        prepare_gpu(gpu);
+    }
+}
+
+/* atexit handlers run before the runtime's (registered earlier) and
+ * before the driver's destructors: a pin in progress ends first. */
+static void stop_preparing(void)
+{
+    pthread_mutex_lock(&pin_lock);
+    atomic_store(&stopping, true);
+    pthread_mutex_unlock(&pin_lock);
+}
+
+static void register_stop(void)
+{
+    atexit(stop_preparing);
+}
+
+/* Wakes gpu's preparer, or starts it. preparers_lock held. */
+static void kick_locked(int gpu)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    struct preparer *p = &preparers[gpu];
+    pthread_attr_t attr;
+    pthread_t thread;
+    sigset_t all, old;
+    int rc;
+
+    p->again = true;
+    if (p->running)
+        return;
+    pthread_once(&once, register_stop);
+    /* Signals stay the application's threads' business. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&thread, &attr, preparer_main, (void *)(intptr_t)gpu);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    p->running = rc == 0;
+    if (rc != 0)
+        log_debug("prepare swap gpu %d: no thread (%d): the swap-out pins",
+                  gpu, rc);
+}
+
+void hook_prepare_swap(int gpu, void *user)
 {
     (void)user;
-    return swap(gpu, false);
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    pthread_mutex_lock(&preparers_lock);
+    preparers[gpu].asked = true;
+    kick_locked(gpu);
+    pthread_mutex_unlock(&preparers_lock);
+}
+
+void swap_prepare_if_asked(int gpu)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    pthread_mutex_lock(&preparers_lock);
+    if (preparers[gpu].asked)
+        kick_locked(gpu);
+    pthread_mutex_unlock(&preparers_lock);
+}
+
+void swap_pins_pause(void)
+{
+    pthread_mutex_lock(&pin_lock);
+}
+
+void swap_pins_resume(void)
+{
+    pthread_mutex_unlock(&pin_lock);
+}
+
+/* The child has no preparer threads, and a lock may have been held by one
+ * of the parent's. */
+static void forget_preparers_in_child(void)
+{
+    pthread_mutex_init(&preparers_lock, NULL);
+    pthread_cond_init(&preparer_done, NULL);
+    pthread_mutex_init(&pin_lock, NULL);
+    for (int gpu = 0; gpu < NVSHARE_MAX_GPUS; gpu++)
+        preparers[gpu] = (struct preparer){0};
+}
+
+__attribute__((constructor)) static void register_swap_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, forget_preparers_in_child);
+}
+
+uint64_t hook_swap_out(int gpu, void *user)
+{
+    uint64_t moved;
+
+    (void)user;
+    pthread_mutex_lock(&pin_lock);
+    moved = swap(gpu, false);
+    pthread_mutex_unlock(&pin_lock);
+    return moved;
 }
 
 uint64_t hook_swap_in(int gpu, void *user)
@@ -371,6 +611,22 @@ void swap_forget(struct mem_swap_slot *slot)
 HOOK_EXPORT uint64_t nvshare_hook_swap_out(int gpu)
 {
     return hook_swap_out(gpu, NULL);
+}
+
+HOOK_EXPORT void nvshare_hook_prepare_swap(int gpu)
+{
+    hook_prepare_swap(gpu, NULL);
+}
+
+/* Test introspection: returns once gpu's preparer has nothing left to do. */
+HOOK_EXPORT void nvshare_hook_wait_prepared(int gpu)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    pthread_mutex_lock(&preparers_lock);
+    while (preparers[gpu].running)
+        pthread_cond_wait(&preparer_done, &preparers_lock);
+    pthread_mutex_unlock(&preparers_lock);
 }
 
 HOOK_EXPORT uint64_t nvshare_hook_swap_in(int gpu)

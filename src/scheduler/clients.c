@@ -142,6 +142,13 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             m.u.swap = (struct msg_swap){.gpu = gpu};
             send_or_doom(c, &m);
             break;
+        case ACTION_PREPARE_SWAP:
+            log_debug("gpu %d: client %llu prepares to swap out", a->gpu,
+                      (unsigned long long)c->id);
+            m = (struct msg){.type = MSG_PREPARE_SWAP};
+            m.u.swap = (struct msg_swap){.gpu = gpu};
+            send_or_doom(c, &m);
+            break;
         }
     }
     reap(s);

@@ -618,6 +618,54 @@ static uint64_t next_rotation(const struct gpu_sched *g, uint64_t quantum)
     return due;
 }
 
+/* PREPARE_SWAP, once per membership: the client then makes the pinned host
+ * copies of what it allocates later by itself. */
+static void prepare(struct gpu_sched *g, int gpu, int client,
+                    struct policy_actions *out)
+{
+    struct member *m = &g->members[client];
+
+    if (m->prepare_sent)
+        return;
+    m->prepare_sent = true;
+    emit(out, ACTION_PREPARE_SWAP, gpu, client, m->lease);
+}
+
+/* Room for an EVICT and the PREPARE_SWAP that may have to precede it. */
+static bool room_for_evict(const struct policy_actions *out,
+                           const struct member *m)
+{
+    return room_for(out, m->prepare_sent ? 1 : 2);
+}
+
+static void evict(struct gpu_sched *g, int gpu, int client, uint64_t now,
+                  struct policy_actions *out)
+{
+    struct member *m = &g->members[client];
+
+    prepare(g, gpu, client, out);
+    m->evicting = true;
+    m->evict_sent_at = now;
+    emit(out, ACTION_EVICT, gpu, client, m->lease);
+}
+
+/* A waiter is blocked for memory: every evictable client whose memory is
+ * on the GPU may be asked to swap out before it is admitted. */
+static void prepare_resident(struct gpu_sched *g, int gpu,
+                             struct policy_actions *out)
+{
+    for (int c = 0; c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        if (!m->present || !m->evictable || !m->resident || m->prepare_sent)
+            continue;
+        if (!room_for(out, 1)) {
+            out->truncated = true;
+            return;
+        }
+        prepare(g, gpu, c, out);
+    }
+}
+
 /* Asks idle evictable clients other than the waiter that still occupy the
  * GPU to swap out, oldest hold first, until `need` more bytes would fit
  * (all of them for a waiter bigger than the limit, see fits()). */
@@ -631,7 +679,7 @@ static void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
 
     if (!room_possible(p, g, gpu, waiter))
         return;
-    while ((alone || resident - leaving + need > limit) && room_for(out, 1)) {
+    while (alone || resident - leaving + need > limit) {
         int oldest = -1;
         for (int c = 0; c < g->slots; c++) {
             const struct member *m = &g->members[c];
@@ -640,13 +688,10 @@ static void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
                 (oldest < 0 || m->grant_seq < g->members[oldest].grant_seq))
                 oldest = c;
         }
-        if (oldest < 0)
+        if (oldest < 0 || !room_for_evict(out, &g->members[oldest]))
             return;
-        struct member *m = &g->members[oldest];
-        m->evicting = true;
-        m->evict_sent_at = now;
-        leaving += m->evictable;
-        emit(out, ACTION_EVICT, gpu, oldest, m->lease);
+        leaving += g->members[oldest].evictable;
+        evict(g, gpu, oldest, now, out);
     }
 }
 
@@ -700,8 +745,10 @@ static void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
         if (blocked_seen || (!ok_memory && !room_possible(p, g, gpu, c)))
             continue;
         blocked_seen = true;
-        if (!ok_memory)
+        if (!ok_memory) {
             evict_for(p, g, gpu, c, m->footprint - occupied_bytes(m), now, out);
+            prepare_resident(g, gpu, out);
+        }
         if (now - m->since >= quantum_for(p, g, m))
             return; /* aged: nobody passes it any more */
     }
@@ -714,11 +761,8 @@ static void evict_if_asked(struct gpu_sched *g, int gpu, int client,
 {
     struct member *m = &g->members[client];
 
-    if (m->evict_after_release && m->evictable && room_for(out, 1)) {
-        m->evicting = true;
-        m->evict_sent_at = now;
-        emit(out, ACTION_EVICT, gpu, client, m->lease);
-    }
+    if (m->evict_after_release && m->evictable && room_for_evict(out, m))
+        evict(g, gpu, client, now, out);
     m->evict_after_release = false;
 }
 
@@ -1003,7 +1047,7 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
      * is left. */
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
-        if (!room_for(out, 2)) {
+        if (!room_for(out, 3)) {
             out->truncated = true;
             break;
         }
@@ -1017,8 +1061,10 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
     /* Growth is judged on the set that the misfits leave. */
     if (!drop_misfits(p, g, gpu, now, out)) {
         int overgrown = overgrown_runner(p, g, gpu);
-        if (overgrown >= 0 && room_for(out, 1)) {
+        /* It prepares while it drains: its EVICT follows the release. */
+        if (overgrown >= 0 && room_for(out, 2)) {
             g->members[overgrown].evict_after_release = true;
+            prepare(g, gpu, overgrown, out);
             drop(g, gpu, overgrown, now, out);
         }
     }

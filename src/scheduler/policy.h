@@ -28,7 +28,12 @@
  *    not, it is told (WAIT_FOR_MEM) and idle evictable clients are asked to
  *    swap out (EVICT) until it fits. Admission follows queue order; a later
  *    waiter may pass a blocked one only while that one has waited less than
- *    its quantum, so big clients cannot starve.
+ *    its quantum, so big clients cannot starve. As soon as a waiter is
+ *    blocked for memory, every evictable client whose memory is on the GPU
+ *    (runners included) is asked, once per membership, to get ready to
+ *    swap out (PREPARE_SWAP): its pinned host copies take seconds to make,
+ *    which its swap-out would otherwise spend on the waiter's critical
+ *    path. Every EVICT follows the client's PREPARE_SWAP.
  *  - Rotation. Once someone waits, a running client that has had the GPU
  *    for its quantum is asked to give it back (DROP); it answers after
  *    draining its work (release). The quantum is the TQ when the first
@@ -116,6 +121,7 @@ struct member {
     bool resident;         /* its evictable memory is on the GPU */
     bool evicting;         /* EVICT sent, SWAPPED not yet received */
     bool evict_after_release; /* dropped because the runners outgrew it */
+    bool prepare_sent;     /* PREPARE_SWAP sent during this membership */
     uint64_t evict_sent_at;
     /* load */
     bool load_known;
@@ -188,6 +194,7 @@ enum action_kind {
     ACTION_WAIT_FOR_MEM,  /* tell client it waits for memory (mem below) */
     ACTION_MEM_AVAILABLE, /* tell client it no longer does (before GRANT) */
     ACTION_EVICT,         /* ask client to swap its memory out */
+    ACTION_PREPARE_SWAP,  /* ask client to get ready for an EVICT */
 };
 
 struct policy_action {
@@ -200,9 +207,9 @@ struct policy_action {
     } mem; /* WAIT_FOR_MEM; MEM_AVAILABLE: wait_ns = time waited */
 };
 
-/* One call emits at most three actions per client and GPU it touches; a
- * call that runs out of room stops early, sets `truncated`, and the daemon
- * calls policy_tick again at once. */
+/* One call emits at most three actions per client and GPU it touches, plus
+ * one PREPARE_SWAP per membership; a call that runs out of room stops
+ * early, sets `truncated`, and the daemon calls policy_tick again at once. */
 #define POLICY_MAX_ACTIONS (4 * POLICY_MAX_CLIENTS)
 
 struct policy_actions {

@@ -16,7 +16,9 @@
  *     managed; cuMemPrefetchAsync(_v2) moves it (timeline work of
  *     bytes / FAKE_CUDA_SWAP_GBPS, traced as prefetch_host / prefetch_device)
  *     and cuMemRangeGetAttribute(LAST_PREFETCH_LOCATION) says where to;
- *   - pinned host memory (cuMemHostAlloc) is real memory. Async copies
+ *   - pinned host memory (cuMemHostAlloc) is real memory, and making it
+ *     takes bytes / FAKE_CUDA_PIN_GBPS (default 2) like a real driver's
+ *     page locking, so a test sees who pays for it. Async copies
  *     between it and managed memory are timeline work of bytes /
  *     FAKE_CUDA_COPY_GBPS (default 50), traced as copy_dtoh / copy_htod,
  *     and carry the data's identity: a device-to-host copy stamps the
@@ -402,16 +404,38 @@ static double copy_gbps(void)
     return gbps;
 }
 
+static double pin_gbps(void)
+{
+    static double gbps;
+    const char *text;
+
+    if (gbps <= 0) {
+        text = getenv("FAKE_CUDA_PIN_GBPS");
+        gbps = text ? strtod(text, NULL) : 0;
+        if (!(gbps > 0))
+            gbps = 2.0;
+    }
+    return gbps;
+}
+
+/* The calling thread pays for the pinning, without holding the fake's lock:
+ * other threads go on meanwhile, as with a real driver. */
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
+    uint64_t pinned_at;
+
     (void)Flags;
     if (pp == NULL || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (fake_current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
+    pinned_at = fake_now_ns() + (uint64_t)((double)bytesize / pin_gbps());
     *pp = aligned_alloc(HOST_PAGE,
                         (bytesize + HOST_PAGE - 1) / HOST_PAGE * HOST_PAGE);
-    return *pp ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (*pp == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    fake_wait_until(pinned_at);
+    return CUDA_SUCCESS;
 }
 
 CUresult cuMemFreeHost(void *p)

@@ -6,7 +6,10 @@
 # going to the host (copies to pinned memory, then its device pages
 # discarded, in the fake's trace) before the incoming one runs, and the
 # incoming one's copies back to the device completing before its first
-# kernel, with every byte restored from a copy of its own.
+# kernel, with every byte restored from a copy of its own. Each job is told
+# to prepare (PREPARE_SWAP) when the other waits for memory, a switch time
+# (1 s) before its EVICT: its pinned copies (FAKE_CUDA_PIN_GBPS=50: 0.26 s)
+# are made by then, and no swap-out pins.
 #
 # usage: memory_aware_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR FAKE_JOB
 set -euo pipefail
@@ -30,6 +33,7 @@ from=$(date +%s%N); until=$(( from + 5000000000 ))
 pids=()
 for j in 1 2; do
     LD_LIBRARY_PATH=$FAKE_DIR LD_PRELOAD=$LIB NVSHARE_ENABLE_OVERSUB=1 \
+        NVSHARE_STATS=1 FAKE_CUDA_PIN_GBPS=50 \
         FAKE_JOB_MEM_MB=12288 FAKE_CUDA_MEM_MB=81920 FAKE_CUDA_SWAP_GBPS=100 \
         NVSHARE_POD_NAME=job-$j "$JOB" "$from" "$until" >"$WORK/job$j.out" \
         2>"$WORK/job$j.err" &
@@ -50,6 +54,13 @@ grep -q "waiting for GPU memory" "$WORK"/job*.err || fail "the waiting job did n
 [ "$(cat "${traces[@]}" | grep -c '^discard_prefetch_device')" -ge 1 ] || fail "no swap-in"
 ! grep -q "^prefetch" "${traces[@]}" || fail "converted memory was prefetched, not copied"
 ! grep -q "moves of managed memory failed" "$WORK"/job*.err || fail "a swap failed"
+grep -q "client [0-9]* prepares to swap out" "$WORK/sched.log" || fail "no PREPARE_SWAP"
+for j in 1 2; do
+    grep -q "stats: swap-pinned-ahead [1-9]" "$WORK/job$j.err" ||
+        fail "job $j made no pinned copy ahead"
+    grep -q "stats: swap-pinned-at-evict 0$" "$WORK/job$j.err" ||
+        fail "a swap-out of job $j pinned: $(grep pinned "$WORK/job$j.err")"
+done
 for j in 1 2; do
     rate=$(sed -n 's/rate=//p' "$WORK/job$j.out")
     awk "BEGIN { exit !($rate > 50) }" || fail "job $j starved (rate $rate)"

@@ -8,7 +8,10 @@
 #   - a device without concurrent managed access: not converted, one warning;
 #   - swap out / in move exactly the managed allocations and wait for them:
 #     converted ones are copied to pinned host memory and back intact, the
-#     application's own are prefetched (the fake's trace shows both).
+#     application's own are prefetched (the fake's trace shows both);
+#   - after PREPARE_SWAP the pinned copies are made in the background
+#     (pinning at FAKE_CUDA_PIN_GBPS), so the swap-out only copies, intact;
+#     a process exits cleanly while a copy is being made.
 # usage: oversub.sh LIBNVSHARE FAKE_LIB_DIR OVERSUB_TEST MEMORY_TEST
 set -euo pipefail
 LIB=$1 FAKE=$2 TEST=$3 MEMTEST=$4
@@ -67,3 +70,9 @@ grep -q "^prefetch_device [0-9]* [0-9]* 8388608$" <<<"$trace" || fail "no prefet
 echo "PASS: $(grep -c '^copy_dtoh' <<<"$trace") copies to the host," \
     "$(grep -c '^copy_htod' <<<"$trace") to the device," \
     "$(grep -c '^prefetch_host' <<<"$trace") prefetches to the host"
+
+check "prepared swap-out pins nothing" \
+    run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_PIN_GBPS=0.2 "$TEST" prepare
+grep -q "pinned_at_evict=0" "$dir/out" || fail "the prepared swap-out pinned"
+check "exit while preparing" \
+    run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_PIN_GBPS=0.5 "$TEST" prepare-exit

@@ -20,6 +20,15 @@
  *       context as it was, work from a thread without a context, return 0
  *       with nothing managed, copy nothing twice, and stay correct while
  *       another thread allocates and frees.
+ *   oversub_test prepare
+ *       after prepare_swap (the client's callback for PREPARE_SWAP) every
+ *       converted allocation, and one made afterwards, has its pinned copy
+ *       before the swap-out, which then pins nothing and restores the data
+ *       intact; an allocation freed while its copy is made takes nothing
+ *       with it; a swap-out during the preparation pins each allocation
+ *       once in all.
+ *   oversub_test prepare-exit
+ *       the process exits while a pinned copy is being made, cleanly.
  * Prints one line per failed check and key=value results; exit 1 on any
  * failure. */
 #include <dlfcn.h>
@@ -330,6 +339,117 @@ static void swap(void)
            (unsigned long long)event("swap-out-bytes"));
 }
 
+/* ---- prepare -------------------------------------------------------------- */
+
+static void prepare_swap(void)
+{
+    void (*fn)(int) = (void (*)(int))dlsym(RTLD_DEFAULT,
+                                           "nvshare_hook_prepare_swap");
+
+    if (fn == NULL) {
+        printf("FAIL: libnvshare does not export nvshare_hook_prepare_swap\n");
+        exit(1);
+    }
+    fn(0);
+}
+
+static void wait_prepared(void)
+{
+    void (*fn)(int) = (void (*)(int))dlsym(RTLD_DEFAULT,
+                                           "nvshare_hook_wait_prepared");
+
+    if (fn == NULL) {
+        printf("FAIL: libnvshare does not export nvshare_hook_wait_prepared\n");
+        exit(1);
+    }
+    fn(0);
+}
+
+static void prepare(void)
+{
+    CUdeviceptr a, b, d, later, freed, raced;
+    size_t pitch;
+    uint64_t want, out;
+    double t0, out_ms;
+
+    setup();
+    MUST(cuMemAlloc_v2(&a, 16 * MIB));                      /* converted */
+    MUST(cuMemAllocManaged(&b, 8 * MIB, CU_MEM_ATTACH_GLOBAL));
+    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 256, 4));     /* converted */
+    EXPECT(event("swap-pinned-ahead") == 0,
+           "pinned copies made before anyone asked");
+
+    prepare_swap();
+    prepare_swap(); /* idempotent */
+    wait_prepared();
+    EXPECT(event("swap-pinned-ahead") == 2,
+           "%llu pinned copies made ahead, want 2 (the converted ones)",
+           (unsigned long long)event("swap-pinned-ahead"));
+    /* Asked once, this GPU prepares what comes later too. */
+    MUST(cuMemAlloc_v2(&later, 8 * MIB));
+    wait_prepared();
+    EXPECT(event("swap-pinned-ahead") == 3,
+           "an allocation after PREPARE_SWAP was not prepared (%llu ahead)",
+           (unsigned long long)event("swap-pinned-ahead"));
+    /* Freed while its copy may be in the making: the copy goes too. */
+    MUST(cuMemAlloc_v2(&freed, 32 * MIB));
+    MUST(cuMemFree_v2(freed));
+    wait_prepared();
+    uint64_t ahead = event("swap-pinned-ahead");
+
+    want = 16 * MIB + 8 * MIB + (uint64_t)pitch * 256 + 8 * MIB;
+    t0 = now_ms();
+    out = swap_out();
+    out_ms = now_ms() - t0;
+    EXPECT(out == want, "swap_out moved %llu bytes, want %llu",
+           (unsigned long long)out, (unsigned long long)want);
+    uint64_t pinned_at_evict = event("swap-pinned-at-evict");
+    EXPECT(pinned_at_evict == 0,
+           "the prepared swap-out pinned %llu copies itself",
+           (unsigned long long)pinned_at_evict);
+    EXPECT(lost_bytes(a) == (long long)(16 * MIB) &&
+               lost_bytes(later) == (long long)(8 * MIB),
+           "swap_out: converted memory not discarded");
+    EXPECT(swap_in() == want, "swap_in did not bring everything back");
+    EXPECT(lost_bytes(a) == 0 && lost_bytes(d) == 0 && lost_bytes(later) == 0,
+           "prepared copies: data not restored intact (%lld, %lld, %lld lost)",
+           lost_bytes(a), lost_bytes(d), lost_bytes(later));
+
+    /* A swap-out while a copy is being made waits for it rather than
+     * pinning the same allocation again: one copy per allocation. */
+    MUST(cuMemAlloc_v2(&raced, 64 * MIB)); /* its copy starts now */
+    out = swap_out();
+    EXPECT(out == want + 64 * MIB, "swap_out during a preparation moved %llu",
+           (unsigned long long)out);
+    wait_prepared();
+    EXPECT(event("swap-pinned-ahead") + event("swap-pinned-at-evict") ==
+               ahead + 1,
+           "64 MiB pinned %llu times",
+           (unsigned long long)(event("swap-pinned-ahead") +
+                                event("swap-pinned-at-evict") - ahead));
+    EXPECT(swap_in() == want + 64 * MIB && lost_bytes(raced) == 0,
+           "the allocation swapped out during its preparation lost data");
+
+    MUST(cuMemFree_v2(a));
+    MUST(cuMemFree_v2(b));
+    MUST(cuMemFree_v2(d));
+    MUST(cuMemFree_v2(later));
+    MUST(cuMemFree_v2(raced));
+    printf("pinned_ahead=%llu pinned_at_evict=%llu prepared_out_ms=%.1f\n",
+           (unsigned long long)ahead, (unsigned long long)pinned_at_evict,
+           out_ms);
+}
+
+/* Exits (returning from main) while the preparer pins 256 MiB. */
+static void prepare_exit(void)
+{
+    CUdeviceptr p;
+
+    setup();
+    MUST(cuMemAlloc_v2(&p, 256 * MIB));
+    prepare_swap();
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "convert") == 0)
@@ -338,9 +458,13 @@ int main(int argc, char **argv)
         beyond(strtoull(argv[2], NULL, 10), atoi(argv[3]) != 0);
     else if (argc == 2 && strcmp(argv[1], "swap") == 0)
         swap();
+    else if (argc == 2 && strcmp(argv[1], "prepare") == 0)
+        prepare();
+    else if (argc == 2 && strcmp(argv[1], "prepare-exit") == 0)
+        prepare_exit();
     else {
         fprintf(stderr, "usage: oversub_test convert MANAGED QUOTA | "
-                        "beyond BYTES OK | swap\n");
+                        "beyond BYTES OK | swap | prepare | prepare-exit\n");
         return 2;
     }
     printf("%s\n", failures ? "FAIL" : "PASS");

@@ -207,9 +207,9 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.wait.limit = 76ull << 30;
         m->u.wait.wait_ns = big ? UINT64_MAX : 4000000000ull;
         break;
-    case MSG_EVICT: case MSG_SWAPPED:
+    case MSG_EVICT: case MSG_PREPARE_SWAP: case MSG_SWAPPED:
         m->u.swap.gpu = 1;
-        m->u.swap.direction = type == MSG_EVICT ? 0 : big ? SWAP_IN : SWAP_OUT;
+        m->u.swap.direction = type != MSG_SWAPPED ? 0 : big ? SWAP_IN : SWAP_OUT;
         m->u.swap.bytes = big ? UINT64_MAX : 6ull << 30;
         m->u.swap.duration_ns = 450000000ull;
         break;
@@ -283,7 +283,7 @@ static int generate(void)
         MSG_CTL_STATUS_GPU, MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
         MSG_MEM_UPDATE, MSG_UPDATE_LIMIT, MSG_MEM_RESERVE, MSG_MEM_GRANT,
         MSG_MEM_RETURN, MSG_MEM_RECLAIM, MSG_WAIT_FOR_MEM, MSG_MEM_AVAILABLE,
-        MSG_EVICT, MSG_SWAPPED, MSG_LOAD,
+        MSG_EVICT, MSG_SWAPPED, MSG_LOAD, MSG_PREPARE_SWAP,
     };
     static uint8_t buf[PROTO_MAX_FRAME + 8];
     struct msg m;
@@ -315,8 +315,8 @@ static int generate(void)
     /* field mutants, patched at known offsets of typical encodings */
     static const uint8_t reserved[] = {1, 0, MSG_UPDATE_CORE_LIMIT, 0};
     put_file("type-UPDATE_CORE_LIMIT", reserved, sizeof(reserved));
-    static const uint8_t unused[] = {1, 0, MSG_LOAD + 1, 0}; /* first unused */
-    put_file("type-after-LOAD", unused, sizeof(unused));
+    static const uint8_t unused[] = {1, 0, MSG_PREPARE_SWAP + 1, 0}; /* first unused */
+    put_file("type-after-PREPARE_SWAP", unused, sizeof(unused));
     static const uint8_t zero[] = {1, 0, 0, 0};
     put_file("type-zero", zero, sizeof(zero));
     static const uint8_t ffff[] = {1, 0, 0xff, 0xff, 0, 0};

@@ -49,6 +49,7 @@ static const char *kind_name(enum action_kind k)
     case ACTION_WAIT_FOR_MEM: return "WAIT_FOR_MEM";
     case ACTION_MEM_AVAILABLE: return "MEM_AVAILABLE";
     case ACTION_EVICT: return "EVICT";
+    case ACTION_PREPARE_SWAP: return "PREPARE_SWAP";
     }
     return "?";
 }
@@ -267,9 +268,15 @@ static uint64_t rotate(int runner, int waiter, uint64_t granted_at,
     assert_int_equal(n_running(), 0);
 
     now += swap_ns;
+    bool waiter_prepared = mem(waiter)->prepare_sent;
     swapped_out(runner, mem(runner)->footprint, swap_ns, now);
-    EXPECT({ACTION_MEM_AVAILABLE, waiter}, {ACTION_GRANT, waiter},
-           {ACTION_WAIT_FOR_MEM, runner});
+    /* The new runner is told to prepare once, when the old one waits. */
+    if (waiter_prepared)
+        EXPECT({ACTION_MEM_AVAILABLE, waiter}, {ACTION_GRANT, waiter},
+               {ACTION_WAIT_FOR_MEM, runner});
+    else
+        EXPECT({ACTION_MEM_AVAILABLE, waiter}, {ACTION_GRANT, waiter},
+               {ACTION_WAIT_FOR_MEM, runner}, {ACTION_PREPARE_SWAP, waiter});
     assert_true(policy_is_running(&p, 0, waiter));
     assert_false(policy_is_running(&p, 0, runner));
     assert_int_equal(mem(runner)->state, MEMBER_WAITING);
@@ -286,7 +293,8 @@ static void start_12_12(uint64_t quantum)
     request(0, 0);
     EXPECT({ACTION_GRANT, 0});
     request(1, 1 * MS);
-    EXPECT({ACTION_WAIT_FOR_MEM, 1});
+    /* The runner prepares its swap-out a whole quantum ahead of it. */
+    EXPECT({ACTION_WAIT_FOR_MEM, 1}, {ACTION_PREPARE_SWAP, 0});
     const struct policy_action *a = &out.list[0];
     assert_int_equal(a->mem.need, 12 * GiB);
     assert_int_equal(a->mem.limit, limit());
@@ -332,6 +340,91 @@ static void test_12g_clients_alternate_with_fixed_switch_time(void **state)
     }
     assert_int_equal(mem(0)->grants, 4);
     assert_int_equal(mem(1)->grants, 3);
+}
+
+/* 12 + 12 GiB: the runner is asked to prepare its swap-out as soon as the
+ * second waits for memory, a whole switch time before its EVICT, and only
+ * once: not again with the EVICT, nor at later rotations. */
+static void test_runner_prepares_once_before_its_evict(void **state)
+{
+    const uint64_t switch_ns = 10 * SEC;
+    uint64_t granted_at;
+
+    (void)state;
+    policy_set_switch_time(&p, switch_ns, 0);
+    start_12_12(switch_ns); /* WAIT_FOR_MEM(1), PREPARE_SWAP(0) at 1 ms */
+    assert_true(mem(0)->prepare_sent);
+    assert_false(mem(1)->prepare_sent); /* nothing of it on the GPU */
+
+    tick(switch_ns);
+    EXPECT({ACTION_DROP, 0});
+    release(0, switch_ns + 5 * MS);
+    EXPECT({ACTION_EVICT, 0}); /* no second PREPARE_SWAP */
+
+    granted_at = switch_ns + 5 * MS;
+    swapped_out(0, 12 * GiB, 500 * MS, granted_at);
+    /* 1 runs: it prepares once 0 waits again (rotate() checks the order);
+     * no rotation prepares anyone again. */
+    request(0, granted_at + 1 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 0}, {ACTION_PREPARE_SWAP, 1});
+    for (int i = 0; i < 4; i++) {
+        int runner = (i + 1) % 2, waiter = 1 - runner;
+        granted_at = rotate(runner, waiter, granted_at, switch_ns, 500 * MS);
+    }
+}
+
+/* Clients that fit together, or wait only for the lock, are never asked to
+ * prepare a swap-out. */
+static void test_no_prepare_while_memory_fits(void **state)
+{
+    (void)state;
+    policy_set_mode(&p, 0, SCHED_MODE_SERIAL);
+    fp_gib(0, 6, true);
+    fp_gib(1, 6, true);
+    request(0, 0);
+    EXPECT({ACTION_GRANT, 0});
+    request(1, 1 * MS);
+    expect_none();
+    assert_int_equal(mem(1)->wait_reason, WAIT_LOCK);
+    for (int i = 0; i < 6; i++) {
+        int runner = i % 2, waiter = 1 - runner;
+        uint64_t t = (uint64_t)(i + 1) * TQ + (uint64_t)i * 2 * MS;
+        tick(t);
+        EXPECT({ACTION_DROP, runner});
+        release(runner, t + 1 * MS);
+        EXPECT({ACTION_GRANT, waiter});
+        request(runner, t + 2 * MS);
+        expect_none();
+    }
+    assert_false(mem(0)->prepare_sent);
+    assert_false(mem(1)->prepare_sent);
+}
+
+/* A client that leaves and joins again is a new membership: it is asked
+ * again when a waiter needs its room. */
+static void test_prepare_is_sent_again_after_rejoin(void **state)
+{
+    (void)state;
+    policy_set_mode(&p, 0, SCHED_MODE_CONCURRENT);
+    fp_gib(0, 12, true);
+    fp_gib(1, 12, true);
+    request(0, 0);
+    request(1, 1 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 1}, {ACTION_PREPARE_SWAP, 0});
+    leave(0, 2 * MS);
+    EXPECT({ACTION_MEM_AVAILABLE, 1}, {ACTION_GRANT, 1});
+
+    policy_join(&p, 0, 0, 0, 3 * MS);
+    assert_false(mem(0)->prepare_sent);
+    fp_gib(0, 12, true);
+    request(0, 4 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 0}, {ACTION_PREPARE_SWAP, 1});
+    leave(1, 5 * MS);
+    EXPECT({ACTION_MEM_AVAILABLE, 0}, {ACTION_GRANT, 0});
+    policy_join(&p, 0, 1, 1, 6 * MS);
+    fp_gib(1, 12, true);
+    request(1, 7 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 1}, {ACTION_PREPARE_SWAP, 0});
 }
 
 static void test_12g_clients_alternate_with_auto_switch_time(void **state)
@@ -469,7 +562,8 @@ static void growth_drops_newest(int grower)
 
     fp_gib(grower, 12, true); /* 16 GiB > 14.4 */
     tick(10 * MS);
-    EXPECT({ACTION_DROP, 1}); /* the newest runner */
+    /* The newest runner, which prepares its swap-out while it drains. */
+    EXPECT({ACTION_PREPARE_SWAP, 1}, {ACTION_DROP, 1});
     tick(11 * MS);
     expect_none(); /* one at a time */
     release(1, 12 * MS);
@@ -553,7 +647,8 @@ static void test_aging_stops_backfill_past_a_big_waiter(void **state)
         if (t == big_since) {
             request(big, t);
             if (t == 10 * MS)
-                EXPECT({ACTION_WAIT_FOR_MEM, big});
+                EXPECT({ACTION_WAIT_FOR_MEM, big},
+                       {ACTION_PREPARE_SWAP, first_small});
         }
         if (t % (100 * MS) == 0) { /* a small one arrives */
             int c = first_small + n_small++;
@@ -756,7 +851,7 @@ static void test_partly_evictable_client_leaves_its_fixed_part(void **state)
 
     fp_parts(1, 0.5, 7.5); /* 8 + 8 > 14.4: 0 must leave */
     request(1, 2 * MS);
-    EXPECT({ACTION_WAIT_FOR_MEM, 1}, {ACTION_EVICT, 0});
+    EXPECT({ACTION_WAIT_FOR_MEM, 1}, {ACTION_PREPARE_SWAP, 0}, {ACTION_EVICT, 0});
     swapped_out(0, 6 * GiB, 100 * MS, 102 * MS);
     EXPECT({ACTION_MEM_AVAILABLE, 1}, {ACTION_GRANT, 1});
     assert_int_equal(policy_resident(&p, 0), 2 * GiB + 8 * GiB);
@@ -807,7 +902,7 @@ static void test_partly_evictable_client_bigger_than_limit(void **state)
 
     fp_parts(1, 0.5, 14.5); /* 15 > 14.4 */
     request(1, 2 * MS);
-    EXPECT({ACTION_WAIT_FOR_MEM, 1}, {ACTION_EVICT, 0});
+    EXPECT({ACTION_WAIT_FOR_MEM, 1}, {ACTION_PREPARE_SWAP, 0}, {ACTION_EVICT, 0});
     swapped_out(0, 3 * GiB, 10 * MS, 12 * MS);
     EXPECT({ACTION_MEM_AVAILABLE, 1}, {ACTION_GRANT, 1});
     assert_int_equal(policy_resident(&p, 0), 15 * GiB + GiB / 2);
@@ -917,7 +1012,7 @@ static void test_revoked_overgrown_runner_not_evicted_later(void **state)
     assert_int_equal(n_running(), 2);
     fp_gib(0, 12, true);
     tick(10 * MS);
-    EXPECT({ACTION_DROP, 1});
+    EXPECT({ACTION_PREPARE_SWAP, 1}, {ACTION_DROP, 1});
     tick(10 * MS + DRAIN_TIMEOUT);
     assert_true(find(ACTION_REVOKE, 1) >= 0);
     if (find(ACTION_EVICT, 1) >= 0) /* evicted on revocation: it answers */
@@ -978,7 +1073,7 @@ static void test_growth_drops_one_runner_while_it_swaps_out(void **state)
     }
     fp_gib(0, 8, true);
     tick(10 * MS);
-    EXPECT({ACTION_DROP, 2});
+    EXPECT({ACTION_PREPARE_SWAP, 2}, {ACTION_DROP, 2});
     release(2, 20 * MS);
     EXPECT({ACTION_EVICT, 2});
     tick(30 * MS); /* its 4 GiB are on their way out */
@@ -1006,7 +1101,7 @@ static void test_revoked_overgrown_runner_is_evicted_not_replaced(void **state)
     }
     fp_gib(0, 8, true);
     tick(10 * MS);
-    EXPECT({ACTION_DROP, 2});
+    EXPECT({ACTION_PREPARE_SWAP, 2}, {ACTION_DROP, 2});
     tick(10 * MS + DRAIN_TIMEOUT);
     assert_true(find(ACTION_REVOKE, 2) >= 0);
     evicted += find(ACTION_EVICT, 2) >= 0;
@@ -1057,6 +1152,7 @@ static void test_revoke_then_heavy_pair_is_resolved(void **state)
 struct rnd {
     unsigned evictable_percent[N_CLIENTS]; /* of each footprint */
     int serial_cap; /* runners allowed while serial: only ever shrinks */
+    int prepares[N_CLIENTS]; /* PREPARE_SWAPs during its membership */
 };
 
 static char last_event[128];
@@ -1193,6 +1289,15 @@ static void check_memory_invariants(struct rnd *r, bool after_tick,
         case ACTION_EVICT:
             assert_false(policy_is_running(&p, 0, a->client));
             assert_true(m->evictable);
+            if (r->prepares[a->client] != 1) {
+                print_actions("EVICT without one PREPARE_SWAP before it");
+                dump_members("after");
+            }
+            assert_int_equal(r->prepares[a->client], 1);
+            break;
+        case ACTION_PREPARE_SWAP:
+            assert_true(m->evictable);
+            assert_int_equal(++r->prepares[a->client], 1);
             break;
         case ACTION_DROP:
             assert_int_equal(m->lease, a->lease);
@@ -1310,6 +1415,7 @@ static void run_random(unsigned seed, int steps)
                 check_memory_invariants(&r, false, now);
                 policy_actions_clear(&out);
                 policy_join(&p, 0, c, c, now);
+                r.prepares[c] = 0;
                 r.evictable_percent[c] = random_evictable_percent(&seed);
                 random_fp(&seed, &r, c);
             }
@@ -1377,6 +1483,9 @@ int main(void)
         cmocka_unit_test_setup(test_three_4g_light_clients_co_run_in_auto_mode, setup),
         cmocka_unit_test_setup(test_memory_limit_is_capacity_less_10_percent, setup),
         cmocka_unit_test_setup(test_12g_clients_alternate_with_fixed_switch_time, setup),
+        cmocka_unit_test_setup(test_runner_prepares_once_before_its_evict, setup),
+        cmocka_unit_test_setup(test_no_prepare_while_memory_fits, setup),
+        cmocka_unit_test_setup(test_prepare_is_sent_again_after_rejoin, setup),
         cmocka_unit_test_setup(test_12g_clients_alternate_with_auto_switch_time, setup),
         cmocka_unit_test_setup(test_auto_switch_time_is_clamped_below, setup),
         cmocka_unit_test_setup(test_auto_switch_time_is_clamped_above, setup),

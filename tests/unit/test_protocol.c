@@ -32,7 +32,7 @@ static const uint16_t all_types[] = {
     MSG_MEM_UPDATE,      MSG_UPDATE_LIMIT,     MSG_MEM_RESERVE,
     MSG_MEM_GRANT,       MSG_MEM_RETURN,       MSG_MEM_RECLAIM,
     MSG_WAIT_FOR_MEM,    MSG_MEM_AVAILABLE,    MSG_EVICT,
-    MSG_SWAPPED,         MSG_LOAD,
+    MSG_SWAPPED,         MSG_LOAD,             MSG_PREPARE_SWAP,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -117,10 +117,12 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.wait.wait_ns = big ? UINT64_MAX - 3 : 4000000000ull;
         break;
     case MSG_EVICT:
+    case MSG_PREPARE_SWAP:
     case MSG_SWAPPED:
         m->u.swap.gpu = big ? 0xff : 1;
-        /* EVICT carries direction 0; the decoder accepts 0 .. SWAP_IN */
-        m->u.swap.direction = big ? SWAP_IN : type == MSG_EVICT ? 0 : SWAP_OUT;
+        /* EVICT and PREPARE_SWAP carry direction 0; the decoder accepts
+         * 0 .. SWAP_IN */
+        m->u.swap.direction = big ? SWAP_IN : type == MSG_SWAPPED ? SWAP_OUT : 0;
         m->u.swap.bytes = big ? UINT64_MAX : 6ull << 30;
         m->u.swap.duration_ns = big ? UINT64_MAX - 1 : 450000000ull;
         break;
@@ -304,6 +306,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_true(a->u.wait.wait_ns == b->u.wait.wait_ns);
         break;
     case MSG_EVICT:
+    case MSG_PREPARE_SWAP:
     case MSG_SWAPPED:
         assert_int_equal(a->u.swap.gpu, b->u.swap.gpu);
         assert_int_equal(a->u.swap.direction, b->u.swap.direction);
@@ -574,7 +577,7 @@ static void bb_status_client(struct bb *b, uint8_t state, uint8_t core,
     bb_status_client_wr(b, state, core, source, WAIT_NONE);
 }
 
-/* EVICT or SWAPPED with the given direction. */
+/* EVICT, PREPARE_SWAP or SWAPPED with the given direction. */
 static void bb_swap(struct bb *b, uint16_t type, uint8_t direction)
 {
     bb_head(b, PROTO_VERSION, type);
@@ -751,6 +754,7 @@ static void test_wire_numbers(void **state)
     assert_int_equal(MSG_EVICT, 29);
     assert_int_equal(MSG_SWAPPED, 30);
     assert_int_equal(MSG_LOAD, 31);
+    assert_int_equal(MSG_PREPARE_SWAP, 32);
     assert_int_equal(MSG_CTL_STATUS, 100);
     assert_int_equal(MSG_CTL_STATUS_END, 106);
     assert_int_equal(CTL_SET_MODE, 5);
@@ -836,9 +840,9 @@ static void test_wrong_version(void **state)
 
 static void test_unknown_type(void **state)
 {
-    /* MSG_LOAD + 1 (32) is the first unused client-socket number */
+    /* MSG_PREPARE_SWAP + 1 (33) is the first unused client-socket number */
     static const uint16_t bad[] = {
-        0, MSG_LOCK_IN_USE + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_LOAD + 1,
+        0, MSG_LOCK_IN_USE + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_PREPARE_SWAP + 1,
         99, MSG_CTL_STATUS_END + 1, 0x0101, 0xffff,
     };
     struct bb b;
@@ -1085,16 +1089,17 @@ static void test_oversub_out_of_range(void **state)
     assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
 }
 
-/* EVICT and SWAPPED carry 0 (EVICT), SWAP_OUT or SWAP_IN. */
+/* EVICT, PREPARE_SWAP and SWAPPED carry 0 (EVICT, PREPARE_SWAP), SWAP_OUT
+ * or SWAP_IN. */
 static void test_swap_direction_out_of_range(void **state)
 {
-    static const uint16_t types[] = {MSG_EVICT, MSG_SWAPPED};
+    static const uint16_t types[] = {MSG_EVICT, MSG_PREPARE_SWAP, MSG_SWAPPED};
     struct bb b;
     struct msg m;
     uint8_t buf[256];
 
     (void)state;
-    for (size_t t = 0; t < 2; t++) {
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         for (int d = 0; d <= SWAP_IN; d++) {
             bb_swap(&b, types[t], (uint8_t)d);
             assert_int_equal(decode_bb(&b), PROTO_OK);
