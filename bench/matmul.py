@@ -53,35 +53,41 @@ if start_ns is None:
     start_ns = time.time_ns()
     until_ns = start_ns + int(seconds * 1e9)
 done = 0
-per_step = 1 if mode == "graph" else 4
-# GPU time of each step (CUDA events around it), with when it finished: a
-# compute limit is a share of GPU time, and work per GPU second is not
-# constant on a power-capped GPU (a job held to 50 % runs at higher clocks
-# than one running alone).
-steps = []
+matmuls_per_step = 4 if mode == "graph" else 1
+# GPU time per step, from CUDA events: a compute limit is a share of GPU
+# time, and work per GPU second is not constant on a power-capped GPU (a
+# bf16 matmul alone runs at ~1.45 GHz, held to 50 % at ~1.8 GHz). Steps go
+# in groups of GROUP launched back to back before one sync, so every step
+# but a group's first starts when the previous one ends: its event-to-event
+# time is its own GPU time, whatever waits (libnvshare's gate, the host)
+# came before the group. A window's GPU time = its steps x their median.
+GROUP = 4
+durations = []  # (finished_ns, ms) of steps that were not first in a group
 while time.time_ns() < until_ns:
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    begin.record()
-    for _ in range(per_step):
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(GROUP + 1)]
+    events[0].record()
+    for e in events[1:]:
         step(a, b)
-    end.record()
+        e.record()
     torch.cuda.synchronize()
     finished = time.time_ns()
-    steps.append((finished, begin.elapsed_time(end)))
+    durations += [(finished, events[i].elapsed_time(events[i + 1]))
+                  for i in range(1, GROUP)]
     if start_ns <= finished <= until_ns:
-        done += 4
+        done += GROUP * matmuls_per_step
     if steady_ns and steady_ns <= finished <= until_ns:
-        steady_done += 4
-# A step whose first launch waited at libnvshare's gate after its begin
-# event ran shows the wait too: such steps count as a typical step.
-typical = sorted(ms for _, ms in steps)[len(steps) // 2] if steps else 0
-def busy_ms(since):
-    return sum(typical if ms > 1.5 * typical else ms
-               for t, ms in steps if since <= t <= until_ns)
+        steady_done += GROUP * matmuls_per_step
+
+
+def busy_ms(since, count):
+    ms = sorted(d for t, d in durations if since <= t <= until_ns)
+    return count / matmuls_per_step * ms[len(ms) // 2] if ms else 0.0
+
+
 elapsed = (until_ns - start_ns) / 1e9
 steady = (f" steady={steady_done * 1e9 / (until_ns - steady_ns):.3f}"
-          f" steady_busy={busy_ms(steady_ns) / ((until_ns - steady_ns) / 1e6):.5f}"
+          f" steady_busy={busy_ms(steady_ns, steady_done) / ((until_ns - steady_ns) / 1e6):.5f}"
           if steady_ns and steady_ns < until_ns else "")
 print(f"tflops={2 * n**3 * done / elapsed / 1e12:.2f} rate={done / elapsed:.3f} "
-      f"matmuls={done} seconds={elapsed:.3f} busy={busy_ms(start_ns) / (elapsed * 1e3):.5f}"
+      f"matmuls={done} seconds={elapsed:.3f} busy={busy_ms(start_ns, done) / (elapsed * 1e3):.5f}"
       f"{steady}")
