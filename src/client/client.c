@@ -452,9 +452,10 @@ static void swap_out(int gpu)
     if (state.ops.swap_out)
         bytes = state.ops.swap_out(gpu, state.ops.user);
     pthread_mutex_lock(&state.mu);
-    /* A second EVICT before the next grant moves nothing more: what went
-     * out the first time must still come back. */
-    state.gpus[gpu].swapped_out = state.gpus[gpu].swapped_out || bytes > 0;
+    /* Even when no byte moved (a second EVICT, or only blank allocations
+     * whose pages were discarded), what is out must come back before the
+     * gate opens. */
+    state.gpus[gpu].swapped_out = true;
     pthread_mutex_unlock(&state.mu);
     send_swapped(gpu, SWAP_OUT, bytes, now_ns() - start);
 }

@@ -205,6 +205,9 @@ struct mem_swap_slot {
     bool out;       /* its data is in backing, its device pages discarded */
     void *backing;  /* pinned host copy, from its first swap-out (or its
                        preparation) to its free */
+    bool blank_at_birth;      /* made while this process could not submit
+                                 to its GPU (gate closed) */
+    uint64_t grants_at_birth; /* nvshare_lock_grants() when it was made */
 };
 
 /* What the map knows of one live allocation. Managed ones (evictable) also
@@ -349,6 +352,9 @@ void swap_pins_pause(void);
 void swap_pins_resume(void);
 /* A freed allocation's swap state goes with it (its pinned host copy). */
 void swap_forget(struct mem_swap_slot *slot);
+/* A converted allocation was just made on gpu: whether anything can have
+ * written it is known from here on (see swap.c, blank allocations). */
+void swap_note_birth(struct mem_swap_slot *slot, int gpu);
 
 /* ---- nvml.c ------------------------------------------------------------- */
 
@@ -380,6 +386,7 @@ enum hook_event {
     HOOK_EV_SWAP_IN_US,
     HOOK_EV_SWAP_PINNED_AHEAD,    /* pinned copies made before an EVICT */
     HOOK_EV_SWAP_PINNED_AT_EVICT, /* ... made by the swap-out itself */
+    HOOK_EV_SWAP_UNPINNED,        /* prefetched: its copy not made yet */
     HOOK_EV_COUNT
 };
 extern _Atomic uint64_t hook_stat_events[HOOK_EV_COUNT];

@@ -293,6 +293,8 @@ CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc)
 
         if (claim->managed && (drv = hook_driver()) && drv->ctx_get_current)
             drv->ctx_get_current(&rec.ctx);
+        if (claim->converted)
+            swap_note_birth(&rec.swap, claim->gpu);
         memcpy(&key, claim->out, sizeof(key));
         if (!map_put(claim->kind, key, &rec))
             log_warn("out of host memory: %llu bytes on gpu %d stay charged "

@@ -48,6 +48,27 @@
 #include "hook.h"
 #include "log.h"
 
+/* A blank allocation is a converted one that nothing can have written:
+ * made while its process could not submit to the GPU (gate closed), and
+ * the process has not been granted the GPU since (every copy, memset and
+ * kernel that could reach it is gated, and the application never touches
+ * converted memory on the host). Jobs that start together allocate first
+ * and then wait for their turn: their swap-out only discards the pages and
+ * their swap-in only makes them again, with nothing copied (or pinned).
+ * Such swaps move no bytes, so they do not count as measured swap speed. */
+void swap_note_birth(struct mem_swap_slot *slot, int gpu)
+{
+    slot->blank_at_birth =
+        !atomic_load_explicit(&nvshare_gate_open[gpu], memory_order_acquire);
+    slot->grants_at_birth = nvshare_lock_grants(gpu);
+}
+
+static bool blank(const struct mem_swap_slot *slot, int gpu)
+{
+    return slot->converted && slot->blank_at_birth &&
+           nvshare_lock_grants(gpu) == slot->grants_at_birth;
+}
+
 /* Copies of 64 MiB reach the link's speed; four streams keep both copy
  * engines of a direction busy while the next chunk is queued. */
 #define SWAP_CHUNK (64ull << 20)
@@ -143,13 +164,22 @@ static bool batch_add(struct batch *b, CUdeviceptr ptr, uint64_t bytes,
     return true;
 }
 
+static bool prepare_asked(int gpu);
+
 /* Swap-out of a converted allocation: into its pinned copy, false if it
- * must be prefetched instead. */
+ * must be prefetched instead. While the copies are being prepared, one not
+ * made yet is not made here: pinning (~1.7 GB/s on an H100) and then
+ * copying takes longer than the prefetch (~3.3 GB/s) on the critical path
+ * of the job that waits; the preparer makes it for the next swap-out. */
 static bool copy_out(struct swap *job, const struct hook_driver *drv,
                      CUdeviceptr ptr, uint64_t bytes, struct mem_swap_slot *slot)
 {
     CUresult rc;
 
+    if (slot->backing == NULL && prepare_asked(job->gpu)) {
+        hook_count(&hook_stat_events[HOOK_EV_SWAP_UNPINNED], 1);
+        return false;
+    }
     if (slot->backing == NULL) {
         if ((rc = drv->mem_host_alloc(&slot->backing, (size_t)bytes, 0)) !=
             CUDA_SUCCESS) {
@@ -183,6 +213,11 @@ static void move_one(CUdeviceptr ptr, uint64_t bytes, struct mem_swap_slot *slot
             failed(job, CUDA_ERROR_OUT_OF_MEMORY);
         return;
     }
+    if (blank(slot, job->gpu) && job->copies && !job->to_device) {
+        if (!batch_add(&job->batch, ptr, bytes, slot))
+            failed(job, CUDA_ERROR_OUT_OF_MEMORY);
+        return; /* discarded with the copied ones, nothing to copy */
+    }
     if (slot->converted && job->copies && !job->to_device &&
         copy_out(job, drv, ptr, bytes, slot))
         return;
@@ -206,12 +241,14 @@ static bool wait_streams(struct swap *job)
     return ok;
 }
 
-static uint64_t batch_bytes(const struct batch *b)
+/* Bytes of the batch that hold data (blank allocations hold none). */
+static uint64_t batch_bytes(const struct batch *b, int gpu)
 {
     uint64_t sum = 0;
 
     for (size_t i = 0; i < b->n; i++)
-        sum += b->sizes[i];
+        if (!blank(b->slots[i], gpu))
+            sum += b->sizes[i];
     return sum;
 }
 
@@ -233,7 +270,7 @@ static void discard_copied(struct swap *job, const struct hook_driver *drv)
     }
     for (size_t i = 0; i < b->n; i++)
         b->slots[i]->out = true;
-    job->moved += batch_bytes(b);
+    job->moved += batch_bytes(b, job->gpu);
 }
 
 /* Device pages for what was discarded, without migrating anything, then
@@ -260,8 +297,9 @@ static void copy_back(struct swap *job)
         log_debug("swap in gpu %d: device pages not made ahead (%d)", job->gpu,
                   (int)rc);
     for (size_t i = 0; i < b->n; i++)
-        if ((rc = copy(job, b->ptrs[i], b->sizes[i], b->slots[i]->backing)) !=
-            CUDA_SUCCESS) {
+        if (!blank(b->slots[i], job->gpu) &&
+            (rc = copy(job, b->ptrs[i], b->sizes[i], b->slots[i]->backing)) !=
+                CUDA_SUCCESS) {
             failed(job, rc);
             return;
         }
@@ -269,7 +307,7 @@ static void copy_back(struct swap *job)
         return;
     for (size_t i = 0; i < b->n; i++)
         b->slots[i]->out = false;
-    job->moved += batch_bytes(b);
+    job->moved += batch_bytes(b, job->gpu);
 }
 
 /* Every move of the context is queued (map still locked): wait for them. */
@@ -375,6 +413,14 @@ struct preparer {
 static struct preparer preparers[NVSHARE_MAX_GPUS];
 static pthread_mutex_t preparers_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t preparer_done = PTHREAD_COND_INITIALIZER;
+
+static bool prepare_asked(int gpu)
+{
+    pthread_mutex_lock(&preparers_lock);
+    bool asked = preparers[gpu].asked;
+    pthread_mutex_unlock(&preparers_lock);
+    return asked;
+}
 
 /* Held while one pinned copy is made (seconds), by every swap-out and
  * around the destruction of a context: a swap-out waits for the copy in

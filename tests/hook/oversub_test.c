@@ -27,6 +27,15 @@
  *       intact; an allocation freed while its copy is made takes nothing
  *       with it; a swap-out during the preparation pins each allocation
  *       once in all.
+ *   oversub_test prepare-behind
+ *       a swap-out that comes while the copies are still being made does
+ *       not pin: what the preparer has not reached is prefetched, and comes
+ *       back intact; the next swap-out, once prepared, copies everything.
+ *   oversub_test blank
+ *       (run with NVSHARE_FAIL_CLOSED=1 and no scheduler: the gate stays
+ *       closed) a converted allocation made while the process cannot
+ *       submit holds no data: its swap-out only discards its pages and its
+ *       swap-in only makes them again, nothing copied, nothing pinned.
  *   oversub_test prepare-exit
  *       the process exits while a pinned copy is being made, cleanly.
  * Prints one line per failed check and key=value results; exit 1 on any
@@ -440,6 +449,56 @@ static void prepare(void)
            out_ms);
 }
 
+static void prepare_behind(void)
+{
+    enum { N = 4 };
+    CUdeviceptr p[N];
+
+    setup();
+    for (int i = 0; i < N; i++)
+        MUST(cuMemAlloc_v2(&p[i], 64 * MIB));
+    prepare_swap();
+    EXPECT(swap_out() == N * 64 * MIB, "the swap-out behind the preparer "
+                                       "did not move everything");
+    EXPECT(event("swap-unpinned") >= 1 && event("swap-pinned-at-evict") == 0,
+           "the swap-out pinned (%llu unpinned, %llu pinned at evict)",
+           (unsigned long long)event("swap-unpinned"),
+           (unsigned long long)event("swap-pinned-at-evict"));
+    EXPECT(swap_in() == N * 64 * MIB, "swap_in did not bring everything back");
+    for (int i = 0; i < N; i++)
+        EXPECT(lost_bytes(p[i]) == 0, "allocation %d lost %lld bytes", i,
+               lost_bytes(p[i]));
+
+    uint64_t unpinned = event("swap-unpinned");
+    wait_prepared();
+    EXPECT(swap_out() == N * 64 * MIB && event("swap-unpinned") == unpinned,
+           "the prepared swap-out did not copy everything");
+    for (int i = 0; i < N; i++)
+        EXPECT(lost_bytes(p[i]) == (long long)(64 * MIB),
+               "allocation %d was not copied out and discarded", i);
+    EXPECT(swap_in() == N * 64 * MIB, "swap_in did not bring everything back");
+    for (int i = 0; i < N; i++) {
+        EXPECT(lost_bytes(p[i]) == 0, "allocation %d lost %lld bytes", i,
+               lost_bytes(p[i]));
+        MUST(cuMemFree_v2(p[i]));
+    }
+    printf("unpinned=%llu\n", (unsigned long long)unpinned);
+}
+
+static void blank(void)
+{
+    CUdeviceptr p;
+
+    setup();
+    MUST(cuMemAlloc_v2(&p, 64 * MIB));
+    EXPECT(swap_out() == 0, "a blank allocation was copied out");
+    EXPECT(lost_bytes(p) == (long long)(64 * MIB), "its pages were not discarded");
+    EXPECT(swap_in() == 0, "a blank allocation was copied in");
+    EXPECT(event("swap-pinned-at-evict") == 0 && event("swap-unpinned") == 0,
+           "a blank allocation was pinned or prefetched");
+    MUST(cuMemFree_v2(p));
+}
+
 /* Exits (returning from main) while the preparer pins 256 MiB. */
 static void prepare_exit(void)
 {
@@ -460,11 +519,16 @@ int main(int argc, char **argv)
         swap();
     else if (argc == 2 && strcmp(argv[1], "prepare") == 0)
         prepare();
+    else if (argc == 2 && strcmp(argv[1], "prepare-behind") == 0)
+        prepare_behind();
+    else if (argc == 2 && strcmp(argv[1], "blank") == 0)
+        blank();
     else if (argc == 2 && strcmp(argv[1], "prepare-exit") == 0)
         prepare_exit();
     else {
         fprintf(stderr, "usage: oversub_test convert MANAGED QUOTA | "
-                        "beyond BYTES OK | swap | prepare | prepare-exit\n");
+                        "beyond BYTES OK | swap | prepare | prepare-behind | "
+                        "blank | prepare-exit\n");
         return 2;
     }
     printf("%s\n", failures ? "FAIL" : "PASS");
