@@ -401,9 +401,9 @@ static uint64_t swap(int gpu, bool to_device)
 /* Pinning host memory costs about 1.5 GB/s (the kernel locks every page),
  * thirty times slower than the copy into it: made by the swap-out, the
  * pinned copies would double or triple its time on the critical path of
- * the job that waits for the room. PREPARE_SWAP comes as soon as some job
- * waits for memory, typically a switch time ahead of the EVICT, and one
- * background thread per GPU makes them then. */
+ * the job that waits for the room. PREPARE_SWAP comes as soon as the GPU's
+ * clients hold more than it admits, typically when the jobs allocate, and
+ * one background thread per GPU makes them then. */
 struct preparer {
     bool asked;   /* PREPARE_SWAP came: later allocations are prepared too */
     bool running; /* its thread works (or is about to) */

@@ -28,12 +28,12 @@
  *    not, it is told (WAIT_FOR_MEM) and idle evictable clients are asked to
  *    swap out (EVICT) until it fits. Admission follows queue order; a later
  *    waiter may pass a blocked one only while that one has waited less than
- *    its quantum, so big clients cannot starve. As soon as a waiter is
- *    blocked for memory, every evictable client whose memory is on the GPU
- *    (runners included) is asked, once per membership, to get ready to
- *    swap out (PREPARE_SWAP): its pinned host copies take seconds to make,
- *    which its swap-out would otherwise spend on the waiter's critical
- *    path. Every EVICT follows the client's PREPARE_SWAP.
+ *    its quantum, so big clients cannot starve. As soon as the clients of
+ *    the GPU together hold more than it admits, every evictable one
+ *    (running or not) is asked, once per membership, to get ready to swap
+ *    out (PREPARE_SWAP): its pinned host copies take seconds to make, which
+ *    its swap-out would otherwise spend on a waiter's critical path. Every
+ *    EVICT follows the client's PREPARE_SWAP.
  *  - Rotation. Once someone waits, a running client that has had the GPU
  *    for its quantum is asked to give it back (DROP); it answers after
  *    draining its work (release). The quantum is the TQ when the first
