@@ -60,7 +60,9 @@ matmuls_per_step = 4 if mode == "graph" else 1
 # in groups of GROUP launched back to back before one sync, so every step
 # but a group's first starts when the previous one ends: its event-to-event
 # time is its own GPU time, whatever waits (libnvshare's gate, the host)
-# came before the group. A window's GPU time = its steps x their median.
+# came before the group. A window's GPU time = the sum of those times,
+# scaled by GROUP / (GROUP - 1) for the groups' first steps. (A median
+# times the count was biased: step times vary with the clock in a run.)
 GROUP = 4
 durations = []  # (finished_ns, ms) of steps that were not first in a group
 while time.time_ns() < until_ns:
@@ -79,15 +81,14 @@ while time.time_ns() < until_ns:
         steady_done += GROUP * matmuls_per_step
 
 
-def busy_ms(since, count):
-    ms = sorted(d for t, d in durations if since <= t <= until_ns)
-    return count / matmuls_per_step * ms[len(ms) // 2] if ms else 0.0
+def busy_ms(since):
+    return GROUP / (GROUP - 1) * sum(d for t, d in durations if since <= t <= until_ns)
 
 
 elapsed = (until_ns - start_ns) / 1e9
 steady = (f" steady={steady_done * 1e9 / (until_ns - steady_ns):.3f}"
-          f" steady_busy={busy_ms(steady_ns, steady_done) / ((until_ns - steady_ns) / 1e6):.5f}"
+          f" steady_busy={busy_ms(steady_ns) / ((until_ns - steady_ns) / 1e6):.5f}"
           if steady_ns and steady_ns < until_ns else "")
 print(f"tflops={2 * n**3 * done / elapsed / 1e12:.2f} rate={done / elapsed:.3f} "
-      f"matmuls={done} seconds={elapsed:.3f} busy={busy_ms(start_ns, done) / (elapsed * 1e3):.5f}"
+      f"matmuls={done} seconds={elapsed:.3f} busy={busy_ms(start_ns) / (elapsed * 1e3):.5f}"
       f"{steady}")
