@@ -15,21 +15,22 @@
 # (Triton kernels) and as a CUDA graph replay; limits 10/25/50/75/90. Then
 # fixed_work 50+60 from start (scaled to 45.45 + 54.55): each within 1 point,
 # aggregate >= 98 %.
-# For the PyTorch jobs the share is of GPU time (CUDA events around each
-# step, bench/matmul.py's busy=), not of work: a bf16 matmul alone draws
-# the H100's 700 W cap and runs at ~1.45 GHz, while one held to 50 % runs
-# at ~1.8 GHz in its turns, so it does more work per GPU second than alone
-# (measured: 56 % of the solo's work at a 50 % limit). The work share is
-# printed beside it. torch.compile's start-up (Triton compilation, ~20 s of
-# host time) does not fit in 10 s: its runs last TRITON_SPAN_S (30).
-# JOBS and LIMITS select what runs (default: all, and 10 25 50 75 90). About 6 minutes. Prints one table; everything lands in
-# $OUT/limits (job outputs, scheduler logs, SM clock and power samples).
+# For the PyTorch jobs the share is of GPU time (CUDA events, bench/
+# matmul.py's busy=), not of work: a bf16 matmul alone draws the H100's
+# 700 W cap and runs at ~1.45 GHz, while one held to 50 % runs at ~1.8 GHz
+# in its turns, so it does more work per GPU second than alone (measured:
+# 56 % of the solo's work at a 50 % limit). The work share is printed
+# beside it. torch.compile's start-up (Triton compilation, ~20 s of host
+# time) does not fit in 10 s: its runs last TRITON_SPAN_S (30).
+# JOBS and LIMITS select what runs (default: all, and 10 25 50 75 90).
+# About 6 minutes. Prints one table; everything lands in $OUT/limits (job
+# outputs, scheduler logs, SM clock and power samples).
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$TOP/build}
 OUT=${OUT:-$TOP/.bench}/limits
-LIB=$BUILD/src/hook/libnvshare.so
-SCHED_BIN=$BUILD/src/scheduler/nvshare-scheduler
+# LIB, SCHED_BIN for this BUILD; sched_start / sched_stop.
+source "$TOP/tests/gpu/lib.sh"
 SPAN_S=10 STEADY_S=4 TRITON_SPAN_S=${TRITON_SPAN_S:-30}
 LIMITS=(${LIMITS:-10 25 50 75 90})
 mkdir -p "$OUT/bin"
@@ -38,22 +39,6 @@ for prog in fixed_work bursty; do
     nvcc -O2 -o "$OUT/bin/$prog" "$TOP/bench/$prog.cu" || exit 1
 done
 
-SCHED=
-sched_start() { # LOG
-    rm -rf "$NVSHARE_SOCK_DIR"
-    NVSHARE_DEBUG=1 "$SCHED_BIN" >"$1" 2>&1 &
-    SCHED=$!
-    for _ in $(seq 200); do
-        [ -S "$NVSHARE_SOCK_DIR/scheduler.sock" ] && return 0
-        kill -0 "$SCHED" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "the scheduler did not start:"; tail -n 20 "$1"; exit 1
-}
-sched_stop() {
-    [ -n "$SCHED" ] || return 0
-    kill "$SCHED" 2>/dev/null; wait "$SCHED" 2>/dev/null; SCHED=
-}
 CLOCKS=
 trap 'sched_stop; [ -n "$CLOCKS" ] && kill "$CLOCKS" 2>/dev/null' EXIT
 

@@ -22,26 +22,18 @@ SCHED=$1 LIB=$2 FAKE_DIR=$3 JOB=$4 CTL=$5
 WORK=$(mktemp -d /tmp/nvshare-auto.XXXXXX)
 scheds=()
 trap 'kill "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
-UUID=GPU-fa4e0000-0000-0000-0000-000000000000
+source "$(dirname "$0")/lib.sh"
 failed=0
 
 # start_scenario NAME TENANTS MODE TQ
 start_scenario() {
-    local dir=$WORK/$1 mode_env=()
-    mkdir -p "$dir"
+    local mode_env=()
     [ "$3" = default ] || mode_env=(NVSHARE_SCHEDULING_MODE=$3)
-    env "${mode_env[@]}" NVSHARE_SOCK_DIR=$dir NVSHARE_GPUS=$UUID:16384 \
-        NVSHARE_TQ=$4 "$SCHED" >"$dir/sched.log" 2>&1 &
-    scheds+=($!)
-    echo "$2" >"$dir/tenants"
+    start_scheduler_in "$WORK/$1" "${mode_env[@]}" NVSHARE_TQ="$4"
+    echo "$2" >"$WORK/$1/tenants"
 }
 
-await_sockets() {
-    for dir in "$WORK"/*/; do
-        for _ in $(seq 500); do [ -S "$dir/scheduler.sock" ] && break; sleep 0.02; done
-        [ -S "$dir/scheduler.sock" ] || { echo "FAIL: a scheduler did not start"; exit 1; }
-    done
-}
+await_sockets() { await_schedulers "$WORK"/*/; }
 
 # run_jobs SECONDS: starts every scenario's tenants and waits for them.
 run_jobs() {

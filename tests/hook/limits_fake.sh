@@ -30,7 +30,7 @@ SCHED=$1 LIB=$2 FAKE_DIR=$3 JOB=$4
 WORK=$(mktemp -d /tmp/nvshare-limits.XXXXXX)
 scheds=()
 trap 'kill "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
-UUID=GPU-fa4e0000-0000-0000-0000-000000000000
+source "$(dirname "$0")/lib.sh"
 SPAN_NS=5000000000
 
 # Occupancy of one job's trace: per window of 1 s from its first kernel,
@@ -51,18 +51,14 @@ occupancy() {
 
 run_wave() {
     local pids=() k j limit
+    local dirs=()
     for k in "$@"; do
-        mkdir -p "$WORK/s$k"
         # Serial: the fake GPU runs co-running processes each at full speed,
         # so auto mode's trial beside others would look like extra share.
-        NVSHARE_SOCK_DIR=$WORK/s$k NVSHARE_GPUS=$UUID:16384 NVSHARE_TQ=100ms \
-            NVSHARE_SCHEDULING_MODE=serial \
-            "$SCHED" >"$WORK/s$k/sched.log" 2>&1 &
-        scheds+=($!)
+        start_scheduler_in "$WORK/s$k" NVSHARE_TQ=100ms NVSHARE_SCHEDULING_MODE=serial
+        dirs+=("$WORK/s$k")
     done
-    for k in "$@"; do
-        for _ in $(seq 500); do [ -S "$WORK/s$k/scheduler.sock" ] && break; sleep 0.02; done
-    done
+    await_schedulers "${dirs[@]}"
     for k in "$@"; do
         j=0
         for limit in ${scenarios[$k]}; do

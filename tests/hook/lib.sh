@@ -1,0 +1,27 @@
+# shellcheck shell=bash
+# tests/hook/lib.sh - for the fake-GPU tests that run several schedulers at
+# once, one per scenario directory; sourced. Needs SCHED (the scheduler
+# binary) and the array scheds (pids to stop at exit).
+#
+#   start_scheduler_in DIR [VAR=VALUE...]  a scheduler on DIR's sockets,
+#                                          logging to DIR/sched.log
+#   await_schedulers DIR...                 each DIR's scheduler.sock, 10 s
+#                                          at most (exits with FAIL if not)
+
+UUID=GPU-fa4e0000-0000-0000-0000-000000000000
+
+start_scheduler_in() {
+    local dir=$1; shift
+    mkdir -p "$dir"
+    env NVSHARE_SOCK_DIR="$dir" NVSHARE_GPUS=$UUID:16384 "$@" "$SCHED" \
+        >"$dir/sched.log" 2>&1 &
+    scheds+=($!)
+}
+
+await_schedulers() {
+    local dir
+    for dir in "$@"; do
+        for _ in $(seq 500); do [ -S "$dir/scheduler.sock" ] && break; sleep 0.02; done
+        [ -S "$dir/scheduler.sock" ] || { echo "FAIL: a scheduler did not start"; exit 1; }
+    done
+}
