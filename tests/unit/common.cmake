@@ -15,15 +15,21 @@ endfunction()
 
 nvshare_common_test(test_protocol)
 nvshare_common_test(test_parse)
+# docs/protocol.md's payload tables against protocol.def
+nvshare_common_test(test_protocol_doc)
+target_compile_definitions(test_protocol_doc PRIVATE
+  PROTOCOL_DOC="${PROJECT_SOURCE_DIR}/docs/protocol.md")
 nvshare_common_test(test_gpus ${PROJECT_SOURCE_DIR}/src/scheduler/gpus.c)
 target_include_directories(test_gpus PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
 target_link_libraries(test_gpus PRIVATE ${CMAKE_DL_LIBS})
 
 # The fuzz target as a plain program that replays the committed cases
-# (protocol_cases/<expect>-*.bin). protocol.c is compiled in rather than
-# linked from nvshare_common so that the sanitizers instrument it.
+# (protocol_cases/<expect>-*.bin). protocol.c and protocol_io.c are compiled
+# in rather than linked from nvshare_common so that the sanitizers instrument
+# them.
 add_executable(fuzz_protocol_replay fuzz_protocol.c
-  ${PROJECT_SOURCE_DIR}/src/common/protocol.c)
+  ${PROJECT_SOURCE_DIR}/src/common/protocol.c
+  ${PROJECT_SOURCE_DIR}/src/common/protocol_io.c)
 target_include_directories(fuzz_protocol_replay PRIVATE ${PROJECT_SOURCE_DIR}/src/common)
 target_compile_definitions(fuzz_protocol_replay PRIVATE NVSHARE_FUZZ_REPLAY)
 nvshare_sanitize(fuzz_protocol_replay)
@@ -37,7 +43,8 @@ if(NVSHARE_FUZZ)
     set(NVSHARE_FUZZ_FLAGS -fsanitize=fuzzer,address,undefined
         -fno-sanitize-recover=all -fno-omit-frame-pointer)
     add_executable(fuzz_protocol fuzz_protocol.c
-      ${PROJECT_SOURCE_DIR}/src/common/protocol.c)
+      ${PROJECT_SOURCE_DIR}/src/common/protocol.c
+      ${PROJECT_SOURCE_DIR}/src/common/protocol_io.c)
     target_include_directories(fuzz_protocol PRIVATE ${PROJECT_SOURCE_DIR}/src/common)
     target_compile_options(fuzz_protocol PRIVATE ${NVSHARE_FUZZ_FLAGS})
     target_link_options(fuzz_protocol PRIVATE ${NVSHARE_FUZZ_FLAGS})

@@ -276,14 +276,11 @@ static void sample(struct msg *m, uint16_t type, int big)
 
 static int generate(void)
 {
+    /* every message the wire carries; reserved types get their own case */
     static const uint16_t types[] = {
-        MSG_REGISTER, MSG_REGISTER_OK, MSG_SCHED_ON, MSG_SCHED_OFF,
-        MSG_REQ_LOCK, MSG_LOCK_OK, MSG_DROP_LOCK, MSG_LOCK_RELEASED, MSG_LOCK_IN_USE,
-        MSG_CTL_STATUS, MSG_CTL_SET, MSG_CTL_REPLY, MSG_CTL_STATUS_NODE,
-        MSG_CTL_STATUS_GPU, MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
-        MSG_MEM_UPDATE, MSG_UPDATE_LIMIT, MSG_MEM_RESERVE, MSG_MEM_GRANT,
-        MSG_MEM_RETURN, MSG_MEM_RECLAIM, MSG_WAIT_FOR_MEM, MSG_MEM_AVAILABLE,
-        MSG_EVICT, MSG_SWAPPED, MSG_LOAD, MSG_PREPARE_SWAP,
+#define PROTO_MSG(name, number, payload) MSG_##name,
+#define PROTO_MSG_EMPTY(name, number) MSG_##name,
+#include "protocol.def"
     };
     static uint8_t buf[PROTO_MAX_FRAME + 8];
     struct msg m;
