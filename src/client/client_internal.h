@@ -1,27 +1,73 @@
-/* client_internal.h - what the client runtime's files share, not exported. */
+/* client_internal.h - what the gates (gate.c), the connection thread
+ * (connection.c) and the lifecycle (client.c) share; not exported, and not
+ * for memory.c (which has client_conn.h).
+ *
+ * All shared state is guarded by client.mu, except the gates (atomics) and
+ * the per-thread slots (single writer). */
 #ifndef NVSHARE_CLIENT_INTERNAL_H
 #define NVSHARE_CLIENT_INTERNAL_H
 
-#include "nvshare_client.h"
+#include <pthread.h>
 
+#include "client_conn.h"
+#include "nvshare_client.h"
 #include "protocol.h"
 
-/* "namespace/pod" or "-" (outside Kubernetes), for log lines. */
-const char *client_pod_name(void);
+struct gpu_lock {
+    bool known;       /* the scheduler manages this GPU */
+    bool held;
+    bool requested;   /* REQ_LOCK sent, LOCK_OK not yet received */
+    bool in_use_sent; /* LOCK_IN_USE sent under the current lease */
+    uint32_t lease;
+    uint64_t grants;
+    uint64_t seen_submits; /* idle detection: submissions at last poll */
+    uint64_t quiet_since;  /* when seen_submits last changed */
+    bool swapped_out;      /* its memory went to the host on EVICT */
+    uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
+    uint64_t load_sent_at; /* 0: no report yet */
+};
 
-/* Sends m to the scheduler if connected; 0 or a negative proto_error.
- * Takes the connection lock: never call it holding another client lock. */
-int client_send(const struct msg *m);
+struct client_state {
+    pthread_mutex_t mu;
+    pthread_cond_t changed; /* connection, scheduling or a lock changed */
+    bool started;
+    bool attempted;   /* the first connection attempt has finished */
+    bool connected;   /* registered with the scheduler */
+    bool scheduling_on;
+    bool warned_absent;
+    unsigned registrations;
+    bool fail_closed;
+    bool membarrier_ok;
+    int fd;
+    int wake_fd;      /* eventfd: stop request */
+    pthread_t thread;
+    int n_gpus;
+    char uuids[NVSHARE_MAX_GPUS][PROTO_UUID_MAX];
+    struct gpu_lock gpus[NVSHARE_MAX_GPUS];
+    struct nvshare_client_ops ops;
+    uint64_t idle_release_ns;
+    uint64_t reconnect_ns;
+    struct msg_register reg;
+    int oversub_env;   /* NVSHARE_ENABLE_OVERSUB: 0, 1, or -1 (unset) */
+    bool oversub_node; /* the scheduler's default, from REGISTER_OK */
+};
 
-/* memory.c, driven by the client thread (none with the connection lock). */
-void memory_on_message(const struct msg *m); /* UPDATE_LIMIT, MEM_GRANT, MEM_RECLAIM */
-void memory_expect_scheduler(void); /* a first connection attempt starts */
-void memory_on_registered(int n_gpus, const uint8_t *managed);
-void memory_on_disconnected(void); /* also: an attempt failed */
-void memory_report(int n_gpus); /* allocated bytes that changed */
-/* Reports gpu's allocated bytes now if they changed: a lock request must
- * not reach the scheduler before the footprint it is admitted by. */
-void memory_flush(int gpu);
-void memory_after_fork(void);
+extern struct client_state client;
+
+/* gate.c: the application threads' side. */
+void gate_set(int gpu, bool open);
+/* Opens the gates that may be open now; with client.mu held. */
+void gates_open_for_current_mode(void);
+/* Submissions begun by all threads, for idle detection. */
+uint64_t gate_submits_total(void);
+uint64_t gate_close_and_drain(int gpu);
+void gate_release_lease(int gpu, uint32_t lease, const char *why);
+
+/* connection.c: the client thread. */
+/* Sends m with client.mu held; 0, -1 when not connected, or a proto_error. */
+int conn_send_locked(const struct msg *m);
+void conn_observe(const struct conn_observer *observer);
+void conn_before_lock_request(int gpu);
+void *conn_thread(void *arg);
 
 #endif

@@ -17,6 +17,7 @@
  * sending, because the client thread takes the connection lock first and
  * this lock second. */
 #include "nvshare_memory.h"
+#include "nvshare_client.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -24,9 +25,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "client_internal.h"
+#include "client_conn.h"
 #include "clock.h"
-#include "env.h"
 #include "log.h"
 #include "parse.h"
 #include "protocol.h"
@@ -54,21 +54,13 @@ struct gpu_ledger {
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t answered;
-    pthread_once_t once;
-    uint64_t static_limit; /* NVSHARE_GPU_MEMORY_LIMIT; 0 = none */
     bool connecting;       /* the first connection attempt is under way */
     uint32_t next_seq;
     struct gpu_ledger gpus[NVSHARE_MAX_GPUS];
 } ledger = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .answered = PTHREAD_COND_INITIALIZER,
-    .once = PTHREAD_ONCE_INIT,
 };
-
-static void read_static_limit(void)
-{
-    ledger.static_limit = env_size_bytes("NVSHARE_GPU_MEMORY_LIMIT", 0);
-}
 
 static bool valid_gpu(int gpu)
 {
@@ -114,8 +106,8 @@ static void log_refusal(int gpu, struct gpu_ledger *g, uint64_t quota,
     format_size(used, u, sizeof(u));
     format_size(bytes, b, sizeof(b));
     log_warn("GPU memory quota exceeded on gpu %d (pod %s): limit %s, in use %s, "
-             "requested %s: CUDA_ERROR_OUT_OF_MEMORY", gpu, client_pod_name(),
-             q, u, b);
+             "requested %s: CUDA_ERROR_OUT_OF_MEMORY", gpu,
+             client_settings()->pod_label, q, u, b);
 }
 
 /* What the scheduler is told with allocated: the interposer updates the
@@ -134,7 +126,7 @@ static void send_mem(uint16_t type, int gpu, uint32_t seq, uint64_t bytes,
     m.u.mem = (struct msg_mem){.gpu = (uint8_t)gpu, .seq = seq, .bytes = bytes,
                                .extra = extra, .allocated = allocated,
                                .evictable = evictable};
-    client_send(&m);
+    conn_send(&m);
 }
 
 /* Waits for the answer to the request in flight; false on timeout or when
@@ -150,6 +142,27 @@ static bool await_answer(struct gpu_ledger *g)
             ETIMEDOUT)
             return false;
     return g->answered;
+}
+
+/* Asks the scheduler for what bytes lack of g's credit, plus slack, and
+ * waits for the answer; false if there is none (see await_answer). Called
+ * and returns with ledger.mu, which it drops while sending. */
+static bool ask(int gpu, struct gpu_ledger *g, uint64_t bytes)
+{
+    uint64_t need = bytes - g->credit, extra = slack(credit_basis(g));
+
+    g->asking = true;
+    g->answered = false;
+    g->seq = ++ledger.next_seq;
+    uint32_t seq = g->seq;
+    uint64_t allocated = g->allocated, evictable = evictable_part(g);
+    pthread_mutex_unlock(&ledger.mu);
+    send_mem(MSG_MEM_RESERVE, gpu, seq, need, extra, allocated, evictable);
+    pthread_mutex_lock(&ledger.mu);
+    bool answered = await_answer(g);
+    g->asking = false;
+    pthread_cond_broadcast(&ledger.answered);
+    return answered;
 }
 
 /* Until the scheduler has taken a GPU over, or has been found missing, a
@@ -170,7 +183,7 @@ static void await_arbitration(struct gpu_ledger *g)
 /* Static enforcement: this process alone against NVSHARE_GPU_MEMORY_LIMIT. */
 static int reserve_static(int gpu, struct gpu_ledger *g, uint64_t bytes)
 {
-    uint64_t limit = ledger.static_limit;
+    uint64_t limit = client_settings()->memory_limit;
 
     if (limit && (bytes > limit || g->allocated > limit - bytes)) {
         log_refusal(gpu, g, limit, g->allocated, bytes);
@@ -189,7 +202,6 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
 
     if (!valid_gpu(gpu))
         return 0;
-    pthread_once(&ledger.once, read_static_limit);
     bool oversub = nvshare_oversub_enabled();
     pthread_mutex_lock(&ledger.mu);
     g = &ledger.gpus[gpu];
@@ -210,19 +222,7 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
             pthread_cond_wait(&ledger.answered, &ledger.mu);
             continue;
         }
-        uint64_t need = bytes - g->credit, extra = slack(credit_basis(g));
-        g->asking = true;
-        g->answered = false;
-        g->seq = ++ledger.next_seq;
-        uint32_t seq = g->seq;
-        uint64_t allocated = g->allocated, evictable = evictable_part(g);
-        pthread_mutex_unlock(&ledger.mu);
-        send_mem(MSG_MEM_RESERVE, gpu, seq, need, extra, allocated, evictable);
-        pthread_mutex_lock(&ledger.mu);
-        bool answered = await_answer(g);
-        g->asking = false;
-        pthread_cond_broadcast(&ledger.answered);
-        if (!answered) {
+        if (!ask(gpu, g, bytes)) {
             if (g->arbitrated) {
                 /* The scheduler is alive but silent: decide alone rather
                  * than hang the application. */
@@ -288,10 +288,10 @@ bool nvshare_mem_view(int gpu, uint64_t *quota, uint64_t *used)
 {
     if (!valid_gpu(gpu))
         return false;
-    pthread_once(&ledger.once, read_static_limit);
+    uint64_t static_limit = client_settings()->memory_limit;
     pthread_mutex_lock(&ledger.mu);
     const struct gpu_ledger *g = &ledger.gpus[gpu];
-    *quota = g->arbitrated ? g->quota : ledger.static_limit;
+    *quota = g->arbitrated ? g->quota : static_limit;
     /* Our own credit is free memory for us, so it is not "used". */
     *used = (g->arbitrated ? g->others_held : 0) + g->allocated;
     pthread_mutex_unlock(&ledger.mu);
@@ -319,7 +319,7 @@ static void note_pod(struct gpu_ledger *g, uint64_t quota, uint64_t pod_held,
     g->others_held = pod_held > our_held_then ? pod_held - our_held_then : 0;
 }
 
-void memory_on_message(const struct msg *m)
+static void memory_on_message(const struct msg *m)
 {
     const struct msg_mem *mem = &m->u.mem;
     uint64_t give_back = 0, allocated = 0, evictable = 0;
@@ -363,14 +363,14 @@ void memory_on_message(const struct msg *m)
                  evictable);
 }
 
-void memory_expect_scheduler(void)
+static void memory_expect_scheduler(void)
 {
     pthread_mutex_lock(&ledger.mu);
     ledger.connecting = true;
     pthread_mutex_unlock(&ledger.mu);
 }
 
-void memory_on_registered(int n_gpus, const uint8_t *managed)
+static void memory_on_registered(int n_gpus, const uint8_t *managed)
 {
     pthread_mutex_lock(&ledger.mu);
     ledger.connecting = false;
@@ -391,7 +391,7 @@ void memory_on_registered(int n_gpus, const uint8_t *managed)
     }
 }
 
-void memory_on_disconnected(void)
+static void memory_on_disconnected(void)
 {
     pthread_mutex_lock(&ledger.mu);
     ledger.connecting = false;
@@ -404,7 +404,7 @@ void memory_on_disconnected(void)
     pthread_mutex_unlock(&ledger.mu);
 }
 
-void memory_flush(int gpu)
+static void memory_flush(int gpu)
 {
     pthread_mutex_lock(&ledger.mu);
     struct gpu_ledger *g = &ledger.gpus[gpu];
@@ -416,7 +416,7 @@ void memory_flush(int gpu)
         send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated, evictable);
 }
 
-void memory_report(int n_gpus)
+static void memory_report(int n_gpus)
 {
     /* Status, not control: a few reports a second are plenty, and a busy
      * allocation loop must not turn into a message per allocation. */
@@ -430,7 +430,7 @@ void memory_report(int n_gpus)
         memory_flush(gpu);
 }
 
-void memory_after_fork(void)
+static void memory_after_fork(void)
 {
     /* The child allocated nothing (CUDA does not survive fork) and the
      * parent's connection is not its own. */
@@ -438,3 +438,13 @@ void memory_after_fork(void)
     pthread_cond_init(&ledger.answered, NULL);
     memset(ledger.gpus, 0, sizeof(ledger.gpus));
 }
+
+const struct conn_observer memory_observer = {
+    .connecting = memory_expect_scheduler,
+    .registered = memory_on_registered,
+    .disconnected = memory_on_disconnected,
+    .message = memory_on_message,
+    .tick = memory_report,
+    .before_lock_request = memory_flush,
+    .after_fork = memory_after_fork,
+};

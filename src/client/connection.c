@@ -1,0 +1,478 @@
+/* connection.c - the client thread: it owns the scheduler connection
+ * (connecting and re-registering), reads the scheduler's messages, drains
+ * on DROP_LOCK, gives idle GPUs back, reports load and runs the swap
+ * callbacks. Memory messages and connection events go to the observer that
+ * nvshare_client_start() attached (the memory ledger); this file knows
+ * nothing else of it.
+ *
+ * Failure policy: a scheduler that is absent, dies or misbehaves opens the
+ * gates (fail-open) or keeps them shut until it is back (fail-closed);
+ * nothing here ever ends the process. */
+#include "client_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "env.h"
+#include "log.h"
+#include "protocol.h"
+#include "sock.h"
+
+/* nvshare_note_busy() totals, read by report_load(). */
+static _Atomic uint64_t busy_total_ns[NVSHARE_MAX_GPUS];
+static _Atomic uint64_t span_total_ns[NVSHARE_MAX_GPUS];
+
+/* Set by nvshare_client_start() before the client thread exists; read by
+ * application threads at a closed gate, so atomic. */
+static const struct conn_observer *_Atomic observer;
+
+void conn_observe(const struct conn_observer *o)
+{
+    observer = o;
+}
+
+void conn_before_lock_request(int gpu)
+{
+    const struct conn_observer *o = observer;
+
+    if (o) /* NULL before the first nvshare_client_start() */
+        o->before_lock_request(gpu);
+}
+
+int conn_send_locked(const struct msg *m)
+{
+    if (client.fd < 0)
+        return -1;
+    int rc = msg_send(client.fd, m);
+    if (rc)
+        log_debug("sending %s failed: %s", msg_type_name(m->type),
+                  proto_strerror(rc));
+    return rc;
+}
+
+int conn_send(const struct msg *m)
+{
+    pthread_mutex_lock(&client.mu);
+    int rc = conn_send_locked(m);
+    pthread_mutex_unlock(&client.mu);
+    return rc;
+}
+
+/* ---- connection ---------------------------------------------------------- */
+
+/* No lock is held or requested any more (the connection went, or
+ * scheduling went off): the gates follow the mode, and waiters look again.
+ * Called with client.mu held. */
+static void forget_locks_locked(void)
+{
+    for (int i = 0; i < client.n_gpus; i++) {
+        client.gpus[i].held = false;
+        client.gpus[i].requested = false;
+    }
+    gates_open_for_current_mode();
+    pthread_cond_broadcast(&client.changed);
+}
+
+static void disconnect_locked(const char *why)
+{
+    if (client.fd >= 0) {
+        close(client.fd);
+        client.fd = -1;
+    }
+    if (client.connected)
+        log_warn("lost the scheduler (%s): %s", why,
+                 client.fail_closed ? "GPU work waits until it is back"
+                                    : "running unscheduled until it is back");
+    client.connected = false;
+    forget_locks_locked();
+}
+
+static void disconnect(const char *why)
+{
+    pthread_mutex_lock(&client.mu);
+    disconnect_locked(why);
+    pthread_mutex_unlock(&client.mu);
+    observer->disconnected();
+}
+
+/* The first attempt, or one after a loss, ended without a connection.
+ * Called with client.mu, releases it. */
+static void attempt_failed(void)
+{
+    client.attempted = true;
+    gates_open_for_current_mode();
+    pthread_cond_broadcast(&client.changed);
+    pthread_mutex_unlock(&client.mu);
+    observer->disconnected();
+}
+
+/* Sends REGISTER on fd and reads the answer into *m; 0 or a proto_error. */
+static int register_on(int fd, struct msg *m)
+{
+    int rc;
+
+    *m = (struct msg){.type = MSG_REGISTER, .u.reg = client.reg};
+    m->u.reg.pid = (uint32_t)getpid();
+    rc = msg_send(fd, m);
+    if (rc == 0)
+        rc = msg_recv(fd, m, 5000);
+    if (rc == 0 && m->type != MSG_REGISTER_OK)
+        rc = PROTO_E_TYPE;
+    if (rc == 0 && m->u.reg_ok.n_gpus != client.n_gpus)
+        rc = PROTO_E_FIELD;
+    return rc;
+}
+
+/* The scheduler accepted us on fd. Called with client.mu, releases it. */
+static void registered(int fd, const struct msg_register_ok *ok)
+{
+    uint8_t managed[NVSHARE_MAX_GPUS];
+
+    client.attempted = true;
+    client.fd = fd;
+    client.connected = true;
+    client.scheduling_on = ok->scheduling_on;
+    client.oversub_node = ok->oversub_default;
+    for (int i = 0; i < client.n_gpus; i++) {
+        client.gpus[i].known = ok->gpu_known[i];
+        if (!client.gpus[i].known)
+            log_warn("the scheduler does not manage GPU %s: it runs unscheduled",
+                     client.uuids[i]);
+    }
+    log_info("registered with the scheduler as client %llu%s",
+             (unsigned long long)ok->client_id,
+             client.registrations++ ? " (reconnected)" : "");
+    client.warned_absent = false;
+    gates_open_for_current_mode();
+    pthread_cond_broadcast(&client.changed);
+    for (int i = 0; i < client.n_gpus; i++)
+        managed[i] = client.gpus[i].known;
+    pthread_mutex_unlock(&client.mu);
+    observer->registered(client.n_gpus, managed);
+}
+
+static void try_connect(void)
+{
+    char path[256];
+    struct msg m;
+    int fd, rc;
+
+    if (socket_path(CLIENT_SOCKET_NAME, path, sizeof(path)))
+        return;
+    fd = unix_connect(path);
+    if (fd < 0) {
+        pthread_mutex_lock(&client.mu);
+        if (!client.warned_absent)
+            log_warn("no scheduler at %s (%s): %s; retrying every %.1fs", path,
+                     strerror(errno),
+                     client.fail_closed ? "GPU work waits for it (fail-closed)"
+                                        : "running unscheduled (fail-open)",
+                     (double)client.reconnect_ns / 1e9);
+        client.warned_absent = true;
+        attempt_failed();
+        return;
+    }
+    rc = register_on(fd, &m);
+    pthread_mutex_lock(&client.mu);
+    if (rc) {
+        log_warn("scheduler at %s refused registration: %s", path,
+                 proto_strerror(rc));
+        close(fd);
+        attempt_failed();
+        return;
+    }
+    registered(fd, &m.u.reg_ok);
+}
+
+/* Scheduling switched on: everyone was running freely, so drain before
+ * anyone is granted a lock. */
+static void handle_sched_on(void)
+{
+    pthread_mutex_lock(&client.mu);
+    client.scheduling_on = true;
+    pthread_mutex_unlock(&client.mu);
+    for (int i = 0; i < client.n_gpus; i++)
+        if (client.gpus[i].known)
+            gate_close_and_drain(i);
+    pthread_mutex_lock(&client.mu);
+    gates_open_for_current_mode();
+    pthread_cond_broadcast(&client.changed);
+    pthread_mutex_unlock(&client.mu);
+}
+
+/* ---- memory-aware scheduling ------------------------------------------- */
+
+static void send_swapped(int gpu, enum swap_direction direction, uint64_t bytes,
+                         uint64_t duration_ns)
+{
+    struct msg m = {.type = MSG_SWAPPED};
+
+    m.u.swap = (struct msg_swap){(uint8_t)gpu, (uint8_t)direction, bytes,
+                                 duration_ns};
+    conn_send(&m);
+    log_info("gpu %d: swapped %s %.1f MiB in %.3f s (%.1f GB/s)", gpu,
+             direction == SWAP_OUT ? "out" : "in", (double)bytes / (1 << 20),
+             (double)duration_ns / 1e9,
+             duration_ns ? (double)bytes / (double)duration_ns : 0.0);
+}
+
+/* EVICT: the scheduler needs the room. The gate is closed (the lock went
+ * back before), so nothing of ours runs while the memory moves. A process
+ * without swap callbacks answers with 0 bytes: it has nothing evictable. */
+static void swap_out(int gpu)
+{
+    uint64_t start = now_ns(), bytes = 0;
+
+    if (client.ops.swap_out)
+        bytes = client.ops.swap_out(gpu, client.ops.user);
+    pthread_mutex_lock(&client.mu);
+    /* Even when no byte moved (a second EVICT, or only blank allocations
+     * whose pages were discarded), what is out must come back before the
+     * gate opens. */
+    client.gpus[gpu].swapped_out = true;
+    pthread_mutex_unlock(&client.mu);
+    send_swapped(gpu, SWAP_OUT, bytes, now_ns() - start);
+}
+
+/* Before the gate opens on a grant: memory that went out comes back with
+ * one explicit prefetch rather than page faults under the first kernels. */
+static void swap_in_if_out(int gpu)
+{
+    pthread_mutex_lock(&client.mu);
+    bool out = client.gpus[gpu].swapped_out;
+    client.gpus[gpu].swapped_out = false;
+    pthread_mutex_unlock(&client.mu);
+    if (!out || !client.ops.swap_in)
+        return;
+    uint64_t start = now_ns();
+    uint64_t bytes = client.ops.swap_in(gpu, client.ops.user);
+    send_swapped(gpu, SWAP_IN, bytes, now_ns() - start);
+}
+
+static void log_memory_wait(const struct msg *m)
+{
+    const struct msg_wait *w = &m->u.wait;
+
+    if (m->type == MSG_MEM_AVAILABLE) {
+        log_info("gpu %d: memory available after waiting %.1f s", w->gpu,
+                 (double)w->wait_ns / 1e9);
+        return;
+    }
+    log_info("gpu %d: waiting for GPU memory: this process needs %.1f MiB, "
+             "%.1f MiB of the %.1f MiB the scheduler admits are free; the "
+             "running clients rotate in %.1f s at the latest", w->gpu,
+             (double)w->need / (1 << 20), (double)w->free / (1 << 20),
+             (double)w->limit / (1 << 20), (double)w->wait_ns / 1e9);
+}
+
+/* Start-up (context and library initialization, first touch of memory)
+ * keeps the GPU busy in any job: measuring it would make light jobs look
+ * heavy, so the first LOAD_SKIP_NS of measured GPU time is not reported.
+ * The first report follows LOAD_FIRST_NS later, within the first second of
+ * GPU time whatever the TQ, since the time is counted only while this
+ * process may submit; until then the scheduler gives it a trial of one
+ * quantum beside others. Later reports come every LOAD_REPORT_NS. */
+#define LOAD_SKIP_NS (500 * NS_PER_MS)
+#define LOAD_FIRST_NS (250 * NS_PER_MS)
+#define LOAD_REPORT_NS (500 * NS_PER_MS)
+
+/* Tells the scheduler how busy this process kept each GPU it held since
+ * the last report (auto mode co-runs light clients only). */
+static void report_load(void)
+{
+    uint64_t now = now_ns();
+
+    for (int i = 0; i < client.n_gpus; i++) {
+        struct gpu_lock *g = &client.gpus[i];
+        uint64_t busy = atomic_load_explicit(&busy_total_ns[i], memory_order_relaxed);
+        uint64_t span = atomic_load_explicit(&span_total_ns[i], memory_order_relaxed);
+        bool first = g->load_sent_at == 0;
+        if (first && span < LOAD_SKIP_NS) {
+            g->load_busy_ns = busy;
+            g->load_span_ns = span;
+            continue;
+        }
+        uint64_t d_busy = busy - g->load_busy_ns, d_span = span - g->load_span_ns;
+        /* Spans are measured per submitting thread: several threads can
+         * add up to more than the wall time, and busy time with them. */
+        if (first ? d_span < LOAD_FIRST_NS
+                  : now - g->load_sent_at < LOAD_REPORT_NS ||
+                        d_span < LOAD_REPORT_NS / 5)
+            continue;
+        g->load_busy_ns = busy;
+        g->load_span_ns = span;
+        g->load_sent_at = now;
+        uint64_t permille = d_busy >= d_span ? 1000 : d_busy * 1000 / d_span;
+        struct msg m = {.type = MSG_LOAD};
+        m.u.load = (struct msg_load){(uint8_t)i, (uint16_t)permille, d_span};
+        conn_send(&m);
+    }
+}
+
+static void handle_sched_off(void)
+{
+    pthread_mutex_lock(&client.mu);
+    client.scheduling_on = false;
+    forget_locks_locked();
+    pthread_mutex_unlock(&client.mu);
+}
+
+static void handle_lock_ok(int gpu, uint32_t lease)
+{
+    swap_in_if_out(gpu);
+    pthread_mutex_lock(&client.mu);
+    client.gpus[gpu].held = true;
+    client.gpus[gpu].requested = false;
+    client.gpus[gpu].in_use_sent = false;
+    client.gpus[gpu].lease = lease;
+    client.gpus[gpu].grants++;
+    client.gpus[gpu].quiet_since = now_ns();
+    client.gpus[gpu].seen_submits = gate_submits_total();
+    gate_set(gpu, true);
+    pthread_cond_broadcast(&client.changed);
+    pthread_mutex_unlock(&client.mu);
+}
+
+/* Returns 0, or -1 if the message breaks the protocol. */
+static int handle_message(const struct msg *m)
+{
+    int gpu = m->u.lock.gpu;
+
+    switch (m->type) {
+    case MSG_SCHED_ON:
+        handle_sched_on();
+        return 0;
+    case MSG_SCHED_OFF:
+        handle_sched_off();
+        return 0;
+    case MSG_LOCK_OK:
+        if (gpu >= client.n_gpus)
+            return -1;
+        handle_lock_ok(gpu, m->u.lock.lease);
+        return 0;
+    case MSG_DROP_LOCK:
+        if (gpu >= client.n_gpus)
+            return -1;
+        gate_release_lease(gpu, m->u.lock.lease, "preempted");
+        return 0;
+    case MSG_UPDATE_LIMIT:
+    case MSG_MEM_GRANT:
+    case MSG_MEM_RECLAIM:
+        if (m->u.mem.gpu >= client.n_gpus)
+            return -1;
+        observer->message(m);
+        return 0;
+    case MSG_EVICT:
+        if (m->u.swap.gpu >= client.n_gpus)
+            return -1;
+        swap_out(m->u.swap.gpu);
+        return 0;
+    case MSG_PREPARE_SWAP:
+        if (m->u.swap.gpu >= client.n_gpus)
+            return -1;
+        if (client.ops.prepare_swap)
+            client.ops.prepare_swap(m->u.swap.gpu, client.ops.user);
+        return 0;
+    case MSG_WAIT_FOR_MEM:
+    case MSG_MEM_AVAILABLE:
+        if (m->u.wait.gpu >= client.n_gpus)
+            return -1;
+        log_memory_wait(m);
+        return 0;
+    default:
+        log_warn("unexpected %s from the scheduler", msg_type_name(m->type));
+        return -1;
+    }
+}
+
+/* Gives back GPUs nobody has submitted to for idle_release_ns once their
+ * work has completed. */
+static void release_idle_gpus(void)
+{
+    uint64_t now = now_ns(), submits = gate_submits_total();
+
+    if (!client.ops.completed)
+        return;
+    for (int i = 0; i < client.n_gpus; i++) {
+        pthread_mutex_lock(&client.mu);
+        struct gpu_lock *g = &client.gpus[i];
+        bool idle = false;
+        uint32_t lease = g->lease;
+        if (g->held) {
+            /* submits counts every GPU: any activity keeps all held, which
+             * errs on the side of keeping a busy process's locks. */
+            if (submits != g->seen_submits) {
+                g->seen_submits = submits;
+                g->quiet_since = now;
+            } else {
+                idle = now - g->quiet_since >= client.idle_release_ns;
+            }
+        }
+        pthread_mutex_unlock(&client.mu);
+        if (idle && client.ops.completed(i, client.ops.user))
+            gate_release_lease(i, lease, "idle");
+    }
+}
+
+void *conn_thread(void *arg)
+{
+    struct frame_reader *reader = malloc(sizeof(*reader));
+    uint64_t next_connect = 0;
+
+    (void)arg;
+    if (!reader)
+        return NULL;
+    for (;;) {
+        struct pollfd fds[2] = {{.fd = client.wake_fd, .events = POLLIN},
+                                {.fd = -1, .events = POLLIN}};
+        uint64_t now = now_ns();
+        int timeout_ms;
+
+        if (client.fd < 0 && now >= next_connect) {
+            try_connect();
+            reader->len = 0;
+            next_connect = now + client.reconnect_ns;
+        }
+        fds[1].fd = client.fd;
+        timeout_ms = (int)(client.idle_release_ns / 2 / NS_PER_MS) + 1;
+        if (client.fd < 0) {
+            uint64_t wait = next_connect > now ? next_connect - now : 0;
+            timeout_ms = (int)(wait / NS_PER_MS) + 1;
+        }
+        int rc = poll(fds, 2, timeout_ms);
+        if (rc < 0 && errno != EINTR)
+            break;
+        if (fds[0].revents)
+            break; /* nvshare_client_stop() */
+        if (fds[1].revents) {
+            struct msg m;
+            int got = frame_reader_fill(reader, client.fd);
+            while (got >= 0 && (got = frame_reader_next(reader, &m)) > 0)
+                if (handle_message(&m))
+                    got = PROTO_E_TYPE;
+            if (got < 0) {
+                disconnect(proto_strerror(got));
+                next_connect = now_ns() + client.reconnect_ns;
+            }
+        }
+        if (client.connected) {
+            release_idle_gpus();
+            observer->tick(client.n_gpus);
+            report_load();
+        }
+    }
+    free(reader);
+    return NULL;
+}
+
+void nvshare_note_busy(int gpu, uint64_t busy_ns, uint64_t span_ns)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    atomic_fetch_add_explicit(&busy_total_ns[gpu], busy_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&span_total_ns[gpu], span_ns, memory_order_relaxed);
+}

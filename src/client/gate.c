@@ -1,0 +1,221 @@
+/* gate.c - the application threads' side of the client runtime: the
+ * per-GPU gates that nvshare_submit_begin() reads, the per-thread in-flight
+ * marks, waiting at a closed gate, and closing a gate exactly (membarrier,
+ * then drain) when a lock goes back. See nvshare_client.h for the hot path
+ * and client_internal.h for the locking. */
+#include "client_internal.h"
+
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+
+_Atomic int nvshare_gate_open[NVSHARE_MAX_GPUS];
+__thread struct nvshare_thread *nvshare_self
+    __attribute__((tls_model("initial-exec")));
+
+/* Per-thread slots: a lock-free list that only grows; slots of exited
+ * threads are reused, so its length is the peak number of threads. */
+static struct nvshare_thread *_Atomic thread_list;
+static pthread_key_t thread_key;
+static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+
+static void thread_exit(void *slot)
+{
+    struct nvshare_thread *t = slot;
+
+    t->inflight_gpu = 0;
+    atomic_store(&t->in_use, 0);
+}
+
+static void make_thread_key(void)
+{
+    pthread_key_create(&thread_key, thread_exit);
+}
+
+struct nvshare_thread *nvshare_thread_register(void)
+{
+    struct nvshare_thread *t;
+
+    pthread_once(&thread_key_once, make_thread_key);
+    for (t = atomic_load(&thread_list); t; t = t->next) {
+        int free_slot = 0;
+        if (atomic_compare_exchange_strong(&t->in_use, &free_slot, 1))
+            break;
+    }
+    if (!t) {
+        static struct nvshare_thread shared_fallback;
+        t = calloc(1, sizeof(*t));
+        /* Out of memory: share one slot. Marks of threads using it may be
+         * lost, which can only let a submission race a drain; never fail
+         * the application over it. */
+        if (!t)
+            return nvshare_self = &shared_fallback;
+        atomic_store(&t->in_use, 1);
+        t->next = atomic_load(&thread_list);
+        while (!atomic_compare_exchange_weak(&thread_list, &t->next, t))
+            ;
+    }
+    pthread_setspecific(thread_key, t);
+    nvshare_self = t;
+    return t;
+}
+
+void gate_set(int gpu, bool open)
+{
+    atomic_store(&nvshare_gate_open[gpu], open ? 1 : 0);
+}
+
+/* Whether submissions on gpu may proceed without holding its lock. Called
+ * with client.mu held. */
+static bool runs_unscheduled(int gpu)
+{
+    if (!client.started)
+        return true;
+    if (!client.connected)
+        return client.attempted && !client.fail_closed;
+    return !client.scheduling_on || !client.gpus[gpu].known;
+}
+
+void gates_open_for_current_mode(void)
+{
+    for (int i = 0; i < client.n_gpus; i++)
+        gate_set(i, runs_unscheduled(i) || client.gpus[i].held);
+}
+
+static void request_lock_locked(int gpu)
+{
+    struct msg m = {.type = MSG_REQ_LOCK, .u.lock = {.gpu = (uint8_t)gpu}};
+
+    if (client.gpus[gpu].requested || client.gpus[gpu].held)
+        return;
+    if (conn_send_locked(&m) == 0)
+        client.gpus[gpu].requested = true;
+}
+
+void nvshare_gate_wait(int gpu, struct nvshare_thread *self)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    for (;;) {
+        /* Not in flight while waiting: a drain must not wait for us. */
+        self->inflight_gpu = 0;
+        conn_before_lock_request(gpu);
+        pthread_mutex_lock(&client.mu);
+        while (!atomic_load(&nvshare_gate_open[gpu])) {
+            if (gpu >= client.n_gpus || runs_unscheduled(gpu))
+                break;
+            if (client.connected)
+                request_lock_locked(gpu);
+            pthread_cond_wait(&client.changed, &client.mu);
+        }
+        /* The first submission under a new lease: tell the scheduler, so
+         * that this thread's wake-up is not billed to the pod. */
+        if (gpu < client.n_gpus && client.gpus[gpu].held &&
+            !client.gpus[gpu].in_use_sent) {
+            struct msg m = {.type = MSG_LOCK_IN_USE,
+                            .u.lock = {.gpu = (uint8_t)gpu,
+                                       .lease = client.gpus[gpu].lease}};
+            client.gpus[gpu].in_use_sent = true;
+            conn_send_locked(&m);
+        }
+        pthread_mutex_unlock(&client.mu);
+        self->inflight_gpu = gpu + 1;
+        atomic_signal_fence(memory_order_seq_cst);
+        /* The gate may have closed again between the unlock and the mark:
+         * only a check after the mark is published is conclusive. */
+        if (atomic_load(&nvshare_gate_open[gpu]) || gpu >= client.n_gpus)
+            return;
+        pthread_mutex_lock(&client.mu);
+        bool free_run = runs_unscheduled(gpu);
+        pthread_mutex_unlock(&client.mu);
+        if (free_run)
+            return;
+    }
+}
+
+/* After a gate closed: makes sure no application thread is still inside a
+ * submission to gpu. membarrier() forces every running thread through a
+ * full barrier, so each has either published its in-flight mark (which we
+ * then see) or will read the closed gate. */
+static void wait_inflight(int gpu)
+{
+    if (client.membarrier_ok)
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    else
+        atomic_thread_fence(memory_order_seq_cst);
+    for (struct nvshare_thread *t = atomic_load(&thread_list); t; t = t->next)
+        for (int spins = 0; t->inflight_gpu == gpu + 1; spins++) {
+            /* Most submissions return in microseconds; a synchronous copy
+             * may take far longer, so back off rather than spin. */
+            if (spins < 100)
+                sched_yield();
+            else
+                nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL);
+        }
+}
+
+uint64_t gate_submits_total(void)
+{
+    uint64_t sum = 0;
+
+    for (struct nvshare_thread *t = atomic_load(&thread_list); t; t = t->next)
+        sum += t->submits;
+    return sum;
+}
+
+/* Closes gpu's gate, waits out in-flight submissions and drains. Returns
+ * the drain time. Called on the client thread without client.mu held. */
+uint64_t gate_close_and_drain(int gpu)
+{
+    uint64_t start;
+
+    gate_set(gpu, false);
+    wait_inflight(gpu);
+    start = now_ns();
+    client.ops.drain(gpu, client.ops.user);
+    return now_ns() - start;
+}
+
+/* Gives gpu back under lease (if it is still the current lease). */
+void gate_release_lease(int gpu, uint32_t lease, const char *why)
+{
+    pthread_mutex_lock(&client.mu);
+    bool current = client.gpus[gpu].held && client.gpus[gpu].lease == lease;
+    pthread_mutex_unlock(&client.mu);
+    if (!current)
+        return; /* stale: we already released it */
+
+    uint64_t drain_ns = gate_close_and_drain(gpu);
+    struct msg m = {.type = MSG_LOCK_RELEASED,
+                    .u.lock = {.gpu = (uint8_t)gpu, .lease = lease,
+                               .drain_ns = drain_ns}};
+
+    pthread_mutex_lock(&client.mu);
+    if (client.gpus[gpu].held && client.gpus[gpu].lease == lease) {
+        client.gpus[gpu].held = false;
+        conn_send_locked(&m);
+        log_debug("released gpu %d (%s), drain %.3f ms", gpu, why,
+                  (double)drain_ns / 1e6);
+    }
+    gates_open_for_current_mode();
+    pthread_cond_broadcast(&client.changed); /* waiters re-request */
+    pthread_mutex_unlock(&client.mu);
+}
+
+void nvshare_release(int gpu)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    pthread_mutex_lock(&client.mu);
+    bool held = gpu < client.n_gpus && client.gpus[gpu].held;
+    uint32_t lease = client.gpus[gpu].lease;
+    pthread_mutex_unlock(&client.mu);
+    if (held)
+        gate_release_lease(gpu, lease, "released by the application");
+}
