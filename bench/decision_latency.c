@@ -33,8 +33,57 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static struct policy p;
+static struct policy *p;
 static struct policy_actions out;
+
+/* GPUS GPUs of 80 GiB with CLIENTS_PER_GPU clients each, of 1-4 GiB, one in
+ * three of them heavy. */
+static void setup(int gpus, int per_gpu)
+{
+    policy_init(p, gpus, 100 * MS, 10000 * MS);
+    policy_set_switch_time(p, 1000 * MS, 0);
+    for (int g = 0; g < gpus; g++) {
+        policy_set_capacity(p, g, 80 * GiB);
+        for (int i = 0; i < per_gpu; i++) {
+            int c = g * per_gpu + i;
+            policy_join(p, g, c, c, 0);
+            uint64_t bytes = (1 + (uint64_t)(c % 4)) * GiB;
+            policy_set_footprint(p, g, c, bytes, bytes);
+            policy_set_load(p, g, c, c % 3 ? 200 : 900);
+        }
+    }
+}
+
+/* One event of the given kind for client c of gpu g; m: its state before. */
+static void feed(int kind, int g, int c, const struct policy_member_view *m,
+                 uint64_t now, unsigned *seed)
+{
+    switch (kind) {
+    case 0:
+    case 1:
+    case 2:
+        policy_request(p, g, c, now, &out);
+        break;
+    case 3:
+        policy_release(p, g, c, m->lease, 100000, now, &out);
+        break;
+    case 4:
+        policy_set_load(p, g, c, (unsigned)(rand_r(seed) % 1000));
+        break;
+    case 5: {
+        uint64_t bytes = (1 + (uint64_t)(rand_r(seed) % 8)) * GiB;
+        policy_set_footprint(p, g, c, bytes, bytes);
+        break;
+    }
+    case 6:
+        if (m->evicting)
+            policy_swapped(p, g, c, SWAP_OUT, m->footprint, 100 * MS, now, &out);
+        break;
+    default:
+        policy_tick(p, now, &out);
+        break;
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -45,58 +94,25 @@ int main(int argc, char **argv)
     unsigned seed = 42;
     uint64_t now = 0;
 
-    if (!lat || gpus < 1 || gpus > POLICY_MAX_GPUS || per_gpu < 1 ||
+    p = calloc(1, policy_size());
+    if (!lat || !p || gpus < 1 || gpus > POLICY_MAX_GPUS || per_gpu < 1 ||
         gpus * per_gpu > POLICY_MAX_CLIENTS) {
         fprintf(stderr, "usage: %s [GPUS 1-%d] [CLIENTS_PER_GPU] [EVENTS] "
                 "(GPUS x CLIENTS <= %d)\n", argv[0], POLICY_MAX_GPUS,
                 POLICY_MAX_CLIENTS);
         return 2;
     }
-    policy_init(&p, gpus, 100 * MS, 10000 * MS);
-    policy_set_switch_time(&p, 1000 * MS, 0);
-    for (int g = 0; g < gpus; g++) {
-        policy_set_capacity(&p, g, 80 * GiB);
-        for (int i = 0; i < per_gpu; i++) {
-            int c = g * per_gpu + i;
-            policy_join(&p, g, c, c, 0);
-            uint64_t bytes = (1 + (uint64_t)(c % 4)) * GiB;
-            policy_set_footprint(&p, g, c, bytes, bytes);
-            policy_set_load(&p, g, c, c % 3 ? 200 : 900);
-        }
-    }
+    setup(gpus, per_gpu);
     for (int e = 0; e < events; e++) {
         int c = rand_r(&seed) % (gpus * per_gpu), g = c / per_gpu;
         int kind = rand_r(&seed) % 8;
-        const struct member *m = &p.gpus[g].members[c];
+        struct policy_member_view m;
 
+        policy_view_member(p, g, c, now, &m); /* every client is a member */
         now += (uint64_t)(rand_r(&seed) % 200) * 1000; /* up to 200 us apart */
         policy_actions_clear(&out);
         uint64_t start = mono_ns();
-        switch (kind) {
-        case 0:
-        case 1:
-        case 2:
-            policy_request(&p, g, c, now, &out);
-            break;
-        case 3:
-            policy_release(&p, g, c, m->lease, 100000, now, &out);
-            break;
-        case 4:
-            policy_set_load(&p, g, c, (unsigned)(rand_r(&seed) % 1000));
-            break;
-        case 5: {
-            uint64_t bytes = (1 + (uint64_t)(rand_r(&seed) % 8)) * GiB;
-            policy_set_footprint(&p, g, c, bytes, bytes);
-            break;
-        }
-        case 6:
-            if (m->evicting)
-                policy_swapped(&p, g, c, SWAP_OUT, m->footprint, 100 * MS, now, &out);
-            break;
-        default:
-            policy_tick(&p, now, &out);
-            break;
-        }
+        feed(kind, g, c, &m, now, &seed);
         lat[e] = mono_ns() - start;
     }
     qsort(lat, (size_t)events, sizeof(lat[0]), cmp_u64);

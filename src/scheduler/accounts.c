@@ -28,7 +28,7 @@ void account_apply_limits(struct scheduler *s, int index)
     struct quota_actions out = {0};
     uint8_t source;
 
-    policy_set_core_limit(&s->policy, index,
+    policy_set_core_limit(s->policy, index,
                           (unsigned)limit_effective(&a->core, &source), now_ns());
     quota_set_limit(&s->quota, index, limit_effective(&a->memory, &source), &out);
     clients_apply_quota(s, &out);
@@ -71,7 +71,7 @@ int account_attach(struct scheduler *s, const struct msg_register *reg)
     }
     a->core.declared = reg->core_limit;
     a->memory.declared = reg->memory_limit;
-    policy_reset_account(&s->policy, free_index);
+    policy_reset_account(s->policy, free_index);
     quota_reset_account(&s->quota, free_index);
     account_apply_limits(s, free_index);
     return free_index;
@@ -80,7 +80,7 @@ int account_attach(struct scheduler *s, const struct msg_register *reg)
 void account_detach(struct scheduler *s, int account)
 {
     if (--s->accounts[account].refs == 0) {
-        policy_reset_account(&s->policy, account);
+        policy_reset_account(s->policy, account);
         quota_reset_account(&s->quota, account);
     }
 }

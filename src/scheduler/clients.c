@@ -33,7 +33,7 @@ static void close_client(struct scheduler *s, struct client *c,
     struct quota_actions quota_out = {0};
     int slot = (int)(c - s->clients);
 
-    policy_leave(&s->policy, slot, now_ns(), out);
+    policy_leave(s->policy, slot, now_ns(), out);
     quota_leave(&s->quota, slot, now_ns(), &quota_out);
     if (c->registered)
         account_detach(s, c->account);
@@ -214,15 +214,19 @@ static bool oversub_allows(struct scheduler *s, const struct client *c, int gpu,
                            uint64_t need)
 {
     int slot = (int)(c - s->clients);
-    const struct gpu_sched *g = &s->policy.gpus[gpu];
-    const struct member *m = &g->members[slot];
-    uint64_t limit = policy_memory_limit(&s->policy, gpu), total = 0;
+    struct policy_gpu_view g;
+    struct policy_member_view m = {0};
     char want[32], max[32];
 
-    if (!c->oversubscribed || !g->capacity)
+    if (!c->oversubscribed)
         return true;
-    if (m->footprint + need > limit) {
-        format_size(m->footprint + need, want, sizeof(want));
+    policy_view_gpu(s->policy, gpu, &g);
+    policy_view_member(s->policy, gpu, slot, now_ns(), &m);
+    uint64_t limit = g.memory_limit, total = g.held;
+    if (!g.capacity)
+        return true;
+    if (m.footprint + need > limit) {
+        format_size(m.footprint + need, want, sizeof(want));
         format_size(limit, max, sizeof(max));
         log_warn("gpu %d: client %llu (pod %s): allocation refused: its "
                  "footprint would be %s, more than the %s this GPU admits "
@@ -230,12 +234,9 @@ static bool oversub_allows(struct scheduler *s, const struct client *c, int gpu,
                  (unsigned long long)c->id, pod_of(c), want, max);
         return false;
     }
-    for (int i = 0; i < g->slots; i++)
-        if (g->members[i].present)
-            total += g->members[i].footprint;
-    if (total + need > g->capacity * s->oversub_ratio) {
+    if (total + need > g.capacity * s->oversub_ratio) {
         format_size(total + need, want, sizeof(want));
-        format_size(g->capacity * s->oversub_ratio, max, sizeof(max));
+        format_size(g.capacity * s->oversub_ratio, max, sizeof(max));
         log_warn("gpu %d: client %llu (pod %s): allocation refused: the GPU's "
                  "clients would hold %s, more than NVSHARE_OVERSUB_RATIO=%u x "
                  "its capacity (%s)", gpu, (unsigned long long)c->id, pod_of(c),
@@ -266,8 +267,8 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
     s->evictable[gpu][slot] = mem->evictable;
     clients_apply_quota(s, &out);
     /* Grants and returns moved what other clients hold too. */
-    for (int i = 0; i < s->policy.gpus[gpu].slots; i++)
-        if (s->policy.gpus[gpu].members[i].present)
+    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
+        if (policy_is_member(s->policy, gpu, i))
             footprint_update(s, gpu, i);
 }
 
@@ -294,6 +295,7 @@ static int handle_register(struct scheduler *s, struct client *c,
                            const struct msg_register *reg)
 {
     struct msg reply = {.type = MSG_REGISTER_OK};
+    struct policy_settings_view settings;
     int slot = (int)(c - s->clients);
     uint64_t now = now_ns();
 
@@ -303,8 +305,9 @@ static int handle_register(struct scheduler *s, struct client *c,
     c->id = ++s->next_client_id;
     c->registered = true;
     c->account = account_attach(s, reg);
+    policy_view_settings(s->policy, &settings);
     reply.u.reg_ok.client_id = c->id;
-    reply.u.reg_ok.scheduling_on = s->policy.anti_thrash;
+    reply.u.reg_ok.scheduling_on = settings.anti_thrash;
     reply.u.reg_ok.oversub_default = s->oversub_default;
     c->oversubscribed = reg->oversub == OVERSUB_ON ||
                         (reg->oversub == OVERSUB_NODE_DEFAULT && s->oversub_default);
@@ -320,7 +323,7 @@ static int handle_register(struct scheduler *s, struct client *c,
                      reg->gpu_uuids[i]);
             continue;
         }
-        policy_join(&s->policy, c->node_gpu[i], slot, c->account, now);
+        policy_join(s->policy, c->node_gpu[i], slot, c->account, now);
         quota_join(&s->quota, c->node_gpu[i], slot, c->account);
         footprint_update(s, c->node_gpu[i], slot);
         reply.u.reg_ok.gpu_known[i] = 1;
@@ -343,16 +346,20 @@ static void release(struct scheduler *s, struct client *c, int gpu,
                     const struct msg_lock *lock, struct policy_actions *out)
 {
     int slot = (int)(c - s->clients);
-    const struct member *m = &s->policy.gpus[gpu].members[slot];
-    bool preempted = m->state == MEMBER_DRAINING;
-    uint32_t lease_before = m->lease;
+    struct policy_member_view m = {0};
+    uint64_t now = now_ns();
 
-    policy_release(&s->policy, gpu, slot, lock->lease, lock->drain_ns, now_ns(), out);
+    policy_view_member(s->policy, gpu, slot, now, &m);
+    bool preempted = m.state == MEMBER_DRAINING;
+    uint32_t lease_before = m.lease;
+
+    policy_release(s->policy, gpu, slot, lock->lease, lock->drain_ns, now, out);
+    policy_view_member(s->policy, gpu, slot, now, &m);
     /* Benchmarks read preemption latency from these lines. */
     if (preempted && lock->lease == lease_before)
         log_debug("gpu %d: client %llu released lease %u: preempt %.3f ms, "
                   "drain %.3f ms", gpu, (unsigned long long)c->id, lock->lease,
-                  (double)m->last_preempt_ns / 1e6, (double)lock->drain_ns / 1e6);
+                  (double)m.last_preempt_ns / 1e6, (double)lock->drain_ns / 1e6);
 }
 
 /* Returns 0, or -1 if the message breaks the protocol. */
@@ -383,11 +390,11 @@ static int handle_message(struct scheduler *s, struct client *c,
         if (gpu < 0)
             return -1;
         if (m->type == MSG_LOCK_IN_USE) {
-            policy_in_use(&s->policy, gpu, slot, m->u.lock.lease, now_ns());
+            policy_in_use(s->policy, gpu, slot, m->u.lock.lease, now_ns());
         } else if (m->type == MSG_REQ_LOCK) {
             log_debug("gpu %d: client %llu requests the lock", gpu,
                       (unsigned long long)c->id);
-            policy_request(&s->policy, gpu, slot, now_ns(), out);
+            policy_request(s->policy, gpu, slot, now_ns(), out);
         }
         else
             release(s, c, gpu, &m->u.lock, out);
@@ -401,13 +408,13 @@ static int handle_message(struct scheduler *s, struct client *c,
                   m->u.swap.direction == SWAP_OUT ? "out" : "in",
                   (unsigned long long)m->u.swap.bytes,
                   (double)m->u.swap.duration_ns / 1e6);
-        policy_swapped(&s->policy, gpu, slot, m->u.swap.direction,
+        policy_swapped(s->policy, gpu, slot, m->u.swap.direction,
                        m->u.swap.bytes, m->u.swap.duration_ns, now_ns(), out);
         return 0;
     case MSG_LOAD:
         if (m->u.load.gpu >= c->n_gpus || (gpu = c->node_gpu[m->u.load.gpu]) < 0)
             return -1;
-        policy_set_load(&s->policy, gpu, slot, m->u.load.busy_permille);
+        policy_set_load(s->policy, gpu, slot, m->u.load.busy_permille);
         return 0;
     default:
         return -1;

@@ -30,119 +30,132 @@ static void close_conn(struct control_conn *conn)
     free(conn);
 }
 
-static int send_status(struct scheduler *s, int fd)
+static int send_node(struct scheduler *s, int fd, uint64_t now)
 {
-    const struct policy *p = &s->policy;
-    uint64_t now = now_ns();
+    struct policy_settings_view v;
     struct msg m = {.type = MSG_CTL_STATUS_NODE};
-    int rc;
 
+    policy_view_settings(s->policy, &v);
     m.u.node = (struct msg_status_node){
-        .tq_ns = p->tq_ns,
-        .window_ns = p->window_ns,
-        .anti_thrash = p->anti_thrash,
+        .tq_ns = v.tq_ns,
+        .window_ns = v.window_ns,
+        .anti_thrash = v.anti_thrash,
         .n_gpus = (uint16_t)s->n_gpus,
         .n_clients = (uint16_t)clients_count(s),
         .uptime_ns = now - s->started_at,
-        .switch_time_fixed_ns = p->switch_fixed_ns,
-        .switch_multiplier = (uint16_t)p->switch_multiplier,
-        .reserve_percent = (uint8_t)p->reserve_percent,
+        .switch_time_fixed_ns = v.switch_fixed_ns,
+        .switch_multiplier = (uint16_t)v.switch_multiplier,
+        .reserve_percent = (uint8_t)v.reserve_percent,
         .oversub_default = s->oversub_default,
     };
-    if ((rc = msg_send(fd, &m)))
-        return rc;
-    for (int g = 0; g < s->n_gpus; g++) {
-        const struct gpu_sched *gs = &p->gpus[g];
-        struct msg_status_gpu *gpu = &m.u.gpu;
+    return msg_send(fd, &m);
+}
 
-        m.type = MSG_CTL_STATUS_GPU;
-        memset(gpu, 0, sizeof(*gpu));
-        gpu->index = (uint16_t)g;
-        snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", s->gpus[g].uuid);
-        snprintf(gpu->name, sizeof(gpu->name), "%s", s->gpus[g].name);
-        gpu->memory_total = s->gpus[g].memory_total;
-        gpu->mode = gs->mode;
-        gpu->reserve = gs->capacity - policy_memory_limit(p, g);
-        gpu->running_footprint = policy_running_footprint(p, g);
-        gpu->resident = policy_resident(p, g);
-        bool measured;
-        gpu->switch_time_ns = policy_switch_time(p, g, &measured);
-        gpu->switch_measured = measured;
-        gpu->switches = gs->switches;
-        gpu->swaps_out = gs->swap_out.count;
-        gpu->swaps_in = gs->swap_in.count;
-        gpu->swap_out_bytes = gs->swap_out.bytes;
-        gpu->swap_in_bytes = gs->swap_in.bytes;
-        gpu->swap_out_ns = gs->swap_out.ns;
-        gpu->swap_in_ns = gs->swap_in.ns;
-        gpu->last_swap_out_ns = gs->swap_out.last_ns;
-        gpu->last_swap_in_ns = gs->swap_in.last_ns;
-        for (int c = 0; c < POLICY_MAX_CLIENTS && gpu->n_running < PROTO_MAX_WAITERS; c++)
-            if (policy_is_running(p, g, c))
-                gpu->running[gpu->n_running++] = s->clients[c].id;
-        for (int i = 0; i < gs->n_waiting; i++) {
-            int c = gs->queue[i];
-            if (gpu->n_waiting == PROTO_MAX_WAITERS) {
-                gpu->truncated_waiting = (uint32_t)(gs->n_waiting - i);
-                break;
-            }
-            gpu->waiting[gpu->n_waiting++] = (struct status_waiter){
-                s->clients[c].id,
-                policy_spent(p, g, gs->members[c].account, now)
-                    ? WAIT_THROTTLED : gs->members[c].wait_reason};
-        }
-        if ((rc = msg_send(fd, &m)))
+static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
+{
+    const struct policy *p = s->policy;
+    struct msg m = {.type = MSG_CTL_STATUS_GPU};
+    struct msg_status_gpu *gpu = &m.u.gpu;
+    struct policy_waiter_view waiting[PROTO_MAX_WAITERS];
+    struct policy_gpu_view v;
+
+    policy_view_gpu(p, g, &v);
+    gpu->index = (uint16_t)g;
+    snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", s->gpus[g].uuid);
+    snprintf(gpu->name, sizeof(gpu->name), "%s", s->gpus[g].name);
+    gpu->memory_total = s->gpus[g].memory_total;
+    gpu->mode = v.mode;
+    gpu->reserve = v.capacity - v.memory_limit;
+    gpu->running_footprint = v.running_footprint;
+    gpu->resident = v.resident;
+    gpu->switch_time_ns = v.switch_time_ns;
+    gpu->switch_measured = v.switch_measured;
+    gpu->switches = v.switches;
+    gpu->swaps_out = v.swap_out.count;
+    gpu->swaps_in = v.swap_in.count;
+    gpu->swap_out_bytes = v.swap_out.bytes;
+    gpu->swap_in_bytes = v.swap_in.bytes;
+    gpu->swap_out_ns = v.swap_out.ns;
+    gpu->swap_in_ns = v.swap_in.ns;
+    gpu->last_swap_out_ns = v.swap_out.last_ns;
+    gpu->last_swap_in_ns = v.swap_in.last_ns;
+    for (int c = 0; c < POLICY_MAX_CLIENTS && gpu->n_running < PROTO_MAX_WAITERS; c++)
+        if (policy_is_running(p, g, c))
+            gpu->running[gpu->n_running++] = s->clients[c].id;
+    int n_waiting = policy_view_waiting(p, g, now, waiting, PROTO_MAX_WAITERS);
+    for (int i = 0; i < n_waiting && i < PROTO_MAX_WAITERS; i++)
+        gpu->waiting[gpu->n_waiting++] = (struct status_waiter){
+            s->clients[waiting[i].client].id, waiting[i].reason};
+    if (n_waiting > PROTO_MAX_WAITERS)
+        gpu->truncated_waiting = (uint32_t)(n_waiting - PROTO_MAX_WAITERS);
+    return msg_send(fd, &m);
+}
+
+/* One line per client and GPU it uses: nothing is sent for a GPU it does
+ * not use. */
+static int send_client(struct scheduler *s, int fd, int slot, int g,
+                       uint64_t now)
+{
+    const struct policy *p = s->policy;
+    const struct client *c = &s->clients[slot];
+    struct msg m = {.type = MSG_CTL_STATUS_CLIENT};
+    struct msg_status_client *cl = &m.u.client;
+    struct policy_member_view v;
+
+    if (!policy_view_member(p, g, slot, now, &v))
+        return 0;
+    cl->client_id = c->id;
+    cl->pid = (uint32_t)c->pid;
+    memcpy(cl->pod_namespace, c->reg.pod_namespace, sizeof(cl->pod_namespace));
+    memcpy(cl->pod_name, c->reg.pod_name, sizeof(cl->pod_name));
+    memcpy(cl->container_name, c->reg.container_name,
+           sizeof(cl->container_name));
+    cl->gpu = (uint16_t)g;
+    cl->state = v.state;
+    cl->held_ns = v.held_ns;
+    cl->wait_ns = v.wait_ns;
+    cl->grants = v.grants;
+    cl->last_drain_ns = v.last_drain_ns;
+    cl->last_preempt_ns = v.last_preempt_ns;
+    const struct account *a = &s->accounts[c->account];
+    const struct quota_gpu *qg = &s->quota.gpus[g];
+    cl->core_limit = (uint8_t)limit_effective(&a->core, &cl->limit_source);
+    cl->mem_quota = limit_effective(&a->memory, &cl->mem_quota_source);
+    cl->mem_allocated = qg->clients[slot].allocated;
+    cl->pod_mem_held = quota_account_held(&s->quota, g, c->account);
+    cl->pod_mem_peak = qg->accounts[c->account].peak;
+    cl->pod_mem_refused = qg->accounts[c->account].refused;
+    cl->budget_ns = policy_budget_ns(p, g, c->account);
+    cl->used_ns = policy_used_ns(p, g, c->account, now);
+    cl->throttled = policy_spent(p, g, c->account, now);
+    cl->footprint = v.footprint;
+    cl->evictable = v.evictable;
+    cl->oversubscribed = c->oversubscribed;
+    cl->swapped_out = v.swapped_out;
+    cl->load_permille = v.load_permille;
+    cl->wait_reason = v.wait_reason;
+    return msg_send(fd, &m);
+}
+
+static int send_status(struct scheduler *s, int fd)
+{
+    uint64_t now = now_ns();
+    struct msg m = {.type = MSG_CTL_STATUS_END};
+    int rc;
+
+    if ((rc = send_node(s, fd, now)))
+        return rc;
+    for (int g = 0; g < s->n_gpus; g++)
+        if ((rc = send_gpu(s, fd, g, now)))
             return rc;
-    }
     for (int slot = 0; slot < POLICY_MAX_CLIENTS; slot++) {
         const struct client *c = &s->clients[slot];
         if (!c->used || !c->registered)
             continue;
-        for (int g = 0; g < s->n_gpus; g++) {
-            const struct member *mb = &p->gpus[g].members[slot];
-            struct msg_status_client *cl = &m.u.client;
-            if (!mb->present)
-                continue;
-            m.type = MSG_CTL_STATUS_CLIENT;
-            memset(cl, 0, sizeof(*cl));
-            cl->client_id = c->id;
-            cl->pid = (uint32_t)c->pid;
-            memcpy(cl->pod_namespace, c->reg.pod_namespace, sizeof(cl->pod_namespace));
-            memcpy(cl->pod_name, c->reg.pod_name, sizeof(cl->pod_name));
-            memcpy(cl->container_name, c->reg.container_name,
-                   sizeof(cl->container_name));
-            cl->gpu = (uint16_t)g;
-            cl->state = mb->state;
-            cl->held_ns = policy_held_ns(p, g, slot, now);
-            cl->wait_ns = mb->state == MEMBER_WAITING ? now - mb->since : 0;
-            cl->grants = mb->grants;
-            cl->last_drain_ns = mb->last_drain_ns;
-            cl->last_preempt_ns = mb->last_preempt_ns;
-            const struct account *a = &s->accounts[c->account];
-            const struct quota_gpu *qg = &s->quota.gpus[g];
-            cl->core_limit = (uint8_t)limit_effective(&a->core, &cl->limit_source);
-            cl->mem_quota = limit_effective(&a->memory, &cl->mem_quota_source);
-            cl->mem_allocated = qg->clients[slot].allocated;
-            cl->pod_mem_held = quota_account_held(&s->quota, g, c->account);
-            cl->pod_mem_peak = qg->accounts[c->account].peak;
-            cl->pod_mem_refused = qg->accounts[c->account].refused;
-            cl->budget_ns = policy_budget_ns(p, g, c->account);
-            cl->used_ns = policy_used_ns(p, g, c->account, now);
-            cl->throttled = policy_spent(p, g, c->account, now);
-            cl->footprint = mb->footprint;
-            cl->evictable = mb->evictable;
-            cl->oversubscribed = c->oversubscribed;
-            /* Never granted: nothing of it was ever on the GPU to swap. */
-            cl->swapped_out = mb->evictable && mb->grants && !mb->resident &&
-                              !mb->evicting && !policy_is_running(p, g, slot);
-            cl->load_permille = mb->load_known ? mb->load_permille : 0xffff;
-            cl->wait_reason = mb->state != MEMBER_WAITING ? WAIT_NONE
-                              : cl->throttled ? WAIT_THROTTLED : mb->wait_reason;
-            if ((rc = msg_send(fd, &m)))
+        for (int g = 0; g < s->n_gpus; g++)
+            if ((rc = send_client(s, fd, slot, g, now)))
                 return rc;
-        }
     }
-    m.type = MSG_CTL_STATUS_END;
     return msg_send(fd, &m);
 }
 
@@ -225,7 +238,7 @@ static void set_mode(struct scheduler *s, const struct msg_ctl_set *set,
                  s->n_gpus - 1);
         return;
     }
-    policy_set_mode(&s->policy, gpu, (enum sched_mode)set->value);
+    policy_set_mode(s->policy, gpu, (enum sched_mode)set->value);
     if (gpu < 0)
         snprintf(reply->text, sizeof(reply->text), "scheduling mode %s on every GPU",
                  mode_names[set->value]);
@@ -249,7 +262,7 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
                      "time quantum must be between 1ms and 1h");
             return;
         }
-        policy_set_tq(&s->policy, set->value);
+        policy_set_tq(s->policy, set->value);
         format_duration(set->value, text, sizeof(text));
         snprintf(reply->text, sizeof(reply->text), "time quantum set to %s", text);
         log_info("%s", reply->text);
@@ -260,7 +273,7 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
             snprintf(reply->text, sizeof(reply->text), "anti-thrash is on or off");
             return;
         }
-        policy_set_anti_thrash(&s->policy, set->value, now_ns());
+        policy_set_anti_thrash(s->policy, set->value, now_ns());
         clients_broadcast(s, set->value ? MSG_SCHED_ON : MSG_SCHED_OFF);
         snprintf(reply->text, sizeof(reply->text), "anti-thrashing %s",
                  set->value ? "on: clients take turns" : "off: clients run freely");
@@ -281,7 +294,7 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
                      "switch time must be between 100ms and 1h, or auto");
             return;
         }
-        policy_set_switch_time(&s->policy, set->value, 0);
+        policy_set_switch_time(s->policy, set->value, 0);
         format_duration(set->value, text, sizeof(text));
         snprintf(reply->text, sizeof(reply->text), "switch time %s",
                  set->value ? text : "auto (measured swap time x multiplier)");

@@ -61,7 +61,7 @@ void footprint_update(struct scheduler *s, int gpu, int slot)
                                                : s->context_overhead;
     uint64_t held = q->held > q->allocated ? q->held : q->allocated;
 
-    policy_set_footprint(&s->policy, gpu, slot, held + overhead,
+    policy_set_footprint(s->policy, gpu, slot, held + overhead,
                          s->evictable[gpu][slot]);
 }
 
@@ -76,7 +76,7 @@ static void sample_gpu(struct scheduler *s, int gpu)
         return;
     for (int slot = 0; slot < POLICY_MAX_CLIENTS; slot++) {
         const struct client *c = &s->clients[slot];
-        if (!c->used || !c->registered || !policy_is_running(&s->policy, gpu, slot))
+        if (!c->used || !c->registered || !policy_is_running(s->policy, gpu, slot))
             continue;
         uint64_t allocated = s->quota.gpus[gpu].clients[slot].allocated;
         for (unsigned int i = 0; i < n; i++) {

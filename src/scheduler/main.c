@@ -72,8 +72,8 @@ static void on_signal(struct event_loop *loop, int fd, void *data)
  * above 100 %): from then on pods get less than their limits, by design. */
 static void log_limit_scaling(struct scheduler *s)
 {
-    for (int g = 0; g < s->policy.n_gpus; g++) {
-        unsigned sum = policy_limit_sum(&s->policy, g);
+    for (int g = 0; g < s->n_gpus; g++) {
+        unsigned sum = policy_limit_sum(s->policy, g);
         bool scaled = sum > 100;
         if (scaled == s->limits_scaled[g])
             continue;
@@ -97,7 +97,7 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
     footprint_sample_overheads(s, now);
     do {
         policy_actions_clear(&out);
-        next = policy_tick(&s->policy, now, &out);
+        next = policy_tick(s->policy, now, &out);
         clients_apply(s, &out);
     } while (out.truncated);
     log_limit_scaling(s);
@@ -169,10 +169,10 @@ static int configure_memory_aware(void)
         }
         chosen = (enum sched_mode)i;
     }
-    policy_set_mode(&sched.policy, -1, chosen);
-    sched.policy.reserve_percent =
-        (unsigned)env_int_range("NVSHARE_MEMORY_RESERVE_PERCENT", 0, 50,
-                                POLICY_RESERVE_PERCENT);
+    policy_set_mode(sched.policy, -1, chosen);
+    unsigned reserve = (unsigned)env_int_range("NVSHARE_MEMORY_RESERVE_PERCENT",
+                                               0, 50, POLICY_RESERVE_PERCENT);
+    policy_set_reserve(sched.policy, reserve);
     sched.context_overhead = env_size_bytes("NVSHARE_CONTEXT_OVERHEAD", 512ull << 20);
     if (switch_mode && *switch_mode && strcmp(switch_mode, "auto") &&
         strcmp(switch_mode, "fixed")) {
@@ -182,25 +182,56 @@ static int configure_memory_aware(void)
     }
     bool fixed = switch_mode && !strcmp(switch_mode, "fixed");
     policy_set_switch_time(
-        &sched.policy,
+        sched.policy,
         fixed ? env_duration_ns("NVSHARE_SWITCH_TIME_FIXED", 60 * NS_PER_SEC) : 0,
         (unsigned)env_int_range("NVSHARE_SWITCH_TIME_MULTIPLIER", 1, 1000,
                                 POLICY_SWITCH_MULTIPLIER));
     sched.oversub_default = env_switch("NVSHARE_ENABLE_OVERSUB", false);
     sched.oversub_ratio = (unsigned)env_int_range("NVSHARE_OVERSUB_RATIO", 1, 16, 2);
     for (int i = 0; i < sched.n_gpus; i++)
-        policy_set_capacity(&sched.policy, i, sched.gpus[i].memory_total);
+        policy_set_capacity(sched.policy, i, sched.gpus[i].memory_total);
     format_size(sched.context_overhead, size, sizeof(size));
     log_info("scheduling mode %s, memory reserve %u%%, context overhead %s "
              "until measured, switch time %s, oversubscription %s by default",
-             mode_names[chosen], sched.policy.reserve_percent, size,
+             mode_names[chosen], reserve, size,
              fixed ? "fixed" : "auto", sched.oversub_default ? "on" : "off");
+    return 0;
+}
+
+/* The policy, with its settings from the environment. */
+static int configure_policy(void)
+{
+    struct policy_settings_view settings;
+    char tq[32];
+
+    /* Only the policy knows its layout: the daemon holds it by pointer. */
+    sched.policy = calloc(1, policy_size());
+    if (!sched.policy) {
+        log_error("out of memory");
+        return -1;
+    }
+    policy_init(sched.policy, sched.n_gpus,
+                env_duration_ns("NVSHARE_TQ", DEFAULT_TQ_NS),
+                env_duration_ns("NVSHARE_DRAIN_TIMEOUT", DEFAULT_DRAIN_TIMEOUT_NS));
+    /* Nobody has joined yet: nothing to drop. */
+    policy_set_anti_thrash(sched.policy, env_switch("NVSHARE_ANTI_THRASH", true), 0);
+    policy_set_window(sched.policy,
+                      (uint64_t)env_int_range("NVSHARE_COMPUTE_WINDOW_MS", 100,
+                                              60000, 1000) * NS_PER_MS,
+                      (unsigned)env_int_range("NVSHARE_QUOTA_CARRYOVER_PERCENT",
+                                              0, 100, 100));
+    if (configure_memory_aware() < 0)
+        return -1;
+    policy_view_settings(sched.policy, &settings);
+    format_duration(settings.tq_ns, tq, sizeof(tq));
+    log_info("time quantum %s, anti-thrashing %s", tq,
+             settings.anti_thrash ? "on" : "off");
     return 0;
 }
 
 static int setup(void)
 {
-    char err[256], tq[32];
+    char err[256];
     sigset_t mask;
     int sfd;
 
@@ -220,21 +251,9 @@ static int setup(void)
         log_info("gpu %d: %s (%s, %s)", i, sched.gpus[i].uuid,
                  sched.gpus[i].name, size);
     }
-    policy_init(&sched.policy, sched.n_gpus,
-                env_duration_ns("NVSHARE_TQ", DEFAULT_TQ_NS),
-                env_duration_ns("NVSHARE_DRAIN_TIMEOUT", DEFAULT_DRAIN_TIMEOUT_NS));
-    sched.policy.anti_thrash = env_switch("NVSHARE_ANTI_THRASH", true);
     quota_init(&sched.quota, sched.n_gpus);
-    policy_set_window(&sched.policy,
-                      (uint64_t)env_int_range("NVSHARE_COMPUTE_WINDOW_MS", 100,
-                                              60000, 1000) * NS_PER_MS,
-                      (unsigned)env_int_range("NVSHARE_QUOTA_CARRYOVER_PERCENT",
-                                              0, 100, 100));
-    if (configure_memory_aware() < 0)
+    if (configure_policy() < 0)
         return -1;
-    format_duration(sched.policy.tq_ns, tq, sizeof(tq));
-    log_info("time quantum %s, anti-thrashing %s", tq,
-             sched.policy.anti_thrash ? "on" : "off");
     sched.started_at = now_ns();
     sched.uid = getuid();
     for (int i = 0; i < POLICY_MAX_CLIENTS; i++)

@@ -81,6 +81,7 @@
 #define NVSHARE_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "protocol.h" /* enum sched_mode, enum wait_reason */
@@ -95,86 +96,16 @@ enum member_state {
     MEMBER_DRAINING,
 };
 
-struct member {
-    bool present;      /* the client uses this GPU */
-    int account;       /* billed to; 0 .. POLICY_MAX_CLIENTS - 1 */
-    uint8_t state;     /* enum member_state */
-    uint8_t wait_reason;  /* enum wait_reason (protocol.h) while waiting */
-    bool told_wait_mem;   /* WAIT_FOR_MEM sent during this wait */
-    uint64_t since;    /* when state was entered */
-    uint64_t held_ns;  /* completed holds; see policy_held_ns() */
-    uint64_t grants;
-    uint32_t lease;        /* of its current (or last) grant */
-    uint64_t grant_seq;    /* order of grants: oldest runner first */
-    uint64_t granted_at;
-    uint64_t billed_until; /* a running client is billed from here on */
-    uint64_t drop_sent_at; /* valid while draining */
-    uint64_t last_drain_ns;   /* drain time the client measured */
-    uint64_t last_preempt_ns; /* DROP sent to release received */
-    uint64_t preempt_estimate_ns; /* moving average of the above */
-    bool cut_short;        /* dropped before its quantum to make room for
-                              limited pods: its next request goes first */
-    uint64_t quantum_used_ns; /* of its quantum, before it was cut short */
-    /* memory */
-    uint64_t footprint;    /* bytes: held + context overhead */
-    uint64_t evictable;    /* of the footprint: bytes a swap-out moves */
-    bool resident;         /* its evictable memory is on the GPU */
-    bool evicting;         /* EVICT sent, SWAPPED not yet received */
-    bool evict_after_release; /* dropped because the runners outgrew it */
-    bool prepare_sent;     /* PREPARE_SWAP sent during this membership */
-    uint64_t evict_sent_at;
-    /* load */
-    bool load_known;
-    uint16_t load_permille;
-};
-
-struct account_usage {
-    uint64_t used_ns; /* billed in the current window (incl. carry-over) */
-    bool throttled;   /* at its budget until the window rolls over */
-    bool accruing;    /* its budget accrues in this window ... */
-    uint64_t accrues_from; /* ... from here (a slice start) */
-    uint64_t paced_until;  /* dropped at its pace: waits until then */
-    bool limit_lowered;    /* during this window: carry at most one budget */
-};
-
+/* Swaps of one direction on a GPU. */
 struct swap_stats {
     uint64_t count, bytes, ns;    /* totals */
     uint64_t last_ns;
     double ns_per_byte;           /* moving average; 0 = not measured */
 };
 
-struct gpu_sched {
-    uint8_t mode;          /* enum sched_mode */
-    uint64_t capacity;     /* bytes admitted against; 0 = not known */
-    int n_running;         /* holding or draining */
-    uint32_t lease;        /* of the latest grant */
-    uint64_t grant_seq;
-    int queue[POLICY_MAX_CLIENTS];
-    int n_waiting;
-    int slots;             /* members[] in use are below this */
-    uint64_t switches;     /* grants that followed another holder */
-    int last_granted;
-    uint64_t window_start;
-    bool window_idle;      /* nothing billed: the next billing starts it */
-    struct swap_stats swap_out, swap_in;
-    struct member members[POLICY_MAX_CLIENTS];
-    struct account_usage usage[POLICY_MAX_CLIENTS]; /* by account */
-};
-
-struct policy {
-    uint64_t tq_ns;
-    uint64_t drain_timeout_ns;
-    bool anti_thrash;
-    uint64_t window_ns;
-    unsigned carryover_percent;
-    unsigned reserve_percent;      /* of capacity, kept free */
-    unsigned light_permille;       /* auto: busier than this is heavy */
-    uint64_t switch_fixed_ns;      /* 0: auto */
-    unsigned switch_multiplier;
-    uint8_t core_limit[POLICY_MAX_CLIENTS]; /* by account; 0 = unlimited */
-    int n_gpus;
-    struct gpu_sched gpus[POLICY_MAX_GPUS];
-};
+/* The state; its fields are the policy's own (policy_internal.h): outside
+ * the policy it is read through the views below. */
+struct policy;
 
 /* Defaults of the memory-aware settings. The switch time multiplier keeps
  * swapping near 1/30 of the time of clients that rotate, under the 5 % that
@@ -315,6 +246,9 @@ void policy_swapped(struct policy *p, int gpu, int client, int direction,
  * allow together leave at the next tick (newest first). */
 void policy_set_mode(struct policy *p, int gpu, enum sched_mode mode);
 
+/* Percent of each GPU's capacity kept free (POLICY_RESERVE_PERCENT). */
+void policy_set_reserve(struct policy *p, unsigned percent);
+
 /* Switch time: fixed_ns > 0 fixes it, 0 makes it auto (measured swap time
  * times multiplier, clamped to [POLICY_SWITCH_MIN_NS, _MAX_NS]). */
 void policy_set_switch_time(struct policy *p, uint64_t fixed_ns,
@@ -328,6 +262,60 @@ uint64_t policy_running_footprint(const struct policy *p, int gpu);
 /* The switch time gpu would use now, and whether it comes from measured
  * swaps. */
 uint64_t policy_switch_time(const struct policy *p, int gpu, bool *measured);
+
+/* ---- views: what status and the daemon read ---- */
+
+/* Bytes of a struct policy: the daemon allocates it (the policy does not). */
+size_t policy_size(void);
+
+struct policy_settings_view {
+    uint64_t tq_ns, window_ns;
+    bool anti_thrash;
+    uint64_t switch_fixed_ns;      /* 0: auto */
+    unsigned switch_multiplier;
+    unsigned reserve_percent;
+};
+
+struct policy_waiter_view {
+    int client;
+    uint8_t reason; /* enum wait_reason; WAIT_THROTTLED while spent */
+};
+
+struct policy_gpu_view {
+    uint8_t mode;                  /* enum sched_mode */
+    uint64_t capacity, memory_limit;
+    uint64_t held;                 /* footprints of all its clients */
+    uint64_t running_footprint, resident;
+    uint64_t switch_time_ns;
+    bool switch_measured;
+    uint64_t switches;
+    struct swap_stats swap_out, swap_in;
+};
+
+struct policy_member_view {
+    uint8_t state;                 /* enum member_state */
+    uint8_t wait_reason;           /* WAIT_NONE unless waiting */
+    uint32_t lease;                /* of its current (or last) grant */
+    uint64_t wait_ns;              /* while waiting: since it asked */
+    uint64_t held_ns, grants;
+    uint64_t last_drain_ns, last_preempt_ns;
+    uint64_t footprint, evictable;
+    bool evicting;                 /* EVICT sent, SWAPPED not yet received */
+    bool swapped_out;
+    uint16_t load_permille;        /* 0xffff: not measured yet */
+};
+
+void policy_view_settings(const struct policy *p,
+                          struct policy_settings_view *v);
+void policy_view_gpu(const struct policy *p, int gpu,
+                     struct policy_gpu_view *v);
+/* Returns false (v untouched) if the client does not use gpu. */
+/* Writes up to max waiters of gpu in queue order; returns how many wait. */
+int policy_view_waiting(const struct policy *p, int gpu, uint64_t now,
+                        struct policy_waiter_view *w, int max);
+bool policy_view_member(const struct policy *p, int gpu, int client,
+                        uint64_t now, struct policy_member_view *v);
+bool policy_is_member(const struct policy *p, int gpu, int client);
 
 /* The running client of gpu admitted first, or -1. */
 int policy_holder(const struct policy *p, int gpu);

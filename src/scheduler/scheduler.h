@@ -53,7 +53,7 @@ struct account {
 
 struct scheduler {
     struct event_loop *loop;
-    struct policy policy;
+    struct policy *policy;   /* read through the views of policy.h */
     struct quota quota;
     struct node_gpu gpus[POLICY_MAX_GPUS];
     int n_gpus;

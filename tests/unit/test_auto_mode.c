@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "policy.h"
+#include "policy_internal.h" /* checks the state it drives */
 
 #define MS 1000000ull
 #define SEC (1000 * MS)

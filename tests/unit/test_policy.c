@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "policy.h"
+#include "policy_internal.h" /* checks the state it drives */
 
 #define MS 1000000ull
 #define TQ (100 * MS)

@@ -1,0 +1,391 @@
+/* policy_budget.c - compute limits: billing, windows, pacing and the
+ * scaling of over-subscribed limits (see "Compute limits" in policy.h). */
+#include "policy_internal.h"
+
+static bool limited(const struct policy *p, int account)
+{
+    return p->core_limit[account] > 0 && p->core_limit[account] < 100;
+}
+
+/* Runners that are billed now: each pays an equal share of the wall time. */
+static int billed_runners(const struct gpu_sched *g)
+{
+    return g->n_running > 0 ? g->n_running : 1;
+}
+
+/* Time billed to account in this window, including holds in progress. */
+uint64_t used_ns(const struct gpu_sched *g, int account, uint64_t now)
+{
+    uint64_t used = g->usage[account].used_ns;
+
+    for (int c = 0; c < g->slots && g->n_running; c++) {
+        const struct member *m = &g->members[c];
+        if (running(m) && m->account == account && now > m->billed_until)
+            used += (now - m->billed_until) / (uint64_t)billed_runners(g);
+    }
+    return used;
+}
+
+/* The sum of the limits of the limited accounts taking part in this window
+ * on g (a client that wants or holds the GPU, or time used), counting
+ * account (unless -1) as taking part. */
+static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
+                          int account)
+{
+    bool counted[POLICY_MAX_CLIENTS] = {false};
+    unsigned sum = 0;
+
+    if (account >= 0) {
+        counted[account] = true;
+        sum += p->core_limit[account];
+    }
+    for (int c = 0; c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        int a = m->account;
+        bool takes_part = m->present && m->state != MEMBER_IDLE;
+        if (!counted[a] && limited(p, a) && (takes_part || g->usage[a].used_ns)) {
+            counted[a] = true;
+            sum += p->core_limit[a];
+        }
+    }
+    return sum;
+}
+
+/* The account's budget per window (0: unlimited). Over-subscribed limits
+ * are scaled by 100/sum: the ratios hold and the GPU stays busy. */
+static uint64_t budget_for(const struct policy *p, int account, unsigned sum)
+{
+    if (!limited(p, account))
+        return 0;
+    return p->window_ns * p->core_limit[account] / (sum > 100 ? sum : 100);
+}
+
+uint64_t budget_ns(const struct policy *p, const struct gpu_sched *g,
+                   int account)
+{
+    return limited(p, account) ? budget_for(p, account, limit_sum(p, g, account))
+                               : 0;
+}
+
+/* Bills every runner for the time since its billed_until. Called before
+ * the running set changes, so that each share is of the right size. */
+void bill_runners(struct gpu_sched *g, uint64_t now)
+{
+    int n = billed_runners(g);
+
+    for (int c = 0; c < g->slots && g->n_running; c++) {
+        struct member *m = &g->members[c];
+        if (!running(m) || now <= m->billed_until)
+            continue;
+        g->usage[m->account].used_ns += (now - m->billed_until) / (uint64_t)n;
+        m->billed_until = now;
+        g->window_idle = false;
+    }
+}
+
+/* Billing of runner m starts now. On a GPU where nothing has been billed
+ * for a whole window, the first billing also starts the window: a pod's
+ * first window then begins at its first submission. */
+void start_billing(struct gpu_sched *g, struct member *m, uint64_t now)
+{
+    if (g->window_idle && g->n_running == 1)
+        g->window_start = now;
+    m->billed_until = now;
+}
+
+/* Starts a new window if the current one is over: what each account used
+ * beyond its budget is carried over (in part), throttles are lifted, and
+ * the budgets of the accounts taking part accrue from the new start. */
+void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
+{
+    uint64_t end = g->window_start + p->window_ns;
+
+    if (now < end)
+        return;
+    bill_runners(g, end);
+    bool consecutive = now < end + p->window_ns, billed = false;
+    bool taking_part[POLICY_MAX_CLIENTS] = {false};
+    uint64_t budgets[POLICY_MAX_CLIENTS];
+    for (int c = 0; c < g->slots; c++)
+        if (g->members[c].present && g->members[c].state != MEMBER_IDLE)
+            taking_part[g->members[c].account] = true;
+    /* Budgets first: they depend on who used time in the ending window. */
+    for (int a = 0; a < POLICY_MAX_CLIENTS; a++)
+        budgets[a] = g->usage[a].used_ns ? budget_ns(p, g, a) : 0;
+    g->window_start = now - (now - g->window_start) % p->window_ns;
+    for (int a = 0; a < POLICY_MAX_CLIENTS; a++) {
+        struct account_usage *u = &g->usage[a];
+        uint64_t over = 0;
+        billed |= u->used_ns > 0;
+        if (budgets[a] && consecutive && u->used_ns > budgets[a])
+            over = (u->used_ns - budgets[a]) * p->carryover_percent / 100;
+        /* Overshoot is repaid in full, or a pod whose drain tails outrun
+         * its budget would run above its limit for good; a limit lowered
+         * far below what was used throttles one window at most. */
+        if (u->limit_lowered && over > budgets[a])
+            over = budgets[a];
+        *u = (struct account_usage){
+            .used_ns = over,
+            .throttled = budgets[a] && over >= budgets[a],
+            .accruing = over > 0 || taking_part[a],
+            .accrues_from = g->window_start,
+        };
+    }
+    /* Idle for a whole window: the next billing starts a fresh one. */
+    g->window_idle = g->n_running == 0 && (!billed || !consecutive);
+    for (int c = 0; c < g->slots && g->n_running; c++) {
+        struct member *m = &g->members[c];
+        /* A runner across windows pays the current window from its start;
+         * what it ran in skipped windows is past any budget's reach. */
+        if (running(m) && m->billed_until < g->window_start)
+            m->billed_until = g->window_start;
+    }
+}
+
+/* Throttles the account of a client if it has used its budget. */
+void throttle_if_spent(struct policy *p, struct gpu_sched *g,
+                       int account, uint64_t now)
+{
+    uint64_t budget = budget_ns(p, g, account);
+
+    if (budget && used_ns(g, account, now) >= budget)
+        g->usage[account].throttled = true;
+}
+
+/* ---- pacing ------------------------------------------------------------ */
+
+static uint64_t slice_ns(const struct policy *p)
+{
+    uint64_t slice = p->window_ns / POLICY_PACE_SLICES;
+
+    return slice ? slice : 1;
+}
+
+/* The start of the slice of g's window that contains now. */
+static uint64_t slice_start(const struct policy *p, const struct gpu_sched *g,
+                            uint64_t now)
+{
+    if (now <= g->window_start)
+        return g->window_start;
+    return now - (now - g->window_start) % slice_ns(p);
+}
+
+/* When the slice that contains now ends: the budget accrues another step. */
+uint64_t slice_end(const struct policy *p, const struct gpu_sched *g,
+                   uint64_t now)
+{
+    uint64_t end = slice_start(p, g, now) + slice_ns(p);
+    uint64_t window_end = g->window_start + p->window_ns;
+
+    return end < window_end ? end : window_end;
+}
+
+/* What account may have used by the end of the current slice: its budget,
+ * accrued through the window from when it started taking part in it (an
+ * account not taking part yet would start now). */
+static uint64_t allowance(const struct policy *p, const struct gpu_sched *g,
+                          int account, uint64_t budget, uint64_t now)
+{
+    const struct account_usage *u = &g->usage[account];
+    uint64_t from = slice_start(p, g, now), to = slice_end(p, g, now);
+
+    if (u->accruing && u->accrues_from < from)
+        from = u->accrues_from > g->window_start ? u->accrues_from
+                                                 : g->window_start;
+    return (uint64_t)((unsigned __int128)budget * (to - from) / p->window_ns);
+}
+
+/* The account starts taking part in this window: its budget accrues from
+ * the current slice on. */
+void start_accruing(const struct policy *p, struct gpu_sched *g,
+                    int account, uint64_t now)
+{
+    struct account_usage *u = &g->usage[account];
+
+    if (!u->accruing) {
+        u->accruing = true;
+        u->accrues_from = slice_start(p, g, now);
+    }
+}
+
+/* Whether account may not run now: its budget is used until the window
+ * rolls, it was dropped at its pace until the slice ends, or it has used
+ * all that has accrued. */
+bool spent(const struct policy *p, const struct gpu_sched *g,
+           int account, uint64_t now)
+{
+    const struct account_usage *u = &g->usage[account];
+    uint64_t budget = budget_ns(p, g, account);
+
+    if (u->throttled || now < u->paced_until)
+        return true;
+    return budget && used_ns(g, account, now) >= allowance(p, g, account, budget, now);
+}
+
+/* A runner dropped at its pace waits for the next slice; once the whole
+ * budget has accrued, for the next window. */
+void hold_back(const struct policy *p, struct gpu_sched *g, int account,
+               uint64_t now)
+{
+    uint64_t budget = budget_ns(p, g, account);
+
+    if (allowance(p, g, account, budget, now) >= budget)
+        g->usage[account].throttled = true;
+    else
+        g->usage[account].paced_until = slice_end(p, g, now);
+}
+
+/* What account may still use in this window; 0 if it has no limit or has
+ * used its budget. */
+uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
+                     int account, uint64_t now)
+{
+    if (!limited(p, account))
+        return 0;
+    uint64_t budget = budget_ns(p, g, account), used = used_ns(g, account, now);
+
+    return budget > used ? budget - used : 0;
+}
+
+/* The order in which waiters are considered: limited pods with budget left
+ * first (in queue order): a limit is a share of every window, and a pod
+ * that queued behind long quanta would otherwise see the window end before
+ * its turn. Then the others in queue order. Pods that have used what
+ * their budget has accrued so far are left out. */
+int waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now,
+                 int *order)
+{
+    int n = 0;
+
+    for (int i = 0; i < g->n_waiting; i++) {
+        int c = g->queue[i], account = g->members[c].account;
+        if (!spent(p, g, account, now) && budget_left(p, g, account, now))
+            order[n++] = c;
+    }
+    for (int i = 0; i < g->n_waiting; i++) {
+        int c = g->queue[i], account = g->members[c].account;
+        if (!spent(p, g, account, now) && !budget_left(p, g, account, now))
+            order[n++] = c;
+    }
+    return n;
+}
+
+/* The budget that waiting limited pods still need in this window, each pod
+ * counted once. */
+static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g,
+                               uint64_t now)
+{
+    bool counted[POLICY_MAX_CLIENTS] = {false};
+    uint64_t need = 0;
+
+    for (int i = 0; i < g->n_waiting; i++) {
+        int account = g->members[g->queue[i]].account;
+        if (!counted[account] && !g->usage[account].throttled) {
+            counted[account] = true;
+            need += budget_left(p, g, account, now);
+        }
+    }
+    return need;
+}
+
+/* When runner m must be dropped to stay within what its account's budget
+ * has accrued by the end of this slice (0: never), leading by its measured
+ * DROP-to-release latency. */
+uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
+                  const struct member *m, uint64_t now)
+{
+    uint64_t budget = budget_ns(p, g, m->account);
+
+    if (!budget)
+        return 0;
+    uint64_t allowed = allowance(p, g, m->account, budget, now);
+    uint64_t used = used_ns(g, m->account, now);
+    uint64_t left = allowed > used ? allowed - used : 0;
+
+    /* Shared time is billed at 1/n: the budget lasts n times as long. */
+    left *= (uint64_t)billed_runners(g);
+    return now + (left > m->preempt_estimate_ns ? left - m->preempt_estimate_ns : 0);
+}
+
+/* When a runner without a budget of its own to use up must make room so
+ * that waiting limited pods still get their budgets in this window (0: no
+ * need). */
+uint64_t room_due_for_waiters(const struct policy *p,
+                              const struct gpu_sched *g,
+                              const struct member *m, uint64_t now)
+{
+    uint64_t need, end = g->window_start + p->window_ns;
+
+    if (budget_left(p, g, m->account, now))
+        return 0;
+    need = waiting_budget(p, g, now);
+    if (!need)
+        return 0;
+    need += m->preempt_estimate_ns;
+    return end > need ? end - need : 1;
+}
+
+bool has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
+                      uint64_t now)
+{
+    for (int i = 0; i < g->n_waiting; i++)
+        if (spent(p, g, g->members[g->queue[i]].account, now))
+            return true;
+    return false;
+}
+
+/* ---- settings and queries ---------------------------------------------- */
+
+void policy_set_core_limit(struct policy *p, int account, unsigned limit,
+                           uint64_t now)
+{
+    unsigned old = p->core_limit[account];
+
+    p->core_limit[account] = (uint8_t)(limit >= 100 ? 0 : limit);
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        struct gpu_sched *g = &p->gpus[gpu];
+        struct account_usage *u = &g->usage[account];
+        roll_window(p, g, now);
+        uint64_t budget = budget_ns(p, g, account);
+        /* Used time is kept: only the budget it is measured against moves. */
+        u->throttled = budget && used_ns(g, account, now) >= budget;
+        u->paced_until = 0;
+        if (p->core_limit[account] && (!old || p->core_limit[account] < old))
+            u->limit_lowered = true;
+    }
+}
+
+void policy_reset_account(struct policy *p, int account)
+{
+    p->core_limit[account] = 0;
+    for (int gpu = 0; gpu < p->n_gpus; gpu++)
+        p->gpus[gpu].usage[account] = (struct account_usage){0};
+}
+
+void policy_set_window(struct policy *p, uint64_t window_ns,
+                       unsigned carryover_percent)
+{
+    p->window_ns = window_ns;
+    p->carryover_percent = carryover_percent > 100 ? 100 : carryover_percent;
+}
+
+uint64_t policy_budget_ns(const struct policy *p, int gpu, int account)
+{
+    return budget_ns(p, &p->gpus[gpu], account);
+}
+
+uint64_t policy_used_ns(const struct policy *p, int gpu, int account,
+                        uint64_t now)
+{
+    return used_ns(&p->gpus[gpu], account, now);
+}
+
+bool policy_spent(const struct policy *p, int gpu, int account, uint64_t now)
+{
+    return spent(p, &p->gpus[gpu], account, now);
+}
+
+unsigned policy_limit_sum(const struct policy *p, int gpu)
+{
+    return limit_sum(p, &p->gpus[gpu], -1);
+}

@@ -1,0 +1,211 @@
+/* policy_internal.h - the policy's state and what its files share.
+ *
+ * Only policy.c (admission, rotation, ticks), policy_budget.c (compute
+ * limits), policy_memory.c (memory and switch time) and policy_view.c
+ * include it; the daemon reads the state through the views of policy.h.
+ * Unit tests may include it to check internals. */
+#ifndef NVSHARE_POLICY_INTERNAL_H
+#define NVSHARE_POLICY_INTERNAL_H
+
+#include "policy.h"
+
+struct member {
+    bool present;      /* the client uses this GPU */
+    int account;       /* billed to; 0 .. POLICY_MAX_CLIENTS - 1 */
+    uint8_t state;     /* enum member_state */
+    uint8_t wait_reason;  /* enum wait_reason (protocol.h) while waiting */
+    bool told_wait_mem;   /* WAIT_FOR_MEM sent during this wait */
+    uint64_t since;    /* when state was entered */
+    uint64_t held_ns;  /* completed holds; see policy_held_ns() */
+    uint64_t grants;
+    uint32_t lease;        /* of its current (or last) grant */
+    uint64_t grant_seq;    /* order of grants: oldest runner first */
+    uint64_t granted_at;
+    uint64_t billed_until; /* a running client is billed from here on */
+    uint64_t drop_sent_at; /* valid while draining */
+    uint64_t last_drain_ns;   /* drain time the client measured */
+    uint64_t last_preempt_ns; /* DROP sent to release received */
+    uint64_t preempt_estimate_ns; /* moving average of the above */
+    bool cut_short;        /* dropped before its quantum to make room for
+                              limited pods: its next request goes first */
+    uint64_t quantum_used_ns; /* of its quantum, before it was cut short */
+    /* memory */
+    uint64_t footprint;    /* bytes: held + context overhead */
+    uint64_t evictable;    /* of the footprint: bytes a swap-out moves */
+    bool resident;         /* its evictable memory is on the GPU */
+    bool evicting;         /* EVICT sent, SWAPPED not yet received */
+    bool evict_after_release; /* dropped because the runners outgrew it */
+    bool prepare_sent;     /* PREPARE_SWAP sent during this membership */
+    uint64_t evict_sent_at;
+    /* load */
+    bool load_known;
+    uint16_t load_permille;
+};
+
+struct account_usage {
+    uint64_t used_ns; /* billed in the current window (incl. carry-over) */
+    bool throttled;   /* at its budget until the window rolls over */
+    bool accruing;    /* its budget accrues in this window ... */
+    uint64_t accrues_from; /* ... from here (a slice start) */
+    uint64_t paced_until;  /* dropped at its pace: waits until then */
+    bool limit_lowered;    /* during this window: carry at most one budget */
+};
+
+struct gpu_sched {
+    uint8_t mode;          /* enum sched_mode */
+    uint64_t capacity;     /* bytes admitted against; 0 = not known */
+    int n_running;         /* holding or draining */
+    uint32_t lease;        /* of the latest grant */
+    uint64_t grant_seq;
+    int queue[POLICY_MAX_CLIENTS];
+    int n_waiting;
+    int slots;             /* members[] in use are below this */
+    uint64_t switches;     /* grants that followed another holder */
+    int last_granted;
+    uint64_t window_start;
+    bool window_idle;      /* nothing billed: the next billing starts it */
+    struct swap_stats swap_out, swap_in;
+    struct member members[POLICY_MAX_CLIENTS];
+    struct account_usage usage[POLICY_MAX_CLIENTS]; /* by account */
+};
+
+struct policy {
+    uint64_t tq_ns;
+    uint64_t drain_timeout_ns;
+    bool anti_thrash;
+    uint64_t window_ns;
+    unsigned carryover_percent;
+    unsigned reserve_percent;      /* of capacity, kept free */
+    unsigned light_permille;       /* auto: busier than this is heavy */
+    uint64_t switch_fixed_ns;      /* 0: auto */
+    unsigned switch_multiplier;
+    uint8_t core_limit[POLICY_MAX_CLIENTS]; /* by account; 0 = unlimited */
+    int n_gpus;
+    struct gpu_sched gpus[POLICY_MAX_GPUS];
+};
+
+/* ---- helpers shared by every file ---------------------------------------- */
+
+static inline bool room_for(const struct policy_actions *out, int n)
+{
+    return out->n + n <= POLICY_MAX_ACTIONS;
+}
+
+static inline struct policy_action *emit(struct policy_actions *out,
+                                         enum action_kind kind, int gpu,
+                                         int client, uint32_t lease)
+{
+    /* Callers check room_for() before they change any state. */
+    struct policy_action *a = &out->list[out->n++];
+
+    *a = (struct policy_action){.kind = kind, .gpu = gpu, .client = client,
+                                .lease = lease};
+    return a;
+}
+
+static inline void set_state(struct member *m, enum member_state state,
+                             uint64_t now)
+{
+    m->state = (uint8_t)state;
+    m->since = now;
+}
+
+static inline bool running(const struct member *m)
+{
+    return m->present &&
+           (m->state == MEMBER_HOLDING || m->state == MEMBER_DRAINING);
+}
+
+static inline void earliest(uint64_t *next, uint64_t due)
+{
+    if (*next == 0 || due < *next)
+        *next = due;
+}
+
+/* Hidden, as they were static before the split: the library is built
+ * -fPIC, where a function that could be interposed is not inlined even in
+ * its own file, and the decisions are on every event's path. */
+#pragma GCC visibility push(hidden)
+
+/* Functions marked pure only read the state: the compiler may then merge
+ * calls with the same arguments, as it did when they were static. */
+
+/* ---- policy.c ------------------------------------------------------------ */
+
+void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
+           struct policy_actions *out);
+uint64_t held_total(const struct member *m, uint64_t now)
+    __attribute__((pure));
+
+/* ---- policy_budget.c ----------------------------------------------------- */
+
+uint64_t used_ns(const struct gpu_sched *g, int account, uint64_t now)
+    __attribute__((pure));
+uint64_t budget_ns(const struct policy *p, const struct gpu_sched *g,
+                   int account)
+    __attribute__((pure));
+uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
+                     int account, uint64_t now)
+    __attribute__((pure));
+/* Waiters in the order admit() considers them; returns how many. */
+int waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now,
+                 int *order);
+bool spent(const struct policy *p, const struct gpu_sched *g, int account,
+           uint64_t now)
+    __attribute__((pure));
+void bill_runners(struct gpu_sched *g, uint64_t now);
+void start_billing(struct gpu_sched *g, struct member *m, uint64_t now);
+void start_accruing(const struct policy *p, struct gpu_sched *g, int account,
+                    uint64_t now);
+void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now);
+void throttle_if_spent(struct policy *p, struct gpu_sched *g, int account,
+                       uint64_t now);
+void hold_back(const struct policy *p, struct gpu_sched *g, int account,
+               uint64_t now);
+uint64_t slice_end(const struct policy *p, const struct gpu_sched *g,
+                   uint64_t now)
+    __attribute__((pure));
+uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
+                  const struct member *m, uint64_t now)
+    __attribute__((pure));
+uint64_t room_due_for_waiters(const struct policy *p, const struct gpu_sched *g,
+                              const struct member *m, uint64_t now)
+    __attribute__((pure));
+bool has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
+                      uint64_t now)
+    __attribute__((pure));
+
+/* ---- policy_memory.c ----------------------------------------------------- */
+
+uint64_t occupied_bytes(const struct member *m)
+    __attribute__((pure));
+uint64_t resident_bytes(const struct gpu_sched *g)
+    __attribute__((pure));
+uint64_t held_bytes(const struct gpu_sched *g)
+    __attribute__((pure));
+bool fits(const struct policy *p, const struct gpu_sched *g, int gpu,
+          int client)
+    __attribute__((pure));
+bool room_possible(const struct policy *p, const struct gpu_sched *g, int gpu,
+                   int client)
+    __attribute__((pure));
+uint64_t switch_time(const struct policy *p, const struct gpu_sched *g,
+                     uint64_t incoming, bool *measured);
+void prepare(struct gpu_sched *g, int gpu, int client,
+             struct policy_actions *out);
+void prepare_if_oversubscribed(const struct policy *p, struct gpu_sched *g,
+                               int gpu, struct policy_actions *out);
+void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
+               int waiter, uint64_t need, uint64_t now,
+               struct policy_actions *out);
+void evict_if_asked(struct gpu_sched *g, int gpu, int client, uint64_t now,
+                    struct policy_actions *out);
+int overgrown_runner(const struct policy *p, const struct gpu_sched *g,
+                     int gpu)
+    __attribute__((pure));
+void expire_evictions(const struct policy *p, struct gpu_sched *g,
+                      uint64_t now, uint64_t *next);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,88 @@
+/* policy_view.c - the policy's state as status and the daemon read it,
+ * so that nothing outside the policy reads its internals. */
+#include "policy_internal.h"
+
+size_t policy_size(void)
+{
+    return sizeof(struct policy);
+}
+
+void policy_view_settings(const struct policy *p,
+                          struct policy_settings_view *v)
+{
+    *v = (struct policy_settings_view){
+        .tq_ns = p->tq_ns,
+        .window_ns = p->window_ns,
+        .anti_thrash = p->anti_thrash,
+        .switch_fixed_ns = p->switch_fixed_ns,
+        .switch_multiplier = p->switch_multiplier,
+        .reserve_percent = p->reserve_percent,
+    };
+}
+
+void policy_view_gpu(const struct policy *p, int gpu,
+                     struct policy_gpu_view *v)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+
+    v->mode = g->mode;
+    v->capacity = g->capacity;
+    v->memory_limit = policy_memory_limit(p, gpu);
+    v->held = held_bytes(g);
+    v->running_footprint = policy_running_footprint(p, gpu);
+    v->resident = resident_bytes(g);
+    v->switch_time_ns = policy_switch_time(p, gpu, &v->switch_measured);
+    v->switches = g->switches;
+    v->swap_out = g->swap_out;
+    v->swap_in = g->swap_in;
+}
+
+int policy_view_waiting(const struct policy *p, int gpu, uint64_t now,
+                        struct policy_waiter_view *w, int max)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+
+    for (int i = 0; i < g->n_waiting && i < max; i++) {
+        const struct member *m = &g->members[g->queue[i]];
+        w[i] = (struct policy_waiter_view){
+            g->queue[i],
+            spent(p, g, m->account, now) ? WAIT_THROTTLED : m->wait_reason};
+    }
+    return g->n_waiting;
+}
+
+bool policy_view_member(const struct policy *p, int gpu, int client,
+                        uint64_t now, struct policy_member_view *v)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+    const struct member *m = &g->members[client];
+    bool waiting = m->state == MEMBER_WAITING;
+
+    if (!m->present)
+        return false;
+    *v = (struct policy_member_view){
+        .state = m->state,
+        .wait_reason = !waiting ? WAIT_NONE
+                       : spent(p, g, m->account, now) ? WAIT_THROTTLED
+                                                      : m->wait_reason,
+        .lease = m->lease,
+        .wait_ns = waiting ? now - m->since : 0,
+        .held_ns = held_total(m, now),
+        .grants = m->grants,
+        .last_drain_ns = m->last_drain_ns,
+        .last_preempt_ns = m->last_preempt_ns,
+        .footprint = m->footprint,
+        .evictable = m->evictable,
+        .evicting = m->evicting,
+        /* Never granted: nothing of it was ever on the GPU to swap. */
+        .swapped_out = m->evictable && m->grants && !m->resident &&
+                       !m->evicting && !running(m),
+        .load_permille = m->load_known ? m->load_permille : 0xffff,
+    };
+    return true;
+}
+
+bool policy_is_member(const struct policy *p, int gpu, int client)
+{
+    return p->gpus[gpu].members[client].present;
+}
