@@ -201,6 +201,18 @@ const char *msg_type_name(uint16_t type)
     return "UNKNOWN";
 }
 
+const char *const sched_mode_names[] = {
+    [SCHED_MODE_SERIAL] = "serial",
+    [SCHED_MODE_CONCURRENT] = "concurrent",
+    [SCHED_MODE_AUTO] = "auto",
+    NULL,
+};
+
+const char *sched_mode_name(uint8_t mode)
+{
+    return mode <= SCHED_MODE_AUTO ? sched_mode_names[mode] : "unknown";
+}
+
 const char *proto_strerror(int err)
 {
     switch (err) {

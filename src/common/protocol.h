@@ -140,6 +140,11 @@ enum proto_error {
 const char *proto_strerror(int err);
 const char *msg_type_name(uint16_t type);
 
+/* enum sched_mode's names, indexed by mode and NULL-terminated: the one
+ * spelling that nvsharectl, the scheduler's settings and its replies use. */
+extern const char *const sched_mode_names[];
+const char *sched_mode_name(uint8_t mode); /* "unknown" if out of range */
+
 /* Encodes m as a whole frame into buf. Returns the frame length or a
  * negative proto_error. */
 int msg_encode(const struct msg *m, uint8_t *buf, size_t cap);

@@ -242,22 +242,10 @@ const char *ctl_state_name(uint8_t state)
     return "unknown";
 }
 
-static const char *const mode_names[] = {
-    [SCHED_MODE_SERIAL] = "serial",
-    [SCHED_MODE_CONCURRENT] = "concurrent",
-    [SCHED_MODE_AUTO] = "auto",
-};
-
-const char *ctl_mode_name(uint8_t mode)
-{
-    return mode < sizeof(mode_names) / sizeof(mode_names[0]) ? mode_names[mode]
-                                                             : "unknown";
-}
-
 int ctl_parse_mode(const char *text, uint8_t *mode)
 {
-    for (uint8_t m = 0; m < sizeof(mode_names) / sizeof(mode_names[0]); m++)
-        if (!strcmp(text, mode_names[m])) {
+    for (uint8_t m = 0; sched_mode_names[m]; m++)
+        if (!strcmp(text, sched_mode_names[m])) {
             *mode = m;
             return 0;
         }

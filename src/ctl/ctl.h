@@ -50,7 +50,6 @@ const struct msg_status_client *ctl_status_client(const struct ctl_status *st,
 /* Names of wire enums as nvsharectl prints them (tables and JSON alike);
  * "unknown" for a value this nvsharectl does not know. */
 const char *ctl_state_name(uint8_t state);
-const char *ctl_mode_name(uint8_t mode);          /* enum sched_mode */
 const char *ctl_wait_reason_name(uint8_t reason); /* enum wait_reason; "none" */
 
 /* Parses "serial", "concurrent" or "auto" into *mode; -1 otherwise. */

@@ -29,7 +29,7 @@ static void gpu_json(struct json_out *j, const struct msg_status_gpu *g)
     json_string(j, "uuid", g->uuid);
     json_string(j, "name", g->name);
     json_uint(j, "memory_total_bytes", g->memory_total);
-    json_string(j, "mode", ctl_mode_name(g->mode));
+    json_string(j, "mode", sched_mode_name(g->mode));
     json_uint(j, "reserve_bytes", g->reserve);
     json_uint(j, "running_footprint_bytes", g->running_footprint);
     json_uint(j, "resident_bytes", g->resident);

@@ -202,7 +202,7 @@ static void gpu_block(FILE *out, const struct ctl_status *st,
     fprintf(out, "GPU %u  %s  %s\n", g->index, uuid, name);
     free(name);
     free(uuid);
-    fprintf(out, "  %-12s %s\n", "mode", ctl_mode_name(g->mode));
+    fprintf(out, "  %-12s %s\n", "mode", sched_mode_name(g->mode));
     if (g->memory_total) {
         format_size(g->memory_total, a, sizeof(a));
         format_size(g->reserve, b, sizeof(b));

@@ -1,16 +1,26 @@
-/* accounts.c - pods as billing and limit units.
+/* accounts.c - see accounts.h.
  *
  * All clients of a pod share one account, so a pod's compute limit and
  * memory quota hold however many processes it runs. An effective limit is
  * the run-time one (set by an operator or the pod's annotation) if any, else
  * the one the pod's clients declared at registration; removing the run-time
  * limit falls back to the declared one. */
-#include <stdio.h>
-#include <stdlib.h>
+#include "accounts.h"
+
 #include <string.h>
 
-#include "clock.h"
-#include "scheduler.h"
+static void emit(struct account_actions *out, enum account_action_kind kind,
+                 const struct account *accounts, int account)
+{
+    struct account_action a = {.kind = kind, .account = account};
+    uint8_t source;
+
+    if (kind == ACCOUNT_LIMITS) {
+        a.core_limit = (unsigned)limit_effective(&accounts[account].core, &source);
+        a.memory_limit = limit_effective(&accounts[account].memory, &source);
+    }
+    out->list[out->n++] = a;
+}
 
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)
 {
@@ -22,24 +32,13 @@ uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)
     return l->declared;
 }
 
-void account_apply_limits(struct scheduler *s, int index)
-{
-    const struct account *a = &s->accounts[index];
-    struct quota_actions out = {0};
-    uint8_t source;
-
-    policy_set_core_limit(s->policy, index,
-                          (unsigned)limit_effective(&a->core, &source), now_ns());
-    quota_set_limit(&s->quota, index, limit_effective(&a->memory, &source), &out);
-    clients_apply_quota(s, &out);
-}
-
-int account_attach(struct scheduler *s, const struct msg_register *reg)
+int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
+                   const struct msg_register *reg, struct account_actions *out)
 {
     int free_index = -1;
 
     for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
-        struct account *a = &s->accounts[i];
+        struct account *a = &accounts[i];
         if (!a->refs) {
             if (free_index < 0)
                 free_index = i;
@@ -56,13 +55,12 @@ int account_attach(struct scheduler *s, const struct msg_register *reg)
                     a->core.declared = reg->core_limit;
                 if (reg->memory_limit)
                     a->memory.declared = reg->memory_limit;
-                account_apply_limits(s, i);
+                emit(out, ACCOUNT_LIMITS, accounts, i);
             }
             return i;
         }
     }
-    /* There are as many accounts as client slots, so one is free. */
-    struct account *a = &s->accounts[free_index];
+    struct account *a = &accounts[free_index];
     memset(a, 0, sizeof(*a));
     a->refs = 1;
     if (reg->pod_name[0]) {
@@ -71,57 +69,23 @@ int account_attach(struct scheduler *s, const struct msg_register *reg)
     }
     a->core.declared = reg->core_limit;
     a->memory.declared = reg->memory_limit;
-    policy_reset_account(s->policy, free_index);
-    quota_reset_account(&s->quota, free_index);
-    account_apply_limits(s, free_index);
+    emit(out, ACCOUNT_RESET, accounts, free_index);
+    emit(out, ACCOUNT_LIMITS, accounts, free_index);
     return free_index;
 }
 
-void account_detach(struct scheduler *s, int account)
+void account_detach(struct account accounts[POLICY_MAX_CLIENTS], int account,
+                    struct account_actions *out)
 {
-    if (--s->accounts[account].refs == 0) {
-        policy_reset_account(s->policy, account);
-        quota_reset_account(&s->quota, account);
-    }
+    if (--accounts[account].refs == 0)
+        emit(out, ACCOUNT_RESET, accounts, account);
 }
 
-int account_find(const struct scheduler *s, const char *target, char *err,
-                 size_t err_len)
+void account_set_runtime(struct account accounts[POLICY_MAX_CLIENTS], int account,
+                         bool core, uint64_t value, struct account_actions *out)
 {
-    const char *slash = strchr(target, '/');
-    char *end;
-    unsigned long long id = strtoull(target, &end, 10);
-    int found = -1, matches = 0;
+    struct account *a = &accounts[account];
 
-    if (*target && !*end) { /* a client id */
-        for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
-            if (s->clients[i].used && s->clients[i].registered &&
-                s->clients[i].id == id)
-                return s->clients[i].account;
-        snprintf(err, err_len, "no client with id %llu", id);
-        return -1;
-    }
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
-        const struct account *a = &s->accounts[i];
-        if (!a->refs || !a->pod_name[0])
-            continue;
-        bool match = slash
-            ? (size_t)(slash - target) == strlen(a->pod_namespace) &&
-                  !strncmp(target, a->pod_namespace, (size_t)(slash - target)) &&
-                  !strcmp(slash + 1, a->pod_name)
-            : !strcmp(target, a->pod_name);
-        if (match) {
-            found = i;
-            matches++;
-        }
-    }
-    if (matches == 1)
-        return found;
-    if (matches == 0)
-        snprintf(err, err_len, "no pod '%s' is connected (use namespace/pod or a "
-                 "client id from nvsharectl status)", target);
-    else
-        snprintf(err, err_len, "pod '%s' exists in %d namespaces: use "
-                 "namespace/pod", target, matches);
-    return -1;
+    (core ? &a->core : &a->memory)->runtime = value;
+    emit(out, ACCOUNT_LIMITS, accounts, account);
 }

@@ -31,35 +31,39 @@ static void close_client(struct scheduler *s, struct client *c,
     close(c->fd);
     free(c->reader);
     struct quota_actions quota_out = {0};
+    struct account_actions account_out = {0};
     int slot = (int)(c - s->clients);
 
     policy_leave(s->policy, slot, now_ns(), out);
     quota_leave(&s->quota, slot, now_ns(), &quota_out);
     if (c->registered)
-        account_detach(s, c->account);
+        account_detach(s->accounts, c->account, &account_out);
+    clients_apply_accounts(s, &account_out);
     footprint_forget(s, slot);
     memset(c, 0, sizeof(*c));
     c->fd = -1;
     clients_apply_quota(s, &quota_out);
 }
 
-/* Closes doomed clients until no action dooms another. */
-static void reap(struct scheduler *s)
+/* Sending the departures' actions may doom more clients: the loop runs
+ * until none is left, each pass a plain scan, never a recursion. */
+bool clients_reap(struct scheduler *s)
 {
-    bool again = true;
+    static struct policy_actions out; /* large: off the stack */
+    bool closed = false, again = true;
 
     while (again) {
         again = false;
         for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
             if (!s->clients[i].used || !s->clients[i].doomed)
                 continue;
-            struct policy_actions out;
             policy_actions_clear(&out);
             close_client(s, &s->clients[i], &out);
             clients_apply(s, &out);
-            again = true;
+            closed = again = true;
         }
     }
+    return closed;
 }
 
 static int client_gpu_index(const struct client *c, int node_gpu)
@@ -151,19 +155,6 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             break;
         }
     }
-    reap(s);
-}
-
-/* The pod's quota on node_gpu, for a client (UPDATE_LIMIT). */
-static void send_limit(struct scheduler *s, struct client *c, int node_gpu)
-{
-    struct msg m = {.type = MSG_UPDATE_LIMIT};
-    uint8_t source;
-
-    m.u.mem.gpu = (uint8_t)client_gpu_index(c, node_gpu);
-    m.u.mem.quota = limit_effective(&s->accounts[c->account].memory, &source);
-    m.u.mem.pod_held = quota_account_held(&s->quota, node_gpu, c->account);
-    send_or_doom(c, &m);
 }
 
 void clients_apply_quota(struct scheduler *s, const struct quota_actions *actions)
@@ -172,19 +163,18 @@ void clients_apply_quota(struct scheduler *s, const struct quota_actions *action
         const struct quota_action *a = &actions->list[i];
         struct client *c = &s->clients[a->client];
         struct msg m = {0};
-        uint8_t source;
 
         if (!c->used || !c->registered)
             continue;
         m.u.mem.gpu = (uint8_t)client_gpu_index(c, a->gpu);
+        m.u.mem.quota = a->quota;
+        m.u.mem.pod_held = a->pod_held;
         switch (a->kind) {
         case QUOTA_GRANT:
         case QUOTA_REFUSE:
             m.type = MSG_MEM_GRANT;
             m.u.mem.seq = a->seq;
             m.u.mem.bytes = a->bytes;
-            m.u.mem.quota = limit_effective(&s->accounts[c->account].memory, &source);
-            m.u.mem.pod_held = quota_account_held(&s->quota, a->gpu, c->account);
             log_debug("gpu %d: client %llu %s %llu bytes", a->gpu,
                       (unsigned long long)c->id,
                       a->kind == QUOTA_GRANT ? "granted" : "refused",
@@ -196,13 +186,34 @@ void clients_apply_quota(struct scheduler *s, const struct quota_actions *action
             send_or_doom(c, &m);
             break;
         case QUOTA_LIMIT:
-            for (int g = 0; g < c->n_gpus; g++)
-                if (c->node_gpu[g] >= 0)
-                    send_limit(s, c, c->node_gpu[g]);
+            m.type = MSG_UPDATE_LIMIT;
+            send_or_doom(c, &m);
             break;
         }
     }
-    reap(s);
+}
+
+void clients_apply_accounts(struct scheduler *s,
+                            const struct account_actions *actions)
+{
+    for (int i = 0; i < actions->n; i++) {
+        const struct account_action *a = &actions->list[i];
+
+        switch (a->kind) {
+        case ACCOUNT_RESET:
+            policy_reset_account(s->policy, a->account);
+            quota_reset_account(&s->quota, a->account);
+            break;
+        case ACCOUNT_LIMITS:
+            policy_set_core_limit(s->policy, a->account, a->core_limit, now_ns());
+            for (int g = 0; g < s->n_gpus; g++) {
+                struct quota_actions out = {0};
+                quota_set_limit(&s->quota, g, a->account, a->memory_limit, &out);
+                clients_apply_quota(s, &out);
+            }
+            break;
+        }
+    }
 }
 
 /* Limits of oversubscription: a client's memory must fit on the GPU by
@@ -279,7 +290,6 @@ void clients_broadcast(struct scheduler *s, uint16_t type)
     for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
         if (s->clients[i].used && s->clients[i].registered)
             send_or_doom(&s->clients[i], &m);
-    reap(s);
 }
 
 int clients_count(const struct scheduler *s)
@@ -296,6 +306,8 @@ static int handle_register(struct scheduler *s, struct client *c,
 {
     struct msg reply = {.type = MSG_REGISTER_OK};
     struct policy_settings_view settings;
+    struct account_actions account_out = {0};
+    struct quota_actions quota_out = {0};
     int slot = (int)(c - s->clients);
     uint64_t now = now_ns();
 
@@ -304,7 +316,8 @@ static int handle_register(struct scheduler *s, struct client *c,
     c->n_gpus = reg->n_gpus;
     c->id = ++s->next_client_id;
     c->registered = true;
-    c->account = account_attach(s, reg);
+    c->account = account_attach(s->accounts, reg, &account_out);
+    clients_apply_accounts(s, &account_out);
     policy_view_settings(s->policy, &settings);
     reply.u.reg_ok.client_id = c->id;
     reply.u.reg_ok.scheduling_on = settings.anti_thrash;
@@ -324,7 +337,7 @@ static int handle_register(struct scheduler *s, struct client *c,
             continue;
         }
         policy_join(s->policy, c->node_gpu[i], slot, c->account, now);
-        quota_join(&s->quota, c->node_gpu[i], slot, c->account);
+        quota_join(&s->quota, c->node_gpu[i], slot, c->account, &quota_out);
         footprint_update(s, c->node_gpu[i], slot);
         reply.u.reg_ok.gpu_known[i] = 1;
     }
@@ -334,11 +347,8 @@ static int handle_register(struct scheduler *s, struct client *c,
              reg->container_name[0] ? reg->container_name : "-", reg->n_gpus,
              c->oversubscribed ? ", oversubscribed" : "");
     send_or_doom(c, &reply);
-    /* The memory quota of each GPU, even when there is none: it tells the
-     * client that the scheduler arbitrates its allocations from now on. */
-    for (int i = 0; i < c->n_gpus; i++)
-        if (c->node_gpu[i] >= 0)
-            send_limit(s, c, c->node_gpu[i]);
+    /* Its quotas (UPDATE_LIMIT) follow REGISTER_OK. */
+    clients_apply_quota(s, &quota_out);
     return 0;
 }
 
@@ -421,8 +431,6 @@ static int handle_message(struct scheduler *s, struct client *c,
     }
 }
 
-static const struct policy_actions no_actions;
-
 static void client_on_readable(struct event_loop *loop, int fd, void *data)
 {
     struct client *c = data;
@@ -431,6 +439,10 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
     int rc;
 
     (void)loop;
+    /* Doomed by another handler of this batch: its messages no longer
+     * count, and the reaper closes it after the batch. */
+    if (c->doomed)
+        return;
     rc = frame_reader_fill(c->reader, fd);
     while (rc >= 0 && (rc = frame_reader_next(c->reader, &m)) > 0) {
         struct policy_actions out;
@@ -441,16 +453,14 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
             c->doomed = true;
         }
         clients_apply(s, &out);
-        if (!c->used || c->doomed)
-            return; /* reaped, or about to be */
+        if (c->doomed)
+            return;
     }
     if (rc < 0 && rc != PROTO_E_IO)
         log_warn("client %llu (pid %d): bad message (%s): disconnecting",
                  (unsigned long long)c->id, (int)c->pid, proto_strerror(rc));
-    if (rc < 0) {
+    if (rc < 0)
         c->doomed = true;
-        clients_apply(s, &no_actions);
-    }
 }
 
 void clients_on_listen(struct event_loop *loop, int fd, void *data)

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "parse.h"
 #include "scheduler.h"
+#include "settings.h"
 #include "sock.h"
 
 struct control_conn {
@@ -159,6 +160,49 @@ static int send_status(struct scheduler *s, int fd)
     return msg_send(fd, &m);
 }
 
+/* Finds the account named by target: "namespace/pod", "pod" (if only one
+ * namespace has it) or a client id. Returns -1 and explains in err. */
+static int account_find(const struct scheduler *s, const char *target, char *err,
+                        size_t err_len)
+{
+    const char *slash = strchr(target, '/');
+    char *end;
+    unsigned long long id = strtoull(target, &end, 10);
+    int found = -1, matches = 0;
+
+    if (*target && !*end) { /* a client id */
+        for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
+            if (s->clients[i].used && s->clients[i].registered &&
+                s->clients[i].id == id)
+                return s->clients[i].account;
+        snprintf(err, err_len, "no client with id %llu", id);
+        return -1;
+    }
+    for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
+        const struct account *a = &s->accounts[i];
+        if (!a->refs || !a->pod_name[0])
+            continue;
+        bool match = slash
+            ? (size_t)(slash - target) == strlen(a->pod_namespace) &&
+                  !strncmp(target, a->pod_namespace, (size_t)(slash - target)) &&
+                  !strcmp(slash + 1, a->pod_name)
+            : !strcmp(target, a->pod_name);
+        if (match) {
+            found = i;
+            matches++;
+        }
+    }
+    if (matches == 1)
+        return found;
+    if (matches == 0)
+        snprintf(err, err_len, "no pod '%s' is connected (use namespace/pod or a "
+                 "client id from nvsharectl status)", target);
+    else
+        snprintf(err, err_len, "pod '%s' exists in %d namespaces: use "
+                 "namespace/pod", target, matches);
+    return -1;
+}
+
 /* A per-pod limit: the run-time value replaces the pod's declared one;
  * 0 removes it, falling back to the declared one. */
 static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
@@ -180,11 +224,11 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                  "core limit must be 1-100 %% (or 0 to remove it)");
         return;
     }
-    struct limit_setting *l = core ? &s->accounts[account].core
-                                   : &s->accounts[account].memory;
-    l->runtime = set->value;
-    account_apply_limits(s, account);
-    limit = limit_effective(l, &source);
+    struct account_actions out = {0};
+    account_set_runtime(s->accounts, account, core, set->value, &out);
+    clients_apply_accounts(s, &out);
+    limit = limit_effective(core ? &s->accounts[account].core
+                                 : &s->accounts[account].memory, &source);
     if (core)
         snprintf(value, sizeof(value), "%u%%", (unsigned)limit);
     else
@@ -198,12 +242,6 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                  set->target, core ? "core" : "memory");
     log_info("%s", reply->text);
 }
-
-static const char *const mode_names[] = {
-    [SCHED_MODE_SERIAL] = "serial",
-    [SCHED_MODE_CONCURRENT] = "concurrent",
-    [SCHED_MODE_AUTO] = "auto",
-};
 
 /* The GPU named by target (index or UUID), -1 for "" (every GPU), or -2. */
 static int find_gpu(const struct scheduler *s, const char *target)
@@ -225,10 +263,9 @@ static void set_mode(struct scheduler *s, const struct msg_ctl_set *set,
 {
     int gpu = find_gpu(s, set->target);
 
-    if (set->value > SCHED_MODE_AUTO) {
+    if (setting_check(SETTING_SCHEDULING_MODE, set->value, reply->text,
+                      sizeof(reply->text))) {
         reply->status = EINVAL;
-        snprintf(reply->text, sizeof(reply->text),
-                 "mode must be serial, concurrent or auto");
         return;
     }
     if (gpu == -2) {
@@ -241,10 +278,10 @@ static void set_mode(struct scheduler *s, const struct msg_ctl_set *set,
     policy_set_mode(s->policy, gpu, (enum sched_mode)set->value);
     if (gpu < 0)
         snprintf(reply->text, sizeof(reply->text), "scheduling mode %s on every GPU",
-                 mode_names[set->value]);
+                 sched_mode_names[set->value]);
     else
         snprintf(reply->text, sizeof(reply->text), "scheduling mode %s on gpu %d",
-                 mode_names[set->value], gpu);
+                 sched_mode_names[set->value], gpu);
     log_info("%s", reply->text);
 }
 
@@ -256,10 +293,8 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
 
     switch (set->key) {
     case CTL_SET_TQ:
-        if (set->value < 1000000 || set->value > 3600 * NS_PER_SEC) {
+        if (setting_check(SETTING_TQ, set->value, reply->text, sizeof(reply->text))) {
             reply->status = EINVAL;
-            snprintf(reply->text, sizeof(reply->text),
-                     "time quantum must be between 1ms and 1h");
             return;
         }
         policy_set_tq(s->policy, set->value);
@@ -268,9 +303,9 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         log_info("%s", reply->text);
         return;
     case CTL_SET_ANTI_THRASH:
-        if (set->value > 1) {
+        if (setting_check(SETTING_ANTI_THRASH, set->value, reply->text,
+                          sizeof(reply->text))) {
             reply->status = EINVAL;
-            snprintf(reply->text, sizeof(reply->text), "anti-thrash is on or off");
             return;
         }
         policy_set_anti_thrash(s->policy, set->value, now_ns());
@@ -287,11 +322,11 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         set_mode(s, set, reply);
         return;
     case CTL_SET_SWITCH_TIME:
-        if (set->value && (set->value < 100 * NS_PER_MS ||
-                           set->value > 3600 * NS_PER_SEC)) {
+        /* 0 is auto: measured swap time x multiplier. */
+        if (set->value && setting_check(SETTING_SWITCH_TIME_FIXED, set->value, text,
+                                        sizeof(text))) {
             reply->status = EINVAL;
-            snprintf(reply->text, sizeof(reply->text),
-                     "switch time must be between 100ms and 1h, or auto");
+            snprintf(reply->text, sizeof(reply->text), "%s, or auto", text);
             return;
         }
         policy_set_switch_time(s->policy, set->value, 0);

@@ -15,46 +15,28 @@
 #include "log.h"
 #include "parse.h"
 #include "scheduler.h"
+#include "settings.h"
 #include "sock.h"
 
-#define DEFAULT_TQ_NS (30 * NS_PER_SEC)
-#define DEFAULT_DRAIN_TIMEOUT_NS (10 * NS_PER_SEC)
-
-static const char usage[] =
-    "usage: nvshare-scheduler [--help | --version]\n"
-    "\n"
-    "The nvshare node daemon: time-slices each GPU of this node among the\n"
-    "processes that run with libnvshare.so. Configured by the environment:\n"
-    "\n"
-    "  NVSHARE_SOCK_DIR        socket directory (default " DEFAULT_SOCK_DIR ")\n"
-    "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n"
-    "  NVSHARE_TQ              time quantum, e.g. 30s, 100ms (default 30s)\n"
-    "  NVSHARE_DRAIN_TIMEOUT   revoke a lock not released this long after\n"
-    "                          DROP_LOCK (default 10s)\n"
-    "  NVSHARE_ANTI_THRASH     on|off: take turns, or let clients run freely\n"
-    "                          (default on)\n"
-    "  NVSHARE_COMPUTE_WINDOW_MS  compute-limit accounting window, 100-60000\n"
-    "                          (default 1000)\n"
-    "  NVSHARE_QUOTA_CARRYOVER_PERCENT  share of a window's overshoot billed\n"
-    "                          to the next one, 0-100 (default 100)\n"
-    "  NVSHARE_SCHEDULING_MODE serial|concurrent|auto: one holder at a time,\n"
-    "                          everyone whose memory fits, or co-run light\n"
-    "                          clients that fit and time-slice the rest\n"
-    "                          (default auto)\n"
-    "  NVSHARE_MEMORY_RESERVE_PERCENT  of each GPU kept free, 0-50 (default 10)\n"
-    "  NVSHARE_CONTEXT_OVERHEAD  a client's memory beyond its allocations\n"
-    "                          where NVML cannot measure it (default 512Mi)\n"
-    "  NVSHARE_SWITCH_TIME_MODE  auto|fixed: quantum of memory rotations\n"
-    "                          (default auto: measured swap time x multiplier)\n"
-    "  NVSHARE_SWITCH_TIME_FIXED  in fixed mode (default 60s)\n"
-    "  NVSHARE_SWITCH_TIME_MULTIPLIER  in auto mode, 1-1000 (default 30)\n"
-    "  NVSHARE_ENABLE_OVERSUB  1: clients that do not say otherwise get\n"
-    "                          managed memory and can be swapped (default 0)\n"
-    "  NVSHARE_OVERSUB_RATIO   oversubscribed clients of a GPU hold at most\n"
-    "                          this x its capacity, 1-16 (default 2)\n"
-    "  NVSHARE_DEBUG           1: log every scheduling decision\n"
-    "\n"
-    "Operate it with nvsharectl (see nvsharectl --help).\n";
+/* The usage text around the settings' lines, which settings.c writes from
+ * its table. The socket directory, NVSHARE_GPUS and NVSHARE_DEBUG are read
+ * where they are used (env.c, gpus.c, log.c). */
+static void print_usage(FILE *out)
+{
+    fputs("usage: nvshare-scheduler [--help | --version]\n"
+          "\n"
+          "The nvshare node daemon: time-slices each GPU of this node among the\n"
+          "processes that run with libnvshare.so. Configured by the environment:\n"
+          "\n"
+          "  NVSHARE_SOCK_DIR        socket directory (default " DEFAULT_SOCK_DIR ")\n"
+          "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n",
+          out);
+    settings_usage(out);
+    fputs("  NVSHARE_DEBUG           1: log every scheduling decision\n"
+          "\n"
+          "Operate it with nvsharectl (see nvsharectl --help).\n",
+          out);
+}
 
 static struct scheduler sched;
 
@@ -95,14 +77,20 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 
     (void)loop;
     footprint_sample_overheads(s, now);
+    /* Clients doomed in this iteration (by a handler or by the ticks' own
+     * sends) are closed here, like redis's asynchronous frees; their
+     * departures pass locks on, so the ticks run again for the deadlines. */
     do {
-        policy_actions_clear(&out);
-        next = policy_tick(s->policy, now, &out);
-        clients_apply(s, &out);
-    } while (out.truncated);
-    log_limit_scaling(s);
-    quota_next = quota_tick(&s->quota, now, &quota_out);
-    clients_apply_quota(s, &quota_out);
+        do {
+            policy_actions_clear(&out);
+            next = policy_tick(s->policy, now, &out);
+            clients_apply(s, &out);
+        } while (out.truncated);
+        log_limit_scaling(s);
+        quota_out.n = 0;
+        quota_next = quota_tick(&s->quota, now, &quota_out);
+        clients_apply_quota(s, &quota_out);
+    } while (clients_reap(s));
     return next && (!quota_next || next < quota_next) ? next : quota_next;
 }
 
@@ -147,85 +135,37 @@ static int listen_on(const char *name, mode_t mode, fd_handler handler)
     return fd;
 }
 
-static const char *const mode_names[] = {"serial", "concurrent", "auto"};
-
-/* Modes, memory reserve, switch time and oversubscription from the
- * environment. */
-static int configure_memory_aware(void)
-{
-    const char *mode = getenv("NVSHARE_SCHEDULING_MODE");
-    const char *switch_mode = getenv("NVSHARE_SWITCH_TIME_MODE");
-    enum sched_mode chosen = SCHED_MODE_AUTO;
-    char size[32];
-
-    if (mode && *mode) {
-        int i = 0;
-        while (i < 3 && strcmp(mode, mode_names[i]))
-            i++;
-        if (i == 3) {
-            log_error("NVSHARE_SCHEDULING_MODE: '%s' is not serial, concurrent "
-                      "or auto", mode);
-            return -1;
-        }
-        chosen = (enum sched_mode)i;
-    }
-    policy_set_mode(sched.policy, -1, chosen);
-    unsigned reserve = (unsigned)env_int_range("NVSHARE_MEMORY_RESERVE_PERCENT",
-                                               0, 50, POLICY_RESERVE_PERCENT);
-    policy_set_reserve(sched.policy, reserve);
-    sched.context_overhead = env_size_bytes("NVSHARE_CONTEXT_OVERHEAD", 512ull << 20);
-    if (switch_mode && *switch_mode && strcmp(switch_mode, "auto") &&
-        strcmp(switch_mode, "fixed")) {
-        log_error("NVSHARE_SWITCH_TIME_MODE: '%s' is not auto or fixed",
-                  switch_mode);
-        return -1;
-    }
-    bool fixed = switch_mode && !strcmp(switch_mode, "fixed");
-    policy_set_switch_time(
-        sched.policy,
-        fixed ? env_duration_ns("NVSHARE_SWITCH_TIME_FIXED", 60 * NS_PER_SEC) : 0,
-        (unsigned)env_int_range("NVSHARE_SWITCH_TIME_MULTIPLIER", 1, 1000,
-                                POLICY_SWITCH_MULTIPLIER));
-    sched.oversub_default = env_switch("NVSHARE_ENABLE_OVERSUB", false);
-    sched.oversub_ratio = (unsigned)env_int_range("NVSHARE_OVERSUB_RATIO", 1, 16, 2);
-    for (int i = 0; i < sched.n_gpus; i++)
-        policy_set_capacity(sched.policy, i, sched.gpus[i].memory_total);
-    format_size(sched.context_overhead, size, sizeof(size));
-    log_info("scheduling mode %s, memory reserve %u%%, context overhead %s "
-             "until measured, switch time %s, oversubscription %s by default",
-             mode_names[chosen], reserve, size,
-             fixed ? "fixed" : "auto", sched.oversub_default ? "on" : "off");
-    return 0;
-}
-
-/* The policy, with its settings from the environment. */
+/* The policy, with its settings from the environment (settings.c). */
 static int configure_policy(void)
 {
-    struct policy_settings_view settings;
-    char tq[32];
+    uint64_t v[SETTING_COUNT];
 
+    if (settings_load(v) < 0)
+        return -1;
     /* Only the policy knows its layout: the daemon holds it by pointer. */
     sched.policy = calloc(1, policy_size());
     if (!sched.policy) {
         log_error("out of memory");
         return -1;
     }
-    policy_init(sched.policy, sched.n_gpus,
-                env_duration_ns("NVSHARE_TQ", DEFAULT_TQ_NS),
-                env_duration_ns("NVSHARE_DRAIN_TIMEOUT", DEFAULT_DRAIN_TIMEOUT_NS));
+    policy_init(sched.policy, sched.n_gpus, v[SETTING_TQ], v[SETTING_DRAIN_TIMEOUT]);
     /* Nobody has joined yet: nothing to drop. */
-    policy_set_anti_thrash(sched.policy, env_switch("NVSHARE_ANTI_THRASH", true), 0);
-    policy_set_window(sched.policy,
-                      (uint64_t)env_int_range("NVSHARE_COMPUTE_WINDOW_MS", 100,
-                                              60000, 1000) * NS_PER_MS,
-                      (unsigned)env_int_range("NVSHARE_QUOTA_CARRYOVER_PERCENT",
-                                              0, 100, 100));
-    if (configure_memory_aware() < 0)
-        return -1;
-    policy_view_settings(sched.policy, &settings);
-    format_duration(settings.tq_ns, tq, sizeof(tq));
-    log_info("time quantum %s, anti-thrashing %s", tq,
-             settings.anti_thrash ? "on" : "off");
+    policy_set_anti_thrash(sched.policy, v[SETTING_ANTI_THRASH], 0);
+    policy_set_window(sched.policy, v[SETTING_COMPUTE_WINDOW_MS] * NS_PER_MS,
+                      (unsigned)v[SETTING_QUOTA_CARRYOVER_PERCENT]);
+    policy_set_mode(sched.policy, -1, (enum sched_mode)v[SETTING_SCHEDULING_MODE]);
+    policy_set_reserve(sched.policy, (unsigned)v[SETTING_MEMORY_RESERVE_PERCENT]);
+    sched.context_overhead = v[SETTING_CONTEXT_OVERHEAD];
+    /* A fixed switch time of 0 tells the policy to measure it. */
+    policy_set_switch_time(sched.policy,
+                           v[SETTING_SWITCH_TIME_MODE] == SWITCH_TIME_FIXED
+                               ? v[SETTING_SWITCH_TIME_FIXED] : 0,
+                           (unsigned)v[SETTING_SWITCH_TIME_MULTIPLIER]);
+    sched.oversub_default = v[SETTING_ENABLE_OVERSUB];
+    sched.oversub_ratio = (unsigned)v[SETTING_OVERSUB_RATIO];
+    for (int i = 0; i < sched.n_gpus; i++)
+        policy_set_capacity(sched.policy, i, sched.gpus[i].memory_total);
+    settings_log(v);
     return 0;
 }
 
@@ -292,7 +232,7 @@ int main(int argc, char **argv)
 
     log_init("scheduler");
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(usage, stdout);
+        print_usage(stdout);
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "--version")) {
@@ -300,8 +240,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc > 1) {
-        fprintf(stderr, "nvshare-scheduler: unknown argument '%s'\n\n%s", argv[1],
-                usage);
+        fprintf(stderr, "nvshare-scheduler: unknown argument '%s'\n\n", argv[1]);
+        print_usage(stderr);
         return 2;
     }
     if (setup() < 0)

@@ -3,23 +3,10 @@
 
 #include <string.h>
 
-static void emit(struct quota_actions *out, enum quota_action_kind kind, int gpu,
-                 int client, uint32_t seq, uint64_t bytes)
-{
-    if (out->n < (int)(sizeof(out->list) / sizeof(out->list[0])))
-        out->list[out->n++] = (struct quota_action){kind, gpu, client, seq, bytes};
-}
-
 void quota_init(struct quota *q, int n_gpus)
 {
     memset(q, 0, sizeof(*q));
     q->n_gpus = n_gpus;
-}
-
-void quota_join(struct quota *q, int gpu, int client, int account)
-{
-    q->gpus[gpu].clients[client] =
-        (struct quota_client){.present = true, .account = account};
 }
 
 uint64_t quota_account_held(const struct quota *q, int gpu, int account)
@@ -44,6 +31,31 @@ uint64_t quota_account_allocated(const struct quota *q, int gpu, int account)
             allocated += qc->allocated;
     }
     return allocated;
+}
+
+/* Actions carry what the client is told, as it is when they are decided. */
+static void emit(const struct quota *q, struct quota_actions *out,
+                 enum quota_action_kind kind, int gpu, int client, uint32_t seq,
+                 uint64_t bytes)
+{
+    struct quota_action a = {kind, gpu, client, seq, bytes, 0, 0};
+    int account = q->gpus[gpu].clients[client].account;
+
+    if (out->n == (int)(sizeof(out->list) / sizeof(out->list[0])))
+        return;
+    if (kind != QUOTA_RECLAIM) {
+        a.quota = q->gpus[gpu].accounts[account].limit;
+        a.pod_held = quota_account_held(q, gpu, account);
+    }
+    out->list[out->n++] = a;
+}
+
+void quota_join(struct quota *q, int gpu, int client, int account,
+                struct quota_actions *out)
+{
+    q->gpus[gpu].clients[client] =
+        (struct quota_client){.present = true, .account = account};
+    emit(q, out, QUOTA_LIMIT, gpu, client, 0, 0);
 }
 
 static void note_allocated(struct quota *q, int gpu, int client,
@@ -75,7 +87,7 @@ static bool try_grant(struct quota *q, const struct quota_request *r,
         grant = r->want < room ? r->want : room;
     }
     qc->held += grant;
-    emit(out, QUOTA_GRANT, r->gpu, r->client, r->seq, grant);
+    emit(q, out, QUOTA_GRANT, r->gpu, r->client, r->seq, grant);
     return true;
 }
 
@@ -85,7 +97,7 @@ static void refuse(struct quota *q, const struct quota_request *r,
     int account = q->gpus[r->gpu].clients[r->client].account;
 
     q->gpus[r->gpu].accounts[account].refused++;
-    emit(out, QUOTA_REFUSE, r->gpu, r->client, r->seq, 0);
+    emit(q, out, QUOTA_REFUSE, r->gpu, r->client, r->seq, 0);
 }
 
 void quota_refuse(struct quota *q, int gpu, int client, uint32_t seq,
@@ -151,7 +163,7 @@ void quota_request(struct quota *q, int gpu, int client, uint32_t seq,
         struct quota_client *peer = &g->clients[c];
         if (c != client && peer->present && peer->account == qc->account &&
             peer->held > peer->allocated)
-            emit(out, QUOTA_RECLAIM, gpu, c, 0, 0);
+            emit(q, out, QUOTA_RECLAIM, gpu, c, 0, 0);
     }
 }
 
@@ -191,20 +203,14 @@ void quota_leave(struct quota *q, int client, uint64_t now,
     retry_parked(q, now, false, out);
 }
 
-void quota_set_limit(struct quota *q, int account, uint64_t limit,
+void quota_set_limit(struct quota *q, int gpu, int account, uint64_t limit,
                      struct quota_actions *out)
 {
-    bool told[POLICY_MAX_CLIENTS] = {false};
-
-    for (int gpu = 0; gpu < q->n_gpus; gpu++) {
-        q->gpus[gpu].accounts[account].limit = limit;
-        for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
-            const struct quota_client *qc = &q->gpus[gpu].clients[c];
-            if (qc->present && qc->account == account && !told[c]) {
-                told[c] = true;
-                emit(out, QUOTA_LIMIT, gpu, c, 0, limit);
-            }
-        }
+    q->gpus[gpu].accounts[account].limit = limit;
+    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+        const struct quota_client *qc = &q->gpus[gpu].clients[c];
+        if (qc->present && qc->account == account)
+            emit(q, out, QUOTA_LIMIT, gpu, c, 0, 0);
     }
 }
 

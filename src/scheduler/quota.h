@@ -62,14 +62,16 @@ enum quota_action_kind {
     QUOTA_GRANT,   /* MEM_GRANT(seq, bytes) to client */
     QUOTA_REFUSE,  /* MEM_GRANT(seq, 0) to client */
     QUOTA_RECLAIM, /* MEM_RECLAIM to client: return unused credit */
-    QUOTA_LIMIT,   /* UPDATE_LIMIT to client: its pod's quota changed */
+    QUOTA_LIMIT,   /* UPDATE_LIMIT to client: its pod's quota on gpu */
 };
 
 struct quota_action {
     enum quota_action_kind kind;
     int gpu, client;
     uint32_t seq;
-    uint64_t bytes;
+    uint64_t bytes;    /* granted (QUOTA_GRANT) */
+    uint64_t quota;    /* the pod's quota on gpu (GRANT, REFUSE, LIMIT) */
+    uint64_t pod_held; /* what the pod holds there, this action included */
 };
 
 struct quota_actions {
@@ -79,8 +81,11 @@ struct quota_actions {
 
 void quota_init(struct quota *q, int n_gpus);
 
-/* A client registered for gpu, billed to account. */
-void quota_join(struct quota *q, int gpu, int client, int account);
+/* A client registered for gpu, billed to account. It is told its pod's
+ * quota there, even when there is none: that tells it the scheduler
+ * arbitrates its allocations from now on. */
+void quota_join(struct quota *q, int gpu, int client, int account,
+                struct quota_actions *out);
 
 /* The client needs `need` more bytes than it holds to allocate, and would
  * like `want` (>= need) to keep some credit. allocated: its current total. */
@@ -106,8 +111,9 @@ void quota_report(struct quota *q, int gpu, int client, uint64_t allocated);
 void quota_leave(struct quota *q, int client, uint64_t now,
                  struct quota_actions *out);
 
-/* Sets an account's quota on every GPU (0: none) and tells its clients. */
-void quota_set_limit(struct quota *q, int account, uint64_t limit,
+/* Sets an account's quota on gpu (0: none) and tells its clients there.
+ * One GPU per call bounds the actions by the number of clients. */
+void quota_set_limit(struct quota *q, int gpu, int account, uint64_t limit,
                      struct quota_actions *out);
 
 /* Refuses parked requests whose reclaim deadline passed. Returns the next

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "accounts.h"
 #include "event_loop.h"
 #include "gpus.h"
 #include "policy.h"
@@ -35,22 +36,6 @@ struct client {
     struct frame_reader *reader;
 };
 
-/* A limit as its two sources set it; the run-time one wins. */
-struct limit_setting {
-    uint64_t declared; /* from a client's registration (environment); 0 = none */
-    uint64_t runtime;  /* from nvsharectl or the pod's annotation; 0 = none */
-};
-
-/* What a pod is billed and limited as. Clients without a pod name are an
- * account each. Indexes are the policy's and the quota's account numbers. */
-struct account {
-    int refs; /* registered clients; 0 = free */
-    char pod_namespace[PROTO_NAME_MAX];
-    char pod_name[PROTO_NAME_MAX];
-    struct limit_setting core;   /* percent */
-    struct limit_setting memory; /* bytes per GPU */
-};
-
 struct scheduler {
     struct event_loop *loop;
     struct policy *policy;   /* read through the views of policy.h */
@@ -72,9 +57,17 @@ struct scheduler {
 
 /* clients.c */
 void clients_on_listen(struct event_loop *loop, int fd, void *data);
+/* Carry out the pure modules' actions. A client that cannot be sent to is
+ * only marked doomed; clients_reap() closes it. */
 void clients_apply(struct scheduler *s, const struct policy_actions *actions);
 void clients_apply_quota(struct scheduler *s, const struct quota_actions *actions);
+void clients_apply_accounts(struct scheduler *s,
+                            const struct account_actions *actions);
 void clients_broadcast(struct scheduler *s, uint16_t type);
+/* Closes the doomed clients, and those their departure dooms. Called once
+ * per event-loop iteration, so no handler sees a client vanish under it.
+ * Returns whether it closed any (their departures changed the policy). */
+bool clients_reap(struct scheduler *s);
 int clients_count(const struct scheduler *s);
 
 /* footprints.c */
@@ -85,18 +78,6 @@ void footprint_update(struct scheduler *s, int gpu, int slot);
 void footprint_sample_overheads(struct scheduler *s, uint64_t now);
 /* Forgets a slot's measurements and reports before it is reused. */
 void footprint_forget(struct scheduler *s, int slot);
-
-/* accounts.c */
-int account_attach(struct scheduler *s, const struct msg_register *reg);
-void account_detach(struct scheduler *s, int account);
-/* Pushes an account's effective limits into the policy and the quota
- * arbiter (and tells its clients about a memory change). */
-void account_apply_limits(struct scheduler *s, int account);
-/* Finds the account named by target: "namespace/pod", "pod" (if only one
- * namespace has it) or a client id. Returns -1 and explains in err. */
-int account_find(const struct scheduler *s, const char *target, char *err,
-                 size_t err_len);
-uint64_t limit_effective(const struct limit_setting *l, uint8_t *source);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);

@@ -22,6 +22,9 @@ target_compile_definitions(test_protocol_doc PRIVATE
 nvshare_common_test(test_gpus ${PROJECT_SOURCE_DIR}/src/scheduler/gpus.c)
 target_include_directories(test_gpus PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
 target_link_libraries(test_gpus PRIVATE ${CMAKE_DL_LIBS})
+# the scheduler's settings table, alone
+nvshare_common_test(test_settings ${PROJECT_SOURCE_DIR}/src/scheduler/settings.c)
+target_include_directories(test_settings PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
 
 # The fuzz target as a plain program that replays the committed cases
 # (protocol_cases/<expect>-*.bin). protocol.c and protocol_io.c are compiled

@@ -20,12 +20,12 @@ static int setup(void **state)
 {
     (void)state;
     quota_init(&q, 2);
+    memset(&out, 0, sizeof(out));
     /* Clients 0, 1, 2 are pod 7; client 3 is pod 8. */
     for (int c = 0; c < 3; c++)
-        quota_join(&q, 0, c, 7);
-    quota_join(&q, 0, 3, 8);
-    memset(&out, 0, sizeof(out));
-    quota_set_limit(&q, 7, 1024 * MiB, &out);
+        quota_join(&q, 0, c, 7, &out);
+    quota_join(&q, 0, 3, 8, &out);
+    quota_set_limit(&q, 0, 7, 1024 * MiB, &out);
     out.n = 0;
     return 0;
 }
@@ -134,11 +134,12 @@ static void test_lowering_revokes_nothing(void **state)
     assert_int_equal(ask(0, 800 * MiB, 800 * MiB, 0, 0), 800 * MiB);
     quota_report(&q, 0, 0, 800 * MiB);
     out.n = 0;
-    quota_set_limit(&q, 7, 512 * MiB, &out);
-    /* every client of the pod is told, once */
+    quota_set_limit(&q, 0, 7, 512 * MiB, &out);
+    /* every client of the pod is told, once, with what it is sent */
     assert_int_equal(out.n, 3);
     assert_int_equal(out.list[0].kind, QUOTA_LIMIT);
-    assert_int_equal(out.list[0].bytes, 512 * MiB);
+    assert_int_equal(out.list[0].quota, 512 * MiB);
+    assert_int_equal(out.list[0].pod_held, 800 * MiB);
     assert_int_equal(ask(1, 1, 1, 0, 0), 0);
     /* frees bring the pod under the new quota: allocation works again */
     out.n = 0;
@@ -153,7 +154,7 @@ static void test_raising_applies_to_next_request(void **state)
     assert_int_equal(ask(0, 1024 * MiB, 1024 * MiB, 0, 0), 1024 * MiB);
     quota_report(&q, 0, 0, 1024 * MiB);
     assert_int_equal(ask(1, 1, 1, 0, 0), 0);
-    quota_set_limit(&q, 7, 2048 * MiB, &out);
+    quota_set_limit(&q, 0, 7, 2048 * MiB, &out);
     assert_int_equal(ask(1, 1024 * MiB, 1024 * MiB, 0, 0), 1024 * MiB);
 }
 
@@ -196,7 +197,7 @@ static void test_random_race_never_exceeds_quota(void **state)
         case 4:
             if (rand_r(&seed) % 50 == 0) {
                 quota_leave(&q, c, now, &out);
-                quota_join(&q, 0, c, 7);
+                quota_join(&q, 0, c, 7, &out);
             }
             break;
         }

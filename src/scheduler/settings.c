@@ -1,0 +1,266 @@
+/* settings.c - see settings.h. */
+#include "settings.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "parse.h"
+#include "policy.h"
+#include "protocol.h"
+
+static const char *const switch_time_modes[] = {
+    [SWITCH_TIME_AUTO] = "auto", [SWITCH_TIME_FIXED] = "fixed", NULL};
+
+#define DURATION(min_ns, max_ns) SETTING_DURATION, .min = (min_ns), .max = (max_ns)
+#define INT(lo, hi) SETTING_INT, .min = (lo), .max = (hi)
+#define SWITCH SETTING_SWITCH, .min = 0, .max = 1
+
+const struct setting settings_table[SETTING_COUNT] = {
+    /* nvsharectl set tq and NVSHARE_TQ: a quantum over an hour leaves the
+     * others waiting for longer than anyone would notice a stuck GPU. */
+    [SETTING_TQ] = {"tq", "NVSHARE_TQ", "time quantum",
+                    DURATION(NS_PER_MS, 3600 * NS_PER_SEC), .fallback = 30 * NS_PER_SEC,
+                    .runtime = true, .help = "time quantum, e.g. 30s, 100ms"},
+    [SETTING_DRAIN_TIMEOUT] = {"drain-timeout", "NVSHARE_DRAIN_TIMEOUT", "drain timeout",
+                               DURATION(1, UINT64_MAX), .fallback = 10 * NS_PER_SEC,
+                               .help = "revoke a lock not released this long after "
+                                       "DROP_LOCK"},
+    [SETTING_ANTI_THRASH] = {"anti-thrash", "NVSHARE_ANTI_THRASH", "anti-thrash", SWITCH,
+                             .fallback = 1, .runtime = true,
+                             .help = "on|off: take turns, or let clients run freely"},
+    [SETTING_COMPUTE_WINDOW_MS] = {"compute-window-ms", "NVSHARE_COMPUTE_WINDOW_MS",
+                                   "compute window", INT(100, 60000), .fallback = 1000,
+                                   .help = "compute-limit accounting window, in ms"},
+    [SETTING_QUOTA_CARRYOVER_PERCENT] = {"quota-carryover-percent",
+                                         "NVSHARE_QUOTA_CARRYOVER_PERCENT",
+                                         "quota carryover", INT(0, 100), .fallback = 100,
+                                         .help = "share of a window's overshoot billed "
+                                                 "to the next one, in percent"},
+    [SETTING_SCHEDULING_MODE] = {"mode", "NVSHARE_SCHEDULING_MODE", "mode", SETTING_ENUM,
+                                 .min = 0, .max = SCHED_MODE_AUTO,
+                                 .fallback = SCHED_MODE_AUTO, .choices = sched_mode_names,
+                                 .runtime = true,
+                                 .help = "serial|concurrent|auto: one holder at a time, "
+                                         "everyone whose memory fits, or co-run light "
+                                         "clients that fit and time-slice the rest"},
+    [SETTING_MEMORY_RESERVE_PERCENT] = {"memory-reserve-percent",
+                                        "NVSHARE_MEMORY_RESERVE_PERCENT", "memory reserve",
+                                        INT(0, 50), .fallback = POLICY_RESERVE_PERCENT,
+                                        .help = "of each GPU kept free, in percent"},
+    [SETTING_CONTEXT_OVERHEAD] = {"context-overhead", "NVSHARE_CONTEXT_OVERHEAD",
+                                  "context overhead", SETTING_SIZE, .min = 0,
+                                  .max = UINT64_MAX, .fallback = 512ull << 20,
+                                  .help = "a client's memory beyond its allocations "
+                                          "where NVML cannot measure it"},
+    [SETTING_SWITCH_TIME_MODE] = {"switch-time-mode", "NVSHARE_SWITCH_TIME_MODE",
+                                  "switch time mode", SETTING_ENUM, .min = 0,
+                                  .max = SWITCH_TIME_FIXED, .fallback = SWITCH_TIME_AUTO,
+                                  .choices = switch_time_modes,
+                                  .help = "auto|fixed: quantum of memory rotations, "
+                                          "measured swap time x multiplier or fixed"},
+    /* nvsharectl set switch-time sends 0 for auto, which the scheduler
+     * checks apart from these bounds. */
+    [SETTING_SWITCH_TIME_FIXED] = {"switch-time", "NVSHARE_SWITCH_TIME_FIXED",
+                                   "switch time", DURATION(100 * NS_PER_MS, 3600 * NS_PER_SEC),
+                                   .fallback = 60 * NS_PER_SEC, .runtime = true,
+                                   .help = "the switch time in fixed mode"},
+    [SETTING_SWITCH_TIME_MULTIPLIER] = {"switch-time-multiplier",
+                                        "NVSHARE_SWITCH_TIME_MULTIPLIER",
+                                        "switch time multiplier", INT(1, 1000),
+                                        .fallback = POLICY_SWITCH_MULTIPLIER,
+                                        .help = "in auto switch time mode"},
+    [SETTING_ENABLE_OVERSUB] = {"oversub", "NVSHARE_ENABLE_OVERSUB", "oversubscription",
+                                SWITCH, .fallback = 0,
+                                .help = "on: clients that do not say otherwise get "
+                                        "managed memory and can be swapped"},
+    [SETTING_OVERSUB_RATIO] = {"oversub-ratio", "NVSHARE_OVERSUB_RATIO",
+                               "oversubscription ratio", INT(1, 16), .fallback = 2,
+                               .help = "oversubscribed clients of a GPU hold at most "
+                                       "this x its capacity"},
+};
+
+/* A number as the operator would write it, in the largest unit that keeps
+ * it exact (1h, not format_duration's "1h00m"; 512Mi, not "512.00 MiB"), so
+ * that what is printed parses back to the same value. */
+static void format_exact(const struct setting *s, uint64_t v, char *buf, size_t len)
+{
+    struct unit { uint64_t size; const char *name; };
+    static const struct unit durations[] = {
+        {3600 * NS_PER_SEC, "h"}, {60 * NS_PER_SEC, "m"}, {NS_PER_SEC, "s"},
+        {NS_PER_MS, "ms"}, {1000, "us"}, {1, "ns"}};
+    static const struct unit sizes[] = {
+        {1ull << 40, "Ti"}, {1ull << 30, "Gi"}, {1ull << 20, "Mi"}, {1ull << 10, "Ki"},
+        {1, ""}};
+    const struct unit *u = s->kind == SETTING_DURATION ? durations
+                           : s->kind == SETTING_SIZE   ? sizes : NULL;
+
+    if (!u || v == 0) {
+        snprintf(buf, len, "%" PRIu64, v);
+        return;
+    }
+    while (v % u->size)
+        u++;
+    snprintf(buf, len, "%" PRIu64 "%s", v / u->size, u->name);
+}
+
+/* A value as the log line and the usage text show it. */
+static void format_value(const struct setting *s, uint64_t v, char *buf, size_t len)
+{
+    if (s->kind == SETTING_SWITCH)
+        snprintf(buf, len, "%s", v ? "on" : "off");
+    else if (s->kind == SETTING_ENUM)
+        snprintf(buf, len, "%s", s->choices[v]);
+    else
+        format_exact(s, v, buf, len);
+}
+
+int setting_check(enum setting_id id, uint64_t value, char *err, size_t len)
+{
+    const struct setting *s = &settings_table[id];
+    char lo[32], hi[32];
+
+    if (value >= s->min && value <= s->max)
+        return 0;
+    if (s->kind == SETTING_SWITCH) {
+        snprintf(err, len, "%s is on or off", s->label);
+        return -1;
+    }
+    if (s->kind == SETTING_ENUM) {
+        size_t n = (size_t)snprintf(err, len, "%s must be ", s->label);
+        for (int i = 0; s->choices[i] && n < len; i++)
+            n += (size_t)snprintf(err + n, len - n, "%s%s",
+                                  i == 0 ? "" : (s->choices[i + 1] ? ", " : " or "),
+                                  s->choices[i]);
+        return -1;
+    }
+    format_exact(s, s->min, lo, sizeof(lo));
+    format_exact(s, s->max, hi, sizeof(hi));
+    snprintf(err, len, "%s must be between %s and %s", s->label, lo, hi);
+    return -1;
+}
+
+int setting_parse(enum setting_id id, const char *text, uint64_t *value,
+                  char *err, size_t len)
+{
+    const struct setting *s = &settings_table[id];
+    char why[PARSE_ERR_LEN];
+    uint64_t parsed = 0;
+    long number;
+    int on, rc = -1;
+
+    switch (s->kind) {
+    case SETTING_DURATION: rc = parse_duration_ns(text, &parsed, why); break;
+    case SETTING_SIZE: rc = parse_size_bytes(text, &parsed, why); break;
+    case SETTING_INT:
+        if ((rc = parse_int_range(text, 0, LONG_MAX, &number, why)) == 0)
+            parsed = (uint64_t)number;
+        break;
+    case SETTING_SWITCH:
+        if ((rc = parse_switch(text, &on, why)) == 0)
+            parsed = (uint64_t)on;
+        break;
+    case SETTING_ENUM:
+        /* Out of bounds when unknown: the bounds' sentence lists the choices. */
+        parsed = s->max + 1;
+        for (uint64_t i = 0; s->choices[i]; i++)
+            if (!strcmp(text, s->choices[i]))
+                parsed = i;
+        rc = 0;
+        break;
+    }
+    if (rc) {
+        snprintf(err, len, "%s", why);
+        return -1;
+    }
+    if (setting_check(id, parsed, err, len))
+        return -1;
+    *value = parsed;
+    return 0;
+}
+
+int settings_load(uint64_t values[SETTING_COUNT])
+{
+    char err[PARSE_ERR_LEN];
+    int rc = 0;
+
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        const struct setting *s = &settings_table[id];
+        const char *text = getenv(s->env);
+
+        values[id] = s->fallback;
+        if (!text || !*text || !setting_parse(id, text, &values[id], err, sizeof(err)))
+            continue;
+        if (s->kind == SETTING_ENUM) {
+            log_error("%s: '%s': %s", s->env, text, err);
+            rc = -1;
+        } else {
+            log_warn("ignoring %s: %s", s->env, err);
+        }
+    }
+    return rc;
+}
+
+void settings_log(const uint64_t values[SETTING_COUNT])
+{
+    char line[1024], value[32];
+    size_t n = 0;
+
+    for (int id = 0; id < SETTING_COUNT && n < sizeof(line); id++) {
+        format_value(&settings_table[id], values[id], value, sizeof(value));
+        n += snprintf(line + n, sizeof(line) - n, "%s%s=%s", id ? " " : "",
+                      settings_table[id].name, value);
+    }
+    log_info("settings: %s", line);
+}
+
+/* The usage text: variables in the first column, help from HELP_COL on. */
+enum { HELP_COL = 26, WIDTH = 78 };
+
+/* Prints text's words wrapped at WIDTH, continuation lines indented to
+ * HELP_COL; col is where the cursor stands. Returns where it ends. */
+static int wrap(FILE *out, const char *text, int col)
+{
+    while (*text) {
+        int word = (int)strcspn(text, " ");
+        if (col + 1 + word > WIDTH && col > HELP_COL) {
+            fprintf(out, "\n%*s", HELP_COL, "");
+            col = HELP_COL;
+        } else if (col > HELP_COL) {
+            fputc(' ', out);
+            col++;
+        }
+        col += fprintf(out, "%.*s", word, text);
+        text += word;
+        text += strspn(text, " ");
+    }
+    return col;
+}
+
+void settings_usage(FILE *out)
+{
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        const struct setting *s = &settings_table[id];
+        char lo[32], hi[32], def[32], extra[128];
+        int col = fprintf(out, "  %s", s->env);
+
+        if (col >= HELP_COL) {
+            fputc('\n', out);
+            col = 0;
+        }
+        col += fprintf(out, "%*s", HELP_COL - col, "");
+        col = wrap(out, s->help, col);
+        format_exact(s, s->min, lo, sizeof(lo));
+        format_exact(s, s->max, hi, sizeof(hi));
+        format_value(s, s->fallback, def, sizeof(def));
+        if ((s->kind == SETTING_INT || s->kind == SETTING_DURATION) && s->max != UINT64_MAX)
+            snprintf(extra, sizeof(extra), "(%s-%s, default %s)", lo, hi, def);
+        else
+            snprintf(extra, sizeof(extra), "(default %s)", def);
+        wrap(out, extra, col);
+        fputc('\n', out);
+    }
+}
