@@ -192,11 +192,42 @@ static void swap_label(const char *dir, uint64_t count, uint64_t bytes,
     snprintf(buf, len, "%" PRIu64 " %s (%s, last %s)", count, dir, size, last);
 }
 
+/* The running set and the queue of one GPU, wrapped to the terminal. */
+static void gpu_members(FILE *out, const struct ctl_status *st,
+                        const struct msg_status_gpu *g)
+{
+    char text[CELL_LEN + 64];
+    struct wrap w;
+
+    wrap_begin(&w, out, "running");
+    for (int i = 0; i < g->n_running; i++) {
+        const struct msg_status_client *r = ctl_status_client(st, g->running[i], g->index);
+        client_label(st, g->running[i], g->index, text, sizeof(text));
+        if (r && r->state == CLIENT_DRAINING)
+            strncat(text, " (draining)", sizeof(text) - strlen(text) - 1);
+        wrap_item(&w, ",", text);
+    }
+    wrap_end(&w, "none");
+    wrap_begin(&w, out, "waiting");
+    for (int i = 0; i < g->n_waiting; i++) {
+        size_t n;
+        client_label(st, g->waiting[i].client_id, g->index, text, sizeof(text));
+        n = strlen(text);
+        snprintf(text + n, sizeof(text) - n, " (%s)",
+                 ctl_wait_reason_name(g->waiting[i].reason));
+        wrap_item(&w, ",", text);
+    }
+    if (g->truncated_waiting) {
+        snprintf(text, sizeof(text), "(+%" PRIu32 " more)", g->truncated_waiting);
+        wrap_item(&w, "", text);
+    }
+    wrap_end(&w, "none");
+}
+
 static void gpu_block(FILE *out, const struct ctl_status *st,
                       const struct msg_status_gpu *g)
 {
-    char a[32], b[32], c[32], d[32], text[CELL_LEN + 64];
-    struct wrap w;
+    char a[32], b[32], c[32], d[32];
     char *name = printable(g->name), *uuid = printable(g->uuid);
 
     fprintf(out, "GPU %u  %s  %s\n", g->index, uuid, name);
@@ -231,29 +262,7 @@ static void gpu_block(FILE *out, const struct ctl_status *st,
     } else {
         fprintf(out, "  %-12s none\n", "swaps");
     }
-    wrap_begin(&w, out, "running");
-    for (int i = 0; i < g->n_running; i++) {
-        const struct msg_status_client *r = ctl_status_client(st, g->running[i], g->index);
-        client_label(st, g->running[i], g->index, text, sizeof(text));
-        if (r && r->state == CLIENT_DRAINING)
-            strncat(text, " (draining)", sizeof(text) - strlen(text) - 1);
-        wrap_item(&w, ",", text);
-    }
-    wrap_end(&w, "none");
-    wrap_begin(&w, out, "waiting");
-    for (int i = 0; i < g->n_waiting; i++) {
-        size_t n;
-        client_label(st, g->waiting[i].client_id, g->index, text, sizeof(text));
-        n = strlen(text);
-        snprintf(text + n, sizeof(text) - n, " (%s)",
-                 ctl_wait_reason_name(g->waiting[i].reason));
-        wrap_item(&w, ",", text);
-    }
-    if (g->truncated_waiting) {
-        snprintf(text, sizeof(text), "(+%" PRIu32 " more)", g->truncated_waiting);
-        wrap_item(&w, "", text);
-    }
-    wrap_end(&w, "none");
+    gpu_members(out, st, g);
 }
 
 /* "40%", or "80%=50.0%" when limits above 100 % in sum are scaled down. */

@@ -4,8 +4,10 @@
 # hook's gating and drain. Single jobs at 10/25/50/75/90 % and the mixes
 # 50+60 (scaled to 45.45/54.55), 10+90, 25+75, 30+30+30 and 20 % beside two
 # unlimited jobs, each measured from its first kernel over 5 s (5 windows):
-#  - its share is at most 1 point above its target (a limit is a cap) and
-#    at most 2.5 points below it;
+#  - a limited job's share is at most 1 point above its target (a limit is
+#    a cap) and at most 2.5 points below it; an unlimited job's share of
+#    what the limits leave is within 2.5 points either way (nothing caps
+#    it: one seen at +1.07 in CI);
 #  - a job alone used no more than its budget plus 1 point in its first
 #    window;
 #  - a scaled mix keeps the GPU at least 96 % occupied.
@@ -93,8 +95,9 @@ for k in "${!scenarios[@]}"; do
         want=$(awk -v l="$limit" -v s="$sum" -v u="$unlimited" 'BEGIN {
             if (l == 100) printf "%.2f", (100 - (s > 100 ? 100 : s)) / u
             else printf "%.2f", (s > 100) ? 100 * l / s : l }')
-        ok=$(awk -v a="$share" -v b="$want" -v f="$first" -v n="${#jobs[@]}" 'BEGIN {
-            d = a - b; print (d <= 1 && d >= -2.5 && (n > 1 || f <= b + 1)) ? "ok" : "FAIL" }')
+        ok=$(awk -v a="$share" -v b="$want" -v f="$first" -v n="${#jobs[@]}" -v l="$limit" 'BEGIN {
+            d = a - b; over = (l == 100) ? 2.5 : 1
+            print (d <= over && d >= -2.5 && (n > 1 || f <= b + 1)) ? "ok" : "FAIL" }')
         [ "$ok" = ok ] || failed=1
         aggregate=$(awk -v a="$aggregate" -v b="$share" 'BEGIN { print a + b }')
         line+=" ${limit}%->${share}% (want ${want}%, first window ${first}%, $ok)"
