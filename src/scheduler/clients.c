@@ -140,19 +140,15 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             send_or_doom(c, &m);
             break;
         case ACTION_EVICT:
-            log_debug("gpu %d: client %llu swaps out", a->gpu,
-                      (unsigned long long)c->id);
-            m = (struct msg){.type = MSG_EVICT};
+        case ACTION_PREPARE_SWAP: {
+            bool evict = a->kind == ACTION_EVICT;
+            log_debug("gpu %d: client %llu %s", a->gpu, (unsigned long long)c->id,
+                      evict ? "swaps out" : "prepares to swap out");
+            m = (struct msg){.type = evict ? MSG_EVICT : MSG_PREPARE_SWAP};
             m.u.swap = (struct msg_swap){.gpu = gpu};
             send_or_doom(c, &m);
             break;
-        case ACTION_PREPARE_SWAP:
-            log_debug("gpu %d: client %llu prepares to swap out", a->gpu,
-                      (unsigned long long)c->id);
-            m = (struct msg){.type = MSG_PREPARE_SWAP};
-            m.u.swap = (struct msg_swap){.gpu = gpu};
-            send_or_doom(c, &m);
-            break;
+        }
         }
     }
 }
