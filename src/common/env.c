@@ -15,19 +15,22 @@ static const char *env_value(const char *name)
     return value && *value ? value : NULL;
 }
 
+/* Whether a parser refused the variable's value (rc != 0): then it says
+ * so, once, and the caller keeps its fallback. */
+static bool refused(const char *name, int rc, const char *err)
+{
+    if (rc)
+        log_warn("ignoring %s: %s", name, err);
+    return rc != 0;
+}
+
 uint64_t env_duration_ns(const char *name, uint64_t fallback)
 {
     const char *text = env_value(name);
     char err[PARSE_ERR_LEN];
     uint64_t ns;
 
-    if (!text)
-        return fallback;
-    if (parse_duration_ns(text, &ns, err)) {
-        log_warn("ignoring %s: %s", name, err);
-        return fallback;
-    }
-    return ns;
+    return text && !refused(name, parse_duration_ns(text, &ns, err), err) ? ns : fallback;
 }
 
 uint64_t env_size_bytes(const char *name, uint64_t fallback)
@@ -36,13 +39,8 @@ uint64_t env_size_bytes(const char *name, uint64_t fallback)
     char err[PARSE_ERR_LEN];
     uint64_t bytes;
 
-    if (!text)
-        return fallback;
-    if (parse_size_bytes(text, &bytes, err)) {
-        log_warn("ignoring %s: %s", name, err);
-        return fallback;
-    }
-    return bytes;
+    return text && !refused(name, parse_size_bytes(text, &bytes, err), err) ? bytes
+                                                                            : fallback;
 }
 
 long env_int_range(const char *name, long min, long max, long fallback)
@@ -51,13 +49,9 @@ long env_int_range(const char *name, long min, long max, long fallback)
     char err[PARSE_ERR_LEN];
     long value;
 
-    if (!text)
-        return fallback;
-    if (parse_int_range(text, min, max, &value, err)) {
-        log_warn("ignoring %s: %s", name, err);
-        return fallback;
-    }
-    return value;
+    return text && !refused(name, parse_int_range(text, min, max, &value, err), err)
+               ? value
+               : fallback;
 }
 
 bool env_switch(const char *name, bool fallback)
@@ -66,13 +60,7 @@ bool env_switch(const char *name, bool fallback)
     char err[PARSE_ERR_LEN];
     int on;
 
-    if (!text)
-        return fallback;
-    if (parse_switch(text, &on, err)) {
-        log_warn("ignoring %s: %s", name, err);
-        return fallback;
-    }
-    return on;
+    return text && !refused(name, parse_switch(text, &on, err), err) ? on : fallback;
 }
 
 const char *env_sock_dir(void)

@@ -111,17 +111,15 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
         m.u.lock.gpu = gpu;
         switch (a->kind) {
         case ACTION_GRANT:
-            log_debug("gpu %d: lease %u to client %llu", a->gpu, a->lease,
+        case ACTION_DROP: {
+            bool grant = a->kind == ACTION_GRANT;
+            log_debug("gpu %d: %slease %u %s client %llu", a->gpu,
+                      grant ? "" : "drop ", a->lease, grant ? "to" : "of",
                       (unsigned long long)c->id);
-            m.type = MSG_LOCK_OK;
+            m.type = grant ? MSG_LOCK_OK : MSG_DROP_LOCK;
             send_or_doom(c, &m);
             break;
-        case ACTION_DROP:
-            log_debug("gpu %d: drop lease %u of client %llu", a->gpu, a->lease,
-                      (unsigned long long)c->id);
-            m.type = MSG_DROP_LOCK;
-            send_or_doom(c, &m);
-            break;
+        }
         case ACTION_REVOKE:
             log_warn("gpu %d: client %llu (pid %d, pod %s) did not release "
                      "within the drain timeout: lock revoked",

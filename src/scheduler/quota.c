@@ -9,27 +9,34 @@ void quota_init(struct quota *q, int n_gpus)
     q->n_gpus = n_gpus;
 }
 
-uint64_t quota_account_held(const struct quota *q, int gpu, int account)
+/* What the account's clients on gpu hold (allocated + credit) and have
+ * allocated. */
+static void account_totals(const struct quota *q, int gpu, int account,
+                           uint64_t *held, uint64_t *allocated)
 {
-    uint64_t held = 0;
-
+    *held = *allocated = 0;
     for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
         const struct quota_client *qc = &q->gpus[gpu].clients[c];
-        if (qc->present && qc->account == account)
-            held += qc->held;
+        if (qc->present && qc->account == account) {
+            *held += qc->held;
+            *allocated += qc->allocated;
+        }
     }
+}
+
+uint64_t quota_account_held(const struct quota *q, int gpu, int account)
+{
+    uint64_t held, allocated;
+
+    account_totals(q, gpu, account, &held, &allocated);
     return held;
 }
 
 uint64_t quota_account_allocated(const struct quota *q, int gpu, int account)
 {
-    uint64_t allocated = 0;
+    uint64_t held, allocated;
 
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
-        const struct quota_client *qc = &q->gpus[gpu].clients[c];
-        if (qc->present && qc->account == account)
-            allocated += qc->allocated;
-    }
+    account_totals(q, gpu, account, &held, &allocated);
     return allocated;
 }
 
