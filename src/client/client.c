@@ -51,6 +51,12 @@ static void read_settings(void)
     const char *oversub = getenv("NVSHARE_ENABLE_OVERSUB");
 
     s->memory_limit = env_size_bytes("NVSHARE_GPU_MEMORY_LIMIT", 0);
+    /* 0 is how the wire says "no limit": taken as the limit it reads as,
+     * it would fail every allocation; taken silently, it hides a typo. */
+    if (s->memory_limit == 0 && getenv("NVSHARE_GPU_MEMORY_LIMIT") &&
+        *getenv("NVSHARE_GPU_MEMORY_LIMIT"))
+        log_warn("ignoring NVSHARE_GPU_MEMORY_LIMIT=0: a limit must be above "
+                 "0 (unset it for no limit)");
     s->core_limit = (uint8_t)env_int_range("NVSHARE_GPU_CORE_LIMIT", 1, 100, 0);
     s->oversub = oversub && *oversub
                      ? env_switch("NVSHARE_ENABLE_OVERSUB", false) : -1;

@@ -6,7 +6,8 @@
 #     reports the quota;
 #   - each refusal logged on one line that names the limit;
 #   - a forked child, and a second process holding its whole quota at the
-#     same time, each have their own quota.
+#     same time, each have their own quota;
+#   - NVSHARE_GPU_MEMORY_LIMIT=0 is refused with a warning (no limit).
 # usage: memory_quota.sh LIBNVSHARE FAKE_LIB_DIR MEMORY_TEST
 set -euo pipefail
 LIB=$1 FAKE=$2 TEST=$3
@@ -42,3 +43,10 @@ named=$(grep "CUDA_ERROR_OUT_OF_MEMORY" "$dir/err" | grep -c "limit 64.00 MiB" |
 [ "$refusals" -gt 0 ] && [ "$refusals" = "$named" ] ||
     { cat "$dir/err"; echo "FAIL: $refusals refusal lines, $named name the limit"; exit 1; }
 echo "PASS: $refusals refusal lines, e.g. $(grep -m1 "CUDA_ERROR_OUT_OF_MEMORY" "$dir/err")"
+
+NVSHARE_SOCK_DIR=$dir LD_LIBRARY_PATH=$FAKE LD_PRELOAD=$LIB NVSHARE_GPU_MEMORY_LIMIT=0 \
+    FAKE_CUDA_MEM_MB=1024 "$TEST" hold $((128 << 20)) </dev/null >"$dir/zero.out" 2>"$dir/zero.err" ||
+    { cat "$dir/zero.err"; echo "FAIL: NVSHARE_GPU_MEMORY_LIMIT=0"; exit 1; }
+grep -q "held" "$dir/zero.out" && grep -q "ignoring NVSHARE_GPU_MEMORY_LIMIT=0" "$dir/zero.err" ||
+    { cat "$dir/zero.err"; echo "FAIL: NVSHARE_GPU_MEMORY_LIMIT=0 was not refused with a warning"; exit 1; }
+echo "PASS: $(grep -m1 "ignoring NVSHARE_GPU_MEMORY_LIMIT=0" "$dir/zero.err")"
