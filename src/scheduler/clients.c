@@ -455,6 +455,41 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
                  (unsigned long long)c->id, (int)c->pid, proto_strerror(rc));
     if (rc < 0)
         c->doomed = true;
+    if (c->reader->len == 0)
+        c->partial_since = 0;
+    else if (c->partial_since == 0)
+        c->partial_since = now_ns();
+}
+
+/* When c stalls (0: it does not): a connection that sends half a frame or
+ * never registers would otherwise hold its slot, and its buffer, forever. */
+static uint64_t stall_due(const struct client *c)
+{
+    if (!c->registered)
+        return c->connected_at + CLIENT_STALL_NS;
+    return c->partial_since ? c->partial_since + CLIENT_STALL_NS : 0;
+}
+
+uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now)
+{
+    uint64_t next = 0;
+
+    for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
+        struct client *c = &s->clients[i];
+        uint64_t due;
+        if (!c->used || c->doomed || (due = stall_due(c)) == 0)
+            continue;
+        if (now >= due) {
+            log_warn("client %llu (pid %d): %s for %.1f s: disconnecting",
+                     (unsigned long long)c->id, (int)c->pid,
+                     c->registered ? "a frame unfinished" : "not registered",
+                     (double)CLIENT_STALL_NS / 1e9);
+            c->doomed = true;
+        } else if (next == 0 || due < next) {
+            next = due;
+        }
+    }
+    return next;
 }
 
 void clients_on_listen(struct event_loop *loop, int fd, void *data)
@@ -487,5 +522,6 @@ void clients_on_listen(struct event_loop *loop, int fd, void *data)
         return;
     }
     c->reader->len = 0;
+    c->connected_at = now_ns();
     c->used = true;
 }

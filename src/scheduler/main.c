@@ -68,15 +68,22 @@ static void log_limit_scaling(struct scheduler *s)
     }
 }
 
+/* The earlier of two deadlines, 0 meaning none. */
+static uint64_t earliest_of(uint64_t a, uint64_t b)
+{
+    return a && (!b || a < b) ? a : b;
+}
+
 static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
     static struct policy_actions out; /* large: off the stack */
     struct quota_actions quota_out = {0};
-    uint64_t next, quota_next;
+    uint64_t next, quota_next, stall_next;
 
     (void)loop;
     footprint_sample_overheads(s, now);
+    stall_next = clients_expire_stalled(s, now);
     /* Clients doomed in this iteration (by a handler or by the ticks' own
      * sends) are closed here, like redis's asynchronous frees; their
      * departures pass locks on, so the ticks run again for the deadlines. */
@@ -91,7 +98,7 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
         quota_next = quota_tick(&s->quota, now, &quota_out);
         clients_apply_quota(s, &quota_out);
     } while (clients_reap(s));
-    return next && (!quota_next || next < quota_next) ? next : quota_next;
+    return earliest_of(earliest_of(next, quota_next), stall_next);
 }
 
 /* Holds an exclusive lock on <dir>/scheduler.lock for the process lifetime,

@@ -34,6 +34,8 @@ struct client {
     int account;
     bool oversubscribed; /* its device allocations are made managed */
     struct frame_reader *reader;
+    uint64_t connected_at;  /* a slot is not held without registering */
+    uint64_t partial_since; /* a frame begun and not finished since, or 0 */
 };
 
 struct scheduler {
@@ -68,6 +70,11 @@ void clients_broadcast(struct scheduler *s, uint16_t type);
  * per event-loop iteration, so no handler sees a client vanish under it.
  * Returns whether it closed any (their departures changed the policy). */
 bool clients_reap(struct scheduler *s);
+/* Dooms connections that stall: not registered, or in the middle of a
+ * frame, CLIENT_STALL_NS after they started. Returns when the next one
+ * would be due (0: none pending). */
+#define CLIENT_STALL_NS 2000000000ull /* 2 s */
+uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now);
 int clients_count(const struct scheduler *s);
 
 /* footprints.c */

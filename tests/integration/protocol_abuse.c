@@ -4,7 +4,10 @@
  *
  * Each case opens a connection, misbehaves, and expects the scheduler to
  * close that connection; after all of them a well-behaved client must still
- * register. Exit 0 if every expectation held. */
+ * register. A connection that never registers, and one that stops in the
+ * middle of a frame, are closed after the scheduler's stall time (2 s),
+ * not before 1.5 s and not after 4 s. Exit 0 if every expectation held. */
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -38,6 +41,33 @@ static int expect_closed(int fd, const char *name)
         return 1;
     }
     printf("ok: %s: connection closed\n", name);
+    return 0;
+}
+
+static long long monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* The connection stays open at least 1.5 s, and is closed within 4 s. */
+static int expect_closed_after_stall(int fd, const char *name)
+{
+    struct msg m;
+    long long start = monotonic_ms(), waited;
+    int rc;
+
+    while ((rc = msg_recv(fd, &m, 4000)) == PROTO_OK)
+        ; /* REGISTER_OK, UPDATE_LIMIT */
+    waited = monotonic_ms() - start;
+    close(fd);
+    if (rc != PROTO_E_IO || waited < 1500 || waited > 4000) {
+        printf("FAIL: %s: %s after %lld ms\n", name, proto_strerror(rc), waited);
+        return 1;
+    }
+    printf("ok: %s: closed after %lld ms\n", name, waited);
     return 0;
 }
 
@@ -110,6 +140,21 @@ int main(int argc, char **argv)
             continue;
         }
         failures += expect_closed(fd, names[i]);
+    }
+
+    /* Stalls: silent from the start, and half a frame after registering. */
+    int quiet = connect_or_die();
+    failures += quiet < 0 || expect_closed_after_stall(quiet, "never registered");
+    int half = connect_or_die();
+    struct msg first = registration(), reply0;
+    m = (struct msg){.type = MSG_REQ_LOCK};
+    len = msg_encode(&m, frame, sizeof(frame));
+    if (half < 0 || msg_send(half, &first) || msg_recv(half, &reply0, 2000) ||
+        send(half, frame, (size_t)len - 1, MSG_NOSIGNAL) != len - 1) {
+        printf("FAIL: half a frame: could not set up\n");
+        failures++;
+    } else {
+        failures += expect_closed_after_stall(half, "half a frame");
     }
 
     /* The daemon survived all of it and still serves a good client. */
