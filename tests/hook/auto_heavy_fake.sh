@@ -19,9 +19,6 @@
 # usage: auto_heavy_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR FAKE_JOB NVSHARECTL
 set -euo pipefail
 SCHED=$1 LIB=$2 FAKE_DIR=$3 JOB=$4 CTL=$5
-WORK=$(mktemp -d /tmp/nvshare-auto.XXXXXX)
-scheds=()
-trap 'kill "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 source "$(dirname "$0")/lib.sh"
 failed=0
 

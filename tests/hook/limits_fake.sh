@@ -29,9 +29,6 @@
 # usage: limits_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR FAKE_JOB
 set -euo pipefail
 SCHED=$1 LIB=$2 FAKE_DIR=$3 JOB=$4
-WORK=$(mktemp -d /tmp/nvshare-limits.XXXXXX)
-scheds=()
-trap 'kill "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 source "$(dirname "$0")/lib.sh"
 SPAN_NS=5000000000
 

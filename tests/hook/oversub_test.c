@@ -56,15 +56,20 @@
 #define MIB (1ull << 20)
 
 /* libnvshare's test entries, found at run time (it is preloaded). */
-static uint64_t hook_u64(const char *name, int gpu)
+static void *hook_entry(const char *name)
 {
-    uint64_t (*fn)(int) = (uint64_t(*)(int))dlsym(RTLD_DEFAULT, name);
+    void *fn = dlsym(RTLD_DEFAULT, name);
 
     if (fn == NULL) {
         printf("FAIL: libnvshare does not export %s\n", name);
         exit(1);
     }
-    return fn(gpu);
+    return fn;
+}
+
+static uint64_t hook_u64(const char *name, int gpu)
+{
+    return ((uint64_t(*)(int))hook_entry(name))(gpu);
 }
 
 static uint64_t swap_out(void) { return hook_u64("nvshare_hook_swap_out", 0); }
@@ -352,26 +357,12 @@ static void swap(void)
 
 static void prepare_swap(void)
 {
-    void (*fn)(int) = (void (*)(int))dlsym(RTLD_DEFAULT,
-                                           "nvshare_hook_prepare_swap");
-
-    if (fn == NULL) {
-        printf("FAIL: libnvshare does not export nvshare_hook_prepare_swap\n");
-        exit(1);
-    }
-    fn(0);
+    ((void (*)(int))hook_entry("nvshare_hook_prepare_swap"))(0);
 }
 
 static void wait_prepared(void)
 {
-    void (*fn)(int) = (void (*)(int))dlsym(RTLD_DEFAULT,
-                                           "nvshare_hook_wait_prepared");
-
-    if (fn == NULL) {
-        printf("FAIL: libnvshare does not export nvshare_hook_wait_prepared\n");
-        exit(1);
-    }
-    fn(0);
+    ((void (*)(int))hook_entry("nvshare_hook_wait_prepared"))(0);
 }
 
 static void prepare(void)
