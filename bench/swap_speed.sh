@@ -13,7 +13,9 @@
 # swap_speed.cu (targets: the first, prepared swap-out >= 35 GB/s, later
 # ones >= 35 GB/s and >= 70 % of in, in >= 40 GB/s, every checksum intact),
 # plus libnvshare's swap statistics (swap-pinned-ahead: pinned copies made
-# by the preparation; swap-pinned-at-evict: by a swap-out, 0 when prepared). Settings: GIB=6 (buffer), ROUNDS=5, BUILD=build, GPU=0.
+# by the preparation; swap-unpinned: allocations a swap-out prefetched for
+# want of a copy, 0 when prepared). Settings: GIB=6 (buffer), ROUNDS=5,
+# BUILD=build, GPU=0.
 # Results in $OUT/swap_speed (else a new directory under /tmp). Exit status:
 # 0 PASS, 1 FAIL, 2 could not run.
 set -uo pipefail

@@ -203,8 +203,7 @@ struct mem_swap_slot {
     bool converted; /* made managed for oversubscription: device memory to
                        the application, which never reads it on the host */
     bool out;       /* its data is in backing, its device pages discarded */
-    void *backing;  /* pinned host copy, from its first swap-out (or its
-                       preparation) to its free */
+    void *backing;  /* pinned host copy, from its preparation to its free */
     bool blank_at_birth;      /* made while this process could not submit
                                  to its GPU (gate closed) */
     uint64_t grants_at_birth; /* nvshare_lock_grants() when it was made */
@@ -385,7 +384,6 @@ enum hook_event {
     HOOK_EV_SWAP_IN_BYTES,
     HOOK_EV_SWAP_IN_US,
     HOOK_EV_SWAP_PINNED_AHEAD,    /* pinned copies made before an EVICT */
-    HOOK_EV_SWAP_PINNED_AT_EVICT, /* ... made by the swap-out itself */
     HOOK_EV_SWAP_UNPINNED,        /* prefetched: its copy not made yet */
     HOOK_EV_COUNT
 };

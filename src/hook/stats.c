@@ -32,7 +32,6 @@ static const char *const event_names[HOOK_EV_COUNT] = {
     [HOOK_EV_SWAP_IN_BYTES] = "swap-in-bytes",
     [HOOK_EV_SWAP_IN_US] = "swap-in-us",
     [HOOK_EV_SWAP_PINNED_AHEAD] = "swap-pinned-ahead",
-    [HOOK_EV_SWAP_PINNED_AT_EVICT] = "swap-pinned-at-evict",
     [HOOK_EV_SWAP_UNPINNED] = "swap-unpinned",
 };
 

@@ -26,11 +26,13 @@
  * those calls (CUDA < 12.8) or the pinned copy cannot be allocated.
  *
  * Pinning is the slow part (cuMemHostAlloc of 6 GiB: 4 s on an H100, the
- * copy into it 0.14 s), so the copies are made ahead: PREPARE_SWAP, sent
- * as soon as a job waits for memory, starts a background thread per GPU
- * that pins a copy for every converted allocation without one, and for
- * each one allocated afterwards (below, "preparing"). A swap-out pins
- * only what is still missing, so correctness never depends on it.
+ * copy into it 0.14 s), so the copies are made ahead and only there:
+ * PREPARE_SWAP, sent as soon as a GPU's clients hold more than it admits,
+ * starts a background thread per GPU that pins a copy for every converted
+ * allocation without one, and for each one allocated afterwards (below,
+ * "preparing"). A swap-out never pins: what has no copy yet is prefetched
+ * (~3.3 GB/s, faster than pinning at ~1.7 GB/s and then copying), so
+ * correctness never depends on the preparation.
  *
  * A swap runs on the client's thread (or any thread that is not in a
  * submission), never through the wrappers, so it is never gated: for each
@@ -164,32 +166,16 @@ static bool batch_add(struct batch *b, CUdeviceptr ptr, uint64_t bytes,
     return true;
 }
 
-static bool prepare_asked(int gpu);
-
 /* Swap-out of a converted allocation: into its pinned copy, false if it
- * must be prefetched instead. While the copies are being prepared, one not
- * made yet is not made here: pinning (~1.7 GB/s on an H100) and then
- * copying takes longer than the prefetch (~3.3 GB/s) on the critical path
- * of the job that waits; the preparer makes it for the next swap-out. */
-static bool copy_out(struct swap *job, const struct hook_driver *drv,
-                     CUdeviceptr ptr, uint64_t bytes, struct mem_swap_slot *slot)
+ * has none yet and must be prefetched instead. */
+static bool copy_out(struct swap *job, CUdeviceptr ptr, uint64_t bytes,
+                     struct mem_swap_slot *slot)
 {
     CUresult rc;
 
-    if (slot->backing == NULL && prepare_asked(job->gpu)) {
+    if (slot->backing == NULL) {
         hook_count(&hook_stat_events[HOOK_EV_SWAP_UNPINNED], 1);
         return false;
-    }
-    if (slot->backing == NULL) {
-        if ((rc = drv->mem_host_alloc(&slot->backing, (size_t)bytes, 0)) !=
-            CUDA_SUCCESS) {
-            slot->backing = NULL;
-            log_debug("swap out: no pinned copy of %llu bytes (%d): "
-                      "prefetching",
-                      (unsigned long long)bytes, (int)rc);
-            return false;
-        }
-        hook_count(&hook_stat_events[HOOK_EV_SWAP_PINNED_AT_EVICT], 1);
     }
     if (!batch_add(&job->batch, ptr, bytes, slot))
         return false;
@@ -204,7 +190,6 @@ static void move_one(CUdeviceptr ptr, uint64_t bytes, struct mem_swap_slot *slot
                      void *arg)
 {
     struct swap *job = arg;
-    const struct hook_driver *drv = hook_driver();
     CUresult rc;
 
     if (slot->out) {
@@ -219,7 +204,7 @@ static void move_one(CUdeviceptr ptr, uint64_t bytes, struct mem_swap_slot *slot
         return; /* discarded with the copied ones, nothing to copy */
     }
     if (slot->converted && job->copies && !job->to_device &&
-        copy_out(job, drv, ptr, bytes, slot))
+        copy_out(job, ptr, bytes, slot))
         return;
     if ((rc = prefetch(job, ptr, bytes)) == CUDA_SUCCESS)
         job->prefetched += bytes;
@@ -414,18 +399,11 @@ static struct preparer preparers[NVSHARE_MAX_GPUS];
 static pthread_mutex_t preparers_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t preparer_done = PTHREAD_COND_INITIALIZER;
 
-static bool prepare_asked(int gpu)
-{
-    pthread_mutex_lock(&preparers_lock);
-    bool asked = preparers[gpu].asked;
-    pthread_mutex_unlock(&preparers_lock);
-    return asked;
-}
 
-/* Held while one pinned copy is made (seconds), by every swap-out and
- * around the destruction of a context: a swap-out waits for the copy in
- * progress rather than pinning the same allocation twice, and no context
- * dies under a pin. */
+/* Held while one pinned copy is made (seconds), and around the destruction
+ * of a context, so that no context dies under a pin. A swap-out does not
+ * take it: it holds the allocation map, under which a finished copy is
+ * attached, so it sees each allocation with its copy or without. */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Set at exit, under pin_lock: the runtime and the driver tear down
  * after it, so no pin may start any more. */
@@ -629,13 +607,8 @@ __attribute__((constructor)) static void register_swap_fork_handler(void)
 
 uint64_t hook_swap_out(int gpu, void *user)
 {
-    uint64_t moved;
-
     (void)user;
-    pthread_mutex_lock(&pin_lock);
-    moved = swap(gpu, false);
-    pthread_mutex_unlock(&pin_lock);
-    return moved;
+    return swap(gpu, false);
 }
 
 uint64_t hook_swap_in(int gpu, void *user)

@@ -58,8 +58,8 @@ grep -q "client [0-9]* prepares to swap out" "$WORK/sched.log" || fail "no PREPA
 for j in 1 2; do
     grep -q "stats: swap-pinned-ahead [1-9]" "$WORK/job$j.err" ||
         fail "job $j made no pinned copy ahead"
-    grep -q "stats: swap-pinned-at-evict 0$" "$WORK/job$j.err" ||
-        fail "a swap-out of job $j pinned: $(grep pinned "$WORK/job$j.err")"
+    grep -q "stats: swap-unpinned 0$" "$WORK/job$j.err" ||
+        fail "a swap-out of job $j found an allocation without its copy: $(grep pinned "$WORK/job$j.err")"
 done
 for j in 1 2; do
     rate=$(sed -n 's/rate=//p' "$WORK/job$j.out")

@@ -73,7 +73,7 @@ echo "PASS: $(grep -c '^copy_dtoh' <<<"$trace") copies to the host," \
 
 check "prepared swap-out pins nothing" \
     run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_PIN_GBPS=0.2 "$TEST" prepare
-grep -q "pinned_at_evict=0" "$dir/out" || fail "the prepared swap-out pinned"
+grep -q "unpinned=0" "$dir/out" || fail "the prepared swap-out found an allocation without its copy"
 check "a swap-out behind the preparer prefetches, and the next copies" \
     run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_PIN_GBPS=0.2 "$TEST" prepare-behind
 check "blank allocations are discarded, not copied" \

@@ -78,13 +78,14 @@ await_status b evictable_bytes $(( 6 * GiB ))
 wait "${JOB_PIDS[@]}" || fail "a job failed"
 JOB_PIDS=()
 grep -q "waits for memory" "$WORK/sched.log" || fail "6.5 + 6.5 GiB were admitted on 9 GiB"
-outs=$(cat "$WORK"/a/trace.* "$WORK"/b/trace.* | grep -c '^discard ' || true)
+outs=$(cat "$WORK"/a/trace.* "$WORK"/b/trace.* | grep -cE '^(discard|prefetch_host) ' || true)
 [ "$outs" -ge 1 ] || fail "no swap-out"
 # Never both resident: a kernel of one only while the other is swapped out
-# (after its discard, before its next swap-in) or gone.
+# (after its discard, or its prefetch to the host while its pinned copy was
+# still being made, and before its next swap-in) or gone.
 { for j in a b; do
-      awk -v c="$j" '$1 == "discard" { print $3, "out", c; next }
-                     $1 == "discard_prefetch_device" { print $2, "in", c; next }
+      awk -v c="$j" '$1 == "discard" || $1 == "prefetch_host" { print $3, "out", c; next }
+                     $1 == "discard_prefetch_device" || $1 == "prefetch_device" { print $2, "in", c; next }
                      /^(copy|prefetch)/ { next }
                      { print $2, "unit", c; if ($3 > last) last = $3 }
                      END { print last, "gone", c }' "$WORK"/$j/trace.*
