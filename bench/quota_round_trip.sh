@@ -12,6 +12,7 @@ set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$TOP/build}
 export NVSHARE_SOCK_DIR=$(mktemp -d)
+export NVSHARE_STATE_FILE= # no settings left behind for the next run
 NVSHARE_GPUS=GPU-bench-0:16384 "$BUILD/src/scheduler/nvshare-scheduler" >/dev/null 2>&1 &
 sched=$!
 trap 'kill $sched; rm -rf "$NVSHARE_SOCK_DIR"' EXIT

@@ -21,6 +21,7 @@ mkdir -p "$OUT"
 BIN=$OUT/bin; mkdir -p "$BIN"
 LIB=$BUILD/src/hook/libnvshare.so
 export NVSHARE_SOCK_DIR=$OUT/sock
+export NVSHARE_STATE_FILE= # no settings left behind for the next run
 NVCC=${NVCC:-nvcc}
 
 [ -f "$LIB" ] || { echo "bench: build first ($LIB missing)"; exit 1; }

@@ -15,6 +15,7 @@ BIN=$TOP/$BUILD
 DEMO=$TOP/.demo
 LIB=$BIN/src/hook/libnvshare.so
 export NVSHARE_SOCK_DIR=$DEMO/sock
+export NVSHARE_STATE_FILE=$DEMO/state.conf # what nvsharectl sets survives a restart
 rm -rf "$DEMO"; mkdir -p "$DEMO"
 
 if command -v nvidia-smi >/dev/null && command -v nvcc >/dev/null && [ -f "$LIB" ] &&

@@ -203,3 +203,40 @@ void format_size(uint64_t bytes, char *buf, size_t len)
     }
     snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", value, units[u]);
 }
+
+/* The largest unit that keeps v exact: 1h, not format_duration's "1h00m";
+ * 512Mi, not "512.00 MiB". What it prints parses back to the same value. */
+struct exact_unit {
+    uint64_t size;
+    const char *name;
+};
+
+static void format_exact(uint64_t v, const struct exact_unit *u, char *buf,
+                         size_t len)
+{
+    if (v == 0) {
+        snprintf(buf, len, "0");
+        return;
+    }
+    while (v % u->size)
+        u++;
+    snprintf(buf, len, "%llu%s", (unsigned long long)(v / u->size), u->name);
+}
+
+void format_duration_exact(uint64_t ns, char *buf, size_t len)
+{
+    static const struct exact_unit units[] = {
+        {3600000000000ull, "h"}, {60000000000ull, "m"}, {1000000000ull, "s"},
+        {1000000ull, "ms"}, {1000ull, "us"}, {1, "ns"}};
+
+    format_exact(ns, units, buf, len);
+}
+
+void format_size_exact(uint64_t bytes, char *buf, size_t len)
+{
+    static const struct exact_unit units[] = {
+        {1ull << 40, "Ti"}, {1ull << 30, "Gi"}, {1ull << 20, "Mi"},
+        {1ull << 10, "Ki"}, {1, ""}};
+
+    format_exact(bytes, units, buf, len);
+}

@@ -33,4 +33,9 @@ void format_duration(uint64_t ns, char *buf, size_t len);
 /* Formats a byte count for people: "4.00 GiB". */
 void format_size(uint64_t bytes, char *buf, size_t len);
 
+/* As the operator would write them, exact, so they parse back: "1h",
+ * "250ms", "512Mi", "1000" (bytes). */
+void format_duration_exact(uint64_t ns, char *buf, size_t len);
+void format_size_exact(uint64_t bytes, char *buf, size_t len);
+
 #endif

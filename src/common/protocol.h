@@ -29,6 +29,8 @@
 #define PROTO_MAX_GPUS 32         /* GPUs one client may register */
 #define PROTO_NAME_MAX 254        /* Kubernetes names are at most 253 bytes */
 #define PROTO_UUID_MAX 96         /* "GPU-<36>" and "MIG-GPU-<36>/<gi>/<ci>" */
+#define PROTO_POD_UID_MAX 40      /* a UUID's 36 characters */
+#define PROTO_CONTAINER_ID_MAX 72 /* 64 hex digits */
 #define PROTO_TEXT_MAX 512
 #define PROTO_MAX_WAITERS 256     /* waiters listed per GPU in a status reply */
 
@@ -86,6 +88,14 @@ enum limit_source {
     LIMIT_NONE = 0,
     LIMIT_DECLARED = 1, /* NVSHARE_GPU_CORE_LIMIT at registration */
     LIMIT_RUNTIME = 2,  /* nvsharectl or the pod annotation */
+};
+
+/* Where the pod a client is billed to comes from. */
+enum pod_source {
+    POD_SOURCE_NONE = 0,     /* none: billed on its own */
+    POD_SOURCE_DECLARED = 1, /* a plain host: the name it declared, bound to
+                                the uid that declared it first */
+    POD_SOURCE_CGROUP = 2,   /* a Kubernetes node: the pod UID in its cgroup */
 };
 
 enum client_gpu_state {

@@ -93,21 +93,25 @@ static int unexpected(const struct ctl_target *t, const struct msg *m, char *err
     return -1;
 }
 
-static int add_client(struct ctl_status *st, const struct msg_status_client *c)
+/* Appends item to a list that doubles as it grows. */
+static int append(void *list, int *n, int *cap, size_t size, const void *item)
 {
-    if (st->n_clients == st->cap_clients) {
-        int cap = st->cap_clients ? 2 * st->cap_clients : 16;
-        void *grown = realloc(st->clients, (size_t)cap * sizeof(*st->clients));
+    char **items = list;
+
+    if (*n == *cap) {
+        int grown_cap = *cap ? 2 * *cap : 16;
+        char *grown = realloc(*items, (size_t)grown_cap * size);
         if (!grown)
             return -1;
-        st->clients = grown;
-        st->cap_clients = cap;
+        *items = grown;
+        *cap = grown_cap;
     }
-    st->clients[st->n_clients++] = *c;
+    memcpy(*items + (size_t)(*n)++ * size, item, size);
     return 0;
 }
 
-/* Checks the records in order: NODE, exactly n_gpus GPUs, CLIENTs, END. */
+/* Checks the records in order: NODE, exactly n_gpus GPUs, CLIENTs, PODs,
+ * END. */
 static int read_status(const struct ctl_target *t, int fd,
                        struct ctl_status *st, char *err)
 {
@@ -142,8 +146,15 @@ static int read_status(const struct ctl_target *t, int fd,
                    st->n_gpus < st->node.n_gpus) {
             st->gpus[st->n_gpus++] = m->u.gpu;
         } else if (m->type == MSG_CTL_STATUS_CLIENT &&
-                   st->n_gpus == st->node.n_gpus) {
-            if (add_client(st, &m->u.client)) {
+                   st->n_gpus == st->node.n_gpus && st->n_pods == 0) {
+            if (append(&st->clients, &st->n_clients, &st->cap_clients,
+                       sizeof(*st->clients), &m->u.client)) {
+                snprintf(err, CTL_ERR_LEN, "out of memory");
+                goto out;
+            }
+        } else if (m->type == MSG_CTL_STATUS_POD && st->n_gpus == st->node.n_gpus) {
+            if (append(&st->pods, &st->n_pods, &st->cap_pods, sizeof(*st->pods),
+                       &m->u.pod)) {
                 snprintf(err, CTL_ERR_LEN, "out of memory");
                 goto out;
             }
@@ -182,6 +193,7 @@ void ctl_status_free(struct ctl_status *st)
 {
     free(st->gpus);
     free(st->clients);
+    free(st->pods);
     memset(st, 0, sizeof(*st));
 }
 

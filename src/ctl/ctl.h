@@ -30,6 +30,8 @@ struct ctl_status {
     int n_gpus;
     struct msg_status_client *clients;
     int n_clients, cap_clients;
+    struct msg_status_pod *pods; /* connected, or with an operator's limit */
+    int n_pods, cap_pods;
 };
 
 int ctl_fetch_status(const struct ctl_target *t, struct ctl_status *st,

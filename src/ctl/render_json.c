@@ -79,6 +79,11 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
     json_string(j, "namespace", c->pod_namespace);
     json_string(j, "pod", c->pod_name);
     json_string(j, "container", c->container_name);
+    json_uint(j, "uid", c->uid);
+    json_string(j, "pod_source", c->pod_source == POD_SOURCE_CGROUP ? "cgroup"
+                : c->pod_source == POD_SOURCE_DECLARED ? "declared" : "none");
+    json_string(j, "pod_uid", c->pod_uid);
+    json_string(j, "container_id", c->container_id);
     json_uint(j, "gpu_index", c->gpu);
     json_string(j, "gpu_uuid", gpu_uuid(st, c->gpu));
     json_string(j, "state", ctl_state_name(c->state));
@@ -116,6 +121,22 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
     json_end_object(j);
 }
 
+static void pod_json(struct json_out *j, const struct msg_status_pod *p)
+{
+    json_begin_object(j, NULL);
+    json_string(j, "namespace", p->pod_namespace);
+    json_string(j, "pod", p->pod_name);
+    json_string(j, "pod_uid", p->pod_uid);
+    if (p->bound)
+        json_uint(j, "owner_uid", p->owner);
+    else
+        json_null(j, "owner_uid");
+    json_uint(j, "core_limit", p->core_limit);
+    json_uint(j, "memory_limit_bytes", p->memory_limit);
+    json_uint(j, "clients", p->clients);
+    json_end_object(j);
+}
+
 void render_json(FILE *out, const struct ctl_status *st)
 {
     struct json_out j;
@@ -145,6 +166,10 @@ void render_json(FILE *out, const struct ctl_status *st)
     json_begin_array(&j, "clients");
     for (int i = 0; i < st->n_clients; i++)
         client_json(&j, st, &st->clients[i]);
+    json_end_array(&j);
+    json_begin_array(&j, "pods");
+    for (int i = 0; i < st->n_pods; i++)
+        pod_json(&j, &st->pods[i]);
     json_end_array(&j);
     json_end_object(&j);
 }

@@ -106,13 +106,22 @@ static void table_flush(FILE *out, struct table *t)
     memset(t, 0, sizeof(*t));
 }
 
-/* "namespace/pod", "pod", or "-" for a client outside Kubernetes. */
+/* "namespace/pod", "pod", "uid:<pod-uid>" (a Kubernetes pod not named
+ * yet), or "-" for a client in no pod. */
+static void pod_name_label(const char *pod_namespace, const char *pod_name,
+                           const char *pod_uid, char *buf, size_t len)
+{
+    if (pod_namespace[0] && pod_name[0])
+        snprintf(buf, len, "%s/%s", pod_namespace, pod_name);
+    else if (pod_name[0])
+        snprintf(buf, len, "%s", pod_name);
+    else
+        snprintf(buf, len, "%s%s", pod_uid[0] ? "uid:" : "-", pod_uid);
+}
+
 static void pod_label(const struct msg_status_client *c, char *buf, size_t len)
 {
-    if (c->pod_namespace[0] && c->pod_name[0])
-        snprintf(buf, len, "%s/%s", c->pod_namespace, c->pod_name);
-    else
-        snprintf(buf, len, "%s", c->pod_name[0] ? c->pod_name : "-");
+    pod_name_label(c->pod_namespace, c->pod_name, c->pod_uid, buf, len);
 }
 
 /* Writes a list of items after a label, comma-separated, wrapping before
@@ -398,6 +407,32 @@ static void client_resource_table(FILE *out, const struct ctl_status *st)
     table_flush(out, &t);
 }
 
+/* The pods the scheduler knows, with the operator's limits: those set for
+ * pods not connected show here before their first process does. */
+static void pod_table(FILE *out, const struct ctl_status *st)
+{
+    static const char *const head[] = {"POD", "OWNER", "CORE LIMIT", "MEMORY LIMIT",
+                                        "CLIENTS"};
+    struct table t = {.n_cols = 5};
+
+    table_row(&t, head);
+    for (int i = 0; i < st->n_pods; i++) {
+        const struct msg_status_pod *p = &st->pods[i];
+        char pod[CELL_LEN], owner[24], core[8], memory[32], clients[16];
+        pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod, sizeof(pod));
+        snprintf(owner, sizeof(owner), p->bound ? "uid %u" : "-", p->owner);
+        snprintf(core, sizeof(core), p->core_limit ? "%u%%" : "-", p->core_limit);
+        if (p->memory_limit)
+            format_size(p->memory_limit, memory, sizeof(memory));
+        else
+            snprintf(memory, sizeof(memory), "-");
+        snprintf(clients, sizeof(clients), "%u", p->clients);
+        const char *row[] = {pod, owner, core, memory, clients};
+        table_row(&t, row);
+    }
+    table_flush(out, &t);
+}
+
 void render_table(FILE *out, const struct ctl_status *st)
 {
     char tq[32], up[32], window[32], sw[32];
@@ -424,9 +459,13 @@ void render_table(FILE *out, const struct ctl_status *st)
     fputc('\n', out);
     if (st->n_clients == 0) {
         fputs("no clients registered\n", out);
-        return;
+    } else {
+        client_sched_table(out, st);
+        fputc('\n', out);
+        client_resource_table(out, st);
     }
-    client_sched_table(out, st);
-    fputc('\n', out);
-    client_resource_table(out, st);
+    if (st->n_pods) {
+        fputc('\n', out);
+        pod_table(out, st);
+    }
 }

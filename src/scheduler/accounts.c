@@ -1,10 +1,9 @@
 /* accounts.c - see accounts.h.
  *
  * All clients of a pod share one account, so a pod's compute limit and
- * memory quota hold however many processes it runs. An effective limit is
- * the run-time one (set by an operator or the pod's annotation) if any, else
- * the one the pod's clients declared at registration; removing the run-time
- * limit falls back to the declared one. */
+ * memory quota hold however many processes it runs. Who may join a pod is
+ * decided before (pods.h); here the limits combine: a tenant's declaration
+ * only ever lowers what the operator allows. */
 #include "accounts.h"
 
 #include <string.h>
@@ -24,54 +23,59 @@ static void emit(struct account_actions *out, enum account_action_kind kind,
 
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)
 {
-    if (l->runtime) {
-        *source = LIMIT_RUNTIME;
-        return l->runtime;
+    if (l->declared && (!l->runtime || l->declared < l->runtime)) {
+        *source = LIMIT_DECLARED;
+        return l->declared;
     }
-    *source = l->declared ? LIMIT_DECLARED : LIMIT_NONE;
-    return l->declared;
+    *source = l->runtime ? LIMIT_RUNTIME : LIMIT_NONE;
+    return l->runtime;
+}
+
+/* Lowers a declared limit: a tenant cannot raise one that another of the
+ * pod's clients declared. Returns whether it changed. */
+static bool declare(struct limit_setting *l, uint64_t value)
+{
+    if (!value || (l->declared && l->declared <= value))
+        return false;
+    l->declared = value;
+    return true;
+}
+
+int account_of_pod(const struct account accounts[POLICY_MAX_CLIENTS],
+                   const struct pod_id *pod)
+{
+    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
+        if (accounts[i].refs && !pod_id_empty(&accounts[i].pod) &&
+            pod_id_equal(&accounts[i].pod, pod))
+            return i;
+    return -1;
 }
 
 int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
-                   const struct msg_register *reg, struct account_actions *out)
+                   const struct account_claim *claim, struct account_actions *out)
 {
-    int free_index = -1;
+    int i = pod_id_empty(&claim->pod) ? -1 : account_of_pod(accounts, &claim->pod);
 
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
+    if (i >= 0) {
         struct account *a = &accounts[i];
-        if (!a->refs) {
-            if (free_index < 0)
-                free_index = i;
-            continue;
-        }
-        if (reg->pod_name[0] && !strcmp(a->pod_name, reg->pod_name) &&
-            !strcmp(a->pod_namespace, reg->pod_namespace)) {
-            a->refs++;
-            /* Clients of one pod declare the same environment; a later,
-             * different declaration updates it. */
-            if ((reg->core_limit && reg->core_limit != a->core.declared) ||
-                (reg->memory_limit && reg->memory_limit != a->memory.declared)) {
-                if (reg->core_limit)
-                    a->core.declared = reg->core_limit;
-                if (reg->memory_limit)
-                    a->memory.declared = reg->memory_limit;
-                emit(out, ACCOUNT_LIMITS, accounts, i);
-            }
-            return i;
-        }
+        bool lowered = declare(&a->core, claim->core_declared);
+        lowered |= declare(&a->memory, claim->memory_declared);
+        a->refs++;
+        if (lowered)
+            emit(out, ACCOUNT_LIMITS, accounts, i);
+        return i;
     }
-    struct account *a = &accounts[free_index];
+    for (i = 0; accounts[i].refs; i++)
+        ;
+    struct account *a = &accounts[i];
     memset(a, 0, sizeof(*a));
     a->refs = 1;
-    if (reg->pod_name[0]) {
-        memcpy(a->pod_namespace, reg->pod_namespace, sizeof(a->pod_namespace));
-        memcpy(a->pod_name, reg->pod_name, sizeof(a->pod_name));
-    }
-    a->core.declared = reg->core_limit;
-    a->memory.declared = reg->memory_limit;
-    emit(out, ACCOUNT_RESET, accounts, free_index);
-    emit(out, ACCOUNT_LIMITS, accounts, free_index);
-    return free_index;
+    a->pod = claim->pod;
+    a->core = (struct limit_setting){claim->core_declared, claim->core_operator};
+    a->memory = (struct limit_setting){claim->memory_declared, claim->memory_operator};
+    emit(out, ACCOUNT_RESET, accounts, i);
+    emit(out, ACCOUNT_LIMITS, accounts, i);
+    return i;
 }
 
 void account_detach(struct account accounts[POLICY_MAX_CLIENTS], int account,

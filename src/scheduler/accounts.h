@@ -10,24 +10,35 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "pods.h"     /* struct pod_id */
 #include "policy.h"   /* POLICY_MAX_CLIENTS */
-#include "protocol.h" /* struct msg_register, PROTO_NAME_MAX, LIMIT_* */
+#include "protocol.h" /* LIMIT_* */
 
-/* A limit as its two sources set it; the run-time one wins. */
+/* A limit as its two sources set it. The operator's (nvsharectl, later the
+ * pod's annotation) is the one in force; a tenant's declaration can only
+ * lower it, never raise or remove it. */
 struct limit_setting {
-    uint64_t declared; /* from a client's registration (environment); 0 = none */
-    uint64_t runtime;  /* from nvsharectl or the pod's annotation; 0 = none */
+    uint64_t declared; /* lowest a client of the pod declared; 0 = none */
+    uint64_t runtime;  /* the operator's; 0 = none */
 };
 
-/* What a pod is billed and limited as. Clients without a pod name are an
+/* What a pod is billed and limited as. Clients without a pod are an
  * account each. Indexes are the policy's and the quota's account numbers;
  * there are as many accounts as client slots, so attaching always finds one. */
 struct account {
     int refs; /* registered clients; 0 = free */
-    char pod_namespace[PROTO_NAME_MAX];
-    char pod_name[PROTO_NAME_MAX];
+    struct pod_id pod; /* empty: a client on its own */
     struct limit_setting core;   /* percent */
     struct limit_setting memory; /* bytes per GPU */
+};
+
+/* What a registering client is billed as and limited to. */
+struct account_claim {
+    struct pod_id pod;         /* empty: bill it on its own */
+    uint64_t core_declared;    /* percent; 0 = none (or not honoured) */
+    uint64_t memory_declared;  /* bytes; 0 = none (or not honoured) */
+    uint64_t core_operator;    /* the pod's record (pods.h); 0 = none */
+    uint64_t memory_operator;
 };
 
 enum account_action_kind {
@@ -47,21 +58,26 @@ struct account_actions {
     struct account_action list[2]; /* the most one call emits */
 };
 
-/* A client registered: returns its account (the pod's, or a new one). */
+/* A client registered: returns its account (the pod's, or a new one). A
+ * declaration lower than the pod's declared limit lowers it for the pod. */
 int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
-                   const struct msg_register *reg, struct account_actions *out);
+                   const struct account_claim *claim, struct account_actions *out);
+
+/* The pod's account, or -1 when none of its clients is registered. */
+int account_of_pod(const struct account accounts[POLICY_MAX_CLIENTS],
+                   const struct pod_id *pod);
 
 /* A registered client left; the account is freed with its last client. */
 void account_detach(struct account accounts[POLICY_MAX_CLIENTS], int account,
                     struct account_actions *out);
 
-/* Sets the account's run-time core (percent) or memory (bytes) limit; 0
- * removes it, falling back to the declared one. */
+/* Sets the account's operator core (percent) or memory (bytes) limit; 0
+ * removes it, leaving the declared one. */
 void account_set_runtime(struct account accounts[POLICY_MAX_CLIENTS], int account,
                          bool core, uint64_t value, struct account_actions *out);
 
-/* The limit in force and where it comes from (LIMIT_RUNTIME, LIMIT_DECLARED
- * or LIMIT_NONE). */
+/* The limit in force, the lower of the two that are set, and where it
+ * comes from (LIMIT_RUNTIME, LIMIT_DECLARED or LIMIT_NONE). */
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source);
 
 #endif

@@ -16,17 +16,24 @@
 #include "scheduler.h"
 #include "sock.h"
 
+/* The pod c is billed to, as logs show it ("ns/name", "uid:...", "-"). One
+ * buffer: one call per log line. */
 static const char *pod_of(const struct client *c)
 {
-    return c->reg.pod_name[0] ? c->reg.pod_name : "-";
+    static char text[2 * PROTO_NAME_MAX + 8];
+
+    pod_id_format(&c->sched->accounts[c->account].pod, text, sizeof(text));
+    return text;
 }
 
 static void close_client(struct scheduler *s, struct client *c,
                          struct policy_actions *out)
 {
-    if (c->registered)
+    if (c->registered) {
         log_info("client %llu (pid %d, pod %s) left",
                  (unsigned long long)c->id, (int)c->pid, pod_of(c));
+        pods_leave(&s->state.pods, &s->accounts[c->account].pod);
+    }
     event_loop_remove(s->loop, c->fd);
     close(c->fd);
     free(c->reader);
@@ -295,6 +302,53 @@ int clients_count(const struct scheduler *s)
     return n;
 }
 
+/* Who the client is: the kernel says which pod (its cgroup) on a Kubernetes
+ * node; on a plain host the pod it declares counts only if its uid may
+ * join it. Anything else is billed on its own, never refused: a refused
+ * client would run unscheduled, which is what an impostor wants. */
+static void claim_of(struct scheduler *s, struct client *c,
+                     const struct msg_register *reg, struct account_claim *claim)
+{
+    enum identity_kind kind = identity_of_pid(s->proc_root, c->pid, &c->identity);
+    char declared[2 * PROTO_NAME_MAX + 8];
+    uint32_t owner;
+    struct pod *pod;
+
+    memset(claim, 0, sizeof(*claim));
+    if (s->declared_limits) {
+        claim->core_declared = reg->core_limit;
+        claim->memory_declared = reg->memory_limit;
+    }
+    if (kind == IDENTITY_POD) {
+        snprintf(claim->pod.uid, sizeof(claim->pod.uid), "%s", c->identity.pod_uid);
+    } else if (kind == IDENTITY_HOST) {
+        memcpy(claim->pod.pod_namespace, reg->pod_namespace,
+               sizeof(claim->pod.pod_namespace));
+        memcpy(claim->pod.pod_name, reg->pod_name, sizeof(claim->pod.pod_name));
+    } else if (reg->pod_name[0]) {
+        log_warn("client pid %d: cannot read its cgroup under %s: billed on its "
+                 "own, not as the pod it declares", (int)c->pid,
+                 s->proc_root ? s->proc_root : "/proc");
+    }
+    if (pod_id_empty(&claim->pod))
+        return;
+    if (pods_join(&s->state.pods, &claim->pod, (uint32_t)c->uid, &pod, &owner) < 0) {
+        pod_id_format(&claim->pod, declared, sizeof(declared));
+        if (owner == (uint32_t)c->uid)
+            log_error("client pid %d: out of memory for pod %s: billed on its own",
+                      (int)c->pid, declared);
+        else
+            log_warn("client pid %d (uid %u) declares pod %s, which belongs to uid "
+                     "%u: billed on its own, with none of that pod's quota, "
+                     "budget or limits", (int)c->pid, (unsigned)c->uid, declared,
+                     (unsigned)owner);
+        memset(&claim->pod, 0, sizeof(claim->pod));
+        return;
+    }
+    claim->core_operator = pod->core_limit;
+    claim->memory_operator = pod->memory_limit;
+}
+
 static int handle_register(struct scheduler *s, struct client *c,
                            const struct msg_register *reg)
 {
@@ -302,6 +356,7 @@ static int handle_register(struct scheduler *s, struct client *c,
     struct policy_settings_view settings;
     struct account_actions account_out = {0};
     struct quota_actions quota_out = {0};
+    struct account_claim claim;
     int slot = (int)(c - s->clients);
     uint64_t now = now_ns();
 
@@ -310,7 +365,8 @@ static int handle_register(struct scheduler *s, struct client *c,
     c->n_gpus = reg->n_gpus;
     c->id = ++s->next_client_id;
     c->registered = true;
-    c->account = account_attach(s->accounts, reg, &account_out);
+    claim_of(s, c, reg, &claim);
+    c->account = account_attach(s->accounts, &claim, &account_out);
     clients_apply_accounts(s, &account_out);
     policy_view_settings(s->policy, &settings);
     reply.u.reg_ok.client_id = c->id;
@@ -335,11 +391,13 @@ static int handle_register(struct scheduler *s, struct client *c,
         footprint_update(s, c->node_gpu[i], slot);
         reply.u.reg_ok.gpu_known[i] = 1;
     }
-    log_info("client %llu registered: pid %d, pod %s/%s, container %s, %d GPU(s)%s",
-             (unsigned long long)c->id, (int)c->pid,
-             reg->pod_namespace[0] ? reg->pod_namespace : "-", pod_of(c),
-             reg->container_name[0] ? reg->container_name : "-", reg->n_gpus,
-             c->oversubscribed ? ", oversubscribed" : "");
+    log_info("client %llu registered: pid %d, uid %u, pod %s (%s), container %s, "
+             "%d GPU(s)%s", (unsigned long long)c->id, (int)c->pid,
+             (unsigned)c->uid, pod_of(c),
+             c->identity.kind == IDENTITY_POD ? "from its cgroup" : "declared",
+             c->identity.container_id[0] ? c->identity.container_id
+             : reg->container_name[0]    ? reg->container_name : "-",
+             reg->n_gpus, c->oversubscribed ? ", oversubscribed" : "");
     send_or_doom(c, &reply);
     /* Its quotas (UPDATE_LIMIT) follow REGISTER_OK. */
     clients_apply_quota(s, &quota_out);

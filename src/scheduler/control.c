@@ -107,10 +107,17 @@ static int send_client(struct scheduler *s, int fd, int slot, int g,
         return 0;
     cl->client_id = c->id;
     cl->pid = (uint32_t)c->pid;
-    memcpy(cl->pod_namespace, c->reg.pod_namespace, sizeof(cl->pod_namespace));
-    memcpy(cl->pod_name, c->reg.pod_name, sizeof(cl->pod_name));
+    const struct pod_id *pod = &s->accounts[c->account].pod;
+    memcpy(cl->pod_namespace, pod->pod_namespace, sizeof(cl->pod_namespace));
+    memcpy(cl->pod_name, pod->pod_name, sizeof(cl->pod_name));
+    memcpy(cl->pod_uid, pod->uid, sizeof(cl->pod_uid));
+    cl->pod_source = pod->uid[0]           ? POD_SOURCE_CGROUP
+                     : pod_id_empty(pod) ? POD_SOURCE_NONE : POD_SOURCE_DECLARED;
     memcpy(cl->container_name, c->reg.container_name,
            sizeof(cl->container_name));
+    snprintf(cl->container_id, sizeof(cl->container_id), "%s",
+             c->identity.container_id);
+    cl->uid = (uint32_t)c->uid;
     cl->gpu = (uint16_t)g;
     cl->state = v.state;
     cl->held_ns = v.held_ns;
@@ -138,6 +145,22 @@ static int send_client(struct scheduler *s, int fd, int slot, int g,
     return msg_send(fd, &m);
 }
 
+static int send_pod(int fd, const struct pod *p)
+{
+    struct msg m = {.type = MSG_CTL_STATUS_POD};
+    struct msg_status_pod *r = &m.u.pod;
+
+    memcpy(r->pod_namespace, p->id.pod_namespace, sizeof(r->pod_namespace));
+    memcpy(r->pod_name, p->id.pod_name, sizeof(r->pod_name));
+    memcpy(r->pod_uid, p->id.uid, sizeof(r->pod_uid));
+    r->bound = p->bound;
+    r->owner = p->owner;
+    r->core_limit = (uint8_t)p->core_limit;
+    r->memory_limit = p->memory_limit;
+    r->clients = (uint32_t)p->clients;
+    return msg_send(fd, &m);
+}
+
 static int send_status(struct scheduler *s, int fd)
 {
     uint64_t now = now_ns();
@@ -157,64 +180,82 @@ static int send_status(struct scheduler *s, int fd)
             if ((rc = send_client(s, fd, slot, g, now)))
                 return rc;
     }
+    for (size_t i = 0; i < s->state.pods.n; i++)
+        if ((rc = send_pod(fd, &s->state.pods.list[i])))
+            return rc;
     return msg_send(fd, &m);
 }
 
-/* Finds the account named by target: "namespace/pod", "pod" (if only one
- * namespace has it) or a client id. Returns -1 and explains in err. */
-static int account_find(const struct scheduler *s, const char *target, char *err,
-                        size_t err_len)
+/* The pod named by target: "uid:<pod-uid>", "namespace/pod", "pod" (the
+ * one pod of that name in any namespace, or else a pod without a
+ * namespace), or a client id (its pod; *account is set too, since a client
+ * with no pod is limited through its own account). 0, or -1 with err. */
+static int pod_find(const struct scheduler *s, const char *target,
+                    struct pod_id *id, int *account, char *err, size_t err_len)
 {
     const char *slash = strchr(target, '/');
     char *end;
-    unsigned long long id = strtoull(target, &end, 10);
-    int found = -1, matches = 0;
+    unsigned long long client = strtoull(target, &end, 10);
+    int matches = 0;
 
-    if (*target && !*end) { /* a client id */
-        for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
-            if (s->clients[i].used && s->clients[i].registered &&
-                s->clients[i].id == id)
-                return s->clients[i].account;
-        snprintf(err, err_len, "no client with id %llu", id);
+    memset(id, 0, sizeof(*id));
+    *account = -1;
+    if (*target && !*end) {
+        for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
+            const struct client *c = &s->clients[i];
+            if (c->used && c->registered && c->id == client) {
+                *account = c->account;
+                *id = s->accounts[c->account].pod;
+                return 0;
+            }
+        }
+        snprintf(err, err_len, "no client with id %llu", client);
         return -1;
     }
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
-        const struct account *a = &s->accounts[i];
-        if (!a->refs || !a->pod_name[0])
-            continue;
-        bool match = slash
-            ? (size_t)(slash - target) == strlen(a->pod_namespace) &&
-                  !strncmp(target, a->pod_namespace, (size_t)(slash - target)) &&
-                  !strcmp(slash + 1, a->pod_name)
-            : !strcmp(target, a->pod_name);
-        if (match) {
-            found = i;
-            matches++;
+    if (!strncmp(target, "uid:", 4) && target[4] &&
+        strlen(target + 4) < sizeof(id->uid)) {
+        snprintf(id->uid, sizeof(id->uid), "%s", target + 4);
+    } else if (slash && slash > target && slash[1] &&
+               (size_t)(slash - target) < sizeof(id->pod_namespace) &&
+               strlen(slash + 1) < sizeof(id->pod_name)) {
+        memcpy(id->pod_namespace, target, (size_t)(slash - target));
+        snprintf(id->pod_name, sizeof(id->pod_name), "%s", slash + 1);
+    } else if (!slash && *target && strlen(target) < sizeof(id->pod_name)) {
+        for (size_t i = 0; i < s->state.pods.n; i++) {
+            const struct pod_id *p = &s->state.pods.list[i].id;
+            if (!strcmp(p->pod_name, target) && !p->uid[0] && matches++ == 0)
+                *id = *p;
         }
+        if (matches > 1) {
+            snprintf(err, err_len, "pod '%s' exists in %d namespaces: use "
+                     "namespace/pod", target, matches);
+            return -1;
+        }
+        if (!matches)
+            snprintf(id->pod_name, sizeof(id->pod_name), "%s", target);
+    } else {
+        snprintf(err, err_len, "'%s' is not a pod: give namespace/pod, pod, "
+                 "uid:<pod-uid> or a client id from nvsharectl status", target);
+        return -1;
     }
-    if (matches == 1)
-        return found;
-    if (matches == 0)
-        snprintf(err, err_len, "no pod '%s' is connected (use namespace/pod or a "
-                 "client id from nvsharectl status)", target);
-    else
-        snprintf(err, err_len, "pod '%s' exists in %d namespaces: use "
-                 "namespace/pod", target, matches);
-    return -1;
+    *account = account_of_pod(s->accounts, id);
+    return 0;
 }
 
-/* A per-pod limit: the run-time value replaces the pod's declared one;
- * 0 removes it, falling back to the declared one. */
+/* A per-pod limit from the operator: it holds whether or not the pod is
+ * connected, survives restarts, and a client's declaration can only lower
+ * it. 0 removes it. */
 static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                           struct msg_ctl_reply *reply)
 {
-    bool core = set->key == CTL_SET_CORE_LIMIT;
-    int account = account_find(s, set->target, reply->text, sizeof(reply->text));
-    char value[32];
-    uint8_t source;
-    uint64_t limit;
+    bool core = set->key == CTL_SET_CORE_LIMIT, failed = false;
+    char value[32], name[2 * PROTO_NAME_MAX + 8];
+    struct pod_id id;
+    uint8_t source = LIMIT_NONE;
+    uint64_t limit = set->value;
+    int account;
 
-    if (account < 0) {
+    if (pod_find(s, set->target, &id, &account, reply->text, sizeof(reply->text))) {
         reply->status = ENOENT;
         return;
     }
@@ -224,22 +265,47 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                  "core limit must be 1-100 %% (or 0 to remove it)");
         return;
     }
-    struct account_actions out = {0};
-    account_set_runtime(s->accounts, account, core, set->value, &out);
-    clients_apply_accounts(s, &out);
-    limit = limit_effective(core ? &s->accounts[account].core
-                                 : &s->accounts[account].memory, &source);
+    if (!pod_id_empty(&id)) {
+        pods_set_limit(&s->state.pods, &id, core, set->value, &failed);
+        if (failed) {
+            reply->status = ENOMEM;
+            snprintf(reply->text, sizeof(reply->text), "out of memory");
+            return;
+        }
+        scheduler_save_state(s);
+    }
+    if (account >= 0) {
+        struct account_actions out = {0};
+        account_set_runtime(s->accounts, account, core, set->value, &out);
+        clients_apply_accounts(s, &out);
+        limit = limit_effective(core ? &s->accounts[account].core
+                                     : &s->accounts[account].memory, &source);
+    }
+    if (pod_id_empty(&id))
+        snprintf(name, sizeof(name), "client %s (in no pod: until it leaves)",
+                 set->target);
+    else
+        pod_id_format(&id, name, sizeof(name));
     if (core)
-        snprintf(value, sizeof(value), "%u%%", (unsigned)limit);
+        snprintf(value, sizeof(value), "%u%%", (unsigned)(set->value ? set->value : limit));
     else
-        format_size(limit, value, sizeof(value));
-    if (limit)
-        snprintf(reply->text, sizeof(reply->text), "%s limit of %s set to %s%s",
-                 core ? "core" : "memory", set->target, value,
-                 source == LIMIT_DECLARED ? " (the declared one)" : "");
+        format_size(set->value ? set->value : limit, value, sizeof(value));
+    if (set->value)
+        snprintf(reply->text, sizeof(reply->text), "%s limit of %.200s set to %s%s",
+                 core ? "core" : "memory", name, value,
+                 account < 0 ? " (not connected)" : "");
     else
-        snprintf(reply->text, sizeof(reply->text), "%s has no %s limit",
-                 set->target, core ? "core" : "memory");
+        snprintf(reply->text, sizeof(reply->text), "%s limit of %.200s removed",
+                 core ? "core" : "memory", name);
+    if (source == LIMIT_DECLARED) {
+        size_t n = strlen(reply->text);
+        if (core)
+            snprintf(value, sizeof(value), "%u%%", (unsigned)limit);
+        else
+            format_size(limit, value, sizeof(value));
+        snprintf(reply->text + n, sizeof(reply->text) - n,
+                 "; its clients declared %s, which holds", value);
+    }
     log_info("%s", reply->text);
 }
 
@@ -276,6 +342,9 @@ static void set_mode(struct scheduler *s, const struct msg_ctl_set *set,
         return;
     }
     policy_set_mode(s->policy, gpu, (enum sched_mode)set->value);
+    state_set_mode(&s->state, gpu < 0 ? NULL : s->gpus[gpu].uuid,
+                   (uint8_t)set->value);
+    scheduler_save_state(s);
     if (gpu < 0)
         snprintf(reply->text, sizeof(reply->text), "scheduling mode %s on every GPU",
                  sched_mode_names[set->value]);
@@ -283,6 +352,14 @@ static void set_mode(struct scheduler *s, const struct msg_ctl_set *set,
         snprintf(reply->text, sizeof(reply->text), "scheduling mode %s on gpu %d",
                  sched_mode_names[set->value], gpu);
     log_info("%s", reply->text);
+}
+
+/* A node-wide setting changed at run time: kept across restarts. */
+static void remember(struct scheduler *s, enum setting_id id, uint64_t value)
+{
+    s->state.set[id] = true;
+    s->state.value[id] = value;
+    scheduler_save_state(s);
 }
 
 /* Carries out a CTL_SET and describes the result in reply. */
@@ -298,6 +375,7 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
             return;
         }
         policy_set_tq(s->policy, set->value);
+        remember(s, SETTING_TQ, set->value);
         format_duration(set->value, text, sizeof(text));
         snprintf(reply->text, sizeof(reply->text), "time quantum set to %s", text);
         log_info("%s", reply->text);
@@ -309,6 +387,7 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
             return;
         }
         policy_set_anti_thrash(s->policy, set->value, now_ns());
+        remember(s, SETTING_ANTI_THRASH, set->value);
         clients_broadcast(s, set->value ? MSG_SCHED_ON : MSG_SCHED_OFF);
         snprintf(reply->text, sizeof(reply->text), "anti-thrashing %s",
                  set->value ? "on: clients take turns" : "off: clients run freely");
@@ -330,6 +409,7 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
             return;
         }
         policy_set_switch_time(s->policy, set->value, 0);
+        remember(s, SETTING_SWITCH_TIME_FIXED, set->value);
         format_duration(set->value, text, sizeof(text));
         snprintf(reply->text, sizeof(reply->text), "switch time %s",
                  set->value ? text : "auto (measured swap time x multiplier)");

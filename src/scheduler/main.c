@@ -29,7 +29,12 @@ static void print_usage(FILE *out)
           "processes that run with libnvshare.so. Configured by the environment:\n"
           "\n"
           "  NVSHARE_SOCK_DIR        socket directory (default " DEFAULT_SOCK_DIR ")\n"
-          "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n",
+          "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n"
+          "  NVSHARE_STATE_FILE      where nvsharectl's settings and pod limits are\n"
+          "                          kept across restarts (default " STATE_DEFAULT_PATH ";\n"
+          "                          empty: not kept)\n"
+          "  NVSHARE_PROC_ROOT       the host's /proc, for clients' cgroups (default\n"
+          "                          /proc)\n",
           out);
     settings_usage(out);
     fputs("  NVSHARE_DEBUG           1: log every scheduling decision\n"
@@ -142,13 +147,89 @@ static int listen_on(const char *name, mode_t mode, fd_handler handler)
     return fd;
 }
 
-/* The policy, with its settings from the environment (settings.c). */
+/* The state file's settings replace the environment's: they are what the
+ * operator set last. */
+static void apply_state_settings(uint64_t v[SETTING_COUNT])
+{
+    const struct node_state *st = &sched.state;
+
+    for (int id = 0; id < SETTING_COUNT; id++)
+        if (st->set[id])
+            v[id] = st->value[id];
+    if (st->set[SETTING_SWITCH_TIME_FIXED]) {
+        bool fixed = st->value[SETTING_SWITCH_TIME_FIXED] != 0;
+        v[SETTING_SWITCH_TIME_MODE] = fixed ? SWITCH_TIME_FIXED : SWITCH_TIME_AUTO;
+        if (!fixed)
+            v[SETTING_SWITCH_TIME_FIXED] = settings_table[SETTING_SWITCH_TIME_FIXED].fallback;
+    }
+}
+
+static void apply_state_modes(void)
+{
+    const struct node_state *st = &sched.state;
+
+    for (int i = 0; i < st->n_modes; i++) {
+        int g = 0;
+        while (g < sched.n_gpus && strcmp(sched.gpus[g].uuid, st->modes[i].uuid))
+            g++;
+        if (g < sched.n_gpus)
+            policy_set_mode(sched.policy, g, (enum sched_mode)st->modes[i].mode);
+        else
+            log_warn("state file: GPU %s is not on this node: its mode is kept "
+                     "for when it is", st->modes[i].uuid);
+    }
+}
+
+/* The operator's state, before any client can register. */
+static int load_state(void)
+{
+    const char *path = getenv("NVSHARE_STATE_FILE");
+    char text[256];
+    size_t n = 0, pods = 0;
+
+    if (!path)
+        path = STATE_DEFAULT_PATH;
+    if (!*path) {
+        log_info("state file: none (NVSHARE_STATE_FILE is empty): settings made "
+                 "at run time are lost on restart");
+        return 0;
+    }
+    if (state_load(path, &sched.state) < 0)
+        return -1;
+    /* Written back at once: a state file that cannot be written is found
+     * now, with one line, not at the operator's first change. */
+    if (state_save(path, &sched.state) < 0) {
+        log_warn("settings made at run time will not survive a restart "
+                 "(set NVSHARE_STATE_FILE to a writable path)");
+        return 0;
+    }
+    sched.state_path = path;
+    for (int id = 0; id < SETTING_COUNT && n < sizeof(text); id++)
+        if (sched.state.set[id])
+            n += (size_t)snprintf(text + n, sizeof(text) - n, " %s",
+                                  settings_table[id].name);
+    for (size_t i = 0; i < sched.state.pods.n; i++)
+        pods += pod_configured(&sched.state.pods.list[i]);
+    log_info("state file %s: %zu pod(s) with limits; settings from it:%s", path,
+             pods, n ? text : " none");
+    return 0;
+}
+
+void scheduler_save_state(struct scheduler *s)
+{
+    if (s->state_path)
+        state_save(s->state_path, &s->state);
+}
+
+/* The policy, with its settings from the environment (settings.c) and the
+ * state file. */
 static int configure_policy(void)
 {
     uint64_t v[SETTING_COUNT];
 
-    if (settings_load(v) < 0)
+    if (settings_load(v) < 0 || load_state() < 0)
         return -1;
+    apply_state_settings(v);
     /* Only the policy knows its layout: the daemon holds it by pointer. */
     sched.policy = calloc(1, policy_size());
     if (!sched.policy) {
@@ -161,6 +242,7 @@ static int configure_policy(void)
     policy_set_window(sched.policy, v[SETTING_COMPUTE_WINDOW_MS] * NS_PER_MS,
                       (unsigned)v[SETTING_QUOTA_CARRYOVER_PERCENT]);
     policy_set_mode(sched.policy, -1, (enum sched_mode)v[SETTING_SCHEDULING_MODE]);
+    apply_state_modes();
     policy_set_reserve(sched.policy, (unsigned)v[SETTING_MEMORY_RESERVE_PERCENT]);
     sched.context_overhead = v[SETTING_CONTEXT_OVERHEAD];
     /* A fixed switch time of 0 tells the policy to measure it. */
@@ -170,6 +252,10 @@ static int configure_policy(void)
                            (unsigned)v[SETTING_SWITCH_TIME_MULTIPLIER]);
     sched.oversub_default = v[SETTING_ENABLE_OVERSUB];
     sched.oversub_ratio = (unsigned)v[SETTING_OVERSUB_RATIO];
+    sched.declared_limits = v[SETTING_DECLARED_LIMITS];
+    sched.proc_root = getenv("NVSHARE_PROC_ROOT");
+    if (sched.proc_root && !*sched.proc_root)
+        sched.proc_root = NULL;
     for (int i = 0; i < sched.n_gpus; i++)
         policy_set_capacity(sched.policy, i, sched.gpus[i].memory_total);
     settings_log(v);

@@ -15,9 +15,11 @@
 #include "accounts.h"
 #include "event_loop.h"
 #include "gpus.h"
+#include "identity.h"
 #include "policy.h"
 #include "protocol.h"
 #include "quota.h"
+#include "state.h"
 
 struct client {
     struct scheduler *sched;
@@ -28,7 +30,8 @@ struct client {
     uint64_t id;
     pid_t pid;   /* from SO_PEERCRED, never from the message */
     uid_t uid;
-    struct msg_register reg;
+    struct pod_identity identity; /* from its cgroup at registration */
+    struct msg_register reg;      /* as declared: informational only */
     int n_gpus;
     int node_gpu[PROTO_MAX_GPUS]; /* client's GPU index -> node index, -1 */
     int account;
@@ -49,6 +52,10 @@ struct scheduler {
     uint64_t next_client_id;
     uint64_t started_at;
     uid_t uid; /* the daemon's own: may use the control socket, as may root */
+    struct node_state state; /* the operator's settings and pods (state.h) */
+    const char *state_path;  /* NULL: not persisted */
+    const char *proc_root;   /* NVSHARE_PROC_ROOT: where /proc/PID/cgroup is */
+    bool declared_limits;    /* NVSHARE_DECLARED_LIMITS */
     uint8_t oversub_default;       /* NVSHARE_ENABLE_OVERSUB of the daemon */
     unsigned oversub_ratio;        /* clients' memory <= this x capacity */
     uint64_t context_overhead;     /* assumed per client until measured */
@@ -85,6 +92,9 @@ void footprint_update(struct scheduler *s, int gpu, int slot);
 void footprint_sample_overheads(struct scheduler *s, uint64_t now);
 /* Forgets a slot's measurements and reports before it is reused. */
 void footprint_forget(struct scheduler *s, int slot);
+
+/* Persists s->state, if a state file is configured. */
+void scheduler_save_state(struct scheduler *s);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);

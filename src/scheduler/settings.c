@@ -81,33 +81,27 @@ const struct setting settings_table[SETTING_COUNT] = {
                                "oversubscription ratio", INT(1, 16), .fallback = 2,
                                .help = "oversubscribed clients of a GPU hold at most "
                                        "this x its capacity"},
+    /* A tenant sets its own environment: what it declares can only lower
+     * the operator's limits, and with this off it counts not at all. */
+    [SETTING_DECLARED_LIMITS] = {"declared-limits", "NVSHARE_DECLARED_LIMITS",
+                                 "declared limits", SWITCH, .fallback = 1,
+                                 .help = "on: a client's NVSHARE_GPU_CORE_LIMIT and "
+                                         "NVSHARE_GPU_MEMORY_LIMIT can lower its pod's "
+                                         "limits (never raise them); off: only the "
+                                         "operator's limits count"},
 };
 
-/* A number as the operator would write it, in the largest unit that keeps
- * it exact (1h, not format_duration's "1h00m"; 512Mi, not "512.00 MiB"), so
- * that what is printed parses back to the same value. */
 static void format_exact(const struct setting *s, uint64_t v, char *buf, size_t len)
 {
-    struct unit { uint64_t size; const char *name; };
-    static const struct unit durations[] = {
-        {3600 * NS_PER_SEC, "h"}, {60 * NS_PER_SEC, "m"}, {NS_PER_SEC, "s"},
-        {NS_PER_MS, "ms"}, {1000, "us"}, {1, "ns"}};
-    static const struct unit sizes[] = {
-        {1ull << 40, "Ti"}, {1ull << 30, "Gi"}, {1ull << 20, "Mi"}, {1ull << 10, "Ki"},
-        {1, ""}};
-    const struct unit *u = s->kind == SETTING_DURATION ? durations
-                           : s->kind == SETTING_SIZE   ? sizes : NULL;
-
-    if (!u || v == 0) {
+    if (s->kind == SETTING_DURATION)
+        format_duration_exact(v, buf, len);
+    else if (s->kind == SETTING_SIZE)
+        format_size_exact(v, buf, len);
+    else
         snprintf(buf, len, "%" PRIu64, v);
-        return;
-    }
-    while (v % u->size)
-        u++;
-    snprintf(buf, len, "%" PRIu64 "%s", v / u->size, u->name);
 }
 
-/* A value as the log line and the usage text show it. */
+/* A value as the log line, the usage text and the state file show it. */
 static void format_value(const struct setting *s, uint64_t v, char *buf, size_t len)
 {
     if (s->kind == SETTING_SWITCH)
@@ -116,6 +110,11 @@ static void format_value(const struct setting *s, uint64_t v, char *buf, size_t 
         snprintf(buf, len, "%s", s->choices[v]);
     else
         format_exact(s, v, buf, len);
+}
+
+void setting_format(enum setting_id id, uint64_t value, char *buf, size_t len)
+{
+    format_value(&settings_table[id], value, buf, len);
 }
 
 int setting_check(enum setting_id id, uint64_t value, char *err, size_t len)

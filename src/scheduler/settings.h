@@ -4,8 +4,8 @@
  * parser, bounds, default and whether nvsharectl may change it at run time.
  * The start-up environment, the usage text, the start-up log line and the
  * scheduler's checks of `nvsharectl set` all come from it, so a value is
- * judged the same whichever way it arrives. Next, the same rows can say what
- * is persisted across restarts. */
+ * judged the same whichever way it arrives. The settings nvsharectl may
+ * change are the ones the state file keeps across restarts (state.h). */
 #ifndef NVSHARE_SETTINGS_H
 #define NVSHARE_SETTINGS_H
 
@@ -28,6 +28,7 @@ enum setting_id {
     SETTING_SWITCH_TIME_MULTIPLIER,
     SETTING_ENABLE_OVERSUB,
     SETTING_OVERSUB_RATIO,
+    SETTING_DECLARED_LIMITS,
     SETTING_COUNT
 };
 
@@ -66,6 +67,9 @@ int setting_check(enum setting_id id, uint64_t value, char *err, size_t len);
  * *value untouched. */
 int setting_parse(enum setting_id id, const char *text, uint64_t *value,
                   char *err, size_t len);
+
+/* The value as text that setting_parse reads back: 1h, 512Mi, on, serial. */
+void setting_format(enum setting_id id, uint64_t value, char *buf, size_t len);
 
 /* Every setting from the environment into values. An unset variable gives
  * the default; a malformed or out-of-bounds number is ignored with a

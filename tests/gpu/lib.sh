@@ -16,6 +16,9 @@ BUILD=${BUILD:-$ROOT/build-gpu}
 LIB=$BUILD/src/hook/libnvshare.so
 SCHED_BIN=$BUILD/src/scheduler/nvshare-scheduler
 CTL_BIN=$BUILD/src/ctl/nvsharectl
+# A test's settings must not outlive it in /var/lib/nvshare (the machine is
+# shared by the next run): schedulers started here keep no state file.
+export NVSHARE_STATE_FILE=
 
 gpu_work_dir() {
     WORK=$(mktemp -d)

@@ -54,20 +54,27 @@ out=$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 800)
 [ "$out" = ok ] || fail "the killed process's memory was not released ($out)"
 pass "a killed process's memory is released"
 
-# 4. Run-time changes: raise, lower below usage (no revocation), remove.
-NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 hold 700 60 >"$WORK/hold.out" & holder=$!
+# 4. Run-time changes by the operator, whose quota the pod's processes do
+# not declare: raise, lower below usage (no revocation), remove.
+ctl set memory-limit team/trainer 1000Mi >/dev/null
+"$ALLOC_BIN" GPU-sim-0 hold 700 60 >"$WORK/hold.out" & holder=$!
 wait_for grep -q held "$WORK/hold.out" || fail "holder did not allocate"
+[ "$("$ALLOC_BIN" GPU-sim-0 try 400)" = refused ] ||
+    fail "the operator's quota did not hold for a process that declares none"
 ctl set memory-limit team/trainer 2Gi | grep -q "set to 2.00 GiB" || fail "raise refused"
-[ "$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 1000)" = ok ] ||
+[ "$("$ALLOC_BIN" GPU-sim-0 try 1000)" = ok ] ||
     fail "raised quota not applied to the next allocation"
+# A process declaring more than the operator allows gets the operator's.
+[ "$(NVSHARE_GPU_MEMORY_LIMIT=8Gi "$ALLOC_BIN" GPU-sim-0 try 1400)" = refused ] ||
+    fail "a declared limit lifted the operator's quota"
 ctl set memory-limit team/trainer 512Mi >/dev/null
-[ "$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 1)" = refused ] ||
+[ "$("$ALLOC_BIN" GPU-sim-0 try 1)" = refused ] ||
     fail "allocation granted above a lowered quota"
 kill -0 "$holder" || fail "lowering the quota hurt the holder"
 ctl status | grep -q "512.00 MiB" || fail "status does not show the quota"
 ctl status --json | grep -q '"pod_mem_refused": [1-9]' || fail "status does not count refusals"
-ctl set memory-limit team/trainer none | grep -q "set to 1000.00 MiB (the declared one)" ||
-    fail "removing the run-time quota did not fall back to the declared one"
+ctl set memory-limit team/trainer none | grep -q "memory limit of team/trainer removed; its clients declared 8.00 GiB, which holds" ||
+    fail "removing the operator's quota"
 set +e
 ctl set memory-limit team/trainer 4Gx 2>/dev/null; [ $? = 2 ] || fail "bad size accepted"
 set -e

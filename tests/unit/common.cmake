@@ -25,6 +25,11 @@ target_link_libraries(test_gpus PRIVATE ${CMAKE_DL_LIBS})
 # the scheduler's settings table, alone
 nvshare_common_test(test_settings ${PROJECT_SOURCE_DIR}/src/scheduler/settings.c)
 target_include_directories(test_settings PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
+# the state file: settings and pods kept across restarts
+nvshare_common_test(test_state ${PROJECT_SOURCE_DIR}/src/scheduler/state.c
+                    ${PROJECT_SOURCE_DIR}/src/scheduler/settings.c)
+target_include_directories(test_state PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
+target_link_libraries(test_state PRIVATE nvshare_policy)
 # a process's pod and container from its cgroup file, against fixtures
 nvshare_common_test(test_identity ${PROJECT_SOURCE_DIR}/src/scheduler/identity.c)
 target_include_directories(test_identity PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)

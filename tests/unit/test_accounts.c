@@ -1,5 +1,6 @@
 /* test_accounts.c - pods as accounts: which actions attach, detach and
- * run-time limits return, and the values they carry. */
+ * operator limits return; a declared limit only ever lowers the operator's;
+ * and who may join a plain-host pod (pods.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 
 #include "accounts.h"
+#include "pods.h"
 
 #define MiB (1ull << 20)
 
@@ -21,22 +23,29 @@ static int setup(void **state)
     return 0;
 }
 
-static struct msg_register pod(const char *name, uint8_t core, uint64_t memory)
+static struct pod_id named(const char *ns, const char *name)
 {
-    struct msg_register reg = {.core_limit = core, .memory_limit = memory};
+    struct pod_id id = {0};
 
-    strcpy(reg.pod_namespace, "ns");
-    strcpy(reg.pod_name, name);
-    return reg;
+    strcpy(id.pod_namespace, ns);
+    strcpy(id.pod_name, name);
+    return id;
+}
+
+static struct account_claim pod(const char *name, uint8_t core, uint64_t memory)
+{
+    struct account_claim claim = {.pod = named("ns", name),
+                                  .core_declared = core, .memory_declared = memory};
+    return claim;
 }
 
 static void test_new_account_is_reset_then_limited(void **state)
 {
-    struct msg_register reg = pod("a", 30, 512 * MiB);
+    struct account_claim claim = pod("a", 30, 512 * MiB);
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &reg, &out);
+    int a = account_attach(accounts, &claim, &out);
     assert_int_equal(out.n, 2);
     assert_int_equal(out.list[0].kind, ACCOUNT_RESET);
     assert_int_equal(out.list[0].account, a);
@@ -45,42 +54,82 @@ static void test_new_account_is_reset_then_limited(void **state)
     assert_int_equal(out.list[1].memory_limit, 512 * MiB);
 }
 
-static void test_pod_shares_one_account(void **state)
+static void test_declarations_only_lower(void **state)
 {
-    struct msg_register reg = pod("a", 30, 0), other = pod("b", 0, 0);
+    struct account_claim claim = pod("a", 30, 0), other = pod("b", 0, 0);
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &reg, &out);
+    int a = account_attach(accounts, &claim, &out);
     out.n = 0;
     /* the same declaration again: nothing to tell */
-    assert_int_equal(account_attach(accounts, &reg, &out), a);
+    assert_int_equal(account_attach(accounts, &claim, &out), a);
     assert_int_equal(out.n, 0);
     assert_int_not_equal(account_attach(accounts, &other, &out), a);
-    /* a different declaration updates the pod's limits */
     out.n = 0;
-    reg.core_limit = 40;
-    assert_int_equal(account_attach(accounts, &reg, &out), a);
+    /* a higher declaration, or none, changes nothing */
+    claim.core_declared = 90;
+    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    claim.core_declared = 0;
+    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    assert_int_equal(out.n, 0);
+    /* a lower one lowers the pod's limit */
+    claim.core_declared = 20;
+    assert_int_equal(account_attach(accounts, &claim, &out), a);
     assert_int_equal(out.n, 1);
     assert_int_equal(out.list[0].kind, ACCOUNT_LIMITS);
-    assert_int_equal(out.list[0].core_limit, 40);
+    assert_int_equal(out.list[0].core_limit, 20);
 }
 
-static void test_runtime_limit_wins_and_falls_back(void **state)
+static void test_operator_limit_cannot_be_lifted(void **state)
 {
-    struct msg_register reg = pod("a", 30, 512 * MiB);
+    struct account_claim claim = pod("a", 0, 0);
     struct account_actions out = {0};
     uint8_t source;
 
     (void)state;
-    int a = account_attach(accounts, &reg, &out);
+    claim.core_operator = 20;
+    claim.memory_operator = 1024 * MiB;
+    int a = account_attach(accounts, &claim, &out);
+    assert_int_equal(out.list[1].core_limit, 20);
+    assert_int_equal(out.list[1].memory_limit, 1024 * MiB);
+    /* a client declaring more gets the operator's */
+    claim = pod("a", 100, 8192 * MiB);
     out.n = 0;
-    account_set_runtime(accounts, a, false, 2048 * MiB, &out);
+    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    assert_int_equal(limit_effective(&accounts[a].core, &source), 20);
+    assert_int_equal(source, LIMIT_RUNTIME);
+    assert_int_equal(limit_effective(&accounts[a].memory, &source), 1024 * MiB);
+    /* one declaring less lowers it */
+    claim = pod("a", 10, 0);
+    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    assert_int_equal(limit_effective(&accounts[a].core, &source), 10);
+    assert_int_equal(source, LIMIT_DECLARED);
+    /* the operator raising the limit keeps the lower declaration */
+    out.n = 0;
+    account_set_runtime(accounts, a, true, 50, &out);
+    assert_int_equal(out.list[0].core_limit, 10);
+    /* and lowering it below wins */
+    out.n = 0;
+    account_set_runtime(accounts, a, true, 5, &out);
+    assert_int_equal(out.list[0].core_limit, 5);
+    assert_int_equal(limit_effective(&accounts[a].core, &source), 5);
+    assert_int_equal(source, LIMIT_RUNTIME);
+}
+
+static void test_runtime_limit_removed_leaves_declared(void **state)
+{
+    struct account_claim claim = pod("a", 30, 512 * MiB);
+    struct account_actions out = {0};
+    uint8_t source;
+
+    (void)state;
+    int a = account_attach(accounts, &claim, &out);
+    out.n = 0;
+    account_set_runtime(accounts, a, false, 256 * MiB, &out);
     assert_int_equal(out.n, 1);
     assert_int_equal(out.list[0].core_limit, 30);
-    assert_int_equal(out.list[0].memory_limit, 2048 * MiB);
-    assert_int_equal(limit_effective(&accounts[a].memory, &source), 2048 * MiB);
-    assert_int_equal(source, LIMIT_RUNTIME);
+    assert_int_equal(out.list[0].memory_limit, 256 * MiB);
     out.n = 0;
     account_set_runtime(accounts, a, false, 0, &out);
     assert_int_equal(out.list[0].memory_limit, 512 * MiB);
@@ -88,14 +137,25 @@ static void test_runtime_limit_wins_and_falls_back(void **state)
     assert_int_equal(source, LIMIT_DECLARED);
 }
 
-static void test_last_detach_resets(void **state)
+static void test_clients_without_pod_are_apart(void **state)
 {
-    struct msg_register reg = pod("a", 0, 0);
+    struct account_claim none = {0};
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &reg, &out);
-    account_attach(accounts, &reg, &out);
+    int a = account_attach(accounts, &none, &out);
+    assert_int_not_equal(account_attach(accounts, &none, &out), a);
+    assert_int_equal(account_of_pod(accounts, &none.pod), -1);
+}
+
+static void test_last_detach_resets(void **state)
+{
+    struct account_claim claim = pod("a", 0, 0);
+    struct account_actions out = {0};
+
+    (void)state;
+    int a = account_attach(accounts, &claim, &out);
+    account_attach(accounts, &claim, &out);
     out.n = 0;
     account_detach(accounts, a, &out);
     assert_int_equal(out.n, 0);
@@ -103,15 +163,92 @@ static void test_last_detach_resets(void **state)
     assert_int_equal(out.n, 1);
     assert_int_equal(out.list[0].kind, ACCOUNT_RESET);
     assert_int_equal(out.list[0].account, a);
+    assert_int_equal(account_of_pod(accounts, &claim.pod), -1);
+}
+
+/* pods.c: a plain-host pod belongs to the uid that declared it first. */
+static void test_pod_bound_to_first_uid(void **state)
+{
+    struct pod_table t = {0};
+    struct pod_id id = named("ns", "victim");
+    struct pod *p;
+    uint32_t owner;
+
+    (void)state;
+    assert_int_equal(pods_join(&t, &id, 1000, &p, &owner), 0);
+    assert_true(p->bound);
+    assert_int_equal(p->owner, 1000);
+    assert_int_equal(pods_join(&t, &id, 1001, &p, &owner), -1);
+    assert_int_equal(owner, 1000);
+    /* root may join any pod; the owner again too */
+    assert_int_equal(pods_join(&t, &id, 0, &p, &owner), 0);
+    assert_int_equal(pods_join(&t, &id, 1000, &p, &owner), 0);
+    assert_int_equal(p->clients, 3);
+    pods_free(&t);
+}
+
+static void test_unconfigured_pod_forgotten_configured_kept(void **state)
+{
+    struct pod_table t = {0};
+    struct pod_id a = named("ns", "a"), b = named("ns", "b");
+    struct pod *p;
+    uint32_t owner;
+    bool failed;
+
+    (void)state;
+    pods_join(&t, &a, 1000, &p, &owner);
+    pods_leave(&t, &a);
+    assert_null(pods_find(&t, &a));
+    /* a limit set before the pod connects: the first to declare owns it,
+     * and the record with its binding outlives its clients */
+    assert_non_null(pods_set_limit(&t, &b, true, 30, &failed));
+    assert_false(pods_find(&t, &b)->bound);
+    assert_int_equal(pods_join(&t, &b, 1000, &p, &owner), 0);
+    pods_leave(&t, &b);
+    p = pods_find(&t, &b);
+    assert_non_null(p);
+    assert_int_equal(p->owner, 1000);
+    assert_int_equal(pods_join(&t, &b, 1001, &p, &owner), -1);
+    /* removing its last limit forgets it */
+    assert_null(pods_set_limit(&t, &b, true, 0, &failed));
+    assert_false(failed);
+    assert_null(pods_find(&t, &b));
+    pods_free(&t);
+}
+
+static void test_kubernetes_pod_is_its_uid(void **state)
+{
+    struct pod_table t = {0};
+    struct pod_id k8s = {.uid = "0a1b2c3d-0000-4000-8000-000000000001"};
+    struct pod_id named_too = k8s;
+    struct pod *p;
+    uint32_t owner;
+
+    (void)state;
+    strcpy(named_too.pod_name, "trainer");
+    assert_true(pod_id_equal(&k8s, &named_too));
+    /* never bound: the kernel names it, whoever runs in it */
+    assert_int_equal(pods_join(&t, &k8s, 1000, &p, &owner), 0);
+    assert_int_equal(pods_join(&t, &k8s, 1001, &p, &owner), 0);
+    assert_false(p->bound);
+    /* a plain-host pod of the same name is another pod */
+    struct pod_id plain = named("", "trainer");
+    assert_false(pod_id_equal(&k8s, &plain));
+    pods_free(&t);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_new_account_is_reset_then_limited, setup),
-        cmocka_unit_test_setup(test_pod_shares_one_account, setup),
-        cmocka_unit_test_setup(test_runtime_limit_wins_and_falls_back, setup),
+        cmocka_unit_test_setup(test_declarations_only_lower, setup),
+        cmocka_unit_test_setup(test_operator_limit_cannot_be_lifted, setup),
+        cmocka_unit_test_setup(test_runtime_limit_removed_leaves_declared, setup),
+        cmocka_unit_test_setup(test_clients_without_pod_are_apart, setup),
         cmocka_unit_test_setup(test_last_detach_resets, setup),
+        cmocka_unit_test(test_pod_bound_to_first_uid),
+        cmocka_unit_test(test_unconfigured_pod_forgotten_configured_kept),
+        cmocka_unit_test(test_kubernetes_pod_is_its_uid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

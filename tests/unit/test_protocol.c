@@ -556,6 +556,10 @@ static void bb_status_client_mem(struct bb *b, uint8_t state, uint8_t core,
     bb_u8(b, 0);  /* swapped_out */
     bb_u16(b, 0xffff); /* load_permille: not measured */
     bb_u8(b, wait_reason);
+    bb_u32(b, 1000);           /* uid */
+    bb_u8(b, POD_SOURCE_CGROUP);
+    bb_str_n(b, 36);           /* pod_uid */
+    bb_str_n(b, 64);           /* container_id */
 }
 
 static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,

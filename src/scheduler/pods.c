@@ -1,0 +1,122 @@
+/* pods.c - see pods.h. */
+#include "pods.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool pod_id_empty(const struct pod_id *id)
+{
+    return !id->uid[0] && !id->pod_name[0];
+}
+
+bool pod_id_equal(const struct pod_id *a, const struct pod_id *b)
+{
+    /* A Kubernetes pod is its UID, whatever it is called. */
+    if (a->uid[0] || b->uid[0])
+        return !strcmp(a->uid, b->uid);
+    return !strcmp(a->pod_name, b->pod_name) &&
+           !strcmp(a->pod_namespace, b->pod_namespace);
+}
+
+void pod_id_format(const struct pod_id *id, char *buf, size_t len)
+{
+    if (id->uid[0] && !id->pod_name[0])
+        snprintf(buf, len, "uid:%s", id->uid);
+    else if (id->pod_namespace[0])
+        snprintf(buf, len, "%s/%s", id->pod_namespace, id->pod_name);
+    else
+        snprintf(buf, len, "%s", id->pod_name[0] ? id->pod_name : "-");
+}
+
+bool pod_configured(const struct pod *p)
+{
+    return p->core_limit || p->memory_limit;
+}
+
+struct pod *pods_find(struct pod_table *t, const struct pod_id *id)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (pod_id_equal(&t->list[i].id, id))
+            return &t->list[i];
+    return NULL;
+}
+
+struct pod *pods_get(struct pod_table *t, const struct pod_id *id)
+{
+    struct pod *p = pods_find(t, id);
+
+    if (p)
+        return p;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 16;
+        struct pod *list = realloc(t->list, cap * sizeof(*list));
+        if (!list)
+            return NULL;
+        t->list = list;
+        t->cap = cap;
+    }
+    p = &t->list[t->n++];
+    memset(p, 0, sizeof(*p));
+    p->id = *id;
+    return p;
+}
+
+/* Forgets p if nothing holds it: no client, no limit. */
+static bool forget_if_unused(struct pod_table *t, struct pod *p)
+{
+    if (p->clients > 0 || pod_configured(p))
+        return false;
+    *p = t->list[--t->n];
+    return true;
+}
+
+int pods_join(struct pod_table *t, const struct pod_id *id, uint32_t uid,
+              struct pod **out, uint32_t *owner)
+{
+    struct pod *p = pods_get(t, id);
+
+    *owner = uid;
+    if (!p)
+        return -1;
+    if (!id->uid[0]) {
+        if (!p->bound) {
+            p->bound = true;
+            p->owner = uid;
+        } else if (p->owner != uid && uid != 0) {
+            *owner = p->owner;
+            return -1;
+        }
+    }
+    p->clients++;
+    *out = p;
+    return 0;
+}
+
+void pods_leave(struct pod_table *t, const struct pod_id *id)
+{
+    struct pod *p = pods_find(t, id);
+
+    if (p && p->clients > 0) {
+        p->clients--;
+        forget_if_unused(t, p);
+    }
+}
+
+struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
+                           bool core, uint64_t value, bool *failed)
+{
+    struct pod *p = value ? pods_get(t, id) : pods_find(t, id);
+
+    *failed = value && !p;
+    if (!p)
+        return NULL;
+    *(core ? &p->core_limit : &p->memory_limit) = value;
+    return forget_if_unused(t, p) ? NULL : p;
+}
+
+void pods_free(struct pod_table *t)
+{
+    free(t->list);
+    *t = (struct pod_table){0};
+}

@@ -1,0 +1,403 @@
+/* state.c - see state.h. */
+#include "state.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "parse.h"
+
+/* Appends to a buffer like snprintf, counting what it would need. */
+struct out {
+    char *buf;
+    size_t len, n;
+};
+
+static void put(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    int w;
+
+    va_start(ap, fmt);
+    w = vsnprintf(o->n < o->len ? o->buf + o->n : NULL,
+                  o->n < o->len ? o->len - o->n : 0, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        o->n += (size_t)w;
+}
+
+/* Names are written so that a space, '/', '=' or a control byte in a
+ * declared name cannot change the line's meaning: %XX for anything but
+ * the characters Kubernetes names are made of. */
+static bool plain(unsigned char c)
+{
+    return isalnum(c) || c == '-' || c == '.' || c == '_';
+}
+
+static void put_name(struct out *o, const char *name)
+{
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        put(o, plain(*p) ? "%c" : "%%%02X", *p);
+}
+
+static int get_name(const char *text, size_t n, char *out, size_t size)
+{
+    size_t w = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (w + 1 >= size)
+            return -1;
+        if (text[i] != '%') {
+            if (!plain((unsigned char)text[i]))
+                return -1;
+            out[w++] = text[i];
+        } else if (i + 2 < n && isxdigit((unsigned char)text[i + 1]) &&
+                   isxdigit((unsigned char)text[i + 2])) {
+            char hex[3] = {text[i + 1], text[i + 2], '\0'};
+            unsigned long v = strtoul(hex, NULL, 16);
+            if (!v)
+                return -1;
+            out[w++] = (char)v;
+            i += 2;
+        } else {
+            return -1;
+        }
+    }
+    out[w] = '\0';
+    return w ? 0 : -1;
+}
+
+size_t state_format(const struct node_state *st, char *buf, size_t len)
+{
+    struct out o = {buf, len, 0};
+    char value[64];
+
+    if (len)
+        buf[0] = '\0';
+    put(&o, "# nvshare-scheduler state: what nvsharectl set at run time.\n"
+            "# Rewritten on every change; edit only while the scheduler is "
+            "stopped.\n");
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        if (!st->set[id] || id == SETTING_SCHEDULING_MODE)
+            continue;
+        if (id == SETTING_SWITCH_TIME_FIXED && st->value[id] == 0)
+            snprintf(value, sizeof(value), "auto");
+        else
+            setting_format(id, st->value[id], value, sizeof(value));
+        put(&o, "%s %s\n", settings_table[id].name, value);
+    }
+    if (st->set[SETTING_SCHEDULING_MODE]) {
+        setting_format(SETTING_SCHEDULING_MODE, st->value[SETTING_SCHEDULING_MODE],
+                       value, sizeof(value));
+        put(&o, "mode %s\n", value);
+    }
+    for (int i = 0; i < st->n_modes; i++) {
+        setting_format(SETTING_SCHEDULING_MODE, st->modes[i].mode, value,
+                       sizeof(value));
+        put(&o, "mode %s ", value);
+        put_name(&o, st->modes[i].uuid);
+        put(&o, "\n");
+    }
+    for (size_t i = 0; i < st->pods.n; i++) {
+        const struct pod *p = &st->pods.list[i];
+        if (!pod_configured(p))
+            continue;
+        put(&o, "pod ");
+        if (p->id.uid[0]) {
+            put(&o, "uid:");
+            put_name(&o, p->id.uid);
+        } else {
+            if (p->id.pod_namespace[0]) {
+                put_name(&o, p->id.pod_namespace);
+                put(&o, "/");
+            }
+            put_name(&o, p->id.pod_name);
+        }
+        if (p->bound)
+            put(&o, " owner=%u", p->owner);
+        if (p->core_limit)
+            put(&o, " core-limit=%llu", (unsigned long long)p->core_limit);
+        if (p->memory_limit) {
+            format_size_exact(p->memory_limit, value, sizeof(value));
+            put(&o, " memory-limit=%s", value);
+        }
+        put(&o, "\n");
+    }
+    return o.n;
+}
+
+void state_set_mode(struct node_state *st, const char *uuid, uint8_t mode)
+{
+    if (!uuid) {
+        st->set[SETTING_SCHEDULING_MODE] = true;
+        st->value[SETTING_SCHEDULING_MODE] = mode;
+        st->n_modes = 0;
+        return;
+    }
+    for (int i = 0; i < st->n_modes; i++) {
+        if (!strcmp(st->modes[i].uuid, uuid)) {
+            st->modes[i].mode = mode;
+            return;
+        }
+    }
+    if (st->n_modes == POLICY_MAX_GPUS)
+        return;
+    struct gpu_mode *m = &st->modes[st->n_modes++];
+    snprintf(m->uuid, sizeof(m->uuid), "%s", uuid);
+    m->mode = mode;
+}
+
+/* "<name> <value>" for a setting nvsharectl may change. */
+static int parse_setting(struct node_state *st, const char *key, char *args,
+                         char *err, size_t len)
+{
+    char *value = strtok(args, " \t"), *more = strtok(NULL, " \t");
+
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        const struct setting *s = &settings_table[id];
+        if (strcmp(key, s->name) != 0)
+            continue;
+        if (!s->runtime || !value) {
+            snprintf(err, len, "'%s' %s", key,
+                     s->runtime ? "needs a value" : "is not a run-time setting");
+            return -1;
+        }
+        if (id == SETTING_SCHEDULING_MODE) {
+            uint64_t mode;
+            if (setting_parse(id, value, &mode, err, len))
+                return -1;
+            if (!more) {
+                state_set_mode(st, NULL, (uint8_t)mode);
+                return 0;
+            }
+            char uuid[PROTO_UUID_MAX];
+            if (get_name(more, strlen(more), uuid, sizeof(uuid)) ||
+                strtok(NULL, " \t")) {
+                snprintf(err, len, "mode: expected a mode and at most one GPU UUID");
+                return -1;
+            }
+            state_set_mode(st, uuid, (uint8_t)mode);
+            return 0;
+        }
+        if (more) {
+            snprintf(err, len, "'%s' takes one value", key);
+            return -1;
+        }
+        if (id == SETTING_SWITCH_TIME_FIXED && !strcmp(value, "auto")) {
+            st->value[id] = 0;
+        } else if (setting_parse(id, value, &st->value[id], err, len)) {
+            return -1;
+        }
+        st->set[id] = true;
+        return 0;
+    }
+    snprintf(err, len, "unknown setting '%s'", key);
+    return -1;
+}
+
+static int parse_pod_id(const char *text, struct pod_id *id)
+{
+    const char *slash = strchr(text, '/');
+
+    memset(id, 0, sizeof(*id));
+    if (!strncmp(text, "uid:", 4))
+        return get_name(text + 4, strlen(text + 4), id->uid, sizeof(id->uid));
+    if (!slash)
+        return get_name(text, strlen(text), id->pod_name, sizeof(id->pod_name));
+    return get_name(text, (size_t)(slash - text), id->pod_namespace,
+                    sizeof(id->pod_namespace)) ||
+           get_name(slash + 1, strlen(slash + 1), id->pod_name, sizeof(id->pod_name));
+}
+
+/* "pod <id> [owner=<uid>] [core-limit=<1-100>] [memory-limit=<size>]" */
+static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
+{
+    char *word = strtok(args, " \t");
+    char why[PARSE_ERR_LEN];
+    struct pod_id id;
+    struct pod *p;
+    long number;
+
+    if (!word || parse_pod_id(word, &id)) {
+        snprintf(err, len, "pod: expected namespace/name, name or uid:<pod-uid>");
+        return -1;
+    }
+    if (pods_find(&st->pods, &id)) {
+        snprintf(err, len, "pod %s is listed twice", word);
+        return -1;
+    }
+    if (!(p = pods_get(&st->pods, &id))) {
+        snprintf(err, len, "out of memory");
+        return -1;
+    }
+    while ((word = strtok(NULL, " \t"))) {
+        if (!strncmp(word, "owner=", 6) && !id.uid[0] &&
+            !parse_int_range(word + 6, 0, UINT32_MAX, &number, why)) {
+            p->bound = true;
+            p->owner = (uint32_t)number;
+        } else if (!strncmp(word, "core-limit=", 11) &&
+                   !parse_int_range(word + 11, 1, 100, &number, why)) {
+            p->core_limit = (uint64_t)number;
+        } else if (!strncmp(word, "memory-limit=", 13) &&
+                   !parse_size_bytes(word + 13, &p->memory_limit, why) &&
+                   p->memory_limit) {
+        } else {
+            snprintf(err, len, "pod: cannot read '%s'", word);
+            return -1;
+        }
+    }
+    if (!pod_configured(p)) {
+        snprintf(err, len, "pod without a limit");
+        return -1;
+    }
+    return 0;
+}
+
+int state_parse(const char *text, struct node_state *st, char *err, size_t len)
+{
+    char *copy = strdup(text), *line, *next;
+    int number = 0, rc = 0;
+
+    if (!copy) {
+        snprintf(err, len, "out of memory");
+        return -1;
+    }
+    for (line = copy; line && rc == 0; line = next) {
+        char why[256], *key, *args;
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        number++;
+        line += strspn(line, " \t\r");
+        line[strcspn(line, "\r")] = '\0';
+        if (!*line || *line == '#')
+            continue;
+        key = line;
+        args = line + strcspn(line, " \t");
+        if (*args)
+            *args++ = '\0';
+        rc = !strcmp(key, "pod") ? parse_pod(st, args, why, sizeof(why))
+                                 : parse_setting(st, key, args, why, sizeof(why));
+        if (rc)
+            snprintf(err, len, "line %d: %s", number, why);
+    }
+    free(copy);
+    return rc;
+}
+
+int state_load(const char *path, struct node_state *st)
+{
+    char err[320], aside[4096 + 16];
+    FILE *f = fopen(path, "re");
+    char *text = NULL;
+    size_t size = 0;
+
+    if (!f && errno == ENOENT)
+        return 0;
+    if (!f) {
+        log_error("state file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    FILE *mem = open_memstream(&text, &size);
+    char chunk[4096];
+    size_t n;
+    while (mem && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        fwrite(chunk, 1, n, mem);
+    bool read_error = ferror(f);
+    fclose(f);
+    if (!mem || fclose(mem) || read_error) {
+        log_error("state file %s: cannot read it", path);
+        free(text);
+        return -1;
+    }
+    if (strlen(text) == size && state_parse(text, st, err, sizeof(err)) == 0) {
+        free(text);
+        return 0;
+    }
+    if (strlen(text) != size)
+        snprintf(err, sizeof(err), "it contains a NUL byte");
+    free(text);
+    pods_free(&st->pods);
+    memset(st, 0, sizeof(*st));
+    snprintf(aside, sizeof(aside), "%s.corrupt", path);
+    if (rename(path, aside) == 0)
+        log_error("state file %s is corrupt (%s): moved to %s; starting with the "
+                  "environment's settings and no pod limits", path, err, aside);
+    else
+        log_error("state file %s is corrupt (%s) and cannot be moved aside (%s); "
+                  "starting with the environment's settings and no pod limits",
+                  path, err, strerror(errno));
+    return 0;
+}
+
+/* mkdir -p of path's directory, 0700: the file names pods and their limits. */
+static int make_parent(const char *path)
+{
+    char dir[4096];
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+int state_save(const char *path, const struct node_state *st)
+{
+    char tmp[4096 + 8], dir[4096];
+    size_t need = state_format(st, NULL, 0) + 1;
+    char *text = malloc(need);
+    int fd = -1, rc = -1;
+
+    if (!text)
+        goto out;
+    state_format(st, text, need);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    if (make_parent(path) < 0)
+        goto out;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        goto out;
+    for (size_t done = 0, len = strlen(text); done < len;) {
+        ssize_t w = write(fd, text + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            goto out;
+        done += (size_t)w;
+    }
+    if (fsync(fd) < 0 || close(fd) < 0) {
+        fd = -1;
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, path) < 0)
+        goto out;
+    /* The rename itself must reach the disk before we call it saved. */
+    snprintf(dir, sizeof(dir), "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    rc = 0;
+out:
+    if (rc)
+        log_error("cannot save the state to %s: %s: this change will not "
+                  "survive a restart", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,171 @@
+/* test_state.c - the state file: what is written parses back to the same
+ * state; what does not parse is refused with its line; the file is replaced
+ * atomically and a corrupt one is moved aside. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "clock.h"
+#include "state.h"
+
+static struct node_state sample(void)
+{
+    struct node_state st = {0};
+    struct pod_id team = {.pod_namespace = "team-a", .pod_name = "trainer"};
+    struct pod_id odd = {.pod_name = "my pod/=%"};
+    struct pod_id k8s = {.uid = "0a1b2c3d-0000-4000-8000-000000000001"};
+    struct pod *p;
+    bool failed;
+
+    st.set[SETTING_TQ] = true;
+    st.value[SETTING_TQ] = 5 * NS_PER_SEC;
+    st.set[SETTING_ANTI_THRASH] = true;
+    st.value[SETTING_ANTI_THRASH] = 0;
+    st.set[SETTING_SWITCH_TIME_FIXED] = true;
+    st.value[SETTING_SWITCH_TIME_FIXED] = 0; /* auto */
+    state_set_mode(&st, NULL, 0);
+    state_set_mode(&st, "GPU-1234", 2);
+    p = pods_set_limit(&st.pods, &team, true, 30, &failed);
+    p->bound = true;
+    p->owner = 1000;
+    pods_set_limit(&st.pods, &team, false, 8ull << 30, &failed);
+    pods_set_limit(&st.pods, &odd, false, 1000, &failed);
+    pods_set_limit(&st.pods, &k8s, true, 20, &failed);
+    return st;
+}
+
+static void test_round_trip(void **state)
+{
+    struct node_state st = sample(), back = {0};
+    char text[4096], again[4096], err[256];
+
+    (void)state;
+    state_format(&st, text, sizeof(text));
+    assert_non_null(strstr(text, "\ntq 5s\n"));
+    assert_non_null(strstr(text, "\nswitch-time auto\n"));
+    assert_non_null(strstr(text, "\nmode serial\nmode auto GPU-1234\n"));
+    assert_non_null(strstr(text, "pod team-a/trainer owner=1000 core-limit=30 "
+                                 "memory-limit=8Gi\n"));
+    assert_non_null(strstr(text, "pod my%20pod%2F%3D%25 memory-limit=1000\n"));
+    assert_non_null(strstr(text, "pod uid:0a1b2c3d-0000-4000-8000-000000000001 "
+                                 "core-limit=20\n"));
+    assert_int_equal(state_parse(text, &back, err, sizeof(err)), 0);
+    state_format(&back, again, sizeof(again));
+    assert_string_equal(text, again);
+    struct pod_id odd = {.pod_name = "my pod/=%"};
+    assert_non_null(pods_find(&back.pods, &odd));
+    pods_free(&st.pods);
+    pods_free(&back.pods);
+}
+
+static void test_pods_without_limits_are_not_written(void **state)
+{
+    struct node_state st = {0};
+    struct pod_id id = {.pod_name = "idle"};
+    struct pod *p;
+    uint32_t owner;
+    char text[1024];
+
+    (void)state;
+    pods_join(&st.pods, &id, 1000, &p, &owner);
+    state_format(&st, text, sizeof(text));
+    assert_null(strstr(text, "idle"));
+    pods_free(&st.pods);
+}
+
+static void expect_refused(const char *text, const char *why)
+{
+    struct node_state st = {0};
+    char err[256];
+
+    assert_int_equal(state_parse(text, &st, err, sizeof(err)), -1);
+    if (!strstr(err, why))
+        fail_msg("'%s': expected '%s' in '%s'", text, why, err);
+    pods_free(&st.pods);
+}
+
+static void test_bad_lines_are_refused_with_their_number(void **state)
+{
+    (void)state;
+    expect_refused("tq 5s\nbogus 1\n", "line 2: unknown setting 'bogus'");
+    expect_refused("tq 0\n", "line 1");
+    expect_refused("tq 2h\n", "time quantum must be between");
+    expect_refused("compute-window-ms 100\n", "not a run-time setting");
+    expect_refused("mode sideways\n", "mode must be");
+    expect_refused("pod a core-limit=101\n", "cannot read 'core-limit=101'");
+    expect_refused("pod a\n", "pod without a limit");
+    expect_refused("pod a core-limit=5\npod a core-limit=6\n", "listed twice");
+    expect_refused("pod a%zz core-limit=5\n", "pod: expected");
+    expect_refused("pod uid:x owner=5 core-limit=5\n", "cannot read 'owner=5'");
+    expect_refused("tq 5s 6s\n", "takes one value");
+}
+
+static void test_comments_and_blank_lines(void **state)
+{
+    struct node_state st = {0};
+    char err[256];
+
+    (void)state;
+    assert_int_equal(state_parse("# hello\n\n  \ntq 100ms\r\n", &st, err,
+                                 sizeof(err)), 0);
+    assert_true(st.set[SETTING_TQ]);
+    assert_int_equal(st.value[SETTING_TQ], 100 * NS_PER_MS);
+}
+
+static void test_save_and_load(void **state)
+{
+    char dir[] = "/tmp/nvshare-state.XXXXXX", path[256], aside[300];
+    struct node_state st = sample(), back = {0};
+    struct stat info;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/sub/state.conf", dir);
+    assert_int_equal(state_save(path, &st), 0);
+    assert_int_equal(stat(path, &info), 0);
+    assert_int_equal(info.st_mode & 0777, 0600);
+    assert_int_equal(state_load(path, &back), 0);
+    assert_true(back.set[SETTING_TQ]);
+    assert_int_equal(back.pods.n, 3);
+    pods_free(&back.pods);
+    memset(&back, 0, sizeof(back));
+
+    /* a corrupt file: moved aside, and the state is empty */
+    f = fopen(path, "w");
+    fputs("tq 5s\npod \n", f);
+    fclose(f);
+    assert_int_equal(state_load(path, &back), 0);
+    assert_false(back.set[SETTING_TQ]);
+    assert_int_equal(back.pods.n, 0);
+    snprintf(aside, sizeof(aside), "%s.corrupt", path);
+    assert_int_equal(stat(aside, &info), 0);
+    assert_int_not_equal(stat(path, &info), 0);
+    /* a missing file is an empty state */
+    assert_int_equal(state_load(path, &back), 0);
+    unlink(aside);
+    snprintf(aside, sizeof(aside), "%s/sub", dir);
+    rmdir(aside);
+    rmdir(dir);
+    pods_free(&st.pods);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_pods_without_limits_are_not_written),
+        cmocka_unit_test(test_bad_lines_are_refused_with_their_number),
+        cmocka_unit_test(test_comments_and_blank_lines),
+        cmocka_unit_test(test_save_and_load),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
