@@ -32,12 +32,12 @@ uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)
     return l->declared;
 }
 
-int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
+int account_attach(struct account *accounts, int n_accounts,
                    const struct msg_register *reg, struct account_actions *out)
 {
     int free_index = -1;
 
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
+    for (int i = 0; i < n_accounts; i++) {
         struct account *a = &accounts[i];
         if (!a->refs) {
             if (free_index < 0)
@@ -74,14 +74,14 @@ int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
     return free_index;
 }
 
-void account_detach(struct account accounts[POLICY_MAX_CLIENTS], int account,
+void account_detach(struct account *accounts, int account,
                     struct account_actions *out)
 {
     if (--accounts[account].refs == 0)
         emit(out, ACCOUNT_RESET, accounts, account);
 }
 
-void account_set_runtime(struct account accounts[POLICY_MAX_CLIENTS], int account,
+void account_set_runtime(struct account *accounts, int account,
                          bool core, uint64_t value, struct account_actions *out)
 {
     struct account *a = &accounts[account];

@@ -10,7 +10,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "policy.h"   /* POLICY_MAX_CLIENTS */
 #include "protocol.h" /* struct msg_register, PROTO_NAME_MAX, LIMIT_* */
 
 /* A limit as its two sources set it; the run-time one wins. */
@@ -48,16 +47,16 @@ struct account_actions {
 };
 
 /* A client registered: returns its account (the pod's, or a new one). */
-int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
+int account_attach(struct account *accounts, int n_accounts,
                    const struct msg_register *reg, struct account_actions *out);
 
 /* A registered client left; the account is freed with its last client. */
-void account_detach(struct account accounts[POLICY_MAX_CLIENTS], int account,
+void account_detach(struct account *accounts, int account,
                     struct account_actions *out);
 
 /* Sets the account's run-time core (percent) or memory (bytes) limit; 0
  * removes it, falling back to the declared one. */
-void account_set_runtime(struct account accounts[POLICY_MAX_CLIENTS], int account,
+void account_set_runtime(struct account *accounts, int account,
                          bool core, uint64_t value, struct account_actions *out);
 
 /* The limit in force and where it comes from (LIMIT_RUNTIME, LIMIT_DECLARED

@@ -81,6 +81,14 @@ const struct setting settings_table[SETTING_COUNT] = {
                                "oversubscription ratio", INT(1, 16), .fallback = 2,
                                .help = "oversubscribed clients of a GPU hold at most "
                                        "this x its capacity"},
+    /* Root and the daemon's own uid are exempt: they may use the control
+     * socket anyway, and in Kubernetes most containers run as root, which
+     * a cap would otherwise make one tenant for the whole node. */
+    [SETTING_MAX_CONNECTIONS_PER_UID] = {
+        "max-connections-per-uid", "NVSHARE_MAX_CONNECTIONS_PER_UID",
+        "connections per uid", INT(0, 1000000), .fallback = 256,
+        .help = "connections one uid (not root, not the scheduler's) may hold; "
+                "0: no limit"},
 };
 
 /* A number as the operator would write it, in the largest unit that keeps

@@ -12,7 +12,8 @@
 
 #define MiB (1ull << 20)
 
-static struct account accounts[POLICY_MAX_CLIENTS];
+#define N_ACCOUNTS 64
+static struct account accounts[N_ACCOUNTS];
 
 static int setup(void **state)
 {
@@ -36,7 +37,7 @@ static void test_new_account_is_reset_then_limited(void **state)
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &reg, &out);
+    int a = account_attach(accounts, N_ACCOUNTS, &reg, &out);
     assert_int_equal(out.n, 2);
     assert_int_equal(out.list[0].kind, ACCOUNT_RESET);
     assert_int_equal(out.list[0].account, a);
@@ -51,16 +52,16 @@ static void test_pod_shares_one_account(void **state)
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &reg, &out);
+    int a = account_attach(accounts, N_ACCOUNTS, &reg, &out);
     out.n = 0;
     /* the same declaration again: nothing to tell */
-    assert_int_equal(account_attach(accounts, &reg, &out), a);
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &reg, &out), a);
     assert_int_equal(out.n, 0);
-    assert_int_not_equal(account_attach(accounts, &other, &out), a);
+    assert_int_not_equal(account_attach(accounts, N_ACCOUNTS, &other, &out), a);
     /* a different declaration updates the pod's limits */
     out.n = 0;
     reg.core_limit = 40;
-    assert_int_equal(account_attach(accounts, &reg, &out), a);
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &reg, &out), a);
     assert_int_equal(out.n, 1);
     assert_int_equal(out.list[0].kind, ACCOUNT_LIMITS);
     assert_int_equal(out.list[0].core_limit, 40);
@@ -73,7 +74,7 @@ static void test_runtime_limit_wins_and_falls_back(void **state)
     uint8_t source;
 
     (void)state;
-    int a = account_attach(accounts, &reg, &out);
+    int a = account_attach(accounts, N_ACCOUNTS, &reg, &out);
     out.n = 0;
     account_set_runtime(accounts, a, false, 2048 * MiB, &out);
     assert_int_equal(out.n, 1);
@@ -94,8 +95,8 @@ static void test_last_detach_resets(void **state)
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &reg, &out);
-    account_attach(accounts, &reg, &out);
+    int a = account_attach(accounts, N_ACCOUNTS, &reg, &out);
+    account_attach(accounts, N_ACCOUNTS, &reg, &out);
     out.n = 0;
     account_detach(accounts, a, &out);
     assert_int_equal(out.n, 0);

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "policy_internal.h" /* checks the state it drives */
+#include "policy_fixture.h"
 
 #define MS 1000000ull
 #define TQ (100 * MS)
@@ -19,7 +20,7 @@ static struct policy p;
 static int setup(void **state)
 {
     (void)state;
-    policy_init(&p, 2, TQ, DRAIN_TIMEOUT);
+    policy_start(&p, 2, TQ, DRAIN_TIMEOUT);
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL); /* time slicing */
     for (int c = 0; c < 8; c++) {
         policy_join(&p, 0, c, c, 0);
@@ -231,7 +232,7 @@ static void test_gpus_are_independent(void **state)
     policy_actions_clear(&out);
 
     (void)state;
-    policy_init(&p, POLICY_MAX_GPUS, TQ, DRAIN_TIMEOUT);
+    policy_start(&p, POLICY_MAX_GPUS, TQ, DRAIN_TIMEOUT);
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL); /* time slicing */
     for (int g = 0; g < POLICY_MAX_GPUS; g++) {
         policy_join(&p, g, g, g, 0);

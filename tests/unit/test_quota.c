@@ -19,8 +19,11 @@ static struct quota_actions out;
 static int setup(void **state)
 {
     (void)state;
+    /* Frees the previous test's tables and actions (none at first). */
+    quota_destroy(&q);
+    quota_actions_free(&out);
     quota_init(&q, 2);
-    memset(&out, 0, sizeof(out));
+    assert_true(quota_grow(&q, 64));
     /* Clients 0, 1, 2 are pod 7; client 3 is pod 8. */
     for (int c = 0; c < 3; c++)
         quota_join(&q, 0, c, 7, &out);
