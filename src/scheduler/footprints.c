@@ -104,6 +104,6 @@ void footprint_sample_overheads(struct scheduler *s, uint64_t now)
 
 void footprint_forget(struct scheduler *s, int slot)
 {
-    for (int gpu = 0; gpu < POLICY_MAX_GPUS; gpu++)
+    for (int gpu = 0; gpu < s->n_gpus; gpu++)
         s->overhead[gpu][slot] = s->evictable[gpu][slot] = 0;
 }
