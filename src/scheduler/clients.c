@@ -485,6 +485,8 @@ static uint64_t stall_due(const struct client *c)
 
 uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now)
 {
+    const struct client *first_unregistered = NULL;
+    int unregistered = 0;
     uint64_t next = 0;
 
     for (int i = 0; i < s->table_size; i++) {
@@ -492,16 +494,28 @@ uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now)
         uint64_t due;
         if (!c->used || c->doomed || (due = stall_due(c)) == 0)
             continue;
-        if (now >= due) {
-            log_warn("client %llu (pid %d): %s for %.1f s: disconnecting",
-                     (unsigned long long)c->id, (int)c->pid,
-                     c->registered ? "a frame unfinished" : "not registered",
+        /* Those due within a batch go together: a flood of connections
+         * made over a second then takes a few wake-ups, not one each. */
+        if (now + CLIENT_STALL_BATCH_NS < due) {
+            if (next == 0 || due < next)
+                next = due;
+            continue;
+        }
+        c->doomed = true;
+        if (c->registered) {
+            log_warn("client %llu (pid %d): a frame unfinished for %.1f s: "
+                     "disconnecting", (unsigned long long)c->id, (int)c->pid,
                      (double)CLIENT_STALL_NS / 1e9);
-            c->doomed = true;
-        } else if (next == 0 || due < next) {
-            next = due;
+        } else if (unregistered++ == 0) {
+            first_unregistered = c;
         }
     }
+    /* A line per batch, not per connection. */
+    if (unregistered)
+        log_warn("%d connection(s) not registered for %.1f s (the first from "
+                 "pid %d, uid %u): disconnecting", unregistered,
+                 (double)CLIENT_STALL_NS / 1e9, (int)first_unregistered->pid,
+                 (unsigned)first_unregistered->uid);
     return next;
 }
 

@@ -95,9 +95,11 @@ void clients_broadcast(struct scheduler *s, uint16_t type);
  * Returns whether it closed any (their departures changed the policy). */
 bool clients_reap(struct scheduler *s);
 /* Dooms connections that stall: not registered, or in the middle of a
- * frame, CLIENT_STALL_NS after they started. Returns when the next one
- * would be due (0: none pending). */
-#define CLIENT_STALL_NS 2000000000ull /* 2 s */
+ * frame, CLIENT_STALL_NS after they started (up to CLIENT_STALL_BATCH_NS
+ * early, with others). Returns when the next one would be due (0: none
+ * pending). */
+#define CLIENT_STALL_NS 2000000000ull     /* 2 s */
+#define CLIENT_STALL_BATCH_NS 100000000ull /* 100 ms */
 uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now);
 int clients_count(const struct scheduler *s);
 /* Connections that have not registered yet. */

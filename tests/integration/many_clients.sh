@@ -38,6 +38,9 @@ many idle "$MANY_BIN" "$NVSHARE_SOCK_DIR" 600 GPU-sim-0 idle
 grep -q 'connected=600 ' "$WORK/idle.out" || fail "idle flood: $(cat "$WORK/idle.out")"
 scheduled_workload beside_idle
 wait_for status_has "unregistered 0" || fail "the idle connections were not closed"
+closed_lines=$(log_count 'not registered for')
+check "$closed_lines >= 1 && $closed_lines <= 10" \
+    "closing 600 idle connections took $closed_lines log lines, not a few"
 pass "600 idle connections: a real client is still scheduled; they are closed"
 
 # ---- more clients than the old fixed limit ---------------------------------
