@@ -34,10 +34,8 @@ uint64_t used_ns(const struct gpu_sched *g, int account, uint64_t now)
 static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
                           int account)
 {
-    bool *counted = p->scratch.limit_counted;
+    bool *counted = p->scratch.limit_counted; /* all false between calls */
     unsigned sum = 0;
-
-    memset(counted, 0, sizeof(*counted) * (size_t)p->table_size);
 
     if (account >= 0) {
         counted[account] = true;
@@ -52,6 +50,12 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
             sum += p->core_limit[a];
         }
     }
+    /* Cleared where it was set, not whole: the tables may have grown far
+     * beyond the members of this GPU. */
+    if (account >= 0)
+        counted[account] = false;
+    for (int c = 0; c < g->slots; c++)
+        counted[g->members[c].account] = false;
     return sum;
 }
 
@@ -280,10 +284,8 @@ int waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now
 static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g,
                                uint64_t now)
 {
-    bool *counted = p->scratch.waiting_counted;
+    bool *counted = p->scratch.waiting_counted; /* all false between calls */
     uint64_t need = 0;
-
-    memset(counted, 0, sizeof(*counted) * (size_t)p->table_size);
 
     for (int i = 0; i < g->n_waiting; i++) {
         int account = g->members[g->queue[i]].account;
@@ -292,6 +294,8 @@ static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g
             need += budget_left(p, g, account, now);
         }
     }
+    for (int i = 0; i < g->n_waiting; i++)
+        counted[g->members[g->queue[i]].account] = false;
     return need;
 }
 

@@ -71,7 +71,8 @@ struct gpu_sched {
 
 /* Work arrays of table_size entries, one per function that needs one: the
  * functions marked pure below write only their own, which no caller reads,
- * so the compiler's reading of `pure` stays true for everything it sees. */
+ * so the compiler's reading of `pure` stays true for everything it sees.
+ * The flags are all false between calls (each clears what it set). */
 struct policy_scratch {
     int *admit_order, *blocked_order;  /* admit(), blocked_waiter() */
     bool *limit_counted;               /* limit_sum() */
