@@ -3,7 +3,8 @@
  * A slot is given out only below the table size of every module (the
  * clients, the accounts, the per-GPU measurements, the policy and the
  * quota), so none of them needs a bound check of its own; the size doubles
- * when the slots run out, which keeps accepting amortized O(1). */
+ * when the slots run out, so the copying costs O(1) per connection over
+ * time. */
 #include "scheduler.h"
 
 #include "grow.h"
@@ -23,14 +24,20 @@ bool scheduler_grow(struct scheduler *s, int table_size)
         if (!grow_zeroed(&s->overhead[g], sizeof(uint64_t), old, table_size) ||
             !grow_zeroed(&s->evictable[g], sizeof(uint64_t), old, table_size))
             return false;
+    if (!policy_grow(s->policy, table_size) || !quota_grow(&s->quota, table_size))
+        return false;
+    /* Last, and undone on failure: a later call zeroes these pointers. */
     for (int i = old; i < table_size; i++) {
-        if (!s->clients[i] && !(s->clients[i] = calloc(1, sizeof(struct client))))
+        if (!(s->clients[i] = calloc(1, sizeof(struct client)))) {
+            while (i-- > old) {
+                free(s->clients[i]);
+                s->clients[i] = NULL;
+            }
             return false;
+        }
         s->clients[i]->slot = i;
         s->clients[i]->fd = -1;
     }
-    if (!policy_grow(s->policy, table_size) || !quota_grow(&s->quota, table_size))
-        return false;
     s->table_size = table_size;
     return true;
 }
