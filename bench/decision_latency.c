@@ -38,9 +38,11 @@ static struct policy_actions out;
 
 /* GPUS GPUs of 80 GiB with CLIENTS_PER_GPU clients each, of 1-4 GiB, one in
  * three of them heavy. */
-static void setup(int gpus, int per_gpu)
+static bool setup(int gpus, int per_gpu)
 {
     policy_init(p, gpus, 100 * MS, 10000 * MS);
+    if (!policy_grow(p, gpus * per_gpu))
+        return false;
     policy_set_switch_time(p, 1000 * MS, 0);
     for (int g = 0; g < gpus; g++) {
         policy_set_capacity(p, g, 80 * GiB);
@@ -52,6 +54,7 @@ static void setup(int gpus, int per_gpu)
             policy_set_load(p, g, c, c % 3 ? 200 : 900);
         }
     }
+    return true;
 }
 
 /* One event of the given kind for client c of gpu g; m: its state before. */
@@ -95,14 +98,15 @@ int main(int argc, char **argv)
     uint64_t now = 0;
 
     p = calloc(1, policy_size());
-    if (!lat || !p || gpus < 1 || gpus > POLICY_MAX_GPUS || per_gpu < 1 ||
-        gpus * per_gpu > POLICY_MAX_CLIENTS) {
-        fprintf(stderr, "usage: %s [GPUS 1-%d] [CLIENTS_PER_GPU] [EVENTS] "
-                "(GPUS x CLIENTS <= %d)\n", argv[0], POLICY_MAX_GPUS,
-                POLICY_MAX_CLIENTS);
+    if (!lat || !p || gpus < 1 || gpus > POLICY_MAX_GPUS || per_gpu < 1) {
+        fprintf(stderr, "usage: %s [GPUS 1-%d] [CLIENTS_PER_GPU] [EVENTS]\n",
+                argv[0], POLICY_MAX_GPUS);
         return 2;
     }
-    setup(gpus, per_gpu);
+    if (!setup(gpus, per_gpu)) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
     for (int e = 0; e < events; e++) {
         int c = rand_r(&seed) % (gpus * per_gpu), g = c / per_gpu;
         int kind = rand_r(&seed) % 8;
@@ -122,5 +126,7 @@ int main(int argc, char **argv)
            "target_us=50 %s\n", gpus, per_gpu, events, p50, p99, max,
            p99 < 50 ? "ok" : "OVER");
     free(lat);
+    policy_destroy(p);
+    free(p);
     return 0;
 }

@@ -35,6 +35,7 @@ struct client_state {
     bool connected;   /* registered with the scheduler */
     bool scheduling_on;
     bool warned_absent;
+    bool warned_refused; /* since the last registration */
     unsigned registrations;
     bool fail_closed;
     bool membarrier_ok;
@@ -47,6 +48,7 @@ struct client_state {
     struct nvshare_client_ops ops;
     uint64_t idle_release_ns;
     uint64_t reconnect_ns;
+    uint64_t retry_ns;   /* after a refusal: doubles up to RETRY_MAX_NS */
     struct msg_register reg;
     int oversub_env;   /* NVSHARE_ENABLE_OVERSUB: 0, 1, or -1 (unset) */
     bool oversub_node; /* the scheduler's default, from REGISTER_OK */

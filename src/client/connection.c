@@ -110,16 +110,22 @@ static void attempt_failed(void)
     observer->disconnected();
 }
 
-/* Sends REGISTER on fd and reads the answer into *m; 0 or a proto_error. */
+/* Sends REGISTER on fd and reads the answer into *m: 0 (REGISTER_OK or
+ * REFUSED) or a proto_error. */
 static int register_on(int fd, struct msg *m)
 {
-    int rc;
+    int rc, received;
 
     *m = (struct msg){.type = MSG_REGISTER, .u.reg = client.reg};
     m->u.reg.pid = (uint32_t)getpid();
     rc = msg_send(fd, m);
+    /* A refusal is sent at once and the socket closed, maybe under our
+     * send: what was sent before the close can still be read. */
+    received = msg_recv(fd, m, 5000);
+    if (received == 0 && m->type == MSG_REFUSED)
+        return 0;
     if (rc == 0)
-        rc = msg_recv(fd, m, 5000);
+        rc = received;
     if (rc == 0 && m->type != MSG_REGISTER_OK)
         rc = PROTO_E_TYPE;
     if (rc == 0 && m->u.reg_ok.n_gpus != client.n_gpus)
@@ -147,6 +153,8 @@ static void registered(int fd, const struct msg_register_ok *ok)
              (unsigned long long)ok->client_id,
              client.registrations++ ? " (reconnected)" : "");
     client.warned_absent = false;
+    client.warned_refused = false;
+    client.retry_ns = 0; /* the next refusal waits reconnect_ns first */
     gates_open_for_current_mode();
     pthread_cond_broadcast(&client.changed);
     for (int i = 0; i < client.n_gpus; i++)
@@ -155,14 +163,51 @@ static void registered(int fd, const struct msg_register_ok *ok)
     observer->registered(client.n_gpus, managed);
 }
 
-static void try_connect(void)
+/* A refused or failed registration is retried after twice the previous
+ * wait, from the reconnect interval up to this: thousands of refused
+ * processes must not knock every second, nor each log every time. */
+#define RETRY_MAX_NS (30 * NS_PER_SEC)
+
+/* Says once, until the next registration, why the scheduler would not have
+ * us; the wait before the next attempt doubles. With client.mu held. */
+static void refused_locked(const char *path, int rc, const struct msg *m)
+{
+    const struct msg_refused *r = &m->u.refused;
+    const char *meanwhile = client.fail_closed
+                                ? "GPU work waits (fail-closed)"
+                                : "running unscheduled (fail-open)";
+
+    client.retry_ns = client.retry_ns ? 2 * client.retry_ns : client.reconnect_ns;
+    if (client.retry_ns > RETRY_MAX_NS)
+        client.retry_ns = RETRY_MAX_NS;
+    if (client.warned_refused)
+        return;
+    client.warned_refused = true;
+    if (rc)
+        log_warn("scheduler at %s refused registration: %s; %s, retrying "
+                 "with a back-off up to %.0f s", path, proto_strerror(rc),
+                 meanwhile, (double)RETRY_MAX_NS / 1e9);
+    else if (r->reason == REFUSED_UID_LIMIT)
+        log_warn("scheduler at %s refused this process: uid %u has %u "
+                 "connections already (NVSHARE_MAX_CONNECTIONS_PER_UID); %s, "
+                 "retrying with a back-off up to %.0f s", path, r->uid,
+                 r->limit, meanwhile, (double)RETRY_MAX_NS / 1e9);
+    else
+        log_warn("scheduler at %s refused this process: it is out of memory; "
+                 "%s, retrying with a back-off up to %.0f s", path, meanwhile,
+                 (double)RETRY_MAX_NS / 1e9);
+}
+
+/* Connects and registers; returns how long to wait before the next
+ * attempt should this one have failed. */
+static uint64_t try_connect(void)
 {
     char path[256];
     struct msg m;
     int fd, rc;
 
     if (socket_path(CLIENT_SOCKET_NAME, path, sizeof(path)))
-        return;
+        return client.reconnect_ns;
     fd = unix_connect(path);
     if (fd < 0) {
         pthread_mutex_lock(&client.mu);
@@ -174,18 +219,19 @@ static void try_connect(void)
                      (double)client.reconnect_ns / 1e9);
         client.warned_absent = true;
         attempt_failed();
-        return;
+        return client.reconnect_ns;
     }
     rc = register_on(fd, &m);
     pthread_mutex_lock(&client.mu);
-    if (rc) {
-        log_warn("scheduler at %s refused registration: %s", path,
-                 proto_strerror(rc));
+    if (rc || m.type == MSG_REFUSED) {
+        refused_locked(path, rc, &m);
+        uint64_t wait = client.retry_ns;
         close(fd);
         attempt_failed();
-        return;
+        return wait;
     }
     registered(fd, &m.u.reg_ok);
+    return client.reconnect_ns;
 }
 
 /* Scheduling switched on: everyone was running freely, so drain before
@@ -433,9 +479,9 @@ void *conn_thread(void *arg)
         int timeout_ms;
 
         if (client.fd < 0 && now >= next_connect) {
-            try_connect();
+            uint64_t wait = try_connect();
             reader->len = 0;
-            next_connect = now + client.reconnect_ns;
+            next_connect = now + wait;
         }
         fds[1].fd = client.fd;
         timeout_ms = (int)(client.idle_release_ns / 2 / NS_PER_MS) + 1;

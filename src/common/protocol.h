@@ -64,6 +64,12 @@ enum oversub_setting {
     OVERSUB_NODE_DEFAULT = 2, /* the process did not say */
 };
 
+/* Why the scheduler refused a connection (REFUSED). */
+enum refused_reason {
+    REFUSED_UID_LIMIT = 1, /* its uid has max-connections-per-uid already */
+    REFUSED_NO_MEMORY = 2, /* the scheduler could not grow its tables */
+};
+
 /* Why a client waits (status). */
 enum wait_reason {
     WAIT_NONE = 0,

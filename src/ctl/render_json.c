@@ -151,6 +151,8 @@ void render_json(FILE *out, const struct ctl_status *st)
     json_uint(&j, "uptime_ns", st->node.uptime_ns);
     json_uint(&j, "gpu_count", st->node.n_gpus);
     json_uint(&j, "client_count", st->node.n_clients);
+    json_uint(&j, "unregistered_connections", st->node.n_pending);
+    json_uint(&j, "refused_connections", st->node.refused);
     if (st->node.switch_time_fixed_ns)
         json_uint(&j, "switch_time_fixed_ns", st->node.switch_time_fixed_ns);
     else

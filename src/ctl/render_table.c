@@ -441,8 +441,10 @@ void render_table(FILE *out, const struct ctl_status *st)
     format_duration(st->node.uptime_ns, up, sizeof(up));
     format_duration(st->node.window_ns, window, sizeof(window));
     fprintf(out, "TQ %s   anti-thrash %s   window %s   uptime %s   clients %u   "
-            "gpus %u\n", tq, st->node.anti_thrash ? "on" : "off", window, up,
-            st->node.n_clients, st->node.n_gpus);
+            "gpus %u   unregistered %u   refused %llu\n", tq,
+            st->node.anti_thrash ? "on" : "off", window, up, st->node.n_clients,
+            st->node.n_gpus, st->node.n_pending,
+            (unsigned long long)st->node.refused);
     if (st->node.switch_time_fixed_ns) {
         format_duration(st->node.switch_time_fixed_ns, sw, sizeof(sw));
         fprintf(out, "switch time %s (fixed)", sw);

@@ -41,20 +41,21 @@ static bool declare(struct limit_setting *l, uint64_t value)
     return true;
 }
 
-int account_of_pod(const struct account accounts[POLICY_MAX_CLIENTS],
+int account_of_pod(const struct account *accounts, int n_accounts,
                    const struct pod_id *pod)
 {
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
+    for (int i = 0; i < n_accounts; i++)
         if (accounts[i].refs && !pod_id_empty(&accounts[i].pod) &&
             pod_id_equal(&accounts[i].pod, pod))
             return i;
     return -1;
 }
 
-int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
+int account_attach(struct account *accounts, int n_accounts,
                    const struct account_claim *claim, struct account_actions *out)
 {
-    int i = pod_id_empty(&claim->pod) ? -1 : account_of_pod(accounts, &claim->pod);
+    int i = pod_id_empty(&claim->pod) ? -1
+                                      : account_of_pod(accounts, n_accounts, &claim->pod);
 
     if (i >= 0) {
         struct account *a = &accounts[i];
@@ -65,7 +66,7 @@ int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
             emit(out, ACCOUNT_LIMITS, accounts, i);
         return i;
     }
-    for (i = 0; accounts[i].refs; i++)
+    for (i = 0; i < n_accounts - 1 && accounts[i].refs; i++)
         ;
     struct account *a = &accounts[i];
     memset(a, 0, sizeof(*a));
@@ -78,14 +79,14 @@ int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
     return i;
 }
 
-void account_detach(struct account accounts[POLICY_MAX_CLIENTS], int account,
+void account_detach(struct account *accounts, int account,
                     struct account_actions *out)
 {
     if (--accounts[account].refs == 0)
         emit(out, ACCOUNT_RESET, accounts, account);
 }
 
-void account_set_runtime(struct account accounts[POLICY_MAX_CLIENTS], int account,
+void account_set_runtime(struct account *accounts, int account,
                          bool core, uint64_t value, struct account_actions *out)
 {
     struct account *a = &accounts[account];

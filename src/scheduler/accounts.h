@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "pods.h"     /* struct pod_id */
-#include "policy.h"   /* POLICY_MAX_CLIENTS */
 #include "protocol.h" /* LIMIT_* */
 
 /* A limit as its two sources set it. The operator's (nvsharectl, later the
@@ -59,21 +58,23 @@ struct account_actions {
 };
 
 /* A client registered: returns its account (the pod's, or a new one). A
- * declaration lower than the pod's declared limit lowers it for the pod. */
-int account_attach(struct account accounts[POLICY_MAX_CLIENTS],
+ * declaration lower than the pod's declared limit lowers it for the pod.
+ * n_accounts is the table's size: it holds one more than the registered
+ * clients, so attaching always finds one. */
+int account_attach(struct account *accounts, int n_accounts,
                    const struct account_claim *claim, struct account_actions *out);
 
 /* The pod's account, or -1 when none of its clients is registered. */
-int account_of_pod(const struct account accounts[POLICY_MAX_CLIENTS],
+int account_of_pod(const struct account *accounts, int n_accounts,
                    const struct pod_id *pod);
 
 /* A registered client left; the account is freed with its last client. */
-void account_detach(struct account accounts[POLICY_MAX_CLIENTS], int account,
+void account_detach(struct account *accounts, int account,
                     struct account_actions *out);
 
 /* Sets the account's operator core (percent) or memory (bytes) limit; 0
  * removes it, leaving the declared one. */
-void account_set_runtime(struct account accounts[POLICY_MAX_CLIENTS], int account,
+void account_set_runtime(struct account *accounts, int account,
                          bool core, uint64_t value, struct account_actions *out);
 
 /* The limit in force, the lower of the two that are set, and where it

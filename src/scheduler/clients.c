@@ -5,6 +5,7 @@
  * with one log line; its locks pass on exactly as if it had died. The
  * daemon and every other client carry on. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -39,7 +40,7 @@ static void close_client(struct scheduler *s, struct client *c,
     free(c->reader);
     struct quota_actions quota_out = {0};
     struct account_actions account_out = {0};
-    int slot = (int)(c - s->clients);
+    int slot = c->slot;
 
     policy_leave(s->policy, slot, now_ns(), out);
     quota_leave(&s->quota, slot, now_ns(), &quota_out);
@@ -47,8 +48,7 @@ static void close_client(struct scheduler *s, struct client *c,
         account_detach(s->accounts, c->account, &account_out);
     clients_apply_accounts(s, &account_out);
     footprint_forget(s, slot);
-    memset(c, 0, sizeof(*c));
-    c->fd = -1;
+    *c = (struct client){.slot = slot, .fd = -1};
     clients_apply_quota(s, &quota_out);
 }
 
@@ -61,11 +61,11 @@ bool clients_reap(struct scheduler *s)
 
     while (again) {
         again = false;
-        for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
-            if (!s->clients[i].used || !s->clients[i].doomed)
+        for (int i = 0; i < s->table_size; i++) {
+            if (!s->clients[i]->used || !s->clients[i]->doomed)
                 continue;
             policy_actions_clear(&out);
-            close_client(s, &s->clients[i], &out);
+            close_client(s, s->clients[i], &out);
             clients_apply(s, &out);
             closed = again = true;
         }
@@ -111,7 +111,7 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
 {
     for (int i = 0; i < actions->n; i++) {
         const struct policy_action *a = &actions->list[i];
-        struct client *c = &s->clients[a->client];
+        struct client *c = s->clients[a->client];
         struct msg m = {.u.lock = {.lease = a->lease}};
         uint8_t gpu = (uint8_t)client_gpu_index(c, a->gpu);
 
@@ -158,11 +158,14 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
     }
 }
 
-void clients_apply_quota(struct scheduler *s, const struct quota_actions *actions)
+void clients_apply_quota(struct scheduler *s, struct quota_actions *actions)
 {
+    if (actions->lost)
+        log_error("out of memory: %u memory messages to clients lost",
+                  actions->lost);
     for (int i = 0; i < actions->n; i++) {
         const struct quota_action *a = &actions->list[i];
-        struct client *c = &s->clients[a->client];
+        struct client *c = s->clients[a->client];
         struct msg m = {0};
 
         if (!c->used || !c->registered)
@@ -192,6 +195,7 @@ void clients_apply_quota(struct scheduler *s, const struct quota_actions *action
             break;
         }
     }
+    quota_actions_free(actions);
 }
 
 void clients_apply_accounts(struct scheduler *s,
@@ -225,7 +229,7 @@ void clients_apply_accounts(struct scheduler *s,
 static bool oversub_allows(struct scheduler *s, const struct client *c, int gpu,
                            uint64_t need)
 {
-    int slot = (int)(c - s->clients);
+    int slot = c->slot;
     struct policy_gpu_view g;
     struct policy_member_view m = {0};
     char want[32], max[32];
@@ -263,7 +267,7 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
                           const struct msg *m)
 {
     struct quota_actions out = {0};
-    int slot = (int)(c - s->clients);
+    int slot = c->slot;
     const struct msg_mem *mem = &m->u.mem;
 
     if (m->type == MSG_MEM_RESERVE && !oversub_allows(s, c, gpu, mem->bytes))
@@ -279,7 +283,7 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
     s->evictable[gpu][slot] = mem->evictable;
     clients_apply_quota(s, &out);
     /* Grants and returns moved what other clients hold too. */
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
+    for (int i = 0; i < s->table_size; i++)
         if (policy_is_member(s->policy, gpu, i))
             footprint_update(s, gpu, i);
 }
@@ -288,17 +292,26 @@ void clients_broadcast(struct scheduler *s, uint16_t type)
 {
     struct msg m = {.type = type};
 
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
-        if (s->clients[i].used && s->clients[i].registered)
-            send_or_doom(&s->clients[i], &m);
+    for (int i = 0; i < s->table_size; i++)
+        if (s->clients[i]->used && s->clients[i]->registered)
+            send_or_doom(s->clients[i], &m);
 }
 
 int clients_count(const struct scheduler *s)
 {
     int n = 0;
 
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
-        n += s->clients[i].used && s->clients[i].registered;
+    for (int i = 0; i < s->table_size; i++)
+        n += s->clients[i]->used && s->clients[i]->registered;
+    return n;
+}
+
+int clients_pending(const struct scheduler *s)
+{
+    int n = 0;
+
+    for (int i = 0; i < s->table_size; i++)
+        n += s->clients[i]->used && !s->clients[i]->registered;
     return n;
 }
 
@@ -357,7 +370,7 @@ static int handle_register(struct scheduler *s, struct client *c,
     struct account_actions account_out = {0};
     struct quota_actions quota_out = {0};
     struct account_claim claim;
-    int slot = (int)(c - s->clients);
+    int slot = c->slot;
     uint64_t now = now_ns();
 
     c->reg = *reg;
@@ -366,7 +379,7 @@ static int handle_register(struct scheduler *s, struct client *c,
     c->id = ++s->next_client_id;
     c->registered = true;
     claim_of(s, c, reg, &claim);
-    c->account = account_attach(s->accounts, &claim, &account_out);
+    c->account = account_attach(s->accounts, s->table_size, &claim, &account_out);
     clients_apply_accounts(s, &account_out);
     policy_view_settings(s->policy, &settings);
     reply.u.reg_ok.client_id = c->id;
@@ -407,7 +420,7 @@ static int handle_register(struct scheduler *s, struct client *c,
 static void release(struct scheduler *s, struct client *c, int gpu,
                     const struct msg_lock *lock, struct policy_actions *out)
 {
-    int slot = (int)(c - s->clients);
+    int slot = c->slot;
     struct policy_member_view m = {0};
     uint64_t now = now_ns();
 
@@ -428,7 +441,7 @@ static void release(struct scheduler *s, struct client *c, int gpu,
 static int handle_message(struct scheduler *s, struct client *c,
                           const struct msg *m, struct policy_actions *out)
 {
-    int slot = (int)(c - s->clients);
+    int slot = c->slot;
     int gpu;
 
     if (m->type == MSG_REGISTER)
@@ -530,49 +543,160 @@ static uint64_t stall_due(const struct client *c)
 
 uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now)
 {
+    const struct client *first_unregistered = NULL;
+    int unregistered = 0;
     uint64_t next = 0;
 
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
-        struct client *c = &s->clients[i];
+    for (int i = 0; i < s->table_size; i++) {
+        struct client *c = s->clients[i];
         uint64_t due;
         if (!c->used || c->doomed || (due = stall_due(c)) == 0)
             continue;
-        if (now >= due) {
-            log_warn("client %llu (pid %d): %s for %.1f s: disconnecting",
-                     (unsigned long long)c->id, (int)c->pid,
-                     c->registered ? "a frame unfinished" : "not registered",
+        /* Those due within a batch go together: a flood of connections
+         * made over a second then takes a few wake-ups, not one each. */
+        if (now + CLIENT_STALL_BATCH_NS < due) {
+            if (next == 0 || due < next)
+                next = due;
+            continue;
+        }
+        c->doomed = true;
+        if (c->registered) {
+            log_warn("client %llu (pid %d): a frame unfinished for %.1f s: "
+                     "disconnecting", (unsigned long long)c->id, (int)c->pid,
                      (double)CLIENT_STALL_NS / 1e9);
-            c->doomed = true;
-        } else if (next == 0 || due < next) {
-            next = due;
+        } else if (unregistered++ == 0) {
+            first_unregistered = c;
         }
     }
+    /* A line per batch, not per connection. */
+    if (unregistered)
+        log_warn("%d connection(s) not registered for %.1f s (the first from "
+                 "pid %d, uid %u): disconnecting", unregistered,
+                 (double)CLIENT_STALL_NS / 1e9, (int)first_unregistered->pid,
+                 (unsigned)first_unregistered->uid);
     return next;
+}
+
+/* A refused process retries (with a back-off), so a flood of them would
+ * flood the log: a uid's first refusal is logged, then at most one line
+ * every REFUSAL_LOG_NS with how many followed. */
+#define REFUSAL_LOG_NS (10 * NS_PER_SEC)
+
+static void log_refusals(const struct refusal_note *n, uint64_t now)
+{
+    log_warn("refused %llu more connection(s) of uid %u in the last %.0f s",
+             (unsigned long long)n->unlogged, (unsigned)n->uid,
+             (double)(now - n->logged_at) / 1e9);
+}
+
+static void note_refusal(struct scheduler *s, uid_t uid, const char *why)
+{
+    struct refusal_note *n = NULL, *oldest = &s->refusals[0];
+    uint64_t now = now_ns();
+    size_t count = sizeof(s->refusals) / sizeof(s->refusals[0]);
+
+    s->refused++;
+    for (size_t i = 0; i < count && !n; i++) {
+        struct refusal_note *r = &s->refusals[i];
+        if (r->logged_at && r->uid == uid)
+            n = r;
+        else if (r->logged_at < oldest->logged_at)
+            oldest = r;
+    }
+    if (!n) {
+        if (oldest->logged_at && oldest->unlogged)
+            log_refusals(oldest, now);
+        n = oldest;
+        *n = (struct refusal_note){.uid = uid};
+    }
+    if (n->logged_at && now - n->logged_at < REFUSAL_LOG_NS) {
+        n->unlogged++;
+        return;
+    }
+    if (n->unlogged)
+        log_refusals(n, now);
+    else
+        log_warn("refusing connections of uid %u: %s", (unsigned)uid, why);
+    n->logged_at = now;
+    n->unlogged = 0;
+}
+
+/* Tells the process why before closing, so that it says so once and backs
+ * off rather than retrying blindly. */
+static void refuse(struct scheduler *s, int fd, uid_t uid, uint8_t reason)
+{
+    struct msg m = {.type = MSG_REFUSED};
+    char why[128];
+
+    m.u.refused = (struct msg_refused){reason, (uint32_t)uid,
+                                       s->max_connections_per_uid};
+    if (reason == REFUSED_UID_LIMIT)
+        snprintf(why, sizeof(why), "it has %u connections already "
+                 "(NVSHARE_MAX_CONNECTIONS_PER_UID)", s->max_connections_per_uid);
+    else
+        snprintf(why, sizeof(why), "out of memory for another client");
+    msg_send(fd, &m); /* best effort: it is closed either way */
+    close(fd);
+    note_refusal(s, uid, why);
+}
+
+/* Root and the daemon's own uid are trusted (see settings.c); any other
+ * uid may hold max_connections_per_uid connections. */
+static bool uid_at_limit(const struct scheduler *s, uid_t uid)
+{
+    unsigned n = 0;
+
+    if (!s->max_connections_per_uid || uid == 0 || uid == s->uid)
+        return false;
+    for (int i = 0; i < s->table_size; i++)
+        n += s->clients[i]->used && s->clients[i]->uid == uid;
+    return n >= s->max_connections_per_uid;
+}
+
+/* A free slot, growing the tables when every one is taken; NULL if memory
+ * ran out. */
+static struct client *free_slot(struct scheduler *s)
+{
+    int size = s->table_size;
+
+    for (int i = 0; i < size; i++)
+        if (!s->clients[i]->used)
+            return s->clients[i];
+    if (!scheduler_grow(s, 2 * size))
+        return NULL;
+    log_info("client tables grown to %d slots", s->table_size);
+    return s->clients[size];
 }
 
 void clients_on_listen(struct event_loop *loop, int fd, void *data)
 {
     struct scheduler *s = data;
     int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    struct client *c = NULL;
+    struct client *c;
+    pid_t pid;
+    uid_t uid;
 
     if (cfd < 0)
         return;
-    for (int i = 0; i < POLICY_MAX_CLIENTS && !c; i++)
-        if (!s->clients[i].used)
-            c = &s->clients[i];
-    if (!c) {
-        log_warn("refusing a client: %d clients already connected",
-                 POLICY_MAX_CLIENTS);
+    if (unix_peer(cfd, &pid, &uid)) {
+        log_warn("refusing a client: %s", strerror(errno));
         close(cfd);
         return;
     }
-    memset(c, 0, sizeof(*c));
-    c->sched = s;
-    c->fd = cfd;
+    if (uid_at_limit(s, uid)) {
+        refuse(s, cfd, uid, REFUSED_UID_LIMIT);
+        return;
+    }
+    c = free_slot(s);
+    if (!c) {
+        refuse(s, cfd, uid, REFUSED_NO_MEMORY);
+        return;
+    }
+    int slot = c->slot;
+    *c = (struct client){.sched = s, .slot = slot, .fd = cfd, .pid = pid,
+                         .uid = uid};
     c->reader = malloc(sizeof(*c->reader));
-    if (!c->reader || unix_peer(cfd, &c->pid, &c->uid) ||
-        event_loop_add(loop, cfd, client_on_readable, c)) {
+    if (!c->reader || event_loop_add(loop, cfd, client_on_readable, c)) {
         log_warn("refusing a client: %s", strerror(errno));
         free(c->reader);
         close(cfd);

@@ -48,6 +48,8 @@ static int send_node(struct scheduler *s, int fd, uint64_t now)
         .switch_multiplier = (uint16_t)v.switch_multiplier,
         .reserve_percent = (uint8_t)v.reserve_percent,
         .oversub_default = s->oversub_default,
+        .n_pending = (uint32_t)clients_pending(s),
+        .refused = s->refused,
     };
     return msg_send(fd, &m);
 }
@@ -80,13 +82,13 @@ static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
     gpu->swap_in_ns = v.swap_in.ns;
     gpu->last_swap_out_ns = v.swap_out.last_ns;
     gpu->last_swap_in_ns = v.swap_in.last_ns;
-    for (int c = 0; c < POLICY_MAX_CLIENTS && gpu->n_running < PROTO_MAX_WAITERS; c++)
+    for (int c = 0; c < s->table_size && gpu->n_running < PROTO_MAX_WAITERS; c++)
         if (policy_is_running(p, g, c))
-            gpu->running[gpu->n_running++] = s->clients[c].id;
+            gpu->running[gpu->n_running++] = s->clients[c]->id;
     int n_waiting = policy_view_waiting(p, g, now, waiting, PROTO_MAX_WAITERS);
     for (int i = 0; i < n_waiting && i < PROTO_MAX_WAITERS; i++)
         gpu->waiting[gpu->n_waiting++] = (struct status_waiter){
-            s->clients[waiting[i].client].id, waiting[i].reason};
+            s->clients[waiting[i].client]->id, waiting[i].reason};
     if (n_waiting > PROTO_MAX_WAITERS)
         gpu->truncated_waiting = (uint32_t)(n_waiting - PROTO_MAX_WAITERS);
     return msg_send(fd, &m);
@@ -98,7 +100,7 @@ static int send_client(struct scheduler *s, int fd, int slot, int g,
                        uint64_t now)
 {
     const struct policy *p = s->policy;
-    const struct client *c = &s->clients[slot];
+    const struct client *c = s->clients[slot];
     struct msg m = {.type = MSG_CTL_STATUS_CLIENT};
     struct msg_status_client *cl = &m.u.client;
     struct policy_member_view v;
@@ -172,8 +174,8 @@ static int send_status(struct scheduler *s, int fd)
     for (int g = 0; g < s->n_gpus; g++)
         if ((rc = send_gpu(s, fd, g, now)))
             return rc;
-    for (int slot = 0; slot < POLICY_MAX_CLIENTS; slot++) {
-        const struct client *c = &s->clients[slot];
+    for (int slot = 0; slot < s->table_size; slot++) {
+        const struct client *c = s->clients[slot];
         if (!c->used || !c->registered)
             continue;
         for (int g = 0; g < s->n_gpus; g++)
@@ -201,8 +203,8 @@ static int pod_find(const struct scheduler *s, const char *target,
     memset(id, 0, sizeof(*id));
     *account = -1;
     if (*target && !*end) {
-        for (int i = 0; i < POLICY_MAX_CLIENTS; i++) {
-            const struct client *c = &s->clients[i];
+        for (int i = 0; i < s->table_size; i++) {
+            const struct client *c = s->clients[i];
             if (c->used && c->registered && c->id == client) {
                 *account = c->account;
                 *id = s->accounts[c->account].pod;
@@ -238,7 +240,7 @@ static int pod_find(const struct scheduler *s, const char *target,
                  "uid:<pod-uid> or a client id from nvsharectl status", target);
         return -1;
     }
-    *account = account_of_pod(s->accounts, id);
+    *account = account_of_pod(s->accounts, s->table_size, id);
     return 0;
 }
 

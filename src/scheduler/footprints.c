@@ -74,8 +74,8 @@ static void sample_gpu(struct scheduler *s, int gpu)
     if (nvml.by_uuid(s->gpus[gpu].uuid, &dev) != NVML_SUCCESS ||
         nvml.processes(dev, &n, procs) != NVML_SUCCESS)
         return;
-    for (int slot = 0; slot < POLICY_MAX_CLIENTS; slot++) {
-        const struct client *c = &s->clients[slot];
+    for (int slot = 0; slot < s->table_size; slot++) {
+        const struct client *c = s->clients[slot];
         if (!c->used || !c->registered || !policy_is_running(s->policy, gpu, slot))
             continue;
         uint64_t allocated = s->quota.gpus[gpu].clients[slot].allocated;
@@ -104,6 +104,6 @@ void footprint_sample_overheads(struct scheduler *s, uint64_t now)
 
 void footprint_forget(struct scheduler *s, int slot)
 {
-    for (int gpu = 0; gpu < POLICY_MAX_GPUS; gpu++)
+    for (int gpu = 0; gpu < s->n_gpus; gpu++)
         s->overhead[gpu][slot] = s->evictable[gpu][slot] = 0;
 }

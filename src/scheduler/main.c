@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -83,7 +84,6 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
     static struct policy_actions out; /* large: off the stack */
-    struct quota_actions quota_out = {0};
     uint64_t next, quota_next, stall_next;
 
     (void)loop;
@@ -99,7 +99,7 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
             clients_apply(s, &out);
         } while (out.truncated);
         log_limit_scaling(s);
-        quota_out.n = 0;
+        struct quota_actions quota_out = {0};
         quota_next = quota_tick(&s->quota, now, &quota_out);
         clients_apply_quota(s, &quota_out);
     } while (clients_reap(s));
@@ -256,10 +256,24 @@ static int configure_policy(void)
     sched.proc_root = getenv("NVSHARE_PROC_ROOT");
     if (sched.proc_root && !*sched.proc_root)
         sched.proc_root = NULL;
+    sched.max_connections_per_uid = (unsigned)v[SETTING_MAX_CONNECTIONS_PER_UID];
     for (int i = 0; i < sched.n_gpus; i++)
         policy_set_capacity(sched.policy, i, sched.gpus[i].memory_total);
     settings_log(v);
     return 0;
+}
+
+/* Every client holds a descriptor: a soft limit of 1024 would refuse
+ * clients long before anything else runs out. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            log_warn("cannot raise the descriptor limit: %s", strerror(errno));
+    }
 }
 
 static int setup(void)
@@ -287,10 +301,13 @@ static int setup(void)
     quota_init(&sched.quota, sched.n_gpus);
     if (configure_policy() < 0)
         return -1;
+    raise_fd_limit();
     sched.started_at = now_ns();
     sched.uid = getuid();
-    for (int i = 0; i < POLICY_MAX_CLIENTS; i++)
-        sched.clients[i].fd = -1;
+    if (!scheduler_grow(&sched, SCHEDULER_INITIAL_TABLE_SIZE)) {
+        log_error("out of memory");
+        return -1;
+    }
 
     if (mkdir(env_sock_dir(), 0755) < 0 && errno != EEXIST) {
         log_error("cannot create %s: %s", env_sock_dir(), strerror(errno));

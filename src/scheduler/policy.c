@@ -3,7 +3,10 @@
  * in policy_memory.c. */
 #include "policy_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "grow.h"
 
 #define DEFAULT_WINDOW_NS 1000000000ull
 
@@ -25,6 +28,59 @@ void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
         p->gpus[g].last_granted = -1;
         p->gpus[g].window_idle = true;
     }
+}
+
+bool policy_grow(struct policy *p, int table_size)
+{
+    int old = p->table_size;
+    struct policy_scratch *s = &p->scratch;
+    bool ok = true;
+
+    if (table_size <= old)
+        return true;
+    /* Each array that grew is valid at its new size, so a failure halfway
+     * only keeps the old table size: the next call grows the rest. */
+    ok = ok && grow_zeroed(&p->core_limit, sizeof(*p->core_limit), old, table_size);
+    ok = ok && grow_zeroed(&s->admit_order, sizeof(int), old, table_size);
+    ok = ok && grow_zeroed(&s->blocked_order, sizeof(int), old, table_size);
+    ok = ok && grow_zeroed(&s->limit_counted, sizeof(bool), old, table_size);
+    ok = ok && grow_zeroed(&s->waiting_counted, sizeof(bool), old, table_size);
+    ok = ok && grow_zeroed(&s->taking_part, sizeof(bool), old, table_size);
+    ok = ok && grow_zeroed(&s->budgets, sizeof(uint64_t), old, table_size);
+    for (int gpu = 0; ok && gpu < p->n_gpus; gpu++) {
+        struct gpu_sched *g = &p->gpus[gpu];
+        ok = grow_zeroed(&g->queue, sizeof(int), old, table_size) &&
+             grow_zeroed(&g->members, sizeof(struct member), old, table_size) &&
+             grow_zeroed(&g->usage, sizeof(struct account_usage), old, table_size);
+    }
+    if (ok)
+        p->table_size = table_size;
+    return ok;
+}
+
+void policy_destroy(struct policy *p)
+{
+    struct policy_scratch *s = &p->scratch;
+
+    free(p->core_limit);
+    free(s->admit_order);
+    free(s->blocked_order);
+    free(s->limit_counted);
+    free(s->waiting_counted);
+    free(s->taking_part);
+    free(s->budgets);
+    *s = (struct policy_scratch){0};
+    p->core_limit = NULL;
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        struct gpu_sched *g = &p->gpus[gpu];
+        free(g->queue);
+        free(g->members);
+        free(g->usage);
+        g->queue = NULL;
+        g->members = NULL;
+        g->usage = NULL;
+    }
+    p->table_size = 0;
 }
 
 void policy_join(struct policy *p, int gpu, int client, int account,
@@ -197,7 +253,7 @@ static void tell_waits_for_memory(const struct policy *p, struct gpu_sched *g,
 void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
            struct policy_actions *out)
 {
-    int order[POLICY_MAX_CLIENTS];
+    int *order = p->scratch.admit_order;
     int n = waiter_order(p, g, now, order);
     bool blocked_seen = false;
 
@@ -322,7 +378,7 @@ static const struct member *blocked_waiter(const struct policy *p,
                                            const struct gpu_sched *g, int gpu,
                                            uint64_t now)
 {
-    int order[POLICY_MAX_CLIENTS];
+    int *order = p->scratch.blocked_order;
     int n = waiter_order(p, g, now, order);
 
     for (int i = 0; i < n; i++)

@@ -1,8 +1,9 @@
 /* policy.h - who holds each GPU, who waits, and when to preempt.
  *
- * This module is pure: no I/O, no clock, no allocation. Every function takes
- * the state and the current time and writes the decisions it made into a
- * struct policy_actions for the daemon to carry out. Unit tests drive it with
+ * This module is pure: no I/O, no clock, and no allocation but in
+ * policy_grow(). Every function takes the state and the current time and
+ * writes the decisions it made into a struct policy_actions for the daemon
+ * to carry out. Unit tests drive it with
  * synthetic clocks; the daemon only feeds it events.
  *
  * Model (per GPU, each independent of the others):
@@ -87,7 +88,6 @@
 #include "protocol.h" /* enum sched_mode, enum wait_reason */
 
 #define POLICY_MAX_GPUS 32
-#define POLICY_MAX_CLIENTS 512
 
 enum member_state {
     MEMBER_IDLE = 0, /* values match enum client_gpu_state in protocol.h */
@@ -139,9 +139,12 @@ struct policy_action {
 };
 
 /* One call emits at most three actions per client and GPU it touches, plus
- * one PREPARE_SWAP per membership; a call that runs out of room stops
- * early, sets `truncated`, and the daemon calls policy_tick again at once. */
-#define POLICY_MAX_ACTIONS (4 * POLICY_MAX_CLIENTS)
+ * one PREPARE_SWAP per membership, which with enough clients is more than
+ * the list holds: a call that runs out of room stops early, before it
+ * changes the state it could not report, sets `truncated`, and the daemon
+ * calls policy_tick again at once. The size is not tied to the number of
+ * clients, which has no limit. */
+#define POLICY_MAX_ACTIONS 2048
 
 struct policy_actions {
     int n;
@@ -159,6 +162,13 @@ static inline void policy_actions_clear(struct policy_actions *a)
 
 void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
                  uint64_t drain_timeout_ns);
+
+/* Client slots and account numbers are below the table size, which only
+ * grows: the daemon grows every module's tables together before it gives
+ * out a slot. Returns false, the policy unchanged, if memory runs out.
+ * policy_destroy() frees the tables (not p). */
+bool policy_grow(struct policy *p, int table_size);
+void policy_destroy(struct policy *p);
 
 /* Membership: a client registered for a GPU (before any request), billed to
  * account. */
@@ -265,7 +275,8 @@ uint64_t policy_switch_time(const struct policy *p, int gpu, bool *measured);
 
 /* ---- views: what status and the daemon read ---- */
 
-/* Bytes of a struct policy: the daemon allocates it (the policy does not). */
+/* Bytes of a struct policy: the daemon allocates it (the policy allocates
+ * only its tables). */
 size_t policy_size(void);
 
 struct policy_settings_view {

@@ -2,6 +2,8 @@
  * scaling of over-subscribed limits (see "Compute limits" in policy.h). */
 #include "policy_internal.h"
 
+#include <string.h>
+
 static bool limited(const struct policy *p, int account)
 {
     return p->core_limit[account] > 0 && p->core_limit[account] < 100;
@@ -32,7 +34,7 @@ uint64_t used_ns(const struct gpu_sched *g, int account, uint64_t now)
 static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
                           int account)
 {
-    bool counted[POLICY_MAX_CLIENTS] = {false};
+    bool *counted = p->scratch.limit_counted; /* all false between calls */
     unsigned sum = 0;
 
     if (account >= 0) {
@@ -48,6 +50,12 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
             sum += p->core_limit[a];
         }
     }
+    /* Cleared where it was set, not whole: the tables may have grown far
+     * beyond the members of this GPU. */
+    if (account >= 0)
+        counted[account] = false;
+    for (int c = 0; c < g->slots; c++)
+        counted[g->members[c].account] = false;
     return sum;
 }
 
@@ -104,16 +112,17 @@ void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
         return;
     bill_runners(g, end);
     bool consecutive = now < end + p->window_ns, billed = false;
-    bool taking_part[POLICY_MAX_CLIENTS] = {false};
-    uint64_t budgets[POLICY_MAX_CLIENTS];
+    bool *taking_part = p->scratch.taking_part;
+    uint64_t *budgets = p->scratch.budgets;
+    memset(taking_part, 0, sizeof(*taking_part) * (size_t)p->table_size);
     for (int c = 0; c < g->slots; c++)
         if (g->members[c].present && g->members[c].state != MEMBER_IDLE)
             taking_part[g->members[c].account] = true;
     /* Budgets first: they depend on who used time in the ending window. */
-    for (int a = 0; a < POLICY_MAX_CLIENTS; a++)
+    for (int a = 0; a < p->table_size; a++)
         budgets[a] = g->usage[a].used_ns ? budget_ns(p, g, a) : 0;
     g->window_start = now - (now - g->window_start) % p->window_ns;
-    for (int a = 0; a < POLICY_MAX_CLIENTS; a++) {
+    for (int a = 0; a < p->table_size; a++) {
         struct account_usage *u = &g->usage[a];
         uint64_t over = 0;
         billed |= u->used_ns > 0;
@@ -275,7 +284,7 @@ int waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now
 static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g,
                                uint64_t now)
 {
-    bool counted[POLICY_MAX_CLIENTS] = {false};
+    bool *counted = p->scratch.waiting_counted; /* all false between calls */
     uint64_t need = 0;
 
     for (int i = 0; i < g->n_waiting; i++) {
@@ -285,6 +294,8 @@ static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g
             need += budget_left(p, g, account, now);
         }
     }
+    for (int i = 0; i < g->n_waiting; i++)
+        counted[g->members[g->queue[i]].account] = false;
     return need;
 }
 

@@ -11,7 +11,7 @@
 
 struct member {
     bool present;      /* the client uses this GPU */
-    int account;       /* billed to; 0 .. POLICY_MAX_CLIENTS - 1 */
+    int account;       /* billed to; 0 .. table_size - 1 */
     uint8_t state;     /* enum member_state */
     uint8_t wait_reason;  /* enum wait_reason (protocol.h) while waiting */
     bool told_wait_mem;   /* WAIT_FOR_MEM sent during this wait */
@@ -57,7 +57,7 @@ struct gpu_sched {
     int n_running;         /* holding or draining */
     uint32_t lease;        /* of the latest grant */
     uint64_t grant_seq;
-    int queue[POLICY_MAX_CLIENTS];
+    int *queue;            /* table_size entries, n_waiting in use */
     int n_waiting;
     int slots;             /* members[] in use are below this */
     uint64_t switches;     /* grants that followed another holder */
@@ -65,8 +65,20 @@ struct gpu_sched {
     uint64_t window_start;
     bool window_idle;      /* nothing billed: the next billing starts it */
     struct swap_stats swap_out, swap_in;
-    struct member members[POLICY_MAX_CLIENTS];
-    struct account_usage usage[POLICY_MAX_CLIENTS]; /* by account */
+    struct member *members;        /* by client slot, table_size of them */
+    struct account_usage *usage;   /* by account, table_size of them */
+};
+
+/* Work arrays of table_size entries, one per function that needs one: the
+ * functions marked pure below write only their own, which no caller reads,
+ * so the compiler's reading of `pure` stays true for everything it sees.
+ * The flags are all false between calls (each clears what it set). */
+struct policy_scratch {
+    int *admit_order, *blocked_order;  /* admit(), blocked_waiter() */
+    bool *limit_counted;               /* limit_sum() */
+    bool *waiting_counted;             /* waiting_budget() */
+    bool *taking_part;                 /* roll_window() */
+    uint64_t *budgets;                 /* roll_window() */
 };
 
 struct policy {
@@ -79,7 +91,10 @@ struct policy {
     unsigned light_permille;       /* auto: busier than this is heavy */
     uint64_t switch_fixed_ns;      /* 0: auto */
     unsigned switch_multiplier;
-    uint8_t core_limit[POLICY_MAX_CLIENTS]; /* by account; 0 = unlimited */
+    int table_size;                /* client slots and account numbers
+                                      are below it: policy_grow() */
+    uint8_t *core_limit;           /* by account; 0 = unlimited */
+    struct policy_scratch scratch;
     int n_gpus;
     struct gpu_sched gpus[POLICY_MAX_GPUS];
 };

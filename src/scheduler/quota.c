@@ -1,12 +1,49 @@
 /* quota.c - see quota.h for the model. */
 #include "quota.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "grow.h"
 
 void quota_init(struct quota *q, int n_gpus)
 {
     memset(q, 0, sizeof(*q));
     q->n_gpus = n_gpus;
+}
+
+bool quota_grow(struct quota *q, int table_size)
+{
+    bool ok = true;
+
+    if (table_size <= q->table_size)
+        return true;
+    for (int gpu = 0; ok && gpu < q->n_gpus; gpu++) {
+        struct quota_gpu *g = &q->gpus[gpu];
+        ok = grow_zeroed(&g->clients, sizeof(*g->clients), q->table_size,
+                        table_size) &&
+             grow_zeroed(&g->accounts, sizeof(*g->accounts), q->table_size,
+                        table_size);
+    }
+    if (ok)
+        q->table_size = table_size;
+    return ok;
+}
+
+void quota_destroy(struct quota *q)
+{
+    for (int gpu = 0; gpu < q->n_gpus; gpu++) {
+        free(q->gpus[gpu].clients);
+        free(q->gpus[gpu].accounts);
+        q->gpus[gpu] = (struct quota_gpu){0};
+    }
+    q->table_size = 0;
+}
+
+void quota_actions_free(struct quota_actions *out)
+{
+    free(out->list);
+    *out = (struct quota_actions){0};
 }
 
 /* What the account's clients on gpu hold (allocated + credit) and have
@@ -15,7 +52,7 @@ static void account_totals(const struct quota *q, int gpu, int account,
                            uint64_t *held, uint64_t *allocated)
 {
     *held = *allocated = 0;
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < q->table_size; c++) {
         const struct quota_client *qc = &q->gpus[gpu].clients[c];
         if (qc->present && qc->account == account) {
             *held += qc->held;
@@ -48,8 +85,16 @@ static void emit(const struct quota *q, struct quota_actions *out,
     struct quota_action a = {kind, gpu, client, seq, bytes, 0, 0};
     int account = q->gpus[gpu].clients[client].account;
 
-    if (out->n == (int)(sizeof(out->list) / sizeof(out->list[0])))
-        return;
+    if (out->n == out->size) {
+        int size = out->size ? 2 * out->size : 8;
+        struct quota_action *list = realloc(out->list, sizeof(a) * (size_t)size);
+        if (!list) {
+            out->lost++;
+            return;
+        }
+        out->list = list;
+        out->size = size;
+    }
     if (kind != QUOTA_RECLAIM) {
         a.quota = q->gpus[gpu].accounts[account].limit;
         a.pod_held = quota_account_held(q, gpu, account);
@@ -151,7 +196,7 @@ void quota_request(struct quota *q, int gpu, int client, uint32_t seq,
     note_allocated(q, gpu, client, allocated);
     if (try_grant(q, &r, out))
         return;
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < q->table_size; c++) {
         struct quota_client *peer = &g->clients[c];
         if (c != client && peer->present && peer->account == qc->account &&
             peer->held > peer->allocated)
@@ -166,7 +211,7 @@ void quota_request(struct quota *q, int gpu, int client, uint32_t seq,
         return;
     }
     q->parked[q->n_parked++] = r;
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < q->table_size; c++) {
         struct quota_client *peer = &g->clients[c];
         if (c != client && peer->present && peer->account == qc->account &&
             peer->held > peer->allocated)
@@ -214,7 +259,7 @@ void quota_set_limit(struct quota *q, int gpu, int account, uint64_t limit,
                      struct quota_actions *out)
 {
     q->gpus[gpu].accounts[account].limit = limit;
-    for (int c = 0; c < POLICY_MAX_CLIENTS; c++) {
+    for (int c = 0; c < q->table_size; c++) {
         const struct quota_client *qc = &q->gpus[gpu].clients[c];
         if (qc->present && qc->account == account)
             emit(q, out, QUOTA_LIMIT, gpu, c, 0, 0);

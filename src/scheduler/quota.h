@@ -1,7 +1,7 @@
 /* quota.h - GPU memory quotas per pod: the scheduler as the single arbiter.
  *
- * Pure like policy.h: no I/O, no clock; functions take the time and return
- * actions. Per GPU and account (pod) there is a quota; per client the bytes
+ * Pure like policy.h: no I/O, no clock, and no allocation but in quota_grow()
+ * and in the action lists; functions take the time and return actions. Per GPU and account (pod) there is a quota; per client the bytes
  * it "holds": what it has allocated plus credit it may still allocate
  * without asking. The sum of holdings of a pod never grows beyond its
  * quota: a request is granted only if it fits, so two processes of a pod
@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "policy.h" /* POLICY_MAX_GPUS, POLICY_MAX_CLIENTS */
+#include "policy.h" /* POLICY_MAX_GPUS */
 
 #define QUOTA_MAX_PARKED 64
 #define QUOTA_RECLAIM_TIMEOUT_NS 100000000ull /* 100 ms */
@@ -47,12 +47,13 @@ struct quota_request {
 };
 
 struct quota_gpu {
-    struct quota_client clients[POLICY_MAX_CLIENTS];
-    struct quota_account accounts[POLICY_MAX_CLIENTS];
+    struct quota_client *clients;   /* by client slot */
+    struct quota_account *accounts; /* by account */
 };
 
 struct quota {
     int n_gpus;
+    int table_size;                 /* of every gpu's tables: quota_grow() */
     struct quota_gpu gpus[POLICY_MAX_GPUS];
     struct quota_request parked[QUOTA_MAX_PARKED];
     int n_parked;
@@ -74,12 +75,25 @@ struct quota_action {
     uint64_t pod_held; /* what the pod holds there, this action included */
 };
 
+/* A call may emit one action per client of a pod (quota_set_limit, the
+ * RECLAIMs of quota_request), so the list grows as it fills: start it
+ * zeroed, and free it with quota_actions_free() once carried out. An
+ * action that finds no memory is dropped and counted in `lost`. */
 struct quota_actions {
-    int n;
-    struct quota_action list[2 * POLICY_MAX_CLIENTS];
+    int n, size;
+    unsigned lost;
+    struct quota_action *list;
 };
 
+void quota_actions_free(struct quota_actions *out);
+
 void quota_init(struct quota *q, int n_gpus);
+
+/* Client slots and account numbers are below the table size, which only
+ * grows (see policy_grow()). Returns false, q unchanged, if memory runs
+ * out. quota_destroy() frees the tables. */
+bool quota_grow(struct quota *q, int table_size);
+void quota_destroy(struct quota *q);
 
 /* A client registered for gpu, billed to account. It is told its pod's
  * quota there, even when there is none: that tells it the scheduler

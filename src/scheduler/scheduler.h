@@ -23,6 +23,7 @@
 
 struct client {
     struct scheduler *sched;
+    int slot;    /* its number in the policy and the quota; never changes */
     bool used;
     bool registered;
     bool doomed; /* close after the current batch of actions */
@@ -41,14 +42,26 @@ struct client {
     uint64_t partial_since; /* a frame begun and not finished since, or 0 */
 };
 
+/* Refusals of one uid, logged once per burst (clients.c). */
+struct refusal_note {
+    uid_t uid;
+    uint64_t logged_at;  /* 0: slot unused */
+    uint64_t unlogged;   /* refused since then */
+};
+
 struct scheduler {
     struct event_loop *loop;
     struct policy *policy;   /* read through the views of policy.h */
     struct quota quota;
     struct node_gpu gpus[POLICY_MAX_GPUS];
     int n_gpus;
-    struct client clients[POLICY_MAX_CLIENTS];
-    struct account accounts[POLICY_MAX_CLIENTS];
+    /* Tables by client slot or account number, table_size entries each,
+     * grown together (scheduler_grow) when every slot is taken: no fixed
+     * limit on clients. Clients are allocated one by one, so the pointers
+     * the event loop holds stay valid as the table grows. */
+    int table_size;
+    struct client **clients;
+    struct account *accounts;
     uint64_t next_client_id;
     uint64_t started_at;
     uid_t uid; /* the daemon's own: may use the control socket, as may root */
@@ -59,17 +72,28 @@ struct scheduler {
     uint8_t oversub_default;       /* NVSHARE_ENABLE_OVERSUB of the daemon */
     unsigned oversub_ratio;        /* clients' memory <= this x capacity */
     uint64_t context_overhead;     /* assumed per client until measured */
-    uint64_t overhead[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* measured */
-    uint64_t evictable[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* reported */
+    uint64_t *overhead[POLICY_MAX_GPUS];  /* by slot: measured */
+    uint64_t *evictable[POLICY_MAX_GPUS]; /* by slot: reported */
     bool limits_scaled[POLICY_MAX_GPUS]; /* core limits sum above 100 % */
+    unsigned max_connections_per_uid;    /* 0: no limit */
+    uint64_t refused;                    /* connections, since start */
+    struct refusal_note refusals[8];     /* the uids refused lately */
 };
+
+/* tables.c */
+/* Grows every table indexed by client slot or account, the pure modules'
+ * included, to table_size. Returns false if memory ran out; the tables
+ * keep their old size, and each is valid. */
+bool scheduler_grow(struct scheduler *s, int table_size);
+#define SCHEDULER_INITIAL_TABLE_SIZE 64 /* doubles as clients arrive */
 
 /* clients.c */
 void clients_on_listen(struct event_loop *loop, int fd, void *data);
 /* Carry out the pure modules' actions. A client that cannot be sent to is
  * only marked doomed; clients_reap() closes it. */
 void clients_apply(struct scheduler *s, const struct policy_actions *actions);
-void clients_apply_quota(struct scheduler *s, const struct quota_actions *actions);
+/* Carries out the quota's actions and frees their list. */
+void clients_apply_quota(struct scheduler *s, struct quota_actions *actions);
 void clients_apply_accounts(struct scheduler *s,
                             const struct account_actions *actions);
 void clients_broadcast(struct scheduler *s, uint16_t type);
@@ -78,11 +102,15 @@ void clients_broadcast(struct scheduler *s, uint16_t type);
  * Returns whether it closed any (their departures changed the policy). */
 bool clients_reap(struct scheduler *s);
 /* Dooms connections that stall: not registered, or in the middle of a
- * frame, CLIENT_STALL_NS after they started. Returns when the next one
- * would be due (0: none pending). */
-#define CLIENT_STALL_NS 2000000000ull /* 2 s */
+ * frame, CLIENT_STALL_NS after they started (up to CLIENT_STALL_BATCH_NS
+ * early, with others). Returns when the next one would be due (0: none
+ * pending). */
+#define CLIENT_STALL_NS 2000000000ull     /* 2 s */
+#define CLIENT_STALL_BATCH_NS 100000000ull /* 100 ms */
 uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now);
 int clients_count(const struct scheduler *s);
+/* Connections that have not registered yet. */
+int clients_pending(const struct scheduler *s);
 
 /* footprints.c */
 /* Recomputes the client's footprint on node gpu and tells the policy. */

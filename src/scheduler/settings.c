@@ -89,6 +89,14 @@ const struct setting settings_table[SETTING_COUNT] = {
                                          "NVSHARE_GPU_MEMORY_LIMIT can lower its pod's "
                                          "limits (never raise them); off: only the "
                                          "operator's limits count"},
+    /* Root and the daemon's own uid are exempt: they may use the control
+     * socket anyway, and in Kubernetes most containers run as root, which
+     * a cap would otherwise make one tenant for the whole node. */
+    [SETTING_MAX_CONNECTIONS_PER_UID] = {
+        "max-connections-per-uid", "NVSHARE_MAX_CONNECTIONS_PER_UID",
+        "connections per uid", INT(0, 1000000), .fallback = 256,
+        .help = "connections one uid (not root, not the scheduler's) may hold; "
+                "0: no limit"},
 };
 
 static void format_exact(const struct setting *s, uint64_t v, char *buf, size_t len)

@@ -400,6 +400,12 @@ static int generate(void)
     buf[4 + 33 + 7] = 0xff;
     put_file("field-MEM_UPDATE-evictable-over-allocated", buf + 4,
              (size_t)len - 4);
+
+    sample(&m, MSG_REFUSED, 0);
+    len = msg_encode(&m, buf, sizeof(buf));
+    /* body: ver/type 4, then reason u8 */
+    buf[4 + 4] = REFUSED_NO_MEMORY + 1;
+    put_file("field-REFUSED-reason-3", buf + 4, (size_t)len - 4);
     return 0;
 }
 

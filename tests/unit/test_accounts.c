@@ -14,7 +14,8 @@
 
 #define MiB (1ull << 20)
 
-static struct account accounts[POLICY_MAX_CLIENTS];
+#define N_ACCOUNTS 64
+static struct account accounts[N_ACCOUNTS];
 
 static int setup(void **state)
 {
@@ -45,7 +46,7 @@ static void test_new_account_is_reset_then_limited(void **state)
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &claim, &out);
+    int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
     assert_int_equal(out.n, 2);
     assert_int_equal(out.list[0].kind, ACCOUNT_RESET);
     assert_int_equal(out.list[0].account, a);
@@ -60,22 +61,22 @@ static void test_declarations_only_lower(void **state)
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &claim, &out);
+    int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
     out.n = 0;
     /* the same declaration again: nothing to tell */
-    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &claim, &out), a);
     assert_int_equal(out.n, 0);
-    assert_int_not_equal(account_attach(accounts, &other, &out), a);
+    assert_int_not_equal(account_attach(accounts, N_ACCOUNTS, &other, &out), a);
     out.n = 0;
     /* a higher declaration, or none, changes nothing */
     claim.core_declared = 90;
-    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &claim, &out), a);
     claim.core_declared = 0;
-    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &claim, &out), a);
     assert_int_equal(out.n, 0);
     /* a lower one lowers the pod's limit */
     claim.core_declared = 20;
-    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &claim, &out), a);
     assert_int_equal(out.n, 1);
     assert_int_equal(out.list[0].kind, ACCOUNT_LIMITS);
     assert_int_equal(out.list[0].core_limit, 20);
@@ -90,19 +91,19 @@ static void test_operator_limit_cannot_be_lifted(void **state)
     (void)state;
     claim.core_operator = 20;
     claim.memory_operator = 1024 * MiB;
-    int a = account_attach(accounts, &claim, &out);
+    int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
     assert_int_equal(out.list[1].core_limit, 20);
     assert_int_equal(out.list[1].memory_limit, 1024 * MiB);
     /* a client declaring more gets the operator's */
     claim = pod("a", 100, 8192 * MiB);
     out.n = 0;
-    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &claim, &out), a);
     assert_int_equal(limit_effective(&accounts[a].core, &source), 20);
     assert_int_equal(source, LIMIT_RUNTIME);
     assert_int_equal(limit_effective(&accounts[a].memory, &source), 1024 * MiB);
     /* one declaring less lowers it */
     claim = pod("a", 10, 0);
-    assert_int_equal(account_attach(accounts, &claim, &out), a);
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &claim, &out), a);
     assert_int_equal(limit_effective(&accounts[a].core, &source), 10);
     assert_int_equal(source, LIMIT_DECLARED);
     /* the operator raising the limit keeps the lower declaration */
@@ -124,7 +125,7 @@ static void test_runtime_limit_removed_leaves_declared(void **state)
     uint8_t source;
 
     (void)state;
-    int a = account_attach(accounts, &claim, &out);
+    int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
     out.n = 0;
     account_set_runtime(accounts, a, false, 256 * MiB, &out);
     assert_int_equal(out.n, 1);
@@ -143,9 +144,9 @@ static void test_clients_without_pod_are_apart(void **state)
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &none, &out);
-    assert_int_not_equal(account_attach(accounts, &none, &out), a);
-    assert_int_equal(account_of_pod(accounts, &none.pod), -1);
+    int a = account_attach(accounts, N_ACCOUNTS, &none, &out);
+    assert_int_not_equal(account_attach(accounts, N_ACCOUNTS, &none, &out), a);
+    assert_int_equal(account_of_pod(accounts, N_ACCOUNTS, &none.pod), -1);
 }
 
 static void test_last_detach_resets(void **state)
@@ -154,8 +155,8 @@ static void test_last_detach_resets(void **state)
     struct account_actions out = {0};
 
     (void)state;
-    int a = account_attach(accounts, &claim, &out);
-    account_attach(accounts, &claim, &out);
+    int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
+    account_attach(accounts, N_ACCOUNTS, &claim, &out);
     out.n = 0;
     account_detach(accounts, a, &out);
     assert_int_equal(out.n, 0);
@@ -163,7 +164,7 @@ static void test_last_detach_resets(void **state)
     assert_int_equal(out.n, 1);
     assert_int_equal(out.list[0].kind, ACCOUNT_RESET);
     assert_int_equal(out.list[0].account, a);
-    assert_int_equal(account_of_pod(accounts, &claim.pod), -1);
+    assert_int_equal(account_of_pod(accounts, N_ACCOUNTS, &claim.pod), -1);
 }
 
 /* pods.c: a plain-host pod belongs to the uid that declared it first. */

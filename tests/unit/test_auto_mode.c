@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "policy_internal.h" /* checks the state it drives */
+#include "policy_fixture.h"
 
 #define MS 1000000ull
 #define SEC (1000 * MS)
@@ -121,7 +122,7 @@ static void run_heavy(struct run *r, int n, uint64_t tq, int rounds)
     r->n = n;
     r->tq = tq;
     r->step = tq / 100;
-    policy_init(&p, 1, tq, DRAIN_TIMEOUT); /* auto mode is the default */
+    policy_start(&p, 1, tq, DRAIN_TIMEOUT); /* auto mode is the default */
     assert_int_equal(p.gpus[0].mode, SCHED_MODE_AUTO);
     for (int c = 0; c < n; c++)
         policy_join(&p, 0, c, c, 0);
@@ -163,7 +164,7 @@ static void test_trial_is_one_quantum_then_alone(void **state)
     uint64_t tq = 100 * MS, next;
 
     (void)state;
-    policy_init(&p, 1, tq, DRAIN_TIMEOUT);
+    policy_start(&p, 1, tq, DRAIN_TIMEOUT);
     policy_join(&p, 0, 0, 0, 0);
     policy_join(&p, 0, 1, 1, 0);
     policy_actions_clear(&out);
@@ -201,7 +202,7 @@ static void test_trial_is_one_quantum_then_alone(void **state)
 static void test_measured_light_clients_still_co_run(void **state)
 {
     (void)state;
-    policy_init(&p, 1, 100 * MS, DRAIN_TIMEOUT);
+    policy_start(&p, 1, 100 * MS, DRAIN_TIMEOUT);
     for (int c = 0; c < 3; c++) {
         policy_join(&p, 0, c, c, 0);
         policy_set_load(&p, 0, c, 200);

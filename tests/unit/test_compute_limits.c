@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "policy_internal.h" /* checks the state it drives */
+#include "policy_fixture.h"
 
 #define MS 1000000ull
 #define WINDOW (1000 * MS)
@@ -69,7 +70,7 @@ static void start_tq(int n, const unsigned *limits, uint64_t drain_ns,
     memset(&sim, 0, sizeof(sim));
     sim.n = n;
     sim.drain_ns = drain_ns;
-    policy_init(&p, 1, tq_ns, 10000 * MS);
+    policy_start(&p, 1, tq_ns, 10000 * MS);
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL); /* time slicing */
     for (int c = 0; c < n; c++) {
         policy_join(&p, 0, c, c, 0);
@@ -385,7 +386,7 @@ static void start_at(int n, const unsigned *limits, uint64_t drain_ns,
     sim.n = n;
     sim.drain_ns = drain_ns;
     sim.wake_ns = wake_ns;
-    policy_init(&p, 1, 100 * MS, 10000 * MS);
+    policy_start(&p, 1, 100 * MS, 10000 * MS);
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
     for (int c = 0; c < n; c++) {
         policy_join(&p, 0, c, c, 0);

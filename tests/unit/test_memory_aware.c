@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "policy_internal.h" /* checks the state it drives */
+#include "policy_fixture.h"
 
 #define MS 1000000ull
 #define SEC (1000 * MS)
@@ -31,7 +32,7 @@ static struct policy_actions out;
 static int setup(void **state)
 {
     (void)state;
-    policy_init(&p, 1, TQ, DRAIN_TIMEOUT);
+    policy_start(&p, 1, TQ, DRAIN_TIMEOUT);
     policy_set_capacity(&p, 0, CAPACITY);
     for (int c = 0; c < N_CLIENTS; c++)
         policy_join(&p, 0, c, c, 0);
@@ -641,7 +642,7 @@ static void test_aging_stops_backfill_past_a_big_waiter(void **state)
     const uint64_t q = 1 * SEC;        /* the big one's quantum */
     const uint64_t life = 250 * MS;    /* how long each small one runs */
     const int big = 0, first_small = 10;
-    uint64_t granted_at[POLICY_MAX_CLIENTS] = {0};
+    uint64_t granted_at[TEST_TABLE_SIZE] = {0};
     int n_small = 0, backfilled = 0;
     uint64_t big_since = 10 * MS, big_granted = 0;
 

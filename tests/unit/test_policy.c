@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "policy_internal.h" /* checks the state it drives */
+#include "policy_fixture.h"
 
 #define MS 1000000ull
 #define TQ (100 * MS)
@@ -19,7 +20,7 @@ static struct policy p;
 static int setup(void **state)
 {
     (void)state;
-    policy_init(&p, 2, TQ, DRAIN_TIMEOUT);
+    policy_start(&p, 2, TQ, DRAIN_TIMEOUT);
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL); /* time slicing */
     for (int c = 0; c < 8; c++) {
         policy_join(&p, 0, c, c, 0);
@@ -231,7 +232,7 @@ static void test_gpus_are_independent(void **state)
     policy_actions_clear(&out);
 
     (void)state;
-    policy_init(&p, POLICY_MAX_GPUS, TQ, DRAIN_TIMEOUT);
+    policy_start(&p, POLICY_MAX_GPUS, TQ, DRAIN_TIMEOUT);
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL); /* time slicing */
     for (int g = 0; g < POLICY_MAX_GPUS; g++) {
         policy_join(&p, g, g, g, 0);
@@ -245,6 +246,37 @@ static void test_gpus_are_independent(void **state)
     expect_one(&out, ACTION_DROP, 7, 7);
     for (int g = 0; g < POLICY_MAX_GPUS; g++)
         assert_int_equal(policy_holder(&p, g), g);
+}
+
+/* No fixed limit: 1,000 clients (past the old 512) join one GPU, the
+ * tables growing under them with 511 waiting; every one is served, first
+ * come first served. */
+static void test_thousand_clients_are_served_in_order(void **state)
+{
+    enum { N = 1000 };
+    struct policy_actions out;
+    uint64_t now = 0;
+
+    (void)state;
+    for (int c = 8; c < TEST_TABLE_SIZE; c++)
+        policy_join(&p, 0, c, c, 0);
+    for (int c = 0; c < TEST_TABLE_SIZE; c++)
+        request(0, c, now += MS);
+    assert_true(policy_grow(&p, 1024));
+    /* kept through the growth */
+    assert_int_equal(p.gpus[0].n_waiting, TEST_TABLE_SIZE - 1);
+    for (int c = TEST_TABLE_SIZE; c < N; c++) {
+        policy_join(&p, 0, c, c, now);
+        request(0, c, now += MS);
+    }
+    assert_int_equal(p.gpus[0].n_waiting, N - 1);
+    uint32_t lease = p.gpus[0].members[0].lease;
+    for (int c = 0; c + 1 < N; c++) {
+        policy_actions_clear(&out);
+        policy_release(&p, 0, c, lease, 0, now += MS, &out);
+        lease = expect_one(&out, ACTION_GRANT, 0, c + 1);
+    }
+    assert_int_equal(policy_holder(&p, 0), N - 1);
 }
 
 static void test_client_on_two_gpus_holds_two_locks(void **state)
@@ -393,6 +425,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_free_gpu_is_granted_at_once, setup),
+        cmocka_unit_test_setup(test_thousand_clients_are_served_in_order, setup),
         cmocka_unit_test_setup(test_waiters_are_served_in_fcfs_order, setup),
         cmocka_unit_test_setup(test_no_preemption_without_waiters, setup),
         cmocka_unit_test_setup(test_holder_is_dropped_after_its_quantum, setup),

@@ -26,7 +26,7 @@ static const uint16_t all_types[] = {
     MSG_REGISTER,        MSG_REGISTER_OK,      MSG_SCHED_ON,
     MSG_SCHED_OFF,       MSG_REQ_LOCK,         MSG_LOCK_OK,
     MSG_DROP_LOCK,       MSG_LOCK_RELEASED,    MSG_LOCK_IN_USE,
-    MSG_CTL_STATUS,
+    MSG_REFUSED,         MSG_CTL_STATUS,
     MSG_CTL_SET,         MSG_CTL_REPLY,        MSG_CTL_STATUS_NODE,
     MSG_CTL_STATUS_GPU,  MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
     MSG_MEM_UPDATE,      MSG_UPDATE_LIMIT,     MSG_MEM_RESERVE,
@@ -157,6 +157,13 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.node.switch_multiplier = big ? UINT16_MAX : 4;
         m->u.node.reserve_percent = big ? 0xff : 10;
         m->u.node.oversub_default = big ? 0xfe : 1;
+        m->u.node.n_pending = big ? UINT32_MAX : 12;
+        m->u.node.refused = big ? UINT64_MAX : 488;
+        break;
+    case MSG_REFUSED:
+        m->u.refused.reason = big ? REFUSED_NO_MEMORY : REFUSED_UID_LIMIT;
+        m->u.refused.uid = big ? UINT32_MAX : 1000;
+        m->u.refused.limit = big ? UINT32_MAX : 256;
         break;
     case MSG_CTL_STATUS_GPU: {
         struct msg_status_gpu *g = &m->u.gpu;
@@ -340,6 +347,13 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
                          b->u.node.switch_multiplier);
         assert_int_equal(a->u.node.reserve_percent, b->u.node.reserve_percent);
         assert_int_equal(a->u.node.oversub_default, b->u.node.oversub_default);
+        assert_int_equal(a->u.node.n_pending, b->u.node.n_pending);
+        assert_true(a->u.node.refused == b->u.node.refused);
+        break;
+    case MSG_REFUSED:
+        assert_int_equal(a->u.refused.reason, b->u.refused.reason);
+        assert_int_equal(a->u.refused.uid, b->u.refused.uid);
+        assert_int_equal(a->u.refused.limit, b->u.refused.limit);
         break;
     case MSG_CTL_STATUS_GPU: {
         const struct msg_status_gpu *x = &a->u.gpu, *y = &b->u.gpu;
@@ -748,6 +762,7 @@ static void test_golden_bytes(void **state)
 static void test_wire_numbers(void **state)
 {
     (void)state;
+    assert_int_equal(MSG_REFUSED, 10);
     assert_int_equal(MSG_MEM_UPDATE, 20);
     assert_int_equal(MSG_WAIT_FOR_MEM, 21);
     assert_int_equal(MSG_MEM_AVAILABLE, 22);
@@ -846,7 +861,7 @@ static void test_unknown_type(void **state)
 {
     /* MSG_PREPARE_SWAP + 1 (33) is the first unused client-socket number */
     static const uint16_t bad[] = {
-        0, MSG_LOCK_IN_USE + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_PREPARE_SWAP + 1,
+        0, MSG_REFUSED + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_PREPARE_SWAP + 1,
         99, MSG_CTL_STATUS_END + 1, 0x0101, 0xffff,
     };
     struct bb b;

@@ -19,8 +19,11 @@ static struct quota_actions out;
 static int setup(void **state)
 {
     (void)state;
+    /* Frees the previous test's tables and actions (none at first). */
+    quota_destroy(&q);
+    quota_actions_free(&out);
     quota_init(&q, 2);
-    memset(&out, 0, sizeof(out));
+    assert_true(quota_grow(&q, 64));
     /* Clients 0, 1, 2 are pod 7; client 3 is pod 8. */
     for (int c = 0; c < 3; c++)
         quota_join(&q, 0, c, 7, &out);
@@ -205,10 +208,38 @@ static void test_random_race_never_exceeds_quota(void **state)
     }
 }
 
+/* No fixed limit: 1,500 clients of one pod (past the old 512 slots and the
+ * old 1,024 actions a call could emit), the tables growing as they join;
+ * a new quota reaches every one of them, and the pod's total is theirs. */
+static void test_quota_of_1500_clients_reaches_them_all(void **state)
+{
+    enum { N = 1500, POD = 9 };
+    int told = 0;
+
+    (void)state;
+    for (int c = 4; c < N; c++) {
+        if (c == q.table_size)
+            assert_true(quota_grow(&q, 2 * c));
+        quota_join(&q, 1, c, POD, &out);
+        quota_report(&q, 1, c, 1 * MiB);
+    }
+    out.n = 0;
+    quota_set_limit(&q, 1, POD, 4096 * MiB, &out);
+    assert_int_equal(out.lost, 0);
+    assert_int_equal(out.n, N - 4);
+    for (int i = 0; i < out.n; i++)
+        told += out.list[i].kind == QUOTA_LIMIT &&
+                out.list[i].quota == 4096 * MiB &&
+                out.list[i].pod_held == (N - 4) * MiB;
+    assert_int_equal(told, N - 4);
+    assert_true(quota_account_held(&q, 1, POD) == (N - 4) * MiB);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_grant_up_to_quota_exactly, setup),
+        cmocka_unit_test_setup(test_quota_of_1500_clients_reaches_them_all, setup),
         cmocka_unit_test_setup(test_want_is_trimmed_to_room, setup),
         cmocka_unit_test_setup(test_other_pods_are_independent, setup),
         cmocka_unit_test_setup(test_unused_credit_is_reclaimed_for_a_peer, setup),
