@@ -25,6 +25,11 @@ target_link_libraries(test_gpus PRIVATE ${CMAKE_DL_LIBS})
 # the scheduler's settings table, alone
 nvshare_common_test(test_settings ${PROJECT_SOURCE_DIR}/src/scheduler/settings.c)
 target_include_directories(test_settings PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
+# a process's pod and container from its cgroup file, against fixtures
+nvshare_common_test(test_identity ${PROJECT_SOURCE_DIR}/src/scheduler/identity.c)
+target_include_directories(test_identity PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
+target_compile_definitions(test_identity PRIVATE
+  CGROUP_CASES="${CMAKE_CURRENT_SOURCE_DIR}/cgroup_cases")
 
 # The fuzz target as a plain program that replays the committed cases
 # (protocol_cases/<expect>-*.bin). protocol.c and protocol_io.c are compiled
