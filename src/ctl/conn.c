@@ -107,7 +107,8 @@ static int add_client(struct ctl_status *st, const struct msg_status_client *c)
     return 0;
 }
 
-/* Checks the records in order: NODE, exactly n_gpus GPUs, CLIENTs, END. */
+/* Checks the records in order: NODE, exactly n_gpus GPUs, CLIENTs, exactly
+ * n_unhooked UNHOOKEDs, END. */
 static int read_status(const struct ctl_target *t, int fd,
                        struct ctl_status *st, char *err)
 {
@@ -133,7 +134,9 @@ static int read_status(const struct ctl_target *t, int fd,
             st->node = m->u.node;
             st->gpus = calloc(st->node.n_gpus ? st->node.n_gpus : 1,
                               sizeof(*st->gpus));
-            if (!st->gpus) {
+            st->unhooked = calloc(st->node.n_unhooked ? st->node.n_unhooked : 1,
+                                  sizeof(*st->unhooked));
+            if (!st->gpus || !st->unhooked) {
                 snprintf(err, CTL_ERR_LEN, "out of memory");
                 goto out;
             }
@@ -142,13 +145,17 @@ static int read_status(const struct ctl_target *t, int fd,
                    st->n_gpus < st->node.n_gpus) {
             st->gpus[st->n_gpus++] = m->u.gpu;
         } else if (m->type == MSG_CTL_STATUS_CLIENT &&
-                   st->n_gpus == st->node.n_gpus) {
+                   st->n_gpus == st->node.n_gpus && st->n_unhooked == 0) {
             if (add_client(st, &m->u.client)) {
                 snprintf(err, CTL_ERR_LEN, "out of memory");
                 goto out;
             }
-        } else if (m->type == MSG_CTL_STATUS_END &&
-                   st->n_gpus == st->node.n_gpus) {
+        } else if (m->type == MSG_CTL_STATUS_UNHOOKED &&
+                   st->n_gpus == st->node.n_gpus &&
+                   st->n_unhooked < st->node.n_unhooked) {
+            st->unhooked[st->n_unhooked++] = m->u.unhooked;
+        } else if (m->type == MSG_CTL_STATUS_END && st->n_gpus == st->node.n_gpus &&
+                   st->n_unhooked == st->node.n_unhooked) {
             rc = 0;
             goto out;
         } else {
@@ -182,6 +189,7 @@ void ctl_status_free(struct ctl_status *st)
 {
     free(st->gpus);
     free(st->clients);
+    free(st->unhooked);
     memset(st, 0, sizeof(*st));
 }
 
@@ -250,6 +258,15 @@ int ctl_parse_mode(const char *text, uint8_t *mode)
             return 0;
         }
     return -1;
+}
+
+const char *ctl_origin_name(uint8_t origin)
+{
+    switch (origin) {
+    case IDENTITY_POD: return "pod";
+    case IDENTITY_HOST: return "host";
+    }
+    return "unknown";
 }
 
 const char *ctl_wait_reason_name(uint8_t reason)

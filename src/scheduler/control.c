@@ -48,6 +48,8 @@ static int send_node(struct scheduler *s, int fd, uint64_t now)
         .switch_multiplier = (uint16_t)v.switch_multiplier,
         .reserve_percent = (uint8_t)v.reserve_percent,
         .oversub_default = s->oversub_default,
+        .n_unhooked = (uint16_t)unhooked_count(s),
+        .unhooked_seen = s->unhooked_seen,
     };
     return msg_send(fd, &m);
 }
@@ -138,6 +140,35 @@ static int send_client(struct scheduler *s, int fd, int slot, int g,
     return msg_send(fd, &m);
 }
 
+/* The reported unhooked processes, as many as send_node announced. */
+static int send_unhooked(struct scheduler *s, int fd, uint64_t now)
+{
+    struct msg m = {.type = MSG_CTL_STATUS_UNHOOKED};
+    struct msg_status_unhooked *r = &m.u.unhooked;
+    int rc;
+
+    for (int g = 0; g < s->n_gpus; g++) {
+        for (int i = 0; i < s->n_unhooked[g]; i++) {
+            const struct unhooked_proc *u = &s->unhooked[g][i];
+            if (!u->reported)
+                continue;
+            *r = (struct msg_status_unhooked){
+                .gpu = (uint16_t)g,
+                .pid = (uint32_t)u->pid,
+                .used = u->used,
+                .seen_ns = now - u->since,
+                .origin = (uint8_t)u->identity.kind,
+                .qos = (uint8_t)u->identity.qos,
+            };
+            memcpy(r->pod_uid, u->identity.pod_uid, sizeof(r->pod_uid));
+            memcpy(r->container_id, u->identity.container_id, sizeof(r->container_id));
+            if ((rc = msg_send(fd, &m)))
+                return rc;
+        }
+    }
+    return 0;
+}
+
 static int send_status(struct scheduler *s, int fd)
 {
     uint64_t now = now_ns();
@@ -157,6 +188,8 @@ static int send_status(struct scheduler *s, int fd)
             if ((rc = send_client(s, fd, slot, g, now)))
                 return rc;
     }
+    if ((rc = send_unhooked(s, fd, now)))
+        return rc;
     return msg_send(fd, &m);
 }
 

@@ -15,6 +15,8 @@
 #include "accounts.h"
 #include "event_loop.h"
 #include "gpus.h"
+#include "identity.h"
+#include "nvml_abi.h"
 #include "policy.h"
 #include "protocol.h"
 #include "quota.h"
@@ -38,6 +40,17 @@ struct client {
     uint64_t partial_since; /* a frame begun and not finished since, or 0 */
 };
 
+/* A process that uses a GPU without having registered (unhooked.c). */
+#define UNHOOKED_MAX 64 /* tracked per GPU; more are mentioned once */
+struct unhooked_proc {
+    pid_t pid;
+    uint64_t used;     /* bytes, from NVML */
+    uint64_t since;    /* first seen */
+    bool reported;     /* seen in two samples in a row: logged, listed */
+    bool seen;         /* in the latest sample */
+    struct pod_identity identity;
+};
+
 struct scheduler {
     struct event_loop *loop;
     struct policy *policy;   /* read through the views of policy.h */
@@ -55,6 +68,9 @@ struct scheduler {
     uint64_t overhead[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* measured */
     uint64_t evictable[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* reported */
     bool limits_scaled[POLICY_MAX_GPUS]; /* core limits sum above 100 % */
+    struct unhooked_proc unhooked[POLICY_MAX_GPUS][UNHOOKED_MAX];
+    int n_unhooked[POLICY_MAX_GPUS];
+    uint64_t unhooked_seen; /* reported since start, for metrics */
 };
 
 /* clients.c */
@@ -80,11 +96,20 @@ int clients_count(const struct scheduler *s);
 /* footprints.c */
 /* Recomputes the client's footprint on node gpu and tells the policy. */
 void footprint_update(struct scheduler *s, int gpu, int slot);
-/* Samples running clients' context overheads from NVML, at most every 2 s
- * (nothing where NVML cannot tell). */
+/* Samples running clients' context overheads, and the unhooked processes,
+ * from NVML, at most every 2 s (nothing where NVML cannot tell). */
 void footprint_sample_overheads(struct scheduler *s, uint64_t now);
 /* Forgets a slot's measurements and reports before it is reused. */
 void footprint_forget(struct scheduler *s, int slot);
+
+/* unhooked.c */
+/* One NVML sample of gpu's processes (compute and graphics; a pid may
+ * appear twice): the ones that are neither a client nor the scheduler
+ * become, or stay, unhooked. */
+void unhooked_observe(struct scheduler *s, int gpu, const nvmlProcessInfo_t *procs,
+                      unsigned n, uint64_t now);
+/* How many unhooked processes status lists (those reported). */
+int unhooked_count(const struct scheduler *s);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);
