@@ -27,7 +27,7 @@ await_schedulers "$DIR"
 now=$(date +%s%N)
 LD_PRELOAD=$LIB NVSHARE_POD_NAME=hooked "$JOB" "$now" $((now + 30000000000)) >/dev/null 2>&1 &
 HOOKED=$!
-FAKE_JOB_MEM_MB=256 "$JOB" "$now" $((now + 7000000000)) >/dev/null 2>&1 &
+FAKE_JOB_MEM_MB=256 "$JOB" "$now" $((now + 10000000000)) >/dev/null 2>&1 &
 RAW=$!
 
 # "<clients> <unhooked_seen> <pid>:<gpu>:<used>:<origin> ..." from status.
