@@ -13,9 +13,9 @@
  *
  * Pids compare as thread-group ids: SO_PEERCRED gives the connecting
  * process's, NVML the process's, so a client's other threads are the
- * client. This needs the scheduler in the host's PID namespace (as the
- * clients' pids already do); a pid that is not in ours is skipped, never
- * reported as someone else. */
+ * client. NVML's pids are the host's: this needs the scheduler in the
+ * host's PID namespace (as the clients' SO_PEERCRED pids already do). A pid
+ * the scheduler cannot see is skipped rather than guessed at. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,7 +35,7 @@ static bool is_client(const struct scheduler *s, pid_t pid)
     return false;
 }
 
-static bool in_our_pid_namespace(pid_t pid)
+static bool visible(pid_t pid)
 {
     return kill(pid, 0) == 0 || errno == EPERM;
 }
@@ -94,7 +94,7 @@ void unhooked_observe(struct scheduler *s, int gpu, const nvmlProcessInfo_t *pro
 
         if (u && u->seen)
             continue; /* listed as compute and graphics */
-        if (pid <= 0 || pid == self || is_client(s, pid) || !in_our_pid_namespace(pid))
+        if (pid <= 0 || pid == self || is_client(s, pid) || !visible(pid))
             continue;
         if (!u) {
             if (s->n_unhooked[gpu] == UNHOOKED_MAX) {
