@@ -16,6 +16,13 @@ typedef struct {
     unsigned long long total, reserved, free, used;
 } nvmlMemory_v2_t;
 
+/* nvmlProcessInfo_v2_t, the layout of the _v3 process listings. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory; /* bytes */
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_FUNCTION_NOT_FOUND 13

@@ -213,6 +213,16 @@ const char *sched_mode_name(uint8_t mode)
     return mode <= SCHED_MODE_AUTO ? sched_mode_names[mode] : "unknown";
 }
 
+const char *pod_qos_name(uint8_t qos)
+{
+    switch (qos) {
+    case POD_QOS_GUARANTEED: return "guaranteed";
+    case POD_QOS_BURSTABLE: return "burstable";
+    case POD_QOS_BESTEFFORT: return "besteffort";
+    }
+    return "unknown";
+}
+
 const char *proto_strerror(int err)
 {
     switch (err) {

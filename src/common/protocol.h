@@ -29,10 +29,10 @@
 #define PROTO_MAX_GPUS 32         /* GPUs one client may register */
 #define PROTO_NAME_MAX 254        /* Kubernetes names are at most 253 bytes */
 #define PROTO_UUID_MAX 96         /* "GPU-<36>" and "MIG-GPU-<36>/<gi>/<ci>" */
-#define PROTO_POD_UID_MAX 40      /* a UUID's 36 characters */
-#define PROTO_CONTAINER_ID_MAX 72 /* 64 hex digits */
 #define PROTO_TEXT_MAX 512
 #define PROTO_MAX_WAITERS 256     /* waiters listed per GPU in a status reply */
+#define PROTO_POD_UID_MAX 37      /* a pod UID, 8-4-4-4-12 */
+#define PROTO_CONTAINER_ID_MAX 65 /* a container ID, 64 hex */
 
 #define CLIENT_SOCKET_NAME "scheduler.sock"
 #define CONTROL_SOCKET_NAME "control.sock"
@@ -111,6 +111,21 @@ enum client_gpu_state {
     CLIENT_DRAINING,
 };
 
+/* Where a process comes from, as its /proc/PID/cgroup tells
+ * (src/scheduler/identity.h). */
+enum identity_kind {
+    IDENTITY_UNKNOWN = 0, /* no cgroup file, or nothing in it could be read */
+    IDENTITY_HOST = 1,    /* a process outside kubelet's cgroups */
+    IDENTITY_POD = 2,
+};
+
+enum pod_qos {
+    POD_QOS_UNKNOWN = 0,
+    POD_QOS_GUARANTEED = 1,
+    POD_QOS_BURSTABLE = 2,
+    POD_QOS_BESTEFFORT = 3,
+};
+
 /* The payload structs (struct msg_register, ...), one member per row of
  * protocol.def in wire order, with the C type of its kind. */
 #define PROTO_CTYPE_U8 uint8_t
@@ -160,6 +175,8 @@ const char *msg_type_name(uint16_t type);
  * spelling that nvsharectl, the scheduler's settings and its replies use. */
 extern const char *const sched_mode_names[];
 const char *sched_mode_name(uint8_t mode); /* "unknown" if out of range */
+/* "guaranteed", "burstable", "besteffort"; "unknown" otherwise. */
+const char *pod_qos_name(uint8_t qos);
 
 /* Encodes m as a whole frame into buf. Returns the frame length or a
  * negative proto_error. */

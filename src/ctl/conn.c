@@ -110,8 +110,8 @@ static int append(void *list, int *n, int *cap, size_t size, const void *item)
     return 0;
 }
 
-/* Checks the records in order: NODE, exactly n_gpus GPUs, CLIENTs, PODs,
- * END. */
+/* Checks the records in order: NODE, exactly n_gpus GPUs, CLIENTs, exactly
+ * n_unhooked UNHOOKEDs, PODs, END. */
 static int read_status(const struct ctl_target *t, int fd,
                        struct ctl_status *st, char *err)
 {
@@ -137,7 +137,9 @@ static int read_status(const struct ctl_target *t, int fd,
             st->node = m->u.node;
             st->gpus = calloc(st->node.n_gpus ? st->node.n_gpus : 1,
                               sizeof(*st->gpus));
-            if (!st->gpus) {
+            st->unhooked = calloc(st->node.n_unhooked ? st->node.n_unhooked : 1,
+                                  sizeof(*st->unhooked));
+            if (!st->gpus || !st->unhooked) {
                 snprintf(err, CTL_ERR_LEN, "out of memory");
                 goto out;
             }
@@ -146,20 +148,26 @@ static int read_status(const struct ctl_target *t, int fd,
                    st->n_gpus < st->node.n_gpus) {
             st->gpus[st->n_gpus++] = m->u.gpu;
         } else if (m->type == MSG_CTL_STATUS_CLIENT &&
-                   st->n_gpus == st->node.n_gpus && st->n_pods == 0) {
+                   st->n_gpus == st->node.n_gpus && st->n_unhooked == 0 &&
+                   st->n_pods == 0) {
             if (append(&st->clients, &st->n_clients, &st->cap_clients,
                        sizeof(*st->clients), &m->u.client)) {
                 snprintf(err, CTL_ERR_LEN, "out of memory");
                 goto out;
             }
-        } else if (m->type == MSG_CTL_STATUS_POD && st->n_gpus == st->node.n_gpus) {
+        } else if (m->type == MSG_CTL_STATUS_POD && st->n_gpus == st->node.n_gpus &&
+                   st->n_unhooked == st->node.n_unhooked) {
             if (append(&st->pods, &st->n_pods, &st->cap_pods, sizeof(*st->pods),
                        &m->u.pod)) {
                 snprintf(err, CTL_ERR_LEN, "out of memory");
                 goto out;
             }
-        } else if (m->type == MSG_CTL_STATUS_END &&
-                   st->n_gpus == st->node.n_gpus) {
+        } else if (m->type == MSG_CTL_STATUS_UNHOOKED &&
+                   st->n_gpus == st->node.n_gpus &&
+                   st->n_unhooked < st->node.n_unhooked) {
+            st->unhooked[st->n_unhooked++] = m->u.unhooked;
+        } else if (m->type == MSG_CTL_STATUS_END && st->n_gpus == st->node.n_gpus &&
+                   st->n_unhooked == st->node.n_unhooked) {
             rc = 0;
             goto out;
         } else {
@@ -194,6 +202,7 @@ void ctl_status_free(struct ctl_status *st)
     free(st->gpus);
     free(st->clients);
     free(st->pods);
+    free(st->unhooked);
     memset(st, 0, sizeof(*st));
 }
 
@@ -262,6 +271,15 @@ int ctl_parse_mode(const char *text, uint8_t *mode)
             return 0;
         }
     return -1;
+}
+
+const char *ctl_origin_name(uint8_t origin)
+{
+    switch (origin) {
+    case IDENTITY_POD: return "pod";
+    case IDENTITY_HOST: return "host";
+    }
+    return "unknown";
 }
 
 const char *ctl_wait_reason_name(uint8_t reason)

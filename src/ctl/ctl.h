@@ -32,6 +32,8 @@ struct ctl_status {
     int n_clients, cap_clients;
     struct msg_status_pod *pods; /* connected, or with an operator's limit */
     int n_pods, cap_pods;
+    struct msg_status_unhooked *unhooked; /* node.n_unhooked of them */
+    int n_unhooked;
 };
 
 int ctl_fetch_status(const struct ctl_target *t, struct ctl_status *st,
@@ -53,6 +55,7 @@ const struct msg_status_client *ctl_status_client(const struct ctl_status *st,
  * "unknown" for a value this nvsharectl does not know. */
 const char *ctl_state_name(uint8_t state);
 const char *ctl_wait_reason_name(uint8_t reason); /* enum wait_reason; "none" */
+const char *ctl_origin_name(uint8_t origin); /* enum identity_kind: "pod", "host" */
 
 /* Parses "serial", "concurrent" or "auto" into *mode; -1 otherwise. */
 int ctl_parse_mode(const char *text, uint8_t *mode);

@@ -70,6 +70,22 @@ static const char *gpu_uuid(const struct ctl_status *st, uint16_t index)
     return "";
 }
 
+static void unhooked_json(struct json_out *j, const struct ctl_status *st,
+                          const struct msg_status_unhooked *u)
+{
+    json_begin_object(j, NULL);
+    json_uint(j, "pid", u->pid);
+    json_uint(j, "gpu_index", u->gpu);
+    json_string(j, "gpu_uuid", gpu_uuid(st, u->gpu));
+    json_uint(j, "used_bytes", u->used);
+    json_uint(j, "seen_ns", u->seen_ns);
+    json_string(j, "origin", ctl_origin_name(u->origin));
+    json_string(j, "pod_uid", u->pod_uid);
+    json_string(j, "qos", u->origin == IDENTITY_POD ? pod_qos_name(u->qos) : "");
+    json_string(j, "container_id", u->container_id);
+    json_end_object(j);
+}
+
 static void client_json(struct json_out *j, const struct ctl_status *st,
                         const struct msg_status_client *c)
 {
@@ -160,6 +176,7 @@ void render_json(FILE *out, const struct ctl_status *st)
     json_uint(&j, "switch_multiplier", st->node.switch_multiplier);
     json_uint(&j, "reserve_percent", st->node.reserve_percent);
     json_bool(&j, "oversub_default", st->node.oversub_default);
+    json_uint(&j, "unhooked_seen", st->node.unhooked_seen);
     json_end_object(&j);
     json_begin_array(&j, "gpus");
     for (int i = 0; i < st->n_gpus; i++)
@@ -172,6 +189,10 @@ void render_json(FILE *out, const struct ctl_status *st)
     json_begin_array(&j, "pods");
     for (int i = 0; i < st->n_pods; i++)
         pod_json(&j, &st->pods[i]);
+    json_end_array(&j);
+    json_begin_array(&j, "unhooked");
+    for (int i = 0; i < st->n_unhooked; i++)
+        unhooked_json(&j, st, &st->unhooked[i]);
     json_end_array(&j);
     json_end_object(&j);
 }

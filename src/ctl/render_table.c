@@ -3,7 +3,8 @@
  * more to say than fits in a table row), then the clients as two aligned
  * tables (kubectl style: upper-case headers, columns two spaces apart), one
  * about scheduling and one about limits and memory, so that each fits in
- * 120 columns with ordinary pod names.
+ * 120 columns with ordinary pod names. Processes that use a GPU without
+ * nvshare follow in a table of their own, when there are any.
  *
  * Pod, namespace and container names come from whatever registered with the
  * scheduler, i.e. from any local user: they are printed with control
@@ -433,6 +434,35 @@ static void pod_table(FILE *out, const struct ctl_status *st)
     table_flush(out, &t);
 }
 
+/* Processes that escaped libnvshare, with the pod their cgroup names. */
+static void unhooked_table(FILE *out, const struct ctl_status *st)
+{
+    static const char *const header[] = {"PID", "GPU", "USED", "SEEN", "ORIGIN",
+                                         "QOS", "CONTAINER"};
+    struct table t = {.n_cols = 7};
+
+    fprintf(out, "Using a GPU without nvshare (not scheduled, not limited; %" PRIu64
+            " seen since start):\n", st->node.unhooked_seen);
+    table_row(&t, header);
+    for (int i = 0; i < st->n_unhooked; i++) {
+        const struct msg_status_unhooked *u = &st->unhooked[i];
+        char pid[16], gpu[8], used[32], seen[32], container[16];
+        bool pod = u->origin == IDENTITY_POD;
+
+        snprintf(pid, sizeof(pid), "%" PRIu32, u->pid);
+        snprintf(gpu, sizeof(gpu), "%u", u->gpu);
+        format_size(u->used, used, sizeof(used));
+        format_duration(u->seen_ns, seen, sizeof(seen));
+        snprintf(container, sizeof(container), "%.12s",
+                 u->container_id[0] ? u->container_id : "-");
+        const char *row[] = {pid, gpu, used, seen,
+                             pod ? u->pod_uid : ctl_origin_name(u->origin),
+                             pod ? pod_qos_name(u->qos) : "-", container};
+        table_row(&t, row);
+    }
+    table_flush(out, &t);
+}
+
 void render_table(FILE *out, const struct ctl_status *st)
 {
     char tq[32], up[32], window[32], sw[32];
@@ -469,5 +499,9 @@ void render_table(FILE *out, const struct ctl_status *st)
     if (st->n_pods) {
         fputc('\n', out);
         pod_table(out, st);
+    }
+    if (st->n_unhooked) {
+        fputc('\n', out);
+        unhooked_table(out, st);
     }
 }

@@ -50,6 +50,8 @@ static int send_node(struct scheduler *s, int fd, uint64_t now)
         .oversub_default = s->oversub_default,
         .n_pending = (uint32_t)clients_pending(s),
         .refused = s->refused,
+        .n_unhooked = (uint16_t)unhooked_count(s),
+        .unhooked_seen = s->unhooked_seen,
     };
     return msg_send(fd, &m);
 }
@@ -163,6 +165,35 @@ static int send_pod(int fd, const struct pod *p)
     return msg_send(fd, &m);
 }
 
+/* The reported unhooked processes, as many as send_node announced. */
+static int send_unhooked(struct scheduler *s, int fd, uint64_t now)
+{
+    struct msg m = {.type = MSG_CTL_STATUS_UNHOOKED};
+    struct msg_status_unhooked *r = &m.u.unhooked;
+    int rc;
+
+    for (int g = 0; g < s->n_gpus; g++) {
+        for (int i = 0; i < s->n_unhooked[g]; i++) {
+            const struct unhooked_proc *u = &s->unhooked[g][i];
+            if (!u->reported)
+                continue;
+            *r = (struct msg_status_unhooked){
+                .gpu = (uint16_t)g,
+                .pid = (uint32_t)u->pid,
+                .used = u->used,
+                .seen_ns = now - u->since,
+                .origin = (uint8_t)u->identity.kind,
+                .qos = (uint8_t)u->identity.qos,
+            };
+            memcpy(r->pod_uid, u->identity.pod_uid, sizeof(r->pod_uid));
+            memcpy(r->container_id, u->identity.container_id, sizeof(r->container_id));
+            if ((rc = msg_send(fd, &m)))
+                return rc;
+        }
+    }
+    return 0;
+}
+
 static int send_status(struct scheduler *s, int fd)
 {
     uint64_t now = now_ns();
@@ -182,6 +213,8 @@ static int send_status(struct scheduler *s, int fd)
             if ((rc = send_client(s, fd, slot, g, now)))
                 return rc;
     }
+    if ((rc = send_unhooked(s, fd, now)))
+        return rc;
     for (size_t i = 0; i < s->state.pods.n; i++)
         if ((rc = send_pod(fd, &s->state.pods.list[i])))
             return rc;

@@ -9,7 +9,10 @@
  * process's used memory (nvmlDeviceGetComputeRunningProcesses), the overhead
  * of a running client is that minus what it allocated; elsewhere (no NVML,
  * a PID namespace that hides the process, managed memory that NVML does not
- * count) it is NVSHARE_CONTEXT_OVERHEAD. */
+ * count) it is NVSHARE_CONTEXT_OVERHEAD.
+ *
+ * The same sample, compute and graphics processes together, shows who uses
+ * a GPU without having registered (unhooked.c). */
 #include <dlfcn.h>
 #include <string.h>
 
@@ -23,17 +26,12 @@
  * well (managed memory): the assumed overhead stands. */
 #define MIN_MEASURED_OVERHEAD (64ull << 20)
 
-/* nvmlProcessInfo_v2_t, the layout of the _v3 call. */
-struct nvml_process {
-    unsigned int pid;
-    unsigned long long used;
-    unsigned int gpu_instance, compute_instance;
-};
-
 static struct {
     bool tried, ok;
     nvmlReturn_t (*by_uuid)(const char *, nvmlDevice_t *);
-    nvmlReturn_t (*processes)(nvmlDevice_t, unsigned int *, struct nvml_process *);
+    nvmlReturn_t (*processes)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
+    /* optional: not every NVML has it, and compute alone still tells */
+    nvmlReturn_t (*graphics)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
     uint64_t next_sample;
 } nvml;
 
@@ -49,6 +47,7 @@ static void load_nvml(void)
     *(void **)&init = dlsym(lib, "nvmlInit_v2");
     *(void **)&nvml.by_uuid = dlsym(lib, "nvmlDeviceGetHandleByUUID");
     *(void **)&nvml.processes = dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+    *(void **)&nvml.graphics = dlsym(lib, "nvmlDeviceGetGraphicsRunningProcesses_v3");
     nvml.ok = init && nvml.by_uuid && nvml.processes && init() == NVML_SUCCESS;
     if (!nvml.ok)
         dlclose(lib); /* kept open for the daemon's life otherwise */
@@ -65,15 +64,20 @@ void footprint_update(struct scheduler *s, int gpu, int slot)
                          s->evictable[gpu][slot]);
 }
 
-static void sample_gpu(struct scheduler *s, int gpu)
+static void sample_gpu(struct scheduler *s, int gpu, uint64_t now)
 {
-    struct nvml_process procs[MAX_PROCS];
-    unsigned int n = MAX_PROCS;
+    nvmlProcessInfo_t procs[2 * MAX_PROCS];
+    unsigned int n = MAX_PROCS, n_graphics = MAX_PROCS;
     nvmlDevice_t dev;
 
     if (nvml.by_uuid(s->gpus[gpu].uuid, &dev) != NVML_SUCCESS ||
         nvml.processes(dev, &n, procs) != NVML_SUCCESS)
         return;
+    n = n < MAX_PROCS ? n : MAX_PROCS; /* NVML says how many there were */
+    if (!nvml.graphics || nvml.graphics(dev, &n_graphics, procs + n) != NVML_SUCCESS)
+        n_graphics = 0;
+    n_graphics = n_graphics < MAX_PROCS ? n_graphics : MAX_PROCS;
+    unhooked_observe(s, gpu, procs, n + n_graphics, now);
     for (int slot = 0; slot < s->table_size; slot++) {
         const struct client *c = s->clients[slot];
         if (!c->used || !c->registered || !policy_is_running(s->policy, gpu, slot))
@@ -82,8 +86,8 @@ static void sample_gpu(struct scheduler *s, int gpu)
         for (unsigned int i = 0; i < n; i++) {
             if (procs[i].pid != (unsigned int)c->pid)
                 continue;
-            if (procs[i].used > allocated + MIN_MEASURED_OVERHEAD) {
-                s->overhead[gpu][slot] = procs[i].used - allocated;
+            if (procs[i].usedGpuMemory > allocated + MIN_MEASURED_OVERHEAD) {
+                s->overhead[gpu][slot] = procs[i].usedGpuMemory - allocated;
                 footprint_update(s, gpu, slot);
             }
             break;
@@ -99,7 +103,7 @@ void footprint_sample_overheads(struct scheduler *s, uint64_t now)
     if (!nvml.tried)
         load_nvml();
     for (int gpu = 0; nvml.ok && gpu < s->n_gpus; gpu++)
-        sample_gpu(s, gpu);
+        sample_gpu(s, gpu, now);
 }
 
 void footprint_forget(struct scheduler *s, int slot)

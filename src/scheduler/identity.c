@@ -57,7 +57,7 @@ static void copy_lower(char *out, const char *p, size_t n)
 
 /* A pod UID: 8-4-4-4-12 hex with '-' (cgroupfs) or '_' (systemd, which
  * reserves '-' for nesting), or a static pod's 32 hex. */
-static bool parse_uid(struct span s, char out[IDENTITY_POD_UID_MAX])
+static bool parse_uid(struct span s, char out[PROTO_POD_UID_MAX])
 {
     if (s.len == 32 && all_hex(s.p, 32)) {
         copy_lower(out, s.p, 32);
@@ -251,15 +251,4 @@ enum identity_kind identity_of_pid(const char *proc_root, pid_t pid,
     close(fd);
     text[have] = '\0';
     return identity_parse_cgroup(text, out);
-}
-
-const char *pod_qos_name(enum pod_qos qos)
-{
-    switch (qos) {
-    case POD_QOS_GUARANTEED: return "guaranteed";
-    case POD_QOS_BURSTABLE: return "burstable";
-    case POD_QOS_BESTEFFORT: return "besteffort";
-    case POD_QOS_UNKNOWN: break;
-    }
-    return "unknown";
 }

@@ -22,32 +22,18 @@
 
 #include <sys/types.h>
 
-#define IDENTITY_POD_UID_MAX 37      /* 8-4-4-4-12 + NUL */
-#define IDENTITY_CONTAINER_ID_MAX 65 /* 64 hex + NUL */
-
-enum identity_kind {
-    IDENTITY_UNKNOWN, /* no cgroup file, or nothing in it could be read */
-    IDENTITY_HOST,    /* a process outside kubelet's cgroups */
-    IDENTITY_POD,
-};
-
-enum pod_qos {
-    POD_QOS_UNKNOWN,
-    POD_QOS_GUARANTEED,
-    POD_QOS_BURSTABLE,
-    POD_QOS_BESTEFFORT,
-};
+#include "protocol.h" /* enum identity_kind, enum pod_qos: they go on the wire */
 
 struct pod_identity {
     enum identity_kind kind;
     enum pod_qos qos;                            /* IDENTITY_POD only */
     /* Lower-case, dashed 8-4-4-4-12 as in the pod's metadata.uid (a static
      * pod's 32-hex UID stays as kubelet wrote it). "" unless IDENTITY_POD. */
-    char pod_uid[IDENTITY_POD_UID_MAX];
+    char pod_uid[PROTO_POD_UID_MAX];
     /* 64 lower-case hex digits, "" when the process sits in the pod's
      * cgroup itself or the runtime's scope is not one of containerd's,
      * CRI-O's or docker's. */
-    char container_id[IDENTITY_CONTAINER_ID_MAX];
+    char container_id[PROTO_CONTAINER_ID_MAX];
 };
 
 /* Parses the text of a /proc/PID/cgroup file (NUL-terminated; any size,
@@ -61,8 +47,5 @@ enum identity_kind identity_parse_cgroup(const char *text, struct pod_identity *
  * another PID namespace). */
 enum identity_kind identity_of_pid(const char *proc_root, pid_t pid,
                                    struct pod_identity *out);
-
-/* "guaranteed", "burstable", "besteffort" or "unknown". */
-const char *pod_qos_name(enum pod_qos qos);
 
 #endif

@@ -16,6 +16,7 @@
 #include "event_loop.h"
 #include "gpus.h"
 #include "identity.h"
+#include "nvml_abi.h"
 #include "policy.h"
 #include "protocol.h"
 #include "quota.h"
@@ -49,6 +50,17 @@ struct refusal_note {
     uint64_t unlogged;   /* refused since then */
 };
 
+/* A process that uses a GPU without having registered (unhooked.c). */
+#define UNHOOKED_MAX 64 /* tracked per GPU; more are mentioned once */
+struct unhooked_proc {
+    pid_t pid;
+    uint64_t used;     /* bytes, from NVML */
+    uint64_t since;    /* first seen */
+    bool reported;     /* seen in two samples in a row: logged, listed */
+    bool seen;         /* in the latest sample */
+    struct pod_identity identity;
+};
+
 struct scheduler {
     struct event_loop *loop;
     struct policy *policy;   /* read through the views of policy.h */
@@ -78,6 +90,9 @@ struct scheduler {
     unsigned max_connections_per_uid;    /* 0: no limit */
     uint64_t refused;                    /* connections, since start */
     struct refusal_note refusals[8];     /* the uids refused lately */
+    struct unhooked_proc unhooked[POLICY_MAX_GPUS][UNHOOKED_MAX];
+    int n_unhooked[POLICY_MAX_GPUS];
+    uint64_t unhooked_seen; /* reported since start, for metrics */
 };
 
 /* tables.c */
@@ -115,14 +130,22 @@ int clients_pending(const struct scheduler *s);
 /* footprints.c */
 /* Recomputes the client's footprint on node gpu and tells the policy. */
 void footprint_update(struct scheduler *s, int gpu, int slot);
-/* Samples running clients' context overheads from NVML, at most every 2 s
- * (nothing where NVML cannot tell). */
+/* Samples running clients' context overheads, and the unhooked processes,
+ * from NVML, at most every 2 s (nothing where NVML cannot tell). */
 void footprint_sample_overheads(struct scheduler *s, uint64_t now);
 /* Forgets a slot's measurements and reports before it is reused. */
 void footprint_forget(struct scheduler *s, int slot);
 
 /* Persists s->state, if a state file is configured. */
 void scheduler_save_state(struct scheduler *s);
+/* unhooked.c */
+/* One NVML sample of gpu's processes (compute and graphics; a pid may
+ * appear twice): the ones that are neither a client nor the scheduler
+ * become, or stay, unhooked. */
+void unhooked_observe(struct scheduler *s, int gpu, const nvmlProcessInfo_t *procs,
+                      unsigned n, uint64_t now);
+/* How many unhooked processes status lists (those reported). */
+int unhooked_count(const struct scheduler *s);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);

@@ -36,6 +36,7 @@ static struct fake_ctx *new_context(CUdevice dev)
     if (ctx != NULL) {
         ctx->dev = dev;
         ctx->legacy.ctx = ctx;
+        fake_shared_gpu_join(dev); /* the fake NVML lists it */
     }
     return ctx;
 }

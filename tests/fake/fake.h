@@ -33,6 +33,22 @@ struct fake_ctx {
 
 extern pthread_mutex_t fake_lock;
 
+/* The file FAKE_CUDA_SHARED_GPU names, mapped by every process that names
+ * it: the shared device's "busy until" (timeline.c), and who has a context
+ * on which device with how much memory, which the fake NVML lists as its
+ * running processes. A slot is free when pid is 0 or names a dead process. */
+#define FAKE_SHARED_MAX_PROCS 64
+struct fake_shared_gpu {
+    _Atomic uint64_t busy_until_ns;
+    struct {
+        _Atomic int32_t pid;
+        _Atomic uint32_t devices; /* bit d: a context on device d */
+        _Atomic uint64_t used;    /* bytes of device memory */
+    } procs[FAKE_SHARED_MAX_PROCS];
+};
+/* The mapping, or NULL without FAKE_CUDA_SHARED_GPU (or if it failed). */
+struct fake_shared_gpu *fake_shared_gpu_map(void);
+
 /* uuids.c: the devices named by FAKE_CUDA_DEVICES; returns the count. */
 int fake_read_uuids(CUuuid uuids[FAKE_MAX_DEVICES]);
 
@@ -75,6 +91,10 @@ struct fake_ctx *fake_current(void);
 uint64_t fake_ctx_busy_until_locked(struct fake_ctx *ctx);
 
 /* timeline.c */
+/* This process has a context on dev / took (delta > 0) or gave back device
+ * memory: shown to the fake NVML through the shared file, if any. */
+void fake_shared_gpu_join(int dev);
+void fake_shared_gpu_used(int64_t delta);
 uint64_t fake_now_ns(void);
 void fake_wait_until(uint64_t t_ns);
 /* Queues duration_ns of work on stream (pt: a _ptsz call, whose NULL stream

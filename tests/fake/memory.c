@@ -58,12 +58,14 @@ bool fake_mem_take(int dev, uint64_t bytes)
     if (used[dev] + bytes > fake_memory_total(dev))
         return false;
     used[dev] += bytes;
+    fake_shared_gpu_used((int64_t)bytes);
     return true;
 }
 
 void fake_mem_give(int dev, uint64_t bytes)
 {
     used[dev] -= bytes;
+    fake_shared_gpu_used(-(int64_t)bytes);
 }
 
 static CUresult mem_new(enum fake_mem_kind kind, int dev, uint64_t size,

@@ -2,11 +2,17 @@
  * callers use to read a GPU's memory, for the same devices as the fake
  * libcuda (FAKE_CUDA_DEVICES, FAKE_CUDA_MEM_MB). It cannot see the fake
  * libcuda's allocations: every device reports all its memory free, so what
- * a test reads under a quota comes from libnvshare alone. Per-process
- * memory comes from a file the test writes (FAKE_NVML_PROCESSES). */
+ * a test reads under a quota comes from libnvshare alone. The processes on
+ * a device come from a file the test writes (FAKE_NVML_PROCESSES) and from
+ * the shared fake device's list (FAKE_CUDA_SHARED_GPU, fake.h). */
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fake.h"
 #include "nvml_abi.h"
@@ -113,34 +119,93 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, void **device)
     return NVML_ERROR_INVALID_ARGUMENT;
 }
 
-/* nvmlProcessInfo_v2_t, the layout of the _v3 call. */
-struct fake_process {
-    unsigned int pid;
-    unsigned long long used;
-    unsigned int gpu_instance, compute_instance;
-};
+/* The processes with a context on the shared fake device (FAKE_CUDA_SHARED_GPU),
+ * mapped read-only; NULL until a fake libcuda has made the file. */
+static const struct fake_shared_gpu *shared_gpu(void)
+{
+    static const struct fake_shared_gpu *map;
+    const char *path = getenv("FAKE_CUDA_SHARED_GPU");
+    struct stat st;
+    int fd;
 
-/* The fake cannot see other processes' memory: a test lists them in the
- * file named by FAKE_NVML_PROCESSES, one "<pid> <used bytes>" per line,
- * reported on every device. */
+    if (map || !path || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return map;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(*map)) {
+        void *m = mmap(NULL, sizeof(*map), PROT_READ, MAP_SHARED, fd, 0);
+        map = m == MAP_FAILED ? NULL : m;
+    }
+    close(fd);
+    return map;
+}
+
+/* As NVML forgets a process when its contexts go: a zombie is gone. */
+static bool alive(pid_t pid)
+{
+    char path[64], stat[256];
+    FILE *f;
+    char *paren;
+    bool running = false;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (!(f = fopen(path, "r")))
+        return false;
+    if (fgets(stat, sizeof(stat), f) && (paren = strrchr(stat, ')')))
+        running = paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+    fclose(f);
+    return running;
+}
+
+static void add(nvmlProcessInfo_t *infos, unsigned int cap, unsigned int *found,
+                unsigned int pid, unsigned long long used)
+{
+    for (unsigned int i = 0; i < *found && i < cap; i++)
+        if (infos[i].pid == pid)
+            return;
+    if (*found < cap)
+        infos[*found] = (nvmlProcessInfo_t){pid, used, 0, 0};
+    (*found)++;
+}
+
+/* The processes a test lists in the file named by FAKE_NVML_PROCESSES, one
+ * "<pid> <used bytes>" per line, reported on every device (the fake cannot
+ * see other processes' memory otherwise); then those with a context on
+ * this device of the shared fake GPU, with their device memory. */
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *device,
                                                      unsigned int *n,
-                                                     struct fake_process *infos)
+                                                     nvmlProcessInfo_t *infos)
 {
     const char *path = getenv("FAKE_NVML_PROCESSES");
     FILE *f = path ? fopen(path, "r") : NULL;
+    const struct fake_shared_gpu *shared = shared_gpu();
     unsigned int found = 0, pid;
     unsigned long long used;
+    int dev = index_of(device);
 
-    if (index_of(device) < 0)
+    if (dev < 0) {
+        if (f)
+            fclose(f);
         return NVML_ERROR_INVALID_ARGUMENT;
-    while (f && fscanf(f, "%u %llu", &pid, &used) == 2) {
-        if (found < *n)
-            infos[found] = (struct fake_process){pid, used, 0, 0};
-        found++;
     }
+    while (f && fscanf(f, "%u %llu", &pid, &used) == 2)
+        add(infos, *n, &found, pid, used);
     if (f)
         fclose(f);
+    for (int i = 0; shared && i < FAKE_SHARED_MAX_PROCS; i++) {
+        int32_t p = atomic_load(&shared->procs[i].pid);
+        if (p > 0 && (atomic_load(&shared->procs[i].devices) & (1u << dev)) && alive(p))
+            add(infos, *n, &found, (unsigned int)p, atomic_load(&shared->procs[i].used));
+    }
     *n = found;
+    return NVML_SUCCESS;
+}
+
+/* The fake has no graphics: none, as on a compute-only node. */
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(void *device, unsigned int *n,
+                                                      nvmlProcessInfo_t *infos)
+{
+    (void)infos;
+    if (index_of(device) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *n = 0;
     return NVML_SUCCESS;
 }

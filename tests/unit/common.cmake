@@ -35,6 +35,10 @@ nvshare_common_test(test_identity ${PROJECT_SOURCE_DIR}/src/scheduler/identity.c
 target_include_directories(test_identity PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
 target_compile_definitions(test_identity PRIVATE
   CGROUP_CASES="${CMAKE_CURRENT_SOURCE_DIR}/cgroup_cases")
+# which of NVML's processes are reported as unhooked
+nvshare_common_test(test_unhooked ${PROJECT_SOURCE_DIR}/src/scheduler/unhooked.c
+  ${PROJECT_SOURCE_DIR}/src/scheduler/identity.c)
+target_include_directories(test_unhooked PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
 
 # The fuzz target as a plain program that replays the committed cases
 # (protocol_cases/<expect>-*.bin). protocol.c and protocol_io.c are compiled

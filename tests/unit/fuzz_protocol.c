@@ -235,6 +235,17 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.node.switch_multiplier = 4;
         m->u.node.reserve_percent = 10;
         m->u.node.oversub_default = 1;
+        m->u.node.n_unhooked = 1;
+        m->u.node.unhooked_seen = big ? UINT64_MAX : 3;
+        break;
+    case MSG_CTL_STATUS_UNHOOKED:
+        m->u.unhooked.pid = 4242;
+        m->u.unhooked.used = big ? UINT64_MAX : 300ull << 20;
+        m->u.unhooked.origin = IDENTITY_POD;
+        m->u.unhooked.qos = big ? POD_QOS_BESTEFFORT : POD_QOS_BURSTABLE;
+        strcpy(m->u.unhooked.pod_uid, "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901");
+        if (big)
+            fill(m->u.unhooked.container_id, PROTO_CONTAINER_ID_MAX - 1);
         break;
     case MSG_CTL_STATUS_GPU:
         strcpy(m->u.gpu.uuid, "GPU-0");
@@ -379,6 +390,16 @@ static int generate(void)
     buf[len - waiters - running] = (uint8_t)((PROTO_MAX_WAITERS + 1) & 0xff);
     buf[len - waiters - running + 1] = (uint8_t)((PROTO_MAX_WAITERS + 1) >> 8);
     put_file("field-CTL_STATUS_GPU-too-many-running", buf + 4, (size_t)len - 4);
+
+    sample(&m, MSG_CTL_STATUS_UNHOOKED, 0);
+    len = msg_encode(&m, buf, sizeof(buf));
+    /* body: ver/type 4, gpu 2, pid 4, used 8, seen_ns 8, then origin, qos */
+    size_t origin = 4 + 2 + 4 + 8 + 8;
+    buf[4 + origin] = IDENTITY_POD + 1;
+    put_file("field-CTL_STATUS_UNHOOKED-origin", buf + 4, (size_t)len - 4);
+    buf[4 + origin] = IDENTITY_POD;
+    buf[4 + origin + 1] = POD_QOS_BESTEFFORT + 1;
+    put_file("field-CTL_STATUS_UNHOOKED-qos", buf + 4, (size_t)len - 4);
 
     sample(&m, MSG_SWAPPED, 0);
     len = msg_encode(&m, buf, sizeof(buf));

@@ -29,6 +29,7 @@ static const uint16_t all_types[] = {
     MSG_REFUSED,         MSG_CTL_STATUS,
     MSG_CTL_SET,         MSG_CTL_REPLY,        MSG_CTL_STATUS_NODE,
     MSG_CTL_STATUS_GPU,  MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
+    MSG_CTL_STATUS_UNHOOKED,
     MSG_MEM_UPDATE,      MSG_UPDATE_LIMIT,     MSG_MEM_RESERVE,
     MSG_MEM_GRANT,       MSG_MEM_RETURN,       MSG_MEM_RECLAIM,
     MSG_WAIT_FOR_MEM,    MSG_MEM_AVAILABLE,    MSG_EVICT,
@@ -159,11 +160,27 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.node.oversub_default = big ? 0xfe : 1;
         m->u.node.n_pending = big ? UINT32_MAX : 12;
         m->u.node.refused = big ? UINT64_MAX : 488;
+        m->u.node.n_unhooked = big ? UINT16_MAX : 2;
+        m->u.node.unhooked_seen = big ? UINT64_MAX : 5;
         break;
     case MSG_REFUSED:
         m->u.refused.reason = big ? REFUSED_NO_MEMORY : REFUSED_UID_LIMIT;
         m->u.refused.uid = big ? UINT32_MAX : 1000;
         m->u.refused.limit = big ? UINT32_MAX : 256;
+        break;
+    case MSG_CTL_STATUS_UNHOOKED:
+        m->u.unhooked.gpu = big ? UINT16_MAX : 1;
+        m->u.unhooked.pid = big ? UINT32_MAX : 4242;
+        m->u.unhooked.used = big ? UINT64_MAX : 300ull << 20;
+        m->u.unhooked.seen_ns = big ? UINT64_MAX : 4000000000ull;
+        m->u.unhooked.origin = IDENTITY_POD;
+        m->u.unhooked.qos = big ? POD_QOS_BESTEFFORT : POD_QOS_BURSTABLE;
+        if (big) {
+            fill_str(m->u.unhooked.pod_uid, PROTO_POD_UID_MAX - 1, 3);
+            fill_str(m->u.unhooked.container_id, PROTO_CONTAINER_ID_MAX - 1, 5);
+        } else {
+            strcpy(m->u.unhooked.pod_uid, "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901");
+        }
         break;
     case MSG_CTL_STATUS_GPU: {
         struct msg_status_gpu *g = &m->u.gpu;
@@ -349,11 +366,23 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_int_equal(a->u.node.oversub_default, b->u.node.oversub_default);
         assert_int_equal(a->u.node.n_pending, b->u.node.n_pending);
         assert_true(a->u.node.refused == b->u.node.refused);
+        assert_int_equal(a->u.node.n_unhooked, b->u.node.n_unhooked);
+        assert_true(a->u.node.unhooked_seen == b->u.node.unhooked_seen);
         break;
     case MSG_REFUSED:
         assert_int_equal(a->u.refused.reason, b->u.refused.reason);
         assert_int_equal(a->u.refused.uid, b->u.refused.uid);
         assert_int_equal(a->u.refused.limit, b->u.refused.limit);
+        break;
+    case MSG_CTL_STATUS_UNHOOKED:
+        assert_int_equal(a->u.unhooked.gpu, b->u.unhooked.gpu);
+        assert_true(a->u.unhooked.pid == b->u.unhooked.pid);
+        assert_true(a->u.unhooked.used == b->u.unhooked.used);
+        assert_true(a->u.unhooked.seen_ns == b->u.unhooked.seen_ns);
+        assert_int_equal(a->u.unhooked.origin, b->u.unhooked.origin);
+        assert_int_equal(a->u.unhooked.qos, b->u.unhooked.qos);
+        assert_string_equal(a->u.unhooked.pod_uid, b->u.unhooked.pod_uid);
+        assert_string_equal(a->u.unhooked.container_id, b->u.unhooked.container_id);
         break;
     case MSG_CTL_STATUS_GPU: {
         const struct msg_status_gpu *x = &a->u.gpu, *y = &b->u.gpu;
@@ -776,6 +805,9 @@ static void test_wire_numbers(void **state)
     assert_int_equal(MSG_PREPARE_SWAP, 32);
     assert_int_equal(MSG_CTL_STATUS, 100);
     assert_int_equal(MSG_CTL_STATUS_END, 106);
+    assert_int_equal(MSG_CTL_STATUS_UNHOOKED, 107);
+    assert_int_equal(IDENTITY_POD, 2);
+    assert_int_equal(POD_QOS_BESTEFFORT, 3);
     assert_int_equal(CTL_SET_MODE, 5);
     assert_int_equal(CTL_SET_SWITCH_TIME, 6);
     assert_int_equal(SWAP_OUT, 1);
@@ -862,7 +894,7 @@ static void test_unknown_type(void **state)
     /* MSG_PREPARE_SWAP + 1 (33) is the first unused client-socket number */
     static const uint16_t bad[] = {
         0, MSG_REFUSED + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_PREPARE_SWAP + 1,
-        99, MSG_CTL_STATUS_END + 1, 0x0101, 0xffff,
+        99, MSG_CTL_STATUS_UNHOOKED + 1, 0x0101, 0xffff,
     };
     struct bb b;
     struct msg m;
