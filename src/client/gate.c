@@ -191,12 +191,18 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
     if (!current)
         return; /* stale: we already released it */
 
+    pthread_mutex_lock(&client.mu);
+    client.drain = (struct drain_in_progress){true, gpu, lease,
+                                              client.drain.serial + 1};
+    pthread_cond_signal(&client.beat);
+    pthread_mutex_unlock(&client.mu);
     uint64_t drain_ns = gate_close_and_drain(gpu);
     struct msg m = {.type = MSG_LOCK_RELEASED,
                     .u.lock = {.gpu = (uint8_t)gpu, .lease = lease,
                                .drain_ns = drain_ns}};
 
     pthread_mutex_lock(&client.mu);
+    client.drain.active = false;
     if (client.gpus[gpu].held && client.gpus[gpu].lease == lease) {
         client.gpus[gpu].held = false;
         conn_send_locked(&m);
@@ -206,6 +212,39 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
     gates_open_for_current_mode();
     pthread_cond_broadcast(&client.changed); /* waiters re-request */
     pthread_mutex_unlock(&client.mu);
+}
+
+void *gate_drain_beat(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&client.mu);
+    while (client.beat_running) {
+        if (!client.drain.active) {
+            pthread_cond_wait(&client.beat, &client.mu);
+            continue;
+        }
+        uint64_t serial = client.drain.serial;
+        struct timespec due;
+        clock_gettime(CLOCK_REALTIME, &due);
+        due.tv_nsec += (long)DRAIN_BEAT_NS;
+        if (due.tv_nsec >= 1000000000L) {
+            due.tv_sec++;
+            due.tv_nsec -= 1000000000L;
+        }
+        while (client.beat_running && client.drain.active &&
+               client.drain.serial == serial &&
+               pthread_cond_timedwait(&client.beat, &client.mu, &due) == 0)
+            ;
+        if (client.beat_running && client.drain.active &&
+            client.drain.serial == serial) {
+            struct msg m = {.type = MSG_DRAINING,
+                            .u.lock = {.gpu = (uint8_t)client.drain.gpu,
+                                       .lease = client.drain.lease}};
+            conn_send_locked(&m);
+        }
+    }
+    pthread_mutex_unlock(&client.mu);
+    return NULL;
 }
 
 void nvshare_release(int gpu)

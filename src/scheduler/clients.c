@@ -121,9 +121,11 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             break;
         }
         case ACTION_REVOKE:
-            log_warn("gpu %d: client %llu (pid %d, pod %s) did not release "
-                     "within the drain timeout: lock revoked",
-                     a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c));
+            log_warn("gpu %d: client %llu (pid %d, pod %s) %s: lock revoked",
+                     a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c),
+                     process_stopped(c->pid)
+                         ? "is stopped"
+                         : "did not answer DROP_LOCK in time");
             break;
         case ACTION_WAIT_FOR_MEM:
             tell_wait_for_memory(c, a);
@@ -388,6 +390,7 @@ static int handle_message(struct scheduler *s, struct client *c,
     case MSG_REQ_LOCK:
     case MSG_LOCK_RELEASED:
     case MSG_LOCK_IN_USE:
+    case MSG_DRAINING:
         if (m->u.lock.gpu >= c->n_gpus)
             return -1;
         gpu = c->node_gpu[m->u.lock.gpu];
@@ -395,6 +398,8 @@ static int handle_message(struct scheduler *s, struct client *c,
             return -1;
         if (m->type == MSG_LOCK_IN_USE) {
             policy_in_use(s->policy, gpu, slot, m->u.lock.lease, now_ns());
+        } else if (m->type == MSG_DRAINING) {
+            policy_draining(s->policy, gpu, slot, m->u.lock.lease, now_ns());
         } else if (m->type == MSG_REQ_LOCK) {
             log_debug("gpu %d: client %llu requests the lock", gpu,
                       (unsigned long long)c->id);

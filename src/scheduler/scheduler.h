@@ -55,6 +55,7 @@ struct scheduler {
     uint64_t overhead[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* measured */
     uint64_t evictable[POLICY_MAX_GPUS][POLICY_MAX_CLIENTS]; /* reported */
     bool limits_scaled[POLICY_MAX_GPUS]; /* core limits sum above 100 % */
+    uint64_t stop_check_due; /* holders.c: next look at holders' state */
 };
 
 /* clients.c */
@@ -85,6 +86,15 @@ void footprint_update(struct scheduler *s, int gpu, int slot);
 void footprint_sample_overheads(struct scheduler *s, uint64_t now);
 /* Forgets a slot's measurements and reports before it is reused. */
 void footprint_forget(struct scheduler *s, int slot);
+
+/* holders.c */
+/* Whether the process is stopped (SIGSTOP, ptrace): state T or t. */
+bool process_stopped(pid_t pid);
+/* Revokes, into out, the GPUs of stopped processes that run where someone
+ * waits or that drain; looks every 250 ms while any such runner exists.
+ * Returns when to look next (0: at the next tick). */
+uint64_t holders_revoke_stopped(struct scheduler *s, uint64_t now,
+                                struct policy_actions *out);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);
