@@ -357,7 +357,8 @@ static uint64_t recent_preempt_max(const struct member *m)
     return longest;
 }
 
-uint64_t drain_deadline(const struct policy *p, const struct member *m)
+/* When a draining member is revoked (see POLICY_DRAIN_QUIET_NS). */
+static uint64_t drain_deadline(const struct policy *p, const struct member *m)
 {
     uint64_t quiet = 4 * recent_preempt_max(m);
     uint64_t due = m->drop_sent_at +
@@ -432,7 +433,7 @@ void policy_draining(struct policy *p, int gpu, int client, uint32_t lease,
 {
     struct member *m = &p->gpus[gpu].members[client];
 
-    if (m->state == MEMBER_DRAINING && m->lease == lease)
+    if (m->present && m->state == MEMBER_DRAINING && m->lease == lease)
         m->draining_heard_at = now;
 }
 

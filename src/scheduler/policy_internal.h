@@ -119,9 +119,6 @@ static inline bool running(const struct member *m)
            (m->state == MEMBER_HOLDING || m->state == MEMBER_DRAINING);
 }
 
-/* When a draining member is revoked: see policy_draining() in policy.h. */
-uint64_t drain_deadline(const struct policy *p, const struct member *m);
-
 static inline void earliest(uint64_t *next, uint64_t due)
 {
     if (*next == 0 || due < *next)
