@@ -187,15 +187,18 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
 {
     pthread_mutex_lock(&client.mu);
     bool current = client.gpus[gpu].held && client.gpus[gpu].lease == lease;
+    if (current) {
+        /* First thing: a process resumed after a stop may have lost the
+         * lock long ago, and its threads run again from this moment. */
+        gate_set(gpu, false);
+        client.drain = (struct drain_in_progress){true, gpu, lease,
+                                                  client.drain.serial + 1};
+        pthread_cond_signal(&client.beat);
+    }
     pthread_mutex_unlock(&client.mu);
     if (!current)
         return; /* stale: we already released it */
 
-    pthread_mutex_lock(&client.mu);
-    client.drain = (struct drain_in_progress){true, gpu, lease,
-                                              client.drain.serial + 1};
-    pthread_cond_signal(&client.beat);
-    pthread_mutex_unlock(&client.mu);
     uint64_t drain_ns = gate_close_and_drain(gpu);
     struct msg m = {.type = MSG_LOCK_RELEASED,
                     .u.lock = {.gpu = (uint8_t)gpu, .lease = lease,

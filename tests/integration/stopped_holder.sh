@@ -44,6 +44,7 @@ wait "$holder" || fail "the holder failed"
     $1 == "w" { if (h_end > $2) print h_start; if ($3 > w_end) w_end = $3 }' \
     >"$WORK/overlap.h"
 n=$(sort -u "$WORK/overlap.h" | wc -l)
+sort -u "$WORK/overlap.h" | awk -v s="$stopped_at" -v r="$resumed_at" '{ printf "  overlap: unit begun %.1f ms after the stop, %.1f ms after the resume\n", ($1 - s) / 1e6, ($1 - r) / 1e6 }'
 late=$(sort -u "$WORK/overlap.h" | awk -v t="$resumed_at" '$1 > t + 100000000' | wc -l)
 resumed_units=$(awk -v t="$resumed_at" '$2 > t' "$WORK/holder.trace" | wc -l)
 echo "  after SIGCONT: $resumed_units units of the holder; $n overlap the waiter's," \
