@@ -28,6 +28,7 @@
 struct client_state client = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .changed = PTHREAD_COND_INITIALIZER,
+    .beat = PTHREAD_COND_INITIALIZER,
     .fd = -1,
     .wake_fd = -1,
     .oversub_env = -1,
@@ -102,6 +103,9 @@ static void after_fork_in_child(void)
 {
     pthread_mutex_init(&client.mu, NULL);
     pthread_cond_init(&client.changed, NULL);
+    pthread_cond_init(&client.beat, NULL);
+    client.beat_running = false;
+    client.drain.active = false;
     if (client.fd >= 0)
         close(client.fd);
     if (client.wake_fd >= 0)
@@ -170,6 +174,12 @@ int nvshare_client_start(const struct nvshare_client_config *config)
         memory_observer.disconnected();
         return -1;
     }
+    /* Without the beat a long drain is revoked sooner: no reason to fail. */
+    client.beat_running =
+        pthread_create(&client.beat_thread, NULL, gate_drain_beat, NULL) == 0;
+    if (!client.beat_running)
+        log_warn("cannot start the drain beat thread: drains longer than 1 s "
+                 "may be revoked");
     pthread_mutex_unlock(&client.mu);
     return 0;
 }
@@ -187,6 +197,13 @@ void nvshare_client_stop(void)
     if (write(client.wake_fd, &one, sizeof(one)) != sizeof(one))
         return;
     pthread_join(client.thread, NULL);
+    pthread_mutex_lock(&client.mu);
+    bool beat = client.beat_running;
+    client.beat_running = false;
+    pthread_cond_signal(&client.beat);
+    pthread_mutex_unlock(&client.mu);
+    if (beat)
+        pthread_join(client.beat_thread, NULL);
     pthread_mutex_lock(&client.mu);
     if (client.fd >= 0)
         close(client.fd);

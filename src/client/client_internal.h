@@ -27,9 +27,18 @@ struct gpu_lock {
     uint64_t load_sent_at; /* 0: no report yet */
 };
 
+/* A drain after DROP_LOCK, which the drain beat announces (DRAINING). */
+struct drain_in_progress {
+    bool active;
+    int gpu;
+    uint32_t lease;
+    uint64_t serial; /* tells one drain from the next */
+};
+
 struct client_state {
     pthread_mutex_t mu;
     pthread_cond_t changed; /* connection, scheduling or a lock changed */
+    pthread_cond_t beat;    /* a drain began or ended, or stop */
     bool started;
     bool attempted;   /* the first connection attempt has finished */
     bool connected;   /* registered with the scheduler */
@@ -42,6 +51,9 @@ struct client_state {
     int fd;
     int wake_fd;      /* eventfd: stop request */
     pthread_t thread;
+    pthread_t beat_thread;
+    bool beat_running;
+    struct drain_in_progress drain;
     int n_gpus;
     char uuids[NVSHARE_MAX_GPUS][PROTO_UUID_MAX];
     struct gpu_lock gpus[NVSHARE_MAX_GPUS];
@@ -64,6 +76,11 @@ void gates_open_for_current_mode(void);
 uint64_t gate_submits_total(void);
 uint64_t gate_close_and_drain(int gpu);
 void gate_release_lease(int gpu, uint32_t lease, const char *why);
+/* The drain beat thread: DRAINING every DRAIN_BEAT_NS while a drain after
+ * DROP_LOCK lasts, so that the scheduler tells a long drain from a stuck
+ * process. Started and stopped with the client thread. */
+#define DRAIN_BEAT_NS 250000000ull /* 250 ms */
+void *gate_drain_beat(void *arg);
 
 /* connection.c: the client thread. */
 /* Sends m with client.mu held; 0, -1 when not connected, or a proto_error. */

@@ -334,6 +334,8 @@ static void report_load(void)
 
     for (int i = 0; i < client.n_gpus; i++) {
         struct gpu_lock *g = &client.gpus[i];
+        if (!g->known)
+            continue; /* the scheduler would take it for a protocol error */
         uint64_t busy = atomic_load_explicit(&busy_total_ns[i], memory_order_relaxed);
         uint64_t span = atomic_load_explicit(&span_total_ns[i], memory_order_relaxed);
         bool first = g->load_sent_at == 0;

@@ -187,6 +187,14 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
 {
     pthread_mutex_lock(&client.mu);
     bool current = client.gpus[gpu].held && client.gpus[gpu].lease == lease;
+    if (current) {
+        /* First thing: a process resumed after a stop may have lost the
+         * lock long ago, and its threads run again from this moment. */
+        gate_set(gpu, false);
+        client.drain = (struct drain_in_progress){true, gpu, lease,
+                                                  client.drain.serial + 1};
+        pthread_cond_signal(&client.beat);
+    }
     pthread_mutex_unlock(&client.mu);
     if (!current)
         return; /* stale: we already released it */
@@ -197,6 +205,7 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
                                .drain_ns = drain_ns}};
 
     pthread_mutex_lock(&client.mu);
+    client.drain.active = false;
     if (client.gpus[gpu].held && client.gpus[gpu].lease == lease) {
         client.gpus[gpu].held = false;
         conn_send_locked(&m);
@@ -206,6 +215,39 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
     gates_open_for_current_mode();
     pthread_cond_broadcast(&client.changed); /* waiters re-request */
     pthread_mutex_unlock(&client.mu);
+}
+
+void *gate_drain_beat(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&client.mu);
+    while (client.beat_running) {
+        if (!client.drain.active) {
+            pthread_cond_wait(&client.beat, &client.mu);
+            continue;
+        }
+        uint64_t serial = client.drain.serial;
+        struct timespec due;
+        clock_gettime(CLOCK_REALTIME, &due);
+        due.tv_nsec += (long)DRAIN_BEAT_NS;
+        if (due.tv_nsec >= 1000000000L) {
+            due.tv_sec++;
+            due.tv_nsec -= 1000000000L;
+        }
+        while (client.beat_running && client.drain.active &&
+               client.drain.serial == serial &&
+               pthread_cond_timedwait(&client.beat, &client.mu, &due) == 0)
+            ;
+        if (client.beat_running && client.drain.active &&
+            client.drain.serial == serial) {
+            struct msg m = {.type = MSG_DRAINING,
+                            .u.lock = {.gpu = (uint8_t)client.drain.gpu,
+                                       .lease = client.drain.lease}};
+            conn_send_locked(&m);
+        }
+    }
+    pthread_mutex_unlock(&client.mu);
+    return NULL;
 }
 
 void nvshare_release(int gpu)

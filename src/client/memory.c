@@ -379,8 +379,12 @@ static void memory_on_registered(int n_gpus, const uint8_t *managed)
     pthread_cond_broadcast(&ledger.answered);
     pthread_mutex_unlock(&ledger.mu);
     /* The new scheduler knows nothing of us: tell it what we hold. Credit
-     * of the previous connection is void until UPDATE_LIMIT arrives. */
+     * of the previous connection is void until UPDATE_LIMIT arrives. A GPU
+     * it does not manage is not its business: naming one is a protocol
+     * error that would cost us the connection. */
     for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++) {
+        if (!managed[gpu])
+            continue;
         pthread_mutex_lock(&ledger.mu);
         struct gpu_ledger *g = &ledger.gpus[gpu];
         g->credit = 0;

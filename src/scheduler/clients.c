@@ -128,9 +128,11 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             break;
         }
         case ACTION_REVOKE:
-            log_warn("gpu %d: client %llu (pid %d, pod %s) did not release "
-                     "within the drain timeout: lock revoked",
-                     a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c));
+            log_warn("gpu %d: client %llu (pid %d, pod %s) %s: lock revoked",
+                     a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c),
+                     process_stopped(c->pid)
+                         ? "is stopped"
+                         : "did not answer DROP_LOCK in time");
             break;
         case ACTION_WAIT_FOR_MEM:
             tell_wait_for_memory(c, a);
@@ -262,6 +264,86 @@ static bool oversub_allows(struct scheduler *s, const struct client *c, int gpu,
     return true;
 }
 
+/* Bounds of what a client says (docs/protocol.md, "Bounds"): no client
+ * holds more than CLIENT_BYTES_PER_CAPACITY x its GPU's capacity (managed
+ * memory may exceed the GPU, never by that much), or 1 PiB where the
+ * capacity is not known; no drain or swap lasts a day. A report beyond
+ * them is a protocol violation: a value that no process can have would
+ * otherwise overflow the sums of footprints and quotas. A request beyond
+ * them (MEM_RESERVE: an application may ask for anything) is refused. */
+#define CLIENT_BYTES_PER_CAPACITY 64
+#define CLIENT_BYTES_UNKNOWN_MAX (1ull << 50)
+#define CLIENT_DURATION_MAX_NS (86400ull * 1000000000ull)
+
+static uint64_t bytes_bound(const struct scheduler *s, int gpu)
+{
+    struct policy_gpu_view g;
+
+    policy_view_gpu(s->policy, gpu, &g);
+    if (!g.capacity)
+        return CLIENT_BYTES_UNKNOWN_MAX;
+    return g.capacity < UINT64_MAX / CLIENT_BYTES_PER_CAPACITY
+               ? g.capacity * CLIENT_BYTES_PER_CAPACITY
+               : UINT64_MAX;
+}
+
+/* Whether value is within bound; if not, dooms c with one log line. */
+static bool within(struct client *c, const struct msg *m, const char *field,
+                   uint64_t value, uint64_t bound)
+{
+    if (value <= bound)
+        return true;
+    log_warn("client %llu (pid %d): %s %s %llu is above the bound %llu: "
+             "disconnecting", (unsigned long long)c->id, (int)c->pid,
+             msg_type_name(m->type), field, (unsigned long long)value,
+             (unsigned long long)bound);
+    c->doomed = true;
+    return false;
+}
+
+/* The numbers of a client's message, against the bounds above. */
+static bool in_bounds(const struct scheduler *s, struct client *c, int gpu,
+                      const struct msg *m)
+{
+    uint64_t bytes = bytes_bound(s, gpu);
+
+    switch (m->type) {
+    case MSG_MEM_UPDATE:
+    case MSG_MEM_RESERVE:
+        return within(c, m, "allocated", m->u.mem.allocated, bytes);
+    case MSG_MEM_RETURN:
+        return within(c, m, "allocated", m->u.mem.allocated, bytes) &&
+               within(c, m, "bytes", m->u.mem.bytes, bytes);
+    case MSG_LOCK_RELEASED:
+        return within(c, m, "drain_ns", m->u.lock.drain_ns,
+                      CLIENT_DURATION_MAX_NS);
+    case MSG_SWAPPED:
+        return within(c, m, "bytes", m->u.swap.bytes, bytes) &&
+               within(c, m, "duration_ns", m->u.swap.duration_ns,
+                      CLIENT_DURATION_MAX_NS);
+    case MSG_LOAD:
+        return within(c, m, "span_ns", m->u.load.span_ns,
+                      CLIENT_DURATION_MAX_NS);
+    default:
+        return true;
+    }
+}
+
+/* A MEM_RESERVE beyond what any client may hold cannot be granted. */
+static bool reserve_possible(const struct scheduler *s, const struct client *c,
+                             int gpu, uint64_t bytes)
+{
+    char want[32];
+
+    if (bytes <= bytes_bound(s, gpu))
+        return true;
+    format_size(bytes, want, sizeof(want));
+    log_warn("gpu %d: client %llu (pod %s): allocation of %s refused: more "
+             "than %d x the GPU's capacity", gpu, (unsigned long long)c->id,
+             pod_of(c), want, CLIENT_BYTES_PER_CAPACITY);
+    return false;
+}
+
 /* MEM_RESERVE, MEM_RETURN, MEM_UPDATE. */
 static void handle_memory(struct scheduler *s, struct client *c, int gpu,
                           const struct msg *m)
@@ -269,12 +351,22 @@ static void handle_memory(struct scheduler *s, struct client *c, int gpu,
     struct quota_actions out = {0};
     int slot = c->slot;
     const struct msg_mem *mem = &m->u.mem;
+    /* Credit wanted beyond the need: up to the GPU's capacity (the bound
+     * where it is not known), which also keeps bytes + extra from
+     * wrapping. */
+    struct policy_gpu_view g;
+    policy_view_gpu(s->policy, gpu, &g);
+    uint64_t most = g.capacity ? g.capacity : bytes_bound(s, gpu);
+    uint64_t room = mem->bytes < most ? most - mem->bytes : 0;
+    uint64_t extra = mem->extra < room ? mem->extra : room;
 
-    if (m->type == MSG_MEM_RESERVE && !oversub_allows(s, c, gpu, mem->bytes))
+    if (m->type == MSG_MEM_RESERVE &&
+        (!reserve_possible(s, c, gpu, mem->bytes) ||
+         !oversub_allows(s, c, gpu, mem->bytes)))
         quota_refuse(&s->quota, gpu, slot, mem->seq, &out);
     else if (m->type == MSG_MEM_RESERVE)
         quota_request(&s->quota, gpu, slot, mem->seq, mem->bytes,
-                      mem->bytes + mem->extra, mem->allocated, now_ns(), &out);
+                      mem->bytes + extra, mem->allocated, now_ns(), &out);
     else if (m->type == MSG_MEM_RETURN)
         quota_return(&s->quota, gpu, slot, mem->bytes, mem->allocated, now_ns(),
                      &out);
@@ -437,6 +529,35 @@ static void release(struct scheduler *s, struct client *c, int gpu,
                   (double)m.last_preempt_ns / 1e6, (double)lock->drain_ns / 1e6);
 }
 
+/* The node GPU a client message names, or -1 (none, or not managed). */
+static int message_gpu(const struct client *c, const struct msg *m)
+{
+    int index;
+
+    switch (m->type) {
+    case MSG_MEM_RESERVE:
+    case MSG_MEM_RETURN:
+    case MSG_MEM_UPDATE:
+        index = m->u.mem.gpu;
+        break;
+    case MSG_REQ_LOCK:
+    case MSG_LOCK_RELEASED:
+    case MSG_LOCK_IN_USE:
+    case MSG_DRAINING:
+        index = m->u.lock.gpu;
+        break;
+    case MSG_SWAPPED:
+        index = m->u.swap.gpu;
+        break;
+    case MSG_LOAD:
+        index = m->u.load.gpu;
+        break;
+    default:
+        return -1;
+    }
+    return index < c->n_gpus ? c->node_gpu[index] : -1;
+}
+
 /* Returns 0, or -1 if the message breaks the protocol. */
 static int handle_message(struct scheduler *s, struct client *c,
                           const struct msg *m, struct policy_actions *out)
@@ -446,37 +567,33 @@ static int handle_message(struct scheduler *s, struct client *c,
 
     if (m->type == MSG_REGISTER)
         return c->registered ? -1 : handle_register(s, c, &m->u.reg);
-    if (!c->registered)
+    if (!c->registered || (gpu = message_gpu(c, m)) < 0)
         return -1;
+    /* Out of bounds: c is doomed, and the log line said why. */
+    if (!in_bounds(s, c, gpu, m))
+        return 0;
     switch (m->type) {
     case MSG_MEM_RESERVE:
     case MSG_MEM_RETURN:
     case MSG_MEM_UPDATE:
-        if (m->u.mem.gpu >= c->n_gpus || (gpu = c->node_gpu[m->u.mem.gpu]) < 0)
-            return -1;
         handle_memory(s, c, gpu, m);
         return 0;
-    case MSG_REQ_LOCK:
-    case MSG_LOCK_RELEASED:
     case MSG_LOCK_IN_USE:
-        if (m->u.lock.gpu >= c->n_gpus)
-            return -1;
-        gpu = c->node_gpu[m->u.lock.gpu];
-        if (gpu < 0)
-            return -1;
-        if (m->type == MSG_LOCK_IN_USE) {
-            policy_in_use(s->policy, gpu, slot, m->u.lock.lease, now_ns());
-        } else if (m->type == MSG_REQ_LOCK) {
-            log_debug("gpu %d: client %llu requests the lock", gpu,
-                      (unsigned long long)c->id);
-            policy_request(s->policy, gpu, slot, now_ns(), out);
-        }
-        else
-            release(s, c, gpu, &m->u.lock, out);
+        policy_in_use(s->policy, gpu, slot, m->u.lock.lease, now_ns());
+        return 0;
+    case MSG_DRAINING:
+        policy_draining(s->policy, gpu, slot, m->u.lock.lease, now_ns());
+        return 0;
+    case MSG_REQ_LOCK:
+        log_debug("gpu %d: client %llu requests the lock", gpu,
+                  (unsigned long long)c->id);
+        policy_request(s->policy, gpu, slot, now_ns(), out);
+        return 0;
+    case MSG_LOCK_RELEASED:
+        release(s, c, gpu, &m->u.lock, out);
         return 0;
     case MSG_SWAPPED:
-        if (m->u.swap.gpu >= c->n_gpus || (gpu = c->node_gpu[m->u.swap.gpu]) < 0 ||
-            m->u.swap.direction == 0)
+        if (m->u.swap.direction == 0)
             return -1;
         log_debug("gpu %d: client %llu swapped %s %llu bytes in %.3f ms", gpu,
                   (unsigned long long)c->id,
@@ -487,8 +604,6 @@ static int handle_message(struct scheduler *s, struct client *c,
                        m->u.swap.bytes, m->u.swap.duration_ns, now_ns(), out);
         return 0;
     case MSG_LOAD:
-        if (m->u.load.gpu >= c->n_gpus || (gpu = c->node_gpu[m->u.load.gpu]) < 0)
-            return -1;
         policy_set_load(s->policy, gpu, slot, m->u.load.busy_permille);
         return 0;
     default:

@@ -84,11 +84,14 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
     static struct policy_actions out; /* large: off the stack */
-    uint64_t next, quota_next, stall_next;
+    uint64_t next, quota_next, stall_next, stop_next;
 
     (void)loop;
     footprint_sample_overheads(s, now);
     stall_next = clients_expire_stalled(s, now);
+    policy_actions_clear(&out);
+    stop_next = holders_revoke_stopped(s, now, &out);
+    clients_apply(s, &out);
     /* Clients doomed in this iteration (by a handler or by the ticks' own
      * sends) are closed here, like redis's asynchronous frees; their
      * departures pass locks on, so the ticks run again for the deadlines. */
@@ -103,7 +106,8 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
         quota_next = quota_tick(&s->quota, now, &quota_out);
         clients_apply_quota(s, &quota_out);
     } while (clients_reap(s));
-    return earliest_of(earliest_of(next, quota_next), stall_next);
+    return earliest_of(earliest_of(next, quota_next),
+                       earliest_of(stall_next, stop_next));
 }
 
 /* Holds an exclusive lock on <dir>/scheduler.lock for the process lifetime,

@@ -340,6 +340,8 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
     m->last_drain_ns = drain_ns;
     if (m->state == MEMBER_DRAINING) {
         m->last_preempt_ns = now - m->drop_sent_at;
+        m->recent_preempt_ns[m->n_recent_preempts++ % POLICY_DRAIN_HISTORY] =
+            m->last_preempt_ns;
         m->preempt_estimate_ns = m->preempt_estimate_ns
             ? (3 * m->preempt_estimate_ns + m->last_preempt_ns) / 4
             : m->last_preempt_ns;
@@ -394,7 +396,35 @@ static void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
 
     set_state(m, MEMBER_DRAINING, now);
     m->drop_sent_at = now;
+    m->draining_heard_at = 0;
     emit(out, ACTION_DROP, gpu, client, m->lease);
+}
+
+/* The longest of the member's recent DROP-to-release latencies. */
+static uint64_t recent_preempt_max(const struct member *m)
+{
+    int n = m->n_recent_preempts < POLICY_DRAIN_HISTORY ? m->n_recent_preempts
+                                                       : POLICY_DRAIN_HISTORY;
+    uint64_t longest = 0;
+
+    for (int i = 0; i < n; i++)
+        if (m->recent_preempt_ns[i] > longest)
+            longest = m->recent_preempt_ns[i];
+    return longest;
+}
+
+/* When a draining member is revoked (see POLICY_DRAIN_QUIET_NS). */
+static uint64_t drain_deadline(const struct policy *p, const struct member *m)
+{
+    uint64_t quiet = 4 * recent_preempt_max(m);
+    uint64_t due = m->drop_sent_at +
+                   (quiet > POLICY_DRAIN_QUIET_NS ? quiet : POLICY_DRAIN_QUIET_NS);
+    uint64_t limit = m->drop_sent_at + p->drain_timeout_ns;
+
+    if (m->draining_heard_at &&
+        m->draining_heard_at + POLICY_DRAINING_GRACE_NS > due)
+        due = m->draining_heard_at + POLICY_DRAINING_GRACE_NS;
+    return due < limit ? due : limit;
 }
 
 /* The holder admitted first (-1: none), and how many hold. */
@@ -454,8 +484,39 @@ static bool drop_misfits(const struct policy *p, struct gpu_sched *g, int gpu,
     return dropped;
 }
 
-/* Revokes the holders that have not answered a DROP within the drain
- * timeout. */
+void policy_draining(struct policy *p, int gpu, int client, uint32_t lease,
+                     uint64_t now)
+{
+    struct member *m = &p->gpus[gpu].members[client];
+
+    if (m->present && m->state == MEMBER_DRAINING && m->lease == lease)
+        m->draining_heard_at = now;
+}
+
+static void revoke(struct policy *p, struct gpu_sched *g, int gpu, int client,
+                   uint64_t now, struct policy_actions *out)
+{
+    emit(out, ACTION_REVOKE, gpu, client, g->members[client].lease);
+    end_hold(p, g, client, now);
+    evict_if_asked(g, gpu, client, now, out);
+}
+
+void policy_revoke(struct policy *p, int gpu, int client, uint64_t now,
+                   struct policy_actions *out)
+{
+    struct gpu_sched *g = &p->gpus[gpu];
+    struct member *m = &g->members[client];
+
+    if (!running(m) || !room_for(out, 3))
+        return; /* out of room: the daemon asks again at its next check */
+    roll_window(p, g, now);
+    if (m->state == MEMBER_HOLDING)
+        drop(g, gpu, client, now, out);
+    revoke(p, g, gpu, client, now, out);
+    admit(p, g, gpu, now, out);
+}
+
+/* Revokes the holders that have not answered a DROP in time. */
 static void revoke_overdue(struct policy *p, struct gpu_sched *g, int gpu,
                            uint64_t now, struct policy_actions *out)
 {
@@ -466,11 +527,8 @@ static void revoke_overdue(struct policy *p, struct gpu_sched *g, int gpu,
             break;
         }
         if (m->present && m->state == MEMBER_DRAINING &&
-            now >= m->drop_sent_at + p->drain_timeout_ns) {
-            emit(out, ACTION_REVOKE, gpu, c, m->lease);
-            end_hold(p, g, c, now);
-            evict_if_asked(g, gpu, c, now, out);
-        }
+            now >= drain_deadline(p, m))
+            revoke(p, g, gpu, c, now, out);
     }
 }
 
@@ -530,7 +588,7 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
         m->quantum_used_ns = m->cut_short
             ? m->quantum_used_ns + (now - m->granted_at) : 0;
         drop(g, gpu, c, now, out);
-        due = now + p->drain_timeout_ns;
+        due = drain_deadline(p, m);
     }
     if (due)
         earliest(next, due);
@@ -567,7 +625,7 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
         if (m->present && m->state == MEMBER_HOLDING)
             rotate_holder(p, g, gpu, c, waiter, quantum, now, out, &next);
         else if (m->present && m->state == MEMBER_DRAINING)
-            earliest(&next, m->drop_sent_at + p->drain_timeout_ns);
+            earliest(&next, drain_deadline(p, m));
     }
     expire_evictions(p, g, now, &next);
     admit(p, g, gpu, now, out); /* revocations and evictions made room */

@@ -42,9 +42,14 @@
  *    memory: swapping costs seconds, so a memory rotation must buy enough
  *    run time to be worth it. Auto switch time = measured swap time of the
  *    memory that would move, times the multiplier, clamped.
- *  - A holder that does not answer a DROP within the drain timeout is
- *    revoked, so that one stuck process cannot stall everyone; a client
- *    that does not answer EVICT in as long is taken as swapped out.
+ *  - A holder that does not answer a DROP in time is revoked, so that one
+ *    stuck process cannot stall everyone: in time is 4 x its longest
+ *    recent DROP-to-release latency, at least POLICY_DRAIN_QUIET_NS, and up
+ *    to the drain timeout while it says it is still draining (DRAINING at
+ *    least every POLICY_DRAINING_GRACE_NS). A holder whose process the
+ *    daemon sees stopped is revoked at once (policy_revoke). A client that
+ *    does not answer EVICT within the drain timeout is taken as swapped
+ *    out.
  *  - Leases number the grants of a GPU: a release that names another lease
  *    than the client's current one (it crossed a DROP) is ignored.
  *  - Anti-thrashing off: nobody holds or waits, every client runs freely.
@@ -89,6 +94,16 @@
 
 #define POLICY_MAX_GPUS 32
 
+/* Revocation of a holder that does not answer DROP: it has at least
+ * POLICY_DRAIN_QUIET_NS, or 4 x the longest of its last
+ * POLICY_DRAIN_HISTORY DROP-to-release latencies (their p99, for so few),
+ * to release; a DRAINING message buys POLICY_DRAINING_GRACE_NS more, up to
+ * the drain timeout. Clients send DRAINING every 250 ms while they drain:
+ * the grace forgives three lost beats. */
+#define POLICY_DRAIN_QUIET_NS 1000000000ull     /* 1 s */
+#define POLICY_DRAINING_GRACE_NS 1000000000ull  /* 1 s */
+#define POLICY_DRAIN_HISTORY 16
+
 enum member_state {
     MEMBER_IDLE = 0, /* values match enum client_gpu_state in protocol.h */
     MEMBER_WAITING,
@@ -121,7 +136,8 @@ struct policy;
 enum action_kind {
     ACTION_GRANT,         /* send LOCK_OK(gpu, lease) to client */
     ACTION_DROP,          /* send DROP_LOCK(gpu, lease) to client */
-    ACTION_REVOKE,        /* client ignored DROP past the drain timeout */
+    ACTION_REVOKE,        /* client did not answer DROP in time, or its
+                             process is stopped: the GPU passed on */
     ACTION_WAIT_FOR_MEM,  /* tell client it waits for memory (mem below) */
     ACTION_MEM_AVAILABLE, /* tell client it no longer does (before GRANT) */
     ACTION_EVICT,         /* ask client to swap its memory out */
@@ -187,6 +203,18 @@ void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
 /* The client drained and gave gpu back under lease. */
 void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
                     uint64_t drain_ns, uint64_t now, struct policy_actions *out);
+
+/* The client is still draining gpu under lease (DRAINING): its drain is
+ * long, not stuck, so it may take up to the drain timeout. */
+void policy_draining(struct policy *p, int gpu, int client, uint32_t lease,
+                     uint64_t now);
+
+/* The client's process cannot answer (the daemon saw it stopped): if it
+ * runs on gpu it loses it now. A holder is sent DROP first, so that the
+ * DROP waits in its socket for it to resume; then REVOKE, and the GPU
+ * passes on. */
+void policy_revoke(struct policy *p, int gpu, int client, uint64_t now,
+                   struct policy_actions *out);
 
 /* The client disconnected or died: it leaves every GPU; locks pass on. */
 void policy_leave(struct policy *p, int client, uint64_t now,

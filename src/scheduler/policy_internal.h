@@ -26,6 +26,9 @@ struct member {
     uint64_t last_drain_ns;   /* drain time the client measured */
     uint64_t last_preempt_ns; /* DROP sent to release received */
     uint64_t preempt_estimate_ns; /* moving average of the above */
+    uint64_t recent_preempt_ns[POLICY_DRAIN_HISTORY]; /* the latest, ring */
+    uint8_t n_recent_preempts;
+    uint64_t draining_heard_at; /* its latest DRAINING; 0: none since DROP */
     bool cut_short;        /* dropped before its quantum to make room for
                               limited pods: its next request goes first */
     uint64_t quantum_used_ns; /* of its quantum, before it was cut short */

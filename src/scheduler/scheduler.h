@@ -93,6 +93,7 @@ struct scheduler {
     struct unhooked_proc unhooked[POLICY_MAX_GPUS][UNHOOKED_MAX];
     int n_unhooked[POLICY_MAX_GPUS];
     uint64_t unhooked_seen; /* reported since start, for metrics */
+    uint64_t stop_check_due; /* holders.c: next look at holders' state */
 };
 
 /* tables.c */
@@ -146,6 +147,14 @@ void unhooked_observe(struct scheduler *s, int gpu, const nvmlProcessInfo_t *pro
                       unsigned n, uint64_t now);
 /* How many unhooked processes status lists (those reported). */
 int unhooked_count(const struct scheduler *s);
+/* holders.c */
+/* Whether the process is stopped (SIGSTOP, ptrace): state T or t. */
+bool process_stopped(pid_t pid);
+/* Revokes, into out, the GPUs of stopped processes that run where someone
+ * waits or that drain; looks every 250 ms while any such runner exists.
+ * Returns when to look next (0: at the next tick). */
+uint64_t holders_revoke_stopped(struct scheduler *s, uint64_t now,
+                                struct policy_actions *out);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);

@@ -27,8 +27,8 @@ const struct setting settings_table[SETTING_COUNT] = {
                     .runtime = true, .help = "time quantum, e.g. 30s, 100ms"},
     [SETTING_DRAIN_TIMEOUT] = {"drain-timeout", "NVSHARE_DRAIN_TIMEOUT", "drain timeout",
                                DURATION(1, UINT64_MAX), .fallback = 10 * NS_PER_SEC,
-                               .help = "revoke a lock not released this long after "
-                                       "DROP_LOCK"},
+                               .help = "the longest a drain that says DRAINING "
+                                       "may take after DROP_LOCK"},
     [SETTING_ANTI_THRASH] = {"anti-thrash", "NVSHARE_ANTI_THRASH", "anti-thrash", SWITCH,
                              .fallback = 1, .runtime = true,
                              .help = "on|off: take turns, or let clients run freely"},

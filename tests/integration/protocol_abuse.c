@@ -81,6 +81,31 @@ static struct msg registration(void)
     return m;
 }
 
+/* A connection that registered (REGISTER_OK read), or -1. */
+static int registered_connection(void)
+{
+    int fd = connect_or_die();
+    struct msg reg = registration(), reply;
+
+    if (fd >= 0 && (msg_send(fd, &reg) || msg_recv(fd, &reply, 2000) ||
+                    reply.type != MSG_REGISTER_OK)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The next message other than UPDATE_LIMIT (the quota follows
+ * REGISTER_OK); 0 or a proto_error. */
+static int recv_skipping_limits(int fd, struct msg *m)
+{
+    int rc;
+
+    while ((rc = msg_recv(fd, m, 2000)) == 0 && m->type == MSG_UPDATE_LIMIT)
+        ;
+    return rc;
+}
+
 static int send_raw(const char *name, const void *bytes, size_t len)
 {
     int fd = connect_or_die();
@@ -141,6 +166,59 @@ int main(int argc, char **argv)
         }
         failures += expect_closed(fd, names[i]);
     }
+
+    /* Numbers beyond what any client can have (the GPU has 16 GiB: 1 TiB
+     * is its bound) close the connection; the issue's 2^63 once showed in
+     * status as 8388608 TiB, and 2^64-1 wrapped to 512 MiB. */
+    const struct msg out_of_bounds[] = {
+        {.type = MSG_MEM_UPDATE, .u.mem = {.allocated = 1ull << 63}},
+        {.type = MSG_MEM_UPDATE, .u.mem = {.allocated = UINT64_MAX}},
+        {.type = MSG_MEM_UPDATE, .u.mem = {.allocated = (1ull << 40) + 1}},
+        {.type = MSG_MEM_RETURN, .u.mem = {.bytes = UINT64_MAX}},
+        {.type = MSG_LOCK_RELEASED, .u.lock = {.lease = 1, .drain_ns = UINT64_MAX}},
+        {.type = MSG_SWAPPED, .u.swap = {.direction = SWAP_OUT, .bytes = UINT64_MAX}},
+        {.type = MSG_LOAD, .u.load = {.busy_permille = 5, .span_ns = UINT64_MAX}},
+    };
+    const char *bound_names[] = {
+        "MEM_UPDATE of 2^63 bytes", "MEM_UPDATE of 2^64-1 bytes",
+        "MEM_UPDATE of 64 x capacity + 1", "MEM_RETURN of 2^64-1 bytes",
+        "LOCK_RELEASED with a drain of 2^64-1 ns", "SWAPPED of 2^64-1 bytes",
+        "LOAD over 2^64-1 ns",
+    };
+    for (size_t i = 0; i < sizeof(out_of_bounds) / sizeof(out_of_bounds[0]); i++) {
+        int fd = registered_connection();
+        if (fd < 0 || msg_send(fd, &out_of_bounds[i])) {
+            printf("FAIL: %s: could not set up\n", bound_names[i]);
+            failures++;
+            continue;
+        }
+        failures += expect_closed(fd, bound_names[i]);
+    }
+    /* An application may ask for anything: an impossible MEM_RESERVE is
+     * refused, and credit wanted beyond the capacity is cut, not wrapped. */
+    int asker = registered_connection();
+    m = (struct msg){.type = MSG_MEM_RESERVE, .u.mem = {.seq = 1, .bytes = 1ull << 63}};
+    struct msg grant;
+    if (asker < 0 || msg_send(asker, &m) || recv_skipping_limits(asker, &grant) ||
+        grant.type != MSG_MEM_GRANT || grant.u.mem.seq != 1 || grant.u.mem.bytes) {
+        printf("FAIL: an impossible MEM_RESERVE was not refused\n");
+        failures++;
+    } else {
+        printf("ok: an impossible MEM_RESERVE is refused\n");
+    }
+    m = (struct msg){.type = MSG_MEM_RESERVE,
+                     .u.mem = {.seq = 2, .bytes = 1 << 20, .extra = UINT64_MAX}};
+    if (asker < 0 || msg_send(asker, &m) || recv_skipping_limits(asker, &grant) ||
+        grant.type != MSG_MEM_GRANT || grant.u.mem.seq != 2 ||
+        grant.u.mem.bytes < (1 << 20) || grant.u.mem.bytes > (16ull << 30)) {
+        printf("FAIL: MEM_RESERVE with 2^64-1 extra: not granted its need, or more than the GPU\n");
+        failures++;
+    } else {
+        printf("ok: MEM_RESERVE with 2^64-1 extra: %llu bytes granted\n",
+               (unsigned long long)grant.u.mem.bytes);
+    }
+    if (asker >= 0)
+        close(asker);
 
     /* Stalls: silent from the start, and half a frame after registering. */
     int quiet = connect_or_die();

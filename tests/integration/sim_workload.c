@@ -27,6 +27,8 @@
  * GPU before the first unit; with NVSHARE_ENABLE_OVERSUB=1 that memory is
  * evictable, and a swap "moves" it by sleeping SIM_SWAP_MS (default 50)
  * and appends "swap_out|swap_in <start_ns> <end_ns>" to TRACE.
+ * SIM_DRAIN_MS=<n> makes every drain take n ms (a long drain, which the
+ * client announces with DRAINING).
  * SIM_BUSY_PERMILLE=<n> reports each unit as n/1000 busy (how busy the
  * process keeps the GPU, for auto mode). */
 #include <stdio.h>
@@ -46,12 +48,20 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t drain_ns;
+
 /* The sleep inside a submission is synchronous "GPU work": by the time a
- * submission returns its work is done, so there is nothing left to drain. */
+ * submission returns its work is done, so there is nothing left to drain,
+ * unless SIM_DRAIN_MS says to take that long. */
 static void drain(int gpu, void *user)
 {
+    struct timespec t = {.tv_sec = (time_t)(drain_ns / 1000000000ull),
+                         .tv_nsec = (long)(drain_ns % 1000000000ull)};
+
     (void)gpu;
     (void)user;
+    while (drain_ns && nanosleep(&t, &t))
+        ;
 }
 
 static FILE *trace;
@@ -103,8 +113,11 @@ int main(int argc, char **argv)
     uint64_t measure_from = 0, measured = 0;
     const char *memory_mb = getenv("SIM_MEMORY_MB"), *swap_ms = getenv("SIM_SWAP_MS");
     const char *busy = getenv("SIM_BUSY_PERMILLE");
+    const char *drain_ms = getenv("SIM_DRAIN_MS");
     uint64_t busy_permille = busy ? strtoull(busy, NULL, 10) : 0;
 
+    if (drain_ms)
+        drain_ns = strtoull(drain_ms, NULL, 10) * 1000000ull;
     if (argc < 3) {
         fprintf(stderr, "usage: %s GPU[,GPU] UNTIL_REALTIME_NS [UNIT_US] [TRACE]\n",
                 argv[0]);

@@ -186,7 +186,7 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.reg_ok.gpu_known[0] = 1;
         break;
     case MSG_REQ_LOCK: case MSG_LOCK_OK: case MSG_DROP_LOCK:
-    case MSG_LOCK_RELEASED: case MSG_LOCK_IN_USE:
+    case MSG_LOCK_RELEASED: case MSG_LOCK_IN_USE: case MSG_DRAINING:
         m->u.lock.gpu = 1;
         m->u.lock.lease = 7;
         m->u.lock.drain_ns = big ? UINT64_MAX : 0;

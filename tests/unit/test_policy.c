@@ -401,7 +401,12 @@ static void test_random_events_keep_invariants(void **state)
             policy_tick(&p, now, &out);
             break;
         case 4:
-            if (rand_r(&seed) % 20 == 0) {
+            if (rand_r(&seed) % 4 == 0) /* stopped, or still draining */
+                policy_revoke(&p, gpu, c, now, &out);
+            else if (rand_r(&seed) % 3 == 0 && policy_holder(&p, gpu) >= 0)
+                policy_draining(&p, gpu, policy_holder(&p, gpu),
+                                g->members[policy_holder(&p, gpu)].lease, now);
+            else if (rand_r(&seed) % 20 == 0) {
                 policy_leave(&p, c, now, &out);
                 policy_join(&p, 0, c, c, now);
                 policy_join(&p, 1, c, c, now);

@@ -26,7 +26,7 @@ static const uint16_t all_types[] = {
     MSG_REGISTER,        MSG_REGISTER_OK,      MSG_SCHED_ON,
     MSG_SCHED_OFF,       MSG_REQ_LOCK,         MSG_LOCK_OK,
     MSG_DROP_LOCK,       MSG_LOCK_RELEASED,    MSG_LOCK_IN_USE,
-    MSG_REFUSED,         MSG_CTL_STATUS,
+    MSG_REFUSED,         MSG_DRAINING,         MSG_CTL_STATUS,
     MSG_CTL_SET,         MSG_CTL_REPLY,        MSG_CTL_STATUS_NODE,
     MSG_CTL_STATUS_GPU,  MSG_CTL_STATUS_CLIENT, MSG_CTL_STATUS_END,
     MSG_CTL_STATUS_UNHOOKED,
@@ -90,6 +90,7 @@ static void sample(struct msg *m, uint16_t type, int big)
     case MSG_DROP_LOCK:
     case MSG_LOCK_RELEASED:
     case MSG_LOCK_IN_USE:
+    case MSG_DRAINING:
         m->u.lock.gpu = big ? 0xff : 1;
         m->u.lock.lease = big ? 0xffffffffu : 42;
         m->u.lock.drain_ns = big ? UINT64_MAX : 1234567;
@@ -302,6 +303,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
     case MSG_DROP_LOCK:
     case MSG_LOCK_RELEASED:
     case MSG_LOCK_IN_USE:
+    case MSG_DRAINING:
         assert_int_equal(a->u.lock.gpu, b->u.lock.gpu);
         assert_int_equal(a->u.lock.lease, b->u.lock.lease);
         assert_true(a->u.lock.drain_ns == b->u.lock.drain_ns);
@@ -893,7 +895,7 @@ static void test_unknown_type(void **state)
 {
     /* MSG_PREPARE_SWAP + 1 (33) is the first unused client-socket number */
     static const uint16_t bad[] = {
-        0, MSG_REFUSED + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_PREPARE_SWAP + 1,
+        0, MSG_DRAINING + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_PREPARE_SWAP + 1,
         99, MSG_CTL_STATUS_UNHOOKED + 1, 0x0101, 0xffff,
     };
     struct bb b;
