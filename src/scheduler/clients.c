@@ -357,7 +357,8 @@ static void release(struct scheduler *s, struct client *c, int gpu,
     bool preempted = m.state == MEMBER_DRAINING;
     uint32_t lease_before = m.lease;
 
-    policy_release(s->policy, gpu, slot, lock->lease, lock->drain_ns, now, out);
+    policy_release(s->policy, gpu, slot, lock->lease, lock->drain_ns,
+                   lock->at_ns, now, out);
     policy_view_member(s->policy, gpu, slot, now, &m);
     /* Benchmarks read preemption latency from these lines. */
     if (preempted && lock->lease == lease_before)
@@ -394,7 +395,8 @@ static int handle_message(struct scheduler *s, struct client *c,
         if (gpu < 0)
             return -1;
         if (m->type == MSG_LOCK_IN_USE) {
-            policy_in_use(s->policy, gpu, slot, m->u.lock.lease, now_ns());
+            policy_in_use(s->policy, gpu, slot, m->u.lock.lease,
+                          m->u.lock.at_ns, now_ns());
         } else if (m->type == MSG_REQ_LOCK) {
             log_debug("gpu %d: client %llu requests the lock", gpu,
                       (unsigned long long)c->id);
