@@ -29,13 +29,14 @@
 # bursty, whose speed does not depend on the clock. A bf16 matmul's does: alone
 # it draws the H100's 700 W cap and runs at ~1.45 GHz, held to 50 % it runs
 # at ~1.8 GHz in its turns, so its share of work exceeds its share of time.
-# torch.compile's start-up (Triton compilation, ~20 s of host time with a
-# cold cache): a first unmeasured run fills the cache.
+# torch.compile's start-up (Triton compilation) takes ~20 s of host time
+# with a cold cache: a first unmeasured run fills the cache.
 # Jobs run 1 s past their window (RUN_PAST_NS, uncounted) so that the
 # utilization sample that straddles the window's end sees one load.
 # JOBS and LIMITS select what runs (default: all, and 10 25 50 75 90).
-# About 8 minutes. Prints one table; everything lands in $OUT/limits (job
-# outputs, scheduler logs, utilization samples, SM clock and power samples).
+# About 9 minutes on the H100. Prints one table; everything lands in
+# $OUT/limits (job outputs, scheduler logs, utilization samples, SM clock
+# and power samples).
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$TOP/build}

@@ -12,7 +12,11 @@ sample is missed.
 
 `busy` prints the fraction of FROM_NS..UNTIL_NS (CLOCK_REALTIME) in which the
 GPU ran kernels: each sample covers the time since the one before it, and
-counts by its overlap with the window. A benchmark that measures one job
+counts by its overlap with the window. The driver truncates each sample to
+a whole percent (on the H100, 200 ms samples; a lone compute-bound job at
+99.x % reads 99 throughout), so a sample above 0 counts as half a percent
+more: uncorrected, a job held to 10 % read 0.4 point low against its work
+and one held to 90 % 0.4 point high, relative to the same job alone. A benchmark that measures one job
 at a time reads that job's share of GPU time from it, independently of
 both the job (no CUDA events, which count the gaps a gate leaves in a
 queue) and the scheduler (whose billing is what is being checked). A
@@ -72,6 +76,8 @@ def busy(path, from_ns, until_ns):
         if fields[0] != "dev":
             continue
         t, percent = float(fields[1]), float(fields[2])
+        if 0 < percent < 100:
+            percent += 0.5  # the middle of what a truncated value stands for
         if previous is not None:
             overlap = min(t, hi) - max(previous, lo)
             if overlap > 0:
