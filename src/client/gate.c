@@ -196,8 +196,7 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
 
     uint64_t drained_at, drain_ns = gate_close_and_drain(gpu, &drained_at);
     /* The GPU idles from drained_at on: the pod is billed up to there, not
-     * for the message's way to the scheduler (a tenth of a millisecond in
-     * each of ten paced switches a second). */
+     * for the message's way to the scheduler. */
     struct msg m = {.type = MSG_LOCK_RELEASED,
                     .u.lock = {.gpu = (uint8_t)gpu, .lease = lease,
                                .drain_ns = drain_ns, .at_ns = drained_at}};

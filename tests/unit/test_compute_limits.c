@@ -496,8 +496,8 @@ static void test_share_from_first_submission_over_part_windows(void **state)
  * 0.02 point at every limit. Billed on the messages' arrival instead, a
  * release slower than LOCK_IN_USE (here 150 us against 20 us, at each of ten
  * paced switches a second) costs the pod GPU time it did not get: 0.13
- * point (the H100 read fixed_work 0.07 to 0.21 point low at all five
- * limits). */
+ * point at every limit. What is left (-0.015) is the last slice of each
+ * window, dropped early by the release's way too. */
 static void test_steady_share_unbiased_by_message_latency(void **state)
 {
     static const unsigned limits[] = {10, 25, 50, 75, 90};
