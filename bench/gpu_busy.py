@@ -15,9 +15,11 @@ GPU ran kernels: each sample covers the time since the one before it, and
 counts by its overlap with the window. The driver truncates each sample to
 a whole percent (on the H100, 200 ms samples; a lone compute-bound job at
 99.x % reads 99 throughout), so a sample above 0 counts as half a percent
-more: uncorrected, a job held to 10 % read 0.4 point low against its work
-and one held to 90 % 0.4 point high, relative to the same job alone. A benchmark that measures one job
-at a time reads that job's share of GPU time from it, independently of
+more: uncorrected, a job held to 10 % read 0.45 point low against its work
+and one held to 90 % 0.46 point high, relative to the same job alone.
+
+A benchmark that measures one job at a time reads that job's share of GPU
+time from it, independently of
 both the job (no CUDA events, which count the gaps a gate leaves in a
 queue) and the scheduler (whose billing is what is being checked). A
 sample that straddles an edge of the window is exact only if the GPU did
