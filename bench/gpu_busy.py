@@ -19,12 +19,11 @@ more: uncorrected, a job held to 10 % read 0.45 point low against its work
 and one held to 90 % 0.46 point high, relative to the same job alone.
 
 A benchmark that measures one job at a time reads that job's share of GPU
-time from it, independently of
-both the job (no CUDA events, which count the gaps a gate leaves in a
-queue) and the scheduler (whose billing is what is being checked). A
-sample that straddles an edge of the window is exact only if the GPU did
-the same before and after the edge inside it: start the job after an idle
-gap and keep it running past UNTIL_NS.
+time from it, independently of both the job (no CUDA events, which count
+the gaps a gate leaves in a queue) and the scheduler (whose billing is what
+is being checked). A sample that straddles an edge of the window is exact
+only if the GPU did the same before and after the edge inside it: start
+the job after an idle gap and keep it running past UNTIL_NS.
 
 Uses libnvidia-ml through ctypes: no Python package beyond the standard
 library is needed.
