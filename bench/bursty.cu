@@ -58,7 +58,11 @@ int main(int argc, char **argv)
     const char *steady_env = getenv("STEADY_FROM_NS");
     long long steady_from = steady_env ? atoll(steady_env) : until;
     long steps = 0, steady_steps = 0;
-    while (realtime_ns() < until) {
+    // RUN_PAST_NS: go on that long past UNTIL (uncounted), so that a GPU
+    // sampler's last sample in the window sees the same load throughout.
+    const char *past_env = getenv("RUN_PAST_NS");
+    long long run_until = until + (past_env ? atoll(past_env) : 0);
+    while (realtime_ns() < run_until) {
         small_kernel<<<16, 256>>>(out, 50000);
         cudaDeviceSynchronize();
         host_work(300000);

@@ -68,7 +68,7 @@ static void feed(int kind, int g, int c, const struct policy_member_view *m,
         policy_request(p, g, c, now, &out);
         break;
     case 3:
-        policy_release(p, g, c, m->lease, 100000, now, &out);
+        policy_release(p, g, c, m->lease, 100000, 0, now, &out);
         break;
     case 4:
         policy_set_load(p, g, c, (unsigned)(rand_r(seed) % 1000));

@@ -65,7 +65,11 @@ int main(int argc, char **argv)
     const char *steady_env = getenv("STEADY_FROM_NS");
     long long steady_from = steady_env ? atoll(steady_env) : until;
     long kernels = 0, steady_kernels = 0;
-    while (realtime_ns() < until) {
+    // RUN_PAST_NS: go on that long past UNTIL (uncounted), so that a GPU
+    // sampler's last sample in the window sees the same load throughout.
+    const char *past_env = getenv("RUN_PAST_NS");
+    long long run_until = until + (past_env ? atoll(past_env) : 0);
+    while (realtime_ns() < run_until) {
         // Batches of 8 keep the queue short without a sync per kernel.
         for (int i = 0; i < 8; i++)
             fma_kernel<<<blocks, 256>>>(out, iters);

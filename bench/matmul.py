@@ -10,9 +10,14 @@ jobs started one after another are measured over the same window.
 
 MATMUL_MODE=compile runs a torch.compile'd (Triton) step instead of the plain
 matmul, MATMUL_MODE=graph replays the four matmuls of a step as one CUDA
-graph. STEADY_FROM_NS: also print steady=<steps per second> from then on.
-busy= and steady_busy= are the fractions of those windows in which the GPU
-ran this job's steps (CUDA events).
+graph. STEADY_FROM_NS: also print steady=<matmuls per second> from then on.
+
+WINDOW_FROM_FIRST_STEP=1 moves the window (and STEADY_FROM_NS with it) to
+start when the measured steps do, after CUDA's start-up, the warm-up and
+any compilation, and prints its start as from_ns=. PyTorch's start-up takes
+4-5 s of host time before the first kernel, varying by half a second from
+run to run, so over 10 s from process start it decides a job's share more
+than the scheduler does.
 """
 import os
 import sys
@@ -52,43 +57,32 @@ steady_done = 0
 if start_ns is None:
     start_ns = time.time_ns()
     until_ns = start_ns + int(seconds * 1e9)
+elif os.environ.get("WINDOW_FROM_FIRST_STEP") == "1":
+    shift = time.time_ns() - start_ns
+    start_ns, until_ns = start_ns + shift, until_ns + shift
+    steady_ns = steady_ns + shift if steady_ns else 0
 done = 0
 matmuls_per_step = 4 if mode == "graph" else 1
-# GPU time per step, from CUDA events: a compute limit is a share of GPU
-# time, and work per GPU second is not constant on a power-capped GPU (a
-# bf16 matmul alone runs at ~1.45 GHz, held to 50 % at ~1.8 GHz). Steps go
-# in groups of GROUP launched back to back before one sync, so every step
-# but a group's first starts when the previous one ends: its event-to-event
-# time is its own GPU time, whatever waits (libnvshare's gate, the host)
-# came before the group. A window's GPU time = the sum of those times,
-# scaled by GROUP / (GROUP - 1) for the groups' first steps. (A median
-# times the count was biased: step times vary with the clock in a run.)
+# Steps go in groups of GROUP launched back to back before one sync. The
+# job's share of GPU time is not measured here: CUDA events count the gaps
+# that libnvshare's gate leaves in a queue (bench/gpu_busy.py reads the
+# GPU's own record instead). RUN_PAST_NS: go on that long past UNTIL_NS,
+# uncounted, so that such a record sees the same load up to the window's end.
 GROUP = 4
-durations = []  # (finished_ns, ms) of steps that were not first in a group
-while time.time_ns() < until_ns:
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(GROUP + 1)]
-    events[0].record()
-    for e in events[1:]:
+run_until_ns = until_ns + int(os.environ.get("RUN_PAST_NS", "0"))
+while time.time_ns() < run_until_ns:
+    for _ in range(GROUP):
         step(a, b)
-        e.record()
     torch.cuda.synchronize()
     finished = time.time_ns()
-    durations += [(finished, events[i].elapsed_time(events[i + 1]))
-                  for i in range(1, GROUP)]
     if start_ns <= finished <= until_ns:
         done += GROUP * matmuls_per_step
     if steady_ns and steady_ns <= finished <= until_ns:
         steady_done += GROUP * matmuls_per_step
 
 
-def busy_ms(since):
-    return GROUP / (GROUP - 1) * sum(d for t, d in durations if since <= t <= until_ns)
-
-
 elapsed = (until_ns - start_ns) / 1e9
 steady = (f" steady={steady_done * 1e9 / (until_ns - steady_ns):.3f}"
-          f" steady_busy={busy_ms(steady_ns) / ((until_ns - steady_ns) / 1e6):.5f}"
           if steady_ns and steady_ns < until_ns else "")
 print(f"tflops={2 * n**3 * done / elapsed / 1e12:.2f} rate={done / elapsed:.3f} "
-      f"matmuls={done} seconds={elapsed:.3f} busy={busy_ms(start_ns) / (elapsed * 1e3):.5f}"
-      f"{steady}")
+      f"matmuls={done} seconds={elapsed:.3f} from_ns={start_ns}{steady}")

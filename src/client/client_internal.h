@@ -74,7 +74,7 @@ void gate_set(int gpu, bool open);
 void gates_open_for_current_mode(void);
 /* Submissions begun by all threads, for idle detection. */
 uint64_t gate_submits_total(void);
-uint64_t gate_close_and_drain(int gpu);
+uint64_t gate_close_and_drain(int gpu, uint64_t *drained_at);
 void gate_release_lease(int gpu, uint32_t lease, const char *why);
 /* The drain beat thread: DRAINING every DRAIN_BEAT_NS while a drain after
  * DROP_LOCK lasts, so that the scheduler tells a long drain from a stuck

@@ -241,9 +241,11 @@ static void handle_sched_on(void)
     pthread_mutex_lock(&client.mu);
     client.scheduling_on = true;
     pthread_mutex_unlock(&client.mu);
-    for (int i = 0; i < client.n_gpus; i++)
+    for (int i = 0; i < client.n_gpus; i++) {
+        uint64_t drained_at;
         if (client.gpus[i].known)
-            gate_close_and_drain(i);
+            gate_close_and_drain(i, &drained_at);
+    }
     pthread_mutex_lock(&client.mu);
     gates_open_for_current_mode();
     pthread_cond_broadcast(&client.changed);

@@ -120,7 +120,8 @@ void nvshare_gate_wait(int gpu, struct nvshare_thread *self)
             !client.gpus[gpu].in_use_sent) {
             struct msg m = {.type = MSG_LOCK_IN_USE,
                             .u.lock = {.gpu = (uint8_t)gpu,
-                                       .lease = client.gpus[gpu].lease}};
+                                       .lease = client.gpus[gpu].lease,
+                                       .at_ns = now_ns()}};
             client.gpus[gpu].in_use_sent = true;
             conn_send_locked(&m);
         }
@@ -170,8 +171,9 @@ uint64_t gate_submits_total(void)
 }
 
 /* Closes gpu's gate, waits out in-flight submissions and drains. Returns
- * the drain time. Called on the client thread without client.mu held. */
-uint64_t gate_close_and_drain(int gpu)
+ * the drain time; *drained_at: when the drain ended. Called on the client
+ * thread without client.mu held. */
+uint64_t gate_close_and_drain(int gpu, uint64_t *drained_at)
 {
     uint64_t start;
 
@@ -179,7 +181,8 @@ uint64_t gate_close_and_drain(int gpu)
     wait_inflight(gpu);
     start = now_ns();
     client.ops.drain(gpu, client.ops.user);
-    return now_ns() - start;
+    *drained_at = now_ns();
+    return *drained_at - start;
 }
 
 /* Gives gpu back under lease (if it is still the current lease). */
@@ -199,10 +202,12 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
     if (!current)
         return; /* stale: we already released it */
 
-    uint64_t drain_ns = gate_close_and_drain(gpu);
+    uint64_t drained_at, drain_ns = gate_close_and_drain(gpu, &drained_at);
+    /* The GPU idles from drained_at on: the pod is billed up to there, not
+     * for the message's way to the scheduler. */
     struct msg m = {.type = MSG_LOCK_RELEASED,
                     .u.lock = {.gpu = (uint8_t)gpu, .lease = lease,
-                               .drain_ns = drain_ns}};
+                               .drain_ns = drain_ns, .at_ns = drained_at}};
 
     pthread_mutex_lock(&client.mu);
     client.drain.active = false;

@@ -520,7 +520,8 @@ static void release(struct scheduler *s, struct client *c, int gpu,
     bool preempted = m.state == MEMBER_DRAINING;
     uint32_t lease_before = m.lease;
 
-    policy_release(s->policy, gpu, slot, lock->lease, lock->drain_ns, now, out);
+    policy_release(s->policy, gpu, slot, lock->lease, lock->drain_ns,
+                   lock->at_ns, now, out);
     policy_view_member(s->policy, gpu, slot, now, &m);
     /* Benchmarks read preemption latency from these lines. */
     if (preempted && lock->lease == lease_before)
@@ -579,7 +580,8 @@ static int handle_message(struct scheduler *s, struct client *c,
         handle_memory(s, c, gpu, m);
         return 0;
     case MSG_LOCK_IN_USE:
-        policy_in_use(s->policy, gpu, slot, m->u.lock.lease, now_ns());
+        policy_in_use(s->policy, gpu, slot, m->u.lock.lease, m->u.lock.at_ns,
+                      now_ns());
         return 0;
     case MSG_DRAINING:
         policy_draining(s->policy, gpu, slot, m->u.lock.lease, now_ns());

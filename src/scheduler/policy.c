@@ -315,8 +315,18 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
     admit(p, g, gpu, now, out);
 }
 
+/* A time the client reported, within what the scheduler has seen of the
+ * hold (from billed_until to now): a client on another clock, or none, is
+ * billed by the scheduler's own. */
+static uint64_t client_time(const struct member *m, uint64_t at, uint64_t now)
+{
+    if (!at || at > now)
+        return now;
+    return at > m->billed_until ? at : m->billed_until;
+}
+
 void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
-                   uint64_t now)
+                   uint64_t submitted_at, uint64_t now)
 {
     struct gpu_sched *g = &p->gpus[gpu];
     struct member *m = &g->members[client];
@@ -325,11 +335,12 @@ void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
         now <= m->billed_until)
         return;
     roll_window(p, g, now);
-    start_billing(g, m, now);
+    start_billing(g, m, client_time(m, submitted_at, now));
 }
 
 void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
-                    uint64_t drain_ns, uint64_t now, struct policy_actions *out)
+                    uint64_t drain_ns, uint64_t drained_at, uint64_t now,
+                    struct policy_actions *out)
 {
     struct gpu_sched *g = &p->gpus[gpu];
     struct member *m = &g->members[client];
@@ -337,6 +348,9 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
     if (!running(m) || m->lease != lease)
         return; /* it crossed a DROP or a revocation: already handled */
     roll_window(p, g, now);
+    /* Billed up to the end of its drain; end_hold bills nothing after. */
+    bill_runners(g, client_time(m, drained_at, now));
+    m->billed_until = now;
     m->last_drain_ns = drain_ns;
     if (m->state == MEMBER_DRAINING) {
         m->last_preempt_ns = now - m->drop_sent_at;

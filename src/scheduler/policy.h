@@ -195,14 +195,18 @@ void policy_join(struct policy *p, int gpu, int client, int account,
 void policy_request(struct policy *p, int gpu, int client, uint64_t now,
                     struct policy_actions *out);
 
-/* The client made its first submission under lease: the wait between the
- * grant and this moment (its thread waking up) is not billed. */
+/* The client made its first submission under lease at submitted_at (its
+ * clock, which is ours; 0: unknown, now): the wait between the grant and
+ * then (its thread waking up) is not billed. */
 void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
-                   uint64_t now);
+                   uint64_t submitted_at, uint64_t now);
 
-/* The client drained and gave gpu back under lease. */
+/* The client drained by drained_at (0: unknown, now) and gave gpu back
+ * under lease. Its billing stops at drained_at: the GPU idles while the
+ * release is on its way. */
 void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
-                    uint64_t drain_ns, uint64_t now, struct policy_actions *out);
+                    uint64_t drain_ns, uint64_t drained_at, uint64_t now,
+                    struct policy_actions *out);
 
 /* The client is still draining gpu under lease (DRAINING): its drain is
  * long, not stuck, so it may take up to the drain timeout. */

@@ -175,7 +175,7 @@ def client(ns, pod, ctr, want_ok, oversub):
     c.sendall(frame(1, struct.pack("<I", os.getpid()) + s(ns) + s(pod) + s(ctr) +
                     struct.pack("<QBBH", 0, 0, oversub, 1) + s(b"GPU-test-0")))
     assert recv(c) == 2, "no REGISTER_OK"
-    c.sendall(frame(5, struct.pack("<BIQ", 0, 0, 0)))
+    c.sendall(frame(5, struct.pack("<BIQQ", 0, 0, 0, 0)))
     if want_ok:
         while recv(c) != 6: pass
     return c

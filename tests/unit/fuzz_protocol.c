@@ -190,6 +190,7 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.lock.gpu = 1;
         m->u.lock.lease = 7;
         m->u.lock.drain_ns = big ? UINT64_MAX : 0;
+        m->u.lock.at_ns = big ? UINT64_MAX : 0;
         break;
     case MSG_MEM_UPDATE: case MSG_UPDATE_LIMIT: case MSG_MEM_RESERVE:
     case MSG_MEM_GRANT: case MSG_MEM_RETURN: case MSG_MEM_RECLAIM:

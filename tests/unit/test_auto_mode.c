@@ -76,7 +76,7 @@ static void step_clients(struct run *r, uint64_t now)
         struct tenant *t = &r->t[c];
         if (t->release_at && now >= t->release_at) {
             t->release_at = 0;
-            policy_release(&p, 0, c, member(c)->lease, DRAIN, now, &out);
+            policy_release(&p, 0, c, member(c)->lease, DRAIN, 0, now, &out);
             carry_out(r, now);
             policy_request(&p, 0, c, now, &out);
             carry_out(r, now);
@@ -182,7 +182,7 @@ static void test_trial_is_one_quantum_then_alone(void **state)
     assert_int_equal(out.list[0].kind, ACTION_DROP);
     assert_int_equal(out.list[0].client, 1);
     policy_actions_clear(&out);
-    policy_release(&p, 0, 1, member(1)->lease, 0, tq + 1 * MS, &out);
+    policy_release(&p, 0, 1, member(1)->lease, 0, 0, tq + 1 * MS, &out);
     policy_request(&p, 0, 1, tq + 1 * MS, &out);
     assert_int_equal(out.n, 0); /* unmeasured past its trial: it waits */
     /* Still not measured: they take turns, never together. */
@@ -191,7 +191,7 @@ static void test_trial_is_one_quantum_then_alone(void **state)
         for (int i = 0; i < out.n; i++)
             if (out.list[i].kind == ACTION_DROP) {
                 int c = out.list[i].client;
-                policy_release(&p, 0, c, member(c)->lease, 0, now, &out);
+                policy_release(&p, 0, c, member(c)->lease, 0, 0, now, &out);
                 policy_request(&p, 0, c, now, &out);
             }
         policy_actions_clear(&out);

@@ -85,11 +85,11 @@ static void test_deadline_follows_measured_drains(void **state)
         uint32_t lease = hold_with_waiter(t);
         uint64_t late = i == 3 ? 600 * MS : 300 * MS;
         policy_actions_clear(&out);
-        policy_release(&p, 0, 0, lease, late, t + TQ + late, &out);
+        policy_release(&p, 0, 0, lease, late, 0, t + TQ + late, &out);
         assert_int_equal(count(ACTION_GRANT, 1), 1);
         lease = out.list[0].lease;
         policy_actions_clear(&out);
-        policy_release(&p, 0, 1, lease, 0, t + TQ + late + 1 * MS, &out);
+        policy_release(&p, 0, 1, lease, 0, 0, t + TQ + late + 1 * MS, &out);
         t += 10 * SEC;
     }
     hold_with_waiter(t);
@@ -166,7 +166,7 @@ static void test_stopped_holder_is_dropped_and_revoked_at_once(void **state)
     /* Resumed, it drains and answers: the stale release changes nothing,
      * and it waits like anyone else. */
     policy_actions_clear(&out);
-    policy_release(&p, 0, 0, lease, 0, 3 * SEC, &out);
+    policy_release(&p, 0, 0, lease, 0, 0, 3 * SEC, &out);
     assert_int_equal(out.n, 0);
     policy_request(&p, 0, 0, 3 * SEC, &out);
     assert_int_equal(out.n, 0);

@@ -157,7 +157,7 @@ static void request(int c, uint64_t now)
 static void release(int c, uint64_t now)
 {
     policy_actions_clear(&out);
-    policy_release(&p, 0, c, mem(c)->lease, 0, now, &out);
+    policy_release(&p, 0, c, mem(c)->lease, 0, 0, now, &out);
 }
 
 static uint64_t tick(uint64_t now)
@@ -1413,7 +1413,7 @@ static void run_random(unsigned seed, int steps)
                 if (policy_is_running(&p, 0, x)) {
                     policy_release(&p, 0, x,
                                    mem(x)->lease - (uint32_t)(rand_r(&seed) % 2),
-                                   (uint64_t)(rand_r(&seed) % 5) * MS, now, &out);
+                                   (uint64_t)(rand_r(&seed) % 5) * MS, 0, now, &out);
                     break;
                 }
             }

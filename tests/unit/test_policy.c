@@ -71,7 +71,7 @@ static void test_waiters_are_served_in_fcfs_order(void **state)
     int expected[] = {3, 1, 2};
     for (int i = 0; i < 3; i++) {
         out.n = 0;
-        policy_release(&p, 0, i == 0 ? 0 : expected[i - 1], lease, 0,
+        policy_release(&p, 0, i == 0 ? 0 : expected[i - 1], lease, 0, 0,
                        (10 + (uint64_t)i) * MS, &out);
         lease = expect_one(&out, ACTION_GRANT, 0, expected[i]);
     }
@@ -108,7 +108,7 @@ static void test_holder_is_dropped_after_its_quantum(void **state)
     policy_tick(&p, TQ + 5 * MS, &out);
     assert_int_equal(out.n, 0);
 
-    policy_release(&p, 0, 0, lease, 3 * MS, TQ + 7 * MS, &out);
+    policy_release(&p, 0, 0, lease, 3 * MS, 0, TQ + 7 * MS, &out);
     expect_one(&out, ACTION_GRANT, 0, 1);
     assert_int_equal(p.gpus[0].members[0].last_drain_ns, 3 * MS);
     assert_int_equal(p.gpus[0].members[0].last_preempt_ns, 7 * MS);
@@ -170,7 +170,7 @@ static void test_death_of_waiter_leaves_queue(void **state)
     request(0, 2, 2 * MS);
     policy_leave(&p, 1, 3 * MS, &out);
     assert_int_equal(out.n, 0);
-    policy_release(&p, 0, 0, lease, 0, 4 * MS, &out);
+    policy_release(&p, 0, 0, lease, 0, 0, 4 * MS, &out);
     expect_one(&out, ACTION_GRANT, 0, 2);
 }
 
@@ -184,7 +184,7 @@ static void test_release_crossing_drop_is_not_counted_twice(void **state)
     request(0, 1, 1 * MS);
     policy_tick(&p, TQ, &out);          /* DROP(first) is on the wire ... */
     out.n = 0;
-    policy_release(&p, 0, 0, first, 0, TQ, &out); /* ... as A releases */
+    policy_release(&p, 0, 0, first, 0, 0, TQ, &out); /* ... as A releases */
     uint32_t second = expect_one(&out, ACTION_GRANT, 0, 1);
     assert_int_not_equal(first, second);
 
@@ -192,12 +192,12 @@ static void test_release_crossing_drop_is_not_counted_twice(void **state)
      * arrives: it must not free B's GPU. */
     out.n = 0;
     request(0, 0, TQ + 1 * MS);
-    policy_release(&p, 0, 0, first, 0, TQ + 2 * MS, &out);
+    policy_release(&p, 0, 0, first, 0, 0, TQ + 2 * MS, &out);
     assert_int_equal(out.n, 0);
     assert_int_equal(policy_holder(&p, 0), 1);
 
     /* Nor may a release by a client that does not hold the GPU. */
-    policy_release(&p, 0, 0, second, 0, TQ + 3 * MS, &out);
+    policy_release(&p, 0, 0, second, 0, 0, TQ + 3 * MS, &out);
     assert_int_equal(out.n, 0);
     assert_int_equal(policy_holder(&p, 0), 1);
 }
@@ -221,7 +221,7 @@ static void test_stuck_holder_is_revoked(void **state)
     assert_int_equal(out.list[1].client, 1);
 
     out.n = 0; /* the late release changes nothing */
-    policy_release(&p, 0, 0, lease, 0, TQ + DRAIN_TIMEOUT + 1, &out);
+    policy_release(&p, 0, 0, lease, 0, 0, TQ + DRAIN_TIMEOUT + 1, &out);
     assert_int_equal(out.n, 0);
     assert_int_equal(policy_holder(&p, 0), 1);
 }
@@ -273,7 +273,7 @@ static void test_thousand_clients_are_served_in_order(void **state)
     uint32_t lease = p.gpus[0].members[0].lease;
     for (int c = 0; c + 1 < N; c++) {
         policy_actions_clear(&out);
-        policy_release(&p, 0, c, lease, 0, now += MS, &out);
+        policy_release(&p, 0, c, lease, 0, 0, now += MS, &out);
         lease = expect_one(&out, ACTION_GRANT, 0, c + 1);
     }
     assert_int_equal(policy_holder(&p, 0), N - 1);
@@ -339,11 +339,11 @@ static void test_wakeup_before_first_submission_is_not_billed(void **state)
     uint32_t lease = request(0, 0, 10 * MS);
 
     (void)state;
-    policy_in_use(&p, 0, 0, lease, 12 * MS);
+    policy_in_use(&p, 0, 0, lease, 0, 12 * MS);
     assert_int_equal(policy_used_ns(&p, 0, 0, 50 * MS), 38 * MS);
     /* A stale or foreign LOCK_IN_USE changes nothing. */
-    policy_in_use(&p, 0, 0, lease + 1, 30 * MS);
-    policy_in_use(&p, 0, 1, lease, 30 * MS);
+    policy_in_use(&p, 0, 0, lease + 1, 0, 30 * MS);
+    policy_in_use(&p, 0, 1, lease, 0, 30 * MS);
     assert_int_equal(policy_used_ns(&p, 0, 0, 50 * MS), 38 * MS);
     /* Time held still counts from the grant. */
     assert_int_equal(policy_held_ns(&p, 0, 0, 50 * MS), 40 * MS);
@@ -395,7 +395,7 @@ static void test_random_events_keep_invariants(void **state)
                 policy_release(&p, gpu, policy_holder(&p, gpu),
                                g->members[policy_holder(&p, gpu)].lease -
                                    (uint32_t)(rand_r(&seed) % 2),
-                               0, now, &out);
+                               0, 0, now, &out);
             break;
         case 3:
             policy_tick(&p, now, &out);

@@ -94,6 +94,7 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.lock.gpu = big ? 0xff : 1;
         m->u.lock.lease = big ? 0xffffffffu : 42;
         m->u.lock.drain_ns = big ? UINT64_MAX : 1234567;
+        m->u.lock.at_ns = big ? UINT64_MAX : 7654321;
         break;
     case MSG_MEM_UPDATE:
     case MSG_UPDATE_LIMIT:
@@ -307,6 +308,7 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_int_equal(a->u.lock.gpu, b->u.lock.gpu);
         assert_int_equal(a->u.lock.lease, b->u.lock.lease);
         assert_true(a->u.lock.drain_ns == b->u.lock.drain_ns);
+        assert_true(a->u.lock.at_ns == b->u.lock.at_ns);
         break;
     case MSG_MEM_UPDATE:
     case MSG_UPDATE_LIMIT:
@@ -709,12 +711,13 @@ static void test_encoding_is_canonical(void **state)
 static void test_golden_bytes(void **state)
 {
     static const uint8_t lock_ok[] = {
-        17, 0, 0, 0,                                    /* body length */
+        25, 0, 0, 0,                                    /* body length */
         1, 0,                                           /* version */
         MSG_LOCK_OK, 0,                                 /* type */
         3,                                              /* gpu */
         0x04, 0x03, 0x02, 0x01,                         /* lease */
         0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* drain_ns */
+        0x98, 0x97, 0x96, 0x95, 0x94, 0x93, 0x92, 0x91, /* at_ns */
     };
     static const uint8_t reply[] = {
         12, 0, 0, 0, 1, 0, MSG_CTL_REPLY, 0,
@@ -728,6 +731,7 @@ static void test_golden_bytes(void **state)
     m.u.lock.gpu = 3;
     m.u.lock.lease = 0x01020304;
     m.u.lock.drain_ns = 0x1122334455667788ull;
+    m.u.lock.at_ns = 0x9192939495969798ull;
     assert_int_equal(msg_encode(&m, buf, sizeof(buf)), sizeof(lock_ok));
     assert_memory_equal(buf, lock_ok, sizeof(lock_ok));
 
