@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The attacks of issue 12, made by a second local user (uid 65534) against
+# a root pod, and refused:
+#   - declaring the victim's pod name gets none of its quota, budget or
+#     limits: the impostor is billed on its own (one warning line);
+#   - declaring lower limits for the victim's pod changes nothing for it;
+#   - a process that declares no limits, or higher ones, still gets the
+#     operator's limits (unsetting the environment lifts nothing);
+#   - the control socket refuses the tenant: it cannot set limits;
+#   - a Kubernetes process is its cgroup's pod, whatever it declares.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+ALLOC_BIN=$3
+CTL_BIN=$4
+ctl() { "$CTL_BIN" "$@"; }
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+command -v setpriv >/dev/null || fail "setpriv (util-linux) is needed"
+# The second user reaches the socket and the test programs.
+chmod 755 "$WORK"
+PROC=$WORK/proc
+start_scheduler NVSHARE_GPUS=GPU-sim-0:16384 NVSHARE_PROC_ROOT="$PROC"
+# The fixture proc root holds the cgroup file of every client: a plain
+# host's, or a Kubernetes pod's.
+# Starts a program with a cgroup file written before it execs (so the
+# scheduler reads it at registration), as uid $AS (root unless set). Only in
+# a subshell (& or $(...)): it execs, so that $! is the program's pid.
+run_as() { # cgroup-line program args...
+    local line=$1; shift
+    exec sh -c 'mkdir -p "$0/$$" && printf "%s\n" "$1" >"$0/$$/cgroup" && shift && exec "$@"' \
+        "$PROC" "$line" ${AS:+setpriv --reuid=$AS --regid=$AS --clear-groups} "$@"
+}
+HOST=0::/user.slice/user-0.slice/session-1.scope
+json() { ctl status --json; }
+
+# The operator's limits for the victim's pod, set before it runs.
+ctl set memory-limit prod/victim 2Gi >/dev/null
+ctl set core-limit prod/victim 20 >/dev/null
+export NVSHARE_POD_NAMESPACE=prod NVSHARE_POD_NAME=victim
+
+# The victim (root) holds 600 MiB; its pod is bound to uid 0.
+run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 hold 600 60 >"$WORK/victim.out" & victim=$!
+wait_for grep -q held "$WORK/victim.out" || fail "the victim did not allocate"
+
+# (a) An impostor of uid 65534 declares the victim's pod and holds 1300 MiB.
+AS=65534 run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 hold 1300 60 >"$WORK/impostor.out" & impostor=$!
+wait_for grep -q held "$WORK/impostor.out" || fail "the impostor did not allocate"
+[ "$(log_count 'declares pod prod/victim, which belongs to uid 0: billed on its own')" = 1 ] ||
+    fail "the impostor was not logged once"
+# The victim's next 600 MiB still fit its 2 GiB (600 + 600): the impostor's
+# 1300 MiB are not the pod's.
+[ "$(run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 try 600)" = ok ] ||
+    fail "the impostor's memory counted against the victim's quota"
+pass "a second user declaring the pod holds none of its quota"
+
+# (b) and (c) Another impostor declares 1 % and 1 MiB for the pod: the
+# victim's limits do not move, and the impostors are not in its account.
+AS=65534 NVSHARE_GPU_CORE_LIMIT=1 NVSHARE_GPU_MEMORY_LIMIT=1Mi \
+    run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 hold 1 60 >"$WORK/lowerer.out" & lowerer=$!
+wait_for grep -q held "$WORK/lowerer.out" || fail "the second impostor did not register"
+json >"$WORK/status.json"
+python3 - "$WORK/status.json" <<'PY' || fail "the impostors reached the victim's pod"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+victim = [c for c in doc["clients"] if c["uid"] == 0]
+others = [c for c in doc["clients"] if c["uid"] == 65534]
+assert victim and len(others) == 2, doc["clients"]
+for c in victim:
+    assert (c["namespace"], c["pod"], c["pod_source"]) == ("prod", "victim", "declared"), c
+    assert c["core_limit"] == 20 and c["mem_quota_bytes"] == 2 << 30, c
+for c in others:
+    assert c["pod"] == "" and c["pod_source"] == "none", c
+pod = [p for p in doc["pods"] if p["pod"] == "victim"]
+assert len(pod) == 1 and pod[0]["owner_uid"] == 0 and pod[0]["clients"] == len(victim), pod
+PY
+pass "its limits stay the operator's and its budget is its clients' alone"
+
+# A process of the pod that declares nothing, or more, gets the operator's.
+unset NVSHARE_GPU_CORE_LIMIT NVSHARE_GPU_MEMORY_LIMIT
+[ "$(run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 try 1500)" = refused ] ||
+    fail "a process without limits in its environment lifted the pod's quota"
+[ "$(NVSHARE_GPU_MEMORY_LIMIT=64Gi run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 try 1500)" = refused ] ||
+    fail "a process declaring more lifted the pod's quota"
+pass "unsetting or raising the environment lifts no limit"
+
+# The tenant cannot reach the control socket.
+RC=0; as_nobody "$CTL_BIN" set core-limit prod/victim 100 >/dev/null 2>&1 || RC=$?
+[ "$RC" != 0 ] || fail "uid 65534 changed a limit through nvsharectl"
+json | grep -q '"core_limit": 20,' || fail "the limit moved"
+pass "the tenant cannot use the control socket"
+
+# On a Kubernetes node the cgroup names the pod, not the environment: a
+# process of another pod declaring prod/victim is billed to its own pod.
+UID_A=6f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9
+CG="0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod${UID_A//-/_}.slice/cri-containerd-$(printf 'ab%.0s' $(seq 32)).scope"
+ctl set core-limit "uid:$UID_A" 35 >/dev/null
+run_as "$CG" "$ALLOC_BIN" GPU-sim-0 hold 1 60 >"$WORK/k8s.out" & k8s=$!
+wait_for grep -q held "$WORK/k8s.out" || fail "the Kubernetes process did not register"
+json >"$WORK/status.json"
+python3 - "$WORK/status.json" "$UID_A" <<'PY' || fail "a Kubernetes process was billed as the pod it declared"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+k = [c for c in doc["clients"] if c["pod_uid"] == sys.argv[2]]
+assert len(k) == 1, doc["clients"]
+c = k[0]
+assert c["pod_source"] == "cgroup" and c["pod"] == "" and c["core_limit"] == 35, c
+assert c["container_id"] == "ab" * 32, c
+PY
+pass "a Kubernetes process is the pod of its cgroup, with that pod's limits"
+
+kill "$victim" "$impostor" "$lowerer" "$k8s" 2>/dev/null || true
+wait "$victim" "$impostor" "$lowerer" "$k8s" 2>/dev/null || true
