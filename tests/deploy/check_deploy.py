@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""k8s_manifests: deploy/ holds Kubernetes objects that fit together.
+
+    check_deploy.py REPO KUBECTL SCHEDULER
+
+- every YAML file of deploy/ parses, the chart's templates once their
+  template actions are set aside;
+- kubectl (the real client) reads deploy/manifests/ as Kubernetes objects:
+  `kubectl apply --dry-run=client` against a loopback server that answers
+  discovery (no OpenAPI schema can be had offline, so kubectl does not
+  validate fields: the checks below do);
+- the manifests fit together: the DaemonSet's selector, volumes, service
+  account and RBAC, and the host paths that the environment hands to pods;
+- every variable the containers set is one its binary documents: the
+  scheduler's in its --help, the pod watcher's and device plugin's in
+  docs/kubernetes.md; the real scheduler starts with the manifests'
+  settings without a complaint;
+- the chart and the manifests agree: CI cannot run Helm (no Debian
+  package), so the manifests are the chart rendered by hand with the default
+  values, and this compares each template with its manifest, field by field,
+  reading `.Values` references in values.yaml. Names, labels and namespaces
+  that Helm computes are not compared.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import yaml
+
+REPO, KUBECTL, SCHEDULER = sys.argv[1:4]
+DEPLOY = os.path.join(REPO, "deploy")
+MANIFESTS = os.path.join(DEPLOY, "manifests")
+CHART = os.path.join(DEPLOY, "helm", "nvshare")
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures += 1
+    return ok
+
+
+def load_manifests():
+    docs = {}
+    for name in sorted(os.listdir(MANIFESTS)):
+        with open(os.path.join(MANIFESTS, name)) as f:
+            docs[name] = [d for d in yaml.safe_load_all(f) if d is not None]
+    return docs
+
+
+# --- YAML syntax --------------------------------------------------------
+
+def check_yaml_syntax():
+    for root, _, files in os.walk(DEPLOY):
+        if os.path.abspath(root) == os.path.abspath(os.path.join(CHART, "templates")):
+            continue
+        for name in files:
+            if not name.endswith((".yaml", ".yml")):
+                continue
+            path = os.path.join(root, name)
+            try:
+                with open(path) as f:
+                    list(yaml.safe_load_all(f))
+                check(True, "YAML parses: " + os.path.relpath(path, REPO))
+            except yaml.YAMLError as e:
+                check(False, "YAML parses: %s: %s" % (os.path.relpath(path, REPO), e))
+
+
+# --- kubectl against a loopback discovery server ---------------------------
+
+def resource(name, kind, namespaced):
+    return {"name": name, "singularName": kind.lower(), "namespaced": namespaced,
+            "kind": kind, "verbs": ["create", "get", "list", "patch"]}
+
+
+def group(name):
+    gv = {"groupVersion": name + "/v1", "version": "v1"}
+    return {"name": name, "versions": [gv], "preferredVersion": gv}
+
+
+DISCOVERY = {
+    "/version": {"major": "1", "minor": "30", "gitVersion": "v1.30.0"},
+    "/api": {"kind": "APIVersions", "versions": ["v1"],
+             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
+                                             "serverAddress": "127.0.0.1"}]},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        resource("namespaces", "Namespace", False),
+        resource("serviceaccounts", "ServiceAccount", True),
+        resource("pods", "Pod", True),
+        resource("events", "Event", True)]},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1",
+              "groups": [group("apps"), group("rbac.authorization.k8s.io")]},
+    "/apis/apps/v1": {"kind": "APIResourceList", "groupVersion": "apps/v1",
+                      "resources": [resource("daemonsets", "DaemonSet", True)]},
+    "/apis/rbac.authorization.k8s.io/v1": {
+        "kind": "APIResourceList", "groupVersion": "rbac.authorization.k8s.io/v1",
+        "resources": [resource("clusterroles", "ClusterRole", False),
+                      resource("clusterrolebindings", "ClusterRoleBinding", False)]},
+}
+
+
+class Discovery(BaseHTTPRequestHandler):
+    """Answers discovery; every object is absent (404), so apply creates."""
+
+    def do_GET(self):
+        body = DISCOVERY.get(self.path.split("?")[0])
+        code = 200 if body else 404
+        if not body:
+            body = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "NotFound", "code": 404, "message": "not found"}
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def check_kubectl(docs):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Discovery)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig") as kubeconfig:
+        cmd = [KUBECTL, "--kubeconfig", kubeconfig.name,
+               "--server", "http://127.0.0.1:%d" % server.server_address[1],
+               "--request-timeout", "10s", "apply", "--dry-run=client",
+               "--validate=false", "-o", "name", "-f", MANIFESTS]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    server.shutdown()
+    want = set()
+    for objs in docs.values():
+        for d in objs:
+            group = d["apiVersion"].rpartition("/")[0]
+            want.add("%s%s/%s" % (d["kind"].lower(), "." + group if group else "",
+                                  d["metadata"]["name"]))
+    got = set(run.stdout.split())
+    check(run.returncode == 0 and got == want,
+          "kubectl apply --dry-run=client reads the manifests as %s (rc %d, got %s%s)"
+          % (sorted(want), run.returncode, sorted(got), run.stderr.strip()))
+
+
+# --- the objects fit together ------------------------------------------
+
+def objects(docs):
+    return {(d["kind"], d["metadata"]["name"]): d for objs in docs.values() for d in objs}
+
+
+def env_of(container):
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def check_objects(docs):
+    objs = objects(docs)
+    for key, d in objs.items():
+        check(d.get("apiVersion") and d.get("kind") and d["metadata"].get("name"),
+              "%s %s has apiVersion, kind and metadata.name" % key)
+    ds = [d for d in objs.values() if d["kind"] == "DaemonSet"]
+    if not check(len(ds) == 1, "one DaemonSet"):
+        return None
+    ds = ds[0]
+    ns = ds["metadata"]["namespace"]
+    pod = ds["spec"]["template"]["spec"]
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    selector = ds["spec"]["selector"]["matchLabels"]
+    check(all(labels.get(k) == v for k, v in selector.items()),
+          "the DaemonSet's selector matches its pods' labels")
+    check(pod.get("hostPID") is True, "hostPID: the scheduler sees clients' host pids")
+    names = [c["name"] for c in pod["containers"]]
+    check(names == ["scheduler", "pod-watcher", "device-plugin"],
+          "containers scheduler, pod-watcher, device-plugin (%s)" % names)
+    check([c["name"] for c in pod.get("initContainers", [])] == ["install-lib"],
+          "init container install-lib")
+
+    check(("Namespace", ns) in objs, "the namespace %s is created" % ns)
+    sa = pod.get("serviceAccountName")
+    check(("ServiceAccount", sa) in objs and
+          objs[("ServiceAccount", sa)]["metadata"].get("namespace") == ns,
+          "service account %s/%s exists" % (ns, sa))
+    roles = [d for d in objs.values() if d["kind"] == "ClusterRole"]
+    bindings = [d for d in objs.values() if d["kind"] == "ClusterRoleBinding"]
+    if check(len(roles) == 1 and len(bindings) == 1, "one ClusterRole, one binding"):
+        rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"])))
+                       for r in roles[0]["rules"])
+        check(rules == [(("",), ("events",), ("create",)),
+                        (("",), ("pods",), ("get", "list", "watch"))],
+              "RBAC: pods get/list/watch and events create, nothing more (%s)" % rules)
+        b = bindings[0]
+        check(b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+                               "kind": "ClusterRole", "name": roles[0]["metadata"]["name"]},
+              "the binding names the ClusterRole")
+        check(b["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
+              "the binding names the DaemonSet's service account")
+
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    used = set()
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        for m in c.get("volumeMounts", []):
+            used.add(m["name"])
+            check(m["name"] in volumes, "%s mounts volume %s, which the pod has"
+                  % (c["name"], m["name"]))
+    check(used == set(volumes), "every volume is mounted (%s)" % sorted(set(volumes) - used))
+
+    host_paths = {v["hostPath"]["path"] for v in volumes.values() if "hostPath" in v}
+
+    def mounted_from_host(c, path):
+        return any(m["mountPath"] == path and
+                   volumes[m["name"]].get("hostPath", {}).get("path") == path
+                   for m in c.get("volumeMounts", []))
+
+    # The device plugin hands these to pods as host paths, and the scheduler
+    # and the watcher meet there: each must be the same path inside and out.
+    for c in pod["containers"]:
+        env = env_of(c)
+        for var in ("NVSHARE_SOCK_DIR", "NVSHARE_KUBELET_DIR"):
+            if var in env:
+                check(mounted_from_host(c, env[var]),
+                      "%s: %s=%s is the host's %s" % (c["name"], var, env[var], env[var]))
+        if "NVSHARE_LIB_DIR" in env:
+            check(env["NVSHARE_LIB_DIR"] in host_paths,
+                  "%s: NVSHARE_LIB_DIR=%s is a host path of the pod"
+                  % (c["name"], env["NVSHARE_LIB_DIR"]))
+        if "NVSHARE_STATE_FILE" in env:
+            d = os.path.dirname(env["NVSHARE_STATE_FILE"])
+            check(mounted_from_host(c, d), "%s: the state file's directory %s is on the host"
+                  % (c["name"], d))
+    socks = {env_of(c).get("NVSHARE_SOCK_DIR") for c in pod["containers"]}
+    check(len(socks) == 1, "one socket directory for all three (%s)" % socks)
+    lib = [c for c in pod["initContainers"] if c["name"] == "install-lib"][0]
+    plugin_lib = env_of(pod["containers"][2]).get("NVSHARE_LIB_DIR")
+    check(any(volumes[m["name"]]["hostPath"]["path"] == plugin_lib
+              for m in lib["volumeMounts"]),
+          "install-lib writes to the host directory the device plugin mounts into pods")
+    return pod
+
+
+# --- environment: documented, and accepted by the scheduler ----------------
+
+RUNTIME_ENV = {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
+
+
+def check_env_documented(pod):
+    usage = subprocess.run([SCHEDULER, "--help"], capture_output=True, text=True,
+                           timeout=10).stdout
+    with open(os.path.join(REPO, "docs", "kubernetes.md")) as f:
+        k8s_doc = f.read()
+    for c in pod["containers"]:
+        for name in env_of(c):
+            if name in RUNTIME_ENV:
+                continue  # read by the NVIDIA container runtime
+            if c["name"] == "scheduler":
+                check(re.search(r"^\s+%s\s" % name, usage, re.M) is not None,
+                      "scheduler: %s is in nvshare-scheduler --help" % name)
+            else:
+                check("`%s`" % name in k8s_doc,
+                      "%s: %s is documented in docs/kubernetes.md" % (c["name"], name))
+
+
+def check_scheduler_accepts(pod):
+    env = {k: v for k, v in env_of(pod["containers"][0]).items() if v is not None}
+    with tempfile.TemporaryDirectory() as tmp:
+        env.update(NVSHARE_SOCK_DIR=tmp, NVSHARE_STATE_FILE="",
+                   NVSHARE_GPUS="GPU-00000000-0000-0000-0000-0000000000a1:1024")
+        full = dict(os.environ, **env)
+        log_path = os.path.join(tmp, "log")
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen([SCHEDULER], env=full, stdout=log, stderr=log)
+        deadline = time.monotonic() + 20
+        text = ""
+        while time.monotonic() < deadline and proc.poll() is None:
+            with open(log_path) as f:
+                text = f.read()
+            if text.count("listening on") >= 2:
+                break
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+        with open(log_path) as f:
+            text = f.read()
+    started = text.count("listening on") >= 2
+    complaints = [l for l in text.splitlines() if re.search(r"warn|error|ignoring", l, re.I)]
+    check(started and not complaints,
+          "nvshare-scheduler starts with the manifests' settings, no complaint%s"
+          % ("" if started and not complaints else ":\n" + text))
+
+
+# --- the chart and the manifests agree -----------------------------------
+
+VALUES_REF = re.compile(r"^\{\{-? *\.Values\.([\w.]+) *(\| *quote *)?-?\}\}$")
+
+
+def values_get(values, path):
+    for part in path.split("."):
+        values = values.get(part) if isinstance(values, dict) else None
+    return values
+
+
+def read_template(path):
+    """The template as YAML, its actions set aside: a line that is only an
+    action becomes nothing, or a marker that names the values it renders
+    (`toYaml .Values.X`, or `toYaml .` inside `with .Values.X`); an inline
+    action becomes a quoted string for compare() to read."""
+    out, context = [], None
+    with open(path) as f:
+        for line in f:
+            stripped = line.strip()
+            indent = line[:len(line) - len(line.lstrip())]
+            with_ = re.match(r"^\{\{- with \.Values\.([\w.]+) \}\}$", stripped)
+            to_yaml = re.match(r"^\{\{- toYaml (\.|\.Values\.[\w.]+) \| nindent \d+ \}\}$",
+                               stripped)
+            if with_:
+                context = with_.group(1)
+            elif stripped == "{{- end }}":
+                context = None
+            elif to_yaml:
+                source = context if to_yaml.group(1) == "." else to_yaml.group(1)[8:]
+                # items of the list above (extraEnv), or a mapping's value
+                above = [l for l in out if len(l) - len(l.lstrip()) <= len(indent)]
+                item = "- " if above and above[-1].startswith(indent + "- ") else ""
+                out.append('%s%s"__values__": "%s"\n' % (indent, item, source))
+            elif re.match(r"^\{\{.*\}\}$", stripped):
+                continue
+            else:
+                line = re.sub(r"\{\{ \. \}\}", "{{ .Values.%s }}" % context, line)
+                out.append(re.sub(r"(\{\{.*?\}\})", lambda m: "'%s'" % m.group(1), line))
+    return [d for d in yaml.safe_load_all("".join(out)) if d is not None]
+
+
+def rendered_value(tmpl, values):
+    """What a field that only values.yaml fills holds by default; True for
+    any other field."""
+    if isinstance(tmpl, dict) and set(tmpl) == {"__values__"}:
+        return values_get(values, tmpl["__values__"])
+    ref = VALUES_REF.match(tmpl) if isinstance(tmpl, str) else None
+    return values_get(values, ref.group(1)) if ref else True
+
+
+def compare(tmpl, real, values, where, diffs):
+    """Records in diffs where real differs from tmpl rendered with values."""
+    if isinstance(tmpl, str) and tmpl.startswith("{{"):
+        ref = VALUES_REF.match(tmpl)
+        if not ref:
+            return  # a name or label Helm computes
+        want = values_get(values, ref.group(1))
+        if ref.group(2):
+            want = str(want)
+        if want != real:
+            diffs.append("%s: chart %r, manifests %r" % (where, want, real))
+        return
+    if isinstance(tmpl, dict) and "__values__" in tmpl:
+        want = values_get(values, tmpl["__values__"])
+        if want != real and not (not want and real is None):
+            diffs.append("%s: chart %r (values.yaml), manifests %r" % (where, want, real))
+        return
+    if where.endswith((".labels", ".matchLabels")):
+        return  # Helm's labels; the selector is checked on the manifests
+    if isinstance(tmpl, dict) and isinstance(real, dict):
+        for key in tmpl.keys() | real.keys():
+            if key not in real:
+                # rendered inside `with`: absent when the value is empty
+                if not rendered_value(tmpl[key], values):
+                    continue
+                diffs.append("%s.%s: only in the chart" % (where, key))
+            elif key not in tmpl:
+                diffs.append("%s.%s: only in the manifests" % (where, key))
+            else:
+                compare(tmpl[key], real[key], values, "%s.%s" % (where, key), diffs)
+        return
+    if isinstance(tmpl, list) and isinstance(real, list):
+        expanded = []
+        for item in tmpl:  # extraEnv and the like: spliced into the list
+            if isinstance(item, dict) and set(item) == {"__values__"}:
+                expanded += values_get(values, item["__values__"]) or []
+            else:
+                expanded.append(item)
+        if len(expanded) != len(real):
+            diffs.append("%s: %d items in the chart, %d in the manifests"
+                         % (where, len(expanded), len(real)))
+            return
+        for i, (t, r) in enumerate(zip(expanded, real)):
+            name = r.get("name", i) if isinstance(r, dict) else i
+            compare(t, r, values, "%s[%s]" % (where, name), diffs)
+        return
+    if tmpl != real:
+        diffs.append("%s: chart %r, manifests %r" % (where, tmpl, real))
+
+
+def check_chart(docs):
+    with open(os.path.join(CHART, "values.yaml")) as f:
+        values = yaml.safe_load(f)
+    by_kind = {}
+    for objs in docs.values():
+        for d in objs:
+            by_kind.setdefault(d["kind"], []).append(d)
+    compared = set()
+    templates = os.path.join(CHART, "templates")
+    for name in sorted(os.listdir(templates)):
+        if not name.endswith(".yaml"):
+            continue
+        try:
+            objs = read_template(os.path.join(templates, name))
+        except yaml.YAMLError as e:
+            check(False, "template %s parses once its actions are set aside: %s" % (name, e))
+            continue
+        for t in objs:
+            real = by_kind.get(t["kind"], [])
+            if not check(len(real) == 1, "%s: one %s in the manifests" % (name, t["kind"])):
+                continue
+            compared.add(t["kind"])
+            diffs = []
+            compare(t, real[0], values, t["kind"], diffs)
+            check(not diffs, "chart %s and the manifests agree on the %s%s"
+                  % (name, t["kind"], "".join("\n     " + d for d in diffs)))
+    # The chart installs into the release's namespace (helm --create-namespace).
+    check(set(by_kind) - compared == {"Namespace"},
+          "every manifest but the Namespace comes from the chart (%s)"
+          % sorted(set(by_kind) - compared))
+
+
+def main():
+    check_yaml_syntax()
+    docs = load_manifests()
+    check_kubectl(docs)
+    pod = check_objects(docs)
+    if pod:
+        check_env_documented(pod)
+        check_scheduler_accepts(pod)
+    check_chart(docs)
+    print("k8s_manifests: %s" % ("%d failed" % failures if failures else "all passed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
