@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """k8s_manifests: deploy/ holds Kubernetes objects that fit together.
 
-    check_deploy.py REPO KUBECTL SCHEDULER
+    check_deploy.py REPO KUBECTL SCHEDULER NVSHARECTL
 
 - every YAML file of deploy/ parses, the chart's templates once their
   template actions are set aside;
@@ -14,7 +14,7 @@
 - every variable the containers set is one its binary documents: the
   scheduler's in its --help, the pod watcher's and device plugin's in
   docs/kubernetes.md; the real scheduler starts with the manifests'
-  settings without a complaint;
+  settings without a complaint, and its liveness probe passes against it;
 - the chart and the manifests agree: CI cannot run Helm (no Debian
   package), so the manifests are the chart rendered by hand with the default
   values, and this compares each template with its manifest, field by field,
@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
-REPO, KUBECTL, SCHEDULER = sys.argv[1:4]
+REPO, KUBECTL, SCHEDULER, NVSHARECTL = sys.argv[1:5]
 DEPLOY = os.path.join(REPO, "deploy")
 MANIFESTS = os.path.join(DEPLOY, "manifests")
 CHART = os.path.join(DEPLOY, "helm", "nvshare")
@@ -283,6 +283,10 @@ def check_scheduler_accepts(pod):
             if text.count("listening on") >= 2:
                 break
             time.sleep(0.05)
+        probe = pod["containers"][0]["livenessProbe"]["exec"]["command"]
+        path = os.path.dirname(os.path.abspath(NVSHARECTL)) + os.pathsep + full["PATH"]
+        live = subprocess.run(probe, env=dict(full, PATH=path), capture_output=True,
+                              text=True, timeout=30)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=10)
@@ -293,6 +297,9 @@ def check_scheduler_accepts(pod):
     check(started and not complaints,
           "nvshare-scheduler starts with the manifests' settings, no complaint%s"
           % ("" if started and not complaints else ":\n" + text))
+    check(started and live.returncode == 0,
+          "the scheduler's liveness probe %s passes (rc %d)%s"
+          % (probe, live.returncode, live.stderr.strip()))
 
 
 # --- the chart and the manifests agree -----------------------------------
