@@ -156,6 +156,10 @@ def objects(docs):
     return {(d["kind"], d["metadata"]["name"]): d for objs in docs.values() for d in objs}
 
 
+def container(pod, name):
+    return next(c for c in pod["containers"] if c["name"] == name)
+
+
 def env_of(container):
     return {e["name"]: e.get("value") for e in container.get("env", [])}
 
@@ -177,10 +181,11 @@ def check_objects(docs):
           "the DaemonSet's selector matches its pods' labels")
     check(pod.get("hostPID") is True, "hostPID: the scheduler sees clients' host pids")
     names = [c["name"] for c in pod["containers"]]
-    check(names == ["scheduler", "pod-watcher", "device-plugin"],
-          "containers scheduler, pod-watcher, device-plugin (%s)" % names)
-    check([c["name"] for c in pod.get("initContainers", [])] == ["install-lib"],
-          "init container install-lib")
+    inits = [c["name"] for c in pod.get("initContainers", [])]
+    if not (check(names == ["scheduler", "pod-watcher", "device-plugin"],
+                  "containers scheduler, pod-watcher, device-plugin (%s)" % names) and
+            check(inits == ["install-lib"], "init container install-lib (%s)" % inits)):
+        return None
 
     check(("Namespace", ns) in objs, "the namespace %s is created" % ns)
     sa = pod.get("serviceAccountName")
@@ -211,8 +216,6 @@ def check_objects(docs):
                   % (c["name"], m["name"]))
     check(used == set(volumes), "every volume is mounted (%s)" % sorted(set(volumes) - used))
 
-    host_paths = {v["hostPath"]["path"] for v in volumes.values() if "hostPath" in v}
-
     def mounted_from_host(c, path):
         return any(m["mountPath"] == path and
                    volumes[m["name"]].get("hostPath", {}).get("path") == path
@@ -226,21 +229,20 @@ def check_objects(docs):
             if var in env:
                 check(mounted_from_host(c, env[var]),
                       "%s: %s=%s is the host's %s" % (c["name"], var, env[var], env[var]))
-        if "NVSHARE_LIB_DIR" in env:
-            check(env["NVSHARE_LIB_DIR"] in host_paths,
-                  "%s: NVSHARE_LIB_DIR=%s is a host path of the pod"
-                  % (c["name"], env["NVSHARE_LIB_DIR"]))
         if "NVSHARE_STATE_FILE" in env:
             d = os.path.dirname(env["NVSHARE_STATE_FILE"])
             check(mounted_from_host(c, d), "%s: the state file's directory %s is on the host"
                   % (c["name"], d))
     socks = {env_of(c).get("NVSHARE_SOCK_DIR") for c in pod["containers"]}
     check(len(socks) == 1, "one socket directory for all three (%s)" % socks)
-    lib = [c for c in pod["initContainers"] if c["name"] == "install-lib"][0]
-    plugin_lib = env_of(pod["containers"][2]).get("NVSHARE_LIB_DIR")
-    check(any(volumes[m["name"]]["hostPath"]["path"] == plugin_lib
-              for m in lib["volumeMounts"]),
-          "install-lib writes to the host directory the device plugin mounts into pods")
+    install = pod["initContainers"][0]
+    lib_dir = env_of(container(pod, "device-plugin")).get("NVSHARE_LIB_DIR")
+    script = " ".join(install["command"])
+    check(any(volumes[m["name"]].get("hostPath", {}).get("path") == lib_dir and
+              re.search(r"%s/libnvshare\.so(\s|$)" % re.escape(m["mountPath"]), script)
+              for m in install["volumeMounts"]),
+          "install-lib writes libnvshare.so to %s, NVSHARE_LIB_DIR of the device plugin"
+          % lib_dir)
     return pod
 
 
@@ -267,7 +269,8 @@ def check_env_documented(pod):
 
 
 def check_scheduler_accepts(pod):
-    env = {k: v for k, v in env_of(pod["containers"][0]).items() if v is not None}
+    scheduler = container(pod, "scheduler")
+    env = {k: v for k, v in env_of(scheduler).items() if v is not None}
     with tempfile.TemporaryDirectory() as tmp:
         env.update(NVSHARE_SOCK_DIR=tmp, NVSHARE_STATE_FILE="",
                    NVSHARE_GPUS="GPU-00000000-0000-0000-0000-0000000000a1:1024")
@@ -283,7 +286,7 @@ def check_scheduler_accepts(pod):
             if text.count("listening on") >= 2:
                 break
             time.sleep(0.05)
-        probe = pod["containers"][0]["livenessProbe"]["exec"]["command"]
+        probe = scheduler["livenessProbe"]["exec"]["command"]
         path = os.path.dirname(os.path.abspath(NVSHARECTL)) + os.pathsep + full["PATH"]
         live = subprocess.run(probe, env=dict(full, PATH=path), capture_output=True,
                               text=True, timeout=30)
