@@ -406,9 +406,41 @@ def compare(tmpl, real, values, where, diffs):
         diffs.append("%s: chart %r, manifests %r" % (where, tmpl, real))
 
 
+MISSING = object()
+
+# Values no template reads yet, on purpose.
+RESERVED_VALUES = {"metrics.port"}
+
+
+def leaves(tree, prefix=""):
+    if not isinstance(tree, dict) or not tree:
+        return [prefix[1:]]
+    return [l for k, v in tree.items() for l in leaves(v, "%s.%s" % (prefix, k))]
+
+
+def check_values_used(values):
+    """Every .Values reference of the templates is in values.yaml (Helm
+    renders a misspelt one as nothing), and every value is used."""
+    text = ""
+    for root, _, files in os.walk(os.path.join(CHART, "templates")):
+        for name in files:
+            with open(os.path.join(root, name)) as f:
+                text += f.read()
+    refs = set(re.findall(r"\.Values\.([\w.]*\w)", text))
+    for ref in sorted(refs):
+        found = values
+        for part in ref.split("."):
+            found = found.get(part, MISSING) if isinstance(found, dict) else MISSING
+        check(found is not MISSING, "values.yaml has .Values.%s" % ref)
+    unused = [l for l in leaves(values) if l not in RESERVED_VALUES and
+              not any(l == r or l.startswith(r + ".") for r in refs)]
+    check(not unused, "every value of values.yaml is used (%s)" % unused)
+
+
 def check_chart(docs):
     with open(os.path.join(CHART, "values.yaml")) as f:
         values = yaml.safe_load(f)
+    check_values_used(values)
     by_kind = {}
     for objs in docs.values():
         for d in objs:
@@ -432,6 +464,17 @@ def check_chart(docs):
             compare(t, real[0], values, t["kind"], diffs)
             check(not diffs, "chart %s and the manifests agree on the %s%s"
                   % (name, t["kind"], "".join("\n     " + d for d in diffs)))
+    # "nvshare.image" in _helpers.tpl
+    image = "%s:%s" % (values["image"]["repository"], values["image"]["tag"])
+    pod = by_kind["DaemonSet"][0]["spec"]["template"]["spec"]
+    images = {c["image"] for c in pod["initContainers"] + pod["containers"]}
+    check(images == {image}, "the manifests' image is the chart's, %s (%s)" % (image, images))
+    with open(os.path.join(CHART, "Chart.yaml")) as f:
+        chart = yaml.safe_load(f)
+    with open(os.path.join(REPO, "CMakeLists.txt")) as f:
+        version = re.search(r"project\(nvshare VERSION ([\d.]+)", f.read()).group(1)
+    check(chart["appVersion"] == values["image"]["tag"] == version,
+          "Chart.yaml's appVersion and the image tag are the project's version %s" % version)
     # The chart installs into the release's namespace (helm --create-namespace).
     check(set(by_kind) - compared == {"Namespace"},
           "every manifest but the Namespace comes from the chart (%s)"
