@@ -19,7 +19,8 @@
   package), so the manifests are the chart rendered by hand with the default
   values, and this compares each template with its manifest, field by field,
   reading `.Values` references in values.yaml. Names, labels and namespaces
-  that Helm computes are not compared.
+  that Helm computes are not compared; the image is, and every `.Values`
+  reference must exist (Helm renders a misspelt one as nothing).
 """
 import json
 import os
