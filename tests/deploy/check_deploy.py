@@ -8,7 +8,8 @@
 - kubectl (the real client) reads deploy/manifests/ as Kubernetes objects:
   `kubectl apply --dry-run=client` against a loopback server that answers
   discovery (no OpenAPI schema can be had offline, so kubectl does not
-  validate fields: the checks below do);
+  validate fields: the checks below do, with the API's field names for the
+  DaemonSet's pod, containers, probes, mounts and host paths);
 - the manifests fit together: the DaemonSet's selector, volumes, service
   account and RBAC, and the host paths that the environment hands to pods;
 - every variable the containers set is one its binary documents: the
@@ -244,7 +245,71 @@ def check_objects(docs):
               for m in install["volumeMounts"]),
           "install-lib writes libnvshare.so to %s, NVSHARE_LIB_DIR of the device plugin"
           % lib_dir)
+    check_fields(ds)
     return pod
+
+
+# --- field names, where kubectl cannot check them offline ------------------
+
+# The fields of the Kubernetes API (v1.30) for the parts of the DaemonSet
+# that are written by hand: a misspelt field is silently dropped by the API
+# server, and the chart would carry the same typo as the manifests.
+FIELDS = {
+    "DaemonSetSpec": "minReadySeconds revisionHistoryLimit selector template updateStrategy",
+    "PodSpec": "activeDeadlineSeconds affinity automountServiceAccountToken containers "
+               "dnsConfig dnsPolicy enableServiceLinks ephemeralContainers hostAliases "
+               "hostIPC hostNetwork hostPID hostUsers hostname imagePullSecrets "
+               "initContainers nodeName nodeSelector os overhead preemptionPolicy priority "
+               "priorityClassName readinessGates resourceClaims restartPolicy "
+               "runtimeClassName schedulerName schedulingGates securityContext "
+               "serviceAccount serviceAccountName setHostnameAsFQDN shareProcessNamespace "
+               "subdomain terminationGracePeriodSeconds tolerations "
+               "topologySpreadConstraints volumes",
+    "Container": "args command env envFrom image imagePullPolicy lifecycle livenessProbe "
+                 "name ports readinessProbe resizePolicy resources restartPolicy "
+                 "securityContext startupProbe stdin stdinOnce terminationMessagePath "
+                 "terminationMessagePolicy tty volumeDevices volumeMounts workingDir",
+    "EnvVar": "name value valueFrom",
+    "VolumeMount": "mountPath mountPropagation name readOnly recursiveReadOnly subPath "
+                   "subPathExpr",
+    "Probe": "exec failureThreshold grpc httpGet initialDelaySeconds periodSeconds "
+             "successThreshold tcpSocket terminationGracePeriodSeconds timeoutSeconds",
+    "SecurityContext": "allowPrivilegeEscalation appArmorProfile capabilities privileged "
+                       "procMount readOnlyRootFilesystem runAsGroup runAsNonRoot runAsUser "
+                       "seLinuxOptions seccompProfile windowsOptions",
+    "Toleration": "effect key operator tolerationSeconds value",
+    "HostPathVolumeSource": "path type",
+}
+HOST_PATH_TYPES = {"", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket",
+                   "CharDevice", "BlockDevice"}
+
+
+def check_fields(ds):
+    def known(obj, kind, where):
+        extra = set(obj) - set(FIELDS[kind].split())
+        check(not extra, "%s: fields of a %s (%s)" % (where, kind, sorted(extra)))
+
+    known(ds["spec"], "DaemonSetSpec", "DaemonSet.spec")
+    pod = ds["spec"]["template"]["spec"]
+    known(pod, "PodSpec", "pod")
+    for t in pod.get("tolerations", []):
+        known(t, "Toleration", "pod.tolerations")
+    for v in pod["volumes"]:
+        if "hostPath" in v:
+            known(v["hostPath"], "HostPathVolumeSource", "volume " + v["name"])
+            check(v["hostPath"].get("type", "") in HOST_PATH_TYPES,
+                  "volume %s: hostPath type %s" % (v["name"], v["hostPath"].get("type")))
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        known(c, "Container", c["name"])
+        for e in c.get("env", []):
+            known(e, "EnvVar", "%s env %s" % (c["name"], e["name"]))
+        for m in c.get("volumeMounts", []):
+            known(m, "VolumeMount", "%s volumeMount %s" % (c["name"], m["name"]))
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            if probe in c:
+                known(c[probe], "Probe", "%s %s" % (c["name"], probe))
+        if "securityContext" in c:
+            known(c["securityContext"], "SecurityContext", c["name"] + " securityContext")
 
 
 # --- environment: documented, and accepted by the scheduler ----------------
