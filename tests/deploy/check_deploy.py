@@ -133,8 +133,12 @@ class Discovery(BaseHTTPRequestHandler):
 def check_kubectl(docs):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Discovery)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig") as kubeconfig:
-        cmd = [KUBECTL, "--kubeconfig", kubeconfig.name,
+    # An empty kubeconfig and a cache of its own: nothing of the user's
+    # clusters is read, nothing is left in ~/.kube.
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = os.path.join(tmp, "kubeconfig")
+        open(kubeconfig, "w").close()
+        cmd = [KUBECTL, "--kubeconfig", kubeconfig, "--cache-dir", os.path.join(tmp, "cache"),
                "--server", "http://127.0.0.1:%d" % server.server_address[1],
                "--request-timeout", "10s", "apply", "--dry-run=client",
                "--validate=false", "-o", "name", "-f", MANIFESTS]
