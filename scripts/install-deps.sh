@@ -19,6 +19,10 @@ command -v cmake >/dev/null || need+=(cmake)
 if [ "$mode" = test ]; then
     command -v python3 >/dev/null || optional+=(python3)
     [ -f /usr/include/cmocka.h ] || optional+=(libcmocka-dev)
+    # k8s_manifests: kubectl reads deploy/manifests/, PyYAML the chart.
+    command -v kubectl >/dev/null || optional+=(kubernetes-client)
+    python3 -c 'import yaml' 2>/dev/null || /usr/bin/python3 -c 'import yaml' 2>/dev/null ||
+        optional+=(python3-yaml)
 fi
 [ ${#need[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ] && exit 0
 
