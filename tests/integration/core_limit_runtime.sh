@@ -18,9 +18,11 @@ from=$(( start + 4000000000 )); until=$(( from + 4000000000 ))
 NVSHARE_POD_NAMESPACE=team NVSHARE_POD_NAME=job NVSHARE_GPU_CORE_LIMIT=90 \
     "$WORKLOAD_BIN" GPU-sim-0 "$until" 1000 "$WORK/trace" "$from" >"$WORK/job.out" 2>/dev/null & job=$!
 
-throttled() { ctl status --json | grep -q '"throttled": true'; }
+# grep reads all of status (-c): quitting at the first match could leave
+# nvsharectl writing into a closed pipe, and pipefail would see it.
+throttled() { ctl status --json | grep -c '"throttled": true' >/dev/null; }
 wait_for throttled || fail "the 20 % job was never throttled"
-ctl status --json | grep -q '"core_limit": 20,' || fail "status does not show the operator's limit"
+ctl status --json | grep -c '"core_limit": 20,' >/dev/null || fail "status does not show the operator's limit"
 raised_at=$(now_ns)
 ctl set core-limit team/job 60 | grep -q "set to 60%" || fail "raise refused"
 

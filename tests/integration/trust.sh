@@ -37,11 +37,11 @@ ctl set core-limit prod/victim 20 >/dev/null
 export NVSHARE_POD_NAMESPACE=prod NVSHARE_POD_NAME=victim
 
 # The victim (root) holds 600 MiB; its pod is bound to uid 0.
-run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 hold 600 60 >"$WORK/victim.out" & victim=$!
+run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 hold 600 30 >"$WORK/victim.out" & victim=$!
 wait_for grep -q held "$WORK/victim.out" || fail "the victim did not allocate"
 
 # (a) An impostor of uid 65534 declares the victim's pod and holds 1300 MiB.
-AS=65534 run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 hold 1300 60 >"$WORK/impostor.out" & impostor=$!
+AS=65534 run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 hold 1300 30 >"$WORK/impostor.out" & impostor=$!
 wait_for grep -q held "$WORK/impostor.out" || fail "the impostor did not allocate"
 [ "$(log_count 'declares pod prod/victim, which belongs to uid 0: billed on its own')" = 1 ] ||
     fail "the impostor was not logged once"
@@ -54,7 +54,7 @@ pass "a second user declaring the pod holds none of its quota"
 # (b) and (c) Another impostor declares 1 % and 1 MiB for the pod: the
 # victim's limits do not move, and the impostors are not in its account.
 AS=65534 NVSHARE_GPU_CORE_LIMIT=1 NVSHARE_GPU_MEMORY_LIMIT=1Mi \
-    run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 hold 1 60 >"$WORK/lowerer.out" & lowerer=$!
+    run_as "$HOST" "$ALLOC_BIN" GPU-sim-0 hold 1 30 >"$WORK/lowerer.out" & lowerer=$!
 wait_for grep -q held "$WORK/lowerer.out" || fail "the second impostor did not register"
 json >"$WORK/status.json"
 python3 - "$WORK/status.json" <<'PY' || fail "the impostors reached the victim's pod"
@@ -84,7 +84,8 @@ pass "unsetting or raising the environment lifts no limit"
 # The tenant cannot reach the control socket.
 RC=0; as_nobody "$CTL_BIN" set core-limit prod/victim 100 >/dev/null 2>&1 || RC=$?
 [ "$RC" != 0 ] || fail "uid 65534 changed a limit through nvsharectl"
-json | grep -q '"core_limit": 20,' || fail "the limit moved"
+json >"$WORK/status.json"
+grep -q '"core_limit": 20,' "$WORK/status.json" || fail "the limit moved"
 pass "the tenant cannot use the control socket"
 
 # On a Kubernetes node the cgroup names the pod, not the environment: a
@@ -92,7 +93,7 @@ pass "the tenant cannot use the control socket"
 UID_A=6f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9
 CG="0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod${UID_A//-/_}.slice/cri-containerd-$(printf 'ab%.0s' $(seq 32)).scope"
 ctl set core-limit "uid:$UID_A" 35 >/dev/null
-run_as "$CG" "$ALLOC_BIN" GPU-sim-0 hold 1 60 >"$WORK/k8s.out" & k8s=$!
+run_as "$CG" "$ALLOC_BIN" GPU-sim-0 hold 1 30 >"$WORK/k8s.out" & k8s=$!
 wait_for grep -q held "$WORK/k8s.out" || fail "the Kubernetes process did not register"
 json >"$WORK/status.json"
 python3 - "$WORK/status.json" "$UID_A" <<'PY' || fail "a Kubernetes process was billed as the pod it declared"
