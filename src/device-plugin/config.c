@@ -88,6 +88,7 @@ int plugin_configure(struct plugin *p)
                  (unsigned long long)(p->memory_unit >> 20), ratio, gpu->numa_node);
     }
     p->gpu_count = n;
+    p->oversubscribed = ratio > 1.0;
     if (n == 0)
         log_warn("no GPUs found: advertising no devices");
     return 0;

@@ -185,7 +185,7 @@ done:
 }
 
 /* The most one container's response holds. */
-enum { MAX_ENVS = 4, MAX_MOUNTS = 2 };
+enum { MAX_ENVS = 5, MAX_MOUNTS = 2 };
 struct container_reply {
     V1beta1__ContainerAllocateResponse resp;
     V1beta1__ContainerAllocateResponse__EnvsEntry envs[MAX_ENVS];
@@ -235,6 +235,10 @@ static void fill_container(const struct plugin *p, enum resource r, struct conta
     add_env(c, "LD_PRELOAD", c->lib_path);
     add_env(c, "NVSHARE_SOCK_DIR", CONTAINER_SOCK_DIR);
     add_env(c, "NVSHARE_GPU_MEMORY_DEFAULT_LIMIT", c->limit);
+    /* Above a ratio of 1 any pod may be the one beyond physical memory: all
+     * must be swappable for the capacity to be real. */
+    if (p->oversubscribed)
+        add_env(c, "NVSHARE_ENABLE_OVERSUB", "1");
     add_mount(c, CONTAINER_LIB_DIR, p->lib_dir, 1);
     add_mount(c, CONTAINER_SOCK_DIR, p->sock_dir, 0);
 }

@@ -269,6 +269,7 @@ def main_flow():
     check(envs[0].get("NVSHARE_GPU_MEMORY_DEFAULT_LIMIT") == str(10 * GIB),
           "default limit %r" % envs[0].get("NVSHARE_GPU_MEMORY_DEFAULT_LIMIT"))
     check(envs[1].get("NVSHARE_GPU_MEMORY_DEFAULT_LIMIT") == str(10 * GIB), "default, GPU2")
+    check("NVSHARE_ENABLE_OVERSUB" not in envs[0], "oversubscription on at ratio 1")
     mounts = {m.container_path: (m.host_path, m.read_only)
               for m in resp.container_responses[0].mounts}
     check(mounts == {"/usr/local/nvshare/lib": (os.path.join(WORK, "lib"), True),
@@ -378,6 +379,13 @@ def big_node():
     check(pref.container_responses[0].deviceIDs[0].startswith(uuids[3]),
           "packing picked %s" % pref.container_responses[0].deviceIDs[0])
     print("PASS: packing prefers the fullest GPU")
+    resp = gpu.call("Allocate", pb.AllocateRequest(container_requests=[
+        pb.ContainerAllocateRequest(devices_ids=[uuids[0] + "-v0"])]), pb.AllocateResponse)
+    envs = envs_of(resp)[0]
+    check(envs.get("NVSHARE_ENABLE_OVERSUB") == "1", "no oversubscription at ratio 4")
+    check(envs.get("NVSHARE_GPU_MEMORY_DEFAULT_LIMIT") == str(141 * GIB * 4 // 10),
+          "default limit at ratio 4: %s" % envs.get("NVSHARE_GPU_MEMORY_DEFAULT_LIMIT"))
+    print("PASS: ratio 4: Allocate turns oversubscription on, default = capacity / 10")
     stop_plugin(plugin, kdir)
     mem.close()
     gpu.close()
