@@ -51,14 +51,6 @@ int device_gpu(const struct plugin *p, enum resource r, const char *id)
     return -1;
 }
 
-static int contains(const char **list, size_t n, const char *id)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(list[i], id) == 0)
-            return 1;
-    return 0;
-}
-
 /* GPUs in the order the policy prefers them: spreading puts the GPU with
  * the least gpu-memory allocated first (then the fewest virtual GPUs in
  * use), packing the most. */
@@ -88,30 +80,49 @@ int preferred_allocation(struct plugin *p, enum resource r,
     unsigned free_on[PLUGIN_MAX_GPUS] = {0}, used[PLUGIN_MAX_GPUS] = {0};
     unsigned picked_on[PLUGIN_MAX_GPUS] = {0};
     int order[PLUGIN_MAX_GPUS];
+    /* Per available device: its GPU, and whether it is in out already.
+     * Lists run to thousands of gpu-memory devices: no quadratic scans. */
+    int *gpu_of = calloc(n_available + 1, sizeof(*gpu_of));
+    bool *taken = calloc(n_available + 1, sizeof(*taken));
     size_t n_out = 0;
+    int rc = -1;
 
+    if (!gpu_of || !taken) {
+        snprintf(err, PLUGIN_ERR_LEN, "out of memory");
+        goto done;
+    }
     if (size <= 0 || (size_t)size > n_available + n_must || (size_t)size < n_must) {
         snprintf(err, PLUGIN_ERR_LEN,
                  "allocation_size %ld does not fit %zu available and %zu required devices",
                  size, n_available, n_must);
-        return -1;
+        goto done;
     }
-    for (size_t i = 0; i < n_available + n_must; i++) {
-        const char *id = i < n_available ? available[i] : must[i - n_available];
-        int g = device_gpu(p, r, id);
+    for (size_t i = 0; i < n_available; i++) {
+        if ((gpu_of[i] = device_gpu(p, r, available[i])) < 0) {
+            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r],
+                     available[i]);
+            goto done;
+        }
+        free_on[gpu_of[i]]++;
+    }
+    for (size_t m = 0; m < n_must; m++) {
+        int g = device_gpu(p, r, must[m]);
+        bool duplicate = false;
 
         if (g < 0) {
-            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r], id);
-            return -1;
+            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r],
+                     must[m]);
+            goto done;
         }
-        if (i < n_available)
-            free_on[g]++;
-    }
-    for (size_t i = 0; i < n_must; i++) {
-        if (!contains(out, n_out, must[i])) {
-            out[n_out++] = must[i];
-            picked_on[device_gpu(p, r, must[i])]++;
-        }
+        for (size_t o = 0; o < n_out; o++)
+            duplicate |= strcmp(out[o], must[m]) == 0;
+        if (duplicate)
+            continue;
+        for (size_t i = 0; i < n_available; i++)
+            if (gpu_of[i] == g && strcmp(available[i], must[m]) == 0)
+                taken[i] = true;
+        out[n_out++] = must[m];
+        picked_on[g]++;
     }
     for (int g = 0; g < p->gpu_count; g++) {
         unsigned total = devices_per_gpu(p, r, &p->gpus[g]);
@@ -149,22 +160,26 @@ int preferred_allocation(struct plugin *p, enum resource r,
             for (size_t a = 0; a < n_available && n_out < (size_t)size; a++) {
                 if (r == RESOURCE_GPU && picked_on[g] > round)
                     break;
-                if (device_gpu(p, r, available[a]) != g ||
-                    contains(out, n_out, available[a]))
+                if (gpu_of[a] != g || taken[a])
                     continue;
+                taken[a] = true;
                 out[n_out++] = available[a];
                 picked_on[g]++;
             }
         }
         if (n_out == before)
-            break; /* the available list held duplicates */
+            break; /* nothing left to pick */
     }
     if (n_out < (size_t)size) {
         snprintf(err, PLUGIN_ERR_LEN, "only %zu distinct devices for allocation_size %ld",
                  n_out, size);
-        return -1;
+        goto done;
     }
-    return 0;
+    rc = 0;
+done:
+    free(gpu_of);
+    free(taken);
+    return rc;
 }
 
 int allocate_container(struct plugin *p, enum resource r, char *const *ids,
