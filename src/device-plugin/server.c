@@ -23,6 +23,7 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
+#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
 #include "log.h"
@@ -53,6 +54,8 @@ struct endpoint {
     bool register_failing;    /* the last Register failed: logged once */
     long long lost_at_ms;     /* when the socket was found gone */
     grpc_call *register_call;
+    unsigned generation;      /* servings so far: a Register is for one */
+    bool listen_failing;      /* logged once until it works */
 };
 
 struct rpc {
@@ -71,6 +74,7 @@ struct rpc {
 struct registration {
     struct tag done;
     struct endpoint *ep;
+    unsigned generation;
     grpc_channel *channel;
     grpc_call *call;
     grpc_byte_buffer *request, *response;
@@ -96,6 +100,13 @@ static long long now_ms(void)
 static void on_signal(int sig)
 {
     stop_signal = sig;
+}
+
+/* gRPC's own lines (multi-line error trees, also from its threads) become
+ * debug lines: what matters is in the plugin's own one-line errors. */
+static void grpc_log(gpr_log_func_args *args)
+{
+    log_debug("gRPC %s:%d: %.300s", args->file, args->line, args->message);
 }
 
 /* ---- RPCs ---------------------------------------------------------------- */
@@ -353,7 +364,9 @@ static void on_registered(struct tag *tag, bool ok)
 
     ep->registering = false;
     ep->register_call = NULL;
-    if (ok && reg->status == GRPC_STATUS_OK) {
+    if (reg->generation != ep->generation) {
+        /* For a socket since deleted: serve() has asked for a new one. */
+    } else if (ok && reg->status == GRPC_STATUS_OK) {
         ep->registered = true;
         if (ep->lost_at_ms)
             log_info("%s: registered again %lld ms after its socket was deleted",
@@ -404,6 +417,7 @@ static void start_register(struct endpoint *ep)
     in_flight++;
     ep->registering = true;
     reg->ep = ep;
+    reg->generation = ep->generation;
     reg->done.handle = on_registered;
     reg->details = grpc_empty_slice();
     grpc_metadata_array_init(&reg->initial);
@@ -474,17 +488,22 @@ static void serve(struct endpoint *ep)
     struct stat st;
 
     unlink(ep->path);
+    ep->generation++;
     ep->server = grpc_server_create(NULL, NULL);
     grpc_server_register_completion_queue(ep->server, cq, NULL);
     snprintf(address, sizeof(address), "unix:%s", ep->path);
     if (!grpc_server_add_http2_port(ep->server, address, creds)) {
         grpc_server_credentials_release(creds);
-        log_error("%s: cannot listen on %s; retrying", resource_names[ep->resource], ep->path);
+        if (!ep->listen_failing)
+            log_error("%s: cannot listen on %s (does the directory exist?); retrying every "
+                      "%d ms", resource_names[ep->resource], ep->path, TICK_MS);
+        ep->listen_failing = true;
         grpc_server_destroy(ep->server);
         ep->server = NULL;
         return; /* the tick retries */
     }
     grpc_server_credentials_release(creds);
+    ep->listen_failing = false;
     grpc_server_start(ep->server);
     ep->inode = stat(ep->path, &st) == 0 ? st.st_ino : 0;
     log_info("%s: serving on %s", resource_names[ep->resource], ep->path);
@@ -574,6 +593,7 @@ int server_run(struct plugin *p)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    gpr_set_log_function(grpc_log);
     grpc_init();
     cq = grpc_completion_queue_create_for_next(NULL);
     for (int r = 0; r < RESOURCE_COUNT; r++) {
