@@ -179,6 +179,43 @@ def envs_of(response):
     return [dict(c.envs) for c in response.container_responses]
 
 
+# The wire contract, field by field, from kubelet's v1beta1 API: both sides
+# of this test share deviceplugin.proto, so a wrong number there would pass
+# everything else and fail against a real kubelet.
+WIRE_CONTRACT = {
+    "DevicePluginOptions": {"pre_start_required": 1, "get_preferred_allocation_available": 2},
+    "RegisterRequest": {"version": 1, "endpoint": 2, "resource_name": 3, "options": 4},
+    "ListAndWatchResponse": {"devices": 1},
+    "Device": {"ID": 1, "health": 2, "topology": 3},
+    "TopologyInfo": {"nodes": 1},
+    "NUMANode": {"ID": 1},
+    "PreStartContainerRequest": {"devices_ids": 1},
+    "PreferredAllocationRequest": {"container_requests": 1},
+    "ContainerPreferredAllocationRequest": {"available_deviceIDs": 1,
+                                            "must_include_deviceIDs": 2,
+                                            "allocation_size": 3},
+    "PreferredAllocationResponse": {"container_responses": 1},
+    "ContainerPreferredAllocationResponse": {"deviceIDs": 1},
+    "AllocateRequest": {"container_requests": 1},
+    "ContainerAllocateRequest": {"devices_ids": 1},
+    "AllocateResponse": {"container_responses": 1},
+    "ContainerAllocateResponse": {"envs": 1, "mounts": 2, "devices": 3, "annotations": 4,
+                                  "cdi_devices": 5},
+    "Mount": {"container_path": 1, "host_path": 2, "read_only": 3},
+    "DeviceSpec": {"container_path": 1, "host_path": 2, "permissions": 3},
+    "CDIDevice": {"name": 1},
+}
+
+
+def wire_contract():
+    check(pb.DESCRIPTOR.package == "v1beta1", "package %s" % pb.DESCRIPTOR.package)
+    for message, fields in WIRE_CONTRACT.items():
+        got = {f.name: f.number for f in pb.DESCRIPTOR.message_types_by_name[message].fields}
+        check(got == fields, "%s fields %s, want %s" % (message, got, fields))
+    print("PASS: deviceplugin.proto matches the v1beta1 wire contract (%d messages)"
+          % len(WIRE_CONTRACT))
+
+
 def main_flow():
     kdir = os.path.join(WORK, "kubelet")
     os.makedirs(kdir)
@@ -430,6 +467,7 @@ def nvml_node():
 
 
 try:
+    wire_contract()
     main_flow()
     big_node()
     if FAKE_NVML_DIR:
