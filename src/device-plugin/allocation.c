@@ -215,10 +215,12 @@ int allocate_container(struct plugin *p, enum resource r, char *const *ids,
             p->gpus[g].memory_ids_allocated += count_on[g];
         return 0;
     }
-    /* Default memory of a pod without nvshare.com/gpu-memory: its share of
-     * the smallest of its GPUs, capacity / virtual GPUs. */
+    /* Default memory of a pod without nvshare.com/gpu-memory: what its
+     * virtual GPUs hold of each GPU (capacity / virtual GPUs apiece), the
+     * least of those on all of them, so no GPU is promised more than its
+     * capacity however its virtual GPUs are shared out. */
     for (int g = 0; g < p->gpu_count; g++) {
-        uint64_t share = p->gpus[g].capacity_bytes / p->virtual_gpus;
+        uint64_t share = p->gpus[g].capacity_bytes / p->virtual_gpus * count_on[g];
 
         if (!count_on[g])
             continue;

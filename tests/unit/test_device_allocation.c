@@ -185,6 +185,11 @@ static void test_allocate(void **state)
     assert_int_equal(allocate_container(&p, RESOURCE_GPU, vgpus, 3, &a, err), 0);
     assert_string_equal(a.visible_devices, "GPU-0,GPU-1");
     assert_int_equal(a.memory_limit, 10 * GiB); /* 40 GiB / 4: the smaller GPU's share */
+    /* Two virtual GPUs of one GPU: one GPU, two shares of it. */
+    assert_int_equal(allocate_container(&p, RESOURCE_GPU, (char *[]){"GPU-0-v0", "GPU-0-v3"}, 2,
+                                        &a, err), 0);
+    assert_string_equal(a.visible_devices, "GPU-0");
+    assert_int_equal(a.memory_limit, 40 * GiB);
     /* Per GPU: 3 units is the limit on every GPU of the pod. */
     assert_int_equal(allocate_container(&p, RESOURCE_MEMORY, memory, 3, &a, err), 0);
     assert_int_equal(a.memory_limit, 3 * GiB);
