@@ -39,7 +39,7 @@ struct plugin {
     uint64_t memory_unit;  /* bytes of one nvshare.com/gpu-memory device */
     bool pack;             /* prefer the fullest GPU that fits, not the emptiest */
     bool oversubscribed;   /* gpu-memory capacity above physical memory */
-    char kubelet_dir[PATH_MAX - 64];
+    char kubelet_dir[PATH_MAX - 64]; /* room for "/<socket name>" in a path */
     char sock_dir[PATH_MAX];  /* the scheduler's, on the host */
     char lib_dir[PATH_MAX];   /* libnvshare.so's, on the host */
 };

@@ -67,7 +67,7 @@ struct rpc {
     grpc_byte_buffer *request, *response;
     grpc_slice status_message;
     int cancelled;
-    bool watching, writing, dirty, close_seen;
+    bool writing, dirty, close_seen; /* ListAndWatch only */
     struct rpc *next_watcher;
 };
 
@@ -133,8 +133,7 @@ static void start_batch(struct rpc *rpc, const grpc_op *ops, size_t n, struct ta
     if (e != GRPC_CALL_OK) { /* a bug, not a peer's doing: say so, stay up */
         log_error("gRPC refused a batch (error %d): dropping the call", (int)e);
         grpc_call_cancel(rpc->call, NULL);
-        if (!rpc->watching)
-            rpc_free(rpc);
+        rpc_free(rpc);
     }
 }
 
@@ -237,6 +236,8 @@ static void watch_write(struct rpc *rpc)
     rpc->step.handle = on_watch_written;
     if (grpc_call_start_batch(rpc->call, &op, 1, &rpc->step, NULL) != GRPC_CALL_OK) {
         log_error("gRPC refused a ListAndWatch update");
+        grpc_byte_buffer_destroy(rpc->response);
+        rpc->response = NULL;
         rpc->writing = false;
     }
 }
@@ -250,7 +251,6 @@ static void watch(struct rpc *rpc)
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     op.data.recv_close_on_server.cancelled = &rpc->cancelled;
-    rpc->watching = true;
     rpc->closed.handle = on_watch_closed;
     rpc->next_watcher = rpc->ep->watchers;
     rpc->ep->watchers = rpc;
