@@ -74,7 +74,8 @@ int plugin_configure(struct plugin *p)
         struct plugin_gpu *gpu = &p->gpus[g];
         uint64_t physical = physical_override ? physical_override : found[g].memory_total;
 
-        snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", found[g].uuid);
+        _Static_assert(sizeof(gpu->uuid) == sizeof(found[g].uuid), "UUID sizes differ");
+        memcpy(gpu->uuid, found[g].uuid, sizeof(gpu->uuid));
         gpu->capacity_bytes = (uint64_t)((double)physical * ratio);
         gpu->memory_ids = (unsigned)(gpu->capacity_bytes / p->memory_unit);
         gpu->numa_node = nvml_numa_node(gpu->uuid);
