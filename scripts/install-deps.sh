@@ -16,6 +16,10 @@ need=() optional=()
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
 command -v cmake >/dev/null || need+=(cmake)
+# nvshare-device-plugin (optional: skipped, with a message, without these).
+[ -f /usr/include/grpc/grpc.h ] || optional+=(libgrpc-dev)
+[ -f /usr/include/protobuf-c/protobuf-c.h ] || optional+=(libprotobuf-c-dev)
+command -v protoc-c >/dev/null || optional+=(protobuf-c-compiler)
 if [ "$mode" = test ]; then
     command -v python3 >/dev/null || optional+=(python3)
     [ -f /usr/include/cmocka.h ] || optional+=(libcmocka-dev)
@@ -23,6 +27,10 @@ if [ "$mode" = test ]; then
     command -v kubectl >/dev/null || optional+=(kubernetes-client)
     python3 -c 'import yaml' 2>/dev/null || /usr/bin/python3 -c 'import yaml' 2>/dev/null ||
         optional+=(python3-yaml)
+    # k8s_device_plugin's test kubelet.
+    command -v protoc >/dev/null || optional+=(protobuf-compiler)
+    /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||
+        optional+=(python3-grpcio python3-protobuf)
 fi
 [ ${#need[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ] && exit 0
 

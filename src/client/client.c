@@ -51,7 +51,11 @@ static void read_settings(void)
     struct client_settings *s = &settings;
     const char *oversub = getenv("NVSHARE_ENABLE_OVERSUB");
 
-    s->memory_limit = env_size_bytes("NVSHARE_GPU_MEMORY_LIMIT", 0);
+    /* On Kubernetes the device plugin sets the DEFAULT for every pod with a
+     * GPU and NVSHARE_GPU_MEMORY_LIMIT for pods that asked for gpu-memory:
+     * kubelet merges the two resources' envs, so they cannot share a name. */
+    s->memory_limit = env_size_bytes("NVSHARE_GPU_MEMORY_LIMIT",
+                                     env_size_bytes("NVSHARE_GPU_MEMORY_DEFAULT_LIMIT", 0));
     /* 0 is how the wire says "no limit": taken as the limit it reads as,
      * it would fail every allocation; taken silently, it hides a typo. */
     if (s->memory_limit == 0 && getenv("NVSHARE_GPU_MEMORY_LIMIT") &&

@@ -96,6 +96,17 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *device, nvmlMemory_v2_t *memory)
     return NVML_SUCCESS;
 }
 
+/* Even devices on NUMA node 0, odd ones on node 1. */
+nvmlReturn_t nvmlDeviceGetNumaNodeId(void *device, unsigned int *node)
+{
+    int i = index_of(device);
+
+    if (i < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *node = (unsigned int)(i % 2);
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetName(void *device, char *name, unsigned int length)
 {
     if (index_of(device) < 0)
@@ -104,9 +115,29 @@ nvmlReturn_t nvmlDeviceGetName(void *device, char *name, unsigned int length)
     return NVML_SUCCESS;
 }
 
+/* FAKE_NVML_LOST names a file: while it exists, the GPU whose UUID it
+ * holds has "fallen off the bus" (the device plugin's health test). */
+static bool lost(const char *uuid)
+{
+    const char *path = getenv("FAKE_NVML_LOST");
+    char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+    FILE *f;
+
+    if (!path || !(f = fopen(path, "r")))
+        return false;
+    if (!fgets(text, sizeof(text), f))
+        text[0] = '\0';
+    fclose(f);
+    text[strcspn(text, "\n")] = '\0';
+    return strcmp(text, uuid) == 0;
+}
+
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, void **device)
 {
     char mine[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+
+    if (lost(uuid))
+        return NVML_ERROR_GPU_IS_LOST;
 
     for (int i = 0; i < count; i++) {
         void *handle = (void *)(uintptr_t)(i + 1);

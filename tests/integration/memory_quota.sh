@@ -54,6 +54,15 @@ out=$(NVSHARE_GPU_MEMORY_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 800)
 [ "$out" = ok ] || fail "the killed process's memory was not released ($out)"
 pass "a killed process's memory is released"
 
+# 3b. The device plugin's default for pods without nvshare.com/gpu-memory
+# holds only where NVSHARE_GPU_MEMORY_LIMIT is unset.
+[ "$(NVSHARE_GPU_MEMORY_DEFAULT_LIMIT=1000Mi "$ALLOC_BIN" GPU-sim-0 try 1200)" = refused ] ||
+    fail "NVSHARE_GPU_MEMORY_DEFAULT_LIMIT not applied"
+[ "$(NVSHARE_GPU_MEMORY_DEFAULT_LIMIT=1000Mi NVSHARE_GPU_MEMORY_LIMIT=2000Mi \
+     "$ALLOC_BIN" GPU-sim-0 try 1200)" = ok ] ||
+    fail "NVSHARE_GPU_MEMORY_DEFAULT_LIMIT overrode NVSHARE_GPU_MEMORY_LIMIT"
+pass "NVSHARE_GPU_MEMORY_DEFAULT_LIMIT applies where NVSHARE_GPU_MEMORY_LIMIT is unset"
+
 # 4. Run-time changes by the operator, whose quota the pod's processes do
 # not declare: raise, lower below usage (no revocation), remove.
 ctl set memory-limit team/trainer 1000Mi >/dev/null

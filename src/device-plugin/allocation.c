@@ -1,0 +1,233 @@
+/* allocation.c - device IDs, preferred allocations and what Allocate gives
+ * a container; see plugin.h. Pure: no I/O, testable without kubelet.
+ *
+ * What the plugin knows of allocations: kubelet never says when a pod ends,
+ * but each GetPreferredAllocation lists the devices still free, which is an
+ * exact picture of what is allocated at admission (pods not started yet
+ * included). The gpu-memory picture is kept per GPU and updated by every
+ * Allocate until the next one, and the GPU resource ranks GPUs by it. */
+#include "plugin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const resource_names[RESOURCE_COUNT] = {"nvshare.com/gpu",
+                                                    "nvshare.com/gpu-memory"};
+const char *const resource_sockets[RESOURCE_COUNT] = {"nvshare-gpu.sock",
+                                                      "nvshare-gpu-memory.sock"};
+static const char id_letter[RESOURCE_COUNT] = {'v', 'm'};
+
+void device_id(enum resource r, const struct plugin_gpu *gpu, unsigned k,
+               char *buf, size_t len)
+{
+    snprintf(buf, len, "%s-%c%u", gpu->uuid, id_letter[r], k);
+}
+
+unsigned devices_per_gpu(const struct plugin *p, enum resource r,
+                         const struct plugin_gpu *gpu)
+{
+    return r == RESOURCE_GPU ? p->virtual_gpus : gpu->memory_ids;
+}
+
+int device_gpu(const struct plugin *p, enum resource r, const char *id)
+{
+    const char *dash = strrchr(id, '-');
+    char *end;
+    unsigned long k;
+
+    if (!dash || dash[1] != id_letter[r] || dash[2] < '0' || dash[2] > '9')
+        return -1;
+    k = strtoul(dash + 2, &end, 10);
+    if (*end)
+        return -1;
+    for (int g = 0; g < p->gpu_count; g++) {
+        const struct plugin_gpu *gpu = &p->gpus[g];
+        size_t len = strlen(gpu->uuid);
+
+        if ((size_t)(dash - id) == len && strncmp(id, gpu->uuid, len) == 0)
+            return k < devices_per_gpu(p, r, gpu) ? g : -1;
+    }
+    return -1;
+}
+
+/* GPUs in the order the policy prefers them: spreading puts the GPU with
+ * the least gpu-memory allocated first (then the fewest virtual GPUs in
+ * use), packing the most. */
+static const struct plugin *order_plugin;
+static const unsigned *order_gpus_used;
+static int order_sign;
+
+static int by_load(const void *a, const void *b)
+{
+    int ga = *(const int *)a, gb = *(const int *)b;
+    long ma = order_plugin->gpus[ga].memory_ids_allocated;
+    long mb = order_plugin->gpus[gb].memory_ids_allocated;
+    long ua = order_gpus_used[ga], ub = order_gpus_used[gb];
+
+    if (ma != mb)
+        return order_sign * (ma < mb ? -1 : 1);
+    if (ua != ub)
+        return order_sign * (ua < ub ? -1 : 1);
+    return ga - gb;
+}
+
+int preferred_allocation(struct plugin *p, enum resource r,
+                         char *const *available, size_t n_available,
+                         char *const *must, size_t n_must, long size,
+                         const char **out, char err[PLUGIN_ERR_LEN])
+{
+    unsigned free_on[PLUGIN_MAX_GPUS] = {0}, used[PLUGIN_MAX_GPUS] = {0};
+    unsigned picked_on[PLUGIN_MAX_GPUS] = {0};
+    int order[PLUGIN_MAX_GPUS];
+    /* Per available device: its GPU, and whether it is in out already.
+     * Lists run to thousands of gpu-memory devices: no quadratic scans. */
+    int *gpu_of = calloc(n_available + 1, sizeof(*gpu_of));
+    bool *taken = calloc(n_available + 1, sizeof(*taken));
+    size_t n_out = 0;
+    int rc = -1;
+
+    if (!gpu_of || !taken) {
+        snprintf(err, PLUGIN_ERR_LEN, "out of memory");
+        goto done;
+    }
+    if (size <= 0 || (size_t)size > n_available + n_must || (size_t)size < n_must) {
+        snprintf(err, PLUGIN_ERR_LEN,
+                 "allocation_size %ld does not fit %zu available and %zu required devices",
+                 size, n_available, n_must);
+        goto done;
+    }
+    for (size_t i = 0; i < n_available; i++) {
+        if ((gpu_of[i] = device_gpu(p, r, available[i])) < 0) {
+            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r],
+                     available[i]);
+            goto done;
+        }
+        free_on[gpu_of[i]]++;
+    }
+    for (size_t m = 0; m < n_must; m++) {
+        int g = device_gpu(p, r, must[m]);
+        bool duplicate = false;
+
+        if (g < 0) {
+            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r],
+                     must[m]);
+            goto done;
+        }
+        for (size_t o = 0; o < n_out; o++)
+            duplicate |= strcmp(out[o], must[m]) == 0;
+        if (duplicate)
+            continue;
+        for (size_t i = 0; i < n_available; i++)
+            if (gpu_of[i] == g && strcmp(available[i], must[m]) == 0)
+                taken[i] = true;
+        out[n_out++] = must[m];
+        picked_on[g]++;
+    }
+    for (int g = 0; g < p->gpu_count; g++) {
+        unsigned total = devices_per_gpu(p, r, &p->gpus[g]);
+
+        used[g] = total > free_on[g] ? total - free_on[g] : 0;
+        if (r == RESOURCE_MEMORY) /* the exact picture: see the top of the file */
+            p->gpus[g].memory_ids_allocated = used[g];
+        order[g] = g;
+    }
+    order_plugin = p;
+    order_gpus_used = used;
+    order_sign = p->pack ? -1 : 1;
+    qsort(order, (size_t)p->gpu_count, sizeof(order[0]), by_load);
+
+    if (r == RESOURCE_MEMORY && n_out < (size_t)size) {
+        /* All of a container's memory from one GPU where one has room:
+         * the first in policy order (packing: the fullest that fits). */
+        size_t need = (size_t)size - n_out;
+        for (int i = 0; i < p->gpu_count; i++) {
+            int g = order[i];
+            if (free_on[g] >= need + picked_on[g]) {
+                order[i] = order[0];
+                order[0] = g;
+                break;
+            }
+        }
+    }
+    /* Rounds: one device per GPU per round for virtual GPUs (a container
+     * asking for 2 gets 2 physical GPUs when there are), a whole GPU at a
+     * time for memory. */
+    for (unsigned round = 0; n_out < (size_t)size; round++) {
+        size_t before = n_out;
+        for (int i = 0; i < p->gpu_count && n_out < (size_t)size; i++) {
+            int g = order[i];
+            for (size_t a = 0; a < n_available && n_out < (size_t)size; a++) {
+                if (r == RESOURCE_GPU && picked_on[g] > round)
+                    break;
+                if (gpu_of[a] != g || taken[a])
+                    continue;
+                taken[a] = true;
+                out[n_out++] = available[a];
+                picked_on[g]++;
+            }
+        }
+        if (n_out == before)
+            break; /* nothing left to pick */
+    }
+    if (n_out < (size_t)size) {
+        snprintf(err, PLUGIN_ERR_LEN, "only %zu distinct devices for allocation_size %ld",
+                 n_out, size);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(gpu_of);
+    free(taken);
+    return rc;
+}
+
+int allocate_container(struct plugin *p, enum resource r, char *const *ids,
+                       size_t n_ids, struct container_allocation *out,
+                       char err[PLUGIN_ERR_LEN])
+{
+    unsigned count_on[PLUGIN_MAX_GPUS] = {0};
+    size_t len = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (n_ids == 0) {
+        snprintf(err, PLUGIN_ERR_LEN, "a container request with no devices");
+        return -1;
+    }
+    for (size_t i = 0; i < n_ids; i++) {
+        int g = device_gpu(p, r, ids[i]);
+
+        if (g < 0) {
+            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r], ids[i]);
+            return -1;
+        }
+        if (!p->gpus[g].healthy) {
+            snprintf(err, PLUGIN_ERR_LEN, "device %s is on unhealthy GPU %s", ids[i],
+                     p->gpus[g].uuid);
+            return -1;
+        }
+        count_on[g]++;
+    }
+    if (r == RESOURCE_MEMORY) {
+        /* Per GPU: the IDs' count is the limit on every GPU of the pod. */
+        out->memory_limit = (uint64_t)n_ids * p->memory_unit;
+        for (int g = 0; g < p->gpu_count; g++)
+            p->gpus[g].memory_ids_allocated += count_on[g];
+        return 0;
+    }
+    /* Default memory of a pod without nvshare.com/gpu-memory: what its
+     * virtual GPUs hold of each GPU (capacity / virtual GPUs apiece), the
+     * least of those on all of them, so no GPU is promised more than its
+     * capacity however its virtual GPUs are shared out. */
+    for (int g = 0; g < p->gpu_count; g++) {
+        uint64_t share = p->gpus[g].capacity_bytes / p->virtual_gpus * count_on[g];
+
+        if (!count_on[g])
+            continue;
+        if (out->memory_limit == 0 || share < out->memory_limit)
+            out->memory_limit = share;
+        len += (size_t)snprintf(out->visible_devices + len, sizeof(out->visible_devices) - len,
+                                "%s%s", len ? "," : "", p->gpus[g].uuid);
+    }
+    return 0;
+}

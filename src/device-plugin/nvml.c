@@ -1,0 +1,69 @@
+/* nvml.c - NUMA nodes and health from NVML, reached through dlopen like the
+ * scheduler's gpus.c so that nothing needs nvml.h or the driver to build. A
+ * GPU whose handle or memory NVML cannot read any more (fallen off the bus,
+ * "GPU is lost") is unhealthy until NVML reads it again. */
+#include "plugin.h"
+
+#include <dlfcn.h>
+
+#include "log.h"
+#include "nvml_abi.h"
+
+static struct {
+    void *lib;
+    nvmlReturn_t (*shutdown)(void);
+    nvmlReturn_t (*by_uuid)(const char *, nvmlDevice_t *);
+    nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t *);
+    nvmlReturn_t (*numa)(nvmlDevice_t, unsigned int *); /* driver 535+ only */
+} nvml;
+
+bool nvml_open(void)
+{
+    nvmlReturn_t (*init)(void);
+
+    nvml.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!nvml.lib)
+        return false;
+    *(void **)&init = dlsym(nvml.lib, "nvmlInit_v2");
+    *(void **)&nvml.shutdown = dlsym(nvml.lib, "nvmlShutdown");
+    *(void **)&nvml.by_uuid = dlsym(nvml.lib, "nvmlDeviceGetHandleByUUID");
+    *(void **)&nvml.memory = dlsym(nvml.lib, "nvmlDeviceGetMemoryInfo");
+    *(void **)&nvml.numa = dlsym(nvml.lib, "nvmlDeviceGetNumaNodeId");
+    if (!init || !nvml.shutdown || !nvml.by_uuid || !nvml.memory || init() != NVML_SUCCESS) {
+        log_warn("libnvidia-ml.so.1 is unusable: no health checks or NUMA nodes");
+        dlclose(nvml.lib);
+        nvml.lib = NULL;
+        return false;
+    }
+    return true;
+}
+
+int nvml_numa_node(const char *uuid)
+{
+    nvmlDevice_t dev;
+    unsigned int node;
+
+    if (!nvml.lib || !nvml.numa || nvml.by_uuid(uuid, &dev) != NVML_SUCCESS ||
+        nvml.numa(dev, &node) != NVML_SUCCESS)
+        return -1;
+    return (int)node;
+}
+
+bool nvml_healthy(const char *uuid)
+{
+    nvmlDevice_t dev;
+    nvmlMemory_t mem;
+
+    if (!nvml.lib)
+        return true;
+    return nvml.by_uuid(uuid, &dev) == NVML_SUCCESS && nvml.memory(dev, &mem) == NVML_SUCCESS;
+}
+
+void nvml_close(void)
+{
+    if (nvml.lib) {
+        nvml.shutdown();
+        dlclose(nvml.lib);
+        nvml.lib = NULL;
+    }
+}
