@@ -5,8 +5,8 @@
 #   scripts/install-deps.sh build|test
 #
 # The core needs only a C compiler, make and CMake (and the CUDA headers for
-# libnvshare, which come with the CUDA toolkit). The tests also use cmocka
-# and python3. Where nothing can be installed (a machine without a package
+# libnvshare, which come with the CUDA toolkit). nvshare-pod-watcher needs
+# libcurl and cJSON. The tests also use cmocka, python3 and kubectl. Where nothing can be installed (a machine without a package
 # registry) a missing test dependency is reported and its tests are skipped;
 # a missing build tool is an error.
 set -euo pipefail
@@ -16,9 +16,14 @@ need=() optional=()
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
 command -v cmake >/dev/null || need+=(cmake)
+# nvshare-pod-watcher (optional component): libcurl and cJSON.
+[ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] ||
+    optional+=(libcurl4-openssl-dev)
+[ -f /usr/include/cjson/cJSON.h ] || optional+=(libcjson-dev)
 if [ "$mode" = test ]; then
     command -v python3 >/dev/null || optional+=(python3)
     [ -f /usr/include/cmocka.h ] || optional+=(libcmocka-dev)
+    command -v kubectl >/dev/null || optional+=(kubernetes-client) # k8s_watch
 fi
 [ ${#need[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ] && exit 0
 
