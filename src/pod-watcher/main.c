@@ -2,8 +2,9 @@
  * this node's pods.
  *
  * A sidecar of the scheduler (same DaemonSet pod): it lists and watches the
- * pods with spec.nodeName=$NODE_NAME and sends each pod's name,
- * annotations and gpu-memory request over the scheduler's control socket
+ * pods with spec.nodeName=$NODE_NAME and sends the name, annotations and
+ * gpu-memory request of each that has an nvshare.com/ annotation or
+ * resource (once seen, until deleted) over the scheduler's control socket
  * (CTL_POD_FACTS, CTL_POD_GONE; a full list between CTL_POD_SYNC_BEGIN and
  * CTL_POD_SYNC_END). HTTP, TLS and JSON stay out of the scheduler, which
  * keeps the precedence of limits (pods.c, accounts.c).
@@ -243,10 +244,13 @@ static int add_pod(struct watched_pod **list, size_t *n, size_t *cap,
 }
 
 /* A pod added or changed: cached, and the scheduler told if its facts
- * changed. */
+ * changed. Pods that never concerned nvshare are left out. */
 static void pod_update(struct watcher *w, const struct watched_pod *p)
 {
     struct watched_pod *old = find_pod(w, p->facts.pod_uid);
+
+    if (!old && !p->concerns_nvshare)
+        return;
 
     report_bad(w, p, old, true);
     report_bad(w, p, old, false);
@@ -269,8 +273,10 @@ static void pod_delete(struct watcher *w, const struct watched_pod *p)
     struct watched_pod *old = find_pod(w, p->facts.pod_uid);
     struct msg m = {.type = MSG_CTL_POD_GONE};
 
-    if (old)
-        *old = w->pods[--w->n];
+    if (!old)
+        return;
+    log_info("pod %s/%s deleted", p->facts.pod_namespace, p->facts.pod_name);
+    *old = w->pods[--w->n];
     snprintf(m.u.facts.pod_uid, sizeof(m.u.facts.pod_uid), "%s", p->facts.pod_uid);
     sched_call(w, &m);
 }
@@ -327,10 +333,11 @@ static int list_pods(struct watcher *w)
         snprintf(rv, sizeof(rv), "%s", v->valuestring);
         snprintf(cont, sizeof(cont), "%s", cJSON_IsString(c) ? c->valuestring : "");
         cJSON_ArrayForEach(item, items) {
-            struct watched_pod p;
-            if (pod_from_json(item, w->memory_unit, &p) == 0) {
-                report_bad(w, &p, find_pod(w, p.facts.pod_uid), true);
-                report_bad(w, &p, find_pod(w, p.facts.pod_uid), false);
+            struct watched_pod p, *old;
+            if (pod_from_json(item, w->memory_unit, &p) == 0 &&
+                ((old = find_pod(w, p.facts.pod_uid)) || p.concerns_nvshare)) {
+                report_bad(w, &p, old, true);
+                report_bad(w, &p, old, false);
                 if (add_pod(&list, &n, &cap, &p)) {
                     log_error("out of memory listing pods");
                     cJSON_Delete(doc);
@@ -386,7 +393,6 @@ static int on_event(void *ctx, const char *line, size_t len)
         } else if (pod_from_json(obj, w->memory_unit, &p)) {
             log_warn("watch: a pod without a UID or name: ignored");
         } else if (!strcmp(type->valuestring, "DELETED")) {
-            log_info("pod %s/%s deleted", p.facts.pod_namespace, p.facts.pod_name);
             pod_delete(w, &p);
         } else {
             pod_update(w, &p);

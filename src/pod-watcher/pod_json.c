@@ -67,6 +67,33 @@ static uint64_t memory_units(const cJSON *spec)
     return units;
 }
 
+static bool has_nvshare_key(const cJSON *object)
+{
+    const cJSON *item;
+
+    cJSON_ArrayForEach(item, object)
+        if (item->string && !strncmp(item->string, NVSHARE_PREFIX, strlen(NVSHARE_PREFIX)))
+            return true;
+    return false;
+}
+
+/* Whether nvshare has anything to do with the pod: other pods of the node
+ * are not the scheduler's business. */
+static bool concerns_nvshare(const cJSON *annotations, const cJSON *spec)
+{
+    const cJSON *c;
+
+    if (has_nvshare_key(annotations))
+        return true;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers")) {
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(c, "resources");
+        if (has_nvshare_key(cJSON_GetObjectItemCaseSensitive(res, "limits")) ||
+            has_nvshare_key(cJSON_GetObjectItemCaseSensitive(res, "requests")))
+            return true;
+    }
+    return false;
+}
+
 int pod_from_json(const cJSON *pod, uint64_t unit, struct watched_pod *out)
 {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
@@ -88,7 +115,9 @@ int pod_from_json(const cJSON *pod, uint64_t unit, struct watched_pod *out)
     f->core_limit = (uint8_t)value;
     read_annotation(annotations, ANNOTATION_MEMORY_LIMIT, false, &out->memory, &value);
     f->memory_limit = value;
-    f->memory_request = memory_units(cJSON_GetObjectItemCaseSensitive(pod, "spec")) * unit;
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    f->memory_request = memory_units(spec) * unit;
+    out->concerns_nvshare = concerns_nvshare(annotations, spec);
     f->unreadable = (out->core.bad ? POD_FACT_CORE_UNREADABLE : 0) |
                     (out->memory.bad ? POD_FACT_MEMORY_UNREADABLE : 0);
     return 0;

@@ -21,6 +21,7 @@
 #define ANNOTATION_CORE_LIMIT "nvshare.com/gpu-core-limit"
 #define ANNOTATION_MEMORY_LIMIT "nvshare.com/gpu-memory-limit"
 #define RESOURCE_GPU_MEMORY "nvshare.com/gpu-memory"
+#define NVSHARE_PREFIX "nvshare.com/"
 #define ANNOTATION_RAW_MAX 64 /* longer values are unreadable anyway */
 
 /* One annotation: its text ("" when absent) and whether it parsed. */
@@ -34,6 +35,7 @@ struct annotation {
 struct watched_pod {
     struct msg_pod_facts facts;
     struct annotation core, memory;
+    bool concerns_nvshare; /* an nvshare.com/ annotation or resource */
     char resource_version[64];
 };
 

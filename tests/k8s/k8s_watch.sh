@@ -14,13 +14,15 @@
 #     410 as status and as an ERROR event are recovered from;
 #   - after a scheduler + watcher restart and a scheduler restart alone the
 #     annotation holds again (the state file keeps the operator's limit);
-#   - deleting the pod drops its settings; pods of other nodes never come.
+#   - deleting the pod drops its settings; pods of other nodes, and pods
+#     with no nvshare.com/ annotation or resource, never come.
 source "$(dirname "$0")/../integration/lib.sh" "$1" "$2"
 CTL_BIN=$3 WATCHER_BIN=$4
 HERE=$(cd "$(dirname "$0")" && pwd)
 ctl() { "$CTL_BIN" "$@"; }
 POD_UID=1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901
 OTHER_UID=9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a
+PLAIN_UID=2a3b4c5d-6e7f-4081-9203-a4b5c6d7e8f9
 GiB=1073741824
 WATCHER_PID= API_PID= JOB=
 trap 'stop_watcher; [ -n "$JOB" ] && kill "$JOB" 2>/dev/null; [ -n "$API_PID" ] &&
@@ -33,7 +35,8 @@ echo token-1 >"$WORK/sa/token"
 pod_json() { # uid name node annotation-value
     printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","namespace":"default","uid":"%s","annotations":{"nvshare.com/gpu-core-limit":"%s"}},"spec":{"nodeName":"%s","containers":[{"name":"main","image":"x","resources":{"limits":{"nvshare.com/gpu-memory":"4"},"requests":{"nvshare.com/gpu-memory":"4"}}}]}}' "$2" "$1" "$4" "$3"
 }
-echo "[$(pod_json $POD_UID trainer node-a 50), $(pod_json $OTHER_UID elsewhere node-b 10)]" >"$WORK/pods.json"
+plain='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"default","uid":"'$PLAIN_UID'"},"spec":{"nodeName":"node-a","containers":[{"name":"web","image":"x"}]}}'
+echo "[$(pod_json $POD_UID trainer node-a 50), $(pod_json $OTHER_UID elsewhere node-b 10), $plain]" >"$WORK/pods.json"
 python3 "$HERE/fake_apiserver.py" "$WORK/port" "$WORK/sa/token" "$WORK/pods.json" \
     2>"$WORK/api.log" & API_PID=$!
 wait_for test -s "$WORK/port" || fail "the API server did not start"
@@ -114,6 +117,7 @@ expect "annotation 50 % and the request of 4 units of 256Mi" \
     50 annotation $GiB request default/trainer
 ctl status | grep -q "default/trainer" || fail "the table does not name the pod"
 ctl status --json | grep -q "$OTHER_UID" && fail "a pod of another node was listed"
+ctl status --json | grep -q "$PLAIN_UID" && fail "a pod without nvshare resources or annotations was listed"
 
 # ---- an annotation change reaches the running process within 1 s ---------
 kc annotate pod trainer nvshare.com/gpu-core-limit=30 --overwrite

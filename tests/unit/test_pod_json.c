@@ -48,6 +48,26 @@ static void test_annotations_and_request(void **state)
     assert_int_equal(p.facts.memory_limit, 4096 * MiB);
     assert_int_equal(p.facts.memory_request, 6 * UNIT);
     assert_int_equal(p.facts.unreadable, 0);
+    assert_true(p.concerns_nvshare);
+}
+
+static void test_which_pods_concern_nvshare(void **state)
+{
+    struct watched_pod p;
+
+    (void)state;
+    assert_int_equal(read_pod("{\"metadata\":{\"name\":\"web\",\"uid\":\"u\","
+                              "\"annotations\":{\"team\":\"a\"}},\"spec\":{\"containers\":"
+                              "[{\"resources\":{\"limits\":{\"cpu\":\"1\"}}}]}}", &p), 0);
+    assert_false(p.concerns_nvshare);
+    assert_int_equal(read_pod("{\"metadata\":{\"name\":\"a\",\"uid\":\"u\"},"
+                              "\"spec\":{\"containers\":[{\"resources\":{\"limits\":"
+                              "{\"nvshare.com/gpu\":\"1\"}}}]}}", &p), 0);
+    assert_true(p.concerns_nvshare);
+    /* a bad value is still nvshare's: it is reported */
+    assert_int_equal(read_pod("{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
+                              "\"annotations\":{\"nvshare.com/gpu-core-limit\":\"x\"}}}", &p), 0);
+    assert_true(p.concerns_nvshare);
 }
 
 static void test_bad_values_are_unreadable(void **state)
@@ -106,6 +126,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_annotations_and_request),
+        cmocka_unit_test(test_which_pods_concern_nvshare),
         cmocka_unit_test(test_bad_values_are_unreadable),
         cmocka_unit_test(test_pod_without_identity_refused),
         cmocka_unit_test(test_facts_differ),
