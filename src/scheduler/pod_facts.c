@@ -107,7 +107,7 @@ void pod_facts_handle(struct scheduler *s, const struct msg *m,
     case MSG_CTL_POD_SYNC_END:
         /* Backwards: forgetting moves the last record into the hole. */
         for (size_t i = s->state.pods.n; i-- > 0;) {
-            if (i >= s->state.pods.n || !s->state.pods.list[i].stale)
+            if (i >= s->state.pods.n || !pod_gone_after_relist(&s->state.pods.list[i]))
                 continue;
             id = s->state.pods.list[i].id;
             forget(s, &id, "is no longer on this node");

@@ -172,6 +172,11 @@ void pods_mark_stale(struct pod_table *t)
         t->list[i].stale = t->list[i].id.uid[0] != '\0';
 }
 
+bool pod_gone_after_relist(const struct pod *p)
+{
+    return p->stale && (p->listed || p->clients == 0);
+}
+
 void pods_free(struct pod_table *t)
 {
     free(t->list);

@@ -95,8 +95,15 @@ struct pod *pods_learn(struct pod_table *t, const struct msg_pod_facts *f,
 bool pods_gone(struct pod_table *t, const struct pod_id *id);
 
 /* A re-list begins: every Kubernetes pod is stale until the watcher names
- * it again; those still stale when it ends are gone (pods_gone). */
+ * it again. */
 void pods_mark_stale(struct pod_table *t);
+
+/* Whether a re-list that ended without naming p means p was deleted: it
+ * is stale, and the watcher named it before or no process of it is
+ * connected. A connected pod the watcher never named (no nvshare.com/
+ * annotation or resource) exists all the same and keeps the operator's
+ * limits. */
+bool pod_gone_after_relist(const struct pod *p);
 
 /* Whether the record is part of the persisted state. */
 bool pod_configured(const struct pod *p);

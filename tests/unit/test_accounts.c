@@ -388,8 +388,15 @@ static void test_pod_gone_and_relist(void **state)
     pods_learn(&t, &b, &dropped);
     pods_mark_stale(&t);
     pods_learn(&t, &b, &dropped);
-    assert_true(pods_find(&t, &ida)->stale);
-    assert_false(pods_find(&t, &idb)->stale);
+    assert_true(pod_gone_after_relist(pods_find(&t, &ida)));
+    assert_false(pod_gone_after_relist(pods_find(&t, &idb)));
+    /* a connected pod the watcher never named stays, a named one goes */
+    struct pod_id idc = uid_only("cccc");
+    assert_int_equal(pods_join(&t, &idc, 0, &p, &owner), 0);
+    assert_int_equal(pods_join(&t, &ida, 0, &p, &owner), 0);
+    pods_mark_stale(&t);
+    assert_false(pod_gone_after_relist(pods_find(&t, &idc)));
+    assert_true(pod_gone_after_relist(pods_find(&t, &ida)));
     pods_free(&t);
 }
 
