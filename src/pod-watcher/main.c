@@ -53,7 +53,7 @@ struct watcher {
     int sched_fd;      /* control socket, -1 when not connected */
     bool sched_lost;   /* it closed or failed: reconnect and sync */
     bool relist;       /* 410 Gone: the resourceVersion is too old */
-    bool sched_down;   /* said so in the log: once per outage */
+    bool sched_down;   /* unreachable, said once: quiet until a sync */
     bool event_seen;   /* the current watch delivered something */
     bool watch_failed; /* an ERROR event other than 410 */
 };
@@ -100,8 +100,16 @@ static int sched_call(struct watcher *w, const struct msg *m)
     if (w->sched_fd < 0 || w->sched_lost)
         return -1;
     if ((rc = msg_send(w->sched_fd, m)) || (rc = msg_recv(w->sched_fd, &reply, REPLY_TIMEOUT_MS))) {
-        log_warn("scheduler connection lost (%s): reconnecting", proto_strerror(rc));
-        w->sched_lost = true;
+        if (!w->sched_down)
+            log_warn("scheduler connection lost (%s): reconnecting", proto_strerror(rc));
+        w->sched_down = w->sched_lost = true;
+        return -1;
+    }
+    if (reply.type == MSG_CTL_REPLY && reply.u.reply.status == EACCES) {
+        /* Not root nor the scheduler's user: said once, tried again. */
+        if (!w->sched_down)
+            log_error("the scheduler refuses this watcher: %s", reply.u.reply.text);
+        w->sched_down = w->sched_lost = true;
         return -1;
     }
     if (reply.type == MSG_CTL_REPLY && reply.u.reply.status)
@@ -134,7 +142,6 @@ static int sched_sync(struct watcher *w)
         w->sched_lost = true;
         return -1;
     }
-    w->sched_down = false;
     if (sched_call(w, &m))
         return -1;
     for (size_t i = 0; i < w->n; i++)
@@ -144,6 +151,7 @@ static int sched_sync(struct watcher *w)
     if (sched_call(w, &m))
         return -1;
     log_info("scheduler at %s told of %zu pod(s)", path, w->n);
+    w->sched_down = false;
     return 0;
 }
 
