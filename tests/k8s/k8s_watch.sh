@@ -106,7 +106,7 @@ for c in json.load(sys.stdin)["clients"]:
     if c["pod_uid"] == sys.argv[1]:
         print(c["core_limit"], c["core_limit_source"], c["mem_quota_bytes"],
               c["mem_quota_source"], c["namespace"] + "/" + c["pod"])
-        break' "$POD_UID"
+        break' "$POD_UID" 2>/dev/null # the scheduler may be restarting
 }
 has_limits() { [ "$(limits)" = "$*" ]; }
 expect() { # what, then the limits
