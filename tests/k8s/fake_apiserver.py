@@ -13,8 +13,9 @@ token to a plain-http server), so they are told apart by User-Agent.
 
 Test controls, loopback only (POST unless said):
   /admin/drop        close every open watch abruptly (no final chunk)
-  /admin/compact     compact history: watches from before now get 410
-  /admin/gone-event  send an ERROR 410 event on every open watch
+  /admin/compact     compact history and drop the watches: those that
+                     resume from before now get 410
+  /admin/gone-event  send an ERROR 410 event on one watch (open or next)
   GET /admin/events  events posted so far (JSON list)
   GET /admin/auth    Authorization headers of the watch requests, in order
   GET /admin/watches number of watch requests served
@@ -42,7 +43,7 @@ posted_events = []
 auth_seen = []
 watches = 0
 watch_sockets = set()
-gone_generation = 0  # bumped by /admin/gone-event
+gone_pending = False  # /admin/gone-event: the next watch to look sends it
 token_file = None
 
 
@@ -167,7 +168,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def watch(self, node, q):
-        global watches
+        global watches, gone_pending
         since = int(q.get("resourceVersion") or 0)
         timeout = float(q.get("timeoutSeconds") or 1800)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
@@ -185,7 +186,6 @@ class Handler(BaseHTTPRequestHandler):
         sock = self.connection
         with lock:
             watch_sockets.add(sock)
-            generation = gone_generation
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + BOOKMARK_EVERY_S
         try:
@@ -197,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
                         self.close_connection = True
                         sock.shutdown(socket.SHUT_RDWR)
                         return
-                    gone = gone_generation != generation
+                    gone, gone_pending = gone_pending, False
                     out = [(r, t, p) for r, t, p in history if r > since
                            and (node is None or p["spec"].get("nodeName") == node)]
                     last = rv
@@ -256,7 +256,7 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, body)
 
     def do_POST(self):
-        global compacted, gone_generation
+        global compacted, gone_pending
         path = urlparse(self.path).path
         body = self.body()
         if path.startswith("/admin/"):
@@ -264,9 +264,12 @@ class Handler(BaseHTTPRequestHandler):
                 if path == "/admin/drop":
                     watch_sockets.clear()
                 elif path == "/admin/compact":
+                    # and drop: a bookmark sent in between would carry the
+                    # new resourceVersion, and no 410 would come
                     compacted = next_rv()
+                    watch_sockets.clear()
                 elif path == "/admin/gone-event":
-                    gone_generation += 1
+                    gone_pending = True
                 lock.notify_all()
             return self.reply(200, {})
         if not self.authorized():

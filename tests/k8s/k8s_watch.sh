@@ -153,14 +153,13 @@ kc annotate pod trainer nvshare.com/gpu-core-limit- nvshare.com/gpu-memory-limit
 expect "annotations removed" 90 declared $GiB request default/trainer
 
 # ---- token rotation, dropped watches, 410 as a status and as an event -----
-echo token-2 >"$WORK/sa/token"
+echo token-2 >"$WORK/sa/token.new" && mv "$WORK/sa/token.new" "$WORK/sa/token"
 admin drop POST >/dev/null
 rotated() { admin auth | grep -q '"Bearer token-2"\]$'; }
 wait_for rotated || fail_k8s "the rotated token was not used"
 kc annotate pod trainer nvshare.com/gpu-core-limit=35 --overwrite
 expect "after a dropped watch" 35 annotation $GiB request default/trainer
 admin compact POST >/dev/null
-admin drop POST >/dev/null
 wait_for watcher_has "too old (410 Gone): listing again" 1 || fail_k8s "410 as status not seen"
 kc annotate pod trainer nvshare.com/gpu-core-limit=45 --overwrite
 expect "after a 410 status" 45 annotation $GiB request default/trainer
