@@ -5,8 +5,8 @@
 #   scripts/install-deps.sh build|test
 #
 # The core needs only a C compiler, make and CMake (and the CUDA headers for
-# libnvshare, which come with the CUDA toolkit). The tests also use cmocka
-# and python3. Where nothing can be installed (a machine without a package
+# libnvshare, which come with the CUDA toolkit). nvshare-pod-watcher needs
+# libcurl and cJSON. The tests also use cmocka, python3 and kubectl. Where nothing can be installed (a machine without a package
 # registry) a missing test dependency is reported and its tests are skipped;
 # a missing build tool is an error.
 set -euo pipefail
@@ -20,10 +20,14 @@ command -v cmake >/dev/null || need+=(cmake)
 [ -f /usr/include/grpc/grpc.h ] || optional+=(libgrpc-dev)
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || optional+=(libprotobuf-c-dev)
 command -v protoc-c >/dev/null || optional+=(protobuf-c-compiler)
+# nvshare-pod-watcher (optional component): libcurl and cJSON.
+[ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] ||
+    optional+=(libcurl4-openssl-dev)
+[ -f /usr/include/cjson/cJSON.h ] || optional+=(libcjson-dev)
 if [ "$mode" = test ]; then
     command -v python3 >/dev/null || optional+=(python3)
     [ -f /usr/include/cmocka.h ] || optional+=(libcmocka-dev)
-    # k8s_manifests: kubectl reads deploy/manifests/, PyYAML the chart.
+    # k8s_manifests and k8s_watch: the real kubectl; PyYAML reads the chart.
     command -v kubectl >/dev/null || optional+=(kubernetes-client)
     python3 -c 'import yaml' 2>/dev/null || /usr/bin/python3 -c 'import yaml' 2>/dev/null ||
         optional+=(python3-yaml)

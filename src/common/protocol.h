@@ -93,7 +93,17 @@ enum ctl_key {
 enum limit_source {
     LIMIT_NONE = 0,
     LIMIT_DECLARED = 1, /* NVSHARE_GPU_CORE_LIMIT at registration */
-    LIMIT_RUNTIME = 2,  /* nvsharectl or the pod annotation */
+    LIMIT_RUNTIME = 2,  /* nvsharectl */
+    LIMIT_ANNOTATION = 3, /* the pod's nvshare.com/gpu-*-limit annotation */
+    LIMIT_REQUEST = 4,  /* the pod's nvshare.com/gpu-memory request */
+};
+
+/* CTL_POD_FACTS: annotations the watcher could not read (kept as they
+ * were). */
+enum pod_fact_unreadable {
+    POD_FACT_CORE_UNREADABLE = 1,
+    POD_FACT_MEMORY_UNREADABLE = 2,
+    POD_FACT_UNREADABLE_ALL = 3,
 };
 
 /* Where the pod a client is billed to comes from. */

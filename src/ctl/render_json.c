@@ -86,6 +86,17 @@ static void unhooked_json(struct json_out *j, const struct ctl_status *st,
     json_end_object(j);
 }
 
+static const char *limit_source_name(uint8_t source)
+{
+    switch (source) {
+    case LIMIT_DECLARED: return "declared";
+    case LIMIT_RUNTIME: return "runtime";
+    case LIMIT_ANNOTATION: return "annotation";
+    case LIMIT_REQUEST: return "request";
+    }
+    return "none";
+}
+
 static void client_json(struct json_out *j, const struct ctl_status *st,
                         const struct msg_status_client *c)
 {
@@ -109,14 +120,12 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
     json_uint(j, "last_drain_ns", c->last_drain_ns);
     json_uint(j, "last_preempt_ns", c->last_preempt_ns);
     json_uint(j, "core_limit", c->core_limit);
-    json_string(j, "core_limit_source", c->limit_source == LIMIT_RUNTIME ? "runtime"
-                : c->limit_source == LIMIT_DECLARED ? "declared" : "none");
+    json_string(j, "core_limit_source", limit_source_name(c->limit_source));
     json_uint(j, "budget_ns", c->budget_ns);
     json_uint(j, "used_ns", c->used_ns);
     json_bool(j, "throttled", c->throttled);
     json_uint(j, "mem_quota_bytes", c->mem_quota);
-    json_string(j, "mem_quota_source", c->mem_quota_source == LIMIT_RUNTIME ? "runtime"
-                : c->mem_quota_source == LIMIT_DECLARED ? "declared" : "none");
+    json_string(j, "mem_quota_source", limit_source_name(c->mem_quota_source));
     json_uint(j, "mem_allocated_bytes", c->mem_allocated);
     json_uint(j, "pod_mem_held_bytes", c->pod_mem_held);
     json_uint(j, "pod_mem_peak_bytes", c->pod_mem_peak);
@@ -149,6 +158,9 @@ static void pod_json(struct json_out *j, const struct msg_status_pod *p)
         json_null(j, "owner_uid");
     json_uint(j, "core_limit", p->core_limit);
     json_uint(j, "memory_limit_bytes", p->memory_limit);
+    json_uint(j, "annotation_core_limit", p->annotation_core_limit);
+    json_uint(j, "annotation_memory_limit_bytes", p->annotation_memory_limit);
+    json_uint(j, "memory_request_bytes", p->memory_request);
     json_uint(j, "clients", p->clients);
     json_end_object(j);
 }

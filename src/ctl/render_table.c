@@ -408,8 +408,8 @@ static void client_resource_table(FILE *out, const struct ctl_status *st)
     table_flush(out, &t);
 }
 
-/* The pods the scheduler knows, with the operator's limits: those set for
- * pods not connected show here before their first process does. */
+/* The pods the scheduler knows, with their limits: those set for pods not
+ * connected show here before their first process does. */
 static void pod_table(FILE *out, const struct ctl_status *st)
 {
     static const char *const head[] = {"POD", "OWNER", "CORE LIMIT", "MEMORY LIMIT",
@@ -419,14 +419,24 @@ static void pod_table(FILE *out, const struct ctl_status *st)
     table_row(&t, head);
     for (int i = 0; i < st->n_pods; i++) {
         const struct msg_status_pod *p = &st->pods[i];
-        char pod[CELL_LEN], owner[24], core[8], memory[32], clients[16];
+        char pod[CELL_LEN], owner[24], core[32], memory[48], size[32], clients[16];
         pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod, sizeof(pod));
         snprintf(owner, sizeof(owner), p->bound ? "uid %u" : "-", p->owner);
-        snprintf(core, sizeof(core), p->core_limit ? "%u%%" : "-", p->core_limit);
-        if (p->memory_limit)
-            format_size(p->memory_limit, memory, sizeof(memory));
+        /* The source that holds (kubernetes.md's order), named unless it
+         * is the operator's. */
+        if (p->core_limit || p->annotation_core_limit)
+            snprintf(core, sizeof(core), "%u%%%s",
+                     p->core_limit ? p->core_limit : p->annotation_core_limit,
+                     p->core_limit ? "" : " annotation");
         else
-            snprintf(memory, sizeof(memory), "-");
+            snprintf(core, sizeof(core), "-");
+        uint64_t bytes = p->memory_limit ? p->memory_limit
+                         : p->annotation_memory_limit ? p->annotation_memory_limit
+                                                      : p->memory_request;
+        format_size(bytes, size, sizeof(size));
+        snprintf(memory, sizeof(memory), "%s%s", bytes ? size : "-",
+                 p->memory_limit || !bytes ? ""
+                 : p->annotation_memory_limit ? " annotation" : " request");
         snprintf(clients, sizeof(clients), "%u", p->clients);
         const char *row[] = {pod, owner, core, memory, clients};
         table_row(&t, row);

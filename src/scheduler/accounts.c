@@ -23,12 +23,34 @@ static void emit(struct account_actions *out, enum account_action_kind kind,
 
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)
 {
-    if (l->declared && (!l->runtime || l->declared < l->runtime)) {
+    uint64_t authority = l->runtime;
+    uint8_t from = LIMIT_RUNTIME;
+
+    if (!authority) {
+        authority = l->annotation ? l->annotation : l->request;
+        from = l->annotation ? LIMIT_ANNOTATION : l->request ? LIMIT_REQUEST : LIMIT_NONE;
+    }
+    if (l->declared && (!authority || l->declared < authority)) {
         *source = LIMIT_DECLARED;
         return l->declared;
     }
-    *source = l->runtime ? LIMIT_RUNTIME : LIMIT_NONE;
-    return l->runtime;
+    *source = from;
+    return authority;
+}
+
+/* The record's sources into the account's settings (declared untouched). */
+static void take_sources(struct account *a, const struct pod *record)
+{
+    static const struct pod none;
+
+    if (!record)
+        record = &none;
+    a->core.runtime = record->core_limit;
+    a->core.annotation = record->annotation_core;
+    a->core.request = 0;
+    a->memory.runtime = record->memory_limit;
+    a->memory.annotation = record->annotation_memory;
+    a->memory.request = record->memory_request;
 }
 
 /* Lowers a declared limit: a tenant cannot raise one that another of the
@@ -72,8 +94,9 @@ int account_attach(struct account *accounts, int n_accounts,
     memset(a, 0, sizeof(*a));
     a->refs = 1;
     a->pod = claim->pod;
-    a->core = (struct limit_setting){claim->core_declared, claim->core_operator};
-    a->memory = (struct limit_setting){claim->memory_declared, claim->memory_operator};
+    a->core.declared = claim->core_declared;
+    a->memory.declared = claim->memory_declared;
+    take_sources(a, claim->record);
     emit(out, ACCOUNT_RESET, accounts, i);
     emit(out, ACCOUNT_LIMITS, accounts, i);
     return i;
@@ -92,5 +115,12 @@ void account_set_runtime(struct account *accounts, int account,
     struct account *a = &accounts[account];
 
     (core ? &a->core : &a->memory)->runtime = value;
+    emit(out, ACCOUNT_LIMITS, accounts, account);
+}
+
+void account_set_pod(struct account *accounts, int account,
+                     const struct pod *record, struct account_actions *out)
+{
+    take_sources(&accounts[account], record);
     emit(out, ACCOUNT_LIMITS, accounts, account);
 }

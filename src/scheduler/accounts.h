@@ -13,12 +13,16 @@
 #include "pods.h"     /* struct pod_id */
 #include "protocol.h" /* LIMIT_* */
 
-/* A limit as its two sources set it. The operator's (nvsharectl, later the
- * pod's annotation) is the one in force; a tenant's declaration can only
- * lower it, never raise or remove it. */
+/* A limit as each source sets it, 0 = not set. The one in force is, in
+ * this order, the operator's (nvsharectl: on a Kubernetes pod an override
+ * that the pod's next annotation change ends, pods_learn), the pod's
+ * annotation, its resource request (memory only); a tenant's declaration
+ * can only lower it, never raise or remove it; with none, no limit. */
 struct limit_setting {
-    uint64_t declared; /* lowest a client of the pod declared; 0 = none */
-    uint64_t runtime;  /* the operator's; 0 = none */
+    uint64_t declared;   /* lowest a client of the pod declared */
+    uint64_t runtime;    /* the operator's */
+    uint64_t annotation; /* nvshare.com/gpu-core-limit, gpu-memory-limit */
+    uint64_t request;    /* the nvshare.com/gpu-memory request */
 };
 
 /* What a pod is billed and limited as. Clients without a pod are an
@@ -36,8 +40,7 @@ struct account_claim {
     struct pod_id pod;         /* empty: bill it on its own */
     uint64_t core_declared;    /* percent; 0 = none (or not honoured) */
     uint64_t memory_declared;  /* bytes; 0 = none (or not honoured) */
-    uint64_t core_operator;    /* the pod's record (pods.h); 0 = none */
-    uint64_t memory_operator;
+    const struct pod *record;  /* the pod's record (pods.h), or NULL */
 };
 
 enum account_action_kind {
@@ -77,8 +80,14 @@ void account_detach(struct account *accounts, int account,
 void account_set_runtime(struct account *accounts, int account,
                          bool core, uint64_t value, struct account_actions *out);
 
-/* The limit in force, the lower of the two that are set, and where it
- * comes from (LIMIT_RUNTIME, LIMIT_DECLARED or LIMIT_NONE). */
+/* The pod's record changed (the pod watcher's facts, a deleted pod): its
+ * operator's, annotation and request limits become the account's; record
+ * NULL clears them. */
+void account_set_pod(struct account *accounts, int account,
+                     const struct pod *record, struct account_actions *out);
+
+/* The limit in force, by the order of struct limit_setting, and where it
+ * comes from (enum limit_source). */
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source);
 
 #endif

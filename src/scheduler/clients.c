@@ -450,8 +450,8 @@ static void claim_of(struct scheduler *s, struct client *c,
         memset(&claim->pod, 0, sizeof(claim->pod));
         return;
     }
-    claim->core_operator = pod->core_limit;
-    claim->memory_operator = pod->memory_limit;
+    claim->pod = pod->id; /* with its name, if the pod watcher told it */
+    claim->record = pod;
 }
 
 static int handle_register(struct scheduler *s, struct client *c,

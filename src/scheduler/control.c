@@ -162,6 +162,9 @@ static int send_pod(int fd, const struct pod *p)
     r->core_limit = (uint8_t)p->core_limit;
     r->memory_limit = p->memory_limit;
     r->clients = (uint32_t)p->clients;
+    r->annotation_core_limit = (uint8_t)p->annotation_core;
+    r->annotation_memory_limit = p->annotation_memory;
+    r->memory_request = p->memory_request;
     return msg_send(fd, &m);
 }
 
@@ -255,6 +258,13 @@ static int pod_find(const struct scheduler *s, const char *target,
                strlen(slash + 1) < sizeof(id->pod_name)) {
         memcpy(id->pod_namespace, target, (size_t)(slash - target));
         snprintf(id->pod_name, sizeof(id->pod_name), "%s", slash + 1);
+        /* A Kubernetes pod the watcher named is set by its UID. */
+        for (size_t i = 0; i < s->state.pods.n; i++) {
+            const struct pod_id *p = &s->state.pods.list[i].id;
+            if (p->uid[0] && !strcmp(p->pod_namespace, id->pod_namespace) &&
+                !strcmp(p->pod_name, id->pod_name))
+                *id = *p;
+        }
     } else if (!slash && *target && strlen(target) < sizeof(id->pod_name)) {
         for (size_t i = 0; i < s->state.pods.n; i++) {
             const struct pod_id *p = &s->state.pods.list[i].id;
@@ -469,6 +479,10 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
         } else if (m.type == MSG_CTL_SET) {
             struct msg reply = {.type = MSG_CTL_REPLY};
             apply_setting(conn->sched, &m.u.set, &reply.u.reply);
+            rc = msg_send(fd, &reply);
+        } else if (m.type >= MSG_CTL_POD_FACTS && m.type <= MSG_CTL_POD_SYNC_END) {
+            struct msg reply = {.type = MSG_CTL_REPLY};
+            pod_facts_handle(conn->sched, &m, &reply.u.reply);
             rc = msg_send(fd, &reply);
         } else {
             log_warn("control: unexpected %s: disconnecting", msg_type_name(m.type));

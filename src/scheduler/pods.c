@@ -62,10 +62,10 @@ struct pod *pods_get(struct pod_table *t, const struct pod_id *id)
     return p;
 }
 
-/* Forgets p if nothing holds it: no client, no limit. */
+/* Forgets p if nothing holds it: no client, no limit, not listed. */
 static bool forget_if_unused(struct pod_table *t, struct pod *p)
 {
-    if (p->clients > 0 || pod_configured(p))
+    if (p->clients > 0 || pod_configured(p) || p->listed)
         return false;
     *p = t->list[--t->n];
     return true;
@@ -113,6 +113,68 @@ struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
         return NULL;
     *(core ? &p->core_limit : &p->memory_limit) = value;
     return forget_if_unused(t, p) ? NULL : p;
+}
+
+/* An annotation's new value: the operator's override ends if the value
+ * changed (a record's first facts change nothing). */
+static void learn(uint64_t *annotation, uint64_t value, uint64_t *operator_limit,
+                  bool first, unsigned bit, unsigned *dropped)
+{
+    if (!first && value != *annotation && *operator_limit) {
+        *operator_limit = 0;
+        *dropped |= bit;
+    }
+    *annotation = value;
+}
+
+struct pod *pods_learn(struct pod_table *t, const struct msg_pod_facts *f,
+                       unsigned *dropped)
+{
+    struct pod_id id = {0};
+    struct pod *p;
+
+    *dropped = 0;
+    snprintf(id.uid, sizeof(id.uid), "%s", f->pod_uid);
+    if (!(p = pods_get(t, &id)))
+        return NULL;
+    snprintf(p->id.pod_namespace, sizeof(p->id.pod_namespace), "%s", f->pod_namespace);
+    snprintf(p->id.pod_name, sizeof(p->id.pod_name), "%s", f->pod_name);
+    if (!(f->unreadable & POD_FACT_CORE_UNREADABLE))
+        learn(&p->annotation_core, f->core_limit, &p->core_limit, !p->listed,
+              POD_FACT_CORE_UNREADABLE, dropped);
+    if (!(f->unreadable & POD_FACT_MEMORY_UNREADABLE))
+        learn(&p->annotation_memory, f->memory_limit, &p->memory_limit, !p->listed,
+              POD_FACT_MEMORY_UNREADABLE, dropped);
+    p->memory_request = f->memory_request;
+    p->listed = true;
+    p->stale = false;
+    return p;
+}
+
+bool pods_gone(struct pod_table *t, const struct pod_id *id)
+{
+    struct pod *p = pods_find(t, id);
+    bool configured;
+
+    if (!p)
+        return false;
+    configured = pod_configured(p);
+    p->core_limit = p->memory_limit = 0;
+    p->annotation_core = p->annotation_memory = p->memory_request = 0;
+    p->listed = p->stale = false;
+    forget_if_unused(t, p);
+    return configured;
+}
+
+void pods_mark_stale(struct pod_table *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        t->list[i].stale = t->list[i].id.uid[0] != '\0';
+}
+
+bool pod_gone_after_relist(const struct pod *p)
+{
+    return p->stale && (p->listed || p->clients == 0);
 }
 
 void pods_free(struct pod_table *t)

@@ -7,10 +7,13 @@
  *   - on a plain host, by the namespace/name a client declares, bound to
  *     the uid that first declared it: a client of another uid (root
  *     aside) cannot join, use or change that pod.
- * Limits here are the operator's (nvsharectl, later the API server). A
- * record lives while the pod has clients or a limit; records with a limit
- * are what the state file persists (state.h), so they can be set before
- * the pod's first process connects and survive restarts. */
+ * Limits here come from the operator (nvsharectl) and, on a Kubernetes
+ * node, from the API server through the pod watcher (its annotations and
+ * gpu-memory request). A record lives while the pod has clients, an
+ * operator's limit or the watcher lists it; records with an operator's
+ * limit are what the state file persists (state.h), so they can be set
+ * before the pod's first process connects and survive restarts. The
+ * watcher's facts are not persisted: after a restart it lists them again. */
 #ifndef NVSHARE_PODS_H
 #define NVSHARE_PODS_H
 
@@ -30,9 +33,15 @@ struct pod {
     struct pod_id id;
     bool bound;         /* plain host: owner is set */
     uint32_t owner;     /* the uid allowed to join (root always may) */
-    uint64_t core_limit;   /* percent; 0 = none */
-    uint64_t memory_limit; /* bytes per GPU; 0 = none */
+    uint64_t core_limit;   /* the operator's, percent; 0 = none */
+    uint64_t memory_limit; /* the operator's, bytes per GPU; 0 = none */
     int clients;           /* registered clients billed to it */
+    /* From the API server (Kubernetes pods only), 0 = none. */
+    bool listed;                /* the pod watcher named it */
+    bool stale;                 /* a re-list began and has not named it */
+    uint64_t annotation_core;   /* nvshare.com/gpu-core-limit, percent */
+    uint64_t annotation_memory; /* nvshare.com/gpu-memory-limit, bytes */
+    uint64_t memory_request;    /* nvshare.com/gpu-memory, bytes per GPU */
 };
 
 struct pod_table {
@@ -68,6 +77,33 @@ void pods_leave(struct pod_table *t, const struct pod_id *id);
  * record, or NULL when it is forgotten or memory ran out (*failed). */
 struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
                            bool core, uint64_t value, bool *failed);
+
+/* The pod watcher's facts about a Kubernetes pod: its name, annotations
+ * and request, unreadable annotations left as they were. An annotation
+ * that changes ends the operator's override of that limit (nvsharectl set
+ * holds until the pod's next annotation change); *dropped has
+ * POD_FACT_CORE_UNREADABLE / POD_FACT_MEMORY_UNREADABLE set for the
+ * overrides that ended. The first facts about a record (after a restart,
+ * its state) end none. NULL when memory ran out. */
+struct pod *pods_learn(struct pod_table *t, const struct msg_pod_facts *f,
+                       unsigned *dropped);
+
+/* The pod was deleted: its annotations, request and operator's limits go
+ * (its UID never comes back), the record with them unless clients are
+ * still billed to it. Returns whether it had an operator's limit, which
+ * the state file held. */
+bool pods_gone(struct pod_table *t, const struct pod_id *id);
+
+/* A re-list begins: every Kubernetes pod is stale until the watcher names
+ * it again. */
+void pods_mark_stale(struct pod_table *t);
+
+/* Whether a re-list that ended without naming p means p was deleted: it
+ * is stale, and the watcher named it before or no process of it is
+ * connected. A connected pod the watcher never named (no nvshare.com/
+ * annotation or resource) exists all the same and keeps the operator's
+ * limits. */
+bool pod_gone_after_relist(const struct pod *p);
 
 /* Whether the record is part of the persisted state. */
 bool pod_configured(const struct pod *p);

@@ -137,6 +137,12 @@ void footprint_sample_overheads(struct scheduler *s, uint64_t now);
 /* Forgets a slot's measurements and reports before it is reused. */
 void footprint_forget(struct scheduler *s, int slot);
 
+/* pod_facts.c */
+/* Carries out a pod watcher's CTL_POD_* message and describes the result
+ * in reply. */
+void pod_facts_handle(struct scheduler *s, const struct msg *m,
+                      struct msg_ctl_reply *reply);
+
 /* Persists s->state, if a state file is configured. */
 void scheduler_save_state(struct scheduler *s);
 /* unhooked.c */

@@ -363,7 +363,7 @@ static int generate(void)
     buf[4 + st + 1 + 40] = 101;
     put_file("field-CTL_STATUS_CLIENT-core-limit-101", buf + 4, (size_t)len - 4);
     buf[4 + st + 1 + 40] = 30;
-    buf[4 + st + 1 + 41] = LIMIT_RUNTIME + 1;
+    buf[4 + st + 1 + 41] = LIMIT_REQUEST + 1;
     put_file("field-CTL_STATUS_CLIENT-limit-source", buf + 4, (size_t)len - 4);
     buf[4 + st + 1 + 41] = LIMIT_DECLARED;
     buf[len - 1] = WAIT_THROTTLED + 1; /* wait_reason is the last field */

@@ -1,6 +1,7 @@
 /* test_accounts.c - pods as accounts: which actions attach, detach and
  * operator limits return; a declared limit only ever lowers the operator's;
- * and who may join a plain-host pod (pods.c). */
+ * who may join a plain-host pod (pods.c); and the precedence of a
+ * Kubernetes pod's sources: annotation, operator's override, request. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -88,9 +89,10 @@ static void test_operator_limit_cannot_be_lifted(void **state)
     struct account_actions out = {0};
     uint8_t source;
 
+    struct pod record = {.core_limit = 20, .memory_limit = 1024 * MiB};
+
     (void)state;
-    claim.core_operator = 20;
-    claim.memory_operator = 1024 * MiB;
+    claim.record = &record;
     int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
     assert_int_equal(out.list[1].core_limit, 20);
     assert_int_equal(out.list[1].memory_limit, 1024 * MiB);
@@ -238,6 +240,189 @@ static void test_kubernetes_pod_is_its_uid(void **state)
     pods_free(&t);
 }
 
+static struct msg_pod_facts facts(const char *uid, uint8_t core, uint64_t memory,
+                                  uint64_t request)
+{
+    struct msg_pod_facts f = {.core_limit = core, .memory_limit = memory,
+                              .memory_request = request};
+
+    strcpy(f.pod_uid, uid);
+    strcpy(f.pod_namespace, "ns");
+    strcpy(f.pod_name, "trainer");
+    return f;
+}
+
+static struct pod_id uid_only(const char *uid)
+{
+    struct pod_id id = {0};
+
+    strcpy(id.uid, uid);
+    return id;
+}
+
+/* annotation > operator's override and request > declared (only lowers) >
+ * none, each step down as the one above goes. */
+static void test_precedence_of_sources(void **state)
+{
+    struct limit_setting l = {0};
+    uint8_t source;
+
+    (void)state;
+    assert_int_equal(limit_effective(&l, &source), 0);
+    assert_int_equal(source, LIMIT_NONE);
+    l.request = 4096 * MiB;
+    assert_int_equal(limit_effective(&l, &source), 4096 * MiB);
+    assert_int_equal(source, LIMIT_REQUEST);
+    /* the annotation wins over the request, higher or lower */
+    l.annotation = 8192 * MiB;
+    assert_int_equal(limit_effective(&l, &source), 8192 * MiB);
+    assert_int_equal(source, LIMIT_ANNOTATION);
+    /* an operator's override in force wins over both */
+    l.runtime = 1024 * MiB;
+    assert_int_equal(limit_effective(&l, &source), 1024 * MiB);
+    assert_int_equal(source, LIMIT_RUNTIME);
+    /* a declaration only lowers */
+    l.declared = 2048 * MiB;
+    assert_int_equal(limit_effective(&l, &source), 1024 * MiB);
+    l.declared = 512 * MiB;
+    assert_int_equal(limit_effective(&l, &source), 512 * MiB);
+    assert_int_equal(source, LIMIT_DECLARED);
+    /* and stands alone when nothing else is set */
+    l = (struct limit_setting){.declared = 512 * MiB};
+    assert_int_equal(limit_effective(&l, &source), 512 * MiB);
+    assert_int_equal(source, LIMIT_DECLARED);
+}
+
+static void test_annotation_change_ends_override(void **state)
+{
+    struct pod_table t = {0};
+    struct msg_pod_facts f = facts("6f1e", 30, 0, 256 * MiB);
+    struct pod_id id = uid_only("6f1e");
+    unsigned dropped;
+    bool failed;
+
+    (void)state;
+    struct pod *p = pods_learn(&t, &f, &dropped);
+    assert_non_null(p);
+    assert_string_equal(p->id.pod_name, "trainer");
+    assert_int_equal(p->annotation_core, 30);
+    assert_int_equal(p->memory_request, 256 * MiB);
+    /* the operator overrides the annotation */
+    p = pods_set_limit(&t, &id, true, 50, &failed);
+    assert_int_equal(p->core_limit, 50);
+    /* the same facts again (a re-list, a status change): it holds */
+    p = pods_learn(&t, &f, &dropped);
+    assert_int_equal(dropped, 0);
+    assert_int_equal(p->core_limit, 50);
+    /* an unreadable annotation changes nothing */
+    f.core_limit = 0;
+    f.unreadable = POD_FACT_CORE_UNREADABLE;
+    p = pods_learn(&t, &f, &dropped);
+    assert_int_equal(dropped, 0);
+    assert_int_equal(p->core_limit, 50);
+    assert_int_equal(p->annotation_core, 30);
+    /* a new annotation ends the override */
+    f.core_limit = 40;
+    f.unreadable = 0;
+    p = pods_learn(&t, &f, &dropped);
+    assert_int_equal(dropped, POD_FACT_CORE_UNREADABLE);
+    assert_int_equal(p->core_limit, 0);
+    assert_int_equal(p->annotation_core, 40);
+    /* and so does its removal: the next source is in force */
+    p = pods_set_limit(&t, &id, true, 50, &failed);
+    f.core_limit = 0;
+    p = pods_learn(&t, &f, &dropped);
+    assert_int_equal(dropped, POD_FACT_CORE_UNREADABLE);
+    assert_int_equal(p->core_limit, 0);
+    assert_int_equal(p->annotation_core, 0);
+    pods_free(&t);
+}
+
+static void test_first_facts_keep_persisted_override(void **state)
+{
+    struct pod_table t = {0};
+    struct msg_pod_facts f = facts("6f1e", 30, 0, 0);
+    struct pod_id id = uid_only("6f1e");
+    unsigned dropped;
+    bool failed;
+
+    (void)state;
+    /* as the state file leaves it after a restart */
+    pods_set_limit(&t, &id, true, 50, &failed);
+    struct pod *p = pods_learn(&t, &f, &dropped);
+    assert_int_equal(dropped, 0);
+    assert_int_equal(p->core_limit, 50);
+    pods_free(&t);
+}
+
+static void test_pod_gone_and_relist(void **state)
+{
+    struct pod_table t = {0};
+    struct msg_pod_facts a = facts("aaaa", 30, 0, 0), b = facts("bbbb", 20, 0, 0);
+    struct pod_id ida = uid_only("aaaa"), idb = uid_only("bbbb");
+    struct pod *p;
+    unsigned dropped;
+    uint32_t owner;
+    bool failed;
+
+    (void)state;
+    pods_learn(&t, &a, &dropped);
+    pods_learn(&t, &b, &dropped);
+    /* a listed pod is kept without clients or limits */
+    assert_int_equal(t.n, 2);
+    /* deleted with an operator's limit: the limit goes with it */
+    pods_set_limit(&t, &ida, true, 50, &failed);
+    assert_true(pods_gone(&t, &ida));
+    assert_null(pods_find(&t, &ida));
+    /* deleted with a client still billed: kept, with no settings */
+    assert_int_equal(pods_join(&t, &idb, 1000, &p, &owner), 0);
+    assert_false(pods_gone(&t, &idb));
+    p = pods_find(&t, &idb);
+    assert_non_null(p);
+    assert_int_equal(p->annotation_core, 0);
+    assert_false(p->listed);
+    pods_leave(&t, &idb);
+    assert_null(pods_find(&t, &idb));
+    /* a re-list: what it names is fresh, the rest stale */
+    pods_learn(&t, &a, &dropped);
+    pods_learn(&t, &b, &dropped);
+    pods_mark_stale(&t);
+    pods_learn(&t, &b, &dropped);
+    assert_true(pod_gone_after_relist(pods_find(&t, &ida)));
+    assert_false(pod_gone_after_relist(pods_find(&t, &idb)));
+    /* a connected pod the watcher never named stays, a named one goes */
+    struct pod_id idc = uid_only("cccc");
+    assert_int_equal(pods_join(&t, &idc, 0, &p, &owner), 0);
+    assert_int_equal(pods_join(&t, &ida, 0, &p, &owner), 0);
+    pods_mark_stale(&t);
+    assert_false(pod_gone_after_relist(pods_find(&t, &idc)));
+    assert_true(pod_gone_after_relist(pods_find(&t, &ida)));
+    pods_free(&t);
+}
+
+static void test_account_follows_pod_record(void **state)
+{
+    struct pod record = {.annotation_core = 30, .memory_request = 512 * MiB};
+    struct account_claim claim = pod("a", 0, 0);
+    struct account_actions out = {0};
+
+    (void)state;
+    claim.record = &record;
+    int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
+    assert_int_equal(out.list[1].core_limit, 30);
+    assert_int_equal(out.list[1].memory_limit, 512 * MiB);
+    out.n = 0;
+    record.annotation_core = 0;
+    record.annotation_memory = 1024 * MiB;
+    account_set_pod(accounts, a, &record, &out);
+    assert_int_equal(out.n, 1);
+    assert_int_equal(out.list[0].core_limit, 0);
+    assert_int_equal(out.list[0].memory_limit, 1024 * MiB);
+    out.n = 0;
+    account_set_pod(accounts, a, NULL, &out);
+    assert_int_equal(out.list[0].memory_limit, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +435,11 @@ int main(void)
         cmocka_unit_test(test_pod_bound_to_first_uid),
         cmocka_unit_test(test_unconfigured_pod_forgotten_configured_kept),
         cmocka_unit_test(test_kubernetes_pod_is_its_uid),
+        cmocka_unit_test(test_precedence_of_sources),
+        cmocka_unit_test(test_annotation_change_ends_override),
+        cmocka_unit_test(test_first_facts_keep_persisted_override),
+        cmocka_unit_test(test_pod_gone_and_relist),
+        cmocka_unit_test_setup(test_account_follows_pod_record, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1112,13 +1112,13 @@ static void test_client_limit_fields_out_of_range(void **state)
     assert_int_equal(decode_bb(&b), PROTO_OK);
     bb_status_client(&b, CLIENT_HOLDING, 101, LIMIT_DECLARED);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
-    bb_status_client(&b, CLIENT_HOLDING, 50, LIMIT_RUNTIME + 1);
+    bb_status_client(&b, CLIENT_HOLDING, 50, LIMIT_REQUEST + 1);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
     bb_status_client_full(&b, CLIENT_HOLDING, 50, LIMIT_DECLARED,
                           LIMIT_RUNTIME, WAIT_NONE);
     assert_int_equal(decode_bb(&b), PROTO_OK);
     bb_status_client_full(&b, CLIENT_HOLDING, 50, LIMIT_DECLARED,
-                          LIMIT_RUNTIME + 1, WAIT_NONE);
+                          LIMIT_REQUEST + 1, WAIT_NONE);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
 }
 

@@ -1,0 +1,233 @@
+/* kube.c - see kube.h. */
+#include "kube.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "log.h"
+
+#define CONNECT_TIMEOUT_S 5L
+#define REQUEST_TIMEOUT_S 30L  /* a list or an event post */
+#define STREAM_STALL_S 90L     /* a watch quiet this long (bookmarks come
+                                  every minute or so) is dead */
+
+int kube_config(struct kube *k)
+{
+    const char *api = getenv("NVSHARE_API_SERVER");
+    const char *host = getenv("KUBERNETES_SERVICE_HOST");
+    const char *port = getenv("KUBERNETES_SERVICE_PORT");
+    const char *sa = getenv("NVSHARE_SA_DIR");
+
+    memset(k, 0, sizeof(*k));
+    snprintf(k->sa_dir, sizeof(k->sa_dir), "%s", sa && *sa ? sa : KUBE_SA_DIR);
+    if (api && *api) {
+        snprintf(k->api, sizeof(k->api), "%s", api);
+    } else if (host && *host) {
+        /* An IPv6 service address needs brackets in a URL. */
+        bool v6 = strchr(host, ':') != NULL;
+        snprintf(k->api, sizeof(k->api), "https://%s%s%s:%s", v6 ? "[" : "", host,
+                 v6 ? "]" : "", port && *port ? port : "443");
+    } else {
+        log_error("no API server: set KUBERNETES_SERVICE_HOST (set in every pod) "
+                  "or NVSHARE_API_SERVER");
+        return -1;
+    }
+    size_t n = strlen(k->api);
+    while (n > 0 && k->api[n - 1] == '/')
+        k->api[--n] = '\0';
+    return 0;
+}
+
+void kube_body_free(struct kube_body *b)
+{
+    free(b->data);
+    *b = (struct kube_body){0};
+}
+
+static int append(struct kube_body *b, const char *data, size_t len)
+{
+    char *grown = realloc(b->data, b->len + len + 1);
+
+    if (!grown)
+        return -1;
+    memcpy(grown + b->len, data, len);
+    b->len += len;
+    grown[b->len] = '\0';
+    b->data = grown;
+    return 0;
+}
+
+/* The service account's token, trailing newline cut; "" when none. */
+static void read_token(const struct kube *k, char *token, size_t len)
+{
+    char path[600];
+    FILE *f;
+    size_t n = 0;
+
+    token[0] = '\0';
+    snprintf(path, sizeof(path), "%s/token", k->sa_dir);
+    if (!(f = fopen(path, "r")))
+        return;
+    n = fread(token, 1, len - 1, f);
+    fclose(f);
+    token[n] = '\0';
+    while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
+        token[--n] = '\0';
+}
+
+/* A handle for path with the token and the CA; NULL when out of memory. */
+static CURL *open_handle(const struct kube *k, const char *path,
+                         struct curl_slist **headers, char *err)
+{
+    static char token[8192]; /* one request at a time */
+    char url[2048], ca[600], auth[8300];
+    CURL *h = curl_easy_init();
+
+    if (!h) {
+        snprintf(err, KUBE_ERR_LEN, "cannot make an HTTP handle");
+        return NULL;
+    }
+    snprintf(url, sizeof(url), "%s%s", k->api, path);
+    read_token(k, token, sizeof(token));
+    *headers = curl_slist_append(NULL, "Accept: application/json");
+    if (token[0]) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        *headers = curl_slist_append(*headers, auth);
+    }
+    snprintf(ca, sizeof(ca), "%s/ca.crt", k->sa_dir);
+    if (access(ca, R_OK) == 0)
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, *headers);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+    return h;
+}
+
+static size_t collect(char *data, size_t size, size_t n, void *userdata)
+{
+    return append(userdata, data, size * n) ? 0 : size * n;
+}
+
+long kube_request(const struct kube *k, const char *path, const char *json,
+                  struct kube_body *body, char *err)
+{
+    struct curl_slist *headers = NULL;
+    CURL *h = open_handle(k, path, &headers, err);
+    long status = -1;
+    CURLcode rc;
+
+    if (!h)
+        return -1;
+    if (json) {
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
+    }
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, REQUEST_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+    if ((rc = curl_easy_perform(h)) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    else
+        snprintf(err, KUBE_ERR_LEN, "API server %.150s: %.80s", k->api,
+                 curl_easy_strerror(rc));
+    curl_easy_cleanup(h);
+    curl_slist_free_all(headers);
+    return status;
+}
+
+struct stream {
+    CURL *h;
+    const struct kube_stream_calls *calls;
+    struct kube_body pending; /* a line not finished yet, or an error body */
+    long status;
+    bool stopped; /* a call ended it */
+};
+
+static size_t stream_data(char *data, size_t size, size_t n, void *userdata)
+{
+    struct stream *s = userdata;
+    size_t len = size * n;
+    char *nl;
+
+    if (!s->status)
+        curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &s->status);
+    if (append(&s->pending, data, len))
+        return 0;
+    if (s->status != 200)
+        return len; /* kept whole: the caller reads the Status */
+    /* One event per line; a line may span chunks. */
+    while ((nl = memchr(s->pending.data, '\n', s->pending.len))) {
+        size_t line = (size_t)(nl - s->pending.data);
+        int stop = line ? s->calls->line(s->calls->ctx, s->pending.data, line) : 0;
+        memmove(s->pending.data, nl + 1, s->pending.len - line - 1);
+        s->pending.len -= line + 1;
+        s->pending.data[s->pending.len] = '\0';
+        if (stop) {
+            s->stopped = true;
+            return 0;
+        }
+    }
+    return len;
+}
+
+static int stream_tick(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
+                       curl_off_t ultotal, curl_off_t ulnow)
+{
+    struct stream *s = userdata;
+
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    if (s->calls->tick(s->calls->ctx)) {
+        s->stopped = true;
+        return 1;
+    }
+    return 0;
+}
+
+long kube_stream(const struct kube *k, const char *path,
+                 const struct kube_stream_calls *calls, struct kube_body *body,
+                 char *err)
+{
+    struct curl_slist *headers = NULL;
+    struct stream s = {.calls = calls};
+    CURLcode rc;
+
+    if (!(s.h = open_handle(k, path, &headers, err)))
+        return -1;
+    curl_easy_setopt(s.h, CURLOPT_WRITEFUNCTION, stream_data);
+    curl_easy_setopt(s.h, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(s.h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(s.h, CURLOPT_XFERINFOFUNCTION, stream_tick);
+    curl_easy_setopt(s.h, CURLOPT_XFERINFODATA, &s);
+    /* A watch that goes silent (a dead peer, a half-open connection) ends
+     * like a dropped one. */
+    curl_easy_setopt(s.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(s.h, CURLOPT_LOW_SPEED_TIME, STREAM_STALL_S);
+    rc = curl_easy_perform(s.h);
+    if (!s.status)
+        curl_easy_getinfo(s.h, CURLINFO_RESPONSE_CODE, &s.status);
+    curl_easy_cleanup(s.h);
+    curl_slist_free_all(headers);
+    if (s.stopped) {
+        kube_body_free(&s.pending);
+        return -2;
+    }
+    if (rc != CURLE_OK && s.status == 200) {
+        snprintf(err, KUBE_ERR_LEN, "watch dropped: %s", curl_easy_strerror(rc));
+        kube_body_free(&s.pending);
+        return -1;
+    }
+    if (rc != CURLE_OK && !s.status) {
+        snprintf(err, KUBE_ERR_LEN, "API server %.150s: %.80s", k->api,
+                 curl_easy_strerror(rc));
+        kube_body_free(&s.pending);
+        return -1;
+    }
+    *body = s.pending;
+    return s.status;
+}

@@ -1,0 +1,53 @@
+/* kube.h - the few calls nvshare makes to the Kubernetes API server.
+ *
+ * libcurl, one request at a time. In a pod the server is
+ * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, verified with
+ * the service account's ca.crt; tests point NVSHARE_API_SERVER at a plain
+ * http server on loopback and NVSHARE_SA_DIR at their own token. The token
+ * is read again for every request, so a rotated one is used from the next
+ * connection on (a watch lasts at most a minute). */
+#ifndef NVSHARE_KUBE_H
+#define NVSHARE_KUBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define KUBE_ERR_LEN 256 /* an error text: the server and curl's reason */
+#define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+
+struct kube {
+    char api[512];    /* base URL, no trailing slash */
+    char sa_dir[512]; /* token and ca.crt */
+};
+
+/* From the environment; -1 with one error line when no server is named. */
+int kube_config(struct kube *k);
+
+/* A response body as it arrives. */
+struct kube_body {
+    char *data;
+    size_t len;
+};
+void kube_body_free(struct kube_body *b);
+
+/* GET or (json non-NULL) POST of path: the HTTP status, or -1 with err
+ * when no answer came. */
+long kube_request(const struct kube *k, const char *path, const char *json,
+                  struct kube_body *body, char *err);
+
+/* Called for each line of a streamed 200 response (a watch event), and
+ * about once a second while it lasts; nonzero from either ends the stream. */
+struct kube_stream_calls {
+    int (*line)(void *ctx, const char *line, size_t len);
+    int (*tick)(void *ctx);
+    void *ctx;
+};
+
+/* A streamed GET of path. The HTTP status (body holds the response of a
+ * non-200 one), -1 with err when the connection failed or dropped, -2 when
+ * a call ended it. */
+long kube_stream(const struct kube *k, const char *path,
+                 const struct kube_stream_calls *calls, struct kube_body *body,
+                 char *err);
+
+#endif

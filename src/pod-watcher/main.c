@@ -1,0 +1,524 @@
+/* nvshare-pod-watcher - tells the scheduler what the API server says of
+ * this node's pods.
+ *
+ * A sidecar of the scheduler (same DaemonSet pod): it lists and watches the
+ * pods with spec.nodeName=$NODE_NAME and sends the name, annotations and
+ * gpu-memory request of each that has an nvshare.com/ annotation or
+ * resource (once seen, until deleted) over the scheduler's control socket
+ * (CTL_POD_FACTS, CTL_POD_GONE; a full list between CTL_POD_SYNC_BEGIN and
+ * CTL_POD_SYNC_END). HTTP, TLS and JSON stay out of the scheduler, which
+ * keeps the precedence of limits (pods.c, accounts.c).
+ *
+ * The loop: list (re-list after a 410 Gone, as a status or an ERROR
+ * event), sync the scheduler, watch from the list's resourceVersion with
+ * bookmarks. A dropped watch resumes from the last resourceVersion; a
+ * failure waits, doubling up to BACKOFF_MAX_NS. A restarted scheduler is
+ * seen within a second (its socket closes) and gets the whole list again.
+ * An annotation that does not parse is logged once and posted as an Event
+ * on the pod; the scheduler keeps the value it had. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <cjson/cJSON.h>
+
+#include "env.h"
+#include "kube.h"
+#include "log.h"
+#include "pod_json.h"
+#include "protocol.h"
+#include "sock.h"
+
+#define BACKOFF_MIN_NS 250000000ull     /* 250 ms */
+#define BACKOFF_MAX_NS 10000000000ull   /* 10 s: the API server */
+#define SCHED_BACKOFF_MAX_NS 1000000000ull /* 1 s: the scheduler, local */
+#define WATCH_TIMEOUT_S 60              /* the token is re-read as often */
+#define LIST_PAGE 500
+#define REPLY_TIMEOUT_MS 5000
+
+struct watcher {
+    struct kube kube;
+    char node[PROTO_NAME_MAX];
+    char selector[PROTO_NAME_MAX + 64]; /* URL-encoded fieldSelector */
+    uint64_t memory_unit;
+    struct watched_pod *pods; /* this node's, as last listed or watched */
+    size_t n, cap;
+    char resource_version[64];
+    int sched_fd;      /* control socket, -1 when not connected */
+    bool sched_lost;   /* it closed or failed: reconnect and sync */
+    bool relist;       /* 410 Gone: the resourceVersion is too old */
+    bool sched_down;   /* unreachable, said once: quiet until a sync */
+    bool event_seen;   /* the current watch delivered something */
+    bool watch_failed; /* an ERROR event other than 410 */
+};
+
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+
+    nanosleep(&ts, NULL); /* a signal ends it early, which is what we want */
+}
+
+static uint64_t backoff_next(uint64_t *backoff, uint64_t max)
+{
+    uint64_t wait = *backoff;
+
+    *backoff = *backoff * 2 > max ? max : *backoff * 2;
+    return wait;
+}
+
+/* ---- the scheduler's control socket --------------------------------- */
+
+static void sched_close(struct watcher *w)
+{
+    if (w->sched_fd >= 0)
+        close(w->sched_fd);
+    w->sched_fd = -1;
+}
+
+/* Sends m and awaits its CTL_REPLY. -1 (and sched_lost) when the scheduler
+ * is gone; a refusal it explains is logged, not fatal. */
+static int sched_call(struct watcher *w, const struct msg *m)
+{
+    struct msg reply;
+    int rc;
+
+    if (w->sched_fd < 0 || w->sched_lost)
+        return -1;
+    if ((rc = msg_send(w->sched_fd, m)) || (rc = msg_recv(w->sched_fd, &reply, REPLY_TIMEOUT_MS))) {
+        if (!w->sched_down)
+            log_warn("scheduler connection lost (%s): reconnecting", proto_strerror(rc));
+        w->sched_down = w->sched_lost = true;
+        return -1;
+    }
+    if (reply.type == MSG_CTL_REPLY && reply.u.reply.status == EACCES) {
+        /* Not root nor the scheduler's user: said once, tried again. */
+        if (!w->sched_down)
+            log_error("the scheduler refuses this watcher: %s", reply.u.reply.text);
+        w->sched_down = w->sched_lost = true;
+        return -1;
+    }
+    if (reply.type == MSG_CTL_REPLY && reply.u.reply.status)
+        log_warn("scheduler refused %s: %s", msg_type_name(m->type), reply.u.reply.text);
+    return 0;
+}
+
+static int sched_send_pod(struct watcher *w, const struct watched_pod *p)
+{
+    struct msg m = {.type = MSG_CTL_POD_FACTS};
+
+    m.u.facts = p->facts;
+    return sched_call(w, &m);
+}
+
+/* Connects and sends the whole list. 0, or -1 to retry later. */
+static int sched_sync(struct watcher *w)
+{
+    char path[512];
+    struct msg m = {.type = MSG_CTL_POD_SYNC_BEGIN};
+
+    sched_close(w);
+    w->sched_lost = false;
+    if (socket_path(CONTROL_SOCKET_NAME, path, sizeof(path)) ||
+        (w->sched_fd = unix_connect(path)) < 0) {
+        if (!w->sched_down)
+            log_warn("cannot reach the scheduler at %s: %s (retrying every "
+                     "second)", path, strerror(errno));
+        w->sched_down = true;
+        w->sched_lost = true;
+        return -1;
+    }
+    if (sched_call(w, &m))
+        return -1;
+    for (size_t i = 0; i < w->n; i++)
+        if (sched_send_pod(w, &w->pods[i]))
+            return -1;
+    m.type = MSG_CTL_POD_SYNC_END;
+    if (sched_call(w, &m))
+        return -1;
+    log_info("scheduler at %s told of %zu pod(s)", path, w->n);
+    w->sched_down = false;
+    return 0;
+}
+
+/* ---- Events on pods -------------------------------------------------- */
+
+/* Posts a Warning Event on the pod, as kubectl describe shows it. */
+static void post_event(struct watcher *w, const struct msg_pod_facts *pod,
+                       const char *reason, const char *message)
+{
+    char path[PROTO_NAME_MAX + 64], stamp[32], name[PROTO_NAME_MAX + 32];
+    char err[KUBE_ERR_LEN];
+    struct kube_body body = {0};
+    struct timespec now;
+    cJSON *e = cJSON_CreateObject(), *meta, *obj, *src;
+    char *json;
+    long status;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now.tv_sec));
+    snprintf(name, sizeof(name), "%.200s.%llx", pod->pod_name,
+             (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec);
+    cJSON_AddStringToObject(e, "apiVersion", "v1");
+    cJSON_AddStringToObject(e, "kind", "Event");
+    meta = cJSON_AddObjectToObject(e, "metadata");
+    cJSON_AddStringToObject(meta, "name", name);
+    cJSON_AddStringToObject(meta, "namespace", pod->pod_namespace);
+    obj = cJSON_AddObjectToObject(e, "involvedObject");
+    cJSON_AddStringToObject(obj, "apiVersion", "v1");
+    cJSON_AddStringToObject(obj, "kind", "Pod");
+    cJSON_AddStringToObject(obj, "namespace", pod->pod_namespace);
+    cJSON_AddStringToObject(obj, "name", pod->pod_name);
+    cJSON_AddStringToObject(obj, "uid", pod->pod_uid);
+    cJSON_AddStringToObject(e, "reason", reason);
+    cJSON_AddStringToObject(e, "message", message);
+    cJSON_AddStringToObject(e, "type", "Warning");
+    src = cJSON_AddObjectToObject(e, "source");
+    cJSON_AddStringToObject(src, "component", "nvshare-pod-watcher");
+    cJSON_AddStringToObject(src, "host", w->node);
+    cJSON_AddStringToObject(e, "firstTimestamp", stamp);
+    cJSON_AddStringToObject(e, "lastTimestamp", stamp);
+    cJSON_AddNumberToObject(e, "count", 1);
+    json = cJSON_PrintUnformatted(e);
+    cJSON_Delete(e);
+    if (!json)
+        return;
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", pod->pod_namespace);
+    status = kube_request(&w->kube, path, json, &body, err);
+    if (status < 0)
+        log_warn("cannot post event %s on pod %s/%s: %s", reason, pod->pod_namespace,
+                 pod->pod_name, err);
+    else if (status >= 300)
+        log_warn("cannot post event %s on pod %s/%s: HTTP %ld", reason,
+                 pod->pod_namespace, pod->pod_name, status);
+    kube_body_free(&body);
+    free(json);
+}
+
+/* A bad annotation, once per value it takes: one line and an Event. */
+static void report_bad(struct watcher *w, const struct watched_pod *p,
+                       const struct watched_pod *before, bool core)
+{
+    const struct annotation *a = core ? &p->core : &p->memory;
+    const struct annotation *was = before ? (core ? &before->core : &before->memory) : NULL;
+    const char *key = core ? ANNOTATION_CORE_LIMIT : ANNOTATION_MEMORY_LIMIT;
+    char message[512];
+
+    if (!a->bad || (was && was->bad && !strcmp(was->raw, a->raw)))
+        return;
+    snprintf(message, sizeof(message), "annotation %s=\"%s\" ignored: %s; the "
+             "previous value stays in force", key, a->raw, a->why);
+    log_warn("pod %s/%s: %s", p->facts.pod_namespace, p->facts.pod_name, message);
+    post_event(w, &p->facts, "NvshareInvalidAnnotation", message);
+}
+
+/* ---- the pod cache ----------------------------------------------------- */
+
+static struct watched_pod *find_pod(struct watcher *w, const char *uid)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (!strcmp(w->pods[i].facts.pod_uid, uid))
+            return &w->pods[i];
+    return NULL;
+}
+
+static int add_pod(struct watched_pod **list, size_t *n, size_t *cap,
+                   const struct watched_pod *p)
+{
+    if (*n == *cap) {
+        size_t grown = *cap ? 2 * *cap : 64;
+        struct watched_pod *l = realloc(*list, grown * sizeof(*l));
+        if (!l)
+            return -1;
+        *list = l;
+        *cap = grown;
+    }
+    (*list)[(*n)++] = *p;
+    return 0;
+}
+
+/* A pod added or changed: cached, and the scheduler told if its facts
+ * changed. Pods that never concerned nvshare are left out. */
+static void pod_update(struct watcher *w, const struct watched_pod *p)
+{
+    struct watched_pod *old = find_pod(w, p->facts.pod_uid);
+
+    if (!old && !p->concerns_nvshare)
+        return;
+
+    report_bad(w, p, old, true);
+    report_bad(w, p, old, false);
+    if (old && !pod_facts_differ(old, p)) {
+        *old = *p;
+        return;
+    }
+    if (old)
+        *old = *p;
+    else if (add_pod(&w->pods, &w->n, &w->cap, p)) {
+        log_error("out of memory: pod %s/%s not tracked", p->facts.pod_namespace,
+                  p->facts.pod_name);
+        return;
+    }
+    sched_send_pod(w, p);
+}
+
+static void pod_delete(struct watcher *w, const struct watched_pod *p)
+{
+    struct watched_pod *old = find_pod(w, p->facts.pod_uid);
+    struct msg m = {.type = MSG_CTL_POD_GONE};
+
+    if (!old)
+        return;
+    log_info("pod %s/%s deleted", p->facts.pod_namespace, p->facts.pod_name);
+    *old = w->pods[--w->n];
+    snprintf(m.u.facts.pod_uid, sizeof(m.u.facts.pod_uid), "%s", p->facts.pod_uid);
+    sched_call(w, &m);
+}
+
+/* ---- list ------------------------------------------------------------- */
+
+/* Reads a non-2xx response's Status message for the log. */
+static void status_text(const struct kube_body *b, char *out, size_t len)
+{
+    cJSON *s = b->data ? cJSON_Parse(b->data) : NULL;
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(s, "message");
+
+    snprintf(out, len, "%s", cJSON_IsString(msg) ? msg->valuestring : "no message");
+    cJSON_Delete(s);
+}
+
+/* Lists this node's pods, page by page, into a fresh cache. The previous
+ * cache tells which bad annotations were already reported. 0 or -1. */
+static int list_pods(struct watcher *w)
+{
+    struct watched_pod *list = NULL;
+    size_t n = 0, cap = 0;
+    char path[2048], cont[1024] = "", err[KUBE_ERR_LEN], why[256];
+    char rv[64] = "";
+
+    do {
+        struct kube_body body = {0};
+        snprintf(path, sizeof(path), "/api/v1/pods?fieldSelector=%s&limit=%d%s%s",
+                 w->selector, LIST_PAGE, cont[0] ? "&continue=" : "", cont);
+        long status = kube_request(&w->kube, path, NULL, &body, err);
+        if (status != 200) {
+            if (status < 0)
+                log_warn("cannot list pods: %s", err);
+            else {
+                status_text(&body, why, sizeof(why));
+                log_warn("cannot list pods: HTTP %ld: %s", status, why);
+            }
+            kube_body_free(&body);
+            free(list);
+            return -1;
+        }
+        cJSON *doc = cJSON_Parse(body.data);
+        kube_body_free(&body);
+        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(doc, "metadata");
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(doc, "items");
+        const cJSON *item, *c = cJSON_GetObjectItemCaseSensitive(meta, "continue");
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
+        if (!cJSON_IsArray(items) || !cJSON_IsString(v)) {
+            log_warn("cannot list pods: the answer is not a PodList");
+            cJSON_Delete(doc);
+            free(list);
+            return -1;
+        }
+        snprintf(rv, sizeof(rv), "%s", v->valuestring);
+        snprintf(cont, sizeof(cont), "%s", cJSON_IsString(c) ? c->valuestring : "");
+        cJSON_ArrayForEach(item, items) {
+            struct watched_pod p, *old;
+            if (pod_from_json(item, w->memory_unit, &p) == 0 &&
+                ((old = find_pod(w, p.facts.pod_uid)) || p.concerns_nvshare)) {
+                report_bad(w, &p, old, true);
+                report_bad(w, &p, old, false);
+                if (add_pod(&list, &n, &cap, &p)) {
+                    log_error("out of memory listing pods");
+                    cJSON_Delete(doc);
+                    free(list);
+                    return -1;
+                }
+            }
+        }
+        cJSON_Delete(doc);
+    } while (cont[0]);
+    free(w->pods);
+    w->pods = list;
+    w->n = n;
+    w->cap = cap;
+    snprintf(w->resource_version, sizeof(w->resource_version), "%s", rv);
+    log_info("listed %zu pod(s) on node %s at resourceVersion %s", n, w->node, rv);
+    return 0;
+}
+
+/* ---- watch ------------------------------------------------------------ */
+
+static int on_event(void *ctx, const char *line, size_t len)
+{
+    struct watcher *w = ctx;
+    cJSON *e = cJSON_ParseWithLength(line, len);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type");
+    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(e, "object");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+    const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
+    struct watched_pod p;
+    int stop = 0;
+
+    w->event_seen = true;
+    if (!cJSON_IsString(type) || !cJSON_IsObject(obj)) {
+        log_warn("watch: an event that is not one: ignored");
+    } else if (!strcmp(type->valuestring, "ERROR")) {
+        const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(obj, "message");
+        if (cJSON_IsNumber(code) && code->valueint == 410) {
+            log_info("watch: resourceVersion %s is too old (410 Gone): listing again",
+                     w->resource_version);
+            w->relist = true;
+        } else {
+            log_warn("watch: error event: %s", cJSON_IsString(msg) ? msg->valuestring : "?");
+            w->watch_failed = true;
+        }
+        stop = 1;
+    } else {
+        if (cJSON_IsString(rv))
+            snprintf(w->resource_version, sizeof(w->resource_version), "%s", rv->valuestring);
+        if (!strcmp(type->valuestring, "BOOKMARK")) {
+            log_debug("watch: bookmark at resourceVersion %s", w->resource_version);
+        } else if (pod_from_json(obj, w->memory_unit, &p)) {
+            log_warn("watch: a pod without a UID or name: ignored");
+        } else if (!strcmp(type->valuestring, "DELETED")) {
+            pod_delete(w, &p);
+        } else {
+            pod_update(w, &p);
+        }
+    }
+    cJSON_Delete(e);
+    return stop || w->sched_lost || stopping;
+}
+
+/* Once a second: a restarted scheduler closed our connection. It never
+ * writes unasked, so a readable socket is its end. */
+static int on_tick(void *ctx)
+{
+    struct watcher *w = ctx;
+    struct pollfd pfd = {.fd = w->sched_fd, .events = POLLIN};
+
+    if (w->sched_fd >= 0 && poll(&pfd, 1, 0) > 0) {
+        log_warn("scheduler connection closed: reconnecting");
+        w->sched_lost = true;
+    }
+    return w->sched_lost || stopping;
+}
+
+/* One watch, from resource_version: returns whether it ended well (a
+ * timeout, a dropped connection after events: resume at once). */
+static bool watch_pods(struct watcher *w)
+{
+    char path[2048], err[KUBE_ERR_LEN], why[256];
+    struct kube_body body = {0};
+    struct kube_stream_calls calls = {on_event, on_tick, w};
+    long status;
+
+    snprintf(path, sizeof(path), "/api/v1/pods?watch=1&allowWatchBookmarks=true"
+             "&fieldSelector=%s&resourceVersion=%s&timeoutSeconds=%d",
+             w->selector, w->resource_version, WATCH_TIMEOUT_S);
+    w->event_seen = w->watch_failed = false;
+    status = kube_stream(&w->kube, path, &calls, &body, err);
+    if (status == 410) {
+        log_info("watch: resourceVersion %s is too old (410 Gone): listing again",
+                 w->resource_version);
+        w->relist = true;
+    } else if (status == -1) {
+        log_warn("%s", err);
+    } else if (status >= 0 && status != 200) {
+        status_text(&body, why, sizeof(why));
+        log_warn("cannot watch pods: HTTP %ld: %s", status, why);
+    }
+    kube_body_free(&body);
+    if (w->watch_failed)
+        return false;
+    return status == 200 || status == 410 || status == -2 || w->event_seen;
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static int configure(struct watcher *w)
+{
+    const char *node = getenv("NODE_NAME");
+
+    memset(w, 0, sizeof(*w));
+    w->sched_fd = -1;
+    if (!node || !*node || strlen(node) >= sizeof(w->node)) {
+        log_error("NODE_NAME is not set: give it the node's name (the downward "
+                  "API's spec.nodeName)");
+        return -1;
+    }
+    snprintf(w->node, sizeof(w->node), "%s", node);
+    /* Node names are DNS names: only '=' needs escaping. */
+    snprintf(w->selector, sizeof(w->selector), "spec.nodeName%%3D%s", node);
+    w->memory_unit = env_size_bytes("NVSHARE_GPU_MEMORY_UNIT", 256ull << 20);
+    return kube_config(&w->kube);
+}
+
+int main(void)
+{
+    static struct watcher w;
+    uint64_t backoff = BACKOFF_MIN_NS, sched_backoff = BACKOFF_MIN_NS;
+    bool listed = false;
+    struct sigaction sa = {.sa_handler = on_signal};
+
+    log_init("pod-watcher");
+    if (configure(&w))
+        return 1;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+        log_error("cannot initialise libcurl");
+        return 1;
+    }
+    log_info("watching pods of node %s at %s, scheduler at %s", w.node, w.kube.api,
+             env_sock_dir());
+    w.sched_lost = true;
+    while (!stopping) {
+        if (!listed || w.relist) {
+            w.relist = false;
+            if (list_pods(&w)) {
+                sleep_ns(backoff_next(&backoff, BACKOFF_MAX_NS));
+                continue;
+            }
+            listed = true;
+            w.sched_lost = true; /* the scheduler gets the new list whole */
+        }
+        if (w.sched_lost) {
+            if (sched_sync(&w)) {
+                sleep_ns(backoff_next(&sched_backoff, SCHED_BACKOFF_MAX_NS));
+                continue;
+            }
+            sched_backoff = BACKOFF_MIN_NS;
+        }
+        if (watch_pods(&w))
+            backoff = BACKOFF_MIN_NS;
+        else
+            sleep_ns(backoff_next(&backoff, BACKOFF_MAX_NS));
+    }
+    log_info("stopping");
+    sched_close(&w);
+    free(w.pods);
+    curl_global_cleanup();
+    return 0;
+}

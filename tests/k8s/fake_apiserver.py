@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""fake_apiserver.py - a loopback Kubernetes API server for nvshare's tests.
+
+Speaks the part of the API that nvshare-pod-watcher and kubectl use, the
+way the real server does: discovery (/api, /apis, /api/v1), pods (get,
+list with fieldSelector spec.nodeName, watch as a chunked stream of JSON
+lines with BOOKMARK events, merge and strategic-merge PATCH, DELETE) and
+POST of events. Watches from a compacted resourceVersion get 410 Gone as
+the HTTP status; /admin/gone-event sends it as an ERROR event instead.
+The watcher's requests need "Authorization: Bearer T", T being the token
+file's current content. kubectl's go without (client-go sends no bearer
+token to a plain-http server), so they are told apart by User-Agent.
+
+Test controls, loopback only (POST unless said):
+  /admin/drop        close every open watch abruptly (no final chunk)
+  /admin/compact     compact history and drop the watches: those that
+                     resume from before now get 410
+  /admin/gone-event  send an ERROR 410 event on one watch (open or next)
+  GET /admin/events  events posted so far (JSON list)
+  GET /admin/auth    Authorization headers of the watch requests, in order
+  GET /admin/watches number of watch requests served
+
+  fake_apiserver.py PORT_FILE TOKEN_FILE PODS_JSON
+writes the port it listens on to PORT_FILE once it accepts connections.
+It stops when its parent (the test) is gone."""
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+BOOKMARK_EVERY_S = 1.0
+
+lock = threading.Condition()
+pods = {}            # (namespace, name) -> pod
+history = []         # (rv, type, pod) in order
+rv = 100
+compacted = 0        # watches from an rv below this get 410
+posted_events = []
+auth_seen = []
+watches = 0
+watch_sockets = set()
+gone_pending = False  # /admin/gone-event: the next watch to look sends it
+token_file = None
+
+
+def next_rv():
+    global rv
+    rv += 1
+    return rv
+
+
+def record(kind, pod):
+    """A change, under lock: stamped, kept for watches, announced."""
+    pod["metadata"]["resourceVersion"] = str(next_rv())
+    history.append((rv, kind, json.loads(json.dumps(pod))))
+    lock.notify_all()
+
+
+def merge(target, patch):
+    """RFC 7386 merge patch; for metadata.annotations a strategic merge is
+    the same."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            merge(target[k], v)
+        else:
+            target[k] = v
+
+
+def status(code, reason, message):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": message, "reason": reason,
+            "code": code}
+
+
+DISCOVERY = {
+    "/api": {"kind": "APIVersions", "versions": ["v1"],
+             "serverAddressByClientCIDRs": [
+                 {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        {"name": "pods", "singularName": "pod", "namespaced": True,
+         "kind": "Pod", "shortNames": ["po"],
+         "verbs": ["create", "delete", "get", "list", "patch", "update",
+                   "watch"]},
+        {"name": "events", "singularName": "event", "namespaced": True,
+         "kind": "Event", "shortNames": ["ev"],
+         "verbs": ["create", "get", "list"]}]},
+}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def reply(self, code, body, ctype="application/json"):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(n) or b"{}")
+
+    def authorized(self):
+        with open(token_file) as f:
+            current = f.read().strip()
+        given = self.headers.get("Authorization", "")
+        if given == "Bearer " + current or \
+                self.headers.get("User-Agent", "").startswith("kubectl/"):
+            return True
+        self.reply(401, status(401, "Unauthorized", "Unauthorized"))
+        return False
+
+    def pod_path(self, path):
+        """(namespace, name) of /api/v1/namespaces/NS/pods/NAME, else None."""
+        p = path.split("/")
+        if len(p) == 7 and p[1:4] == ["api", "v1", "namespaces"] and p[5] == "pods":
+            return p[4], p[6]
+        return None
+
+    def do_GET(self):
+        url = urlparse(self.path)
+        q = {k: v[0] for k, v in parse_qs(url.query).items()}
+        if url.path.startswith("/admin/"):
+            with lock:
+                what = {"/admin/events": posted_events, "/admin/auth": auth_seen,
+                        "/admin/watches": watches}.get(url.path)
+            return self.reply(200 if what is not None else 404, what)
+        if url.path in DISCOVERY:
+            return self.reply(200, DISCOVERY[url.path])
+        if not self.authorized():
+            return
+        key = self.pod_path(url.path)
+        if key:
+            with lock:
+                pod = pods.get(key)
+            if pod is None:
+                return self.reply(404, status(404, "NotFound", 'pods "%s" not found' % key[1]))
+            return self.reply(200, pod)
+        if url.path == "/api/v1/pods":
+            node = None
+            sel = q.get("fieldSelector", "")
+            if sel.startswith("spec.nodeName="):
+                node = sel.split("=", 1)[1]
+            if q.get("watch") in ("1", "true"):
+                return self.watch(node, q)
+            with lock:
+                items = [p for p in pods.values()
+                         if node is None or p["spec"].get("nodeName") == node]
+                body = {"kind": "PodList", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": str(rv)}, "items": items}
+            return self.reply(200, body)
+        self.reply(404, status(404, "NotFound", "the server could not find the requested resource"))
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def watch(self, node, q):
+        global watches, gone_pending
+        since = int(q.get("resourceVersion") or 0)
+        timeout = float(q.get("timeoutSeconds") or 1800)
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        with lock:
+            watches += 1
+            auth_seen.append(self.headers.get("Authorization", ""))
+            if since < compacted:
+                return self.reply(410, status(410, "Expired",
+                                              "too old resource version: %d (%d)" % (since, compacted)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        sock = self.connection
+        with lock:
+            watch_sockets.add(sock)
+        deadline = time.monotonic() + timeout
+        next_bookmark = time.monotonic() + BOOKMARK_EVERY_S
+        try:
+            while True:
+                with lock:
+                    lock.wait(0.1)
+                    if sock not in watch_sockets:
+                        # Dropped: no final chunk, as a broken connection.
+                        self.close_connection = True
+                        sock.shutdown(socket.SHUT_RDWR)
+                        return
+                    gone, gone_pending = gone_pending, False
+                    out = [(r, t, p) for r, t, p in history if r > since
+                           and (node is None or p["spec"].get("nodeName") == node)]
+                    last = rv
+                now = time.monotonic()
+                if gone:
+                    self.chunk(json.dumps({"type": "ERROR", "object": status(
+                        410, "Expired", "too old resource version")}).encode() + b"\n")
+                    break
+                for r, t, p in out:
+                    self.chunk(json.dumps({"type": t, "object": p}).encode() + b"\n")
+                    since = r
+                if bookmarks and now >= next_bookmark:
+                    since = max(since, last)
+                    self.chunk(json.dumps({"type": "BOOKMARK", "object": {
+                        "kind": "Pod", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": str(since)}}}).encode() + b"\n")
+                    next_bookmark = now + BOOKMARK_EVERY_S
+                if now >= deadline:
+                    break
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+        finally:
+            with lock:
+                watch_sockets.discard(sock)
+
+    def do_PATCH(self):
+        patch = self.body()
+        if not self.authorized():
+            return
+        key = self.pod_path(urlparse(self.path).path)
+        ctype = self.headers.get("Content-Type", "")
+        if not key or "merge-patch" not in ctype:
+            return self.reply(415, status(415, "UnsupportedMediaType", ctype))
+        with lock:
+            pod = pods.get(key)
+            if pod is None:
+                return self.reply(404, status(404, "NotFound", 'pods "%s" not found' % key[1]))
+            merge(pod, patch)
+            record("MODIFIED", pod)
+            body = json.loads(json.dumps(pod))
+        self.reply(200, body)
+
+    def do_DELETE(self):
+        self.body()
+        if not self.authorized():
+            return
+        key = self.pod_path(urlparse(self.path).path)
+        with lock:
+            pod = pods.pop(key, None) if key else None
+            if pod is None:
+                return self.reply(404, status(404, "NotFound", "not found"))
+            record("DELETED", pod)
+            body = json.loads(json.dumps(pod))
+        self.reply(200, body)
+
+    def do_POST(self):
+        global compacted, gone_pending
+        path = urlparse(self.path).path
+        body = self.body()
+        if path.startswith("/admin/"):
+            with lock:
+                if path == "/admin/drop":
+                    watch_sockets.clear()
+                elif path == "/admin/compact":
+                    # and drop: a bookmark sent in between would carry the
+                    # new resourceVersion, and no 410 would come
+                    compacted = next_rv()
+                    watch_sockets.clear()
+                elif path == "/admin/gone-event":
+                    gone_pending = True
+                lock.notify_all()
+            return self.reply(200, {})
+        if not self.authorized():
+            return
+        p = path.split("/")
+        if len(p) == 6 and p[1:4] == ["api", "v1", "namespaces"] and p[5] == "events":
+            event = body
+            with lock:
+                posted_events.append(event)
+            event.setdefault("metadata", {})["resourceVersion"] = str(rv)
+            return self.reply(201, event)
+        self.reply(404, status(404, "NotFound", path))
+
+
+def main():
+    global token_file
+    port_file, token_file, pods_file = sys.argv[1:4]
+    with open(pods_file) as f, lock:
+        for pod in json.load(f):
+            m = pod["metadata"]
+            pods[(m["namespace"], m["name"])] = pod
+            record("ADDED", pod)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(port_file + ".tmp", port_file)
+    parent = os.getppid()
+    while os.getppid() == parent:  # self-stopping when the test is gone
+        time.sleep(0.5)
+
+
+if __name__ == "__main__":
+    main()
