@@ -34,7 +34,7 @@ trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || tr
 T0=$(now_ns)
 ms_since() { echo $(( ($(now_ns) - $1) / 1000000 )); }
 ms_between() { echo $(( ($2 - $1) / 1000000 )); }
-# say STEP TEXT: one line of the page, stamped with the time since the start.
+# say TEXT: one line of the page, stamped with the time since the start.
 say() { printf '[%6.2f s] %s\n' "$(awk -v t="$(( $(now_ns) - T0 ))" 'BEGIN { print t / 1e9 }')" "$*"; }
 step_fail() { # what went wrong; the logs that tell why
     say "FAIL: $*"
@@ -85,6 +85,7 @@ for r in gpu gpu-memory; do
     took[$r]=$(reg_ms "$REPLY" nvshare.com/$r "$PLUGIN_START")
 done
 say "2. kubelet got Register for nvshare.com/gpu ${took[gpu]} ms and nvshare.com/gpu-memory ${took[gpu-memory]} ms after the plugin started: PASS"
+
 # ---- 3. a pod, and its devices --------------------------------------------
 cat >"$WORK/trainer.json" <<'POD'
 {"apiVersion": "v1", "kind": "Pod",
@@ -180,7 +181,7 @@ say "6. kubelet restarted (its sockets deleted): plugin registered again, nvshar
 [ "${took[gpu]}" -lt 1000 ] && [ "${took[gpu-memory]}" -lt 1000 ] ||
     step_fail "the plugin took over 1 s to register again"
 kubelet "allocate 1 16"
-say "   and allocates again ($(jq -r '.devices[0]' <<<"$REPLY")): PASS"
+say "   the new sockets serve Allocate ($(jq -r '.devices[0]' <<<"$REPLY")): PASS"
 
 # ---- 7. the pod is deleted -------------------------------------------------
 deleted_at=$(now_ns)
