@@ -41,3 +41,6 @@ add_test(NAME k8s_device_plugin
   COMMAND ${K8S_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/k8s_device_plugin.py
           $<TARGET_FILE:nvshare-device-plugin> ${K8S_PB2_DIR} ${fake_nvml_dir})
 set_tests_properties(k8s_device_plugin PROPERTIES TIMEOUT 120)
+# tests/k8s's k8s_flow drives the same test kubelet.
+set(K8S_PYTHON ${K8S_PYTHON} PARENT_SCOPE)
+set(K8S_PB2_DIR ${K8S_PB2_DIR} PARENT_SCOPE)

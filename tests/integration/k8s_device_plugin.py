@@ -11,26 +11,25 @@ GetPreferredAllocation and Allocate, restarts like kubelet does (deletes the
 sockets), sends malformed requests and stops the plugin with SIGTERM. With
 FAKE_NVML_DIR (the fake libnvidia-ml.so.1) it also checks NUMA nodes and
 health read from NVML. Every wait is bounded; nothing leaves the loopback.
+The kubelet's side (Kubelet, Endpoint) is test_kubelet.py, shared with
+tests/k8s/flow.sh.
 """
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from concurrent import futures
 
 import grpc
 
+from test_kubelet import GPU, MEM, Endpoint, Kubelet, KubeletError, load_messages, next_update
+
 PLUGIN, PB2_DIR = sys.argv[1], sys.argv[2]
 FAKE_NVML_DIR = sys.argv[3] if len(sys.argv) > 3 else None
-sys.path.insert(0, PB2_DIR)
-import deviceplugin_pb2 as pb  # noqa: E402
+pb = load_messages(PB2_DIR)
 
-GPU, MEM = "nvshare.com/gpu", "nvshare.com/gpu-memory"
 GIB, MIB = 1 << 30, 1 << 20
 UUID1 = "GPU-aaaa0000-0000-4000-8000-000000000001"
 UUID2 = "GPU-aaaa0000-0000-4000-8000-000000000002"
@@ -59,92 +58,6 @@ def wait_for(pred, what, timeout=10.0):
         if time.monotonic() > deadline:
             fail("timed out waiting for " + what)
         time.sleep(0.01)
-
-
-class Kubelet:
-    """kubelet.sock's Registration service: records each Register."""
-
-    def __init__(self, kubelet_dir):
-        self.path = os.path.join(kubelet_dir, "kubelet.sock")
-        self.registered = queue.Queue()
-        handler = grpc.method_handlers_generic_handler("v1beta1.Registration", {
-            "Register": grpc.unary_unary_rpc_method_handler(
-                self.register, request_deserializer=pb.RegisterRequest.FromString,
-                response_serializer=pb.Empty.SerializeToString)})
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self.server.add_generic_rpc_handlers((handler,))
-        self.server.add_insecure_port("unix:" + self.path)
-        self.server.start()
-
-    def register(self, request, context):
-        self.registered.put((time.monotonic(), request))
-        return pb.Empty()
-
-    def expect_registrations(self, timeout=10.0):
-        """Both resources' Register calls: {resource: (time, request)}."""
-        got = {}
-        deadline = time.monotonic() + timeout
-        while len(got) < 2:
-            try:
-                t, req = self.registered.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                fail("the plugin registered only %s" % sorted(got))
-            got[req.resource_name] = (t, req)
-        return got
-
-    def stop(self):
-        self.server.stop(0).wait()
-
-
-class Endpoint:
-    """The plugin's socket for one resource, dialed as kubelet does."""
-
-    def __init__(self, kubelet_dir, endpoint):
-        self.channel = grpc.insecure_channel("unix:" + os.path.join(kubelet_dir, endpoint))
-
-    def call(self, method, request, response_type, raw=False):
-        stub = self.channel.unary_unary(
-            "/v1beta1.DevicePlugin/" + method,
-            request_serializer=(lambda b: b) if raw else (lambda m: m.SerializeToString()),
-            response_deserializer=response_type.FromString)
-        return stub(request, timeout=5)
-
-    def error(self, method, request, raw=False):
-        """The status code of a call that must fail."""
-        try:
-            self.call(method, request, pb.Empty, raw)
-        except grpc.RpcError as e:
-            return e.code()
-        fail("%s accepted a bad request %r" % (method, request))
-
-    def list_and_watch(self):
-        """Keeps ListAndWatch open; the lists it sends arrive on the queue,
-        and None when the stream ends."""
-        updates = queue.Queue()
-        stream = self.channel.unary_stream(
-            "/v1beta1.DevicePlugin/ListAndWatch",
-            request_serializer=pb.Empty.SerializeToString,
-            response_deserializer=pb.ListAndWatchResponse.FromString)(pb.Empty())
-
-        def pump():
-            try:
-                for response in stream:
-                    updates.put(response)
-            except grpc.RpcError:
-                pass
-            updates.put(None)
-        threading.Thread(target=pump, daemon=True).start()
-        return stream, updates
-
-    def close(self):
-        self.channel.close()
-
-
-def next_update(updates, what, timeout=10.0):
-    try:
-        return updates.get(timeout=timeout)
-    except queue.Empty:
-        fail("no ListAndWatch update: " + what)
 
 
 def start_plugin(kubelet_dir, name, **env):
@@ -474,6 +387,8 @@ try:
         nvml_node()
     else:
         print("SKIP: NVML health and NUMA (no fake libnvidia-ml)")
+except KubeletError as e:
+    fail(str(e))
 finally:
     for p in plugins:
         if p.poll() is None:

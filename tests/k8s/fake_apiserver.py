@@ -2,8 +2,8 @@
 """fake_apiserver.py - a loopback Kubernetes API server for nvshare's tests.
 
 Speaks the part of the API that nvshare-pod-watcher and kubectl use, the
-way the real server does: discovery (/api, /apis, /api/v1), pods (get,
-list with fieldSelector spec.nodeName, watch as a chunked stream of JSON
+way the real server does: discovery (/api, /apis, /api/v1), pods (create with
+a server-made uid, get, list with fieldSelector spec.nodeName, watch as a chunked stream of JSON
 lines with BOOKMARK events, merge and strategic-merge PATCH, DELETE) and
 POST of events. Watches from a compacted resourceVersion get 410 Gone as
 the HTTP status; /admin/gone-event sends it as an ERROR event instead.
@@ -29,6 +29,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -275,6 +276,8 @@ class Handler(BaseHTTPRequestHandler):
         if not self.authorized():
             return
         p = path.split("/")
+        if len(p) == 6 and p[1:4] == ["api", "v1", "namespaces"] and p[5] == "pods":
+            return self.create_pod(p[4], body)
         if len(p) == 6 and p[1:4] == ["api", "v1", "namespaces"] and p[5] == "events":
             event = body
             with lock:
@@ -282,6 +285,22 @@ class Handler(BaseHTTPRequestHandler):
             event.setdefault("metadata", {})["resourceVersion"] = str(rv)
             return self.reply(201, event)
         self.reply(404, status(404, "NotFound", path))
+
+    def create_pod(self, namespace, pod):
+        """As the real server: the uid is the server's, whatever was sent."""
+        m = pod.setdefault("metadata", {})
+        m["namespace"] = namespace
+        m["uid"] = str(uuid.uuid4())
+        m["creationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with lock:
+            key = (namespace, m.get("name", ""))
+            if key in pods:
+                return self.reply(409, status(409, "AlreadyExists",
+                                              'pods "%s" already exists' % key[1]))
+            pods[key] = pod
+            record("ADDED", pod)
+            body = json.loads(json.dumps(pod))
+        self.reply(201, body)
 
 
 def main():
