@@ -31,6 +31,8 @@ if [ "$mode" = test ]; then
     command -v kubectl >/dev/null || optional+=(kubernetes-client)
     python3 -c 'import yaml' 2>/dev/null || /usr/bin/python3 -c 'import yaml' 2>/dev/null ||
         optional+=(python3-yaml)
+    # k8s_flow reads the test kubelet's JSON answers with jq.
+    command -v jq >/dev/null || optional+=(jq)
     # k8s_device_plugin's test kubelet.
     command -v protoc >/dev/null || optional+=(protobuf-compiler)
     /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||
