@@ -7,9 +7,10 @@
 # The core needs only a C compiler, make and CMake (and the CUDA headers for
 # libnvshare, which come with the CUDA toolkit). nvshare-pod-watcher needs
 # libcurl and cJSON; the scheduler's /metrics, libmicrohttpd. The tests also
-# use cmocka, python3, kubectl, curl and prometheus (promtool). Where nothing can be installed (a machine without a package
-# registry) a missing test dependency is reported and its tests are skipped;
-# a missing build tool is an error.
+# use cmocka, python3, kubectl, curl and prometheus (promtool). Where nothing
+# can be installed (a machine without a package registry) a missing test
+# dependency is reported and its tests are skipped; a missing build tool is
+# an error.
 set -euo pipefail
 mode=${1:-build}
 

@@ -110,7 +110,7 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
     } while (clients_reap(s));
     return earliest_of(earliest_of(earliest_of(next, quota_next),
                                    earliest_of(stall_next, stop_next)),
-                       metrics_tick(now));
+                       metrics_tick(s, now));
 }
 
 /* Holds an exclusive lock on <dir>/scheduler.lock for the process lifetime,

@@ -286,14 +286,17 @@ static void render_node(FILE *f, const struct scheduler *s)
            "Time the event loop took to handle one client message: decision and "
            "the messages it sends.");
     histogram_lines(f, "nvshare_decision_seconds", "", &m->decision);
-    family(f, "nvshare_metrics_render_seconds", "gauge",
-           "Time the event loop took to render the previous scrape.");
-    fprintf(f, "nvshare_metrics_render_seconds %.9f\n", seconds(m->render_ns));
+    family(f, "nvshare_metrics_scrapes_total", "counter",
+           "Requests for /metrics, this one included.");
+    fprintf(f, "nvshare_metrics_scrapes_total %llu\n", (unsigned long long)m->scrapes);
+    family(f, "nvshare_metrics_serve_seconds_total", "counter",
+           "Event-loop time spent serving HTTP (accepting, parsing, rendering, "
+           "sending), up to the previous event.");
+    fprintf(f, "nvshare_metrics_serve_seconds_total %.9f\n", seconds(m->serve_ns));
 }
 
 char *metrics_render(struct scheduler *s, size_t *len)
 {
-    uint64_t start = now_ns();
     char *text = NULL;
     FILE *f = open_memstream(&text, len);
 
@@ -301,12 +304,11 @@ char *metrics_render(struct scheduler *s, size_t *len)
         return NULL;
     render_node(f, s);
     render_gpus(f, s);
-    render_pods(f, s, start);
+    render_pods(f, s, now_ns());
     if (fclose(f) != 0) {
         free(text);
         return NULL;
     }
-    s->counters.render_ns = now_ns() - start;
     return text;
 }
 
@@ -327,6 +329,15 @@ void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns)
 
 static struct MHD_Daemon *daemon_;
 
+/* MHD_run, timed: what serving HTTP costs the event loop. */
+static void serve(struct scheduler *s)
+{
+    uint64_t start = now_ns();
+
+    MHD_run(daemon_);
+    s->counters.serve_ns += now_ns() - start;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -344,7 +355,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
     } else if (strcmp(url, "/metrics")) {
         status = MHD_HTTP_NOT_FOUND;
-    } else if (!(text = metrics_render(s, &len))) {
+    } else if (s->counters.scrapes++, !(text = metrics_render(s, &len))) {
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
     if (status != MHD_HTTP_OK) {
@@ -367,8 +378,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
 static void on_readable(struct event_loop *loop, int fd, void *data)
 {
-    (void)loop, (void)fd, (void)data;
-    MHD_run(daemon_);
+    (void)loop, (void)fd;
+    serve(data);
 }
 
 /* addr is host:port, [v6-host]:port, or :port (every interface). */
@@ -436,7 +447,7 @@ int metrics_start(struct scheduler *s, const char *addr)
     return 0;
 }
 
-uint64_t metrics_tick(uint64_t now)
+uint64_t metrics_tick(struct scheduler *s, uint64_t now)
 {
     MHD_UNSIGNED_LONG_LONG ms;
 
@@ -444,7 +455,7 @@ uint64_t metrics_tick(uint64_t now)
         return 0;
     if (ms == 0) {
         /* Work without an fd event (a connection timed out). */
-        MHD_run(daemon_);
+        serve(s);
         if (MHD_get_timeout(daemon_, &ms) != MHD_YES)
             return 0;
     }
@@ -467,9 +478,9 @@ int metrics_start(struct scheduler *s, const char *addr)
     return 0;
 }
 
-uint64_t metrics_tick(uint64_t now)
+uint64_t metrics_tick(struct scheduler *s, uint64_t now)
 {
-    (void)now;
+    (void)s, (void)now;
     return 0;
 }
 

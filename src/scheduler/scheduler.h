@@ -67,7 +67,8 @@ struct unhooked_proc {
 struct metrics_counters {
     uint64_t messages[METRICS_MSG_TYPES]; /* client messages, by type */
     struct histogram decision; /* handling of one client message */
-    uint64_t render_ns;        /* of the latest scrape */
+    uint64_t scrapes;          /* requests for /metrics */
+    uint64_t serve_ns;         /* event-loop time in the HTTP server */
 };
 
 struct scheduler {
@@ -179,7 +180,7 @@ uint64_t holders_revoke_stopped(struct scheduler *s, uint64_t now,
 #define METRICS_DEFAULT_ADDR "127.0.0.1:9402"
 int metrics_start(struct scheduler *s, const char *addr);
 /* Runs the HTTP server's timeouts; returns its next deadline (0: none). */
-uint64_t metrics_tick(uint64_t now);
+uint64_t metrics_tick(struct scheduler *s, uint64_t now);
 void metrics_stop(void);
 /* The metrics text (malloc'ed, *len bytes), or NULL if memory ran out. */
 char *metrics_render(struct scheduler *s, size_t *len);
