@@ -148,7 +148,10 @@ static inline void histogram_observe(struct histogram *h, uint64_t ns)
 struct policy_account_stats {
     uint64_t billed_ns;     /* GPU time billed, holds in progress included
                                (in the view) */
-    uint64_t throttled_ns;  /* held back by its core limit (pace or budget) */
+    uint64_t throttled_ns;  /* held back by its core limit (pace or budget),
+                               up to held_from */
+    uint64_t held_from, held_until; /* the latest hold-back (view: counted
+                                       up to now) */
     uint64_t preemptions;   /* DROPs sent to its clients */
     struct histogram lock_wait; /* request to grant */
     struct histogram drain;     /* DROP to release */

@@ -103,14 +103,19 @@ void start_billing(struct gpu_sched *g, struct member *m, uint64_t now)
     m->billed_until = now;
 }
 
-/* The account is held back by its limit from now until `until` (counted
- * as throttled time for the metrics; a limit raised meanwhile ends it
- * sooner, which this does not see). */
+/* The account is held back by its limit from now until `until`: throttled
+ * time for the metrics, counted as it passes. A hold-back that overlaps the
+ * previous one replaces it from now on. */
 static void note_held_back(struct gpu_sched *g, int account, uint64_t now,
                            uint64_t until)
 {
-    if (until > now)
-        g->stats[account].throttled_ns += until - now;
+    struct policy_account_stats *st = &g->stats[account];
+
+    if (st->held_until > st->held_from)
+        st->throttled_ns += (now < st->held_until ? now : st->held_until) -
+                            st->held_from;
+    st->held_from = now;
+    st->held_until = until;
 }
 
 /* Starts a new window if the current one is over: what each account used
@@ -384,6 +389,8 @@ void policy_set_core_limit(struct policy *p, int account, unsigned limit,
         /* Used time is kept: only the budget it is measured against moves. */
         u->throttled = budget && used_ns(g, account, now) >= budget;
         u->paced_until = 0;
+        if (!u->throttled && g->stats[account].held_until > now)
+            g->stats[account].held_until = now; /* released early */
         if (p->core_limit[account] && (!old || p->core_limit[account] < old))
             u->limit_lowered = true;
     }
