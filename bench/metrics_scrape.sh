@@ -30,7 +30,7 @@ trap 'kill $clients $sched 2>/dev/null; rm -rf "$WORK"' EXIT
 for _ in $(seq 100); do grep -q "metrics on" "$WORK/sched.log" && break; sleep 0.05; done
 "$BUILD/bench/many_clients" "$NVSHARE_SOCK_DIR" "$N" GPU-bench-0 pods >"$WORK/clients.out" &
 clients=$!
-for _ in $(seq 600); do grep -q registered= "$WORK/clients.out" && break; sleep 0.05; done
+for _ in $(seq 600); do grep -qs registered= "$WORK/clients.out" && break; sleep 0.05; done
 cat "$WORK/clients.out"
 
 value() { awk -v m="$1" '$1 == m { print $2 }' "$WORK/m.txt"; }

@@ -5,8 +5,13 @@
  * mode: its epoll fd is one more fd of the scheduler's event loop, so no
  * thread ever touches the scheduler's state and a scrape costs the loop
  * only the rendering. Without libmicrohttpd the rest of the scheduler is
- * the same; asking for metrics gets one line saying they are not built in. */
+ * the same; asking for metrics gets one line saying they are not built in.
+ *
+ * A scrape with 100 pods is some 3,000 lines, on the event loop: they are
+ * written with the few formatting functions below rather than printf, into
+ * buffers kept for the next scrape (bench/metrics_scrape.sh). */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,52 +20,207 @@
 #include "log.h"
 #include "scheduler.h"
 
-/* ---- rendering (libc only) ---------------------------------------------- */
+/* ---- the text ------------------------------------------------------------ */
 
-static void family(FILE *f, const char *name, const char *type, const char *help)
+/* Buffers of finished scrapes, for the next ones: a scrape's text is a few
+ * hundred KiB, which malloc would map and unmap each time. */
+#define SPARE_TEXTS 4
+static char *spare[SPARE_TEXTS];
+static int n_spare;
+
+void metrics_text_free(void *text)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    if (text && n_spare < SPARE_TEXTS)
+        spare[n_spare++] = text;
+    else
+        free(text);
+}
+
+/* Grows by doubling; once memory runs out the rest of the rendering writes
+ * nothing and the scrape fails whole, never with a truncated text. */
+struct text {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+};
+
+static bool reserve(struct text *t, size_t n)
+{
+    if (t->failed)
+        return false;
+    if (t->len + n <= t->cap)
+        return true;
+    size_t cap = t->cap ? t->cap : 4096;
+    while (cap < t->len + n)
+        cap *= 2;
+    char *buf = realloc(t->buf, cap);
+    if (!buf) {
+        t->failed = true;
+        return false;
+    }
+    t->buf = buf;
+    t->cap = malloc_usable_size(buf);
+    return true;
+}
+
+static void put_n(struct text *t, const char *s, size_t n)
+{
+    if (reserve(t, n)) {
+        memcpy(t->buf + t->len, s, n);
+        t->len += n;
+    }
+}
+
+static void put(struct text *t, const char *s)
+{
+    put_n(t, s, strlen(s));
+}
+
+static void put_u64(struct text *t, uint64_t v)
+{
+    char digits[20];
+    int n = 0;
+
+    do {
+        digits[sizeof(digits) - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    put_n(t, digits + sizeof(digits) - n, (size_t)n);
+}
+
+/* Nanoseconds as seconds, exactly: 1.500000000. */
+static void put_seconds(struct text *t, uint64_t ns)
+{
+    char frac[10] = ".";
+    uint64_t rest = ns % 1000000000ull;
+
+    put_u64(t, ns / 1000000000ull);
+    for (int i = 9; i >= 1; i--, rest /= 10)
+        frac[i] = (char)('0' + rest % 10);
+    put_n(t, frac, sizeof(frac));
+}
+
+
+static void family(struct text *t, const char *name, const char *type,
+                   const char *help)
+{
+    put(t, "# HELP ");
+    put(t, name);
+    put(t, " ");
+    put(t, help);
+    put(t, "\n# TYPE ");
+    put(t, name);
+    put(t, " ");
+    put(t, type);
+    put(t, "\n");
 }
 
 /* A label value as the text format quotes it: names come from tenants'
  * declarations, so anything may be in them. */
-static void put_label(FILE *f, const char *key, const char *value, bool first)
+static void put_label(struct text *t, const char *key, const char *value,
+                      bool first)
 {
-    fprintf(f, "%s%s=\"", first ? "" : ",", key);
-    for (const char *c = value; *c; c++) {
-        if (*c == '\\' || *c == '"')
-            fprintf(f, "\\%c", *c);
-        else if (*c == '\n')
-            fputs("\\n", f);
-        else
-            fputc(*c, f);
+    if (!first)
+        put(t, ",");
+    put(t, key);
+    put(t, "=\"");
+    for (const char *c = value; *c;) {
+        size_t plain = strcspn(c, "\\\"\n");
+        put_n(t, c, plain);
+        c += plain;
+        if (*c) {
+            put(t, *c == '\n' ? "\\n" : *c == '"' ? "\\\"" : "\\\\");
+            c++;
+        }
     }
-    fputc('"', f);
+    put(t, "\"");
 }
 
-static double seconds(uint64_t ns)
+/* `name{labels} ` (no braces without labels); the value follows. */
+static void sample(struct text *t, const char *name, const char *labels)
 {
-    return (double)ns / 1e9;
+    put(t, name);
+    if (*labels) {
+        put(t, "{");
+        put(t, labels);
+        put(t, "}");
+    }
+    put(t, " ");
 }
 
-static void histogram_lines(FILE *f, const char *name, const char *labels,
+static void sample_u64(struct text *t, const char *name, const char *labels,
+                       uint64_t v)
+{
+    sample(t, name, labels);
+    put_u64(t, v);
+    put(t, "\n");
+}
+
+static void sample_seconds(struct text *t, const char *name, const char *labels,
+                           uint64_t ns)
+{
+    sample(t, name, labels);
+    put_seconds(t, ns);
+    put(t, "\n");
+}
+
+static void sample_ratio(struct text *t, const char *name, const char *labels,
+                         double v)
+{
+    char s[32];
+
+    sample(t, name, labels);
+    put_n(t, s, (size_t)snprintf(s, sizeof(s), "%g\n", v));
+}
+
+/* The bucket bounds' le labels, formatted once. */
+static const char *bound_label(int i)
+{
+    static char labels[HISTOGRAM_BUCKETS][32];
+
+    if (!labels[i][0])
+        snprintf(labels[i], sizeof(labels[i]), "le=\"%g\"",
+                 (double)histogram_bounds_ns[i] / 1e9);
+    return labels[i];
+}
+
+/* name is the family's: its lines are name_bucket, name_sum, name_count. */
+static void histogram_lines(struct text *t, const char *name, const char *labels,
                             const struct histogram *h)
 {
     uint64_t cumulative = 0;
-    const char *sep = *labels ? "," : "";
 
-    for (int i = 0; i < HISTOGRAM_BUCKETS; i++) {
-        cumulative += h->bucket[i];
-        fprintf(f, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
-                seconds(histogram_bounds_ns[i]), (unsigned long long)cumulative);
+    for (int i = 0; i <= HISTOGRAM_BUCKETS; i++) {
+        cumulative = i < HISTOGRAM_BUCKETS ? cumulative + h->bucket[i] : h->count;
+        put(t, name);
+        put(t, "_bucket{");
+        if (*labels) {
+            put(t, labels);
+            put(t, ",");
+        }
+        put(t, i < HISTOGRAM_BUCKETS ? bound_label(i) : "le=\"+Inf\"");
+        put(t, "} ");
+        put_u64(t, cumulative);
+        put(t, "\n");
     }
-    fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
-            (unsigned long long)h->count);
-    const char *open = *labels ? "{" : "", *close = *labels ? "}" : "";
-    fprintf(f, "%s_sum%s%s%s %.9f\n", name, open, labels, close, seconds(h->sum_ns));
-    fprintf(f, "%s_count%s%s%s %llu\n", name, open, labels, close,
-            (unsigned long long)h->count);
+    for (int line = 0; line < 2; line++) {
+        put(t, name);
+        put(t, line ? "_count" : "_sum");
+        if (*labels) {
+            put(t, "{");
+            put(t, labels);
+            put(t, "}");
+        }
+        put(t, " ");
+        if (line)
+            put_u64(t, h->count);
+        else
+            put_seconds(t, h->sum_ns);
+        put(t, "\n");
+    }
 }
+
+/* ---- the metrics ----------------------------------------------------------- */
 
 static uint64_t limit_of(const struct limit_setting *l)
 {
@@ -72,13 +232,36 @@ static uint64_t limit_of(const struct limit_setting *l)
 /* One pod on one GPU: per-pod series are per GPU, as quotas and limits are. */
 struct pod_series {
     int account, gpu;
+    struct policy_account_stats stats;
+    uint64_t budget_ns;
     char labels[3 * PROTO_NAME_MAX + 128];
 };
 
+/* The labels of a pod on gpu, into p->labels. */
+static void pod_labels(const struct scheduler *s, const struct pod_id *id,
+                       int gpu, struct pod_series *p)
+{
+    struct text t = {0};
+
+    put_label(&t, "namespace", id->pod_namespace, true);
+    put_label(&t, "pod", id->pod_name, false);
+    if (id->uid[0])
+        put_label(&t, "pod_uid", id->uid, false);
+    put_label(&t, "gpu", s->gpus[gpu].uuid, false);
+    put(&t, ",index=\"");
+    put_u64(&t, (uint64_t)gpu);
+    put(&t, "\"");
+    /* Escaping at most doubles names that fit the protocol's fields. */
+    snprintf(p->labels, sizeof(p->labels), "%.*s", t.failed ? 0 : (int)t.len,
+             t.failed ? "" : t.buf);
+    free(t.buf);
+}
+
 /* The pods (accounts of a pod) with a client on each GPU. Clients in no pod
  * are an account each, with nothing to name them by across restarts: the
- * node-wide metrics count them. */
-static struct pod_series *pod_series_list(const struct scheduler *s, int *n)
+ * node-wide metrics count them. NULL with *n = 0 if memory ran out. */
+static struct pod_series *pod_series_list(const struct scheduler *s,
+                                          uint64_t now, int *n)
 {
     struct pod_series *list = NULL;
     bool *seen = calloc((size_t)s->table_size * (size_t)s->n_gpus, sizeof(bool));
@@ -98,218 +281,208 @@ static struct pod_series *pod_series_list(const struct scheduler *s, int *n)
             if (count == size) {
                 size = size ? 2 * size : 16;
                 struct pod_series *grown = realloc(list, (size_t)size * sizeof(*list));
-                if (!grown)
-                    goto out;
+                if (!grown) {
+                    free(list);
+                    free(seen);
+                    return NULL;
+                }
                 list = grown;
             }
             *mark = true;
             struct pod_series *p = &list[count++];
-            const struct pod_id *id = &s->accounts[c->account].pod;
-            FILE *f = fmemopen(p->labels, sizeof(p->labels), "w");
             p->account = c->account;
             p->gpu = g;
-            if (!f) {
-                count--;
-                goto out;
-            }
-            put_label(f, "namespace", id->pod_namespace, true);
-            put_label(f, "pod", id->pod_name, false);
-            if (id->uid[0])
-                put_label(f, "pod_uid", id->uid, false);
-            put_label(f, "gpu", s->gpus[g].uuid, false);
-            fprintf(f, ",index=\"%d\"", g);
-            fclose(f);
+            policy_view_account(s->policy, g, c->account, now, &p->stats);
+            p->budget_ns = policy_budget_ns(s->policy, g, c->account);
+            pod_labels(s, &s->accounts[c->account].pod, g, p);
         }
     }
-out:
     free(seen);
     *n = count;
     return list;
 }
 
-static void render_gpus(FILE *f, const struct scheduler *s)
+static void render_node(struct text *t, const struct scheduler *s)
 {
+    const struct metrics_counters *m = &s->counters;
+
+    family(t, "nvshare_clients", "gauge", "Registered clients.");
+    sample_u64(t, "nvshare_clients", "", (uint64_t)clients_count(s));
+    family(t, "nvshare_unregistered_connections", "gauge",
+           "Connections that have not registered yet.");
+    sample_u64(t, "nvshare_unregistered_connections", "", (uint64_t)clients_pending(s));
+    family(t, "nvshare_refused_connections_total", "counter",
+           "Client connections refused (per-uid connection limit).");
+    sample_u64(t, "nvshare_refused_connections_total", "", s->refused);
+    family(t, "nvshare_unhooked_processes", "gauge",
+           "Processes using a GPU without libnvshare, now.");
+    sample_u64(t, "nvshare_unhooked_processes", "", (uint64_t)unhooked_count(s));
+    family(t, "nvshare_unhooked_processes_seen_total", "counter",
+           "Processes seen using a GPU without libnvshare.");
+    sample_u64(t, "nvshare_unhooked_processes_seen_total", "", s->unhooked_seen);
+    family(t, "nvshare_messages_total", "counter", "Client messages handled, by type.");
+    for (int type = 0; type < METRICS_MSG_TYPES; type++) {
+        if (!m->messages[type])
+            continue;
+        put(t, "nvshare_messages_total{type=\"");
+        put(t, msg_type_name((uint16_t)type));
+        put(t, "\"} ");
+        put_u64(t, m->messages[type]);
+        put(t, "\n");
+    }
+    family(t, "nvshare_decision_seconds", "histogram",
+           "Time the event loop took to handle one client message: decision and "
+           "the messages it sends.");
+    histogram_lines(t, "nvshare_decision_seconds", "", &m->decision);
+    family(t, "nvshare_metrics_scrapes_total", "counter",
+           "Requests for /metrics, this one included.");
+    sample_u64(t, "nvshare_metrics_scrapes_total", "", m->scrapes);
+    family(t, "nvshare_metrics_serve_seconds_total", "counter",
+           "Event-loop time spent serving HTTP (accepting, parsing, rendering, "
+           "sending), up to the previous event.");
+    sample_seconds(t, "nvshare_metrics_serve_seconds_total", "", m->serve_ns);
+}
+
+static void render_gpus(struct text *t, const struct scheduler *s)
+{
+    static const char *const direction[2] = {"direction=\"out\"", "direction=\"in\""};
     struct policy_gpu_view v[POLICY_MAX_GPUS];
-    char labels[POLICY_MAX_GPUS][PROTO_NAME_MAX + 32];
+    char labels[POLICY_MAX_GPUS][PROTO_UUID_MAX + 32];
+    char swap_labels[POLICY_MAX_GPUS][2][PROTO_UUID_MAX + 64];
 
     for (int g = 0; g < s->n_gpus; g++) {
         policy_view_gpu(s->policy, g, &v[g]);
         snprintf(labels[g], sizeof(labels[g]), "gpu=\"%s\",index=\"%d\"",
                  s->gpus[g].uuid, g);
+        for (int d = 0; d < 2; d++)
+            snprintf(swap_labels[g][d], sizeof(swap_labels[g][d]), "%.*s,%s",
+                     (int)strnlen(labels[g], PROTO_UUID_MAX + 31), labels[g],
+                     direction[d]);
     }
-#define GPU_GAUGE(name, help, expr)                                            \
-    family(f, name, "gauge", help);                                            \
+#define PER_GPU(name, type, help, sample_fn, ...)                              \
+    family(t, name, type, help);                                               \
     for (int g = 0; g < s->n_gpus; g++)                                        \
-        fprintf(f, name "{%s} %llu\n", labels[g], (unsigned long long)(expr));
-    GPU_GAUGE("nvshare_gpu_memory_capacity_bytes", "Memory of the GPU.",
-              s->gpus[g].memory_total)
-    GPU_GAUGE("nvshare_gpu_memory_reserve_bytes",
-              "Memory kept free: never admitted against.",
-              v[g].capacity - v[g].memory_limit)
-    GPU_GAUGE("nvshare_gpu_running_footprint_bytes",
-              "Footprints of the clients running on the GPU.",
-              v[g].running_footprint)
-    GPU_GAUGE("nvshare_gpu_resident_bytes",
-              "Footprints that occupy the GPU now.", v[g].resident)
-#undef GPU_GAUGE
-    family(f, "nvshare_gpu_mode", "gauge",
+        sample_fn(t, name, labels[g], __VA_ARGS__);
+#define PER_SWAP(name, help, sample_fn, field)                                 \
+    family(t, name, "counter", help);                                          \
+    for (int g = 0; g < s->n_gpus; g++) {                                      \
+        sample_fn(t, name, swap_labels[g][0], v[g].swap_out.field);            \
+        sample_fn(t, name, swap_labels[g][1], v[g].swap_in.field);             \
+    }
+    PER_GPU("nvshare_gpu_memory_capacity_bytes", "gauge", "Memory of the GPU.",
+            sample_u64, s->gpus[g].memory_total)
+    PER_GPU("nvshare_gpu_memory_reserve_bytes", "gauge",
+            "Memory kept free: never admitted against.", sample_u64,
+            v[g].capacity - v[g].memory_limit)
+    PER_GPU("nvshare_gpu_running_footprint_bytes", "gauge",
+            "Footprints of the clients running on the GPU.", sample_u64,
+            v[g].running_footprint)
+    PER_GPU("nvshare_gpu_resident_bytes", "gauge",
+            "Footprints that occupy the GPU now.", sample_u64, v[g].resident)
+    family(t, "nvshare_gpu_mode", "gauge",
            "Scheduling mode of the GPU: 1 for the mode in force, 0 for the others.");
-    for (int g = 0; g < s->n_gpus; g++)
-        for (int m = 0; sched_mode_names[m]; m++)
-            fprintf(f, "nvshare_gpu_mode{%s,mode=\"%s\"} %d\n", labels[g],
-                    sched_mode_names[m], v[g].mode == m);
-    family(f, "nvshare_gpu_holder_changes_total", "counter",
-           "Grants of the GPU to another client than the previous holder.");
-    for (int g = 0; g < s->n_gpus; g++)
-        fprintf(f, "nvshare_gpu_holder_changes_total{%s} %llu\n", labels[g],
-                (unsigned long long)v[g].switches);
-    family(f, "nvshare_gpu_swaps_total", "counter",
-           "Swaps of clients' memory off (out) or back onto (in) the GPU.");
-    for (int g = 0; g < s->n_gpus; g++)
-        fprintf(f, "nvshare_gpu_swaps_total{%s,direction=\"out\"} %llu\n"
-                   "nvshare_gpu_swaps_total{%s,direction=\"in\"} %llu\n",
-                labels[g], (unsigned long long)v[g].swap_out.count, labels[g],
-                (unsigned long long)v[g].swap_in.count);
-    family(f, "nvshare_gpu_swapped_bytes_total", "counter", "Bytes the swaps moved.");
-    for (int g = 0; g < s->n_gpus; g++)
-        fprintf(f, "nvshare_gpu_swapped_bytes_total{%s,direction=\"out\"} %llu\n"
-                   "nvshare_gpu_swapped_bytes_total{%s,direction=\"in\"} %llu\n",
-                labels[g], (unsigned long long)v[g].swap_out.bytes, labels[g],
-                (unsigned long long)v[g].swap_in.bytes);
-    family(f, "nvshare_gpu_swap_seconds_total", "counter", "Time the swaps took.");
-    for (int g = 0; g < s->n_gpus; g++)
-        fprintf(f, "nvshare_gpu_swap_seconds_total{%s,direction=\"out\"} %.9f\n"
-                   "nvshare_gpu_swap_seconds_total{%s,direction=\"in\"} %.9f\n",
-                labels[g], seconds(v[g].swap_out.ns), labels[g],
-                seconds(v[g].swap_in.ns));
+    for (int g = 0; g < s->n_gpus; g++) {
+        for (int m = 0; sched_mode_names[m]; m++) {
+            char mode_labels[PROTO_UUID_MAX + 64];
+            snprintf(mode_labels, sizeof(mode_labels), "%.*s,mode=\"%s\"",
+                     (int)strnlen(labels[g], PROTO_UUID_MAX + 31), labels[g],
+                     sched_mode_names[m]);
+            sample_u64(t, "nvshare_gpu_mode", mode_labels, v[g].mode == m);
+        }
+    }
+    PER_GPU("nvshare_gpu_holder_changes_total", "counter",
+            "Grants of the GPU to another client than the previous holder.",
+            sample_u64, v[g].switches)
+    PER_SWAP("nvshare_gpu_swaps_total",
+             "Swaps of clients' memory off (out) or back onto (in) the GPU.",
+             sample_u64, count)
+    PER_SWAP("nvshare_gpu_swapped_bytes_total", "Bytes the swaps moved.",
+             sample_u64, bytes)
+    PER_SWAP("nvshare_gpu_swap_seconds_total", "Time the swaps took.",
+             sample_seconds, ns)
+#undef PER_GPU
+#undef PER_SWAP
 }
 
-static void render_pods(FILE *f, const struct scheduler *s, uint64_t now)
+static void render_pods(struct text *t, const struct scheduler *s, uint64_t now)
 {
+    struct policy_settings_view settings;
     int n;
-    struct pod_series *list = pod_series_list(s, &n);
-    struct policy_account_stats *st = n ? calloc((size_t)n, sizeof(*st)) : NULL;
-    uint64_t window_ns;
+    struct pod_series *list = pod_series_list(s, now, &n);
 
-    if (n && !st) {
-        free(list);
-        return;
-    }
-    {
-        struct policy_settings_view sv;
-        policy_view_settings(s->policy, &sv);
-        window_ns = sv.window_ns;
-    }
-    for (int i = 0; i < n; i++)
-        policy_view_account(s->policy, list[i].gpu, list[i].account, now, &st[i]);
-#define POD_LINES(name, type, help, fmt, expr)                                 \
-    family(f, name, type, help);                                               \
+    policy_view_settings(s->policy, &settings);
+    /* One family at a time, as the format wants: every pod's line of it. */
+#define PER_POD(name, type, help, sample_fn, ...)                              \
+    family(t, name, type, help);                                               \
     for (int i = 0; i < n; i++) {                                              \
         const struct pod_series *p = &list[i];                                 \
         const struct account *a = &s->accounts[p->account];                    \
         const struct quota_account *q = &s->quota.gpus[p->gpu].accounts[p->account]; \
         (void)a, (void)q;                                                      \
-        fprintf(f, name "{%s} " fmt "\n", p->labels, expr);                    \
+        sample_fn(t, name, p->labels, __VA_ARGS__);                            \
     }
-    POD_LINES("nvshare_pod_memory_quota_bytes", "gauge",
-              "The pod's memory quota in force on the GPU (0: none).", "%llu",
-              (unsigned long long)limit_of(&a->memory))
-    POD_LINES("nvshare_pod_memory_used_bytes", "gauge",
-              "Memory the pod's clients have allocated on the GPU.", "%llu",
-              (unsigned long long)quota_account_allocated(&s->quota, p->gpu, p->account))
-    POD_LINES("nvshare_pod_memory_peak_bytes", "gauge",
-              "The most memory the pod had allocated on the GPU at once.", "%llu",
-              (unsigned long long)q->peak)
-    POD_LINES("nvshare_pod_allocations_refused_total", "counter",
-              "The pod's allocation requests refused (quota or oversubscription).",
-              "%llu", (unsigned long long)q->refused)
-    POD_LINES("nvshare_pod_core_limit_ratio", "gauge",
-              "The pod's core limit in force, as a fraction of the GPU's time (1: none).",
-              "%g", limit_of(&a->core) % 100
-                        ? (double)limit_of(&a->core) / 100 : 1.0)
-    POD_LINES("nvshare_pod_core_share_ratio", "gauge",
-              "The fraction of each window the pod's limit buys now, after "
-              "scaling limits that sum above 100 % (1: unlimited).",
-              "%g", policy_budget_ns(s->policy, p->gpu, p->account) && window_ns
-                        ? (double)policy_budget_ns(s->policy, p->gpu, p->account) /
-                              (double)window_ns
-                        : 1.0)
-    POD_LINES("nvshare_pod_gpu_seconds_total", "counter",
-              "GPU time billed to the pod (co-running clients share the wall time).",
-              "%.9f", seconds(st[i].billed_ns))
-    POD_LINES("nvshare_pod_throttled_seconds_total", "counter",
-              "Time the pod was held back by its core limit.", "%.9f",
-              seconds(st[i].throttled_ns))
-    POD_LINES("nvshare_pod_preemptions_total", "counter",
-              "Requests to the pod's clients to give the GPU back (DROP).", "%llu",
-              (unsigned long long)st[i].preemptions)
-#undef POD_LINES
-    family(f, "nvshare_pod_lock_wait_seconds", "histogram",
+    PER_POD("nvshare_pod_memory_quota_bytes", "gauge",
+            "The pod's memory quota in force on the GPU (0: none).", sample_u64,
+            limit_of(&a->memory))
+    PER_POD("nvshare_pod_memory_used_bytes", "gauge",
+            "Memory the pod's clients have allocated on the GPU.", sample_u64,
+            quota_account_allocated(&s->quota, p->gpu, p->account))
+    PER_POD("nvshare_pod_memory_peak_bytes", "gauge",
+            "The most memory the pod had allocated on the GPU at once.",
+            sample_u64, q->peak)
+    PER_POD("nvshare_pod_allocations_refused_total", "counter",
+            "The pod's allocation requests refused (quota or oversubscription).",
+            sample_u64, q->refused)
+    PER_POD("nvshare_pod_core_limit_ratio", "gauge",
+            "The pod's core limit in force, as a fraction of the GPU's time (1: none).",
+            sample_ratio, limit_of(&a->core) % 100 ? (double)limit_of(&a->core) / 100
+                                                  : 1.0)
+    PER_POD("nvshare_pod_core_share_ratio", "gauge",
+            "The fraction of each window the pod's limit buys now, after scaling "
+            "limits that sum above 100 % (1: unlimited).",
+            sample_ratio, p->budget_ns && settings.window_ns
+                              ? (double)p->budget_ns / (double)settings.window_ns
+                              : 1.0)
+    PER_POD("nvshare_pod_gpu_seconds_total", "counter",
+            "GPU time billed to the pod (co-running clients share the wall time).",
+            sample_seconds, p->stats.billed_ns)
+    PER_POD("nvshare_pod_throttled_seconds_total", "counter",
+            "Time the pod was held back by its core limit.", sample_seconds,
+            p->stats.throttled_ns)
+    PER_POD("nvshare_pod_preemptions_total", "counter",
+            "Requests to the pod's clients to give the GPU back (DROP).",
+            sample_u64, p->stats.preemptions)
+#undef PER_POD
+    family(t, "nvshare_pod_lock_wait_seconds", "histogram",
            "Time the pod's clients waited from asking for the GPU to getting it.");
     for (int i = 0; i < n; i++)
-        histogram_lines(f, "nvshare_pod_lock_wait_seconds", list[i].labels,
-                        &st[i].lock_wait);
-    family(f, "nvshare_pod_drain_seconds", "histogram",
+        histogram_lines(t, "nvshare_pod_lock_wait_seconds", list[i].labels,
+                        &list[i].stats.lock_wait);
+    family(t, "nvshare_pod_drain_seconds", "histogram",
            "Time the pod's clients took from DROP to giving the GPU back.");
     for (int i = 0; i < n; i++)
-        histogram_lines(f, "nvshare_pod_drain_seconds", list[i].labels, &st[i].drain);
-    free(st);
+        histogram_lines(t, "nvshare_pod_drain_seconds", list[i].labels,
+                        &list[i].stats.drain);
     free(list);
-}
-
-static void render_node(FILE *f, const struct scheduler *s)
-{
-    const struct metrics_counters *m = &s->counters;
-
-    family(f, "nvshare_clients", "gauge", "Registered clients.");
-    fprintf(f, "nvshare_clients %d\n", clients_count(s));
-    family(f, "nvshare_unregistered_connections", "gauge",
-           "Connections that have not registered yet.");
-    fprintf(f, "nvshare_unregistered_connections %d\n", clients_pending(s));
-    family(f, "nvshare_refused_connections_total", "counter",
-           "Client connections refused (per-uid connection limit).");
-    fprintf(f, "nvshare_refused_connections_total %llu\n",
-            (unsigned long long)s->refused);
-    family(f, "nvshare_unhooked_processes", "gauge",
-           "Processes using a GPU without libnvshare, now.");
-    fprintf(f, "nvshare_unhooked_processes %d\n", unhooked_count(s));
-    family(f, "nvshare_unhooked_processes_seen_total", "counter",
-           "Processes seen using a GPU without libnvshare.");
-    fprintf(f, "nvshare_unhooked_processes_seen_total %llu\n",
-            (unsigned long long)s->unhooked_seen);
-    family(f, "nvshare_messages_total", "counter", "Client messages handled, by type.");
-    for (int t = 0; t < METRICS_MSG_TYPES; t++)
-        if (m->messages[t])
-            fprintf(f, "nvshare_messages_total{type=\"%s\"} %llu\n",
-                    msg_type_name((uint16_t)t), (unsigned long long)m->messages[t]);
-    family(f, "nvshare_decision_seconds", "histogram",
-           "Time the event loop took to handle one client message: decision and "
-           "the messages it sends.");
-    histogram_lines(f, "nvshare_decision_seconds", "", &m->decision);
-    family(f, "nvshare_metrics_scrapes_total", "counter",
-           "Requests for /metrics, this one included.");
-    fprintf(f, "nvshare_metrics_scrapes_total %llu\n", (unsigned long long)m->scrapes);
-    family(f, "nvshare_metrics_serve_seconds_total", "counter",
-           "Event-loop time spent serving HTTP (accepting, parsing, rendering, "
-           "sending), up to the previous event.");
-    fprintf(f, "nvshare_metrics_serve_seconds_total %.9f\n", seconds(m->serve_ns));
 }
 
 char *metrics_render(struct scheduler *s, size_t *len)
 {
-    char *text = NULL;
-    FILE *f = open_memstream(&text, len);
+    struct text t = {0};
 
-    if (!f)
-        return NULL;
-    render_node(f, s);
-    render_gpus(f, s);
-    render_pods(f, s, now_ns());
-    if (fclose(f) != 0) {
-        free(text);
+    if (n_spare) {
+        t.buf = spare[--n_spare];
+        t.cap = malloc_usable_size(t.buf);
+    }
+    render_node(&t, s);
+    render_gpus(&t, s);
+    render_pods(&t, s, now_ns());
+    if (t.failed) {
+        free(t.buf);
         return NULL;
     }
-    return text;
+    *len = t.len;
+    return t.buf;
 }
 
 void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns)
@@ -362,10 +535,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         static char body[] = "nvshare-scheduler serves /metrics only\n";
         r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_PERSISTENT);
     } else {
-        r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+        r = MHD_create_response_from_buffer_with_free_callback(len, text,
+                                                               metrics_text_free);
     }
     if (!r) {
-        free(text);
+        metrics_text_free(text);
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", status == MHD_HTTP_OK

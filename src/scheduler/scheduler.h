@@ -182,8 +182,10 @@ int metrics_start(struct scheduler *s, const char *addr);
 /* Runs the HTTP server's timeouts; returns its next deadline (0: none). */
 uint64_t metrics_tick(struct scheduler *s, uint64_t now);
 void metrics_stop(void);
-/* The metrics text (malloc'ed, *len bytes), or NULL if memory ran out. */
+/* The metrics text (*len bytes, for metrics_text_free()), or NULL if
+ * memory ran out. */
 char *metrics_render(struct scheduler *s, size_t *len);
+void metrics_text_free(void *text);
 /* A client message of type was handled in ns. */
 void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns);
 
