@@ -312,7 +312,7 @@ static void render_node(struct text *t, const struct scheduler *s)
            "Connections that have not registered yet.");
     sample_u64(t, "nvshare_unregistered_connections", "", (uint64_t)clients_pending(s));
     family(t, "nvshare_refused_connections_total", "counter",
-           "Client connections refused (per-uid connection limit).");
+           "Client connections refused (per-uid connection limit, or out of memory).");
     sample_u64(t, "nvshare_refused_connections_total", "", s->refused);
     family(t, "nvshare_unhooked_processes", "gauge",
            "Processes using a GPU without libnvshare, now.");
