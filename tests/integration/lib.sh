@@ -27,11 +27,8 @@ wait_for() {
 
 # Tests of time slicing run in serial mode unless they say otherwise (the
 # daemon's default, auto, would co-run clients it measured as light).
-# Metrics are off unless asked for: tests run side by side, and the
-# default port is one.
 start_scheduler() { # env assignments for the scheduler as arguments
-    env NVSHARE_DEBUG=1 NVSHARE_SCHEDULING_MODE=serial NVSHARE_METRICS_ADDR=off \
-        "$@" "$SCHED_BIN" \
+    env NVSHARE_DEBUG=1 NVSHARE_SCHEDULING_MODE=serial "$@" "$SCHED_BIN" \
         >>"$WORK/sched.log" 2>&1 &
     SCHED_PID=$!
     wait_for test -S "$NVSHARE_SOCK_DIR/scheduler.sock" || fail "scheduler did not start"
