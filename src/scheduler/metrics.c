@@ -556,8 +556,8 @@ static void on_readable(struct event_loop *loop, int fd, void *data)
     serve(data);
 }
 
-/* addr is host:port, [v6-host]:port, or :port (every interface). */
-static int resolve(const char *addr, struct sockaddr_storage *sa, socklen_t *sa_len)
+/* addr is host:port, [v6-host]:port, or :port (every IPv4 interface). */
+static int resolve(const char *addr, struct sockaddr_storage *sa)
 {
     char host[128];
     const char *colon = strrchr(addr, ':');
@@ -576,10 +576,11 @@ static int resolve(const char *addr, struct sockaddr_storage *sa, socklen_t *sa_
         return -1;
     memcpy(host, addr, n);
     host[n] = '\0';
+    if (!n)
+        hints.ai_family = AF_INET;
     if (getaddrinfo(n ? host : NULL, colon + 1, &hints, &res))
         return -1;
     memcpy(sa, res->ai_addr, res->ai_addrlen);
-    *sa_len = res->ai_addrlen;
     freeaddrinfo(res);
     return 0;
 }
@@ -587,12 +588,11 @@ static int resolve(const char *addr, struct sockaddr_storage *sa, socklen_t *sa_
 int metrics_start(struct scheduler *s, const char *addr)
 {
     struct sockaddr_storage sa;
-    socklen_t sa_len;
     const union MHD_DaemonInfo *info;
 
     if (!addr)
         addr = METRICS_DEFAULT_ADDR;
-    if (resolve(addr, &sa, &sa_len) < 0) {
+    if (resolve(addr, &sa) < 0) {
         log_error("NVSHARE_METRICS_ADDR '%s' is not host:port (e.g. 127.0.0.1:9402, "
                   "[::1]:9402, :9402) or off", addr);
         return -1;
@@ -628,7 +628,8 @@ uint64_t metrics_tick(struct scheduler *s, uint64_t now)
     if (!daemon_ || MHD_get_timeout(daemon_, &ms) != MHD_YES)
         return 0;
     if (ms == 0) {
-        /* Work without an fd event (a connection timed out). */
+        /* Work that no fd event announces: a connection timed out, or one
+         * that can still write (MHD's own epoll is edge-triggered). */
         serve(s);
         if (MHD_get_timeout(daemon_, &ms) != MHD_YES)
             return 0;
@@ -641,6 +642,8 @@ void metrics_stop(void)
     if (daemon_)
         MHD_stop_daemon(daemon_);
     daemon_ = NULL;
+    while (n_spare)
+        free(spare[--n_spare]);
 }
 #else
 int metrics_start(struct scheduler *s, const char *addr)
@@ -648,7 +651,7 @@ int metrics_start(struct scheduler *s, const char *addr)
     (void)s;
     if (addr)
         log_warn("NVSHARE_METRICS_ADDR=%s: metrics are not built in (build with "
-             "libmicrohttpd: scripts/install-deps.sh build)", addr);
+                 "libmicrohttpd: scripts/install-deps.sh build)", addr);
     return 0;
 }
 
