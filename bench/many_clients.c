@@ -1,10 +1,12 @@
 /* many_clients.c - many connections to a scheduler from one process.
  *
- *   many_clients SOCKET_DIR N GPU_UUID [idle]
+ *   many_clients SOCKET_DIR N GPU_UUID [idle | pods]
  *
  * Opens N connections to SOCKET_DIR/scheduler.sock and registers each as a
  * client of GPU_UUID (speaking the protocol directly: the client runtime
  * is one connection per process), or with `idle` leaves them unregistered.
+ * With `pods` client i declares the pod bench/pod-<i>: one pod each, as
+ * the metrics endpoint's worst case.
  * Prints one line,
  *
  *   registered=<n> refused=<n> failed=<n>      (idle: connected=<n>)
@@ -25,9 +27,14 @@
 #include "sock.h"
 
 /* 0 registered, 1 refused (REFUSED), -1 anything else. */
-static int register_one(int fd, const char *uuid)
+static int register_one(int fd, const char *uuid, int pod)
 {
     struct msg m = {.type = MSG_REGISTER};
+
+    if (pod >= 0) {
+        snprintf(m.u.reg.pod_namespace, sizeof(m.u.reg.pod_namespace), "bench");
+        snprintf(m.u.reg.pod_name, sizeof(m.u.reg.pod_name), "pod-%d", pod);
+    }
 
     m.u.reg.pid = (uint32_t)getpid();
     m.u.reg.oversub = OVERSUB_NODE_DEFAULT;
@@ -45,13 +52,14 @@ int main(int argc, char **argv)
     char path[512];
     struct rlimit rl;
     int n, counts[3] = {0}; /* failed, registered, refused */
-    bool idle;
+    bool idle, pods;
 
     if (argc < 4 || (n = atoi(argv[2])) < 1) {
-        fprintf(stderr, "usage: %s SOCKET_DIR N GPU_UUID [idle]\n", argv[0]);
+        fprintf(stderr, "usage: %s SOCKET_DIR N GPU_UUID [idle | pods]\n", argv[0]);
         return 2;
     }
     idle = argc > 4 && !strcmp(argv[4], "idle");
+    pods = argc > 4 && !strcmp(argv[4], "pods");
     snprintf(path, sizeof(path), "%s/%s", argv[1], CLIENT_SOCKET_NAME);
     /* One descriptor per connection. */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -78,7 +86,7 @@ int main(int argc, char **argv)
             counts[1]++;
             continue;
         }
-        int rc = register_one(fd, argv[3]);
+        int rc = register_one(fd, argv[3], pods ? i : -1);
         counts[rc + 1]++;
         if (rc)
             close(fd);

@@ -6,9 +6,11 @@
 #
 # The core needs only a C compiler, make and CMake (and the CUDA headers for
 # libnvshare, which come with the CUDA toolkit). nvshare-pod-watcher needs
-# libcurl and cJSON. The tests also use cmocka, python3 and kubectl. Where nothing can be installed (a machine without a package
-# registry) a missing test dependency is reported and its tests are skipped;
-# a missing build tool is an error.
+# libcurl and cJSON; the scheduler's /metrics, libmicrohttpd. The tests also
+# use cmocka, python3, kubectl, curl and prometheus (promtool). Where nothing
+# can be installed (a machine without a package registry) a missing test
+# dependency is reported and its tests are skipped; a missing build tool is
+# an error.
 set -euo pipefail
 mode=${1:-build}
 
@@ -24,11 +26,17 @@ command -v protoc-c >/dev/null || optional+=(protobuf-c-compiler)
 [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] ||
     optional+=(libcurl4-openssl-dev)
 [ -f /usr/include/cjson/cJSON.h ] || optional+=(libcjson-dev)
+# The scheduler's /metrics (optional: left out, with a message, without it).
+[ -f /usr/include/microhttpd.h ] || optional+=(libmicrohttpd-dev)
 if [ "$mode" = test ]; then
     command -v python3 >/dev/null || optional+=(python3)
     [ -f /usr/include/cmocka.h ] || optional+=(libcmocka-dev)
     # k8s_manifests and k8s_watch: the real kubectl; PyYAML reads the chart.
     command -v kubectl >/dev/null || optional+=(kubernetes-client)
+    # metrics_prometheus: a real Prometheus scrapes /metrics; promtool checks it.
+    command -v prometheus >/dev/null && command -v promtool >/dev/null ||
+        optional+=(prometheus)
+    command -v curl >/dev/null || optional+=(curl)
     python3 -c 'import yaml' 2>/dev/null || /usr/bin/python3 -c 'import yaml' 2>/dev/null ||
         optional+=(python3-yaml)
     # k8s_flow reads the test kubelet's JSON answers with jq.

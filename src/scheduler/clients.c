@@ -628,6 +628,7 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
     rc = frame_reader_fill(c->reader, fd);
     while (rc >= 0 && (rc = frame_reader_next(c->reader, &m)) > 0) {
         struct policy_actions out;
+        uint64_t start = now_ns();
         policy_actions_clear(&out);
         if (handle_message(s, c, &m, &out)) {
             log_warn("client %llu (pid %d): %s out of order: disconnecting",
@@ -635,6 +636,7 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
             c->doomed = true;
         }
         clients_apply(s, &out);
+        metrics_note_message(s, m.type, now_ns() - start);
         if (c->doomed)
             return;
     }

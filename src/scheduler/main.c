@@ -34,6 +34,8 @@ static void print_usage(FILE *out)
           "  NVSHARE_STATE_FILE      where nvsharectl's settings and pod limits are\n"
           "                          kept across restarts (default " STATE_DEFAULT_PATH ";\n"
           "                          empty: not kept)\n"
+          "  NVSHARE_METRICS_ADDR    host:port of /metrics (Prometheus; default\n"
+          "                          " METRICS_DEFAULT_ADDR "; off: none)\n"
           "  NVSHARE_PROC_ROOT       the host's /proc, for clients' cgroups (default\n"
           "                          /proc)\n",
           out);
@@ -106,8 +108,9 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
         quota_next = quota_tick(&s->quota, now, &quota_out);
         clients_apply_quota(s, &quota_out);
     } while (clients_reap(s));
-    return earliest_of(earliest_of(next, quota_next),
-                       earliest_of(stall_next, stop_next));
+    return earliest_of(earliest_of(earliest_of(next, quota_next),
+                                   earliest_of(stall_next, stop_next)),
+                       metrics_tick(s, now));
 }
 
 /* Holds an exclusive lock on <dir>/scheduler.lock for the process lifetime,
@@ -337,7 +340,10 @@ static int setup(void)
     if (listen_on(CLIENT_SOCKET_NAME, 0666, clients_on_listen) < 0 ||
         listen_on(CONTROL_SOCKET_NAME, 0600, control_on_listen) < 0)
         return -1;
-    return 0;
+    const char *metrics_addr = getenv("NVSHARE_METRICS_ADDR");
+    if (metrics_addr && !strcmp(metrics_addr, "off"))
+        return 0;
+    return metrics_start(&sched, metrics_addr);
 }
 
 int main(int argc, char **argv)
@@ -361,6 +367,7 @@ int main(int argc, char **argv)
     if (setup() < 0)
         return 1;
     event_loop_run(sched.loop);
+    metrics_stop();
     if (!socket_path(CLIENT_SOCKET_NAME, path, sizeof(path)))
         unlink(path);
     if (!socket_path(CONTROL_SOCKET_NAME, path, sizeof(path)))

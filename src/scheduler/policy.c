@@ -51,7 +51,9 @@ bool policy_grow(struct policy *p, int table_size)
         struct gpu_sched *g = &p->gpus[gpu];
         ok = grow_zeroed(&g->queue, sizeof(int), old, table_size) &&
              grow_zeroed(&g->members, sizeof(struct member), old, table_size) &&
-             grow_zeroed(&g->usage, sizeof(struct account_usage), old, table_size);
+             grow_zeroed(&g->usage, sizeof(struct account_usage), old, table_size) &&
+             grow_zeroed(&g->stats, sizeof(struct policy_account_stats), old,
+                         table_size);
     }
     if (ok)
         p->table_size = table_size;
@@ -76,6 +78,8 @@ void policy_destroy(struct policy *p)
         free(g->queue);
         free(g->members);
         free(g->usage);
+        free(g->stats);
+        g->stats = NULL;
         g->queue = NULL;
         g->members = NULL;
         g->usage = NULL;
@@ -157,6 +161,7 @@ static void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
 {
     struct member *m = &g->members[client];
 
+    histogram_observe(&g->stats[m->account].lock_wait, now - m->since);
     if (m->told_wait_mem)
         emit(out, ACTION_MEM_AVAILABLE, gpu, client, 0)->mem.wait_ns =
             now - m->since;
@@ -356,6 +361,7 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
         m->last_preempt_ns = now - m->drop_sent_at;
         m->recent_preempt_ns[m->n_recent_preempts++ % POLICY_DRAIN_HISTORY] =
             m->last_preempt_ns;
+        histogram_observe(&g->stats[m->account].drain, m->last_preempt_ns);
         m->preempt_estimate_ns = m->preempt_estimate_ns
             ? (3 * m->preempt_estimate_ns + m->last_preempt_ns) / 4
             : m->last_preempt_ns;
@@ -411,6 +417,7 @@ static void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
     set_state(m, MEMBER_DRAINING, now);
     m->drop_sent_at = now;
     m->draining_heard_at = 0;
+    g->stats[m->account].preemptions++;
     emit(out, ACTION_DROP, gpu, client, m->lease);
 }
 

@@ -118,6 +118,45 @@ struct swap_stats {
     double ns_per_byte;           /* moving average; 0 = not measured */
 };
 
+/* A latency histogram with fixed bounds (the metrics endpoint's buckets):
+ * bucket[i] counts observations <= histogram_bounds_ns[i]; count and sum
+ * cover all of them. */
+#define HISTOGRAM_BUCKETS 9
+static const uint64_t histogram_bounds_ns[HISTOGRAM_BUCKETS] = {
+    100000ull, 1000000ull, 10000000ull, 100000000ull, 500000000ull,
+    1000000000ull, 5000000000ull, 30000000000ull, 120000000000ull};
+
+struct histogram {
+    uint64_t count, sum_ns;
+    uint64_t bucket[HISTOGRAM_BUCKETS]; /* not cumulative */
+};
+
+static inline void histogram_observe(struct histogram *h, uint64_t ns)
+{
+    int i = 0;
+
+    while (i < HISTOGRAM_BUCKETS && ns > histogram_bounds_ns[i])
+        i++;
+    if (i < HISTOGRAM_BUCKETS)
+        h->bucket[i]++;
+    h->count++;
+    h->sum_ns += ns;
+}
+
+/* What an account did on a GPU since its number was given out, for the
+ * metrics endpoint: counters only grow until policy_reset_account(). */
+struct policy_account_stats {
+    uint64_t billed_ns;     /* GPU time billed, holds in progress included
+                               (in the view) */
+    uint64_t throttled_ns;  /* held back by its core limit (pace or budget),
+                               up to held_from */
+    uint64_t held_from, held_until; /* the latest hold-back (view: counted
+                                       up to now) */
+    uint64_t preemptions;   /* DROPs sent to its clients */
+    struct histogram lock_wait; /* request to grant */
+    struct histogram drain;     /* DROP to release */
+};
+
 /* The state; its fields are the policy's own (policy_internal.h): outside
  * the policy it is read through the views below. */
 struct policy;
@@ -359,6 +398,8 @@ int policy_view_waiting(const struct policy *p, int gpu, uint64_t now,
 bool policy_view_member(const struct policy *p, int gpu, int client,
                         uint64_t now, struct policy_member_view *v);
 bool policy_is_member(const struct policy *p, int gpu, int client);
+void policy_view_account(const struct policy *p, int gpu, int account,
+                         uint64_t now, struct policy_account_stats *v);
 
 /* The running client of gpu admitted first, or -1. */
 int policy_holder(const struct policy *p, int gpu);

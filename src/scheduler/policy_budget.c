@@ -85,7 +85,9 @@ void bill_runners(struct gpu_sched *g, uint64_t now)
         struct member *m = &g->members[c];
         if (!running(m) || now <= m->billed_until)
             continue;
-        g->usage[m->account].used_ns += (now - m->billed_until) / (uint64_t)n;
+        uint64_t share = (now - m->billed_until) / (uint64_t)n;
+        g->usage[m->account].used_ns += share;
+        g->stats[m->account].billed_ns += share;
         m->billed_until = now;
         g->window_idle = false;
     }
@@ -99,6 +101,21 @@ void start_billing(struct gpu_sched *g, struct member *m, uint64_t now)
     if (g->window_idle && g->n_running == 1)
         g->window_start = now;
     m->billed_until = now;
+}
+
+/* The account is held back by its limit from now until `until`: throttled
+ * time for the metrics, counted as it passes. A hold-back that overlaps the
+ * previous one replaces it from now on. */
+static void note_held_back(struct gpu_sched *g, int account, uint64_t now,
+                           uint64_t until)
+{
+    struct policy_account_stats *st = &g->stats[account];
+
+    if (st->held_until > st->held_from)
+        st->throttled_ns += (now < st->held_until ? now : st->held_until) -
+                            st->held_from;
+    st->held_from = now;
+    st->held_until = until;
 }
 
 /* Starts a new window if the current one is over: what each account used
@@ -133,6 +150,8 @@ void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
          * far below what was used throttles one window at most. */
         if (u->limit_lowered && over > budgets[a])
             over = budgets[a];
+        if (budgets[a] && over >= budgets[a])
+            note_held_back(g, a, now, g->window_start + p->window_ns);
         *u = (struct account_usage){
             .used_ns = over,
             .throttled = budgets[a] && over >= budgets[a],
@@ -157,8 +176,11 @@ void throttle_if_spent(struct policy *p, struct gpu_sched *g,
 {
     uint64_t budget = budget_ns(p, g, account);
 
-    if (budget && used_ns(g, account, now) >= budget)
+    if (budget && !g->usage[account].throttled &&
+        used_ns(g, account, now) >= budget) {
         g->usage[account].throttled = true;
+        note_held_back(g, account, now, g->window_start + p->window_ns);
+    }
 }
 
 /* ---- pacing ------------------------------------------------------------ */
@@ -238,10 +260,16 @@ void hold_back(const struct policy *p, struct gpu_sched *g, int account,
 {
     uint64_t budget = budget_ns(p, g, account);
 
-    if (allowance(p, g, account, budget, now) >= budget)
-        g->usage[account].throttled = true;
-    else
-        g->usage[account].paced_until = slice_end(p, g, now);
+    struct account_usage *u = &g->usage[account];
+
+    if (allowance(p, g, account, budget, now) >= budget) {
+        if (!u->throttled)
+            note_held_back(g, account, now, g->window_start + p->window_ns);
+        u->throttled = true;
+    } else {
+        u->paced_until = slice_end(p, g, now);
+        note_held_back(g, account, now, u->paced_until);
+    }
 }
 
 /* What account may still use in this window; 0 if it has no limit or has
@@ -361,6 +389,8 @@ void policy_set_core_limit(struct policy *p, int account, unsigned limit,
         /* Used time is kept: only the budget it is measured against moves. */
         u->throttled = budget && used_ns(g, account, now) >= budget;
         u->paced_until = 0;
+        if (!u->throttled && g->stats[account].held_until > now)
+            g->stats[account].held_until = now; /* released early */
         if (p->core_limit[account] && (!old || p->core_limit[account] < old))
             u->limit_lowered = true;
     }
@@ -369,8 +399,10 @@ void policy_set_core_limit(struct policy *p, int account, unsigned limit,
 void policy_reset_account(struct policy *p, int account)
 {
     p->core_limit[account] = 0;
-    for (int gpu = 0; gpu < p->n_gpus; gpu++)
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         p->gpus[gpu].usage[account] = (struct account_usage){0};
+        p->gpus[gpu].stats[account] = (struct policy_account_stats){0};
+    }
 }
 
 void policy_set_window(struct policy *p, uint64_t window_ns,

@@ -70,6 +70,7 @@ struct gpu_sched {
     struct swap_stats swap_out, swap_in;
     struct member *members;        /* by client slot, table_size of them */
     struct account_usage *usage;   /* by account, table_size of them */
+    struct policy_account_stats *stats; /* by account: for metrics only */
 };
 
 /* Work arrays of table_size entries, one per function that needs one: the

@@ -86,3 +86,15 @@ bool policy_is_member(const struct policy *p, int gpu, int client)
 {
     return p->gpus[gpu].members[client].present;
 }
+
+void policy_view_account(const struct policy *p, int gpu, int account,
+                         uint64_t now, struct policy_account_stats *v)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+
+    *v = g->stats[account];
+    if (v->held_until > v->held_from && now > v->held_from)
+        v->throttled_ns += (now < v->held_until ? now : v->held_until) - v->held_from;
+    /* Holds in progress are billed at their end: add what they ran so far. */
+    v->billed_ns += used_ns(g, account, now) - g->usage[account].used_ns;
+}

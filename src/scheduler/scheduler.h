@@ -61,6 +61,16 @@ struct unhooked_proc {
     struct pod_identity identity;
 };
 
+/* What only the metrics read (metrics.c). Client message types are below
+ * 100; the control socket's are not counted. */
+#define METRICS_MSG_TYPES 100
+struct metrics_counters {
+    uint64_t messages[METRICS_MSG_TYPES]; /* client messages, by type */
+    struct histogram decision; /* handling of one client message */
+    uint64_t scrapes;          /* requests for /metrics */
+    uint64_t serve_ns;         /* event-loop time in the HTTP server */
+};
+
 struct scheduler {
     struct event_loop *loop;
     struct policy *policy;   /* read through the views of policy.h */
@@ -94,6 +104,7 @@ struct scheduler {
     int n_unhooked[POLICY_MAX_GPUS];
     uint64_t unhooked_seen; /* reported since start, for metrics */
     uint64_t stop_check_due; /* holders.c: next look at holders' state */
+    struct metrics_counters counters;
 };
 
 /* tables.c */
@@ -161,6 +172,22 @@ bool process_stopped(pid_t pid);
  * Returns when to look next (0: at the next tick). */
 uint64_t holders_revoke_stopped(struct scheduler *s, uint64_t now,
                                 struct policy_actions *out);
+
+/* metrics.c */
+/* Serves /metrics on addr (host:port; NULL: the default, and silence where
+ * the build has no HTTP server). A bad address is an error (-1); an address
+ * that cannot be bound only turns metrics off (one line). */
+#define METRICS_DEFAULT_ADDR "127.0.0.1:9402"
+int metrics_start(struct scheduler *s, const char *addr);
+/* Runs the HTTP server's timeouts; returns its next deadline (0: none). */
+uint64_t metrics_tick(struct scheduler *s, uint64_t now);
+void metrics_stop(void);
+/* The metrics text (*len bytes, for metrics_text_free()), or NULL if
+ * memory ran out. */
+char *metrics_render(struct scheduler *s, size_t *len);
+void metrics_text_free(void *text);
+/* A client message of type was handled in ns. */
+void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);
