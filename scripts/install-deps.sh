@@ -6,7 +6,7 @@
 #
 # The core needs only a C compiler, make and CMake (and the CUDA headers for
 # libnvshare, which come with the CUDA toolkit). nvshare-pod-watcher needs
-# libcurl and cJSON. The tests also use cmocka, python3 and kubectl. Where nothing can be installed (a machine without a package
+# libcurl and cJSON. The tests also use cmocka, python3, kubectl and tmux. Where nothing can be installed (a machine without a package
 # registry) a missing test dependency is reported and its tests are skipped;
 # a missing build tool is an error.
 set -euo pipefail
@@ -31,6 +31,8 @@ if [ "$mode" = test ]; then
     command -v kubectl >/dev/null || optional+=(kubernetes-client)
     python3 -c 'import yaml' 2>/dev/null || /usr/bin/python3 -c 'import yaml' 2>/dev/null ||
         optional+=(python3-yaml)
+    # ctl_top drives nvsharectl top in a terminal.
+    command -v tmux >/dev/null || optional+=(tmux)
     # k8s_device_plugin's test kubelet.
     command -v protoc >/dev/null || optional+=(protobuf-compiler)
     /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||
