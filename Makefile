@@ -6,7 +6,7 @@ BUILD      ?= build
 TEST_BUILD ?= build-test
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all build demo test clean
+.PHONY: all build demo test install clean
 
 all: build
 
@@ -23,6 +23,11 @@ test:
 	cmake -S . -B $(TEST_BUILD) -DNVSHARE_SANITIZE=ON $(TEST_CMAKE_FLAGS)
 	cmake --build $(TEST_BUILD) -j $(JOBS)
 	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# PREFIX=/usr for another prefix, DESTDIR=... to stage (docs/operations.md).
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: build
 	scripts/demo.sh $(BUILD)
