@@ -12,7 +12,9 @@ CTL_BIN=$3
 command -v tmux >/dev/null || { echo "SKIP: tmux is not installed"; exit 77; }
 TMUX_SOCK=$WORK/tmux.sock
 tmx() { tmux -S "$TMUX_SOCK" "$@"; }
-trap 'tmx kill-server 2>/dev/null || true; stop_scheduler; rm -rf "$WORK"' EXIT
+JOBS=()
+trap 'tmx kill-server 2>/dev/null || true; kill "${JOBS[@]}" 2>/dev/null || true
+      stop_scheduler; rm -rf "$WORK"' EXIT
 screen() { tmx capture-pane -p -t "$1" >"$WORK/screen"; }
 screen_has() { screen "$1"; grep -q -- "$2" "$WORK/screen"; }
 shows_jobs() {
@@ -33,6 +35,7 @@ for i in 1 2 3; do
     NVSHARE_POD_NAMESPACE=demo NVSHARE_POD_NAME=job-$i NVSHARE_GPU_CORE_LIMIT=$limit \
         SIM_MEMORY_MB=$(( i * 512 )) "$WORKLOAD_BIN" GPU-sim-0 "$until" 1000 \
         >/dev/null 2>&1 &
+    JOBS+=($!)
 done
 
 # Each session records the terminal settings (stty -g: not the size) before and after top.
