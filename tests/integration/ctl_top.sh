@@ -2,7 +2,7 @@
 # nvsharectl top in a real terminal (tmux, 120x40): with three jobs of pod
 # demo/job-N sharing a GPU (job-3 limited to 20 %), the screen shows every
 # pod, who holds, who waits and on what, and job-3's limit; it redraws on a
-# resize; q (and Ctrl-C) quit with exit status 0 and leave the terminal's
+# resize; q, Ctrl-C and SIGTERM quit with exit status 0 and leave the terminal's
 # settings (stty) as they were and the normal screen back. Without a
 # terminal, top refuses with one line.
 #
@@ -71,3 +71,13 @@ wait_for screen_has int 'top exited rc=0' || fail_screen "Ctrl-C did not end top
 wait_for test -s "$WORK/int.after" || fail "the session did not record stty"
 cmp -s "$WORK/int.before" "$WORK/int.after" || fail "Ctrl-C left the terminal changed"
 pass "Ctrl-C ends top with status 0 and the terminal restored"
+
+run_top term
+wait_for shows_jobs term || fail_screen "the third top did not draw"
+top_pid=$(pgrep -P "$(tmx display-message -p -t term '#{pane_pid}')" nvsharectl) ||
+    fail "cannot find the third top's pid"
+kill -TERM "$top_pid"
+wait_for screen_has term 'top exited rc=0' || fail_screen "SIGTERM did not end top cleanly"
+wait_for test -s "$WORK/term.after" || fail "the session did not record stty"
+cmp -s "$WORK/term.before" "$WORK/term.after" || fail "SIGTERM left the terminal changed"
+pass "SIGTERM ends top with status 0 and the terminal restored"
