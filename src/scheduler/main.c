@@ -362,8 +362,8 @@ int main(int argc, char **argv)
         }
         if (!strncmp(argv[i], "--log-format=", 13))
             format = argv[i] + 13;
-        else if (!strcmp(argv[i], "--log-format") && i + 1 < argc)
-            format = argv[++i];
+        else if (!strcmp(argv[i], "--log-format"))
+            format = i + 1 < argc ? argv[++i] : "";
         if (!format) {
             fprintf(stderr, "nvshare-scheduler: unknown argument '%s'\n\n", argv[i]);
             print_usage(stderr);
