@@ -6,23 +6,37 @@ BUILD      ?= build
 TEST_BUILD ?= build-test
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all build demo test clean
+# Quiet builds: no make directory lines, no per-file progress, CMake's
+# status lines only where a component is left out. Errors and warnings go to
+# stderr and stay visible; pipefail keeps a failing step failing.
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+MAKEFLAGS   += --no-print-directory
+CONFIGURE_FILTER := | { grep -E '^-- .* not |^[^-]' || true; }
+BUILD_FILTER     := | { grep -v 'Built target' || true; }
+
+.PHONY: all build demo test install clean
 
 all: build
 
 build:
 	@scripts/install-deps.sh build
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build $(BUILD) -j $(JOBS)
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_RULE_MESSAGES=OFF $(CONFIGURE_FILTER)
+	@cmake --build $(BUILD) -j $(JOBS) $(BUILD_FILTER)
 
 # Tests run against a sanitizer build (ASan + UBSan) of the daemon, the CLI
 # and the test programs. CI adds TEST_CMAKE_FLAGS=-DNVSHARE_REQUIRE_ALL_TESTS=ON
 # so that a missing cmocka fails instead of skipping the unit tests.
 test:
 	@scripts/install-deps.sh test
-	cmake -S . -B $(TEST_BUILD) -DNVSHARE_SANITIZE=ON $(TEST_CMAKE_FLAGS)
-	cmake --build $(TEST_BUILD) -j $(JOBS)
+	@cmake -S . -B $(TEST_BUILD) -DNVSHARE_SANITIZE=ON -DCMAKE_RULE_MESSAGES=OFF $(TEST_CMAKE_FLAGS) $(CONFIGURE_FILTER)
+	@cmake --build $(TEST_BUILD) -j $(JOBS) $(BUILD_FILTER)
 	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# PREFIX=/usr for another prefix, DESTDIR=... to stage (docs/operations.md).
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: build
 	scripts/demo.sh $(BUILD)

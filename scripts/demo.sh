@@ -23,17 +23,21 @@ if command -v nvidia-smi >/dev/null && command -v nvcc >/dev/null && [ -f "$LIB"
     echo "== GPU $gpu: real CUDA jobs (bench/fixed_work.cu) under libnvshare"
     nvcc -O2 -o "$DEMO/fixed_work" "$TOP/bench/fixed_work.cu"
     job() { LD_PRELOAD=$LIB "$DEMO/fixed_work" --window "$1" "$2"; }
+    unit=kernels/s work="CUDA kernels it completed per second"
 elif [ -f "$LIB" ] && [ -x "$BIN/tests/fake/fake_job" ]; then
     gpu=GPU-fa4e0000-0000-0000-0000-000000000000
     export NVSHARE_GPUS=$gpu:16384
     echo "== no GPU here: jobs run on the fake GPU ($gpu) under libnvshare"
     job() { LD_LIBRARY_PATH=$BIN/tests/fake/lib LD_PRELOAD=$LIB "$BIN/tests/fake/fake_job" "$1" "$2"; }
+    unit=kernels/s work="fake-GPU kernels it completed per second"
 else
     gpu=GPU-sim-0000
     export NVSHARE_GPUS=$gpu:16384
     echo "== libnvshare not built (no CUDA headers): jobs are client-runtime simulations"
-    job() { "$BIN/tests/integration/sim_workload" "$gpu" "$2" 1000 - "$1" |
+    # Compute-bound like the other jobs: every unit keeps the GPU busy.
+    job() { SIM_BUSY_PERMILLE=1000 "$BIN/tests/integration/sim_workload" "$gpu" "$2" 1000 - "$1" |
             awk -v s=$(( ($2 - $1) / 1000000 )) '{ sub(/.*measured_ms=/, ""); printf "rate=%.2f\n", 1000 * $1 / s }'; }
+    unit="GPU ms/s" work="milliseconds of simulated GPU work it did per second (1000: the whole GPU)"
 fi
 rate() { sed -n 's/.*rate=\([0-9.]*\).*/\1/p' "$1"; }
 window() { from=$(( $(date +%s%N) + $1 * 1000000000 )); until=$(( from + $2 * 1000000000 )); }
@@ -63,11 +67,24 @@ for t in 3 6; do
     sleep 3
     echo; echo "== nvsharectl status (t=${t}s)"
     "$BIN/src/ctl/nvsharectl" status || true
+    [ $t = 6 ] || cat <<'EOF'
+   (GPU 0's 'running' client holds the GPU now; 'waiting' ones queue for it
+   in turn (lock), and job-3 waits 'throttled' once it has used its 20 % of
+   a 1 s window. Client tables: STATE, LOAD (how busy it keeps the GPU),
+   HELD (time held in all), LIMIT (core limit), USED/WINDOW (its pod's time
+   in the current window); docs/nvsharectl.md explains every column.)
+EOF
 done
 wait "${pids[@]}"
 
 echo; echo "== result (measured over the same 6 s, against the solo run)"
-printf "%-8s %6s %14s %10s\n" job limit "kernels/s" "of solo"
+echo "   job: the demo job (pod demo/job-N); limit: its NVSHARE_GPU_CORE_LIMIT"
+echo "   $unit: $work"
+echo "   of solo: that rate against the solo run's, i.e. the job's share of the GPU"
+echo "   total: the three together; near 100 % means they took turns (time"
+echo "   slicing) and kept the GPU busy, with job-3 held to about 20 %"
+echo
+printf "%-8s %6s %14s %10s\n" job limit "$unit" "of solo"
 total=0
 for i in 1 2 3; do
     r=$(rate "$DEMO/job-$i.out"); limit=-; [ $i = 3 ] && limit=20%

@@ -7,10 +7,10 @@
 # The core needs only a C compiler, make and CMake (and the CUDA headers for
 # libnvshare, which come with the CUDA toolkit). nvshare-pod-watcher needs
 # libcurl and cJSON; the scheduler's /metrics, libmicrohttpd. The tests also
-# use cmocka, python3, kubectl, curl and prometheus (promtool). Where nothing
-# can be installed (a machine without a package registry) a missing test
-# dependency is reported and its tests are skipped; a missing build tool is
-# an error.
+# use cmocka, python3, kubectl, curl, prometheus (promtool), jq and tmux.
+# Where nothing can be installed (a machine without a package registry) a
+# missing test dependency is reported and its tests are skipped; a missing
+# build tool is an error.
 set -euo pipefail
 mode=${1:-build}
 
@@ -41,6 +41,8 @@ if [ "$mode" = test ]; then
         optional+=(python3-yaml)
     # k8s_flow reads the test kubelet's JSON answers with jq.
     command -v jq >/dev/null || optional+=(jq)
+    # ctl_top drives nvsharectl top in a terminal.
+    command -v tmux >/dev/null || optional+=(tmux)
     # k8s_device_plugin's test kubelet.
     command -v protoc >/dev/null || optional+=(protobuf-compiler)
     /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||

@@ -65,6 +65,15 @@ int ctl_parse_mode(const char *text, uint8_t *mode);
 
 /* render_table.c: the human view. */
 void render_table(FILE *out, const struct ctl_status *st);
+/* A malloc'd copy of text fit for a terminal: control characters and broken
+ * UTF-8 replaced by '?' (names come from any local user). */
+char *ctl_printable(const char *text);
+/* "namespace/pod", "pod", "uid:<pod-uid>" or "-" for no pod. */
+void ctl_pod_name_label(const char *pod_namespace, const char *pod_name,
+                        const char *pod_uid, char *buf, size_t len);
+
+/* render_top.c: one frame of `nvsharectl top`, cut to width x height. */
+void render_top(FILE *out, const struct ctl_status *st, int width, int height);
 
 /* render_json.c: one JSON document, documented in docs/nvsharectl.md. */
 void render_json(FILE *out, const struct ctl_status *st);

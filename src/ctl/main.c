@@ -11,13 +11,17 @@
  * stderr). */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ctl.h"
 #include "env.h"
 #include "parse.h"
@@ -49,6 +53,8 @@ static const char top_help[] =
     "  status [--json]          GPUs (mode, memory, swaps, running clients, wait\n"
     "                           queue) and clients\n"
     "  watch [--interval 1s]    redraw the status every interval until Ctrl-C\n"
+    "  top [--interval 1s]      live per-GPU view: holders, waiters, share and\n"
+    "                           memory bars against limits; q quits\n"
     "  set tq <duration>        change the time quantum, e.g. 100ms, 30s, 1.5s\n"
     "  set core-limit POD PCT   limit a pod to PCT % of each GPU's time\n"
     "  set memory-limit POD SZ  limit a pod's GPU memory on each GPU, e.g. 4Gi\n"
@@ -269,6 +275,158 @@ static int run_watch(const struct command *cmd, int argc, char **argv)
     return 0;
 }
 
+/* ---- top ----------------------------------------------------------------- */
+
+/* top draws on the terminal's alternate screen, reads keys one at a time
+ * without echo, and puts everything back however it ends: q, Ctrl-C,
+ * SIGTERM or an error. Ctrl-C stays a signal (ISIG is kept). */
+static struct termios saved_termios;
+static volatile sig_atomic_t resized;
+
+static void on_resize(int sig)
+{
+    (void)sig;
+    resized = 1;
+}
+
+static void terminal_size(int *width, int *height)
+{
+    struct winsize ws;
+
+    *width = 80, *height = 24;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row)
+        *width = ws.ws_col, *height = ws.ws_row;
+}
+
+static int terminal_enter(void)
+{
+    struct termios raw;
+
+    if (tcgetattr(STDIN_FILENO, &saved_termios) < 0)
+        return -1;
+    raw = saved_termios;
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) < 0)
+        return -1;
+    fputs("\033[?1049h\033[?25l", stdout); /* alternate screen, no cursor */
+    fflush(stdout);
+    return 0;
+}
+
+static void terminal_leave(void)
+{
+    fputs("\033[?25h\033[?1049l", stdout);
+    fflush(stdout);
+    tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_termios);
+}
+
+/* Draws one frame over the previous one, each line cleared to its end. */
+static void top_frame(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *frame = open_memstream(&text, &len);
+    struct ctl_status st;
+    char fetch_err[CTL_ERR_LEN];
+    int width, height;
+
+    if (!frame)
+        return;
+    terminal_size(&width, &height);
+    if (ctl_fetch_status(&target, &st, fetch_err))
+        fprintf(frame, "nvsharectl: %s (retrying)\n", fetch_err);
+    else {
+        render_top(frame, &st, width, height);
+        ctl_status_free(&st);
+    }
+    fclose(frame);
+    fputs("\033[H", stdout);
+    for (char *line = text, *end; line && *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (!end)
+            break;
+        fwrite(line, 1, (size_t)(end - line), stdout);
+        fputs(end[1] ? "\033[K\r\n" : "\033[K", stdout);
+    }
+    fputs("\033[J", stdout);
+    fflush(stdout);
+    free(text);
+}
+
+/* Waits up to ns for a key; returns true when it asks to quit. */
+static bool top_wait_for_quit(uint64_t ns)
+{
+    struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
+    uint64_t deadline = now_ns() + ns, now;
+    char key;
+
+    while (!stop_watching && !resized && (now = now_ns()) < deadline) {
+        int ms = (int)((deadline - now + 999999) / 1000000);
+        if (poll(&in, 1, ms) <= 0)
+            continue;
+        if (read(STDIN_FILENO, &key, 1) != 1)
+            return true; /* the terminal went away */
+        if (key == 'q' || key == 'Q')
+            return true;
+        if (key == ' ')
+            return false; /* redraw now */
+    }
+    return stop_watching;
+}
+
+static int run_top(const struct command *cmd, int argc, char **argv)
+{
+    uint64_t interval = 1000000000ull;
+    char err[CTL_ERR_LEN];
+    struct sigaction stop = {.sa_handler = on_stop_signal}; /* no SA_RESTART */
+    struct sigaction winch = {.sa_handler = on_resize};
+    struct ctl_status st;
+
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int got;
+
+        if (is_help(argv[i]))
+            return show_help(cmd);
+        got = option_value("--interval", argc, argv, &i, &v);
+        if (got < 0)
+            return usage_error(cmd, "option '%s' needs a value", argv[i]);
+        if (got == 1) {
+            if (parse_duration_ns(v, &interval, err))
+                return usage_error(cmd, "%s", err);
+            if (interval < WATCH_MIN_INTERVAL_NS)
+                return usage_error(cmd, "interval '%s' is below the minimum of 100ms", v);
+        } else if (argv[i][0] == '-') {
+            return usage_error(cmd, "unknown option '%s'", argv[i]);
+        } else {
+            return usage_error(cmd, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
+        return fail("top needs a terminal: use 'nvsharectl watch' or 'status' in scripts");
+    /* Reach the scheduler before taking the screen, so a mistake reads as
+     * one line on the normal screen. */
+    if (ctl_fetch_status(&target, &st, err))
+        return fail(err);
+    ctl_status_free(&st);
+    sigemptyset(&stop.sa_mask);
+    sigemptyset(&winch.sa_mask);
+    sigaction(SIGINT, &stop, NULL);
+    sigaction(SIGTERM, &stop, NULL);
+    sigaction(SIGHUP, &stop, NULL);
+    sigaction(SIGWINCH, &winch, NULL);
+    if (terminal_enter() < 0)
+        return fail("cannot set up the terminal");
+    do {
+        resized = 0;
+        top_frame();
+    } while (!top_wait_for_quit(interval));
+    terminal_leave();
+    return 0;
+}
+
 /* ---- settings ------------------------------------------------------------ */
 
 /* Sends one setting and reports the scheduler's answer. */
@@ -478,6 +636,14 @@ static const struct command commands[] = {
      "\n"
      "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"
      "  --count N            stop after N frames\n"},
+    {"top", run_top, "nvsharectl top [--interval DURATION]",
+     "A live view of each GPU, like top: who holds it, who waits and on what\n"
+     "(lock, memory, throttled), each pod's GPU time in the current window\n"
+     "against its core limit ('|' marks the limit) and its memory against its\n"
+     "quota. Redraws every interval and at once on a resize; q quits (Ctrl-C\n"
+     "too), space redraws. Needs a terminal; the terminal is restored on exit.\n"
+     "\n"
+     "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"},
     {"set", run_set,
      "nvsharectl set tq <duration>\n       nvsharectl set anti-thrash on|off\n"
      "       nvsharectl set core-limit <pod|namespace/pod|client-id> <1-100|none>\n"

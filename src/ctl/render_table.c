@@ -40,7 +40,7 @@ static void *xrealloc(void *p, size_t n)
 }
 
 /* Copies text into a fresh string fit for a terminal (see the top). */
-static char *printable(const char *text)
+char *ctl_printable(const char *text)
 {
     const unsigned char *p = (const unsigned char *)text;
     char *out = xrealloc(NULL, strlen(text) + 1), *o = out;
@@ -80,7 +80,7 @@ static void table_row(struct table *t, const char *const *cells)
                                           sizeof(*t->cells));
     }
     for (int c = 0; c < t->n_cols; c++) {
-        char *cell = printable(cells[c]);
+        char *cell = ctl_printable(cells[c]);
         size_t w = text_width(cell);
         t->cells[t->n_rows * t->n_cols + c] = cell;
         if (w > t->width[c])
@@ -109,8 +109,8 @@ static void table_flush(FILE *out, struct table *t)
 
 /* "namespace/pod", "pod", "uid:<pod-uid>" (a Kubernetes pod not named
  * yet), or "-" for a client in no pod. */
-static void pod_name_label(const char *pod_namespace, const char *pod_name,
-                           const char *pod_uid, char *buf, size_t len)
+void ctl_pod_name_label(const char *pod_namespace, const char *pod_name,
+                        const char *pod_uid, char *buf, size_t len)
 {
     if (pod_namespace[0] && pod_name[0])
         snprintf(buf, len, "%s/%s", pod_namespace, pod_name);
@@ -122,7 +122,7 @@ static void pod_name_label(const char *pod_namespace, const char *pod_name,
 
 static void pod_label(const struct msg_status_client *c, char *buf, size_t len)
 {
-    pod_name_label(c->pod_namespace, c->pod_name, c->pod_uid, buf, len);
+    ctl_pod_name_label(c->pod_namespace, c->pod_name, c->pod_uid, buf, len);
 }
 
 /* Writes a list of items after a label, comma-separated, wrapping before
@@ -145,7 +145,7 @@ static void wrap_begin(struct wrap *w, FILE *out, const char *label)
  * made printable here. */
 static void wrap_item(struct wrap *w, const char *sep, const char *text)
 {
-    char *item = printable(text);
+    char *item = ctl_printable(text);
     size_t width = text_width(item);
 
     if (!w->empty) {
@@ -238,7 +238,7 @@ static void gpu_block(FILE *out, const struct ctl_status *st,
                       const struct msg_status_gpu *g)
 {
     char a[32], b[32], c[32], d[32];
-    char *name = printable(g->name), *uuid = printable(g->uuid);
+    char *name = ctl_printable(g->name), *uuid = ctl_printable(g->uuid);
 
     fprintf(out, "GPU %u  %s  %s\n", g->index, uuid, name);
     free(name);
@@ -420,7 +420,7 @@ static void pod_table(FILE *out, const struct ctl_status *st)
     for (int i = 0; i < st->n_pods; i++) {
         const struct msg_status_pod *p = &st->pods[i];
         char pod[CELL_LEN], owner[24], core[32], memory[48], size[32], clients[16];
-        pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod, sizeof(pod));
+        ctl_pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod, sizeof(pod));
         snprintf(owner, sizeof(owner), p->bound ? "uid %u" : "-", p->owner);
         /* The source that holds (kubernetes.md's order), named unless it
          * is the operator's. */

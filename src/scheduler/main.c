@@ -24,7 +24,10 @@
  * where they are used (env.c, gpus.c, log.c). */
 static void print_usage(FILE *out)
 {
-    fputs("usage: nvshare-scheduler [--help | --version]\n"
+    fputs("usage: nvshare-scheduler [--log-format text|json] [--help | --version]\n"
+          "\n"
+          "  --log-format json       one JSON object per log line (time, level,\n"
+          "                          component, pid, msg); also NVSHARE_LOG_FORMAT\n"
           "\n"
           "The nvshare node daemon: time-slices each GPU of this node among the\n"
           "processes that run with libnvshare.so. Configured by the environment:\n"
@@ -89,6 +92,7 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
     uint64_t next, quota_next, stall_next, stop_next;
 
     (void)loop;
+    log_flush_repeats(); /* a flood of warnings that stopped still shows */
     footprint_sample_overheads(s, now);
     stall_next = clients_expire_stalled(s, now);
     policy_actions_clear(&out);
@@ -351,18 +355,31 @@ int main(int argc, char **argv)
     char path[256];
 
     log_init("scheduler");
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        print_usage(stdout);
-        return 0;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--version")) {
-        puts("nvshare-scheduler " NVSHARE_VERSION);
-        return 0;
-    }
-    if (argc > 1) {
-        fprintf(stderr, "nvshare-scheduler: unknown argument '%s'\n\n", argv[1]);
-        print_usage(stderr);
-        return 2;
+    for (int i = 1; i < argc; i++) {
+        const char *format = NULL;
+
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            print_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            puts("nvshare-scheduler " NVSHARE_VERSION);
+            return 0;
+        }
+        if (!strncmp(argv[i], "--log-format=", 13))
+            format = argv[i] + 13;
+        else if (!strcmp(argv[i], "--log-format"))
+            format = i + 1 < argc ? argv[++i] : "";
+        if (!format) {
+            fprintf(stderr, "nvshare-scheduler: unknown argument '%s'\n\n", argv[i]);
+            print_usage(stderr);
+            return 2;
+        }
+        if (log_set_format(format) < 0) {
+            fprintf(stderr, "nvshare-scheduler: --log-format must be text or json, not '%s'\n",
+                    format);
+            return 2;
+        }
     }
     if (setup() < 0)
         return 1;

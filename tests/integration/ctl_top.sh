@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# nvsharectl top in a real terminal (tmux, 120x40): with three jobs of pod
+# demo/job-N sharing a GPU (job-3 limited to 20 %), the screen shows every
+# pod, who holds, who waits and on what, and job-3's limit; it redraws on a
+# resize; q, Ctrl-C and SIGTERM quit with exit status 0 and leave the terminal's
+# settings (stty) as they were and the normal screen back. Without a
+# terminal, top refuses with one line.
+#
+#   ctl_top.sh SCHEDULER WORKLOAD NVSHARECTL
+source "$(dirname "$0")/lib.sh"
+CTL_BIN=$3
+command -v tmux >/dev/null || { echo "SKIP: tmux is not installed"; exit 77; }
+TMUX_SOCK=$WORK/tmux.sock
+tmx() { tmux -S "$TMUX_SOCK" "$@"; }
+JOBS=()
+trap 'tmx kill-server 2>/dev/null || true; kill "${JOBS[@]}" 2>/dev/null || true
+      stop_scheduler; rm -rf "$WORK"' EXIT
+screen() { tmx capture-pane -p -t "$1" >"$WORK/screen"; }
+screen_has() { screen "$1"; grep -q -- "$2" "$WORK/screen"; }
+shows_jobs() {
+    screen "$1" && grep -q 'demo/job-1' "$WORK/screen" && grep -q 'demo/job-2' "$WORK/screen" &&
+        grep -q 'demo/job-3 .*of 20%' "$WORK/screen" && grep -q ' holding ' "$WORK/screen" &&
+        grep -q ' waiting  lock\| waiting  throttled' "$WORK/screen"
+}
+fail_screen() { fail "$1; the screen was:
+$(cat "$WORK/screen")"; }
+
+"$CTL_BIN" top </dev/null >"$WORK/out" 2>"$WORK/err" && fail "top ran without a terminal"
+grep -q 'top needs a terminal' "$WORK/err" || fail "no clear error without a terminal"
+
+start_scheduler NVSHARE_GPUS=GPU-sim-0:16384 NVSHARE_TQ=200ms NVSHARE_STATE_FILE=
+until=$(( $(now_ns) + 30000000000 ))
+for i in 1 2 3; do
+    limit=; [ $i = 3 ] && limit=20
+    NVSHARE_POD_NAMESPACE=demo NVSHARE_POD_NAME=job-$i NVSHARE_GPU_CORE_LIMIT=$limit \
+        SIM_MEMORY_MB=$(( i * 512 )) "$WORKLOAD_BIN" GPU-sim-0 "$until" 1000 \
+        >/dev/null 2>&1 &
+    JOBS+=($!)
+done
+
+# Each session records the terminal settings (stty -g: not the size) before and after top.
+run_top() { # session-name
+    tmx new-session -d -s "$1" -x 120 -y 40 \
+        "stty -g >'$WORK/$1.before'; NVSHARE_SOCK_DIR='$NVSHARE_SOCK_DIR' '$CTL_BIN' top --interval 200ms; echo \"top exited rc=\$?\"; stty -g >'$WORK/$1.after'; sleep 600"
+}
+run_top q
+wait_for shows_jobs q || fail_screen "the jobs' pods did not show"
+pass "top shows the three pods, the holder, the waiters and job-3's 20 % limit"
+
+tmx resize-window -t q -x 90 -y 8
+wait_for screen_has q 'more lines: enlarge the terminal' ||
+    fail_screen "no redraw at 90x8 after a resize"
+screen q
+awk 'length($0) > 90 { bad = 1 } END { exit bad }' "$WORK/screen" ||
+    fail_screen "lines wider than the resized terminal"
+pass "top redraws at the new size on a resize"
+
+tmx send-keys -t q q
+wait_for screen_has q 'top exited rc=0' || fail_screen "q did not quit top"
+wait_for test -s "$WORK/q.after" || fail "the session did not record stty"
+cmp -s "$WORK/q.before" "$WORK/q.after" ||
+    fail "terminal settings changed: $(diff "$WORK/q.before" "$WORK/q.after")"
+screen q
+! grep -q 'POD MEMORY' "$WORK/screen" || fail_screen "top's frame stayed on the normal screen"
+pass "q quits with status 0; stty settings and the normal screen are restored"
+
+run_top int
+wait_for shows_jobs int || fail_screen "the second top did not draw"
+tmx send-keys -t int C-c
+wait_for screen_has int 'top exited rc=0' || fail_screen "Ctrl-C did not end top cleanly"
+wait_for test -s "$WORK/int.after" || fail "the session did not record stty"
+cmp -s "$WORK/int.before" "$WORK/int.after" || fail "Ctrl-C left the terminal changed"
+pass "Ctrl-C ends top with status 0 and the terminal restored"
+
+run_top term
+wait_for shows_jobs term || fail_screen "the third top did not draw"
+top_pid=$(pgrep -P "$(tmx display-message -p -t term '#{pane_pid}')" nvsharectl) ||
+    fail "cannot find the third top's pid"
+kill -TERM "$top_pid"
+wait_for screen_has term 'top exited rc=0' || fail_screen "SIGTERM did not end top cleanly"
+wait_for test -s "$WORK/term.after" || fail "the session did not record stty"
+cmp -s "$WORK/term.before" "$WORK/term.after" || fail "SIGTERM left the terminal changed"
+pass "SIGTERM ends top with status 0 and the terminal restored"

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Log lines: an RFC 3339 UTC timestamp with milliseconds and a level on every
+# line; --log-format json (and NVSHARE_LOG_FORMAT=json) gives one valid JSON
+# object per line with time, level, component, pid and msg; 1000 identical
+# warnings take a bounded number of lines and say how many were folded.
+#
+#   log_format.sh SCHEDULER WORKLOAD LOG_FLOOD
+source "$(dirname "$0")/lib.sh"
+FLOOD_BIN=$3
+STAMP='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
+
+run_workload() {
+    "$WORKLOAD_BIN" GPU-sim-0 $(( $(now_ns) + 300000000 )) >/dev/null 2>&1 ||
+        fail "the workload failed"
+}
+
+# ---- text: timestamp, component, pid, level on every line -------------------
+start_scheduler NVSHARE_GPUS=GPU-sim-0:16384
+run_workload
+stop_scheduler
+lines=$(wc -l <"$WORK/sched.log")
+[ "$lines" -ge 5 ] || fail "expected several log lines, got $lines"
+bad=$(grep -Evc "^$STAMP nvshare\[scheduler [0-9]+\] (error|warning|info|debug): " \
+      "$WORK/sched.log" || true)
+[ "$bad" = 0 ] || fail "$bad of $lines lines lack the timestamp/level prefix"
+grep -q 'registered' "$WORK/sched.log" || fail "the message text changed"
+pass "text: all $lines lines are '<RFC 3339 ms UTC> nvshare[scheduler PID] LEVEL: '"
+
+# ---- json: --log-format json ------------------------------------------------
+"$SCHED_BIN" --log-format nonsense >/dev/null 2>"$WORK/bad.err" &&
+    fail "--log-format nonsense was accepted"
+grep -q 'must be text or json' "$WORK/bad.err" || fail "no clear error for a bad format"
+NVSHARE_DEBUG=1 NVSHARE_GPUS=GPU-sim-0:16384 "$SCHED_BIN" --log-format json \
+    >"$WORK/json.log" 2>&1 &
+SCHED_PID=$!
+wait_for test -S "$NVSHARE_SOCK_DIR/scheduler.sock" || fail "scheduler did not start"
+run_workload
+stop_scheduler
+python3 - "$WORK/json.log" "$STAMP" <<'PY' || fail "json log lines are not valid"
+import json, re, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+assert len(lines) >= 5, f"only {len(lines)} lines"
+pids = set()
+for line in lines:
+    o = json.loads(line)
+    assert set(o) == {"time", "level", "component", "pid", "msg"}, o
+    assert re.fullmatch(sys.argv[2], o["time"]), o["time"]
+    assert o["level"] in ("error", "warning", "info", "debug"), o
+    assert o["component"] == "scheduler", o
+    pids.add(o["pid"])
+assert len(pids) == 1, pids
+assert any("registered" in json.loads(l)["msg"] for l in lines)
+PY
+pass "json: every line of the scheduler is a JSON object with the five fields"
+
+NVSHARE_LOG_FORMAT=json "$FLOOD_BIN" 0 2>"$WORK/escape.log"
+python3 - "$WORK/escape.log" <<'PY' || fail "escaping: $(cat "$WORK/escape.log")"
+import json, sys
+o = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+want = 'escapes: "quoted" back\\slash tab\tnew\nline bad\ufffd byte'
+assert o["msg"] == want, repr(o["msg"])
+assert o["component"] == "log-flood"
+PY
+pass "json: quotes, backslashes, control characters and broken UTF-8 escaped"
+
+# ---- rate limit ---------------------------------------------------------------
+"$FLOOD_BIN" 1000 2>"$WORK/flood.log"
+warnings=$(grep -c 'the same warning again' "$WORK/flood.log" || true)
+[ "$warnings" -ge 1 ] && [ "$warnings" -le 3 ] ||
+    fail "1000 identical warnings took $warnings lines: $(head -n 5 "$WORK/flood.log")"
+grep -Eq "^$STAMP nvshare\[log-flood [0-9]+\] warning: the same warning again \(repeated 999 times in [0-9]+ s\)$" \
+    "$WORK/flood.log" || fail "no repeat count: $(cat "$WORK/flood.log")"
+pass "1000 identical warnings: $warnings lines, the last with the count"
