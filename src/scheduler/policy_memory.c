@@ -196,8 +196,17 @@ void prepare_if_oversubscribed(const struct policy *p,
     }
 }
 
+/* Eviction order: lower priority classes first, then the oldest hold. */
+static bool goes_before(const struct policy *p, const struct member *a,
+                        const struct member *b)
+{
+    unsigned ca = class_of(p, a->account), cb = class_of(p, b->account);
+
+    return ca != cb ? ca < cb : a->grant_seq < b->grant_seq;
+}
+
 /* Asks idle evictable clients other than the waiter that still occupy the
- * GPU to swap out, oldest hold first, until `need` more bytes would fit
+ * GPU to swap out, lowest class and oldest hold first, until `need` more bytes would fit
  * (all of them for a waiter bigger than the limit, see fits()). */
 void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
                int waiter, uint64_t need, uint64_t now,
@@ -215,7 +224,7 @@ void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
             const struct member *m = &g->members[c];
             if (c != waiter && m->present && m->evictable && m->resident &&
                 !running(m) && !m->evicting &&
-                (oldest < 0 || m->grant_seq < g->members[oldest].grant_seq))
+                (oldest < 0 || goes_before(p, m, &g->members[oldest])))
                 oldest = c;
         }
         if (oldest < 0 || !room_for_evict(out, &g->members[oldest]))
