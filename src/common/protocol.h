@@ -121,7 +121,8 @@ enum limit_source {
 enum pod_fact_unreadable {
     POD_FACT_CORE_UNREADABLE = 1,
     POD_FACT_MEMORY_UNREADABLE = 2,
-    POD_FACT_UNREADABLE_ALL = 3,
+    POD_FACT_PRIORITY_UNREADABLE = 4,
+    POD_FACT_UNREADABLE_ALL = 7,
 };
 
 /* Where the pod a client is billed to comes from. */

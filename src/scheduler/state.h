@@ -15,6 +15,7 @@
  *   mode auto GPU-1b2c...           one GPU, after the line for all
  *   pod team-a/trainer owner=1000 core-limit=30 memory-limit=8Gi
  *   pod uid:6f1e... core-limit=20   a Kubernetes pod, by UID
+ *   pod batch/train priority=1 min-share=10   a class and a floor
  *
  * Parsing and formatting are pure (state_parse, state_format), so unit
  * tests drive them on strings; state_load and state_save do the file. */

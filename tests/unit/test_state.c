@@ -33,12 +33,12 @@ static struct node_state sample(void)
     st.value[SETTING_SWITCH_TIME_FIXED] = 0; /* auto */
     state_set_mode(&st, NULL, 0);
     state_set_mode(&st, "GPU-1234", 2);
-    p = pods_set_limit(&st.pods, &team, true, 30, &failed);
+    p = pods_set_limit(&st.pods, &team, POD_CORE_LIMIT, 30, &failed);
     p->bound = true;
     p->owner = 1000;
-    pods_set_limit(&st.pods, &team, false, 8ull << 30, &failed);
-    pods_set_limit(&st.pods, &odd, false, 1000, &failed);
-    pods_set_limit(&st.pods, &k8s, true, 20, &failed);
+    pods_set_limit(&st.pods, &team, POD_MEMORY_LIMIT, 8ull << 30, &failed);
+    pods_set_limit(&st.pods, &odd, POD_MEMORY_LIMIT, 1000, &failed);
+    pods_set_limit(&st.pods, &k8s, POD_CORE_LIMIT, 20, &failed);
     return st;
 }
 
