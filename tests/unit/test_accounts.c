@@ -83,6 +83,36 @@ static void test_declarations_only_lower(void **state)
     assert_int_equal(out.list[0].core_limit, 20);
 }
 
+/* A declared priority (NVSHARE_PRIORITY) only lowers the pod's class: with
+ * nothing set the class is normal, and a declared high leaves it there. */
+static void test_declared_priority_only_lowers(void **state)
+{
+    struct account_claim claim = pod("a", 0, 0);
+    struct account_actions out = {0};
+    uint8_t source;
+
+    (void)state;
+    claim.priority_declared = PRIORITY_HIGH;
+    int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
+    assert_int_equal(out.list[1].priority, PRIORITY_NORMAL);
+    assert_int_equal(priority_effective(&accounts[a].priority, &source),
+                     PRIORITY_NORMAL);
+    assert_int_equal(source, LIMIT_NONE);
+    out.n = 0;
+    account_set_runtime(accounts, a, POD_PRIORITY, PRIORITY_HIGH, &out);
+    assert_int_equal(out.list[0].priority, PRIORITY_HIGH);
+    out.n = 0;
+    claim.priority_declared = PRIORITY_LOW; /* a second process lowers it */
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &claim, &out), a);
+    assert_int_equal(out.list[0].priority, PRIORITY_LOW);
+    assert_int_equal(priority_effective(&accounts[a].priority, &source),
+                     PRIORITY_LOW);
+    assert_int_equal(source, LIMIT_DECLARED);
+    out.n = 0;
+    account_set_runtime(accounts, a, POD_MIN_SHARE, 10, &out);
+    assert_int_equal(out.list[0].min_share, 10);
+}
+
 static void test_operator_limit_cannot_be_lifted(void **state)
 {
     struct account_claim claim = pod("a", 0, 0);
@@ -428,6 +458,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_new_account_is_reset_then_limited, setup),
         cmocka_unit_test_setup(test_declarations_only_lower, setup),
+        cmocka_unit_test_setup(test_declared_priority_only_lowers, setup),
         cmocka_unit_test_setup(test_operator_limit_cannot_be_lifted, setup),
         cmocka_unit_test_setup(test_runtime_limit_removed_leaves_declared, setup),
         cmocka_unit_test_setup(test_clients_without_pod_are_apart, setup),

@@ -22,6 +22,7 @@ static struct node_state sample(void)
     struct pod_id team = {.pod_namespace = "team-a", .pod_name = "trainer"};
     struct pod_id odd = {.pod_name = "my pod/=%"};
     struct pod_id k8s = {.uid = "0a1b2c3d-0000-4000-8000-000000000001"};
+    struct pod_id batch = {.pod_namespace = "ml", .pod_name = "train"};
     struct pod *p;
     bool failed;
 
@@ -39,6 +40,8 @@ static struct node_state sample(void)
     pods_set_limit(&st.pods, &team, POD_MEMORY_LIMIT, 8ull << 30, &failed);
     pods_set_limit(&st.pods, &odd, POD_MEMORY_LIMIT, 1000, &failed);
     pods_set_limit(&st.pods, &k8s, POD_CORE_LIMIT, 20, &failed);
+    pods_set_limit(&st.pods, &batch, POD_PRIORITY, PRIORITY_LOW, &failed);
+    pods_set_limit(&st.pods, &batch, POD_MIN_SHARE, 10, &failed);
     return st;
 }
 
@@ -57,6 +60,9 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(text, "pod my%20pod%2F%3D%25 memory-limit=1000\n"));
     assert_non_null(strstr(text, "pod uid:0a1b2c3d-0000-4000-8000-000000000001 "
                                  "core-limit=20\n"));
+    /* A priority alone is a setting: the pod is written, before it ever
+     * connects. */
+    assert_non_null(strstr(text, "pod ml/train priority=1 min-share=10\n"));
     assert_int_equal(state_parse(text, &back, err, sizeof(err)), 0);
     state_format(&back, again, sizeof(again));
     assert_string_equal(text, again);
@@ -135,7 +141,7 @@ static void test_save_and_load(void **state)
     assert_int_equal(info.st_mode & 0777, 0600);
     assert_int_equal(state_load(path, &back), 0);
     assert_true(back.set[SETTING_TQ]);
-    assert_int_equal(back.pods.n, 3);
+    assert_int_equal(back.pods.n, 4);
     pods_free(&back.pods);
     memset(&back, 0, sizeof(back));
 
