@@ -106,16 +106,25 @@ static void recount_ranked(struct policy *p)
                     p->min_share[a];
 }
 
+/* Unchanged values return early: every registration sets both. */
 void policy_set_priority(struct policy *p, int account, unsigned priority)
 {
-    p->priority[account] =
-        (uint8_t)(priority > PRIORITY_HIGHEST ? PRIORITY_HIGHEST : priority);
+    uint8_t value = (uint8_t)(priority > PRIORITY_HIGHEST ? PRIORITY_HIGHEST
+                                                          : priority);
+
+    if (p->priority[account] == value)
+        return;
+    p->priority[account] = value;
     recount_ranked(p);
 }
 
 void policy_set_min_share(struct policy *p, int account, unsigned percent)
 {
-    p->min_share[account] = (uint8_t)(percent > 100 ? 100 : percent);
+    uint8_t value = (uint8_t)(percent > 100 ? 100 : percent);
+
+    if (p->min_share[account] == value)
+        return;
+    p->min_share[account] = value;
     recount_ranked(p);
 }
 

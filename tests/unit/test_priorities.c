@@ -285,6 +285,35 @@ static void test_low_class_is_swapped_out_first(void **state)
     assert_int_equal(count(ACTION_GRANT, 2), 1);
 }
 
+static void test_running_low_class_goes_before_idle_normal(void **state)
+{
+    (void)state;
+    policy_set_capacity(&p, 0, CAPACITY);
+    policy_set_priority(&p, 0, PRIORITY_NORMAL);
+    policy_set_priority(&p, 1, PRIORITY_LOW);
+    policy_set_priority(&p, 2, PRIORITY_HIGH);
+    policy_set_footprint(&p, 0, 0, 5 * GiB, 5 * GiB);
+    policy_set_footprint(&p, 0, 1, 5 * GiB, 5 * GiB);
+    policy_set_footprint(&p, 0, 2, 8 * GiB, 8 * GiB);
+    request(0, 0);
+    release(0, 10 * MS); /* idle, resident, older */
+    request(1, 20 * MS); /* the low client runs: 10 GiB resident */
+    request(2, 30 * MS);
+    /* The running low client will be preempted: it is the one to swap
+     * once it has released (all three prepared when they outgrew the
+     * GPU), not the idle normal one. */
+    assert_int_equal(count(ACTION_EVICT, 0), 0);
+    assert_true(mem(1)->evict_after_release);
+    tick(30 * MS);
+    assert_int_equal(count(ACTION_DROP, 1), 1);
+    release(1, 31 * MS);
+    assert_int_equal(count(ACTION_EVICT, 1), 1);
+    assert_int_equal(count(ACTION_EVICT, 0), 0);
+    policy_actions_clear(&out);
+    policy_swapped(&p, 0, 1, SWAP_OUT, 5 * GiB, 100 * MS, 131 * MS, &out);
+    assert_int_equal(count(ACTION_GRANT, 2), 1);
+}
+
 static void test_running_low_class_is_dropped_then_swapped(void **state)
 {
     (void)state;
@@ -330,22 +359,25 @@ static void test_unmovable_low_client_makes_high_wait(void **state)
     assert_int_equal(count(ACTION_GRANT, 1), 1);
 }
 
-/* Random events with random classes: no holder is left running, after a
- * tick, while a client of a higher class wants the GPU, and no grant goes
- * to a client that one of a higher class waits in front of. */
+/* Random events with random classes, floors, loads and footprints: no
+ * holder is left running, after a tick, while a client of a higher class
+ * wants the GPU; no grant goes to a client that one of a higher class
+ * waits in front of; nobody is told to swap out while it runs. */
 static void test_random_events_keep_classes_apart(void **state)
 {
     uint64_t now = 0;
     unsigned seed = 4242;
+    int drops = 0, evicts = 0, priority_waits = 0;
 
     (void)state;
     policy_set_mode(&p, -1, SCHED_MODE_AUTO);
+    policy_set_capacity(&p, 0, CAPACITY);
     for (int step = 0; step < 100000; step++) {
         int c = rand_r(&seed) % N_CLIENTS;
 
         now += (uint64_t)(rand_r(&seed) % 20) * MS;
         policy_actions_clear(&out);
-        switch (rand_r(&seed) % 8) {
+        switch (rand_r(&seed) % 9) {
         case 0:
         case 1:
         case 2:
@@ -370,8 +402,16 @@ static void test_random_events_keep_classes_apart(void **state)
             else
                 policy_set_load(&p, 0, c, (unsigned)(rand_r(&seed) % 1001));
             break;
-        case 7:
-            if (rand_r(&seed) % 10 == 0) {
+        case 7: {
+            uint64_t bytes = (uint64_t)(rand_r(&seed) % 9) * GiB;
+            policy_set_footprint(&p, 0, c, bytes,
+                                 rand_r(&seed) % 4 ? bytes : bytes / 2);
+            break;
+        }
+        case 8:
+            if (mem(c)->evicting) {
+                policy_swapped(&p, 0, c, SWAP_OUT, mem(c)->evictable, MS, now, &out);
+            } else if (rand_r(&seed) % 10 == 0) {
                 policy_leave(&p, c, now, &out);
                 policy_join(&p, 0, c, c, now);
             }
@@ -384,16 +424,23 @@ static void test_random_events_keep_classes_apart(void **state)
         }
         assert_int_equal(running, p.gpus[0].n_running);
         assert_int_equal(waiting, p.gpus[0].n_waiting);
-        for (int i = 0; i < out.n; i++)
+        for (int i = 0; i < out.n; i++) {
             if (out.list[i].kind == ACTION_GRANT)
                 assert_false(outranked(&p, &p.gpus[0], 0, out.list[i].client,
                                        now));
-        /* The GPU is not left idle while anyone may run. */
-        if (running == 0)
-            for (int i = 0; i < p.gpus[0].n_waiting; i++)
-                assert_true(policy_spent(&p, 0, mem(p.gpus[0].queue[i])->account,
-                                         now));
+            if (out.list[i].kind == ACTION_EVICT)
+                assert_false(policy_is_running(&p, 0, out.list[i].client));
+            drops += out.list[i].kind == ACTION_DROP;
+            evicts += out.list[i].kind == ACTION_EVICT;
+        }
+        for (int x = 0; x < N_CLIENTS; x++)
+            priority_waits += mem(x)->state == MEMBER_WAITING &&
+                              mem(x)->wait_reason == WAIT_PRIORITY;
     }
+    /* The run went through what it checks. */
+    fprintf(stderr, "drops %d, evictions %d, waits for priority %d\n", drops,
+            evicts, priority_waits);
+    assert_true(drops > 1000 && evicts > 100 && priority_waits > 1000);
 }
 
 int main(void)
@@ -407,6 +454,7 @@ int main(void)
         cmocka_unit_test_setup(test_floor_does_not_preempt_its_own_class, setup),
         cmocka_unit_test_setup(test_core_limit_caps_every_class, setup),
         cmocka_unit_test_setup(test_low_class_is_swapped_out_first, setup),
+        cmocka_unit_test_setup(test_running_low_class_goes_before_idle_normal, setup),
         cmocka_unit_test_setup(test_running_low_class_is_dropped_then_swapped, setup),
         cmocka_unit_test_setup(test_unmovable_low_client_makes_high_wait, setup),
         cmocka_unit_test_setup(test_random_events_keep_classes_apart, setup),
