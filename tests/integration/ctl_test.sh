@@ -367,6 +367,36 @@ ctl status
 out_has "switch time auto (swap time x 30)"
 pass "set switch-time 45s and auto; bad values refused"
 
+# ---- set priority, set min-share ------------------------------------------------
+ctl set priority ml/service high
+expect_rc 0 "set priority high"
+out_has "priority of ml/service set to high (not connected)"
+ctl set priority ml/batch 7
+out_has "priority of ml/batch set to 7 (not connected)"
+ctl set min-share ml/batch 10
+out_has "min share of ml/batch set to 10% (not connected)"
+ctl set priority ml/service urgent
+expect_rc 2 "set priority urgent"
+err_has "nvsharectl: priority must be high, normal, low or a class 1-9 (9 highest), not 'urgent' (or none)"
+ctl set priority ml/service 10
+expect_rc 2 "set priority 10"
+ctl set min-share ml/batch 101
+expect_rc 2 "set min-share 101"
+ctl status --json
+python3 - "$WORK/out" <<'PY' || fail "pods with a priority or a floor in status --json"
+import json, sys
+pods = {p["pod"]: p for p in json.load(open(sys.argv[1]))["pods"]}
+assert pods["service"]["priority_class"] == 3 and pods["service"]["min_share_percent"] == 0, pods
+assert pods["batch"]["priority_class"] == 7 and pods["batch"]["min_share_percent"] == 10, pods
+PY
+ctl status
+grep -qE '^ml/service +- +- +- +high +- +0$' "$WORK/out" || fail "the pod table shows ml/service high"
+ctl set priority ml/service none
+out_has "priority of ml/service removed"
+ctl set min-share ml/batch none
+ctl set priority ml/batch none
+pass "set priority and min-share, before the pod connects; bad values refused"
+
 # ---- watch --------------------------------------------------------------------
 ctl watch --interval 100ms --count 3
 expect_rc 0 "watch --count 3"
