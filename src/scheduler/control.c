@@ -346,7 +346,9 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
     int account;
     size_t k = 0;
 
-    while (pod_settings[k].key != set->key)
+    /* apply_setting calls it for the keys of pod_settings only. */
+    while (k + 1 < sizeof(pod_settings) / sizeof(pod_settings[0]) &&
+           pod_settings[k].key != set->key)
         k++;
     enum pod_setting which = pod_settings[k].which;
     const char *what = pod_settings[k].name;

@@ -108,17 +108,16 @@ struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
                            bool *failed)
 {
     struct pod *p = value ? pods_get(t, id) : pods_find(t, id);
-    uint64_t *settings[] = {
-        [POD_CORE_LIMIT] = p ? &p->core_limit : NULL,
-        [POD_MEMORY_LIMIT] = p ? &p->memory_limit : NULL,
-        [POD_PRIORITY] = p ? &p->priority : NULL,
-        [POD_MIN_SHARE] = p ? &p->min_share : NULL,
-    };
 
     *failed = value && !p;
     if (!p)
         return NULL;
-    *settings[which] = value;
+    switch (which) {
+    case POD_CORE_LIMIT: p->core_limit = value; break;
+    case POD_MEMORY_LIMIT: p->memory_limit = value; break;
+    case POD_PRIORITY: p->priority = value; break;
+    case POD_MIN_SHARE: p->min_share = value; break;
+    }
     return forget_if_unused(t, p) ? NULL : p;
 }
 

@@ -7,11 +7,12 @@
  *   - on a plain host, by the namespace/name a client declares, bound to
  *     the uid that first declared it: a client of another uid (root
  *     aside) cannot join, use or change that pod.
- * Limits here come from the operator (nvsharectl) and, on a Kubernetes
- * node, from the API server through the pod watcher (its annotations and
- * gpu-memory request). A record lives while the pod has clients, an
- * operator's limit or the watcher lists it; records with an operator's
- * limit are what the state file persists (state.h), so they can be set
+ * Limits and the priority class here come from the operator (nvsharectl)
+ * and, on a Kubernetes node, from the API server through the pod watcher
+ * (its annotations and gpu-memory request); the floor (min share) from the
+ * operator only. A record lives while the pod has clients, an operator's
+ * setting or the watcher lists it; records with an operator's setting are
+ * what the state file persists (state.h), so they can be set
  * before the pod's first process connects and survive restarts. The
  * watcher's facts are not persisted: after a restart it lists them again. */
 #ifndef NVSHARE_PODS_H

@@ -266,7 +266,7 @@ static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
         }
     }
     if (!pod_configured(p)) {
-        snprintf(err, len, "pod without a limit");
+        snprintf(err, len, "pod without a setting");
         return -1;
     }
     return 0;

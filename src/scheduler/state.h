@@ -1,7 +1,8 @@
 /* state.h - what the operator set at run time, kept across restarts.
  *
  * Every `nvsharectl set` (time quantum, anti-thrashing, mode, switch time,
- * a pod's core or memory limit, for pods not connected yet too) changes the
+ * a pod's core or memory limit, priority or min share, for pods not
+ * connected yet too) changes the
  * node state, and the scheduler rewrites NVSHARE_STATE_FILE at once, like
  * redis's CONFIG REWRITE: a temporary file, fsync, rename. It is read back
  * before the first client is accepted, so after a crash every setting is in

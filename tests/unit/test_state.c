@@ -107,7 +107,7 @@ static void test_bad_lines_are_refused_with_their_number(void **state)
     expect_refused("compute-window-ms 100\n", "not a run-time setting");
     expect_refused("mode sideways\n", "mode must be");
     expect_refused("pod a core-limit=101\n", "cannot read 'core-limit=101'");
-    expect_refused("pod a\n", "pod without a limit");
+    expect_refused("pod a\n", "pod without a setting");
     expect_refused("pod a core-limit=5\npod a core-limit=6\n", "listed twice");
     expect_refused("pod a%zz core-limit=5\n", "pod: expected");
     expect_refused("pod uid:x owner=5 core-limit=5\n", "cannot read 'owner=5'");
