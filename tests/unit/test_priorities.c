@@ -259,6 +259,17 @@ static void test_core_limit_caps_every_class(void **state)
             (double)ran[0] / (90.0 * MS), (double)ran[1] / (90.0 * MS));
     assert_true(ran[0] <= 9 * 310 * MS && ran[0] >= 9 * 280 * MS);
     assert_true(ran[0] + ran[1] >= 9 * SEC * 97 / 100); /* never idle */
+
+    /* A floor above the limit: the limit caps it. */
+    setup(NULL);
+    policy_set_priority(&p, 0, PRIORITY_HIGH);
+    policy_set_priority(&p, 1, PRIORITY_LOW);
+    policy_set_min_share(&p, 1, 50);
+    policy_set_core_limit(&p, 1, 20, 0);
+    simulate(2, 10 * SEC, 1 * SEC, ran);
+    fprintf(stderr, "low floor 50%% limited to 20%%: high %.1f%%, low %.1f%%\n",
+            (double)ran[0] / (90.0 * MS), (double)ran[1] / (90.0 * MS));
+    assert_true(ran[1] <= 9 * 210 * MS && ran[1] >= 9 * 180 * MS);
 }
 
 static void test_low_class_is_swapped_out_first(void **state)
