@@ -272,8 +272,9 @@ void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
             return;
         }
         /* Lower classes run only while no higher one wants the GPU; they
-         * hold nobody back, so they are not the blocked waiter either. */
-        if (outranked(p, g, gpu, c, now)) {
+         * hold nobody back, so they are not the blocked waiter either.
+         * p->ranked first: without priorities no call on this path. */
+        if (p->ranked && outranked(p, g, gpu, c, now)) {
             m->wait_reason = WAIT_PRIORITY;
             continue;
         }
@@ -411,7 +412,7 @@ static const struct member *blocked_waiter(const struct policy *p,
 
     for (int i = 0; i < n; i++)
         if ((fits(p, g, gpu, order[i]) || room_possible(p, g, gpu, order[i])) &&
-            !outranked(p, g, gpu, order[i], now))
+            !(p->ranked && outranked(p, g, gpu, order[i], now)))
             return &g->members[order[i]];
     return NULL;
 }
@@ -583,7 +584,7 @@ static void shed_runners(const struct policy *p, struct gpu_sched *g, int gpu,
 static void preempt_outranked(struct policy *p, struct gpu_sched *g, int gpu,
                               uint64_t now, struct policy_actions *out)
 {
-    for (int c = 0; p->ranked && c < g->slots && g->n_running; c++) {
+    for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         if (!m->present || m->state != MEMBER_HOLDING ||
             !outranked(p, g, gpu, c, now))
@@ -662,10 +663,12 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
      * is left. */
     revoke_overdue(p, g, gpu, now, out);
     shed_runners(p, g, gpu, now, out);
-    preempt_outranked(p, g, gpu, now, out);
-    uint64_t rank_due = rank_change_due(p, g, now);
-    if (rank_due)
-        earliest(&next, rank_due);
+    if (p->ranked) {
+        preempt_outranked(p, g, gpu, now, out);
+        uint64_t rank_due = rank_change_due(p, g, now);
+        if (rank_due)
+            earliest(&next, rank_due);
+    }
 
     const struct member *waiter = blocked_waiter(p, g, gpu, now);
     uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
