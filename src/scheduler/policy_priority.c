@@ -7,6 +7,11 @@ unsigned class_of(const struct policy *p, int account)
     return p->priority[account] ? p->priority[account] : PRIORITY_NORMAL;
 }
 
+uint64_t floor_ns(const struct policy *p, int account)
+{
+    return p->window_ns * p->min_share[account] / 100;
+}
+
 /* Whether the account is still owed its floor in this window: it runs
  * ahead of higher classes until it has used it. A core limit stays a cap:
  * a spent account is owed nothing. */
@@ -16,11 +21,6 @@ static bool floor_due(const struct policy *p, const struct gpu_sched *g,
     return p->min_share[account] &&
            used_ns(g, account, now) < floor_ns(p, account) &&
            !spent(p, g, account, now);
-}
-
-uint64_t floor_ns(const struct policy *p, int account)
-{
-    return p->window_ns * p->min_share[account] / 100;
 }
 
 /* Higher ranks win: the class, above every class while a floor is due. */
