@@ -63,6 +63,7 @@ static void read_settings(void)
         log_warn("ignoring NVSHARE_GPU_MEMORY_LIMIT=0: a limit must be above "
                  "0 (unset it for no limit)");
     s->core_limit = (uint8_t)env_int_range("NVSHARE_GPU_CORE_LIMIT", 1, 100, 0);
+    s->priority = (uint8_t)env_priority("NVSHARE_PRIORITY", PRIORITY_UNSET);
     s->oversub = oversub && *oversub
                      ? env_switch("NVSHARE_ENABLE_OVERSUB", false) : -1;
     s->fail_closed = env_switch("NVSHARE_FAIL_CLOSED", false);
@@ -92,6 +93,7 @@ static void declare(struct msg_register *reg, const struct client_settings *s)
 {
     reg->memory_limit = s->memory_limit;
     reg->core_limit = s->core_limit;
+    reg->priority = s->priority;
     reg->oversub = s->oversub < 0 ? OVERSUB_NODE_DEFAULT
                    : s->oversub ? OVERSUB_ON : OVERSUB_OFF;
     memcpy(reg->pod_namespace, s->pod_namespace, sizeof(reg->pod_namespace));

@@ -18,6 +18,8 @@
 struct client_settings {
     uint64_t memory_limit;  /* NVSHARE_GPU_MEMORY_LIMIT; 0 = none */
     uint8_t core_limit;     /* NVSHARE_GPU_CORE_LIMIT; 0 = none */
+    uint8_t priority;       /* NVSHARE_PRIORITY; 0 = none (can only lower
+                               the pod's) */
     int oversub;            /* NVSHARE_ENABLE_OVERSUB: 0, 1, or -1 (unset) */
     bool fail_closed;       /* NVSHARE_FAIL_CLOSED */
     uint64_t idle_release_ns;

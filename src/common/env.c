@@ -63,6 +63,16 @@ bool env_switch(const char *name, bool fallback)
     return text && !refused(name, parse_switch(text, &on, err), err) ? on : fallback;
 }
 
+unsigned env_priority(const char *name, unsigned fallback)
+{
+    const char *text = env_value(name);
+    char err[PARSE_ERR_LEN];
+    unsigned priority;
+
+    return text && !refused(name, parse_priority(text, &priority, err), err)
+               ? priority : fallback;
+}
+
 const char *env_sock_dir(void)
 {
     const char *dir = env_value("NVSHARE_SOCK_DIR");

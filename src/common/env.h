@@ -13,6 +13,8 @@ uint64_t env_duration_ns(const char *name, uint64_t fallback);
 uint64_t env_size_bytes(const char *name, uint64_t fallback);
 long env_int_range(const char *name, long min, long max, long fallback);
 bool env_switch(const char *name, bool fallback);
+/* A priority class (parse_priority); fallback if unset or unreadable. */
+unsigned env_priority(const char *name, unsigned fallback);
 
 /* The directory holding both sockets: $NVSHARE_SOCK_DIR or the default. */
 const char *env_sock_dir(void);

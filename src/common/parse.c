@@ -1,5 +1,6 @@
 /* parse.c - see parse.h. */
 #include "parse.h"
+#include "protocol.h" /* enum priority_class */
 
 #include <ctype.h>
 #include <errno.h>
@@ -239,4 +240,38 @@ void format_size_exact(uint64_t bytes, char *buf, size_t len)
         {1ull << 10, "Ki"}, {1, ""}};
 
     format_exact(bytes, units, buf, len);
+}
+
+int parse_priority(const char *text, unsigned *out, char err[PARSE_ERR_LEN])
+{
+    static const char *const names[] = {
+        [PRIORITY_LOW] = "low", [PRIORITY_NORMAL] = "normal",
+        [PRIORITY_HIGH] = "high",
+    };
+    long number;
+
+    for (unsigned i = PRIORITY_LOW; i <= PRIORITY_HIGH; i++) {
+        if (text && !strcasecmp(text, names[i])) {
+            *out = i;
+            return 0;
+        }
+    }
+    if (!text || parse_int_range(text, PRIORITY_LOWEST, PRIORITY_HIGHEST, &number,
+                                 NULL)) {
+        set_err(err, "priority must be high, normal, low or a class 1-9 "
+                     "(9 highest), not '%s'", text ? text : "");
+        return -1;
+    }
+    *out = (unsigned)number;
+    return 0;
+}
+
+void format_priority(unsigned priority, char *buf, size_t len)
+{
+    switch (priority) {
+    case PRIORITY_LOW: snprintf(buf, len, "low"); break;
+    case PRIORITY_NORMAL: snprintf(buf, len, "normal"); break;
+    case PRIORITY_HIGH: snprintf(buf, len, "high"); break;
+    default: snprintf(buf, len, "%u", priority); break;
+    }
 }

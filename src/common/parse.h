@@ -24,6 +24,14 @@ int parse_size_bytes(const char *text, uint64_t *out, char err[PARSE_ERR_LEN]);
 int parse_int_range(const char *text, long min, long max, long *out,
                     char err[PARSE_ERR_LEN]);
 
+/* A priority class (enum priority_class in protocol.h): "high", "normal",
+ * "low" or an integer from 1 (lowest) to 9 (highest); low = 1, normal = 2,
+ * high = 3. */
+int parse_priority(const char *text, unsigned *out, char err[PARSE_ERR_LEN]);
+
+/* "high", "normal", "low", or the class's number for the others. */
+void format_priority(unsigned priority, char *buf, size_t len);
+
 /* "on"/"off" (also 1/0, true/false, yes/no). */
 int parse_switch(const char *text, int *out, char err[PARSE_ERR_LEN]);
 

@@ -75,7 +75,21 @@ enum wait_reason {
     WAIT_NONE = 0,
     WAIT_LOCK = 1,     /* the GPU is held exclusively (mode, load) */
     WAIT_MEMORY = 2,   /* its footprint does not fit beside the running set */
-    WAIT_THROTTLED = 3 /* its pod used its compute budget for this window */
+    WAIT_THROTTLED = 3, /* its pod used its compute budget for this window */
+    WAIT_PRIORITY = 4  /* a client of a higher priority class wants the GPU */
+};
+
+/* Priority classes of pods (CTL_SET_PRIORITY, the nvshare.com/priority
+ * annotation, NVSHARE_PRIORITY): a higher class preempts a lower one at
+ * once. Any integer from PRIORITY_LOWEST to PRIORITY_HIGHEST is a class; 0
+ * means not set (normal). */
+enum priority_class {
+    PRIORITY_UNSET = 0,
+    PRIORITY_LOW = 1,
+    PRIORITY_NORMAL = 2,
+    PRIORITY_HIGH = 3,
+    PRIORITY_LOWEST = 1,
+    PRIORITY_HIGHEST = 9,
 };
 
 enum ctl_key {
@@ -88,6 +102,10 @@ enum ctl_key {
     CTL_SET_MODE = 5,        /* target: GPU index or UUID, "" = every GPU;
                                 value: enum sched_mode */
     CTL_SET_SWITCH_TIME = 6, /* value: nanoseconds, 0 = auto (measured) */
+    CTL_SET_PRIORITY = 7,    /* target: pod or client; value: enum
+                                priority_class, 0 = drop the operator's */
+    CTL_SET_MIN_SHARE = 8,   /* target: pod or client; value: percent of
+                                each window, 0 = none */
 };
 
 enum limit_source {
@@ -103,7 +121,8 @@ enum limit_source {
 enum pod_fact_unreadable {
     POD_FACT_CORE_UNREADABLE = 1,
     POD_FACT_MEMORY_UNREADABLE = 2,
-    POD_FACT_UNREADABLE_ALL = 3,
+    POD_FACT_PRIORITY_UNREADABLE = 4,
+    POD_FACT_UNREADABLE_ALL = 7,
 };
 
 /* Where the pod a client is billed to comes from. */

@@ -289,6 +289,7 @@ const char *ctl_wait_reason_name(uint8_t reason)
     case WAIT_LOCK: return "lock";
     case WAIT_MEMORY: return "memory";
     case WAIT_THROTTLED: return "throttled";
+    case WAIT_PRIORITY: return "priority";
     }
     return "unknown";
 }

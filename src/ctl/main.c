@@ -58,6 +58,8 @@ static const char top_help[] =
     "  set tq <duration>        change the time quantum, e.g. 100ms, 30s, 1.5s\n"
     "  set core-limit POD PCT   limit a pod to PCT % of each GPU's time\n"
     "  set memory-limit POD SZ  limit a pod's GPU memory on each GPU, e.g. 4Gi\n"
+    "  set priority POD CLASS   high, normal or low: a higher class preempts\n"
+    "  set min-share POD PCT    a floor of each window under higher classes\n"
     "  set mode MODE [--gpu G]  scheduling mode serial, concurrent or auto, of\n"
     "                           one GPU or (without --gpu) of every GPU\n"
     "  set switch-time D|auto   how long clients that swap keep a GPU before\n"
@@ -509,6 +511,31 @@ static int set_memory_limit(const struct command *cmd, const char *subject,
     return apply(CTL_SET_MEMORY_LIMIT, bytes, subject);
 }
 
+/* "none" removes the operator's priority (back to the annotation's, else
+ * normal); otherwise high, normal, low or a class 1-9. */
+static int set_priority(const struct command *cmd, const char *subject,
+                        const char *text)
+{
+    char err[PARSE_ERR_LEN];
+    unsigned priority = PRIORITY_UNSET;
+
+    if (strcmp(text, "none") && parse_priority(text, &priority, err))
+        return usage_error(cmd, "%s (or none)", err);
+    return apply(CTL_SET_PRIORITY, priority, subject);
+}
+
+/* "none" removes the floor; otherwise 1-100. */
+static int set_min_share(const struct command *cmd, const char *subject,
+                         const char *text)
+{
+    char err[PARSE_ERR_LEN];
+    long pct = 0;
+
+    if (strcmp(text, "none") && parse_int_range(text, 1, 100, &pct, err))
+        return usage_error(cmd, "min share: %s (1-100, or none)", err);
+    return apply(CTL_SET_MIN_SHARE, (uint64_t)pct, subject);
+}
+
 /* set mode MODE [--gpu INDEX|UUID]: argv[0] is "set"; --gpu was taken out
  * already (gpu is NULL without it). */
 static int set_mode(const struct command *cmd, int argc, char **argv,
@@ -565,6 +592,9 @@ static int run_set(const struct command *cmd, int argc, char **argv)
     bool mode = argc > 1 && !strcmp(argv[1], "mode");
     bool core = argc > 1 && !strcmp(argv[1], "core-limit");
     bool memory = argc > 1 && !strcmp(argv[1], "memory-limit");
+    bool priority = argc > 1 && !strcmp(argv[1], "priority");
+    bool min_share = argc > 1 && !strcmp(argv[1], "min-share");
+    bool per_pod = core || memory || priority || min_share;
 
     if (gpu && !mode) {
         for (int i = 1; i < argc; i++)
@@ -575,8 +605,8 @@ static int run_set(const struct command *cmd, int argc, char **argv)
     if (mode)
         return set_mode(cmd, argc, argv, gpu);
 
-    int rc = plain_args(cmd, argc, argv, core || memory ? 3 : 2,
-                        core || memory ? "a pod limit needs a pod (or client id) and a value"
+    int rc = plain_args(cmd, argc, argv, per_pod ? 3 : 2,
+                        per_pod ? "a pod setting needs a pod (or client id) and a value"
                                        : "which setting, and to what?");
 
     if (rc)
@@ -585,6 +615,10 @@ static int run_set(const struct command *cmd, int argc, char **argv)
         return set_core_limit(cmd, argv[2], argv[3]);
     if (memory)
         return set_memory_limit(cmd, argv[2], argv[3]);
+    if (priority)
+        return set_priority(cmd, argv[2], argv[3]);
+    if (min_share)
+        return set_min_share(cmd, argv[2], argv[3]);
     if (!strcmp(argv[1], "tq")) {
         if (parse_duration_ns(argv[2], &ns, err))
             return usage_error(cmd, "%s", err);
@@ -595,7 +629,8 @@ static int run_set(const struct command *cmd, int argc, char **argv)
     if (!strcmp(argv[1], "anti-thrash"))
         return set_anti_thrash(cmd, argv[2]);
     return usage_error(cmd, "unknown setting '%s' (tq, anti-thrash, core-limit, "
-                       "memory-limit, mode or switch-time)", argv[1]);
+                       "memory-limit, priority, min-share, mode or switch-time)",
+                       argv[1]);
 }
 
 /* ---- help ---------------------------------------------------------------- */
@@ -648,6 +683,8 @@ static const struct command commands[] = {
      "nvsharectl set tq <duration>\n       nvsharectl set anti-thrash on|off\n"
      "       nvsharectl set core-limit <pod|namespace/pod|client-id> <1-100|none>\n"
      "       nvsharectl set memory-limit <pod|namespace/pod|client-id> <size|none>\n"
+     "       nvsharectl set priority <pod|namespace/pod|client-id> <high|normal|low|1-9|none>\n"
+     "       nvsharectl set min-share <pod|namespace/pod|client-id> <1-100|none>\n"
      "       nvsharectl set mode serial|concurrent|auto [--gpu INDEX|UUID]\n"
      "       nvsharectl set switch-time <duration>|auto",
      "Changes a setting of the running scheduler and prints its answer.\n"
@@ -665,6 +702,16 @@ static const struct command commands[] = {
      "                       lowering refuses new ones until usage falls under it\n"
      "                       (nothing is revoked); 'none' falls back to\n"
      "                       NVSHARE_GPU_MEMORY_LIMIT, if declared\n"
+     "  priority POD CLASS   high, normal (default) or low, or a class 1-9 (low 1,\n"
+     "                       normal 2, high 3): a pod of a higher class that\n"
+     "                       wants a GPU preempts lower ones at once, and lower\n"
+     "                       classes run only while no higher one wants it;\n"
+     "                       also before the pod connects; 'none' falls back to\n"
+     "                       the nvshare.com/priority annotation, else normal;\n"
+     "                       NVSHARE_PRIORITY in a process can only lower it\n"
+     "  min-share POD PCT    a floor: the pod gets PCT % of each accounting\n"
+     "                       window even while higher classes want the GPU\n"
+     "                       (its core limit still caps it); 'none' removes it\n"
      "  mode MODE            how clients share a GPU: serial (one at a time),\n"
      "                       concurrent (all whose memory fits run at once) or\n"
      "                       auto (light clients that fit run together, heavy\n"

@@ -6,6 +6,7 @@
  * (ctl_*_name), never their wire numbers. */
 #include "ctl.h"
 #include "json_out.h"
+#include "parse.h"
 
 #define JSON_SCHEMA_VERSION 2 /* 2: memory-aware scheduling; the GPU's
                                  holder_client_id and draining gave way to
@@ -100,6 +101,8 @@ static const char *limit_source_name(uint8_t source)
 static void client_json(struct json_out *j, const struct ctl_status *st,
                         const struct msg_status_client *c)
 {
+    char priority[16];
+
     json_begin_object(j, NULL);
     json_uint(j, "client_id", c->client_id);
     json_uint(j, "pid", c->pid);
@@ -126,6 +129,11 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
     json_bool(j, "throttled", c->throttled);
     json_uint(j, "mem_quota_bytes", c->mem_quota);
     json_string(j, "mem_quota_source", limit_source_name(c->mem_quota_source));
+    format_priority(c->priority, priority, sizeof(priority));
+    json_string(j, "priority", priority);
+    json_uint(j, "priority_class", c->priority);
+    json_string(j, "priority_source", limit_source_name(c->priority_source));
+    json_uint(j, "min_share_percent", c->min_share);
     json_uint(j, "mem_allocated_bytes", c->mem_allocated);
     json_uint(j, "pod_mem_held_bytes", c->pod_mem_held);
     json_uint(j, "pod_mem_peak_bytes", c->pod_mem_peak);
@@ -161,6 +169,9 @@ static void pod_json(struct json_out *j, const struct msg_status_pod *p)
     json_uint(j, "annotation_core_limit", p->annotation_core_limit);
     json_uint(j, "annotation_memory_limit_bytes", p->annotation_memory_limit);
     json_uint(j, "memory_request_bytes", p->memory_request);
+    json_uint(j, "priority_class", p->priority);
+    json_uint(j, "annotation_priority_class", p->annotation_priority);
+    json_uint(j, "min_share_percent", p->min_share);
     json_uint(j, "clients", p->clients);
     json_end_object(j);
 }

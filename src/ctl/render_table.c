@@ -341,24 +341,41 @@ static void flags_label(const struct msg_status_client *c, char *buf, size_t len
         snprintf(buf, len, "-");
 }
 
+/* "high", "low" with its source unless the operator's, and its floor:
+ * "low declared", "low 10%". */
+static void priority_label(const struct msg_status_client *c, char *buf,
+                           size_t len)
+{
+    char name[16];
+    int n;
+
+    format_priority(c->priority, name, sizeof(name));
+    n = snprintf(buf, len, "%s%s", name,
+                 c->priority_source == LIMIT_DECLARED ? " declared"
+                 : c->priority_source == LIMIT_ANNOTATION ? " annotation" : "");
+    if (c->min_share && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " %u%%", c->min_share);
+}
+
 /* Who each client is and where it stands in the scheduling. */
 static void client_sched_table(FILE *out, const struct ctl_status *st)
 {
     static const char *const header[] = {"CLIENT", "PID", "POD", "CONTAINER",
-                                         "GPU", "STATE", "LOAD", "HELD", "WAIT",
-                                         "GRANTS", "LAST DRAIN"};
-    struct table t = {.n_cols = 11};
+                                         "GPU", "PRIO", "STATE", "LOAD",
+                                         "HELD", "WAIT", "GRANTS", "LAST DRAIN"};
+    struct table t = {.n_cols = 12};
 
     table_row(&t, header);
     for (int i = 0; i < st->n_clients; i++) {
         const struct msg_status_client *c = &st->clients[i];
         char id[24], pid[16], pod[CELL_LEN], gpu[8], state[48], load[8],
-            held[32], wait[32] = "-", grants[24], drain[32] = "-";
+            held[32], wait[32] = "-", grants[24], drain[32] = "-", prio[40];
 
         snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
         snprintf(pid, sizeof(pid), "%" PRIu32, c->pid);
         pod_label(c, pod, sizeof(pod));
         snprintf(gpu, sizeof(gpu), "%u", c->gpu);
+        priority_label(c, prio, sizeof(prio));
         state_label(c, state, sizeof(state));
         load_label(c->load_permille, load, sizeof(load));
         format_duration(c->held_ns, held, sizeof(held));
@@ -369,7 +386,7 @@ static void client_sched_table(FILE *out, const struct ctl_status *st)
             format_duration(c->last_drain_ns, drain, sizeof(drain));
         const char *row[] = {id, pid, pod,
                              c->container_name[0] ? c->container_name : "-",
-                             gpu, state, load, held, wait, grants, drain};
+                             gpu, prio, state, load, held, wait, grants, drain};
         table_row(&t, row);
     }
     table_flush(out, &t);
@@ -413,13 +430,14 @@ static void client_resource_table(FILE *out, const struct ctl_status *st)
 static void pod_table(FILE *out, const struct ctl_status *st)
 {
     static const char *const head[] = {"POD", "OWNER", "CORE LIMIT", "MEMORY LIMIT",
-                                        "CLIENTS"};
-    struct table t = {.n_cols = 5};
+                                        "PRIORITY", "MIN SHARE", "CLIENTS"};
+    struct table t = {.n_cols = 7};
 
     table_row(&t, head);
     for (int i = 0; i < st->n_pods; i++) {
         const struct msg_status_pod *p = &st->pods[i];
-        char pod[CELL_LEN], owner[24], core[32], memory[48], size[32], clients[16];
+        char pod[CELL_LEN], owner[24], core[32], memory[48], size[32], clients[16],
+            priority[32] = "-", name[16], floor[8] = "-";
         ctl_pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod, sizeof(pod));
         snprintf(owner, sizeof(owner), p->bound ? "uid %u" : "-", p->owner);
         /* The source that holds (kubernetes.md's order), named unless it
@@ -437,8 +455,16 @@ static void pod_table(FILE *out, const struct ctl_status *st)
         snprintf(memory, sizeof(memory), "%s%s", bytes ? size : "-",
                  p->memory_limit || !bytes ? ""
                  : p->annotation_memory_limit ? " annotation" : " request");
+        if (p->priority || p->annotation_priority) {
+            format_priority(p->priority ? p->priority : p->annotation_priority,
+                            name, sizeof(name));
+            snprintf(priority, sizeof(priority), "%s%s", name,
+                     p->priority ? "" : " annotation");
+        }
+        if (p->min_share)
+            snprintf(floor, sizeof(floor), "%u%%", p->min_share);
         snprintf(clients, sizeof(clients), "%u", p->clients);
-        const char *row[] = {pod, owner, core, memory, clients};
+        const char *row[] = {pod, owner, core, memory, priority, floor, clients};
         table_row(&t, row);
     }
     table_flush(out, &t);

@@ -210,12 +210,19 @@ static void post_event(struct watcher *w, const struct msg_pod_facts *pod,
 }
 
 /* A bad annotation, once per value it takes: one line and an Event. */
-static void report_bad(struct watcher *w, const struct watched_pod *p,
-                       const struct watched_pod *before, bool core)
+static const struct annotation *annotation_of(const struct watched_pod *p,
+                                              const char *key)
 {
-    const struct annotation *a = core ? &p->core : &p->memory;
-    const struct annotation *was = before ? (core ? &before->core : &before->memory) : NULL;
-    const char *key = core ? ANNOTATION_CORE_LIMIT : ANNOTATION_MEMORY_LIMIT;
+    return !strcmp(key, ANNOTATION_CORE_LIMIT)     ? &p->core
+           : !strcmp(key, ANNOTATION_MEMORY_LIMIT) ? &p->memory
+                                                   : &p->priority;
+}
+
+static void report_bad(struct watcher *w, const struct watched_pod *p,
+                       const struct watched_pod *before, const char *key)
+{
+    const struct annotation *a = annotation_of(p, key);
+    const struct annotation *was = before ? annotation_of(before, key) : NULL;
     char message[512];
 
     if (!a->bad || (was && was->bad && !strcmp(was->raw, a->raw)))
@@ -260,8 +267,9 @@ static void pod_update(struct watcher *w, const struct watched_pod *p)
     if (!old && !p->concerns_nvshare)
         return;
 
-    report_bad(w, p, old, true);
-    report_bad(w, p, old, false);
+    report_bad(w, p, old, ANNOTATION_CORE_LIMIT);
+    report_bad(w, p, old, ANNOTATION_MEMORY_LIMIT);
+    report_bad(w, p, old, ANNOTATION_PRIORITY);
     if (old && !pod_facts_differ(old, p)) {
         *old = *p;
         return;
@@ -344,8 +352,9 @@ static int list_pods(struct watcher *w)
             struct watched_pod p, *old;
             if (pod_from_json(item, w->memory_unit, &p) == 0 &&
                 ((old = find_pod(w, p.facts.pod_uid)) || p.concerns_nvshare)) {
-                report_bad(w, &p, old, true);
-                report_bad(w, &p, old, false);
+                report_bad(w, &p, old, ANNOTATION_CORE_LIMIT);
+                report_bad(w, &p, old, ANNOTATION_MEMORY_LIMIT);
+                report_bad(w, &p, old, ANNOTATION_PRIORITY);
                 if (add_pod(&list, &n, &cap, &p)) {
                     log_error("out of memory listing pods");
                     cJSON_Delete(doc);

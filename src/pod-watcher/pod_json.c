@@ -21,6 +21,8 @@ static void read_annotation(const cJSON *annotations, const char *key, bool core
     const char *text = string_at(annotations, key);
     char err[PARSE_ERR_LEN];
     long percent;
+    unsigned priority;
+    bool is_priority = !strcmp(key, ANNOTATION_PRIORITY);
 
     memset(a, 0, sizeof(*a));
     *value = 0;
@@ -31,6 +33,12 @@ static void read_annotation(const cJSON *annotations, const char *key, bool core
     if (strlen(text) >= sizeof(a->raw)) {
         a->bad = true;
         snprintf(a->why, sizeof(a->why), "value too long");
+    } else if (is_priority && parse_priority(text, &priority, err) == 0) {
+        *value = priority;
+    } else if (is_priority) {
+        a->bad = true;
+        snprintf(a->why, sizeof(a->why), "high, normal, low or a class 1-9 is "
+                 "expected");
     } else if (core && parse_int_range(text, 1, 100, &percent, err) == 0) {
         *value = (uint64_t)percent;
     } else if (!core && parse_size_bytes(text, value, err) == 0 && *value) {
@@ -115,11 +123,14 @@ int pod_from_json(const cJSON *pod, uint64_t unit, struct watched_pod *out)
     f->core_limit = (uint8_t)value;
     read_annotation(annotations, ANNOTATION_MEMORY_LIMIT, false, &out->memory, &value);
     f->memory_limit = value;
+    read_annotation(annotations, ANNOTATION_PRIORITY, false, &out->priority, &value);
+    f->priority = (uint8_t)value;
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
     f->memory_request = memory_units(spec) * unit;
     out->concerns_nvshare = concerns_nvshare(annotations, spec);
     f->unreadable = (out->core.bad ? POD_FACT_CORE_UNREADABLE : 0) |
-                    (out->memory.bad ? POD_FACT_MEMORY_UNREADABLE : 0);
+                    (out->memory.bad ? POD_FACT_MEMORY_UNREADABLE : 0) |
+                    (out->priority.bad ? POD_FACT_PRIORITY_UNREADABLE : 0);
     return 0;
 }
 
@@ -129,6 +140,6 @@ bool pod_facts_differ(const struct watched_pod *a, const struct watched_pod *b)
 
     return strcmp(x->pod_namespace, y->pod_namespace) ||
            strcmp(x->pod_name, y->pod_name) || x->core_limit != y->core_limit ||
-           x->memory_limit != y->memory_limit ||
+           x->memory_limit != y->memory_limit || x->priority != y->priority ||
            x->memory_request != y->memory_request || x->unreadable != y->unreadable;
 }

@@ -1,8 +1,8 @@
 /* pod_json.h - a pod object of the Kubernetes API, as nvshare reads it.
  *
  * Pure: no I/O. What the scheduler learns of a pod (struct msg_pod_facts)
- * is its UID, namespace, name, the nvshare.com/gpu-core-limit and
- * nvshare.com/gpu-memory-limit annotations and the nvshare.com/gpu-memory
+ * is its UID, namespace, name, the nvshare.com/gpu-core-limit,
+ * nvshare.com/gpu-memory-limit and nvshare.com/priority annotations and the nvshare.com/gpu-memory
  * request. An annotation that does not parse is never sent as a value:
  * the facts mark it unreadable (the scheduler keeps what it had), and its
  * raw text is kept so that one bad value is reported once, not on every
@@ -20,6 +20,7 @@
 
 #define ANNOTATION_CORE_LIMIT "nvshare.com/gpu-core-limit"
 #define ANNOTATION_MEMORY_LIMIT "nvshare.com/gpu-memory-limit"
+#define ANNOTATION_PRIORITY "nvshare.com/priority"
 #define RESOURCE_GPU_MEMORY "nvshare.com/gpu-memory"
 #define NVSHARE_PREFIX "nvshare.com/"
 #define ANNOTATION_RAW_MAX 64 /* longer values are unreadable anyway */
@@ -34,7 +35,7 @@ struct annotation {
 
 struct watched_pod {
     struct msg_pod_facts facts;
-    struct annotation core, memory;
+    struct annotation core, memory, priority;
     bool concerns_nvshare; /* an nvshare.com/ annotation or resource */
     char resource_version[64];
 };

@@ -17,6 +17,8 @@ static void emit(struct account_actions *out, enum account_action_kind kind,
     if (kind == ACCOUNT_LIMITS) {
         a.core_limit = (unsigned)limit_effective(&accounts[account].core, &source);
         a.memory_limit = limit_effective(&accounts[account].memory, &source);
+        a.priority = priority_effective(&accounts[account].priority, &source);
+        a.min_share = (unsigned)accounts[account].min_share;
     }
     out->list[out->n++] = a;
 }
@@ -38,6 +40,21 @@ uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)
     return authority;
 }
 
+unsigned priority_effective(const struct limit_setting *l, uint8_t *source)
+{
+    uint64_t authority = l->runtime ? l->runtime : l->annotation;
+
+    *source = l->runtime ? LIMIT_RUNTIME
+              : l->annotation ? LIMIT_ANNOTATION : LIMIT_NONE;
+    if (!authority)
+        authority = PRIORITY_NORMAL;
+    if (l->declared && l->declared < authority) {
+        *source = LIMIT_DECLARED;
+        return (unsigned)l->declared;
+    }
+    return (unsigned)authority;
+}
+
 /* The record's sources into the account's settings (declared untouched). */
 static void take_sources(struct account *a, const struct pod *record)
 {
@@ -51,6 +68,9 @@ static void take_sources(struct account *a, const struct pod *record)
     a->memory.runtime = record->memory_limit;
     a->memory.annotation = record->annotation_memory;
     a->memory.request = record->memory_request;
+    a->priority.runtime = record->priority;
+    a->priority.annotation = record->annotation_priority;
+    a->min_share = record->min_share;
 }
 
 /* Lowers a declared limit: a tenant cannot raise one that another of the
@@ -83,6 +103,7 @@ int account_attach(struct account *accounts, int n_accounts,
         struct account *a = &accounts[i];
         bool lowered = declare(&a->core, claim->core_declared);
         lowered |= declare(&a->memory, claim->memory_declared);
+        lowered |= declare(&a->priority, claim->priority_declared);
         a->refs++;
         if (lowered)
             emit(out, ACCOUNT_LIMITS, accounts, i);
@@ -96,6 +117,7 @@ int account_attach(struct account *accounts, int n_accounts,
     a->pod = claim->pod;
     a->core.declared = claim->core_declared;
     a->memory.declared = claim->memory_declared;
+    a->priority.declared = claim->priority_declared;
     take_sources(a, claim->record);
     emit(out, ACCOUNT_RESET, accounts, i);
     emit(out, ACCOUNT_LIMITS, accounts, i);
@@ -110,11 +132,17 @@ void account_detach(struct account *accounts, int account,
 }
 
 void account_set_runtime(struct account *accounts, int account,
-                         bool core, uint64_t value, struct account_actions *out)
+                         enum pod_setting which, uint64_t value,
+                         struct account_actions *out)
 {
     struct account *a = &accounts[account];
 
-    (core ? &a->core : &a->memory)->runtime = value;
+    switch (which) {
+    case POD_CORE_LIMIT: a->core.runtime = value; break;
+    case POD_MEMORY_LIMIT: a->memory.runtime = value; break;
+    case POD_PRIORITY: a->priority.runtime = value; break;
+    case POD_MIN_SHARE: a->min_share = value; break;
+    }
     emit(out, ACCOUNT_LIMITS, accounts, account);
 }
 

@@ -33,6 +33,8 @@ struct account {
     struct pod_id pod; /* empty: a client on its own */
     struct limit_setting core;   /* percent */
     struct limit_setting memory; /* bytes per GPU */
+    struct limit_setting priority; /* enum priority_class (no request) */
+    uint64_t min_share;          /* the operator's floor, percent */
 };
 
 /* What a registering client is billed as and limited to. */
@@ -40,6 +42,7 @@ struct account_claim {
     struct pod_id pod;         /* empty: bill it on its own */
     uint64_t core_declared;    /* percent; 0 = none (or not honoured) */
     uint64_t memory_declared;  /* bytes; 0 = none (or not honoured) */
+    uint64_t priority_declared; /* enum priority_class; 0 = none */
     const struct pod *record;  /* the pod's record (pods.h), or NULL */
 };
 
@@ -53,6 +56,8 @@ struct account_action {
     int account;
     unsigned core_limit;   /* percent; 0 = none */
     uint64_t memory_limit; /* bytes per GPU; 0 = none */
+    unsigned priority;     /* enum priority_class in force */
+    unsigned min_share;    /* percent; 0 = none */
 };
 
 struct account_actions {
@@ -75,10 +80,11 @@ int account_of_pod(const struct account *accounts, int n_accounts,
 void account_detach(struct account *accounts, int account,
                     struct account_actions *out);
 
-/* Sets the account's operator core (percent) or memory (bytes) limit; 0
- * removes it, leaving the declared one. */
+/* Sets one of the account's operator settings (pods.h); 0 removes it,
+ * leaving the declared one. */
 void account_set_runtime(struct account *accounts, int account,
-                         bool core, uint64_t value, struct account_actions *out);
+                         enum pod_setting which, uint64_t value,
+                         struct account_actions *out);
 
 /* The pod's record changed (the pod watcher's facts, a deleted pod): its
  * operator's, annotation and request limits become the account's; record
@@ -89,5 +95,9 @@ void account_set_pod(struct account *accounts, int account,
 /* The limit in force, by the order of struct limit_setting, and where it
  * comes from (enum limit_source). */
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source);
+
+/* The priority class in force: the operator's, else the annotation's, else
+ * normal; a declaration (NVSHARE_PRIORITY) can only lower it. */
+unsigned priority_effective(const struct limit_setting *l, uint8_t *source);
 
 #endif

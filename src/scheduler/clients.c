@@ -213,6 +213,8 @@ void clients_apply_accounts(struct scheduler *s,
             break;
         case ACCOUNT_LIMITS:
             policy_set_core_limit(s->policy, a->account, a->core_limit, now_ns());
+            policy_set_priority(s->policy, a->account, a->priority);
+            policy_set_min_share(s->policy, a->account, a->min_share);
             for (int g = 0; g < s->n_gpus; g++) {
                 struct quota_actions out = {0};
                 quota_set_limit(&s->quota, g, a->account, a->memory_limit, &out);
@@ -424,6 +426,8 @@ static void claim_of(struct scheduler *s, struct client *c,
         claim->core_declared = reg->core_limit;
         claim->memory_declared = reg->memory_limit;
     }
+    /* A declared priority can only lower the pod's: always honoured. */
+    claim->priority_declared = reg->priority;
     if (kind == IDENTITY_POD) {
         snprintf(claim->pod.uid, sizeof(claim->pod.uid), "%s", c->identity.pod_uid);
     } else if (kind == IDENTITY_HOST) {

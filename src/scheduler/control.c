@@ -146,6 +146,8 @@ static int send_client(struct scheduler *s, int fd, int slot, int g,
     cl->swapped_out = v.swapped_out;
     cl->load_permille = v.load_permille;
     cl->wait_reason = v.wait_reason;
+    cl->priority = (uint8_t)priority_effective(&a->priority, &cl->priority_source);
+    cl->min_share = (uint8_t)a->min_share;
     return msg_send(fd, &m);
 }
 
@@ -165,6 +167,9 @@ static int send_pod(int fd, const struct pod *p)
     r->annotation_core_limit = (uint8_t)p->annotation_core;
     r->annotation_memory_limit = p->annotation_memory;
     r->memory_request = p->memory_request;
+    r->priority = (uint8_t)p->priority;
+    r->min_share = (uint8_t)p->min_share;
+    r->annotation_priority = (uint8_t)p->annotation_priority;
     return msg_send(fd, &m);
 }
 
@@ -287,31 +292,78 @@ static int pod_find(const struct scheduler *s, const char *target,
     return 0;
 }
 
-/* A per-pod limit from the operator: it holds whether or not the pod is
+/* The per-pod settings of CTL_SET, as pods.h names them. */
+static const struct {
+    enum ctl_key key;
+    enum pod_setting which;
+    const char *name;
+    uint64_t max;     /* 0: any */
+    const char *range;
+} pod_settings[] = {
+    {CTL_SET_CORE_LIMIT, POD_CORE_LIMIT, "core limit", 100, "1-100 %"},
+    {CTL_SET_MEMORY_LIMIT, POD_MEMORY_LIMIT, "memory limit", 0, ""},
+    {CTL_SET_PRIORITY, POD_PRIORITY, "priority", PRIORITY_HIGHEST,
+     "high, normal, low or 1-9"},
+    {CTL_SET_MIN_SHARE, POD_MIN_SHARE, "min share", 100, "1-100 %"},
+};
+
+/* The value of a per-pod setting as people read it. */
+static void format_pod_setting(enum pod_setting which, uint64_t value,
+                               char *buf, size_t len)
+{
+    switch (which) {
+    case POD_MEMORY_LIMIT: format_size(value, buf, len); break;
+    case POD_PRIORITY: format_priority((unsigned)value, buf, len); break;
+    default: snprintf(buf, len, "%u%%", (unsigned)value); break;
+    }
+}
+
+/* The setting in force for the account, and where it comes from. */
+static uint64_t pod_setting_effective(const struct account *a,
+                                      enum pod_setting which, uint8_t *source)
+{
+    switch (which) {
+    case POD_CORE_LIMIT: return limit_effective(&a->core, source);
+    case POD_MEMORY_LIMIT: return limit_effective(&a->memory, source);
+    case POD_PRIORITY: return priority_effective(&a->priority, source);
+    case POD_MIN_SHARE: break;
+    }
+    *source = a->min_share ? LIMIT_RUNTIME : LIMIT_NONE;
+    return a->min_share;
+}
+
+/* A per-pod setting from the operator: it holds whether or not the pod is
  * connected, survives restarts, and a client's declaration can only lower
  * it. 0 removes it. */
 static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                           struct msg_ctl_reply *reply)
 {
-    bool core = set->key == CTL_SET_CORE_LIMIT, failed = false;
+    bool failed = false;
     char value[32], name[2 * PROTO_NAME_MAX + 8];
     struct pod_id id;
     uint8_t source = LIMIT_NONE;
     uint64_t limit = set->value;
     int account;
+    size_t k = 0;
 
+    /* apply_setting calls it for the keys of pod_settings only. */
+    while (k + 1 < sizeof(pod_settings) / sizeof(pod_settings[0]) &&
+           pod_settings[k].key != set->key)
+        k++;
+    enum pod_setting which = pod_settings[k].which;
+    const char *what = pod_settings[k].name;
     if (pod_find(s, set->target, &id, &account, reply->text, sizeof(reply->text))) {
         reply->status = ENOENT;
         return;
     }
-    if (core && set->value > 100) {
+    if (pod_settings[k].max && set->value > pod_settings[k].max) {
         reply->status = EINVAL;
         snprintf(reply->text, sizeof(reply->text),
-                 "core limit must be 1-100 %% (or 0 to remove it)");
+                 "%s must be %s (or 0 to remove it)", what, pod_settings[k].range);
         return;
     }
     if (!pod_id_empty(&id)) {
-        pods_set_limit(&s->state.pods, &id, core, set->value, &failed);
+        pods_set_limit(&s->state.pods, &id, which, set->value, &failed);
         if (failed) {
             reply->status = ENOMEM;
             snprintf(reply->text, sizeof(reply->text), "out of memory");
@@ -321,33 +373,25 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
     }
     if (account >= 0) {
         struct account_actions out = {0};
-        account_set_runtime(s->accounts, account, core, set->value, &out);
+        account_set_runtime(s->accounts, account, which, set->value, &out);
         clients_apply_accounts(s, &out);
-        limit = limit_effective(core ? &s->accounts[account].core
-                                     : &s->accounts[account].memory, &source);
+        limit = pod_setting_effective(&s->accounts[account], which, &source);
     }
     if (pod_id_empty(&id))
         snprintf(name, sizeof(name), "client %s (in no pod: until it leaves)",
                  set->target);
     else
         pod_id_format(&id, name, sizeof(name));
-    if (core)
-        snprintf(value, sizeof(value), "%u%%", (unsigned)(set->value ? set->value : limit));
-    else
-        format_size(set->value ? set->value : limit, value, sizeof(value));
+    format_pod_setting(which, set->value ? set->value : limit, value, sizeof(value));
     if (set->value)
-        snprintf(reply->text, sizeof(reply->text), "%s limit of %.200s set to %s%s",
-                 core ? "core" : "memory", name, value,
-                 account < 0 ? " (not connected)" : "");
+        snprintf(reply->text, sizeof(reply->text), "%s of %.200s set to %s%s",
+                 what, name, value, account < 0 ? " (not connected)" : "");
     else
-        snprintf(reply->text, sizeof(reply->text), "%s limit of %.200s removed",
-                 core ? "core" : "memory", name);
+        snprintf(reply->text, sizeof(reply->text), "%s of %.200s removed",
+                 what, name);
     if (source == LIMIT_DECLARED) {
         size_t n = strlen(reply->text);
-        if (core)
-            snprintf(value, sizeof(value), "%u%%", (unsigned)limit);
-        else
-            format_size(limit, value, sizeof(value));
+        format_pod_setting(which, limit, value, sizeof(value));
         snprintf(reply->text + n, sizeof(reply->text) - n,
                  "; its clients declared %s, which holds", value);
     }
@@ -440,6 +484,8 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         return;
     case CTL_SET_CORE_LIMIT:
     case CTL_SET_MEMORY_LIMIT:
+    case CTL_SET_PRIORITY:
+    case CTL_SET_MIN_SHARE:
         set_pod_limit(s, set, reply);
         return;
     case CTL_SET_MODE:

@@ -58,15 +58,21 @@ static void learn(struct scheduler *s, const struct msg_pod_facts *f,
     if (dropped & POD_FACT_MEMORY_UNREADABLE)
         log_info("pod %s: its memory-limit annotation changed: the operator's "
                  "override ends", name);
+    if (dropped & POD_FACT_PRIORITY_UNREADABLE)
+        log_info("pod %s: its priority annotation changed: the operator's "
+                 "override ends", name);
     /* One line when something changed, not one per status update. */
     if (!before.listed || before.annotation_core != p->annotation_core ||
         before.annotation_memory != p->annotation_memory ||
-        before.memory_request != p->memory_request)
+        before.memory_request != p->memory_request ||
+        before.annotation_priority != p->annotation_priority)
         log_info("pod %s (uid %s): core-limit annotation %llu%%, memory-limit "
-                 "annotation %llu bytes, gpu-memory request %llu bytes (0 = none)",
+                 "annotation %llu bytes, gpu-memory request %llu bytes, priority "
+                 "annotation class %llu (0 = none)",
                  name, p->id.uid, (unsigned long long)p->annotation_core,
                  (unsigned long long)p->annotation_memory,
-                 (unsigned long long)p->memory_request);
+                 (unsigned long long)p->memory_request,
+                 (unsigned long long)p->annotation_priority);
     update_account(s, &p->id, p);
     snprintf(reply->text, sizeof(reply->text), "pod %.200s known", name);
 }

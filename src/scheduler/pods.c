@@ -31,7 +31,7 @@ void pod_id_format(const struct pod_id *id, char *buf, size_t len)
 
 bool pod_configured(const struct pod *p)
 {
-    return p->core_limit || p->memory_limit;
+    return p->core_limit || p->memory_limit || p->priority || p->min_share;
 }
 
 struct pod *pods_find(struct pod_table *t, const struct pod_id *id)
@@ -104,14 +104,20 @@ void pods_leave(struct pod_table *t, const struct pod_id *id)
 }
 
 struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
-                           bool core, uint64_t value, bool *failed)
+                           enum pod_setting which, uint64_t value,
+                           bool *failed)
 {
     struct pod *p = value ? pods_get(t, id) : pods_find(t, id);
 
     *failed = value && !p;
     if (!p)
         return NULL;
-    *(core ? &p->core_limit : &p->memory_limit) = value;
+    switch (which) {
+    case POD_CORE_LIMIT: p->core_limit = value; break;
+    case POD_MEMORY_LIMIT: p->memory_limit = value; break;
+    case POD_PRIORITY: p->priority = value; break;
+    case POD_MIN_SHARE: p->min_share = value; break;
+    }
     return forget_if_unused(t, p) ? NULL : p;
 }
 
@@ -145,6 +151,9 @@ struct pod *pods_learn(struct pod_table *t, const struct msg_pod_facts *f,
     if (!(f->unreadable & POD_FACT_MEMORY_UNREADABLE))
         learn(&p->annotation_memory, f->memory_limit, &p->memory_limit, !p->listed,
               POD_FACT_MEMORY_UNREADABLE, dropped);
+    if (!(f->unreadable & POD_FACT_PRIORITY_UNREADABLE))
+        learn(&p->annotation_priority, f->priority, &p->priority, !p->listed,
+              POD_FACT_PRIORITY_UNREADABLE, dropped);
     p->memory_request = f->memory_request;
     p->listed = true;
     p->stale = false;
@@ -159,8 +168,9 @@ bool pods_gone(struct pod_table *t, const struct pod_id *id)
     if (!p)
         return false;
     configured = pod_configured(p);
-    p->core_limit = p->memory_limit = 0;
+    p->core_limit = p->memory_limit = p->priority = p->min_share = 0;
     p->annotation_core = p->annotation_memory = p->memory_request = 0;
+    p->annotation_priority = 0;
     p->listed = p->stale = false;
     forget_if_unused(t, p);
     return configured;

@@ -7,11 +7,12 @@
  *   - on a plain host, by the namespace/name a client declares, bound to
  *     the uid that first declared it: a client of another uid (root
  *     aside) cannot join, use or change that pod.
- * Limits here come from the operator (nvsharectl) and, on a Kubernetes
- * node, from the API server through the pod watcher (its annotations and
- * gpu-memory request). A record lives while the pod has clients, an
- * operator's limit or the watcher lists it; records with an operator's
- * limit are what the state file persists (state.h), so they can be set
+ * Limits and the priority class here come from the operator (nvsharectl)
+ * and, on a Kubernetes node, from the API server through the pod watcher
+ * (its annotations and gpu-memory request); the floor (min share) from the
+ * operator only. A record lives while the pod has clients, an operator's
+ * setting or the watcher lists it; records with an operator's setting are
+ * what the state file persists (state.h), so they can be set
  * before the pod's first process connects and survive restarts. The
  * watcher's facts are not persisted: after a restart it lists them again. */
 #ifndef NVSHARE_PODS_H
@@ -35,6 +36,8 @@ struct pod {
     uint32_t owner;     /* the uid allowed to join (root always may) */
     uint64_t core_limit;   /* the operator's, percent; 0 = none */
     uint64_t memory_limit; /* the operator's, bytes per GPU; 0 = none */
+    uint64_t priority;     /* the operator's, enum priority_class; 0 = none */
+    uint64_t min_share;    /* the operator's floor, percent; 0 = none */
     int clients;           /* registered clients billed to it */
     /* From the API server (Kubernetes pods only), 0 = none. */
     bool listed;                /* the pod watcher named it */
@@ -42,6 +45,15 @@ struct pod {
     uint64_t annotation_core;   /* nvshare.com/gpu-core-limit, percent */
     uint64_t annotation_memory; /* nvshare.com/gpu-memory-limit, bytes */
     uint64_t memory_request;    /* nvshare.com/gpu-memory, bytes per GPU */
+    uint64_t annotation_priority; /* nvshare.com/priority, priority_class */
+};
+
+/* What the operator sets per pod. */
+enum pod_setting {
+    POD_CORE_LIMIT,
+    POD_MEMORY_LIMIT,
+    POD_PRIORITY,
+    POD_MIN_SHARE,
 };
 
 struct pod_table {
@@ -72,11 +84,12 @@ int pods_join(struct pod_table *t, const struct pod_id *id, uint32_t uid,
  * forgotten, binding included, since nothing persists it. */
 void pods_leave(struct pod_table *t, const struct pod_id *id);
 
-/* Sets the operator's core (percent) or memory (bytes) limit, 0 removing
- * it; a record left with no clients and no limit is forgotten. Returns the
+/* Sets one of the operator's settings (core limit in percent, memory limit
+ * in bytes, priority class, floor in percent), 0 removing it; a record left with no clients and no limit is forgotten. Returns the
  * record, or NULL when it is forgotten or memory ran out (*failed). */
 struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
-                           bool core, uint64_t value, bool *failed);
+                           enum pod_setting which, uint64_t value,
+                           bool *failed);
 
 /* The pod watcher's facts about a Kubernetes pod: its name, annotations
  * and request, unreadable annotations left as they were. An annotation

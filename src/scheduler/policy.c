@@ -41,6 +41,8 @@ bool policy_grow(struct policy *p, int table_size)
     /* Each array that grew is valid at its new size, so a failure halfway
      * only keeps the old table size: the next call grows the rest. */
     ok = ok && grow_zeroed(&p->core_limit, sizeof(*p->core_limit), old, table_size);
+    ok = ok && grow_zeroed(&p->priority, sizeof(*p->priority), old, table_size);
+    ok = ok && grow_zeroed(&p->min_share, sizeof(*p->min_share), old, table_size);
     ok = ok && grow_zeroed(&s->admit_order, sizeof(int), old, table_size);
     ok = ok && grow_zeroed(&s->blocked_order, sizeof(int), old, table_size);
     ok = ok && grow_zeroed(&s->limit_counted, sizeof(bool), old, table_size);
@@ -65,6 +67,8 @@ void policy_destroy(struct policy *p)
     struct policy_scratch *s = &p->scratch;
 
     free(p->core_limit);
+    free(p->priority);
+    free(p->min_share);
     free(s->admit_order);
     free(s->blocked_order);
     free(s->limit_counted);
@@ -73,6 +77,8 @@ void policy_destroy(struct policy *p)
     free(s->budgets);
     *s = (struct policy_scratch){0};
     p->core_limit = NULL;
+    p->priority = NULL;
+    p->min_share = NULL;
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
         free(g->queue);
@@ -270,6 +276,13 @@ void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
             out->truncated = true;
             return;
         }
+        /* Lower classes run only while no higher one wants the GPU; they
+         * hold nobody back, so they are not the blocked waiter either.
+         * p->ranked first: without priorities no call on this path. */
+        if (p->ranked && outranked(p, g, gpu, c, now)) {
+            m->wait_reason = WAIT_PRIORITY;
+            continue;
+        }
         bool ok_mode = compatible(p, g, c, now), ok_memory = fits(p, g, gpu, c);
         if (ok_mode && ok_memory) {
             dequeue(g, c);
@@ -404,7 +417,8 @@ static const struct member *blocked_waiter(const struct policy *p,
     int n = waiter_order(p, g, now, order);
 
     for (int i = 0; i < n; i++)
-        if (fits(p, g, gpu, order[i]) || room_possible(p, g, gpu, order[i]))
+        if ((fits(p, g, gpu, order[i]) || room_possible(p, g, gpu, order[i])) &&
+            !(p->ranked && outranked(p, g, gpu, order[i], now)))
             return &g->members[order[i]];
     return NULL;
 }
@@ -570,6 +584,28 @@ static void shed_runners(const struct policy *p, struct gpu_sched *g, int gpu,
     }
 }
 
+/* Drops at once every holder that a client of a higher class (or owed
+ * its floor) wants the GPU from: it does not wait for the TQ. The holder
+ * keeps its turn and the rest of its quantum, as a holder cut short for
+ * limited pods does. */
+static void preempt_outranked(struct policy *p, struct gpu_sched *g, int gpu,
+                              uint64_t now, struct policy_actions *out)
+{
+    for (int c = 0; c < g->slots && g->n_running; c++) {
+        struct member *m = &g->members[c];
+        if (!m->present || m->state != MEMBER_HOLDING ||
+            !outranked(p, g, gpu, c, now))
+            continue;
+        if (!room_for(out, 1)) {
+            out->truncated = true;
+            return;
+        }
+        m->cut_short = true;
+        m->quantum_used_ns += now - m->granted_at;
+        drop(g, gpu, c, now, out);
+    }
+}
+
 /* Drops holder c if its pace or (while waiter waits) its quantum says so;
  * next: when it must be judged again. */
 static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
@@ -634,6 +670,12 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
      * is left. */
     revoke_overdue(p, g, gpu, now, out);
     shed_runners(p, g, gpu, now, out);
+    if (p->ranked) {
+        preempt_outranked(p, g, gpu, now, out);
+        uint64_t rank_due = rank_change_due(p, g, now);
+        if (rank_due)
+            earliest(&next, rank_due);
+    }
 
     const struct member *waiter = blocked_waiter(p, g, gpu, now);
     uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;

@@ -82,7 +82,24 @@
  *    there; only a limit lowered during the window caps the carry at one
  *    budget, so that a change throttles one window at most.
  * Windows roll on every entry point, so an idle GPU never keeps a stale
- * window. */
+ * window.
+ *
+ * Priorities. Each account has a class (enum priority_class; normal unless
+ * set). A client wants the GPU when it holds it, or waits within its budget
+ * and its memory fits or can be made to fit by swaps. A holder that a
+ * client of a higher class wants the GPU from is dropped at once, without
+ * waiting for any quantum, and keeps its turn; a waiter that one of a
+ * higher class wants it waits (WAIT_PRIORITY) and holds nobody back, so
+ * lower classes run only while no higher one wants the GPU, and within a
+ * class everything is as without priorities. A core limit stays a cap: a
+ * spent account wants nothing. For memory, idle evictable clients of lower
+ * classes are swapped out first; a waiter that cannot fit until memory
+ * that cannot move goes waits for memory (WAIT_FOR_MEM) and, since the GPU
+ * would idle, holds no lower class back. A floor (min share, percent of
+ * each window) ranks an account above every class until it has used that
+ * much of the window: a lower class gets its floor even under a busy
+ * higher one. When nobody sets a class or floor, none of this costs
+ * anything. */
 #ifndef NVSHARE_POLICY_H
 #define NVSHARE_POLICY_H
 
@@ -282,6 +299,13 @@ void policy_set_core_limit(struct policy *p, int account, unsigned limit,
                            uint64_t now);
 void policy_set_window(struct policy *p, uint64_t window_ns,
                        unsigned carryover_percent);
+
+/* An account's priority class (enum priority_class, 0: normal) and floor
+ * (percent of each window it runs ahead of higher classes; 0: none). */
+void policy_set_priority(struct policy *p, int account, unsigned priority);
+void policy_set_min_share(struct policy *p, int account, unsigned percent);
+unsigned policy_priority(const struct policy *p, int account);
+unsigned policy_min_share(const struct policy *p, int account);
 
 /* Slices of a window through which a budget accrues (see Compute limits). */
 #define POLICY_PACE_SLICES 10

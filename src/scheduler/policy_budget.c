@@ -399,6 +399,8 @@ void policy_set_core_limit(struct policy *p, int account, unsigned limit,
 void policy_reset_account(struct policy *p, int account)
 {
     p->core_limit[account] = 0;
+    policy_set_priority(p, account, PRIORITY_UNSET);
+    policy_set_min_share(p, account, 0);
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         p->gpus[gpu].usage[account] = (struct account_usage){0};
         p->gpus[gpu].stats[account] = (struct policy_account_stats){0};

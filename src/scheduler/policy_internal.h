@@ -98,6 +98,11 @@ struct policy {
     int table_size;                /* client slots and account numbers
                                       are below it: policy_grow() */
     uint8_t *core_limit;           /* by account; 0 = unlimited */
+    uint8_t *priority;             /* by account; enum priority_class */
+    uint8_t *min_share;            /* by account; floor, percent */
+    bool ranked;                   /* some account has a class other than
+                                      normal or a floor: else priorities
+                                      cost nothing */
     struct policy_scratch scratch;
     int n_gpus;
     struct gpu_sched gpus[POLICY_MAX_GPUS];
@@ -224,6 +229,19 @@ int overgrown_runner(const struct policy *p, const struct gpu_sched *g,
     __attribute__((pure));
 void expire_evictions(const struct policy *p, struct gpu_sched *g,
                       uint64_t now, uint64_t *next);
+
+/* ---- policy_priority.c --------------------------------------------------- */
+
+unsigned class_of(const struct policy *p, int account)
+    __attribute__((pure));
+uint64_t floor_ns(const struct policy *p, int account)
+    __attribute__((pure));
+bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
+               int client, uint64_t now)
+    __attribute__((pure));
+uint64_t rank_change_due(const struct policy *p, const struct gpu_sched *g,
+                         uint64_t now)
+    __attribute__((pure));
 
 #pragma GCC visibility pop
 

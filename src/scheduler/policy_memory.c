@@ -196,32 +196,75 @@ void prepare_if_oversubscribed(const struct policy *p,
     }
 }
 
-/* Asks idle evictable clients other than the waiter that still occupy the
- * GPU to swap out, oldest hold first, until `need` more bytes would fit
- * (all of them for a waiter bigger than the limit, see fits()). */
+/* Eviction order: lower priority classes first, then the oldest hold. */
+static bool goes_before(const struct policy *p, const struct member *a,
+                        const struct member *b)
+{
+    unsigned ca = class_of(p, a->account), cb = class_of(p, b->account);
+
+    return ca != cb ? ca < cb : a->grant_seq < b->grant_seq;
+}
+
+/* Whether client c may be swapped out to make room for waiter: an idle
+ * evictable client whose memory is on the GPU, or a runner of a lower
+ * class that the waiter preempts (it swaps out once it has released). */
+static bool may_evict(const struct policy *p, const struct gpu_sched *g,
+                      int gpu, int c, int waiter, uint64_t now)
+{
+    const struct member *m = &g->members[c];
+
+    if (c == waiter || !m->present || !m->evictable || !m->resident ||
+        m->evicting || m->evict_after_release)
+        return false;
+    if (!running(m))
+        return true;
+    return class_of(p, m->account) < class_of(p, g->members[waiter].account) &&
+           outranked(p, g, gpu, c, now);
+}
+
+/* Memory on its way out: EVICT sent, or a runner's after its release. */
+static uint64_t leaving_bytes(const struct gpu_sched *g)
+{
+    uint64_t sum = evicting_bytes(g);
+
+    for (int c = 0; c < g->slots; c++)
+        if (running(&g->members[c]) && g->members[c].evict_after_release)
+            sum += g->members[c].evictable;
+    return sum;
+}
+
+/* Asks evictable clients other than the waiter that still occupy the GPU
+ * to swap out, lowest class and oldest hold first, until `need` more bytes
+ * would fit (all of them for a waiter bigger than the limit, see fits()).
+ * A lower-class runner that the waiter preempts goes before the idle
+ * clients of higher classes. */
 void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
                int waiter, uint64_t need, uint64_t now,
                struct policy_actions *out)
 {
     uint64_t limit = policy_memory_limit(p, gpu);
-    uint64_t resident = resident_bytes(g), leaving = evicting_bytes(g);
+    uint64_t resident = resident_bytes(g), leaving = leaving_bytes(g);
     bool alone = g->members[waiter].footprint > limit;
 
     if (!room_possible(p, g, gpu, waiter))
         return;
     while (alone || resident - leaving + need > limit) {
-        int oldest = -1;
-        for (int c = 0; c < g->slots; c++) {
-            const struct member *m = &g->members[c];
-            if (c != waiter && m->present && m->evictable && m->resident &&
-                !running(m) && !m->evicting &&
-                (oldest < 0 || m->grant_seq < g->members[oldest].grant_seq))
-                oldest = c;
-        }
-        if (oldest < 0 || !room_for_evict(out, &g->members[oldest]))
+        int first = -1;
+        for (int c = 0; c < g->slots; c++)
+            if (may_evict(p, g, gpu, c, waiter, now) &&
+                (first < 0 || goes_before(p, &g->members[c], &g->members[first])))
+                first = c;
+        if (first < 0 || !room_for_evict(out, &g->members[first]))
             return;
-        leaving += g->members[oldest].evictable;
-        evict(g, gpu, oldest, now, out);
+        struct member *m = &g->members[first];
+        leaving += m->evictable;
+        if (running(m)) {
+            /* It prepares while it drains: its EVICT follows the release. */
+            m->evict_after_release = true;
+            prepare(g, gpu, first, out);
+        } else {
+            evict(g, gpu, first, now, out);
+        }
     }
 }
 

@@ -129,6 +129,10 @@ size_t state_format(const struct node_state *st, char *buf, size_t len)
             format_size_exact(p->memory_limit, value, sizeof(value));
             put(&o, " memory-limit=%s", value);
         }
+        if (p->priority)
+            put(&o, " priority=%llu", (unsigned long long)p->priority);
+        if (p->min_share)
+            put(&o, " min-share=%llu", (unsigned long long)p->min_share);
         put(&o, "\n");
     }
     return o.n;
@@ -246,6 +250,13 @@ static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
         } else if (!strncmp(word, "core-limit=", 11) &&
                    !parse_int_range(word + 11, 1, 100, &number, why)) {
             p->core_limit = (uint64_t)number;
+        } else if (!strncmp(word, "priority=", 9) &&
+                   !parse_int_range(word + 9, PRIORITY_LOWEST, PRIORITY_HIGHEST,
+                                    &number, why)) {
+            p->priority = (uint64_t)number;
+        } else if (!strncmp(word, "min-share=", 10) &&
+                   !parse_int_range(word + 10, 1, 100, &number, why)) {
+            p->min_share = (uint64_t)number;
         } else if (!strncmp(word, "memory-limit=", 13) &&
                    !parse_size_bytes(word + 13, &p->memory_limit, why) &&
                    p->memory_limit) {
@@ -255,7 +266,7 @@ static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
         }
     }
     if (!pod_configured(p)) {
-        snprintf(err, len, "pod without a limit");
+        snprintf(err, len, "pod without a setting");
         return -1;
     }
     return 0;

@@ -1,7 +1,8 @@
 /* state.h - what the operator set at run time, kept across restarts.
  *
  * Every `nvsharectl set` (time quantum, anti-thrashing, mode, switch time,
- * a pod's core or memory limit, for pods not connected yet too) changes the
+ * a pod's core or memory limit, priority or min share, for pods not
+ * connected yet too) changes the
  * node state, and the scheduler rewrites NVSHARE_STATE_FILE at once, like
  * redis's CONFIG REWRITE: a temporary file, fsync, rename. It is read back
  * before the first client is accepted, so after a crash every setting is in
@@ -15,6 +16,7 @@
  *   mode auto GPU-1b2c...           one GPU, after the line for all
  *   pod team-a/trainer owner=1000 core-limit=30 memory-limit=8Gi
  *   pod uid:6f1e... core-limit=20   a Kubernetes pod, by UID
+ *   pod batch/train priority=1 min-share=10   a class and a floor
  *
  * Parsing and formatting are pure (state_parse, state_format), so unit
  * tests drive them on strings; state_load and state_save do the file. */

@@ -8,7 +8,9 @@
  * Launches simulated kernels of KERNEL_US (default 1000) four at a time,
  * synchronizing after each four, until UNTIL; prints rate=<kernels per
  * second> counting those completed between FROM and UNTIL (like
- * bench/fixed_work.cu --window, so jobs started one by one compare).
+ * bench/fixed_work.cu --window, so jobs started one by one compare), and
+ * first_launch=<CLOCK_MONOTONIC ns> of its first launch, the moment it
+ * asks for the GPU, to compare with the fake driver's trace.
  *
  * FAKE_JOB_MEM_MB=<n> allocates n MiB with cuMemAlloc_v2 first (managed
  * memory when libnvshare oversubscribes), for memory-aware scheduling. */
@@ -18,12 +20,17 @@
 
 #include <cuda.h>
 
-static long long realtime_ns(void)
+static long long clock_ns(clockid_t clock)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(clock, &ts);
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static long long realtime_ns(void)
+{
+    return clock_ns(CLOCK_REALTIME);
 }
 
 int main(int argc, char **argv)
@@ -34,6 +41,7 @@ int main(int argc, char **argv)
     CUmodule mod;
     CUfunction kernel;
     long kernels = 0;
+    long long first_launch = 0;
 
     if (argc < 3) {
         fprintf(stderr, "usage: %s FROM_REALTIME_NS UNTIL_REALTIME_NS [KERNEL_US]\n",
@@ -55,6 +63,8 @@ int main(int argc, char **argv)
         return 1;
     }
     while (realtime_ns() < until) {
+        if (!first_launch)
+            first_launch = clock_ns(CLOCK_MONOTONIC);
         for (int i = 0; i < 4; i++)
             if (cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))
                 return 1;
@@ -63,6 +73,7 @@ int main(int argc, char **argv)
         if (done >= from && done <= until)
             kernels += 4;
     }
-    printf("rate=%.2f\n", (double)kernels * 1e9 / (double)(until - from));
+    printf("rate=%.2f\nfirst_launch=%lld\n",
+           (double)kernels * 1e9 / (double)(until - from), first_launch);
     return 0;
 }

@@ -173,7 +173,7 @@ def recv(c):
 def client(ns, pod, ctr, want_ok, oversub):
     c = socket.socket(socket.AF_UNIX); c.connect(os.path.join(sock_dir, "scheduler.sock"))
     c.sendall(frame(1, struct.pack("<I", os.getpid()) + s(ns) + s(pod) + s(ctr) +
-                    struct.pack("<QBBH", 0, 0, oversub, 1) + s(b"GPU-test-0")))
+                    struct.pack("<QBBH", 0, 0, oversub, 1) + s(b"GPU-test-0") + b"\x00"))
     assert recv(c) == 2, "no REGISTER_OK"
     c.sendall(frame(5, struct.pack("<BIQQ", 0, 0, 0, 0)))
     if want_ok:
@@ -199,8 +199,8 @@ PY
     out_has "  waiting      2 default/pod-b (lock)"
     out_has "  swaps        1 out (1.00 GiB, last 1.02s), 1 in (1.00 GiB, last 270ms)"
     [ "$(grep -c '^  running      none$' "$WORK/out")" -eq 1 ] || fail "GPU 1 runs nobody"
-    grep -qE "^1 +[0-9]+ +$POD_A +main +0 +holding +23% " "$WORK/out" || fail "client 1 row"
-    grep -qE '^2 +[0-9]+ +default/pod-b +- +0 +waiting:lock +- ' "$WORK/out" || fail "client 2 row"
+    grep -qE "^1 +[0-9]+ +$POD_A +main +0 +normal +holding +23% " "$WORK/out" || fail "client 1 row"
+    grep -qE '^2 +[0-9]+ +default/pod-b +- +0 +normal +waiting:lock +- ' "$WORK/out" || fail "client 2 row"
     grep -qE '^CLIENT +GPU +LIMIT +USED/WINDOW +FOOTPRINT +EVICTABLE +NON-EVICTABLE +ALLOCATED +FLAGS +POD MEM$' "$WORK/out" \
         || fail "the limits and memory table"
     grep -qE '^1 +0 +- .* oversub +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 1 memory row"
@@ -366,6 +366,36 @@ expect_rc 2 "set switch-time without a value"
 ctl status
 out_has "switch time auto (swap time x 30)"
 pass "set switch-time 45s and auto; bad values refused"
+
+# ---- set priority, set min-share ------------------------------------------------
+ctl set priority ml/service high
+expect_rc 0 "set priority high"
+out_has "priority of ml/service set to high (not connected)"
+ctl set priority ml/batch 7
+out_has "priority of ml/batch set to 7 (not connected)"
+ctl set min-share ml/batch 10
+out_has "min share of ml/batch set to 10% (not connected)"
+ctl set priority ml/service urgent
+expect_rc 2 "set priority urgent"
+err_has "nvsharectl: priority must be high, normal, low or a class 1-9 (9 highest), not 'urgent' (or none)"
+ctl set priority ml/service 10
+expect_rc 2 "set priority 10"
+ctl set min-share ml/batch 101
+expect_rc 2 "set min-share 101"
+ctl status --json
+python3 - "$WORK/out" <<'PY' || fail "pods with a priority or a floor in status --json"
+import json, sys
+pods = {p["pod"]: p for p in json.load(open(sys.argv[1]))["pods"]}
+assert pods["service"]["priority_class"] == 3 and pods["service"]["min_share_percent"] == 0, pods
+assert pods["batch"]["priority_class"] == 7 and pods["batch"]["min_share_percent"] == 10, pods
+PY
+ctl status
+grep -qE '^ml/service +- +- +- +high +- +0$' "$WORK/out" || fail "the pod table shows ml/service high"
+ctl set priority ml/service none
+out_has "priority of ml/service removed"
+ctl set min-share ml/batch none
+ctl set priority ml/batch none
+pass "set priority and min-share, before the pod connects; bad values refused"
 
 # ---- watch --------------------------------------------------------------------
 ctl watch --interval 100ms --count 3

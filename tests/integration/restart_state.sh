@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Settings survive a crash: after nvsharectl set (time quantum, a GPU's
-# mode, switch time, pod limits, one for a pod not connected yet) and
+# mode, switch time, pod limits, priorities and a floor, for pods not
+# connected yet too) and
 # kill -9 of the scheduler, a new scheduler reads the state file before
 # its first client; when the clients re-register, status shows the same
 # settings and limits as before, and the limit is enforced again. A
@@ -19,8 +20,13 @@ ctl set switch-time 5s >/dev/null
 ctl set core-limit team/job 30 >/dev/null
 ctl set memory-limit team/job 1Gi >/dev/null
 ctl set core-limit later/pod 40 >/dev/null
-grep -q "^pod team/job core-limit=30 memory-limit=1Gi$" "$NVSHARE_STATE_FILE" ||
-    fail "the state file does not hold the pod's limits: $(cat "$NVSHARE_STATE_FILE")"
+ctl set priority team/job low >/dev/null
+ctl set min-share team/job 10 >/dev/null
+ctl set priority later/service high >/dev/null
+grep -q "^pod team/job core-limit=30 memory-limit=1Gi priority=1 min-share=10$" "$NVSHARE_STATE_FILE" ||
+    fail "the state file does not hold the pod's settings: $(cat "$NVSHARE_STATE_FILE")"
+grep -q "^pod later/service priority=3$" "$NVSHARE_STATE_FILE" ||
+    fail "the state file does not hold a priority alone: $(cat "$NVSHARE_STATE_FILE")"
 
 until=$(( $(now_ns) + 10000000000 ))
 NVSHARE_POD_NAMESPACE=team NVSHARE_POD_NAME=job \
@@ -37,9 +43,11 @@ print(json.dumps({
     "anti_thrash": d["node"]["anti_thrash"],
     "modes": [g["mode"] for g in d["gpus"]],
     "pods": sorted((p["namespace"], p["pod"], p["owner_uid"], p["core_limit"],
-                    p["memory_limit_bytes"], p["clients"]) for p in d["pods"]),
+                    p["memory_limit_bytes"], p["priority_class"], p["min_share_percent"],
+                    p["clients"]) for p in d["pods"]),
     "clients": sorted((c["namespace"], c["pod"], c["gpu_index"], c["core_limit"],
-                       c["core_limit_source"], c["mem_quota_bytes"]) for c in d["clients"]),
+                       c["core_limit_source"], c["mem_quota_bytes"], c["priority"],
+                       c["priority_source"], c["min_share_percent"]) for c in d["clients"]),
 }, sort_keys=True))'
 }
 snapshot >"$WORK/before"

@@ -10,6 +10,8 @@
 #     Event;
 #   - nvsharectl set overrides until the next annotation change; removing
 #     the annotation reverts to the next source (the declared limit);
+#   - nvshare.com/priority sets the pod's class, an operator's priority
+#     overrides it until the next change, removing it leaves normal;
 #   - a rotated token is used from the next connection; a dropped watch, a
 #     410 as status and as an ERROR event are recovered from;
 #   - after a scheduler + watcher restart and a scheduler restart alone the
@@ -151,6 +153,27 @@ log_has_at_least "core-limit annotation changed: the operator's override ends" 1
 # Removing the annotations falls back: the declared 90 %, the request.
 kc annotate pod trainer nvshare.com/gpu-core-limit- nvshare.com/gpu-memory-limit-
 expect "annotations removed" 90 declared $GiB request default/trainer
+
+# ---- the priority annotation, and the operator's override of it ------------
+priority() {
+    ctl status --json 2>/dev/null | python3 -c '
+import json, sys
+for c in json.load(sys.stdin)["clients"]:
+    if c["pod_uid"] == sys.argv[1]:
+        print(c["priority"], c["priority_source"])
+        break' "$POD_UID" 2>/dev/null
+}
+has_priority() { [ "$(priority)" = "$*" ]; }
+kc annotate pod trainer nvshare.com/priority=high --overwrite
+wait_for has_priority high annotation || fail_k8s "priority is '$(priority)', not the annotation's high"
+ctl set priority default/trainer low >/dev/null || fail "nvsharectl set priority on the pod failed"
+wait_for has_priority low runtime || fail_k8s "priority is '$(priority)', not the operator's low"
+kc annotate pod trainer nvshare.com/priority=normal --overwrite
+wait_for has_priority normal annotation || fail_k8s "priority is '$(priority)' after a new annotation"
+log_has_at_least "priority annotation changed: the operator's override ends" 1 ||
+    fail "the end of the priority override was not logged"
+kc annotate pod trainer nvshare.com/priority-
+wait_for has_priority normal none || fail_k8s "priority is '$(priority)' without an annotation"
 
 # ---- token rotation, dropped watches, 410 as a status and as an event -----
 echo token-2 >"$WORK/sa/token.new" && mv "$WORK/sa/token.new" "$WORK/sa/token"

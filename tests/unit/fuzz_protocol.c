@@ -366,7 +366,11 @@ static int generate(void)
     buf[4 + st + 1 + 41] = LIMIT_REQUEST + 1;
     put_file("field-CTL_STATUS_CLIENT-limit-source", buf + 4, (size_t)len - 4);
     buf[4 + st + 1 + 41] = LIMIT_DECLARED;
-    buf[len - 1] = WAIT_THROTTLED + 1; /* wait_reason is the last field */
+    /* wait_reason is followed by uid, pod_source, pod_uid, container_id,
+     * priority, priority_source and min_share */
+    size_t wait_reason = (size_t)len - 3 - (2 + strlen(m.u.client.container_id)) -
+                         (2 + strlen(m.u.client.pod_uid)) - 1 - 4 - 1;
+    buf[wait_reason] = WAIT_PRIORITY + 1;
     put_file("field-CTL_STATUS_CLIENT-wait-reason", buf + 4, (size_t)len - 4);
 
     sample(&m, MSG_CTL_STATUS_GPU, 0);
@@ -380,7 +384,7 @@ static int generate(void)
     buf[4 + mode] = SCHED_MODE_AUTO + 1;
     put_file("field-CTL_STATUS_GPU-mode", buf + 4, (size_t)len - 4);
     buf[4 + mode] = m.u.gpu.mode;
-    buf[len - 1] = WAIT_THROTTLED + 1; /* the last waiter's reason */
+    buf[len - 1] = WAIT_PRIORITY + 1; /* the last waiter's reason */
     put_file("field-CTL_STATUS_GPU-waiter-reason", buf + 4, (size_t)len - 4);
     buf[len - 1] = m.u.gpu.waiting[m.u.gpu.n_waiting - 1].reason;
     buf[len - waiters] = (uint8_t)((PROTO_MAX_WAITERS + 1) & 0xff);

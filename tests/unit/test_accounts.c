@@ -83,6 +83,36 @@ static void test_declarations_only_lower(void **state)
     assert_int_equal(out.list[0].core_limit, 20);
 }
 
+/* A declared priority (NVSHARE_PRIORITY) only lowers the pod's class: with
+ * nothing set the class is normal, and a declared high leaves it there. */
+static void test_declared_priority_only_lowers(void **state)
+{
+    struct account_claim claim = pod("a", 0, 0);
+    struct account_actions out = {0};
+    uint8_t source;
+
+    (void)state;
+    claim.priority_declared = PRIORITY_HIGH;
+    int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
+    assert_int_equal(out.list[1].priority, PRIORITY_NORMAL);
+    assert_int_equal(priority_effective(&accounts[a].priority, &source),
+                     PRIORITY_NORMAL);
+    assert_int_equal(source, LIMIT_NONE);
+    out.n = 0;
+    account_set_runtime(accounts, a, POD_PRIORITY, PRIORITY_HIGH, &out);
+    assert_int_equal(out.list[0].priority, PRIORITY_HIGH);
+    out.n = 0;
+    claim.priority_declared = PRIORITY_LOW; /* a second process lowers it */
+    assert_int_equal(account_attach(accounts, N_ACCOUNTS, &claim, &out), a);
+    assert_int_equal(out.list[0].priority, PRIORITY_LOW);
+    assert_int_equal(priority_effective(&accounts[a].priority, &source),
+                     PRIORITY_LOW);
+    assert_int_equal(source, LIMIT_DECLARED);
+    out.n = 0;
+    account_set_runtime(accounts, a, POD_MIN_SHARE, 10, &out);
+    assert_int_equal(out.list[0].min_share, 10);
+}
+
 static void test_operator_limit_cannot_be_lifted(void **state)
 {
     struct account_claim claim = pod("a", 0, 0);
@@ -110,11 +140,11 @@ static void test_operator_limit_cannot_be_lifted(void **state)
     assert_int_equal(source, LIMIT_DECLARED);
     /* the operator raising the limit keeps the lower declaration */
     out.n = 0;
-    account_set_runtime(accounts, a, true, 50, &out);
+    account_set_runtime(accounts, a, POD_CORE_LIMIT, 50, &out);
     assert_int_equal(out.list[0].core_limit, 10);
     /* and lowering it below wins */
     out.n = 0;
-    account_set_runtime(accounts, a, true, 5, &out);
+    account_set_runtime(accounts, a, POD_CORE_LIMIT, 5, &out);
     assert_int_equal(out.list[0].core_limit, 5);
     assert_int_equal(limit_effective(&accounts[a].core, &source), 5);
     assert_int_equal(source, LIMIT_RUNTIME);
@@ -129,12 +159,12 @@ static void test_runtime_limit_removed_leaves_declared(void **state)
     (void)state;
     int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
     out.n = 0;
-    account_set_runtime(accounts, a, false, 256 * MiB, &out);
+    account_set_runtime(accounts, a, POD_MEMORY_LIMIT, 256 * MiB, &out);
     assert_int_equal(out.n, 1);
     assert_int_equal(out.list[0].core_limit, 30);
     assert_int_equal(out.list[0].memory_limit, 256 * MiB);
     out.n = 0;
-    account_set_runtime(accounts, a, false, 0, &out);
+    account_set_runtime(accounts, a, POD_MEMORY_LIMIT, 0, &out);
     assert_int_equal(out.list[0].memory_limit, 512 * MiB);
     assert_int_equal(limit_effective(&accounts[a].memory, &source), 512 * MiB);
     assert_int_equal(source, LIMIT_DECLARED);
@@ -204,7 +234,7 @@ static void test_unconfigured_pod_forgotten_configured_kept(void **state)
     assert_null(pods_find(&t, &a));
     /* a limit set before the pod connects: the first to declare owns it,
      * and the record with its binding outlives its clients */
-    assert_non_null(pods_set_limit(&t, &b, true, 30, &failed));
+    assert_non_null(pods_set_limit(&t, &b, POD_CORE_LIMIT, 30, &failed));
     assert_false(pods_find(&t, &b)->bound);
     assert_int_equal(pods_join(&t, &b, 1000, &p, &owner), 0);
     pods_leave(&t, &b);
@@ -213,7 +243,7 @@ static void test_unconfigured_pod_forgotten_configured_kept(void **state)
     assert_int_equal(p->owner, 1000);
     assert_int_equal(pods_join(&t, &b, 1001, &p, &owner), -1);
     /* removing its last limit forgets it */
-    assert_null(pods_set_limit(&t, &b, true, 0, &failed));
+    assert_null(pods_set_limit(&t, &b, POD_CORE_LIMIT, 0, &failed));
     assert_false(failed);
     assert_null(pods_find(&t, &b));
     pods_free(&t);
@@ -308,7 +338,7 @@ static void test_annotation_change_ends_override(void **state)
     assert_int_equal(p->annotation_core, 30);
     assert_int_equal(p->memory_request, 256 * MiB);
     /* the operator overrides the annotation */
-    p = pods_set_limit(&t, &id, true, 50, &failed);
+    p = pods_set_limit(&t, &id, POD_CORE_LIMIT, 50, &failed);
     assert_int_equal(p->core_limit, 50);
     /* the same facts again (a re-list, a status change): it holds */
     p = pods_learn(&t, &f, &dropped);
@@ -329,7 +359,7 @@ static void test_annotation_change_ends_override(void **state)
     assert_int_equal(p->core_limit, 0);
     assert_int_equal(p->annotation_core, 40);
     /* and so does its removal: the next source is in force */
-    p = pods_set_limit(&t, &id, true, 50, &failed);
+    p = pods_set_limit(&t, &id, POD_CORE_LIMIT, 50, &failed);
     f.core_limit = 0;
     p = pods_learn(&t, &f, &dropped);
     assert_int_equal(dropped, POD_FACT_CORE_UNREADABLE);
@@ -348,7 +378,7 @@ static void test_first_facts_keep_persisted_override(void **state)
 
     (void)state;
     /* as the state file leaves it after a restart */
-    pods_set_limit(&t, &id, true, 50, &failed);
+    pods_set_limit(&t, &id, POD_CORE_LIMIT, 50, &failed);
     struct pod *p = pods_learn(&t, &f, &dropped);
     assert_int_equal(dropped, 0);
     assert_int_equal(p->core_limit, 50);
@@ -371,7 +401,7 @@ static void test_pod_gone_and_relist(void **state)
     /* a listed pod is kept without clients or limits */
     assert_int_equal(t.n, 2);
     /* deleted with an operator's limit: the limit goes with it */
-    pods_set_limit(&t, &ida, true, 50, &failed);
+    pods_set_limit(&t, &ida, POD_CORE_LIMIT, 50, &failed);
     assert_true(pods_gone(&t, &ida));
     assert_null(pods_find(&t, &ida));
     /* deleted with a client still billed: kept, with no settings */
@@ -428,6 +458,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_new_account_is_reset_then_limited, setup),
         cmocka_unit_test_setup(test_declarations_only_lower, setup),
+        cmocka_unit_test_setup(test_declared_priority_only_lowers, setup),
         cmocka_unit_test_setup(test_operator_limit_cannot_be_lifted, setup),
         cmocka_unit_test_setup(test_runtime_limit_removed_leaves_declared, setup),
         cmocka_unit_test_setup(test_clients_without_pod_are_apart, setup),

@@ -48,7 +48,29 @@ static void test_annotations_and_request(void **state)
     assert_int_equal(p.facts.memory_limit, 4096 * MiB);
     assert_int_equal(p.facts.memory_request, 6 * UNIT);
     assert_int_equal(p.facts.unreadable, 0);
+    assert_int_equal(p.facts.priority, 0);
     assert_true(p.concerns_nvshare);
+}
+
+static void test_priority_annotation(void **state)
+{
+    static const struct { const char *text; uint8_t priority; } cases[] = {
+        {"high", PRIORITY_HIGH}, {"Low", PRIORITY_LOW}, {"normal", PRIORITY_NORMAL},
+        {"7", 7}, {"0", 0}, {"10", 0}, {"urgent", 0},
+    };
+    char json[512];
+    struct watched_pod p;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
+                 "\"annotations\":{\"nvshare.com/priority\":\"%s\"}}}", cases[i].text);
+        assert_int_equal(read_pod(json, &p), 0);
+        assert_int_equal(p.facts.priority, cases[i].priority);
+        assert_int_equal(p.facts.unreadable,
+                         cases[i].priority ? 0 : POD_FACT_PRIORITY_UNREADABLE);
+        assert_true(p.concerns_nvshare);
+    }
 }
 
 static void test_which_pods_concern_nvshare(void **state)
@@ -126,6 +148,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_annotations_and_request),
+        cmocka_unit_test(test_priority_annotation),
         cmocka_unit_test(test_which_pods_concern_nvshare),
         cmocka_unit_test(test_bad_values_are_unreadable),
         cmocka_unit_test(test_pod_without_identity_refused),

@@ -528,6 +528,8 @@ static void bb_register_ov(struct bb *b, size_t ns_len, uint8_t core,
     bb_u16(b, count);
     for (int i = 0; i < uuids && i < count; i++)
         bb_str_n(b, 10);
+    if (uuids >= count)
+        bb_u8(b, PRIORITY_LOW); /* priority; else the caller ends the list */
 }
 
 static void bb_register(struct bb *b, size_t ns_len, uint8_t core,
@@ -607,6 +609,9 @@ static void bb_status_client_mem(struct bb *b, uint8_t state, uint8_t core,
     bb_u8(b, POD_SOURCE_CGROUP);
     bb_str_n(b, 36);           /* pod_uid */
     bb_str_n(b, 64);           /* container_id */
+    bb_u8(b, PRIORITY_HIGH);   /* priority */
+    bb_u8(b, LIMIT_RUNTIME);   /* priority_source */
+    bb_u8(b, 10);              /* min_share */
 }
 
 static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,
@@ -828,6 +833,7 @@ static void test_wire_numbers(void **state)
     assert_int_equal(WAIT_LOCK, 1);
     assert_int_equal(WAIT_MEMORY, 2);
     assert_int_equal(WAIT_THROTTLED, 3);
+    assert_int_equal(WAIT_PRIORITY, 4);
 }
 
 /* Every CTL_SET key, the new ones included, travels unchanged: the
@@ -958,6 +964,7 @@ static void test_string_too_long(void **state)
     /* a UUID at its limit and one past it */
     bb_register(&b, 1, 0, 1, 0);
     bb_str_n(&b, PROTO_UUID_MAX - 1);
+    bb_u8(&b, 0);
     assert_int_equal(decode_bb(&b), PROTO_OK);
     bb_register(&b, 1, 0, 1, 0);
     bb_str_n(&b, PROTO_UUID_MAX);
@@ -1250,7 +1257,7 @@ static void test_status_gpu_mode_out_of_range(void **state)
     assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
 }
 
-/* Every waiter's reason is an enum wait_reason: 0-3, the last one too. */
+/* Every waiter's reason is an enum wait_reason: 0-4, the last one too. */
 static void test_waiter_reason_out_of_range(void **state)
 {
     struct bb b;
@@ -1258,27 +1265,27 @@ static void test_waiter_reason_out_of_range(void **state)
     uint8_t buf[PROTO_MAX_FRAME];
 
     (void)state;
-    for (int r = WAIT_NONE; r <= WAIT_THROTTLED; r++) {
+    for (int r = WAIT_NONE; r <= WAIT_PRIORITY; r++) {
         bb_status_gpu(&b, SCHED_MODE_AUTO, 0, 3, (uint8_t)r, (uint8_t)r);
         assert_int_equal(decode_bb(&b), PROTO_OK);
     }
-    bb_status_gpu(&b, SCHED_MODE_AUTO, 0, 1, 0, 4);
+    bb_status_gpu(&b, SCHED_MODE_AUTO, 0, 1, 0, 5);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
-    bb_status_gpu(&b, SCHED_MODE_AUTO, 2, 3, WAIT_MEMORY, 4);
+    bb_status_gpu(&b, SCHED_MODE_AUTO, 2, 3, WAIT_MEMORY, 5);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
     bb_status_gpu(&b, SCHED_MODE_AUTO, 2, 3, 0xff, WAIT_LOCK);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
 
     sample(&m, MSG_CTL_STATUS_GPU, 0);
-    m.u.gpu.waiting[m.u.gpu.n_waiting - 1].reason = 4;
+    m.u.gpu.waiting[m.u.gpu.n_waiting - 1].reason = 5;
     assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
     /* a bad reason past n_waiting is not sent, so not judged */
     sample(&m, MSG_CTL_STATUS_GPU, 0);
-    m.u.gpu.waiting[m.u.gpu.n_waiting].reason = 4;
+    m.u.gpu.waiting[m.u.gpu.n_waiting].reason = 5;
     assert_true(msg_encode(&m, buf, sizeof(buf)) > 0);
 }
 
-/* STATUS_CLIENT's wait_reason: 0-3. */
+/* STATUS_CLIENT's wait_reason: 0-4. */
 static void test_client_wait_reason_out_of_range(void **state)
 {
     struct bb b;
@@ -1286,17 +1293,17 @@ static void test_client_wait_reason_out_of_range(void **state)
     uint8_t buf[8192];
 
     (void)state;
-    for (int r = WAIT_NONE; r <= WAIT_THROTTLED; r++) {
+    for (int r = WAIT_NONE; r <= WAIT_PRIORITY; r++) {
         bb_status_client_wr(&b, CLIENT_WAITING, 0, LIMIT_NONE, (uint8_t)r);
         assert_int_equal(decode_bb(&b), PROTO_OK);
     }
-    bb_status_client_wr(&b, CLIENT_WAITING, 0, LIMIT_NONE, 4);
+    bb_status_client_wr(&b, CLIENT_WAITING, 0, LIMIT_NONE, 5);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
     bb_status_client_wr(&b, CLIENT_WAITING, 0, LIMIT_NONE, 0xff);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
 
     sample(&m, MSG_CTL_STATUS_CLIENT, 0);
-    m.u.client.wait_reason = 4;
+    m.u.client.wait_reason = 5;
     assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_FIELD);
 }
 

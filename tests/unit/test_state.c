@@ -22,6 +22,7 @@ static struct node_state sample(void)
     struct pod_id team = {.pod_namespace = "team-a", .pod_name = "trainer"};
     struct pod_id odd = {.pod_name = "my pod/=%"};
     struct pod_id k8s = {.uid = "0a1b2c3d-0000-4000-8000-000000000001"};
+    struct pod_id batch = {.pod_namespace = "ml", .pod_name = "train"};
     struct pod *p;
     bool failed;
 
@@ -33,12 +34,14 @@ static struct node_state sample(void)
     st.value[SETTING_SWITCH_TIME_FIXED] = 0; /* auto */
     state_set_mode(&st, NULL, 0);
     state_set_mode(&st, "GPU-1234", 2);
-    p = pods_set_limit(&st.pods, &team, true, 30, &failed);
+    p = pods_set_limit(&st.pods, &team, POD_CORE_LIMIT, 30, &failed);
     p->bound = true;
     p->owner = 1000;
-    pods_set_limit(&st.pods, &team, false, 8ull << 30, &failed);
-    pods_set_limit(&st.pods, &odd, false, 1000, &failed);
-    pods_set_limit(&st.pods, &k8s, true, 20, &failed);
+    pods_set_limit(&st.pods, &team, POD_MEMORY_LIMIT, 8ull << 30, &failed);
+    pods_set_limit(&st.pods, &odd, POD_MEMORY_LIMIT, 1000, &failed);
+    pods_set_limit(&st.pods, &k8s, POD_CORE_LIMIT, 20, &failed);
+    pods_set_limit(&st.pods, &batch, POD_PRIORITY, PRIORITY_LOW, &failed);
+    pods_set_limit(&st.pods, &batch, POD_MIN_SHARE, 10, &failed);
     return st;
 }
 
@@ -57,6 +60,9 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(text, "pod my%20pod%2F%3D%25 memory-limit=1000\n"));
     assert_non_null(strstr(text, "pod uid:0a1b2c3d-0000-4000-8000-000000000001 "
                                  "core-limit=20\n"));
+    /* A priority alone is a setting: the pod is written, before it ever
+     * connects. */
+    assert_non_null(strstr(text, "pod ml/train priority=1 min-share=10\n"));
     assert_int_equal(state_parse(text, &back, err, sizeof(err)), 0);
     state_format(&back, again, sizeof(again));
     assert_string_equal(text, again);
@@ -101,7 +107,7 @@ static void test_bad_lines_are_refused_with_their_number(void **state)
     expect_refused("compute-window-ms 100\n", "not a run-time setting");
     expect_refused("mode sideways\n", "mode must be");
     expect_refused("pod a core-limit=101\n", "cannot read 'core-limit=101'");
-    expect_refused("pod a\n", "pod without a limit");
+    expect_refused("pod a\n", "pod without a setting");
     expect_refused("pod a core-limit=5\npod a core-limit=6\n", "listed twice");
     expect_refused("pod a%zz core-limit=5\n", "pod: expected");
     expect_refused("pod uid:x owner=5 core-limit=5\n", "cannot read 'owner=5'");
@@ -135,7 +141,7 @@ static void test_save_and_load(void **state)
     assert_int_equal(info.st_mode & 0777, 0600);
     assert_int_equal(state_load(path, &back), 0);
     assert_true(back.set[SETTING_TQ]);
-    assert_int_equal(back.pods.n, 3);
+    assert_int_equal(back.pods.n, 4);
     pods_free(&back.pods);
     memset(&back, 0, sizeof(back));
 

@@ -1,0 +1,110 @@
+"""priority_jobs.py - an inference service and a training loop, for
+bench/priority.sh.
+
+    python3 priority_jobs.py light|heavy|train FROM_NS UNTIL_NS
+
+light, heavy: inference. A 12-layer 4096-wide bf16 MLP answers requests of
+64 rows (light, ~0.8 ms on an H100) or INFER_HEAVY_BATCH rows (heavy,
+default 16384, 10-20 ms) that arrive open-loop at exponential gaps (mean
+INFER_GAP_MS, default 20; a fixed seed, so every run sees the same
+arrivals). A request's latency runs from
+its arrival to its result on the host, queueing behind the previous one
+included. Prints p50_ms, p99_ms, requests and busy (the fraction of the
+window its requests were being served).
+
+train: an 8-layer 4096-wide bf16 MLP, forward + backward + SGD on a batch
+of TRAIN_BATCH rows (default 16384, about 20 ms a step on an H100). Prints
+steps_per_s, counting the steps that complete in the window.
+
+Both warm up, then wait for FROM_NS (CLOCK_REALTIME), so that jobs started
+together are measured over the same window; late=1 says the warm-up ended
+after FROM_NS (the window then starts late for this job).
+"""
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+WIDTH = 4096
+
+
+def mlp(layers):
+    mods = []
+    for _ in range(layers):
+        mods += [nn.Linear(WIDTH, WIDTH, bias=False), nn.ReLU()]
+    return nn.Sequential(*mods).cuda().to(torch.bfloat16)
+
+
+def wait_for(from_ns):
+    late = time.time_ns() > from_ns
+    while time.time_ns() < from_ns:
+        time.sleep(min(0.01, max(0, (from_ns - time.time_ns()) / 1e9)))
+    return late
+
+
+def infer(from_ns, until_ns, batch, gap_ms):
+    model = mlp(12).eval()
+    x = torch.randn(batch, WIDTH, device="cuda", dtype=torch.bfloat16)
+    with torch.inference_mode():
+        for _ in range(10):
+            model(x)
+        torch.cuda.synchronize()
+        late = wait_for(from_ns)
+        rng = random.Random(15)
+        arrival, latencies, busy = from_ns, [], 0
+        while True:
+            arrival += int(rng.expovariate(1.0 / gap_ms) * 1e6)
+            if arrival >= until_ns:
+                break
+            while time.time_ns() < arrival:
+                time.sleep(max(0, (arrival - time.time_ns()) / 1e9 - 0.0002))
+            start = time.time_ns()
+            model(x)
+            torch.cuda.synchronize()
+            done = time.time_ns()
+            latencies.append((done - arrival) / 1e6)
+            busy += done - start
+    latencies.sort()
+    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]
+    print(f"p50_ms={pick(0.50):.3f} p99_ms={pick(0.99):.3f} requests={len(latencies)} "
+          f"busy={busy / (until_ns - from_ns):.4f} late={int(late)}")
+
+
+def train(from_ns, until_ns, batch):
+    model = mlp(8)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(batch, WIDTH, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        loss = model(x).float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    late = wait_for(from_ns)
+    steps = 0
+    while time.time_ns() < until_ns:
+        step()
+        torch.cuda.synchronize()
+        if time.time_ns() <= until_ns:
+            steps += 1
+    print(f"steps_per_s={steps * 1e9 / (until_ns - from_ns):.2f} late={int(late)}")
+
+
+if __name__ == "__main__":
+    kind, from_ns, until_ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    gap_ms = float(os.environ.get("INFER_GAP_MS", "20"))
+    if kind == "light":
+        infer(from_ns, until_ns, 64, gap_ms)
+    elif kind == "heavy":
+        infer(from_ns, until_ns, int(os.environ.get("INFER_HEAVY_BATCH", "16384")), gap_ms)
+    elif kind == "train":
+        train(from_ns, until_ns, int(os.environ.get("TRAIN_BATCH", "16384")))
+    else:
+        sys.exit(f"unknown job {kind}: light, heavy or train")
