@@ -114,7 +114,7 @@ static void client_row(struct screen *s, const struct ctl_status *st,
                        const struct msg_status_gpu *g, uint64_t id)
 {
     const struct msg_status_client *c = ctl_status_client(st, id, g->index);
-    char label[2 * PROTO_NAME_MAX + 8], *pod, share[96], memory[96];
+    char label[2 * PROTO_NAME_MAX + 8], *pod, share[96], memory[96], prio[16];
     const char *why;
 
     if (!c)
@@ -126,8 +126,9 @@ static void client_row(struct screen *s, const struct ctl_status *st,
               ? ctl_wait_reason_name(c->wait_reason) : "";
     share_cell(c, st->node.window_ns, share, sizeof(share));
     memory_cell(c, g->memory_total, memory, sizeof(memory));
-    screen_line(s, "  %-*.*s %7" PRIu32 "  %-8s %-9s  %-27s %s", POD_WIDTH,
-                POD_WIDTH, pod, c->pid, ctl_state_name(c->state), why, share,
+    format_priority(c->priority, prio, sizeof(prio));
+    screen_line(s, "  %-*.*s %7" PRIu32 "  %-6s %-8s %-9s  %-27s %s", POD_WIDTH,
+                POD_WIDTH, pod, c->pid, prio, ctl_state_name(c->state), why, share,
                 memory);
     free(pod);
 }
@@ -157,8 +158,8 @@ static void gpu_section(struct screen *s, const struct ctl_status *st,
                 g->memory_total ? total : "?", g->switches,
                 g->swaps_out + g->swaps_in);
     free(uuid);
-    screen_line(s, "  %-*s %7s  %-8s %-9s  %-27s %s", POD_WIDTH, "POD", "PID",
-                "STATE", "WAITS ON", "GPU TIME (WINDOW)/LIMIT", "POD MEMORY/QUOTA");
+    screen_line(s, "  %-*s %7s  %-6s %-8s %-9s  %-27s %s", POD_WIDTH, "POD", "PID",
+                "PRIO", "STATE", "WAITS ON", "GPU TIME (WINDOW)/LIMIT", "POD MEMORY/QUOTA");
     for (int i = 0; i < g->n_running; i++)
         client_row(s, st, g, g->running[i]);
     for (int i = 0; i < g->n_waiting; i++)

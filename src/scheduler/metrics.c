@@ -404,6 +404,14 @@ static void render_gpus(struct text *t, const struct scheduler *s)
 #undef PER_SWAP
 }
 
+/* The class in force (normal where nothing set one). */
+static unsigned priority_of(const struct account *a)
+{
+    uint8_t source;
+
+    return priority_effective(&a->priority, &source);
+}
+
 static void render_pods(struct text *t, const struct scheduler *s, uint64_t now)
 {
     struct policy_settings_view settings;
@@ -443,6 +451,13 @@ static void render_pods(struct text *t, const struct scheduler *s, uint64_t now)
             sample_ratio, p->budget_ns && settings.window_ns
                               ? (double)p->budget_ns / (double)settings.window_ns
                               : 1.0)
+    PER_POD("nvshare_pod_priority", "gauge",
+            "The pod's priority class in force: 1 low, 2 normal, 3 high, up to 9.",
+            sample_u64, (uint64_t)priority_of(a))
+    PER_POD("nvshare_pod_min_share_ratio", "gauge",
+            "The pod's floor: the fraction of each window it gets under a busier "
+            "higher class (0: none).",
+            sample_ratio, (double)a->min_share / 100)
     PER_POD("nvshare_pod_gpu_seconds_total", "counter",
             "GPU time billed to the pod (co-running clients share the wall time).",
             sample_seconds, p->stats.billed_ns)
