@@ -84,11 +84,12 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
     static struct policy_actions out; /* large: off the stack */
-    uint64_t next, quota_next, stall_next, stop_next;
+    uint64_t next, quota_next, stall_next, stop_next, idle_next;
 
     (void)loop;
     footprint_sample_overheads(s, now);
     stall_next = clients_expire_stalled(s, now);
+    idle_next = control_expire_idle(s, now);
     policy_actions_clear(&out);
     stop_next = holders_revoke_stopped(s, now, &out);
     clients_apply(s, &out);
@@ -106,8 +107,9 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
         quota_next = quota_tick(&s->quota, now, &quota_out);
         clients_apply_quota(s, &quota_out);
     } while (clients_reap(s));
-    return earliest_of(earliest_of(next, quota_next),
-                       earliest_of(stall_next, stop_next));
+    return earliest_of(earliest_of(earliest_of(next, quota_next),
+                                   earliest_of(stall_next, stop_next)),
+                       idle_next);
 }
 
 /* Holds an exclusive lock on <dir>/scheduler.lock for the process lifetime,
@@ -306,6 +308,9 @@ static int setup(void)
     if (configure_policy() < 0)
         return -1;
     raise_fd_limit();
+    if (unix_keep_spare() < 0)
+        log_warn("no spare file descriptor (%s): out of them, the scheduler "
+                 "would spin on a pending connection", strerror(errno));
     sched.started_at = now_ns();
     sched.uid = getuid();
     if (!scheduler_grow(&sched, SCHEDULER_INITIAL_TABLE_SIZE)) {
