@@ -123,6 +123,11 @@ def proc_rss_kb(pid):
     return 0
 
 
+def proc_cpu_s(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def log_kinds(path):
     """error and warning lines of the scheduler's log, by kind (the message
     with its numbers and quoted names blanked)."""
@@ -214,7 +219,7 @@ def main():
                 shares.poll(time.monotonic_ns())
             elif rc == 0:
                 shares.sample(status, slot)
-            samples.append((t, rss, fds, conns))
+            samples.append((t, rss, fds, conns, proc_cpu_s(opts.sched_pid)))
             # The trace's last slot is complete once its intervals close:
             # print the one before.
             show = slot - 1 if opts.trace_root else slot
@@ -292,6 +297,9 @@ def summary(opts, pods, target_of, shares, samples, errors, victim_acts, sched_d
           f"first {own[0]}, last {own[-1]}, min {min(own)}, max {max(own)} "
           f"(drift {drift}, allowed {FD_DRIFT}) {'ok' if fd_ok else 'FAIL'}")
     fd_ok or failed.append("fd drift")
+    cpu = samples[-1][4] - samples[0][4]
+    print(f"scheduler CPU: {cpu:.1f} s in {samples[-1][0] - samples[0][0]:.0f} s "
+          f"({100 * cpu / max(1, samples[-1][0] - samples[0][0]):.2f} % of a core)")
     print(f"scheduler alive throughout: {'no, FAIL' if sched_died else 'yes'}")
     sched_died and failed.append("scheduler died")
 
@@ -301,6 +309,9 @@ def summary(opts, pods, target_of, shares, samples, errors, victim_acts, sched_d
     share = {p: [100 * sum(shares.slots[p].get(w * WINDOW_SLOTS + i, 0)
                            for i in range(WINDOW_SLOTS)) / (SLOT_S * WINDOW_SLOTS)
                  for w in windows] for p in pods}
+    if not windows:
+        print("shares: not checked, no 60 s window after the first (DURATION < 120)")
+        failed.append("too short to check shares")
     print(f"shares per 60 s window ({len(windows)} windows, the first minute left out); "
           f"limits +{LIMIT_OVER:g}/-{LIMIT_UNDER:g} points, unlimited: GPU idle <= {REST_IDLE:g} points")
     print(f"  {'pod':<12} {'target':>8} {'mean':>7} {'worst':>7}  check")
