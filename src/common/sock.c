@@ -2,6 +2,7 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -60,6 +61,30 @@ int unix_listen(const char *path, mode_t mode)
         return -1;
     }
     return fd;
+}
+
+static int spare_fd = -1;
+
+int unix_keep_spare(void)
+{
+    if (spare_fd < 0)
+        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return spare_fd < 0 ? -1 : 0;
+}
+
+int unix_accept(int listen_fd)
+{
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+    if (fd >= 0 || (errno != EMFILE && errno != ENFILE) || spare_fd < 0)
+        return fd;
+    close(spare_fd);
+    fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0)
+        close(fd);
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    errno = EMFILE;
+    return -1;
 }
 
 int unix_peer(int fd, pid_t *pid, uid_t *uid)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -744,6 +745,27 @@ static void note_refusal(struct scheduler *s, uid_t uid, const char *why)
     n->unlogged = 0;
 }
 
+void clients_note_out_of_fds(struct scheduler *s, const char *socket_name)
+{
+    uint64_t now = now_ns();
+    struct rlimit rl = {0};
+
+    s->refused++;
+    if (s->out_of_fds_logged_at && now - s->out_of_fds_logged_at < REFUSAL_LOG_NS) {
+        s->out_of_fds_unlogged++;
+        return;
+    }
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (s->out_of_fds_unlogged)
+        log_warn("out of file descriptors: closed %llu more new connection(s) "
+                 "unserved in the last %.0f s", (unsigned long long)s->out_of_fds_unlogged,
+                 (double)(now - s->out_of_fds_logged_at) / 1e9);
+    log_warn("out of file descriptors (limit %llu): closed a new connection on "
+             "%s unserved", (unsigned long long)rl.rlim_cur, socket_name);
+    s->out_of_fds_logged_at = now;
+    s->out_of_fds_unlogged = 0;
+}
+
 /* Tells the process why before closing, so that it says so once and backs
  * off rather than retrying blindly. */
 static void refuse(struct scheduler *s, int fd, uid_t uid, uint8_t reason)
@@ -794,13 +816,16 @@ static struct client *free_slot(struct scheduler *s)
 void clients_on_listen(struct event_loop *loop, int fd, void *data)
 {
     struct scheduler *s = data;
-    int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int cfd = unix_accept(fd);
     struct client *c;
     pid_t pid;
     uid_t uid;
 
-    if (cfd < 0)
+    if (cfd < 0) {
+        if (errno == EMFILE)
+            clients_note_out_of_fds(s, CLIENT_SOCKET_NAME);
         return;
+    }
     if (unix_peer(cfd, &pid, &uid)) {
         log_warn("refusing a client: %s", strerror(errno));
         close(cfd);

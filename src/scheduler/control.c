@@ -22,13 +22,45 @@ struct control_conn {
     struct scheduler *sched;
     int fd;
     struct frame_reader reader;
+    uint64_t idle_since; /* connected, or its last request answered */
+    struct control_conn *prev, *next; /* in sched->control_conns */
 };
 
 static void close_conn(struct control_conn *conn)
 {
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        conn->sched->control_conns = conn->next;
+    if (conn->next)
+        conn->next->prev = conn->prev;
     event_loop_remove(conn->sched->loop, conn->fd);
     close(conn->fd);
     free(conn);
+}
+
+uint64_t control_expire_idle(struct scheduler *s, uint64_t now)
+{
+    struct control_conn *conn = s->control_conns, *next;
+    uint64_t next_due = 0;
+    int closed = 0;
+
+    for (; conn; conn = next) {
+        uint64_t due = conn->idle_since + CONTROL_IDLE_NS;
+        next = conn->next;
+        if (now + CLIENT_STALL_BATCH_NS < due) {
+            if (next_due == 0 || due < next_due)
+                next_due = due;
+            continue;
+        }
+        close_conn(conn);
+        closed++;
+    }
+    /* A line per batch, not per connection. */
+    if (closed)
+        log_warn("control: %d connection(s) sent no request for %.1f s: "
+                 "disconnecting", closed, (double)CONTROL_IDLE_NS / 1e9);
+    return next_due;
 }
 
 static int send_node(struct scheduler *s, int fd, uint64_t now)
@@ -536,6 +568,7 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
         }
         if (rc < 0)
             break;
+        conn->idle_since = now_ns();
     }
     if (rc < 0)
         close_conn(conn);
@@ -544,13 +577,16 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
 void control_on_listen(struct event_loop *loop, int fd, void *data)
 {
     struct scheduler *s = data;
-    int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int cfd = unix_accept(fd);
     struct control_conn *conn;
     pid_t pid;
     uid_t uid;
 
-    if (cfd < 0)
+    if (cfd < 0) {
+        if (errno == EMFILE)
+            clients_note_out_of_fds(s, CONTROL_SOCKET_NAME);
         return;
+    }
     if (unix_peer(cfd, &pid, &uid) || (uid != 0 && uid != s->uid)) {
         struct msg refusal = {.type = MSG_CTL_REPLY};
         refusal.u.reply.status = EACCES;
@@ -571,5 +607,11 @@ void control_on_listen(struct event_loop *loop, int fd, void *data)
         log_warn("control: %s", strerror(errno));
         free(conn);
         close(cfd);
+        return;
     }
+    conn->idle_since = now_ns();
+    conn->next = s->control_conns;
+    if (conn->next)
+        conn->next->prev = conn;
+    s->control_conns = conn;
 }

@@ -89,12 +89,13 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
     static struct policy_actions out; /* large: off the stack */
-    uint64_t next, quota_next, stall_next, stop_next;
+    uint64_t next, quota_next, stall_next, stop_next, idle_next;
 
     (void)loop;
     log_flush_repeats(); /* a flood of warnings that stopped still shows */
     footprint_sample_overheads(s, now);
     stall_next = clients_expire_stalled(s, now);
+    idle_next = control_expire_idle(s, now);
     policy_actions_clear(&out);
     stop_next = holders_revoke_stopped(s, now, &out);
     clients_apply(s, &out);
@@ -114,7 +115,7 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
     } while (clients_reap(s));
     return earliest_of(earliest_of(earliest_of(next, quota_next),
                                    earliest_of(stall_next, stop_next)),
-                       metrics_tick(s, now));
+                       earliest_of(metrics_tick(s, now), idle_next));
 }
 
 /* Holds an exclusive lock on <dir>/scheduler.lock for the process lifetime,
@@ -313,6 +314,9 @@ static int setup(void)
     if (configure_policy() < 0)
         return -1;
     raise_fd_limit();
+    if (unix_keep_spare() < 0)
+        log_warn("no spare file descriptor (%s): out of them, the scheduler "
+                 "would spin on a pending connection", strerror(errno));
     sched.started_at = now_ns();
     sched.uid = getuid();
     if (!scheduler_grow(&sched, SCHEDULER_INITIAL_TABLE_SIZE)) {

@@ -70,6 +70,7 @@ struct metrics_counters {
     uint64_t scrapes;          /* requests for /metrics */
     uint64_t serve_ns;         /* event-loop time in the HTTP server */
 };
+struct control_conn; /* control.c */
 
 struct scheduler {
     struct event_loop *loop;
@@ -105,6 +106,9 @@ struct scheduler {
     uint64_t unhooked_seen; /* reported since start, for metrics */
     uint64_t stop_check_due; /* holders.c: next look at holders' state */
     struct metrics_counters counters;
+    struct control_conn *control_conns; /* control.c: the open connections */
+    uint64_t out_of_fds_logged_at; /* clients_note_out_of_fds's last line */
+    uint64_t out_of_fds_unlogged;  /* connections closed since it */
 };
 
 /* tables.c */
@@ -188,8 +192,17 @@ char *metrics_render(struct scheduler *s, size_t *len);
 void metrics_text_free(void *text);
 /* A client message of type was handled in ns. */
 void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns);
+/* Counts a connection closed unserved for want of file descriptors
+ * (unix_accept) as refused; one line per REFUSAL_LOG_NS says so. */
+void clients_note_out_of_fds(struct scheduler *s, const char *socket_name);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);
+/* Closes control connections that sent no request for CONTROL_IDLE_NS
+ * (up to CLIENT_STALL_BATCH_NS early, with others): nvsharectl sends its
+ * request as soon as it connects, and one left open would hold a file
+ * descriptor for good. Returns when the next one would be due (0: none). */
+#define CONTROL_IDLE_NS CLIENT_STALL_NS
+uint64_t control_expire_idle(struct scheduler *s, uint64_t now);
 
 #endif

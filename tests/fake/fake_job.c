@@ -13,7 +13,10 @@
  * asks for the GPU, to compare with the fake driver's trace.
  *
  * FAKE_JOB_MEM_MB=<n> allocates n MiB with cuMemAlloc_v2 first (managed
- * memory when libnvshare oversubscribes), for memory-aware scheduling. */
+ * memory when libnvshare oversubscribes), for memory-aware scheduling.
+ * FAKE_JOB_MEM_CYCLE=<k> also frees and allocates it again after every k
+ * batches of kernels, for a pod whose memory comes and goes
+ * (bench/soak.sh); a refused allocation is retried at the next cycle. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -57,7 +60,9 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *mem_mb = getenv("FAKE_JOB_MEM_MB");
-    CUdeviceptr memory;
+    const char *cycle_env = getenv("FAKE_JOB_MEM_CYCLE");
+    long cycle = cycle_env ? atol(cycle_env) : 0, batches = 0;
+    CUdeviceptr memory = 0;
     if (mem_mb && cuMemAlloc(&memory, (size_t)atoll(mem_mb) << 20)) {
         fprintf(stderr, "fake_job: %s MiB refused\n", mem_mb);
         return 1;
@@ -65,6 +70,13 @@ int main(int argc, char **argv)
     while (realtime_ns() < until) {
         if (!first_launch)
             first_launch = clock_ns(CLOCK_MONOTONIC);
+        if (mem_mb && cycle > 0 && ++batches % cycle == 0) {
+            if (memory)
+                cuMemFree(memory);
+            memory = 0;
+            if (cuMemAlloc(&memory, (size_t)atoll(mem_mb) << 20))
+                memory = 0;
+        }
         for (int i = 0; i < 4; i++)
             if (cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))
                 return 1;
