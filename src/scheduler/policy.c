@@ -47,6 +47,9 @@ bool policy_grow(struct policy *p, int table_size)
     ok = ok && grow_zeroed(&s->waiting_counted, sizeof(bool), old, table_size);
     ok = ok && grow_zeroed(&s->taking_part, sizeof(bool), old, table_size);
     ok = ok && grow_zeroed(&s->budgets, sizeof(uint64_t), old, table_size);
+    ok = ok && grow_zeroed(&s->gang_considered, sizeof(bool), old, table_size);
+    ok = ok && grow_zeroed(&p->gang_of, sizeof(int), old, table_size);
+    ok = ok && grow_zeroed(&p->gangs, sizeof(struct gang), old, table_size);
     for (int gpu = 0; ok && gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
         ok = grow_zeroed(&g->queue, sizeof(int), old, table_size) &&
@@ -69,7 +72,13 @@ void policy_destroy(struct policy *p)
     free(s->waiting_counted);
     free(s->taking_part);
     free(s->budgets);
+    free(s->gang_considered);
     *s = (struct policy_scratch){0};
+    free(p->gang_of);
+    free(p->gangs);
+    p->gang_of = NULL;
+    p->gangs = NULL;
+    p->gang_slots = 0;
     p->core_limit = NULL;
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
@@ -152,8 +161,8 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
 
 /* ---- grants and releases ------------------------------------------------ */
 
-static void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
-                  struct policy_actions *out)
+void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
+           struct policy_actions *out)
 {
     struct member *m = &g->members[client];
 
@@ -249,14 +258,15 @@ static void tell_waits_for_memory(const struct policy *p, struct gpu_sched *g,
 /* Admits waiters in order while they fit and the mode allows. The first
  * waiter that cannot be admitted ("blocked") may be passed only while it
  * has waited less than its quantum: after that, the room that frees is
- * kept for it. */
-void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
-           struct policy_actions *out)
+ * kept for it. A member of a gang waits here for its gang's grant. */
+static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
+                        uint64_t now, struct policy_actions *out)
 {
     int *order = p->scratch.admit_order;
     int n = waiter_order(p, g, now, order);
     bool blocked_seen = false;
 
+    gang_census(p);
     prepare_if_oversubscribed(p, g, gpu, out);
     for (int i = 0; i < n; i++) {
         int c = order[i];
@@ -264,6 +274,12 @@ void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
         if (!room_for(out, 3)) {
             out->truncated = true;
             return;
+        }
+        /* Gangs age on their own (policy_gang.c): a wait for one holds
+         * nobody back here. */
+        if (!gang_allows(p, gpu, c, now)) {
+            m->wait_reason = WAIT_LOCK;
+            continue;
         }
         bool ok_mode = compatible(p, g, c, now), ok_memory = fits(p, g, gpu, c);
         if (ok_mode && ok_memory) {
@@ -287,6 +303,19 @@ void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
         if (now - m->since >= quantum_for(p, g, m))
             return; /* aged: nobody passes it any more */
     }
+}
+
+void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
+           struct policy_actions *out)
+{
+    admit_queue(p, g, gpu, now, out);
+    if (!p->gang_slots)
+        return;
+    /* What freed gpu may have ended a gang's hold on others. */
+    for (int other = 0; other < p->n_gpus; other++)
+        if (other != gpu)
+            admit_queue(p, &p->gpus[other], other, now, out);
+    gang_admit(p, now, out);
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -383,6 +412,7 @@ void policy_leave(struct policy *p, int client, uint64_t now,
         g->members[client].present = false;
         admit(p, g, gpu, now, out);
     }
+    p->gang_of[client] = 0;
 }
 
 /* ---- ticks -------------------------------------------------------------- */
@@ -403,8 +433,8 @@ static const struct member *blocked_waiter(const struct policy *p,
     return NULL;
 }
 
-static void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
-                 struct policy_actions *out)
+void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
+          struct policy_actions *out)
 {
     struct member *m = &g->members[client];
 
@@ -630,6 +660,9 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
 
     const struct member *waiter = blocked_waiter(p, g, gpu, now);
     uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
+    gang_census(p);
+    if (!waiter && (waiter = gang_waiter(p, gpu)))
+        quantum = p->tq_ns;
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         if (!room_for(out, 2)) {
@@ -655,6 +688,10 @@ uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
         if (due)
             earliest(&next, due);
     }
+    /* The ranks it dropped are judged by the next tick: none is revoked
+     * before POLICY_DRAIN_QUIET_NS. */
+    if (gang_drain(p, now, out))
+        earliest(&next, now + POLICY_DRAIN_QUIET_NS);
     return next;
 }
 

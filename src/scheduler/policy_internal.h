@@ -82,6 +82,14 @@ struct policy_scratch {
     bool *waiting_counted;             /* waiting_budget() */
     bool *taking_part;                 /* roll_window() */
     uint64_t *budgets;                 /* roll_window() */
+    bool *gang_considered;             /* gang_admit() */
+};
+
+/* A gang as gang_census() last counted it (policy_gang.c). */
+struct gang {
+    uint32_t gpus;          /* bit per GPU its clients are members of */
+    int n_waiting, n_running, n_draining; /* members, over all GPUs */
+    uint64_t wait_since;    /* its earliest waiting member's request */
 };
 
 struct policy {
@@ -98,6 +106,9 @@ struct policy {
                                       are below it: policy_grow() */
     uint8_t *core_limit;           /* by account; 0 = unlimited */
     struct policy_scratch scratch;
+    int *gang_of;                  /* by client slot: gang + 1; 0 = none */
+    struct gang *gangs;            /* by gang number; gang_slots in use */
+    int gang_slots;
     int n_gpus;
     struct gpu_sched gpus[POLICY_MAX_GPUS];
 };
@@ -152,6 +163,10 @@ static inline void earliest(uint64_t *next, uint64_t due)
 
 void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
            struct policy_actions *out);
+void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
+           struct policy_actions *out);
+void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
+          struct policy_actions *out);
 uint64_t held_total(const struct member *m, uint64_t now)
     __attribute__((pure));
 
@@ -223,6 +238,26 @@ int overgrown_runner(const struct policy *p, const struct gpu_sched *g,
     __attribute__((pure));
 void expire_evictions(const struct policy *p, struct gpu_sched *g,
                       uint64_t now, uint64_t *next);
+
+/* ---- policy_gang.c ------------------------------------------------------- */
+
+/* Recounts the gangs from their members; gang_allows and gang_waiter read
+ * the latest count. */
+void gang_census(struct policy *p);
+/* Whether client may be admitted on gpu as far as gangs go: a member of a
+ * gang that goes together only while its gang holds; anyone else only
+ * where no gang holds or has waited its quantum. */
+bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
+    __attribute__((pure));
+/* A waiting member of a gang that needs gpu and does not run, or NULL:
+ * gpu's runners rotate for it as for a waiter of their own. */
+const struct member *gang_waiter(const struct policy *p, int gpu)
+    __attribute__((pure));
+/* Grants the waiting gangs whose GPUs are all free, oldest wait first. */
+void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out);
+/* Drops every holder of a gang one of whose members was dropped. Returns
+ * whether it dropped any. */
+bool gang_drain(struct policy *p, uint64_t now, struct policy_actions *out);
 
 #pragma GCC visibility pop
 

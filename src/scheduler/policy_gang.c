@@ -1,0 +1,264 @@
+/* policy_gang.c - gang grants: the GPUs of a multi-GPU job go together.
+ *
+ * A data-parallel job runs one rank per GPU, and its collectives spin on
+ * every GPU until all ranks arrive. Locks taken GPU by GPU let job A hold
+ * GPU 0 and wait for GPU 1 while job B holds GPU 1 and waits for GPU 0:
+ * neither progresses, and a rank whose peer is gated burns its quantum.
+ * So the clients of a gang (a job: the daemon numbers them, see
+ * policy_set_gang) whose members span two GPUs or more are granted as one:
+ *  - All or none. A member's request waits until the gang is granted; the
+ *    gang is granted, in one decision, when none of its GPUs has a runner,
+ *    and then every waiting member on every GPU gets its lock at once, so
+ *    the job's quantum starts on all of them together.
+ *  - While any member runs, the gang holds all its GPUs: no other job is
+ *    admitted on them, and a member that asks later is granted at once.
+ *    A gang thus never holds part of what another waits for while waiting
+ *    itself: no circular wait.
+ *  - Preemption drains all ranks: once one member is dropped (its quantum
+ *    ended on one GPU, or it was revoked), every member is, and the gang's
+ *    GPUs go to others only when the last one has released.
+ *  - Aging, as for memory waits: single-GPU clients may take a GPU a
+ *    waiting gang needs only until the gang has waited its quantum (the
+ *    TQ); after that its GPUs admit nobody who came after it, runners
+ *    there rotate as for any waiter, and the gang is granted when the
+ *    last one drains, unless a client that waited longer takes a GPU
+ *    first (it is admitted before gangs are considered).
+ *    Among gangs, the one that has waited longest goes first, and an aged
+ *    gang keeps its GPUs from younger ones.
+ * A gang whose members all use one GPU is an ordinary set of clients.
+ *
+ * The gang table is a census of the members, taken where it is read, so
+ * that no other file keeps gang bookkeeping: a policy without gangs never
+ * takes it. */
+#include "policy_internal.h"
+
+#include <string.h>
+
+void policy_set_gang(struct policy *p, int client, int gang)
+{
+    p->gang_of[client] = gang + 1;
+    if (gang + 1 > p->gang_slots)
+        p->gang_slots = gang + 1;
+}
+
+int policy_gang_of(const struct policy *p, int client)
+{
+    return p->gang_of[client] - 1;
+}
+
+void gang_census(struct policy *p)
+{
+    if (!p->gang_slots)
+        return;
+    memset(p->gangs, 0, (size_t)p->gang_slots * sizeof(p->gangs[0]));
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int c = 0; c < g->slots; c++) {
+            const struct member *m = &g->members[c];
+            if (!m->present || !p->gang_of[c])
+                continue;
+            struct gang *gang = &p->gangs[p->gang_of[c] - 1];
+            gang->gpus |= 1u << gpu;
+            if (m->state == MEMBER_WAITING) {
+                if (!gang->n_waiting || m->since < gang->wait_since)
+                    gang->wait_since = m->since;
+                gang->n_waiting++;
+            } else if (m->state == MEMBER_HOLDING) {
+                gang->n_running++;
+            } else if (m->state == MEMBER_DRAINING) {
+                gang->n_running++;
+                gang->n_draining++;
+            }
+        }
+    }
+}
+
+/* Whether the gang spans several GPUs: only then does it go together. */
+static bool spans(const struct gang *gang)
+{
+    return gang->gpus & (gang->gpus - 1);
+}
+
+/* The client's gang if it goes together, else NULL. */
+static const struct gang *gang_of(const struct policy *p, int client)
+{
+    const struct gang *gang;
+
+    if (!p->gang_of[client])
+        return NULL;
+    gang = &p->gangs[p->gang_of[client] - 1];
+    return spans(gang) ? gang : NULL;
+}
+
+static bool aged(const struct policy *p, const struct gang *gang, uint64_t now)
+{
+    return gang->n_waiting && now - gang->wait_since >= p->tq_ns;
+}
+
+/* Whether a gang keeps gpu from a client outside it that has waited since
+ * `since`: the gang runs there, or it has waited its quantum for it and
+ * longer than the client (first come, first served among the aged: a gang
+ * may not starve a single-GPU client either). */
+static bool reserved(const struct policy *p, int gpu, uint64_t since,
+                     uint64_t now)
+{
+    for (int i = 0; i < p->gang_slots; i++) {
+        const struct gang *gang = &p->gangs[i];
+        if (spans(gang) && (gang->gpus & (1u << gpu)) &&
+            (gang->n_running ||
+             (aged(p, gang, now) && gang->wait_since <= since)))
+            return true;
+    }
+    return false;
+}
+
+bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
+{
+    const struct gang *gang;
+
+    if (!p->gang_slots)
+        return true;
+    gang = gang_of(p, client);
+    if (gang)
+        return gang->n_running && !gang->n_draining;
+    return !reserved(p, gpu, p->gpus[gpu].members[client].since, now);
+}
+
+const struct member *gang_waiter(const struct policy *p, int gpu)
+{
+    for (int i = 0; i < p->gang_slots; i++) {
+        const struct gang *gang = &p->gangs[i];
+        if (!spans(gang) || !(gang->gpus & (1u << gpu)) || gang->n_running ||
+            !gang->n_waiting)
+            continue;
+        /* Any waiting member stands for the gang: its GPU does not
+         * matter to the rotation, only that someone waits. */
+        for (int g = 0; g < p->n_gpus; g++)
+            for (int c = 0; c < p->gpus[g].slots; c++) {
+                const struct member *m = &p->gpus[g].members[c];
+                if (m->present && m->state == MEMBER_WAITING &&
+                    p->gang_of[c] == i + 1)
+                    return m;
+            }
+    }
+    return NULL;
+}
+
+/* Whether every waiting member of gang number i may be granted now: its
+ * account has budget and its memory fits. */
+static bool members_ready(const struct policy *p, int i, uint64_t now)
+{
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int q = 0; q < g->n_waiting; q++) {
+            int c = g->queue[q];
+            if (p->gang_of[c] == i + 1 &&
+                (spent(p, g, g->members[c].account, now) ||
+                 !fits(p, g, gpu, c)))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Grants every waiting member of gang number i, on every GPU. */
+static void grant_gang(struct policy *p, int i, uint64_t now,
+                       struct policy_actions *out)
+{
+    struct gang *gang = &p->gangs[i];
+
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        struct gpu_sched *g = &p->gpus[gpu];
+        for (int q = 0; q < g->n_waiting;) {
+            int c = g->queue[q];
+            if (p->gang_of[c] != i + 1) {
+                q++;
+                continue;
+            }
+            memmove(&g->queue[q], &g->queue[q + 1],
+                    (size_t)(g->n_waiting - q - 1) * sizeof(g->queue[0]));
+            g->n_waiting--;
+            grant(g, gpu, c, now, out);
+            gang->n_waiting--;
+            gang->n_running++;
+        }
+    }
+}
+
+void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out)
+{
+    uint32_t busy = 0, kept = 0;
+    bool *considered = p->scratch.gang_considered;
+
+    if (!p->gang_slots)
+        return;
+    gang_census(p);
+    for (int gpu = 0; gpu < p->n_gpus; gpu++)
+        if (p->gpus[gpu].n_running)
+            busy |= 1u << gpu;
+    /* A running gang holds its GPUs where none of its ranks runs too. */
+    for (int i = 0; i < p->gang_slots; i++)
+        if (spans(&p->gangs[i]) && p->gangs[i].n_running)
+            busy |= p->gangs[i].gpus;
+    /* Oldest wait first; gangs are few, so a selection is enough. */
+    for (;;) {
+        int oldest = -1;
+        for (int i = 0; i < p->gang_slots; i++) {
+            const struct gang *gang = &p->gangs[i];
+            if (considered[i] || !spans(gang) || !gang->n_waiting ||
+                gang->n_running)
+                continue;
+            if (oldest < 0 || gang->wait_since < p->gangs[oldest].wait_since)
+                oldest = i;
+        }
+        if (oldest < 0)
+            break;
+        considered[oldest] = true;
+        struct gang *gang = &p->gangs[oldest];
+        if ((gang->gpus & (busy | kept)) || !members_ready(p, oldest, now)) {
+            if (aged(p, gang, now))
+                kept |= gang->gpus;
+            continue;
+        }
+        if (!room_for(out, 2 * gang->n_waiting)) {
+            out->truncated = true;
+            break;
+        }
+        grant_gang(p, oldest, now, out);
+        busy |= gang->gpus;
+    }
+    for (int i = 0; i < p->gang_slots; i++)
+        considered[i] = false;
+}
+
+bool gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
+{
+    bool dropped = false;
+
+    if (!p->gang_slots)
+        return false;
+    gang_census(p);
+    for (int i = 0; i < p->gang_slots; i++) {
+        struct gang *gang = &p->gangs[i];
+        if (!spans(gang) || !gang->n_draining ||
+            gang->n_draining == gang->n_running)
+            continue;
+        for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+            struct gpu_sched *g = &p->gpus[gpu];
+            for (int c = 0; c < g->slots; c++) {
+                struct member *m = &g->members[c];
+                if (!m->present || m->state != MEMBER_HOLDING ||
+                    p->gang_of[c] != i + 1)
+                    continue;
+                if (!room_for(out, 1)) {
+                    out->truncated = true;
+                    return dropped;
+                }
+                drop(g, gpu, c, now, out);
+                gang->n_draining++;
+                dropped = true;
+            }
+        }
+    }
+    return dropped;
+}

@@ -1,0 +1,336 @@
+/* test_gang.c - gang grants: a multi-GPU job gets all its GPUs in one
+ * decision or none, its ranks are dropped together, single-GPU clients
+ * cannot starve it, and randomized schedules of gangs and single-GPU
+ * clients never reach a circular wait. Driven by a synthetic clock. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "policy_internal.h" /* checks the state it drives */
+#include "policy_fixture.h"
+
+#define MS 1000000ull
+#define SEC (1000 * MS)
+#define TQ (100 * MS)
+#define DRAIN_TIMEOUT (10 * SEC)
+
+static struct policy p;
+static struct policy_actions out;
+
+static int count(enum action_kind kind, int gpu, int client)
+{
+    int n = 0;
+
+    for (int i = 0; i < out.n; i++)
+        n += out.list[i].kind == kind && out.list[i].gpu == gpu &&
+             out.list[i].client == client;
+    return n;
+}
+
+static void request(int gpu, int client, uint64_t now)
+{
+    policy_actions_clear(&out);
+    policy_request(&p, gpu, client, now, &out);
+}
+
+static void release(int gpu, int client, uint64_t now)
+{
+    policy_actions_clear(&out);
+    policy_release(&p, gpu, client, p.gpus[gpu].members[client].lease, 0, 0,
+                   now, &out);
+}
+
+static uint64_t tick(uint64_t now)
+{
+    policy_actions_clear(&out);
+    return policy_tick(&p, now, &out);
+}
+
+static int state(int gpu, int client)
+{
+    return p.gpus[gpu].members[client].state;
+}
+
+/* Two GPUs, serial. Gang 0: client 0 on GPU 0 and client 1 on GPU 1.
+ * Gang 1: client 2 on GPU 0 and client 3 on GPU 1. Client 4 is alone on
+ * GPU 1, client 5 alone on GPU 0. */
+static int setup(void **unused)
+{
+    (void)unused;
+    policy_start(&p, 2, TQ, DRAIN_TIMEOUT);
+    policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
+    static const int gang[] = {0, 0, 1, 1, -1, -1};
+    static const int gpu[] = {0, 1, 0, 1, 1, 0};
+    for (int c = 0; c < 6; c++) {
+        policy_set_gang(&p, c, gang[c]);
+        policy_join(&p, gpu[c], c, c, 0);
+    }
+    return 0;
+}
+
+static void test_grant_is_all_or_none(void **unused)
+{
+    (void)unused;
+    request(1, 4, 0); /* the single client takes GPU 1 */
+    assert_int_equal(count(ACTION_GRANT, 1, 4), 1);
+    request(0, 0, 1 * MS);
+    /* GPU 0 is free, but the gang's GPU 1 is not: no part of it. */
+    assert_int_equal(out.n, 0);
+    assert_int_equal(state(0, 0), MEMBER_WAITING);
+    request(1, 1, 2 * MS);
+    assert_int_equal(out.n, 0);
+    tick(TQ);
+    assert_int_equal(count(ACTION_DROP, 1, 4), 1);
+    release(1, 4, TQ + 1 * MS);
+    /* One decision grants both ranks. */
+    assert_int_equal(count(ACTION_GRANT, 0, 0), 1);
+    assert_int_equal(count(ACTION_GRANT, 1, 1), 1);
+    assert_int_equal(p.gpus[0].members[0].granted_at,
+                     p.gpus[1].members[1].granted_at);
+}
+
+static void test_crossed_requests_cannot_deadlock(void **unused)
+{
+    (void)unused;
+    /* The crossed case of per-GPU locks: A asks for GPU 0, B for GPU 1,
+     * then each for the other. */
+    request(0, 0, 0);
+    assert_int_equal(count(ACTION_GRANT, 0, 0), 1); /* A holds both */
+    request(1, 3, 1 * MS);
+    assert_int_equal(out.n, 0); /* B gets no part of them */
+    request(1, 1, 2 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1, 1), 1); /* A's GPU 1 was kept */
+    request(0, 2, 3 * MS);
+    assert_int_equal(out.n, 0);
+    /* A's quantum ends: both ranks go, then B gets both. */
+    tick(TQ);
+    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
+    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
+    release(0, 0, TQ + 1 * MS);
+    assert_int_equal(out.n, 0);
+    release(1, 1, TQ + 2 * MS);
+    assert_int_equal(count(ACTION_GRANT, 0, 2), 1);
+    assert_int_equal(count(ACTION_GRANT, 1, 3), 1);
+}
+
+static void test_preemption_drains_every_rank_first(void **unused)
+{
+    (void)unused;
+    request(0, 0, 0);
+    request(1, 1, 0);
+    assert_int_equal(state(1, 1), MEMBER_HOLDING);
+    request(0, 5, 1 * MS); /* a single client waits on GPU 0 only */
+    tick(TQ);
+    /* Its quantum ends on GPU 0; GPU 1's rank is dropped with it. */
+    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
+    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
+    release(0, 0, TQ + 1 * MS);
+    /* GPU 0 goes on only when the last rank has drained. */
+    assert_int_equal(count(ACTION_GRANT, 0, 5), 0);
+    release(1, 1, TQ + 2 * MS);
+    assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
+}
+
+static void test_rank_dropped_alone_drops_the_gang(void **unused)
+{
+    (void)unused;
+    request(0, 0, 0);
+    request(1, 1, 0);
+    /* A single client waits on GPU 1: its rotation drops rank 1, and
+     * rank 0, whose GPU nobody else wants, goes with it. */
+    request(1, 4, 1 * MS);
+    tick(TQ);
+    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
+    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
+}
+
+/* Single-GPU clients that keep GPU 1 busy one after the other: the gang
+ * is passed for its first quantum of wait at most, then granted once the
+ * runner of that time has had its quantum. */
+static void test_aging_bounds_the_wait(void **unused)
+{
+    (void)unused;
+    uint64_t now = 0, granted_at = 0;
+    int runner = 4, next = -1;
+
+    policy_join(&p, 1, 6, 6, 0);
+    policy_set_gang(&p, 6, -1);
+    request(1, 4, now);
+    request(0, 0, 10 * MS); /* the gang waits from here */
+    request(1, 1, 10 * MS);
+    for (now = 20 * MS; now < 5 * SEC && !granted_at; now += 10 * MS) {
+        /* The single clients hand GPU 1 to each other every 50 ms,
+         * the other one always asking first. */
+        next = runner == 4 ? 6 : 4;
+        if (state(1, next) == MEMBER_IDLE)
+            request(1, next, now);
+        if (granted_at == 0 && count(ACTION_GRANT, 0, 0))
+            granted_at = now;
+        if (state(1, runner) == MEMBER_HOLDING &&
+            now - p.gpus[1].members[runner].granted_at >= 50 * MS) {
+            release(1, runner, now);
+            if (count(ACTION_GRANT, 1, next))
+                runner = next;
+            if (count(ACTION_GRANT, 0, 0))
+                granted_at = now;
+        }
+        tick(now);
+        for (int i = 0; i < out.n; i++)
+            if (out.list[i].kind == ACTION_DROP)
+                release(out.list[i].gpu, out.list[i].client, now);
+        if (count(ACTION_GRANT, 0, 0))
+            granted_at = now;
+        if (state(0, 0) == MEMBER_HOLDING && !granted_at)
+            granted_at = now;
+    }
+    assert_true(granted_at > 0);
+    /* Aged at 10 ms + TQ; the runner then holds its quantum at most. */
+    assert_true(granted_at <= 10 * MS + 2 * TQ + 10 * MS);
+    assert_int_equal(state(1, 1), MEMBER_HOLDING);
+}
+
+/* ---- randomized schedules ------------------------------------------------ */
+
+/* Three GPUs, serial. Gangs: 0 on GPUs 0-1 (clients 0, 1), 1 on GPUs 1-2
+ * (2, 3), 2 on all three (4, 5, 6). Single-GPU clients 7, 8, 9 on GPUs 0,
+ * 1, 2. */
+#define R_CLIENTS 10
+static const int r_gang[R_CLIENTS] = {0, 0, 1, 1, 2, 2, 2, -1, -1, -1};
+static const int r_gpu[R_CLIENTS] = {0, 1, 1, 2, 0, 1, 2, 0, 1, 2};
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next_random(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* The job of client c: its gang, or itself past the gang numbers. */
+static int job_of(int c)
+{
+    return r_gang[c] >= 0 ? r_gang[c] : 100 + c;
+}
+
+/* No two jobs each hold part of what the other waits for: a gang that
+ * waits holds nothing (it got all or none), and no GPU has runners of two
+ * jobs when one of them is a gang. */
+static void check_no_circular_wait(void)
+{
+    for (int a = 0; a < R_CLIENTS; a++) {
+        int ga = r_gpu[a];
+        const struct member *ma = &p.gpus[ga].members[a];
+        for (int b = 0; b < R_CLIENTS; b++) {
+            int gb = r_gpu[b];
+            const struct member *mb = &p.gpus[gb].members[b];
+            if (job_of(a) == job_of(b)) {
+                /* A waiting rank beside a holding one: the gang holds,
+                 * so the rank is granted, unless the gang drains. */
+                if (ma->state == MEMBER_WAITING && mb->state == MEMBER_HOLDING)
+                    fail_msg("client %d waits while its gang holds", a);
+                continue;
+            }
+            if (ga == gb && running(ma) && running(mb) &&
+                (r_gang[a] >= 0 || r_gang[b] >= 0))
+                fail_msg("clients %d and %d share GPU %d beside a gang", a,
+                         b, ga);
+        }
+    }
+}
+
+static void test_random_schedules_never_deadlock(void **unused)
+{
+    (void)unused;
+    uint64_t now = 0, next_tick = 0, longest_wait = 0, stopped_at = 0;
+    uint64_t release_at[R_CLIENTS] = {0}, waiting_since[R_CLIENTS] = {0};
+    long events = 0, grants = 0;
+
+    policy_start(&p, 3, TQ, DRAIN_TIMEOUT);
+    policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
+    for (int c = 0; c < R_CLIENTS; c++) {
+        policy_set_gang(&p, c, r_gang[c]);
+        policy_join(&p, r_gpu[c], c, c, 0);
+    }
+    for (bool stopping = false; events < 200000 || !stopping;) {
+        if (events >= 200000 && !stopping) {
+            stopping = true; /* no new requests: every waiter must get in */
+            stopped_at = now;
+        }
+        now += 1 * MS + next_random() % (4 * MS);
+        int c = (int)(next_random() % R_CLIENTS), gpu = r_gpu[c];
+        struct member *m = &p.gpus[gpu].members[c];
+        policy_actions_clear(&out);
+        if (m->state == MEMBER_IDLE && !stopping && next_random() % 3 == 0) {
+            policy_request(&p, gpu, c, now, &out);
+            waiting_since[c] = now;
+            events++;
+        } else if (running(m) && release_at[c] && now >= release_at[c]) {
+            /* Work ran out, or a DROP was answered. */
+            policy_release(&p, gpu, c, m->lease, 0, 0, now, &out);
+            release_at[c] = 0;
+            events++;
+        }
+        if (now >= next_tick || out.n) {
+            struct policy_actions done = out;
+            policy_actions_clear(&out);
+            next_tick = policy_tick(&p, now, &out);
+            if (!next_tick)
+                next_tick = now + TQ;
+            for (int i = 0; i < done.n && out.n < POLICY_MAX_ACTIONS; i++)
+                out.list[out.n++] = done.list[i];
+            events++;
+        }
+        for (int i = 0; i < out.n; i++) {
+            const struct policy_action *a = &out.list[i];
+            if (a->kind == ACTION_GRANT) {
+                grants++;
+                if (now - waiting_since[a->client] > longest_wait)
+                    longest_wait = now - waiting_since[a->client];
+                /* A burst of work, some longer than the quantum. */
+                release_at[a->client] = now + 1 * MS + next_random() % (3 * TQ);
+            } else if (a->kind == ACTION_DROP) {
+                release_at[a->client] = now + next_random() % (30 * MS);
+            }
+        }
+        check_no_circular_wait();
+        if (stopping) {
+            bool anyone_waits = false;
+            for (int k = 0; k < R_CLIENTS; k++)
+                anyone_waits |= p.gpus[r_gpu[k]].members[k].state == MEMBER_WAITING;
+            if (!anyone_waits)
+                break;
+            if (now - stopped_at > 60 * SEC)
+                fail_msg("waiters left after the requests stopped");
+        }
+    }
+    printf("random schedules: %ld events, %ld grants, longest wait %.0f ms\n",
+           events, grants, (double)longest_wait / MS);
+    /* A waiter waits for the six other jobs at most, each a quantum and
+     * a drain (30 ms here), after a quantum of aging: 1 s; twice that
+     * for the granularity of the clock's steps. */
+    assert_true(longest_wait < 2 * (6 * (TQ + 30 * MS) + TQ));
+    assert_true(grants > 10000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_grant_is_all_or_none, setup),
+        cmocka_unit_test_setup(test_crossed_requests_cannot_deadlock, setup),
+        cmocka_unit_test_setup(test_preemption_drains_every_rank_first, setup),
+        cmocka_unit_test_setup(test_rank_dropped_alone_drops_the_gang, setup),
+        cmocka_unit_test_setup(test_aging_bounds_the_wait, setup),
+        cmocka_unit_test(test_random_schedules_never_deadlock),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+
+    policy_destroy(&p);
+    return failed;
+}
