@@ -345,20 +345,22 @@ static void flags_label(const struct msg_status_client *c, char *buf, size_t len
 static void client_sched_table(FILE *out, const struct ctl_status *st)
 {
     static const char *const header[] = {"CLIENT", "PID", "POD", "CONTAINER",
-                                         "GPU", "STATE", "LOAD", "HELD", "WAIT",
-                                         "GRANTS", "LAST DRAIN"};
-    struct table t = {.n_cols = 11};
+                                         "GPU", "GANG", "STATE", "LOAD", "HELD",
+                                         "WAIT", "GRANTS", "LAST DRAIN"};
+    struct table t = {.n_cols = 12};
 
     table_row(&t, header);
     for (int i = 0; i < st->n_clients; i++) {
         const struct msg_status_client *c = &st->clients[i];
-        char id[24], pid[16], pod[CELL_LEN], gpu[8], state[48], load[8],
-            held[32], wait[32] = "-", grants[24], drain[32] = "-";
+        char id[24], pid[16], pod[CELL_LEN], gpu[8], gang[16] = "-", state[48],
+            load[8], held[32], wait[32] = "-", grants[24], drain[32] = "-";
 
         snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
         snprintf(pid, sizeof(pid), "%" PRIu32, c->pid);
         pod_label(c, pod, sizeof(pod));
         snprintf(gpu, sizeof(gpu), "%u", c->gpu);
+        if (c->gang)
+            snprintf(gang, sizeof(gang), "%" PRIu32, c->gang - 1);
         state_label(c, state, sizeof(state));
         load_label(c->load_permille, load, sizeof(load));
         format_duration(c->held_ns, held, sizeof(held));
@@ -369,7 +371,7 @@ static void client_sched_table(FILE *out, const struct ctl_status *st)
             format_duration(c->last_drain_ns, drain, sizeof(drain));
         const char *row[] = {id, pid, pod,
                              c->container_name[0] ? c->container_name : "-",
-                             gpu, state, load, held, wait, grants, drain};
+                             gpu, gang, state, load, held, wait, grants, drain};
         table_row(&t, row);
     }
     table_flush(out, &t);

@@ -197,7 +197,8 @@ void policy_join(struct policy *p, int gpu, int client, int account,
  * members span several GPUs is granted all its GPUs together (see
  * policy_gang.c); policy_leave forgets the client's gang. */
 void policy_set_gang(struct policy *p, int client, int gang);
-int policy_gang_of(const struct policy *p, int client);
+/* The client's gang while its members span several GPUs, else -1. */
+int policy_gang(const struct policy *p, int client);
 
 /* The client wants gpu. Grants at once if it is free and nobody waits. */
 void policy_request(struct policy *p, int gpu, int client, uint64_t now,

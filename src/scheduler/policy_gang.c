@@ -41,9 +41,22 @@ void policy_set_gang(struct policy *p, int client, int gang)
         p->gang_slots = gang + 1;
 }
 
-int policy_gang_of(const struct policy *p, int client)
+int policy_gang(const struct policy *p, int client)
 {
-    return p->gang_of[client] - 1;
+    int gang = p->gang_of[client];
+    uint32_t gpus = 0;
+
+    /* Counted here rather than read from the census, which only the
+     * decisions keep current. */
+    for (int gpu = 0; gang && gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int c = 0; c < g->slots; c++)
+            if (g->members[c].present && p->gang_of[c] == gang) {
+                gpus |= 1u << gpu;
+                break;
+            }
+    }
+    return gpus & (gpus - 1) ? gang - 1 : -1;
 }
 
 void gang_census(struct policy *p)

@@ -172,7 +172,7 @@ def recv(c):
     body = c.recv(n, socket.MSG_WAITALL); return struct.unpack("<HH", body[:4])[1]
 def client(ns, pod, ctr, want_ok, oversub):
     c = socket.socket(socket.AF_UNIX); c.connect(os.path.join(sock_dir, "scheduler.sock"))
-    c.sendall(frame(1, struct.pack("<I", os.getpid()) + s(ns) + s(pod) + s(ctr) +
+    c.sendall(frame(1, struct.pack("<I", os.getpid()) + s(ns) + s(pod) + s(ctr) + s(b"") +
                     struct.pack("<QBBH", 0, 0, oversub, 1) + s(b"GPU-test-0")))
     assert recv(c) == 2, "no REGISTER_OK"
     c.sendall(frame(5, struct.pack("<BIQQ", 0, 0, 0, 0)))
@@ -199,8 +199,8 @@ PY
     out_has "  waiting      2 default/pod-b (lock)"
     out_has "  swaps        1 out (1.00 GiB, last 1.02s), 1 in (1.00 GiB, last 270ms)"
     [ "$(grep -c '^  running      none$' "$WORK/out")" -eq 1 ] || fail "GPU 1 runs nobody"
-    grep -qE "^1 +[0-9]+ +$POD_A +main +0 +holding +23% " "$WORK/out" || fail "client 1 row"
-    grep -qE '^2 +[0-9]+ +default/pod-b +- +0 +waiting:lock +- ' "$WORK/out" || fail "client 2 row"
+    grep -qE "^1 +[0-9]+ +$POD_A +main +0 +- +holding +23% " "$WORK/out" || fail "client 1 row"
+    grep -qE '^2 +[0-9]+ +default/pod-b +- +0 +- +waiting:lock +- ' "$WORK/out" || fail "client 2 row"
     grep -qE '^CLIENT +GPU +LIMIT +USED/WINDOW +FOOTPRINT +EVICTABLE +NON-EVICTABLE +ALLOCATED +FLAGS +POD MEM$' "$WORK/out" \
         || fail "the limits and memory table"
     grep -qE '^1 +0 +- .* oversub +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 1 memory row"

@@ -334,9 +334,9 @@ static int generate(void)
     int len;
     sample(&m, MSG_REGISTER, 0);
     len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver 2, type 2, pid 4, "default" 2+7, "pod" 2+3, "" 2, mem 8,
-     * then core_limit 1, oversub 1, GPU count 2 */
-    size_t core = 4 + 4 + 9 + 5 + 2 + 8;
+    /* body: ver 2, type 2, pid 4, "default" 2+7, "pod" 2+3, "" 2 (container),
+     * "" 2 (job), mem 8, then core_limit 1, oversub 1, GPU count 2 */
+    size_t core = 4 + 4 + 9 + 5 + 2 + 2 + 8;
     buf[4 + core] = 101;
     put_file("field-REGISTER-core-limit-101", buf + 4, (size_t)len - 4);
     buf[4 + core] = 50;
@@ -366,7 +366,9 @@ static int generate(void)
     buf[4 + st + 1 + 41] = LIMIT_REQUEST + 1;
     put_file("field-CTL_STATUS_CLIENT-limit-source", buf + 4, (size_t)len - 4);
     buf[4 + st + 1 + 41] = LIMIT_DECLARED;
-    buf[len - 1] = WAIT_THROTTLED + 1; /* wait_reason is the last field */
+    /* wait_reason, then uid 4, pod_source 1, pod_uid "" 2, container_id
+     * "" 2 and gang 4 */
+    buf[len - 14] = WAIT_THROTTLED + 1;
     put_file("field-CTL_STATUS_CLIENT-wait-reason", buf + 4, (size_t)len - 4);
 
     sample(&m, MSG_CTL_STATUS_GPU, 0);
