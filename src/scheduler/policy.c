@@ -332,6 +332,7 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
     start_accruing(p, g, m->account, now);
     set_state(m, MEMBER_WAITING, now);
     m->wait_reason = WAIT_LOCK;
+    m->requested = true;
     if (m->cut_short) {
         memmove(&g->queue[1], &g->queue[0],
                 (size_t)g->n_waiting * sizeof(g->queue[0]));

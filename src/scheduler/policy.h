@@ -197,7 +197,8 @@ void policy_join(struct policy *p, int gpu, int client, int account,
  * members span several GPUs is granted all its GPUs together (see
  * policy_gang.c); policy_leave forgets the client's gang. */
 void policy_set_gang(struct policy *p, int client, int gang);
-/* The client's gang while its members span several GPUs, else -1. */
+/* The client's gang while its members have asked for several GPUs (the
+ * GPUs it needs: a process registers every GPU it sees), else -1. */
 int policy_gang(const struct policy *p, int client);
 
 /* The client wants gpu. Grants at once if it is free and nobody waits. */

@@ -25,7 +25,9 @@
  *    first (it is admitted before gangs are considered).
  *    Among gangs, the one that has waited longest goes first, and an aged
  *    gang keeps its GPUs from younger ones.
- * A gang whose members all use one GPU is an ordinary set of clients.
+ * A gang's GPUs are those its members have asked for (a process registers
+ * every GPU it sees, and may use one); a gang whose members all use one
+ * GPU is an ordinary set of clients.
  *
  * The gang table is a census of the members, taken where it is read, so
  * that no other file keeps gang bookkeeping: a policy without gangs never
@@ -51,7 +53,8 @@ int policy_gang(const struct policy *p, int client)
     for (int gpu = 0; gang && gpu < p->n_gpus; gpu++) {
         const struct gpu_sched *g = &p->gpus[gpu];
         for (int c = 0; c < g->slots; c++)
-            if (g->members[c].present && p->gang_of[c] == gang) {
+            if (g->members[c].present && g->members[c].requested &&
+                p->gang_of[c] == gang) {
                 gpus |= 1u << gpu;
                 break;
             }
@@ -71,7 +74,8 @@ void gang_census(struct policy *p)
             if (!m->present || !p->gang_of[c])
                 continue;
             struct gang *gang = &p->gangs[p->gang_of[c] - 1];
-            gang->gpus |= 1u << gpu;
+            if (m->requested)
+                gang->gpus |= 1u << gpu;
             if (m->state == MEMBER_WAITING) {
                 if (!gang->n_waiting || m->since < gang->wait_since)
                     gang->wait_since = m->since;
@@ -125,6 +129,17 @@ static bool reserved(const struct policy *p, int gpu, uint64_t since,
     return false;
 }
 
+/* Whether only ranks of the client's gang run on gpu. */
+static bool only_mates_run(const struct policy *p, int gpu, int client)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+
+    for (int c = 0; c < g->slots && g->n_running; c++)
+        if (running(&g->members[c]) && p->gang_of[c] != p->gang_of[client])
+            return false;
+    return true;
+}
+
 bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
 {
     const struct gang *gang;
@@ -132,8 +147,11 @@ bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
     if (!p->gang_slots)
         return true;
     gang = gang_of(p, client);
+    /* Someone else may still run on a GPU that a rank's first request
+     * has just added to its gang: it rotates out as for any waiter. */
     if (gang)
-        return gang->n_running && !gang->n_draining;
+        return gang->n_running && !gang->n_draining &&
+               only_mates_run(p, gpu, client);
     return !reserved(p, gpu, p->gpus[gpu].members[client].since, now);
 }
 

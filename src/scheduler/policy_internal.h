@@ -11,6 +11,7 @@
 
 struct member {
     bool present;      /* the client uses this GPU */
+    bool requested;    /* it asked for it at least once: its gang needs it */
     int account;       /* billed to; 0 .. table_size - 1 */
     uint8_t state;     /* enum member_state */
     uint8_t wait_reason;  /* enum wait_reason (protocol.h) while waiting */

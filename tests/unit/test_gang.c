@@ -51,6 +51,15 @@ static uint64_t tick(uint64_t now)
     return policy_tick(&p, now, &out);
 }
 
+/* A gang's GPUs are those its ranks asked for: as if each had asked once
+ * before the test. */
+static void join(int gpu, int client, int gang)
+{
+    policy_set_gang(&p, client, gang);
+    policy_join(&p, gpu, client, client, 0);
+    p.gpus[gpu].members[client].requested = true;
+}
+
 static int state(int gpu, int client)
 {
     return p.gpus[gpu].members[client].state;
@@ -66,10 +75,8 @@ static int setup(void **unused)
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
     static const int gang[] = {0, 0, 1, 1, -1, -1};
     static const int gpu[] = {0, 1, 0, 1, 1, 0};
-    for (int c = 0; c < 6; c++) {
-        policy_set_gang(&p, c, gang[c]);
-        policy_join(&p, gpu[c], c, c, 0);
-    }
+    for (int c = 0; c < 6; c++)
+        join(gpu[c], c, gang[c]);
     return 0;
 }
 
@@ -149,6 +156,37 @@ static void test_rank_dropped_alone_drops_the_gang(void **unused)
     assert_int_equal(count(ACTION_DROP, 0, 0), 1);
 }
 
+/* A process registers every GPU it sees: its gang needs only those its
+ * ranks ask for, learned from their first requests. */
+static void test_gang_learns_its_gpus_from_requests(void **unused)
+{
+    (void)unused;
+    policy_start(&p, 2, TQ, DRAIN_TIMEOUT);
+    policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
+    for (int c = 0; c < 2; c++) { /* both ranks see both GPUs */
+        policy_set_gang(&p, c, 0);
+        policy_join(&p, 0, c, c, 0);
+        policy_join(&p, 1, c, c, 0);
+    }
+    policy_set_gang(&p, 4, -1);
+    policy_join(&p, 1, 4, 4, 0);
+    policy_join(&p, 0, 5, 5, 0);
+    request(1, 4, 0);
+    request(0, 0, 1 * MS);
+    /* Nobody of the gang asked for GPU 1 yet: GPU 0 alone is its need. */
+    assert_int_equal(count(ACTION_GRANT, 0, 0), 1);
+    assert_int_equal(policy_gang(&p, 0), -1);
+    request(1, 1, 2 * MS);
+    assert_int_equal(policy_gang(&p, 1), 0);
+    assert_int_equal(state(1, 1), MEMBER_WAITING);
+    request(0, 5, 3 * MS);
+    assert_int_equal(state(0, 5), MEMBER_WAITING); /* the gang holds GPU 0 */
+    tick(TQ);
+    assert_int_equal(count(ACTION_DROP, 1, 4), 1);
+    release(1, 4, TQ + 1 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1, 1), 1);
+}
+
 /* Single-GPU clients that keep GPU 1 busy one after the other: the gang
  * is passed for its first quantum of wait at most, then granted once the
  * runner of that time has had its quantum. */
@@ -158,8 +196,7 @@ static void test_aging_bounds_the_wait(void **unused)
     uint64_t now = 0, granted_at = 0;
     int runner = 4, next = -1;
 
-    policy_join(&p, 1, 6, 6, 0);
-    policy_set_gang(&p, 6, -1);
+    join(1, 6, -1);
     request(1, 4, now);
     request(0, 0, 10 * MS); /* the gang waits from here */
     request(1, 1, 10 * MS);
@@ -254,10 +291,8 @@ static void test_random_schedules_never_deadlock(void **unused)
 
     policy_start(&p, 3, TQ, DRAIN_TIMEOUT);
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
-    for (int c = 0; c < R_CLIENTS; c++) {
-        policy_set_gang(&p, c, r_gang[c]);
-        policy_join(&p, r_gpu[c], c, c, 0);
-    }
+    for (int c = 0; c < R_CLIENTS; c++)
+        join(r_gpu[c], c, r_gang[c]);
     for (bool stopping = false; events < 200000 || !stopping;) {
         if (events >= 200000 && !stopping) {
             stopping = true; /* no new requests: every waiter must get in */
@@ -326,6 +361,7 @@ int main(void)
         cmocka_unit_test_setup(test_crossed_requests_cannot_deadlock, setup),
         cmocka_unit_test_setup(test_preemption_drains_every_rank_first, setup),
         cmocka_unit_test_setup(test_rank_dropped_alone_drops_the_gang, setup),
+        cmocka_unit_test(test_gang_learns_its_gpus_from_requests),
         cmocka_unit_test_setup(test_aging_bounds_the_wait, setup),
         cmocka_unit_test(test_random_schedules_never_deadlock),
     };
