@@ -309,7 +309,7 @@ void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
            struct policy_actions *out)
 {
     admit_queue(p, g, gpu, now, out);
-    if (!p->gang_slots)
+    if (!p->gangs_spanning)
         return;
     /* What freed gpu may have ended a gang's hold on others. */
     for (int other = 0; other < p->n_gpus; other++)
@@ -332,7 +332,8 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
     start_accruing(p, g, m->account, now);
     set_state(m, MEMBER_WAITING, now);
     m->wait_reason = WAIT_LOCK;
-    m->requested = true;
+    if (!m->requested)
+        gang_requested(p, gpu, client);
     if (m->cut_short) {
         memmove(&g->queue[1], &g->queue[0],
                 (size_t)g->n_waiting * sizeof(g->queue[0]));

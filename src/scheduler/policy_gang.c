@@ -62,9 +62,33 @@ int policy_gang(const struct policy *p, int client)
     return gpus & (gpus - 1) ? gang - 1 : -1;
 }
 
+/* Whether the gang spans several GPUs: only then does it go together. */
+static bool spans(const struct gang *gang)
+{
+    return gang->gpus & (gang->gpus - 1);
+}
+
+void gang_requested(struct policy *p, int gpu, int client)
+{
+    p->gpus[gpu].members[client].requested = true;
+    if (!p->gang_of[client] || p->gangs_spanning)
+        return;
+    for (int other = 0; other < p->n_gpus; other++) {
+        const struct gpu_sched *g = &p->gpus[other];
+        for (int c = 0; other != gpu && c < g->slots; c++)
+            if (g->members[c].present && g->members[c].requested &&
+                p->gang_of[c] == p->gang_of[client]) {
+                p->gangs_spanning = 1; /* the census counts them */
+                return;
+            }
+    }
+}
+
+/* Only a first request can make a gang span GPUs (gang_requested): until
+ * one does, the census is not taken. */
 void gang_census(struct policy *p)
 {
-    if (!p->gang_slots)
+    if (!p->gangs_spanning)
         return;
     memset(p->gangs, 0, (size_t)p->gang_slots * sizeof(p->gangs[0]));
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
@@ -88,12 +112,9 @@ void gang_census(struct policy *p)
             }
         }
     }
-}
-
-/* Whether the gang spans several GPUs: only then does it go together. */
-static bool spans(const struct gang *gang)
-{
-    return gang->gpus & (gang->gpus - 1);
+    p->gangs_spanning = 0;
+    for (int i = 0; i < p->gang_slots; i++)
+        p->gangs_spanning += spans(&p->gangs[i]);
 }
 
 /* The client's gang if it goes together, else NULL. */
@@ -144,7 +165,7 @@ bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
 {
     const struct gang *gang;
 
-    if (!p->gang_slots)
+    if (!p->gangs_spanning)
         return true;
     gang = gang_of(p, client);
     /* Someone else may still run on a GPU that a rank's first request
@@ -157,6 +178,8 @@ bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
 
 const struct member *gang_waiter(const struct policy *p, int gpu)
 {
+    if (!p->gangs_spanning)
+        return NULL;
     for (int i = 0; i < p->gang_slots; i++) {
         const struct gang *gang = &p->gangs[i];
         if (!spans(gang) || !(gang->gpus & (1u << gpu)) || gang->n_running ||
@@ -224,6 +247,8 @@ void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out)
     if (!p->gang_slots)
         return;
     gang_census(p);
+    if (!p->gangs_spanning)
+        return;
     for (int gpu = 0; gpu < p->n_gpus; gpu++)
         if (p->gpus[gpu].n_running)
             busy |= 1u << gpu;
@@ -269,6 +294,8 @@ bool gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
     if (!p->gang_slots)
         return false;
     gang_census(p);
+    if (!p->gangs_spanning)
+        return false;
     for (int i = 0; i < p->gang_slots; i++) {
         struct gang *gang = &p->gangs[i];
         if (!spans(gang) || !gang->n_draining ||

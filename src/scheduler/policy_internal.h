@@ -110,6 +110,9 @@ struct policy {
     int *gang_of;                  /* by client slot: gang + 1; 0 = none */
     struct gang *gangs;            /* by gang number; gang_slots in use */
     int gang_slots;
+    int gangs_spanning;            /* as the census counted, or 1 when a
+                                      first request may have made one: 0,
+                                      and gangs cost nothing */
     int n_gpus;
     struct gpu_sched gpus[POLICY_MAX_GPUS];
 };
@@ -242,8 +245,11 @@ void expire_evictions(const struct policy *p, struct gpu_sched *g,
 
 /* ---- policy_gang.c ------------------------------------------------------- */
 
-/* Recounts the gangs from their members; gang_allows and gang_waiter read
- * the latest count. */
+/* The client asked for gpu for the first time in its membership: its gang
+ * may now span GPUs. */
+void gang_requested(struct policy *p, int gpu, int client);
+/* Recounts the gangs from their members while any may span GPUs;
+ * gang_allows and gang_waiter read the latest count. */
 void gang_census(struct policy *p);
 /* Whether client may be admitted on gpu as far as gangs go: a member of a
  * gang that goes together only while its gang holds; anyone else only

@@ -58,6 +58,7 @@ static void join(int gpu, int client, int gang)
     policy_set_gang(&p, client, gang);
     policy_join(&p, gpu, client, client, 0);
     p.gpus[gpu].members[client].requested = true;
+    p.gangs_spanning = 1; /* what a first request on a second GPU sets */
 }
 
 static int state(int gpu, int client)
