@@ -403,18 +403,24 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
 void policy_leave(struct policy *p, int client, uint64_t now,
                   struct policy_actions *out)
 {
+    bool was_member[POLICY_MAX_GPUS] = {false};
+
+    /* Gone from every GPU before any admits: admission on one GPU may
+     * grant on others (gangs). */
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
-        if (!g->members[client].present)
+        if (!(was_member[gpu] = g->members[client].present))
             continue;
         roll_window(p, g, now);
         dequeue(g, client);
         if (running(&g->members[client]))
             end_hold(p, g, client, now);
         g->members[client].present = false;
-        admit(p, g, gpu, now, out);
     }
     p->gang_of[client] = 0;
+    for (int gpu = 0; gpu < p->n_gpus; gpu++)
+        if (was_member[gpu])
+            admit(p, &p->gpus[gpu], gpu, now, out);
 }
 
 /* ---- ticks -------------------------------------------------------------- */

@@ -188,6 +188,26 @@ static void test_gang_learns_its_gpus_from_requests(void **unused)
     assert_int_equal(count(ACTION_GRANT, 1, 1), 1);
 }
 
+/* A process alone on two GPUs is a gang of its own. Leaving while it
+ * waits on both, it must not be granted the GPU it has not left yet
+ * because its gang no longer spans GPUs. */
+static void test_leaving_gang_is_granted_nothing(void **unused)
+{
+    (void)unused;
+    policy_set_gang(&p, 6, 2);
+    policy_join(&p, 0, 6, 6, 0);
+    policy_join(&p, 1, 6, 6, 0);
+    request(0, 5, 0);          /* a single client holds GPU 0 */
+    request(0, 6, 1 * MS);
+    request(1, 6, 2 * MS);     /* GPU 1 is free, but GPU 0 is not */
+    assert_int_equal(out.n, 0);
+    assert_int_equal(policy_gang(&p, 6), 2);
+    policy_actions_clear(&out);
+    policy_leave(&p, 6, 3 * MS, &out);
+    for (int i = 0; i < out.n; i++)
+        assert_int_not_equal(out.list[i].client, 6);
+}
+
 /* Single-GPU clients that keep GPU 1 busy one after the other: the gang
  * is passed for its first quantum of wait at most, then granted once the
  * runner of that time has had its quantum. */
@@ -236,7 +256,8 @@ static void test_aging_bounds_the_wait(void **unused)
 
 /* Three GPUs, serial. Gangs: 0 on GPUs 0-1 (clients 0, 1), 1 on GPUs 1-2
  * (2, 3), 2 on all three (4, 5, 6). Single-GPU clients 7, 8, 9 on GPUs 0,
- * 1, 2. */
+ * 1, 2. Every client registers all three GPUs, as the hook does, and asks
+ * for its own; now and then one leaves and comes back. */
 #define R_CLIENTS 10
 static const int r_gang[R_CLIENTS] = {0, 0, 1, 1, 2, 2, 2, -1, -1, -1};
 static const int r_gpu[R_CLIENTS] = {0, 1, 1, 2, 0, 1, 2, 0, 1, 2};
@@ -270,8 +291,11 @@ static void check_no_circular_wait(void)
             const struct member *mb = &p.gpus[gb].members[b];
             if (job_of(a) == job_of(b)) {
                 /* A waiting rank beside a holding one: the gang holds,
-                 * so the rank is granted, unless the gang drains. */
-                if (ma->state == MEMBER_WAITING && mb->state == MEMBER_HOLDING)
+                 * so the rank is granted, unless another job still runs
+                 * on its GPU (a GPU its first request just added to the
+                 * gang: that one rotates out). */
+                if (ma->state == MEMBER_WAITING &&
+                    mb->state == MEMBER_HOLDING && !p.gpus[ga].n_running)
                     fail_msg("client %d waits while its gang holds", a);
                 continue;
             }
@@ -292,8 +316,12 @@ static void test_random_schedules_never_deadlock(void **unused)
 
     policy_start(&p, 3, TQ, DRAIN_TIMEOUT);
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
-    for (int c = 0; c < R_CLIENTS; c++)
+    for (int c = 0; c < R_CLIENTS; c++) {
         join(r_gpu[c], c, r_gang[c]);
+        for (int gpu = 0; gpu < 3; gpu++)
+            if (gpu != r_gpu[c])
+                policy_join(&p, gpu, c, c, 0);
+    }
     for (bool stopping = false; events < 200000 || !stopping;) {
         if (events >= 200000 && !stopping) {
             stopping = true; /* no new requests: every waiter must get in */
@@ -303,7 +331,19 @@ static void test_random_schedules_never_deadlock(void **unused)
         int c = (int)(next_random() % R_CLIENTS), gpu = r_gpu[c];
         struct member *m = &p.gpus[gpu].members[c];
         policy_actions_clear(&out);
-        if (m->state == MEMBER_IDLE && !stopping && next_random() % 3 == 0) {
+        if (!stopping && next_random() % 200 == 0) {
+            /* It leaves (its process exits) and a new one takes its slot:
+             * the new one is not granted anything on its way out. */
+            policy_leave(&p, c, now, &out);
+            for (int i = 0; i < out.n; i++)
+                if (out.list[i].client == c)
+                    fail_msg("client %d got an action as it left", c);
+            policy_set_gang(&p, c, r_gang[c]);
+            for (int g = 0; g < 3; g++)
+                policy_join(&p, g, c, c, now);
+            release_at[c] = 0;
+            events++;
+        } else if (m->state == MEMBER_IDLE && !stopping && next_random() % 3 == 0) {
             policy_request(&p, gpu, c, now, &out);
             waiting_since[c] = now;
             events++;
@@ -363,6 +403,7 @@ int main(void)
         cmocka_unit_test_setup(test_preemption_drains_every_rank_first, setup),
         cmocka_unit_test_setup(test_rank_dropped_alone_drops_the_gang, setup),
         cmocka_unit_test(test_gang_learns_its_gpus_from_requests),
+        cmocka_unit_test_setup(test_leaving_gang_is_granted_nothing, setup),
         cmocka_unit_test_setup(test_aging_bounds_the_wait, setup),
         cmocka_unit_test(test_random_schedules_never_deadlock),
     };
