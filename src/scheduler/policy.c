@@ -696,10 +696,9 @@ uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
         if (due)
             earliest(&next, due);
     }
-    /* The ranks it dropped are judged by the next tick: none is revoked
-     * before POLICY_DRAIN_QUIET_NS. */
-    if (gang_drain(p, now, out))
-        earliest(&next, now + POLICY_DRAIN_QUIET_NS);
+    uint64_t due = gang_drain(p, now, out);
+    if (due)
+        earliest(&next, due);
     return next;
 }
 

@@ -287,20 +287,65 @@ void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out)
         considered[i] = false;
 }
 
-bool gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
+/* Whether a client of another job waits on one of gang number i's GPUs. */
+static bool others_wait(const struct policy *p, int i)
 {
-    bool dropped = false;
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        if (!(p->gangs[i].gpus & (1u << gpu)))
+            continue;
+        for (int q = 0; q < g->n_waiting; q++)
+            if (p->gang_of[g->queue[q]] != i + 1)
+                return true;
+    }
+    return false;
+}
+
+/* When the quantum of gang number i ends while others wait for its GPUs
+ * (0: they do not): from its first rank's grant. Each GPU's rotation ends
+ * it where a rank runs; this ends it where none does (a rank gave its GPU
+ * back, or was revoked), which the gang still holds. */
+static uint64_t gang_quantum_end(const struct policy *p, int i)
+{
+    uint64_t first = UINT64_MAX;
+
+    if (!others_wait(p, i))
+        return 0;
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int c = 0; c < g->slots; c++) {
+            const struct member *m = &g->members[c];
+            if (running(m) && p->gang_of[c] == i + 1 && m->granted_at < first)
+                first = m->granted_at;
+        }
+    }
+    /* A grant at 0 is a time like any other: the due time is never 0. */
+    return first == UINT64_MAX ? 0 : first + p->tq_ns;
+}
+
+uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
+{
+    uint64_t next = 0;
 
     if (!p->gang_slots)
-        return false;
+        return 0;
     gang_census(p);
     if (!p->gangs_spanning)
-        return false;
+        return 0;
     for (int i = 0; i < p->gang_slots; i++) {
         struct gang *gang = &p->gangs[i];
-        if (!spans(gang) || !gang->n_draining ||
+        if (!spans(gang) || !gang->n_running ||
             gang->n_draining == gang->n_running)
             continue;
+        if (!gang->n_draining) {
+            uint64_t due = gang_quantum_end(p, i);
+            if (!due)
+                continue;
+            if (now < due) {
+                earliest(&next, due);
+                continue;
+            }
+        }
         for (int gpu = 0; gpu < p->n_gpus; gpu++) {
             struct gpu_sched *g = &p->gpus[gpu];
             for (int c = 0; c < g->slots; c++) {
@@ -310,13 +355,14 @@ bool gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
                     continue;
                 if (!room_for(out, 1)) {
                     out->truncated = true;
-                    return dropped;
+                    return next;
                 }
                 drop(g, gpu, c, now, out);
                 gang->n_draining++;
-                dropped = true;
+                /* Its drain deadline is judged by the next tick. */
+                earliest(&next, now + POLICY_DRAIN_QUIET_NS);
             }
         }
     }
-    return dropped;
+    return next;
 }

@@ -262,9 +262,10 @@ const struct member *gang_waiter(const struct policy *p, int gpu)
     __attribute__((pure));
 /* Grants the waiting gangs whose GPUs are all free, oldest wait first. */
 void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out);
-/* Drops every holder of a gang one of whose members was dropped. Returns
- * whether it dropped any. */
-bool gang_drain(struct policy *p, uint64_t now, struct policy_actions *out);
+/* Drops every holder of a gang one of whose members was dropped, or whose
+ * quantum ended while others wait for a GPU it holds with no rank running
+ * there. Returns when it must be called again (0: no need). */
+uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out);
 
 #pragma GCC visibility pop
 

@@ -157,6 +157,25 @@ static void test_rank_dropped_alone_drops_the_gang(void **unused)
     assert_int_equal(count(ACTION_DROP, 0, 0), 1);
 }
 
+/* A gang keeps a GPU on which its rank gave the lock back; a client that
+ * waits for that GPU ends the gang's quantum all the same, though no rank
+ * runs there for the GPU's own rotation to drop. */
+static void test_idle_rank_does_not_keep_its_gpu_forever(void **unused)
+{
+    (void)unused;
+    request(0, 0, 0);
+    request(1, 1, 0);
+    release(1, 1, 10 * MS);    /* rank 1 idles */
+    request(1, 4, 20 * MS);
+    assert_int_equal(state(1, 4), MEMBER_WAITING); /* the gang holds GPU 1 */
+    assert_int_equal(tick(30 * MS), TQ);
+    assert_int_equal(out.n, 0);
+    tick(TQ);
+    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
+    release(0, 0, TQ + 1 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1, 4), 1);
+}
+
 /* A process registers every GPU it sees: its gang needs only those its
  * ranks ask for, learned from their first requests. */
 static void test_gang_learns_its_gpus_from_requests(void **unused)
@@ -402,6 +421,8 @@ int main(void)
         cmocka_unit_test_setup(test_crossed_requests_cannot_deadlock, setup),
         cmocka_unit_test_setup(test_preemption_drains_every_rank_first, setup),
         cmocka_unit_test_setup(test_rank_dropped_alone_drops_the_gang, setup),
+        cmocka_unit_test_setup(test_idle_rank_does_not_keep_its_gpu_forever,
+                               setup),
         cmocka_unit_test(test_gang_learns_its_gpus_from_requests),
         cmocka_unit_test_setup(test_leaving_gang_is_granted_nothing, setup),
         cmocka_unit_test_setup(test_aging_bounds_the_wait, setup),
