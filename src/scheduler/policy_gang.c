@@ -133,10 +133,26 @@ static bool aged(const struct policy *p, const struct gang *gang, uint64_t now)
     return gang->n_waiting && now - gang->wait_since >= p->tq_ns;
 }
 
+/* Whether a waiting rank of gang number i may not run for its compute
+ * limit: the gang could not use the GPUs it would keep. */
+static bool held_back(const struct policy *p, int i, uint64_t now)
+{
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int q = 0; q < g->n_waiting; q++) {
+            int c = g->queue[q];
+            if (p->gang_of[c] == i + 1 &&
+                spent(p, g, g->members[c].account, now))
+                return true;
+        }
+    }
+    return false;
+}
+
 /* Whether a gang keeps gpu from a client outside it that has waited since
  * `since`: the gang runs there, or it has waited its quantum for it and
  * longer than the client (first come, first served among the aged: a gang
- * may not starve a single-GPU client either). */
+ * may not starve a single-GPU client either) and may run. */
 static bool reserved(const struct policy *p, int gpu, uint64_t since,
                      uint64_t now)
 {
@@ -144,7 +160,8 @@ static bool reserved(const struct policy *p, int gpu, uint64_t since,
         const struct gang *gang = &p->gangs[i];
         if (spans(gang) && (gang->gpus & (1u << gpu)) &&
             (gang->n_running ||
-             (aged(p, gang, now) && gang->wait_since <= since)))
+             (aged(p, gang, now) && gang->wait_since <= since &&
+              !held_back(p, i, now))))
             return true;
     }
     return false;
@@ -272,7 +289,7 @@ void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out)
         considered[oldest] = true;
         struct gang *gang = &p->gangs[oldest];
         if ((gang->gpus & (busy | kept)) || !members_ready(p, oldest, now)) {
-            if (aged(p, gang, now))
+            if (aged(p, gang, now) && !held_back(p, oldest, now))
                 kept |= gang->gpus;
             continue;
         }

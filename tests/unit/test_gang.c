@@ -176,6 +176,32 @@ static void test_idle_rank_does_not_keep_its_gpu_forever(void **unused)
     assert_int_equal(count(ACTION_GRANT, 1, 4), 1);
 }
 
+/* A gang that its pod's core limit holds back keeps no GPU from others:
+ * it could not use it. */
+static void test_throttled_gang_keeps_no_gpu(void **unused)
+{
+    (void)unused;
+    policy_set_core_limit(&p, 0, 10, 0); /* the ranks' accounts */
+    policy_set_core_limit(&p, 1, 10, 0);
+    /* Its budget accrues 10 ms per 100 ms slice: it waits out most of each
+     * slice, longer than a 20 ms quantum. */
+    policy_set_tq(&p, 20 * MS);
+    for (uint64_t now = 0; now < 350 * MS; now += 1 * MS) {
+        for (int c = 0; c < 2; c++)
+            if (state(c, c) == MEMBER_IDLE)
+                request(c, c, now);
+        tick(now);
+        for (int c = 0; c < 2; c++)
+            if (state(c, c) == MEMBER_DRAINING)
+                release(c, c, now);
+    }
+    /* Ahead of its pace mid-slice, long past its quantum of wait. */
+    assert_int_equal(state(1, 1), MEMBER_WAITING);
+    assert_true(policy_spent(&p, 1, 1, 350 * MS));
+    request(1, 4, 350 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1, 4), 1);
+}
+
 /* A process registers every GPU it sees: its gang needs only those its
  * ranks ask for, learned from their first requests. */
 static void test_gang_learns_its_gpus_from_requests(void **unused)
@@ -257,11 +283,15 @@ static void test_aging_bounds_the_wait(void **unused)
                 granted_at = now;
         }
         tick(now);
-        for (int i = 0; i < out.n; i++)
-            if (out.list[i].kind == ACTION_DROP)
-                release(out.list[i].gpu, out.list[i].client, now);
-        if (count(ACTION_GRANT, 0, 0))
-            granted_at = now;
+        struct policy_actions ticked = out; /* release() clears out */
+        for (int i = 0; i < ticked.n; i++)
+            if (ticked.list[i].kind == ACTION_DROP) {
+                release(ticked.list[i].gpu, ticked.list[i].client, now);
+                if (count(ACTION_GRANT, 0, 0))
+                    granted_at = now;
+                if (count(ACTION_GRANT, 1, next))
+                    runner = next;
+            }
         if (state(0, 0) == MEMBER_HOLDING && !granted_at)
             granted_at = now;
     }
@@ -423,6 +453,7 @@ int main(void)
         cmocka_unit_test_setup(test_rank_dropped_alone_drops_the_gang, setup),
         cmocka_unit_test_setup(test_idle_rank_does_not_keep_its_gpu_forever,
                                setup),
+        cmocka_unit_test_setup(test_throttled_gang_keeps_no_gpu, setup),
         cmocka_unit_test(test_gang_learns_its_gpus_from_requests),
         cmocka_unit_test_setup(test_leaving_gang_is_granted_nothing, setup),
         cmocka_unit_test_setup(test_aging_bounds_the_wait, setup),
