@@ -276,9 +276,16 @@ static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
             return;
         }
         /* Gangs age on their own (policy_gang.c): a wait for one holds
-         * nobody back here. */
+         * nobody back here. A rank that does not fit gets room made as
+         * any waiter would: its gang is granted only once all fit. */
         if (!gang_allows(p, gpu, c, now)) {
-            m->wait_reason = WAIT_LOCK;
+            bool rank_without_room = gang_member(p, c) && !fits(p, g, gpu, c);
+            m->wait_reason = rank_without_room ? WAIT_MEMORY : WAIT_LOCK;
+            if (rank_without_room && !m->told_wait_mem)
+                tell_waits_for_memory(p, g, gpu, c, now, out);
+            if (rank_without_room && room_possible(p, g, gpu, c))
+                evict_for(p, g, gpu, c, m->footprint - occupied_bytes(m), now,
+                          out);
             continue;
         }
         bool ok_mode = compatible(p, g, c, now), ok_memory = fits(p, g, gpu, c);

@@ -167,6 +167,11 @@ static bool reserved(const struct policy *p, int gpu, uint64_t since,
     return false;
 }
 
+bool gang_member(const struct policy *p, int client)
+{
+    return p->gangs_spanning && gang_of(p, client);
+}
+
 /* Whether only ranks of the client's gang run on gpu. */
 static bool only_mates_run(const struct policy *p, int gpu, int client)
 {

@@ -256,6 +256,9 @@ void gang_census(struct policy *p);
  * where no gang holds or has waited its quantum. */
 bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
     __attribute__((pure));
+/* Whether the client is a rank of a gang that goes together. */
+bool gang_member(const struct policy *p, int client)
+    __attribute__((pure));
 /* A waiting member of a gang that needs gpu and does not run, or NULL:
  * gpu's runners rotate for it as for a waiter of their own. */
 const struct member *gang_waiter(const struct policy *p, int gpu)

@@ -202,6 +202,30 @@ static void test_throttled_gang_keeps_no_gpu(void **unused)
     assert_int_equal(count(ACTION_GRANT, 1, 4), 1);
 }
 
+/* A rank that does not fit asks idle clients to swap out, as any waiter
+ * would; its gang is granted once they have. */
+static void test_rank_without_room_gets_it_made(void **unused)
+{
+    (void)unused;
+    const uint64_t GiB = 1ull << 30;
+
+    policy_set_capacity(&p, 1, 10 * GiB); /* 9 GiB admitted */
+    policy_set_footprint(&p, 1, 4, 6 * GiB, 6 * GiB);
+    policy_set_footprint(&p, 1, 1, 4 * GiB, 4 * GiB);
+    request(1, 4, 0);
+    release(1, 4, 10 * MS); /* idle, its 6 GiB still on the GPU */
+    request(1, 1, 20 * MS);
+    /* The gang cannot be granted until rank 1 fits: room is made. */
+    assert_int_equal(count(ACTION_EVICT, 1, 4), 1);
+    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1, 1), 1);
+    request(0, 0, 30 * MS);
+    assert_int_equal(out.n, 0);
+    policy_actions_clear(&out);
+    policy_swapped(&p, 1, 4, SWAP_OUT, 6 * GiB, 50 * MS, 80 * MS, &out);
+    assert_int_equal(count(ACTION_GRANT, 0, 0), 1);
+    assert_int_equal(count(ACTION_GRANT, 1, 1), 1);
+}
+
 /* A process registers every GPU it sees: its gang needs only those its
  * ranks ask for, learned from their first requests. */
 static void test_gang_learns_its_gpus_from_requests(void **unused)
@@ -454,6 +478,7 @@ int main(void)
         cmocka_unit_test_setup(test_idle_rank_does_not_keep_its_gpu_forever,
                                setup),
         cmocka_unit_test_setup(test_throttled_gang_keeps_no_gpu, setup),
+        cmocka_unit_test_setup(test_rank_without_room_gets_it_made, setup),
         cmocka_unit_test(test_gang_learns_its_gpus_from_requests),
         cmocka_unit_test_setup(test_leaving_gang_is_granted_nothing, setup),
         cmocka_unit_test_setup(test_aging_bounds_the_wait, setup),
