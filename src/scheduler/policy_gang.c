@@ -16,7 +16,9 @@
  *    itself: no circular wait.
  *  - Preemption drains all ranks: once one member is dropped (its quantum
  *    ended on one GPU, or it was revoked), every member is, and the gang's
- *    GPUs go to others only when the last one has released.
+ *    GPUs go to others only when the last one has released. Where no rank
+ *    runs (one gave its GPU back), a client waiting there ends the gang's
+ *    quantum all the same, counted from its first rank's grant.
  *  - Aging, as for memory waits: single-GPU clients may take a GPU a
  *    waiting gang needs only until the gang has waited its quantum (the
  *    TQ); after that its GPUs admit nobody who came after it, runners
@@ -24,14 +26,18 @@
  *    last one drains, unless a client that waited longer takes a GPU
  *    first (it is admitted before gangs are considered).
  *    Among gangs, the one that has waited longest goes first, and an aged
- *    gang keeps its GPUs from younger ones.
+ *    gang keeps its GPUs from younger ones. A gang its compute limit holds
+ *    back keeps nothing: it could not use it.
+ *  - Memory: the gang is granted once every waiting rank fits; a rank that
+ *    does not is told and gets idle clients evicted, as any waiter.
  * A gang's GPUs are those its members have asked for (a process registers
  * every GPU it sees, and may use one); a gang whose members all use one
  * GPU is an ordinary set of clients.
  *
  * The gang table is a census of the members, taken where it is read, so
- * that no other file keeps gang bookkeeping: a policy without gangs never
- * takes it. */
+ * that no other file keeps gang bookkeeping; it is not taken until a
+ * first request makes some gang span GPUs, so that scheduling without
+ * multi-GPU jobs costs what it did. */
 #include "policy_internal.h"
 
 #include <string.h>
