@@ -48,6 +48,9 @@ static bool setup(int gpus, int per_gpu)
         policy_set_capacity(p, g, 80 * GiB);
         for (int i = 0; i < per_gpu; i++) {
             int c = g * per_gpu + i;
+            /* Each a job of its own, as the daemon numbers a process
+             * alone: the gang census runs, no gang spans GPUs. */
+            policy_set_gang(p, c, c);
             policy_join(p, g, c, c, 0);
             uint64_t bytes = (1 + (uint64_t)(c % 4)) * GiB;
             policy_set_footprint(p, g, c, bytes, bytes);

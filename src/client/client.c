@@ -73,6 +73,7 @@ static void read_settings(void)
     copy_env(s->pod_name, sizeof(s->pod_name), "NVSHARE_POD_NAME");
     copy_env(s->container_name, sizeof(s->container_name),
              "NVSHARE_CONTAINER_NAME");
+    copy_env(s->job_id, sizeof(s->job_id), "NVSHARE_JOB_ID");
     if (*s->pod_name)
         snprintf(s->pod_label, sizeof(s->pod_label), "%.*s/%.*s",
                  PROTO_NAME_MAX - 1,
@@ -99,6 +100,7 @@ static void declare(struct msg_register *reg, const struct client_settings *s)
     memcpy(reg->pod_namespace, s->pod_namespace, sizeof(reg->pod_namespace));
     memcpy(reg->pod_name, s->pod_name, sizeof(reg->pod_name));
     memcpy(reg->container_name, s->container_name, sizeof(reg->container_name));
+    memcpy(reg->job_id, s->job_id, sizeof(reg->job_id));
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */

@@ -27,6 +27,7 @@ struct client_settings {
     char pod_namespace[PROTO_NAME_MAX];
     char pod_name[PROTO_NAME_MAX];
     char container_name[PROTO_NAME_MAX];
+    char job_id[PROTO_NAME_MAX];
     char pod_label[2 * PROTO_NAME_MAX]; /* "namespace/pod" or "-", for logs */
 };
 

@@ -116,6 +116,10 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
     json_string(j, "container_id", c->container_id);
     json_uint(j, "gpu_index", c->gpu);
     json_string(j, "gpu_uuid", gpu_uuid(st, c->gpu));
+    if (c->gang)
+        json_uint(j, "gang", c->gang - 1);
+    else
+        json_null(j, "gang");
     json_string(j, "state", ctl_state_name(c->state));
     json_uint(j, "held_ns", c->held_ns);
     json_uint(j, "wait_ns", c->wait_ns);

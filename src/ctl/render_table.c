@@ -357,25 +357,42 @@ static void priority_label(const struct msg_status_client *c, char *buf,
         snprintf(buf + n, len - (size_t)n, " %u%%", c->min_share);
 }
 
-/* Who each client is and where it stands in the scheduling. */
+/* Drops column GANG_COL from a row of the scheduling table. */
+enum { GANG_COL = 5, SCHED_COLS = 13 };
+static void without_gang(const char *const *row, const char **out)
+{
+    for (int i = 0, o = 0; i < SCHED_COLS; i++)
+        if (i != GANG_COL)
+            out[o++] = row[i];
+}
+
+/* Who each client is and where it stands in the scheduling. The GANG
+ * column shows only while some job spans several GPUs. */
 static void client_sched_table(FILE *out, const struct ctl_status *st)
 {
-    static const char *const header[] = {"CLIENT", "PID", "POD", "CONTAINER",
-                                         "GPU", "PRIO", "STATE", "LOAD",
-                                         "HELD", "WAIT", "GRANTS", "LAST DRAIN"};
-    struct table t = {.n_cols = 12};
+    static const char *const header[SCHED_COLS] = {
+        "CLIENT", "PID", "POD", "CONTAINER", "GPU", "GANG", "PRIO", "STATE",
+        "LOAD", "HELD", "WAIT", "GRANTS", "LAST DRAIN"};
+    const char *narrow[SCHED_COLS];
+    bool gangs = false;
 
-    table_row(&t, header);
+    for (int i = 0; i < st->n_clients; i++)
+        gangs |= st->clients[i].gang != 0;
+    struct table t = {.n_cols = gangs ? SCHED_COLS : SCHED_COLS - 1};
+    without_gang(header, narrow);
+    table_row(&t, gangs ? header : narrow);
     for (int i = 0; i < st->n_clients; i++) {
         const struct msg_status_client *c = &st->clients[i];
-        char id[24], pid[16], pod[CELL_LEN], gpu[8], state[48], load[8],
-            held[32], wait[32] = "-", grants[24], drain[32] = "-", prio[40];
+        char id[24], pid[16], pod[CELL_LEN], gpu[8], gang[16] = "-", state[48],
+            load[8], held[32], wait[32] = "-", grants[24], drain[32] = "-", prio[40];
 
         snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
         snprintf(pid, sizeof(pid), "%" PRIu32, c->pid);
         pod_label(c, pod, sizeof(pod));
         snprintf(gpu, sizeof(gpu), "%u", c->gpu);
         priority_label(c, prio, sizeof(prio));
+        if (c->gang)
+            snprintf(gang, sizeof(gang), "%" PRIu32, c->gang - 1);
         state_label(c, state, sizeof(state));
         load_label(c->load_permille, load, sizeof(load));
         format_duration(c->held_ns, held, sizeof(held));
@@ -384,10 +401,12 @@ static void client_sched_table(FILE *out, const struct ctl_status *st)
         snprintf(grants, sizeof(grants), "%" PRIu64, c->grants);
         if (c->last_drain_ns)
             format_duration(c->last_drain_ns, drain, sizeof(drain));
-        const char *row[] = {id, pid, pod,
-                             c->container_name[0] ? c->container_name : "-",
-                             gpu, prio, state, load, held, wait, grants, drain};
-        table_row(&t, row);
+        const char *row[SCHED_COLS] = {id, pid, pod,
+                                       c->container_name[0] ? c->container_name : "-",
+                                       gpu, gang, prio, state, load, held, wait,
+                                       grants, drain};
+        without_gang(row, narrow);
+        table_row(&t, gangs ? row : narrow);
     }
     table_flush(out, &t);
 }

@@ -459,6 +459,46 @@ static void claim_of(struct scheduler *s, struct client *c,
     claim->record = pod;
 }
 
+/* Whether clients a and b are ranks of one job: the same NVSHARE_JOB_ID
+ * and uid (another uid cannot make a job wait for its GPUs), or without
+ * one, the same account (a pod, or a process alone). */
+static bool same_job(const struct client *a, const struct client *b)
+{
+    if (a->reg.job_id[0] || b->reg.job_id[0])
+        return a->uid == b->uid && strcmp(a->reg.job_id, b->reg.job_id) == 0;
+    return a->account == b->account;
+}
+
+/* The number of c's job: that of a registered rank of it, or the lowest
+ * no job uses (-1 if memory runs out: c is then a job of its own in all
+ * but its GPUs' gang). */
+static int job_number(struct scheduler *s, const struct client *c)
+{
+    bool *taken = calloc((size_t)s->table_size, sizeof(*taken));
+    int number = -1;
+
+    for (int i = 0; i < s->table_size; i++) {
+        const struct client *o = s->clients[i];
+        if (!o || !o->used || o == c || !o->registered || o->gang < 0)
+            continue;
+        if (same_job(c, o)) {
+            free(taken);
+            return o->gang;
+        }
+        if (taken)
+            taken[o->gang] = true;
+    }
+    if (!taken) {
+        log_warn("client %llu: out of memory: its GPUs are not granted together",
+                 (unsigned long long)c->id);
+        return -1;
+    }
+    for (number = 0; taken[number]; number++)
+        ;
+    free(taken);
+    return number;
+}
+
 static int handle_register(struct scheduler *s, struct client *c,
                            const struct msg_register *reg)
 {
@@ -478,6 +518,8 @@ static int handle_register(struct scheduler *s, struct client *c,
     claim_of(s, c, reg, &claim);
     c->account = account_attach(s->accounts, s->table_size, &claim, &account_out);
     clients_apply_accounts(s, &account_out);
+    c->gang = job_number(s, c);
+    policy_set_gang(s->policy, slot, c->gang);
     policy_view_settings(s->policy, &settings);
     reply.u.reg_ok.client_id = c->id;
     reply.u.reg_ok.scheduling_on = settings.anti_thrash;

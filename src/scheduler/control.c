@@ -154,6 +154,7 @@ static int send_client(struct scheduler *s, int fd, int slot, int g,
     snprintf(cl->container_id, sizeof(cl->container_id), "%s",
              c->identity.container_id);
     cl->uid = (uint32_t)c->uid;
+    cl->gang = (uint32_t)(policy_gang(p, slot) + 1);
     cl->gpu = (uint16_t)g;
     cl->state = v.state;
     cl->held_ns = v.held_ns;

@@ -49,6 +49,9 @@ bool policy_grow(struct policy *p, int table_size)
     ok = ok && grow_zeroed(&s->waiting_counted, sizeof(bool), old, table_size);
     ok = ok && grow_zeroed(&s->taking_part, sizeof(bool), old, table_size);
     ok = ok && grow_zeroed(&s->budgets, sizeof(uint64_t), old, table_size);
+    ok = ok && grow_zeroed(&s->gang_considered, sizeof(bool), old, table_size);
+    ok = ok && grow_zeroed(&p->gang_of, sizeof(int), old, table_size);
+    ok = ok && grow_zeroed(&p->gangs, sizeof(struct gang), old, table_size);
     for (int gpu = 0; ok && gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
         ok = grow_zeroed(&g->queue, sizeof(int), old, table_size) &&
@@ -75,7 +78,13 @@ void policy_destroy(struct policy *p)
     free(s->waiting_counted);
     free(s->taking_part);
     free(s->budgets);
+    free(s->gang_considered);
     *s = (struct policy_scratch){0};
+    free(p->gang_of);
+    free(p->gangs);
+    p->gang_of = NULL;
+    p->gangs = NULL;
+    p->gang_slots = 0;
     p->core_limit = NULL;
     p->priority = NULL;
     p->min_share = NULL;
@@ -162,8 +171,8 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
 
 /* ---- grants and releases ------------------------------------------------ */
 
-static void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
-                  struct policy_actions *out)
+void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
+           struct policy_actions *out)
 {
     struct member *m = &g->members[client];
 
@@ -260,14 +269,15 @@ static void tell_waits_for_memory(const struct policy *p, struct gpu_sched *g,
 /* Admits waiters in order while they fit and the mode allows. The first
  * waiter that cannot be admitted ("blocked") may be passed only while it
  * has waited less than its quantum: after that, the room that frees is
- * kept for it. */
-void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
-           struct policy_actions *out)
+ * kept for it. A member of a gang waits here for its gang's grant. */
+static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
+                        uint64_t now, struct policy_actions *out)
 {
     int *order = p->scratch.admit_order;
     int n = waiter_order(p, g, now, order);
     bool blocked_seen = false;
 
+    gang_census(p);
     prepare_if_oversubscribed(p, g, gpu, out);
     for (int i = 0; i < n; i++) {
         int c = order[i];
@@ -281,6 +291,19 @@ void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
          * p->ranked first: without priorities no call on this path. */
         if (p->ranked && outranked(p, g, gpu, c, now)) {
             m->wait_reason = WAIT_PRIORITY;
+            continue;
+        }
+        /* Gangs age on their own (policy_gang.c): a wait for one holds
+         * nobody back here. A rank that does not fit gets room made as
+         * any waiter would: its gang is granted only once all fit. */
+        if (!gang_allows(p, gpu, c, now)) {
+            bool rank_without_room = gang_member(p, c) && !fits(p, g, gpu, c);
+            m->wait_reason = rank_without_room ? WAIT_MEMORY : WAIT_LOCK;
+            if (rank_without_room && !m->told_wait_mem)
+                tell_waits_for_memory(p, g, gpu, c, now, out);
+            if (rank_without_room && room_possible(p, g, gpu, c))
+                evict_for(p, g, gpu, c, m->footprint - occupied_bytes(m), now,
+                          out);
             continue;
         }
         bool ok_mode = compatible(p, g, c, now), ok_memory = fits(p, g, gpu, c);
@@ -307,6 +330,19 @@ void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
     }
 }
 
+void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
+           struct policy_actions *out)
+{
+    admit_queue(p, g, gpu, now, out);
+    if (!p->gangs_spanning)
+        return;
+    /* What freed gpu may have ended a gang's hold on others. */
+    for (int other = 0; other < p->n_gpus; other++)
+        if (other != gpu)
+            admit_queue(p, &p->gpus[other], other, now, out);
+    gang_admit(p, now, out);
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 void policy_request(struct policy *p, int gpu, int client, uint64_t now,
@@ -321,6 +357,8 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
     start_accruing(p, g, m->account, now);
     set_state(m, MEMBER_WAITING, now);
     m->wait_reason = WAIT_LOCK;
+    if (!m->requested)
+        gang_requested(p, gpu, client);
     if (m->cut_short) {
         memmove(&g->queue[1], &g->queue[0],
                 (size_t)g->n_waiting * sizeof(g->queue[0]));
@@ -391,17 +429,24 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
 void policy_leave(struct policy *p, int client, uint64_t now,
                   struct policy_actions *out)
 {
+    bool was_member[POLICY_MAX_GPUS] = {false};
+
+    /* Gone from every GPU before any admits: admission on one GPU may
+     * grant on others (gangs). */
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
-        if (!g->members[client].present)
+        if (!(was_member[gpu] = g->members[client].present))
             continue;
         roll_window(p, g, now);
         dequeue(g, client);
         if (running(&g->members[client]))
             end_hold(p, g, client, now);
         g->members[client].present = false;
-        admit(p, g, gpu, now, out);
     }
+    p->gang_of[client] = 0;
+    for (int gpu = 0; gpu < p->n_gpus; gpu++)
+        if (was_member[gpu])
+            admit(p, &p->gpus[gpu], gpu, now, out);
 }
 
 /* ---- ticks -------------------------------------------------------------- */
@@ -423,8 +468,8 @@ static const struct member *blocked_waiter(const struct policy *p,
     return NULL;
 }
 
-static void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
-                 struct policy_actions *out)
+void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
+          struct policy_actions *out)
 {
     struct member *m = &g->members[client];
 
@@ -679,6 +724,9 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
 
     const struct member *waiter = blocked_waiter(p, g, gpu, now);
     uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
+    gang_census(p);
+    if (!waiter && (waiter = gang_waiter(p, gpu)))
+        quantum = p->tq_ns;
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         if (!room_for(out, 2)) {
@@ -704,6 +752,9 @@ uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
         if (due)
             earliest(&next, due);
     }
+    uint64_t due = gang_drain(p, now, out);
+    if (due)
+        earliest(&next, due);
     return next;
 }
 

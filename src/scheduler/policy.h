@@ -6,7 +6,8 @@
  * to carry out. Unit tests drive it with
  * synthetic clocks; the daemon only feeds it events.
  *
- * Model (per GPU, each independent of the others):
+ * Model (per GPU, each independent of the others but for gangs, the
+ * multi-GPU jobs whose GPUs are granted together: policy_gang.c):
  *  - A running set of holders and a queue of waiters. Who may join the
  *    running set depends on the GPU's mode:
  *      serial      one holder at a time;
@@ -246,6 +247,15 @@ void policy_destroy(struct policy *p);
  * account. */
 void policy_join(struct policy *p, int gpu, int client, int account,
                  uint64_t now);
+
+/* The client belongs to gang (a multi-GPU job: 0 .. table_size - 1, the
+ * daemon numbers them; -1: none). Called before its joins. A gang whose
+ * members span several GPUs is granted all its GPUs together (see
+ * policy_gang.c); policy_leave forgets the client's gang. */
+void policy_set_gang(struct policy *p, int client, int gang);
+/* The client's gang while its members have asked for several GPUs (the
+ * GPUs it needs: a process registers every GPU it sees), else -1. */
+int policy_gang(const struct policy *p, int client);
 
 /* The client wants gpu. Grants at once if it is free and nobody waits. */
 void policy_request(struct policy *p, int gpu, int client, uint64_t now,

@@ -11,6 +11,7 @@
 
 struct member {
     bool present;      /* the client uses this GPU */
+    bool requested;    /* it asked for it at least once: its gang needs it */
     int account;       /* billed to; 0 .. table_size - 1 */
     uint8_t state;     /* enum member_state */
     uint8_t wait_reason;  /* enum wait_reason (protocol.h) while waiting */
@@ -83,6 +84,14 @@ struct policy_scratch {
     bool *waiting_counted;             /* waiting_budget() */
     bool *taking_part;                 /* roll_window() */
     uint64_t *budgets;                 /* roll_window() */
+    bool *gang_considered;             /* gang_admit() */
+};
+
+/* A gang as gang_census() last counted it (policy_gang.c). */
+struct gang {
+    uint32_t gpus;          /* bit per GPU its clients are members of */
+    int n_waiting, n_running, n_draining; /* members, over all GPUs */
+    uint64_t wait_since;    /* its earliest waiting member's request */
 };
 
 struct policy {
@@ -104,6 +113,12 @@ struct policy {
                                       normal or a floor: else priorities
                                       cost nothing */
     struct policy_scratch scratch;
+    int *gang_of;                  /* by client slot: gang + 1; 0 = none */
+    struct gang *gangs;            /* by gang number; gang_slots in use */
+    int gang_slots;
+    int gangs_spanning;            /* as the census counted, or 1 when a
+                                      first request may have made one: 0,
+                                      and gangs cost nothing */
     int n_gpus;
     struct gpu_sched gpus[POLICY_MAX_GPUS];
 };
@@ -158,6 +173,10 @@ static inline void earliest(uint64_t *next, uint64_t due)
 
 void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
            struct policy_actions *out);
+void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
+           struct policy_actions *out);
+void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
+          struct policy_actions *out);
 uint64_t held_total(const struct member *m, uint64_t now)
     __attribute__((pure));
 
@@ -242,6 +261,33 @@ bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
 uint64_t rank_change_due(const struct policy *p, const struct gpu_sched *g,
                          uint64_t now)
     __attribute__((pure));
+
+/* ---- policy_gang.c ------------------------------------------------------- */
+
+/* The client asked for gpu for the first time in its membership: its gang
+ * may now span GPUs. */
+void gang_requested(struct policy *p, int gpu, int client);
+/* Recounts the gangs from their members while any may span GPUs;
+ * gang_allows and gang_waiter read the latest count. */
+void gang_census(struct policy *p);
+/* Whether client may be admitted on gpu as far as gangs go: a member of a
+ * gang that goes together only while its gang holds; anyone else only
+ * where no gang holds or has waited its quantum. */
+bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
+    __attribute__((pure));
+/* Whether the client is a rank of a gang that goes together. */
+bool gang_member(const struct policy *p, int client)
+    __attribute__((pure));
+/* A waiting member of a gang that needs gpu and does not run, or NULL:
+ * gpu's runners rotate for it as for a waiter of their own. */
+const struct member *gang_waiter(const struct policy *p, int gpu)
+    __attribute__((pure));
+/* Grants the waiting gangs whose GPUs are all free, oldest wait first. */
+void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out);
+/* Drops every holder of a gang one of whose members was dropped, or whose
+ * quantum ended while others wait for a GPU it holds with no rank running
+ * there. Returns when it must be called again (0: no need). */
+uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out);
 
 #pragma GCC visibility pop
 

@@ -37,6 +37,7 @@ struct client {
     int n_gpus;
     int node_gpu[PROTO_MAX_GPUS]; /* client's GPU index -> node index, -1 */
     int account;
+    int gang;            /* its job's number (policy_set_gang) */
     bool oversubscribed; /* its device allocations are made managed */
     struct frame_reader *reader;
     uint64_t connected_at;  /* a slot is not held without registering */

@@ -172,7 +172,7 @@ def recv(c):
     body = c.recv(n, socket.MSG_WAITALL); return struct.unpack("<HH", body[:4])[1]
 def client(ns, pod, ctr, want_ok, oversub):
     c = socket.socket(socket.AF_UNIX); c.connect(os.path.join(sock_dir, "scheduler.sock"))
-    c.sendall(frame(1, struct.pack("<I", os.getpid()) + s(ns) + s(pod) + s(ctr) +
+    c.sendall(frame(1, struct.pack("<I", os.getpid()) + s(ns) + s(pod) + s(ctr) + s(b"") +
                     struct.pack("<QBBH", 0, 0, oversub, 1) + s(b"GPU-test-0") + b"\x00"))
     assert recv(c) == 2, "no REGISTER_OK"
     c.sendall(frame(5, struct.pack("<BIQQ", 0, 0, 0, 0)))

@@ -334,9 +334,9 @@ static int generate(void)
     int len;
     sample(&m, MSG_REGISTER, 0);
     len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver 2, type 2, pid 4, "default" 2+7, "pod" 2+3, "" 2, mem 8,
-     * then core_limit 1, oversub 1, GPU count 2 */
-    size_t core = 4 + 4 + 9 + 5 + 2 + 8;
+    /* body: ver 2, type 2, pid 4, "default" 2+7, "pod" 2+3, "" 2 (container),
+     * "" 2 (job), mem 8, then core_limit 1, oversub 1, GPU count 2 */
+    size_t core = 4 + 4 + 9 + 5 + 2 + 2 + 8;
     buf[4 + core] = 101;
     put_file("field-REGISTER-core-limit-101", buf + 4, (size_t)len - 4);
     buf[4 + core] = 50;
@@ -367,8 +367,8 @@ static int generate(void)
     put_file("field-CTL_STATUS_CLIENT-limit-source", buf + 4, (size_t)len - 4);
     buf[4 + st + 1 + 41] = LIMIT_DECLARED;
     /* wait_reason is followed by uid, pod_source, pod_uid, container_id,
-     * priority, priority_source and min_share */
-    size_t wait_reason = (size_t)len - 3 - (2 + strlen(m.u.client.container_id)) -
+     * priority, priority_source, min_share and gang */
+    size_t wait_reason = (size_t)len - 4 - 3 - (2 + strlen(m.u.client.container_id)) -
                          (2 + strlen(m.u.client.pod_uid)) - 1 - 4 - 1;
     buf[wait_reason] = WAIT_PRIORITY + 1;
     put_file("field-CTL_STATUS_CLIENT-wait-reason", buf + 4, (size_t)len - 4);

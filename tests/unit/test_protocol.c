@@ -522,6 +522,7 @@ static void bb_register_ov(struct bb *b, size_t ns_len, uint8_t core,
     bb_str_n(b, ns_len);
     bb_str_n(b, 3);
     bb_str_n(b, 0);
+    bb_str_n(b, 0); /* job_id */
     bb_u64(b, 0);
     bb_u8(b, core);
     bb_u8(b, oversub);
@@ -612,6 +613,7 @@ static void bb_status_client_mem(struct bb *b, uint8_t state, uint8_t core,
     bb_u8(b, PRIORITY_HIGH);   /* priority */
     bb_u8(b, LIMIT_RUNTIME);   /* priority_source */
     bb_u8(b, 10);              /* min_share */
+    bb_u32(b, 1);              /* gang */
 }
 
 static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,

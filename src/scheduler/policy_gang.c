@@ -1,0 +1,396 @@
+/* policy_gang.c - gang grants: the GPUs of a multi-GPU job go together.
+ *
+ * A data-parallel job runs one rank per GPU, and its collectives spin on
+ * every GPU until all ranks arrive. Locks taken GPU by GPU let job A hold
+ * GPU 0 and wait for GPU 1 while job B holds GPU 1 and waits for GPU 0:
+ * neither progresses, and a rank whose peer is gated burns its quantum.
+ * So the clients of a gang (a job: the daemon numbers them, see
+ * policy_set_gang) whose members span two GPUs or more are granted as one:
+ *  - All or none. A member's request waits until the gang is granted; the
+ *    gang is granted, in one decision, when none of its GPUs has a runner,
+ *    and then every waiting member on every GPU gets its lock at once, so
+ *    the job's quantum starts on all of them together.
+ *  - While any member runs, the gang holds all its GPUs: no other job is
+ *    admitted on them, and a member that asks later is granted at once.
+ *    A gang thus never holds part of what another waits for while waiting
+ *    itself: no circular wait.
+ *  - Preemption drains all ranks: once one member is dropped (its quantum
+ *    ended on one GPU, or it was revoked), every member is, and the gang's
+ *    GPUs go to others only when the last one has released. Where no rank
+ *    runs (one gave its GPU back), a client waiting there ends the gang's
+ *    quantum all the same, counted from its first rank's grant.
+ *  - Aging, as for memory waits: single-GPU clients may take a GPU a
+ *    waiting gang needs only until the gang has waited its quantum (the
+ *    TQ); after that its GPUs admit nobody who came after it, runners
+ *    there rotate as for any waiter, and the gang is granted when the
+ *    last one drains, unless a client that waited longer takes a GPU
+ *    first (it is admitted before gangs are considered).
+ *    Among gangs, the one that has waited longest goes first, and an aged
+ *    gang keeps its GPUs from younger ones. A gang its compute limit holds
+ *    back keeps nothing: it could not use it.
+ *  - Memory: the gang is granted once every waiting rank fits; a rank that
+ *    does not is told and gets idle clients evicted, as any waiter.
+ * A gang's GPUs are those its members have asked for (a process registers
+ * every GPU it sees, and may use one); a gang whose members all use one
+ * GPU is an ordinary set of clients.
+ *
+ * The gang table is a census of the members, taken where it is read, so
+ * that no other file keeps gang bookkeeping; it is not taken until a
+ * first request makes some gang span GPUs, so that scheduling without
+ * multi-GPU jobs costs what it did. */
+#include "policy_internal.h"
+
+#include <string.h>
+
+void policy_set_gang(struct policy *p, int client, int gang)
+{
+    p->gang_of[client] = gang + 1;
+    if (gang + 1 > p->gang_slots)
+        p->gang_slots = gang + 1;
+}
+
+int policy_gang(const struct policy *p, int client)
+{
+    int gang = p->gang_of[client];
+    uint32_t gpus = 0;
+
+    /* Counted here rather than read from the census, which only the
+     * decisions keep current. */
+    for (int gpu = 0; gang && gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int c = 0; c < g->slots; c++)
+            if (g->members[c].present && g->members[c].requested &&
+                p->gang_of[c] == gang) {
+                gpus |= 1u << gpu;
+                break;
+            }
+    }
+    return gpus & (gpus - 1) ? gang - 1 : -1;
+}
+
+/* Whether the gang spans several GPUs: only then does it go together. */
+static bool spans(const struct gang *gang)
+{
+    return gang->gpus & (gang->gpus - 1);
+}
+
+void gang_requested(struct policy *p, int gpu, int client)
+{
+    p->gpus[gpu].members[client].requested = true;
+    if (!p->gang_of[client] || p->gangs_spanning)
+        return;
+    for (int other = 0; other < p->n_gpus; other++) {
+        const struct gpu_sched *g = &p->gpus[other];
+        for (int c = 0; other != gpu && c < g->slots; c++)
+            if (g->members[c].present && g->members[c].requested &&
+                p->gang_of[c] == p->gang_of[client]) {
+                p->gangs_spanning = 1; /* the census counts them */
+                return;
+            }
+    }
+}
+
+/* Only a first request can make a gang span GPUs (gang_requested): until
+ * one does, the census is not taken. */
+void gang_census(struct policy *p)
+{
+    if (!p->gangs_spanning)
+        return;
+    memset(p->gangs, 0, (size_t)p->gang_slots * sizeof(p->gangs[0]));
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int c = 0; c < g->slots; c++) {
+            const struct member *m = &g->members[c];
+            if (!m->present || !p->gang_of[c])
+                continue;
+            struct gang *gang = &p->gangs[p->gang_of[c] - 1];
+            if (m->requested)
+                gang->gpus |= 1u << gpu;
+            if (m->state == MEMBER_WAITING) {
+                if (!gang->n_waiting || m->since < gang->wait_since)
+                    gang->wait_since = m->since;
+                gang->n_waiting++;
+            } else if (m->state == MEMBER_HOLDING) {
+                gang->n_running++;
+            } else if (m->state == MEMBER_DRAINING) {
+                gang->n_running++;
+                gang->n_draining++;
+            }
+        }
+    }
+    p->gangs_spanning = 0;
+    for (int i = 0; i < p->gang_slots; i++)
+        p->gangs_spanning += spans(&p->gangs[i]);
+}
+
+/* The client's gang if it goes together, else NULL. */
+static const struct gang *gang_of(const struct policy *p, int client)
+{
+    const struct gang *gang;
+
+    if (!p->gang_of[client])
+        return NULL;
+    gang = &p->gangs[p->gang_of[client] - 1];
+    return spans(gang) ? gang : NULL;
+}
+
+static bool aged(const struct policy *p, const struct gang *gang, uint64_t now)
+{
+    return gang->n_waiting && now - gang->wait_since >= p->tq_ns;
+}
+
+/* Whether a waiting rank of gang number i may not run for its compute
+ * limit: the gang could not use the GPUs it would keep. */
+static bool held_back(const struct policy *p, int i, uint64_t now)
+{
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int q = 0; q < g->n_waiting; q++) {
+            int c = g->queue[q];
+            if (p->gang_of[c] == i + 1 &&
+                spent(p, g, g->members[c].account, now))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Whether a gang keeps gpu from a client outside it that has waited since
+ * `since`: the gang runs there, or it has waited its quantum for it and
+ * longer than the client (first come, first served among the aged: a gang
+ * may not starve a single-GPU client either) and may run. */
+static bool reserved(const struct policy *p, int gpu, uint64_t since,
+                     uint64_t now)
+{
+    for (int i = 0; i < p->gang_slots; i++) {
+        const struct gang *gang = &p->gangs[i];
+        if (spans(gang) && (gang->gpus & (1u << gpu)) &&
+            (gang->n_running ||
+             (aged(p, gang, now) && gang->wait_since <= since &&
+              !held_back(p, i, now))))
+            return true;
+    }
+    return false;
+}
+
+bool gang_member(const struct policy *p, int client)
+{
+    return p->gangs_spanning && gang_of(p, client);
+}
+
+/* Whether only ranks of the client's gang run on gpu. */
+static bool only_mates_run(const struct policy *p, int gpu, int client)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+
+    for (int c = 0; c < g->slots && g->n_running; c++)
+        if (running(&g->members[c]) && p->gang_of[c] != p->gang_of[client])
+            return false;
+    return true;
+}
+
+bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
+{
+    const struct gang *gang;
+
+    if (!p->gangs_spanning)
+        return true;
+    gang = gang_of(p, client);
+    /* Someone else may still run on a GPU that a rank's first request
+     * has just added to its gang: it rotates out as for any waiter. */
+    if (gang)
+        return gang->n_running && !gang->n_draining &&
+               only_mates_run(p, gpu, client);
+    return !reserved(p, gpu, p->gpus[gpu].members[client].since, now);
+}
+
+const struct member *gang_waiter(const struct policy *p, int gpu)
+{
+    if (!p->gangs_spanning)
+        return NULL;
+    for (int i = 0; i < p->gang_slots; i++) {
+        const struct gang *gang = &p->gangs[i];
+        if (!spans(gang) || !(gang->gpus & (1u << gpu)) || gang->n_running ||
+            !gang->n_waiting)
+            continue;
+        /* Any waiting member stands for the gang: its GPU does not
+         * matter to the rotation, only that someone waits. */
+        for (int g = 0; g < p->n_gpus; g++)
+            for (int c = 0; c < p->gpus[g].slots; c++) {
+                const struct member *m = &p->gpus[g].members[c];
+                if (m->present && m->state == MEMBER_WAITING &&
+                    p->gang_of[c] == i + 1)
+                    return m;
+            }
+    }
+    return NULL;
+}
+
+/* Whether every waiting member of gang number i may be granted now: its
+ * account has budget and its memory fits. */
+static bool members_ready(const struct policy *p, int i, uint64_t now)
+{
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int q = 0; q < g->n_waiting; q++) {
+            int c = g->queue[q];
+            if (p->gang_of[c] == i + 1 &&
+                (spent(p, g, g->members[c].account, now) ||
+                 !fits(p, g, gpu, c)))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Grants every waiting member of gang number i, on every GPU. */
+static void grant_gang(struct policy *p, int i, uint64_t now,
+                       struct policy_actions *out)
+{
+    struct gang *gang = &p->gangs[i];
+
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        struct gpu_sched *g = &p->gpus[gpu];
+        for (int q = 0; q < g->n_waiting;) {
+            int c = g->queue[q];
+            if (p->gang_of[c] != i + 1) {
+                q++;
+                continue;
+            }
+            memmove(&g->queue[q], &g->queue[q + 1],
+                    (size_t)(g->n_waiting - q - 1) * sizeof(g->queue[0]));
+            g->n_waiting--;
+            grant(g, gpu, c, now, out);
+            gang->n_waiting--;
+            gang->n_running++;
+        }
+    }
+}
+
+void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out)
+{
+    uint32_t busy = 0, kept = 0;
+    bool *considered = p->scratch.gang_considered;
+
+    if (!p->gang_slots)
+        return;
+    gang_census(p);
+    if (!p->gangs_spanning)
+        return;
+    for (int gpu = 0; gpu < p->n_gpus; gpu++)
+        if (p->gpus[gpu].n_running)
+            busy |= 1u << gpu;
+    /* A running gang holds its GPUs where none of its ranks runs too. */
+    for (int i = 0; i < p->gang_slots; i++)
+        if (spans(&p->gangs[i]) && p->gangs[i].n_running)
+            busy |= p->gangs[i].gpus;
+    /* Oldest wait first; gangs are few, so a selection is enough. */
+    for (;;) {
+        int oldest = -1;
+        for (int i = 0; i < p->gang_slots; i++) {
+            const struct gang *gang = &p->gangs[i];
+            if (considered[i] || !spans(gang) || !gang->n_waiting ||
+                gang->n_running)
+                continue;
+            if (oldest < 0 || gang->wait_since < p->gangs[oldest].wait_since)
+                oldest = i;
+        }
+        if (oldest < 0)
+            break;
+        considered[oldest] = true;
+        struct gang *gang = &p->gangs[oldest];
+        if ((gang->gpus & (busy | kept)) || !members_ready(p, oldest, now)) {
+            if (aged(p, gang, now) && !held_back(p, oldest, now))
+                kept |= gang->gpus;
+            continue;
+        }
+        if (!room_for(out, 2 * gang->n_waiting)) {
+            out->truncated = true;
+            break;
+        }
+        grant_gang(p, oldest, now, out);
+        busy |= gang->gpus;
+    }
+    for (int i = 0; i < p->gang_slots; i++)
+        considered[i] = false;
+}
+
+/* Whether a client of another job waits on one of gang number i's GPUs. */
+static bool others_wait(const struct policy *p, int i)
+{
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        if (!(p->gangs[i].gpus & (1u << gpu)))
+            continue;
+        for (int q = 0; q < g->n_waiting; q++)
+            if (p->gang_of[g->queue[q]] != i + 1)
+                return true;
+    }
+    return false;
+}
+
+/* When the quantum of gang number i ends while others wait for its GPUs
+ * (0: they do not): from its first rank's grant. Each GPU's rotation ends
+ * it where a rank runs; this ends it where none does (a rank gave its GPU
+ * back, or was revoked), which the gang still holds. */
+static uint64_t gang_quantum_end(const struct policy *p, int i)
+{
+    uint64_t first = UINT64_MAX;
+
+    if (!others_wait(p, i))
+        return 0;
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int c = 0; c < g->slots; c++) {
+            const struct member *m = &g->members[c];
+            if (running(m) && p->gang_of[c] == i + 1 && m->granted_at < first)
+                first = m->granted_at;
+        }
+    }
+    /* A grant at 0 is a time like any other: the due time is never 0. */
+    return first == UINT64_MAX ? 0 : first + p->tq_ns;
+}
+
+uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
+{
+    uint64_t next = 0;
+
+    if (!p->gang_slots)
+        return 0;
+    gang_census(p);
+    if (!p->gangs_spanning)
+        return 0;
+    for (int i = 0; i < p->gang_slots; i++) {
+        struct gang *gang = &p->gangs[i];
+        if (!spans(gang) || !gang->n_running ||
+            gang->n_draining == gang->n_running)
+            continue;
+        if (!gang->n_draining) {
+            uint64_t due = gang_quantum_end(p, i);
+            if (!due)
+                continue;
+            if (now < due) {
+                earliest(&next, due);
+                continue;
+            }
+        }
+        for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+            struct gpu_sched *g = &p->gpus[gpu];
+            for (int c = 0; c < g->slots; c++) {
+                struct member *m = &g->members[c];
+                if (!m->present || m->state != MEMBER_HOLDING ||
+                    p->gang_of[c] != i + 1)
+                    continue;
+                if (!room_for(out, 1)) {
+                    out->truncated = true;
+                    return next;
+                }
+                drop(g, gpu, c, now, out);
+                gang->n_draining++;
+                /* Its drain deadline is judged by the next tick. */
+                earliest(&next, now + POLICY_DRAIN_QUIET_NS);
+            }
+        }
+    }
+    return next;
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Gang grants end to end on the fake driver with two GPUs: two data-parallel
+# jobs, each a rank per GPU (NVSHARE_JOB_ID names the job) whose ranks meet
+# at a barrier after every step (gang_rank: a stand-in for NCCL), and a
+# single-GPU job on GPU 0, at TQ 100 ms.
+#
+#  - No deadlock: every job progresses, every process ends on time.
+#  - Fair shares. Every job needs GPU 0, so each is owed a third of it: a
+#    job's progress is its step rate over its rate alone (same scheduler,
+#    same machine, at once), and its share is its progress over the sum of
+#    the three; each share is within 5 % of 1/3. The sum (how busy GPU 0
+#    is kept) is printed.
+#  - Status shows the gangs: the ranks of a job share a gang number, the
+#    two jobs have different ones, the single-GPU job none.
+# The same jobs without NVSHARE_JOB_ID (one lock per GPU, no gangs) run
+# beside them for comparison; their numbers are printed, not checked.
+#
+# usage: gangs_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR GANG_RANK NVSHARECTL
+set -euo pipefail
+SCHED=$1 LIB=$2 FAKE_DIR=$3 RANK=$4 CTL=$5
+source "$(dirname "$0")/lib.sh"
+UUID1=GPU-fa4e0000-0000-0000-0000-000000000001
+SECONDS_MEASURED=${GANGS_SECONDS:-20}
+
+for s in shared pergpu solo2 solo1; do
+    start_scheduler_in "$WORK/$s" NVSHARE_GPUS=$UUID:16384,$UUID1:16384 NVSHARE_TQ=100ms
+done
+await_schedulers "$WORK"/*/
+
+pids=()
+# rank SCENARIO JOB DEVICE RANKS [JOB_ID]: starts one rank.
+rank() {
+    local dir=$WORK/$1 job_env=()
+    [ -z "${5:-}" ] || job_env=(NVSHARE_JOB_ID="$5")
+    env "${job_env[@]}" NVSHARE_SOCK_DIR="$dir" FAKE_CUDA_DEVICES=2 \
+        LD_LIBRARY_PATH="$FAKE_DIR" LD_PRELOAD="$LIB" \
+        "$RANK" "$3" "$dir/$2.barrier" "$4" "$from" "$until" \
+        >"$dir/$2.$3.out" 2>"$dir/$2.$3.err" &
+    pids+=($!)
+    echo $! >"$dir/$2.$3.pid"
+}
+
+# A second of warm-up before the measurement: processes start one by one.
+from=$(( $(date +%s%N) + 1000000000 ))
+until=$(( from + SECONDS_MEASURED * 1000000000 ))
+for s in shared pergpu; do
+    [ $s = shared ] && a=job-a b=job-b || a="" b=""
+    rank $s a 0 2 "$a"; rank $s a 1 2 "$a"
+    rank $s b 0 2 "$b"; rank $s b 1 2 "$b"
+    rank $s s 0 1
+done
+rank solo2 a 0 2 job-a; rank solo2 a 1 2 job-a
+rank solo1 s 0 1
+
+# Status while they run, once every rank has asked for its GPU.
+sleep 3
+NVSHARE_SOCK_DIR=$WORK/shared "$CTL" status --json >"$WORK/status.json"
+python3 - "$WORK/status.json" "$(cat "$WORK/shared/a.0.pid")" "$(cat "$WORK/shared/a.1.pid")" \
+    "$(cat "$WORK/shared/b.0.pid")" "$(cat "$WORK/shared/b.1.pid")" "$(cat "$WORK/shared/s.0.pid")" <<'PY' \
+    || { echo "FAIL: status does not show the gangs"; exit 1; }
+import json, sys
+doc = json.load(open(sys.argv[1]))
+a0, a1, b0, b1, s = (int(x) for x in sys.argv[2:])
+gangs = {}
+for c in doc["clients"]:
+    gangs.setdefault(c["pid"], set()).add(c["gang"])
+print("  gangs by pid:", {pid: sorted(g, key=str) for pid, g in gangs.items()})
+one = lambda pid: gangs[pid].pop() if len(gangs[pid]) == 1 else "mixed"
+ga0, ga1, gb0, gb1, gs = one(a0), one(a1), one(b0), one(b1), one(s)
+assert ga0 == ga1 and isinstance(ga0, int), "job a's ranks"
+assert gb0 == gb1 and isinstance(gb0, int), "job b's ranks"
+assert ga0 != gb0, "two jobs, one gang"
+assert gs is None, "the single-GPU job is in a gang"
+PY
+echo "PASS: status shows each job's ranks in one gang, the single-GPU job in none"
+
+deadline=$(( until + 5000000000 ))
+for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null; do
+        [ "$(date +%s%N)" -lt $deadline ] || { echo "FAIL: a rank hangs"; exit 1; }
+        sleep 0.1
+    done
+    wait "$pid" || { echo "FAIL: a rank failed"; cat "$WORK"/*/*.err; exit 1; }
+done
+
+rate() { sed -n 's/.*rate=\([0-9.]*\).*/\1/p' "$1"; }
+solo2=$(rate "$WORK/solo2/a.0.out") solo1=$(rate "$WORK/solo1/s.0.out")
+echo "alone: a 2-GPU job $solo2 steps/s, the 1-GPU job $solo1 steps/s"
+failed=0
+for s in shared pergpu; do
+    # Progress: a job's rate over its rate alone (rank 0's steps: a step
+    # ends for both ranks at once).
+    pa=$(awk -v r="$(rate "$WORK/$s/a.0.out")" -v x="$solo2" 'BEGIN { print r / x }')
+    pb=$(awk -v r="$(rate "$WORK/$s/b.0.out")" -v x="$solo2" 'BEGIN { print r / x }')
+    ps=$(awk -v r="$(rate "$WORK/$s/s.0.out")" -v x="$solo1" 'BEGIN { print r / x }')
+    line=$(awk -v a="$pa" -v b="$pb" -v s="$ps" 'BEGIN {
+        t = a + b + s
+        printf "GPU 0 kept %.1f%% busy; shares a %.2f%% b %.2f%% single %.2f%% (fair 33.33%%)",
+               100 * t, 100 * a / t, 100 * b / t, 100 * s / t }')
+    ok=$(awk -v a="$pa" -v b="$pb" -v s="$ps" 'BEGIN {
+        t = a + b + s; f = t / 3
+        print (a >= 0.95 * f && a <= 1.05 * f && b >= 0.95 * f && b <= 1.05 * f &&
+               s >= 0.95 * f && s <= 1.05 * f && a > 0 && b > 0 && s > 0) }')
+    if [ $s = shared ]; then
+        echo "  gangs: $line"
+        [ "$ok" = 1 ] || failed=1
+    else
+        echo "  without gangs (one lock per GPU, not checked): $line"
+    fi
+done
+[ $failed = 0 ] || { echo "FAIL: a job's progress is not within 5 % of its fair share"; exit 1; }
+echo "PASS: two 2-GPU jobs and a 1-GPU job share two GPUs without deadlock, each within 5 % of its fair share"
