@@ -484,17 +484,23 @@ static int run_anti_thrash(const struct command *cmd, int argc, char **argv)
     return set_anti_thrash(cmd, argv[1]);
 }
 
-/* "none" removes a run-time limit (the pod falls back to the one it
- * declared); otherwise 1-100. */
-static int set_core_limit(const struct command *cmd, const char *subject,
-                          const char *text)
+/* A per-pod percentage: "none" removes the operator's setting (a lower
+ * limit the pod's processes declared still holds); otherwise 1-100. */
+static int set_percent(const struct command *cmd, uint16_t key, const char *what,
+                       const char *subject, const char *text)
 {
     char err[PARSE_ERR_LEN];
     long pct = 0;
 
     if (strcmp(text, "none") && parse_int_range(text, 1, 100, &pct, err))
-        return usage_error(cmd, "core limit: %s (1-100, or none)", err);
-    return apply(CTL_SET_CORE_LIMIT, (uint64_t)pct, subject);
+        return usage_error(cmd, "%s: %s (1-100, or none)", what, err);
+    return apply(key, (uint64_t)pct, subject);
+}
+
+static int set_core_limit(const struct command *cmd, const char *subject,
+                          const char *text)
+{
+    return set_percent(cmd, CTL_SET_CORE_LIMIT, "core limit", subject, text);
 }
 
 /* "none" removes a run-time quota; otherwise a size such as 4Gi. */
@@ -524,16 +530,10 @@ static int set_priority(const struct command *cmd, const char *subject,
     return apply(CTL_SET_PRIORITY, priority, subject);
 }
 
-/* "none" removes the floor; otherwise 1-100. */
 static int set_min_share(const struct command *cmd, const char *subject,
                          const char *text)
 {
-    char err[PARSE_ERR_LEN];
-    long pct = 0;
-
-    if (strcmp(text, "none") && parse_int_range(text, 1, 100, &pct, err))
-        return usage_error(cmd, "min share: %s (1-100, or none)", err);
-    return apply(CTL_SET_MIN_SHARE, (uint64_t)pct, subject);
+    return set_percent(cmd, CTL_SET_MIN_SHARE, "min share", subject, text);
 }
 
 /* set mode MODE [--gpu INDEX|UUID]: argv[0] is "set"; --gpu was taken out
