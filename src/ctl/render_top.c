@@ -121,6 +121,11 @@ static void client_row(struct screen *s, const struct ctl_status *st,
         return;
     ctl_pod_name_label(c->pod_namespace, c->pod_name, c->pod_uid, label,
                        sizeof(label));
+    /* A rank of a multi-GPU job: its GPUs go together. */
+    if (c->gang) {
+        size_t n = strlen(label);
+        snprintf(label + n, sizeof(label) - n, " [gang %" PRIu32 "]", c->gang - 1);
+    }
     pod = ctl_printable(label);
     why = c->state == CLIENT_WAITING && c->wait_reason != WAIT_NONE
               ? ctl_wait_reason_name(c->wait_reason) : "";

@@ -302,12 +302,32 @@ static struct pod_series *pod_series_list(const struct scheduler *s,
     return list;
 }
 
+/* Jobs spanning several GPUs now (gang numbers are below table_size). */
+static uint64_t gangs_count(const struct scheduler *s)
+{
+    uint64_t n = 0;
+    bool *seen = calloc((size_t)s->table_size, sizeof(*seen));
+
+    for (int i = 0; seen && i < s->table_size; i++) {
+        int gang = s->clients[i]->used ? policy_gang(s->policy, i) : -1;
+        if (gang >= 0 && gang < s->table_size && !seen[gang]) {
+            seen[gang] = true;
+            n++;
+        }
+    }
+    free(seen);
+    return n;
+}
+
 static void render_node(struct text *t, const struct scheduler *s)
 {
     const struct metrics_counters *m = &s->counters;
 
     family(t, "nvshare_clients", "gauge", "Registered clients.");
     sample_u64(t, "nvshare_clients", "", (uint64_t)clients_count(s));
+    family(t, "nvshare_gangs", "gauge",
+           "Jobs spanning several GPUs, whose GPUs are granted together.");
+    sample_u64(t, "nvshare_gangs", "", gangs_count(s));
     family(t, "nvshare_unregistered_connections", "gauge",
            "Connections that have not registered yet.");
     sample_u64(t, "nvshare_unregistered_connections", "", (uint64_t)clients_pending(s));
