@@ -219,6 +219,20 @@ static int watch_frame(FILE *frame, bool tty, uint64_t interval, bool first)
     return 0;
 }
 
+/* --interval of watch and top: a duration of at least 100ms. 0, or the
+ * usage error's exit code. */
+static int parse_interval(const struct command *cmd, const char *text,
+                          uint64_t *interval)
+{
+    char err[PARSE_ERR_LEN];
+
+    if (parse_duration_ns(text, interval, err))
+        return usage_error(cmd, "%s", err);
+    if (*interval < WATCH_MIN_INTERVAL_NS)
+        return usage_error(cmd, "interval '%s' is below the minimum of 100ms", text);
+    return 0;
+}
+
 static int run_watch(const struct command *cmd, int argc, char **argv)
 {
     uint64_t interval = 1000000000ull;
@@ -238,10 +252,8 @@ static int run_watch(const struct command *cmd, int argc, char **argv)
         if (got < 0)
             return usage_error(cmd, "option '%s' needs a value", argv[i]);
         if (got == 1) {
-            if (parse_duration_ns(v, &interval, err))
-                return usage_error(cmd, "%s", err);
-            if (interval < WATCH_MIN_INTERVAL_NS)
-                return usage_error(cmd, "interval '%s' is below the minimum of 100ms", v);
+            if ((got = parse_interval(cmd, v, &interval)))
+                return got;
         } else if (got == 2) {
             if (parse_int_range(v, 1, LONG_MAX, &count, err))
                 return usage_error(cmd, "invalid --count: %s", err);
@@ -396,10 +408,8 @@ static int run_top(const struct command *cmd, int argc, char **argv)
         if (got < 0)
             return usage_error(cmd, "option '%s' needs a value", argv[i]);
         if (got == 1) {
-            if (parse_duration_ns(v, &interval, err))
-                return usage_error(cmd, "%s", err);
-            if (interval < WATCH_MIN_INTERVAL_NS)
-                return usage_error(cmd, "interval '%s' is below the minimum of 100ms", v);
+            if ((got = parse_interval(cmd, v, &interval)))
+                return got;
         } else if (argv[i][0] == '-') {
             return usage_error(cmd, "unknown option '%s'", argv[i]);
         } else {

@@ -109,6 +109,9 @@ int account_attach(struct account *accounts, int n_accounts,
             emit(out, ACCOUNT_LIMITS, accounts, i);
         return i;
     }
+    /* A free account exists: there are as many as client slots, and this
+     * client is not billed to one yet. The bound only keeps a broken
+     * caller inside the table. */
     for (i = 0; i < n_accounts - 1 && accounts[i].refs; i++)
         ;
     struct account *a = &accounts[i];
