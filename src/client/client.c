@@ -46,6 +46,22 @@ static void copy_env(char *dst, size_t len, const char *name)
     snprintf(dst, len, "%s", value ? value : "");
 }
 
+/* A multi-GPU job's ranks must be one job to the scheduler (gang grants),
+ * or NCCL's collectives spin on a rank whose peer is gated. Launchers that
+ * start one process per GPU name their rendezvous in the environment, and
+ * only one job on a node can listen at an address and port: torchrun (and
+ * torch.distributed launched by hand) sets MASTER_ADDR and MASTER_PORT for
+ * every rank. Used when NVSHARE_JOB_ID is not set; the scheduler scopes a
+ * job to the uid, so naming another tenant's rendezvous joins nothing. */
+static void job_from_launcher(char *dst, size_t len)
+{
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+
+    if (env_int_range("WORLD_SIZE", 1, INT32_MAX, 1) > 1 && addr && *addr &&
+        port && *port)
+        snprintf(dst, len, "torch:%s:%s", addr, port);
+}
+
 static void read_settings(void)
 {
     struct client_settings *s = &settings;
@@ -74,6 +90,8 @@ static void read_settings(void)
     copy_env(s->container_name, sizeof(s->container_name),
              "NVSHARE_CONTAINER_NAME");
     copy_env(s->job_id, sizeof(s->job_id), "NVSHARE_JOB_ID");
+    if (!*s->job_id)
+        job_from_launcher(s->job_id, sizeof(s->job_id));
     if (*s->pod_name)
         snprintf(s->pod_label, sizeof(s->pod_label), "%.*s/%.*s",
                  PROTO_NAME_MAX - 1,

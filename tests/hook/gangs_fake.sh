@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Gang grants end to end on the fake driver with two GPUs: two data-parallel
-# jobs, each a rank per GPU (NVSHARE_JOB_ID names the job) whose ranks meet
+# jobs, each a rank per GPU whose ranks meet
 # at a barrier after every step (gang_rank: a stand-in for NCCL), and a
-# single-GPU job on GPU 0, at TQ 100 ms.
+# single-GPU job on GPU 0, at TQ 100 ms. Job a names itself with
+# NVSHARE_JOB_ID; job b's ranks carry only torchrun's environment
+# (MASTER_ADDR, MASTER_PORT, WORLD_SIZE), which makes them one job too.
 #
 #  - No deadlock: every job progresses, every process ends on time.
 #  - Fair shares. Every job needs GPU 0, so each is owed a third of it: a
@@ -12,7 +14,7 @@
 #    is kept) is printed.
 #  - Status shows the gangs: the ranks of a job share a gang number, the
 #    two jobs have different ones, the single-GPU job none.
-# The same jobs without NVSHARE_JOB_ID (one lock per GPU, no gangs) run
+# The same jobs named neither way (one lock per GPU, no gangs) run
 # beside them for comparison; their numbers are printed, not checked.
 #
 # usage: gangs_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR GANG_RANK NVSHARECTL
@@ -31,7 +33,11 @@ pids=()
 # rank SCENARIO JOB DEVICE RANKS [JOB_ID]: starts one rank.
 rank() {
     local dir=$WORK/$1 job_env=()
-    [ -z "${5:-}" ] || job_env=(NVSHARE_JOB_ID="$5")
+    case ${5:-} in
+    "") ;;
+    torch:*) job_env=(MASTER_ADDR=127.0.0.1 MASTER_PORT="${5#torch:}" WORLD_SIZE=2) ;;
+    *) job_env=(NVSHARE_JOB_ID="$5") ;;
+    esac
     env "${job_env[@]}" NVSHARE_SOCK_DIR="$dir" FAKE_CUDA_DEVICES=2 \
         LD_LIBRARY_PATH="$FAKE_DIR" LD_PRELOAD="$LIB" \
         "$RANK" "$3" "$dir/$2.barrier" "$4" "$from" "$until" \
@@ -44,7 +50,7 @@ rank() {
 from=$(( $(date +%s%N) + 1000000000 ))
 until=$(( from + SECONDS_MEASURED * 1000000000 ))
 for s in shared pergpu; do
-    [ $s = shared ] && a=job-a b=job-b || a="" b=""
+    [ $s = shared ] && a=job-a b=torch:29400 || a="" b=""
     rank $s a 0 2 "$a"; rank $s a 1 2 "$a"
     rank $s b 0 2 "$b"; rank $s b 1 2 "$b"
     rank $s s 0 1
