@@ -31,6 +31,7 @@ struct client_state client = {
     .beat = PTHREAD_COND_INITIALIZER,
     .fd = -1,
     .wake_fd = -1,
+    .catch_up_fd = -1,
     .oversub_env = -1,
 };
 
@@ -131,12 +132,14 @@ static void after_fork_in_child(void)
     pthread_cond_init(&client.changed, NULL);
     pthread_cond_init(&client.beat, NULL);
     client.beat_running = false;
-    client.drain.active = false;
+    gate_forget_drains_locked();
     if (client.fd >= 0)
         close(client.fd);
     if (client.wake_fd >= 0)
         close(client.wake_fd);
-    client.fd = client.wake_fd = -1;
+    if (client.catch_up_fd >= 0)
+        close(client.catch_up_fd);
+    client.fd = client.wake_fd = client.catch_up_fd = -1;
     client.started = client.connected = client.attempted = false;
     memset(client.gpus, 0, sizeof(client.gpus));
     for (int i = 0; i < NVSHARE_MAX_GPUS; i++)
@@ -186,12 +189,13 @@ int nvshare_client_start(const struct nvshare_client_config *config)
     if (!client.membarrier_ok)
         log_debug("membarrier unavailable: preemption uses a fence");
     client.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    client.catch_up_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     client.started = true;
     conn_observe(&memory_observer);
     memory_observer.connecting();
     gates_open_for_current_mode(); /* closed until the first attempt */
     pthread_once(&atfork_once, register_atfork);
-    if (client.wake_fd < 0 ||
+    if (client.wake_fd < 0 || client.catch_up_fd < 0 ||
         pthread_create(&client.thread, NULL, conn_thread, NULL) != 0) {
         log_error("cannot start the client thread: running unscheduled");
         client.started = false;
@@ -234,7 +238,8 @@ void nvshare_client_stop(void)
     if (client.fd >= 0)
         close(client.fd);
     close(client.wake_fd);
-    client.fd = client.wake_fd = -1;
+    close(client.catch_up_fd);
+    client.fd = client.wake_fd = client.catch_up_fd = -1;
     client.started = client.connected = false;
     for (int i = 0; i < NVSHARE_MAX_GPUS; i++)
         gate_set(i, true);

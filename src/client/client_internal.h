@@ -25,14 +25,15 @@ struct gpu_lock {
     bool swapped_out;      /* its memory went to the host on EVICT */
     uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
     uint64_t load_sent_at; /* 0: no report yet */
-};
-
-/* A drain after DROP_LOCK, which the drain beat announces (DRAINING). */
-struct drain_in_progress {
-    bool active;
-    int gpu;
-    uint32_t lease;
-    uint64_t serial; /* tells one drain from the next */
+    /* Giving the lock back after DROP_LOCK, which the drain beat announces
+     * (DRAINING) from drain_since on (0: not draining). */
+    uint64_t drain_since;
+    uint64_t beat_sent_at;
+    /* A gang rank's drain (see gate_agree_drain_point): DRAIN_POINT sent,
+     * DRAIN_TO not received yet; then, while catch_up_to[gpu] is set,
+     * launching up to the gang's drain point until catch_up_until. */
+    bool agreeing;
+    uint64_t catch_up_until;
 };
 
 struct client_state {
@@ -50,10 +51,10 @@ struct client_state {
     bool membarrier_ok;
     int fd;
     int wake_fd;      /* eventfd: stop request */
+    int catch_up_fd;  /* eventfd: a catch-up reached its drain point */
     pthread_t thread;
     pthread_t beat_thread;
     bool beat_running;
-    struct drain_in_progress drain;
     int n_gpus;
     char uuids[NVSHARE_MAX_GPUS][PROTO_UUID_MAX];
     struct gpu_lock gpus[NVSHARE_MAX_GPUS];
@@ -76,10 +77,24 @@ void gates_open_for_current_mode(void);
 uint64_t gate_submits_total(void);
 uint64_t gate_close_and_drain(int gpu, uint64_t *drained_at);
 void gate_release_lease(int gpu, uint32_t lease, const char *why);
+/* Gang drains (docs/protocol.md, Gang drains): on DROP_GANG_LOCK,
+ * closes the gate and answers DRAIN_POINT; on DRAIN_TO, drains at once or
+ * opens the gate until the point is reached; catch-ups that reached their
+ * point or ran out of time drain (the client thread calls it after every
+ * wake-up) and the time until the next one runs out (0: none). */
+void gate_agree_drain_point(int gpu, uint32_t lease);
+void gate_drain_to(int gpu, uint32_t lease, uint64_t collectives);
+uint64_t gate_finish_catch_ups(void);
+/* Forgets agreements and catch-ups in progress (the lock is gone); with
+ * client.mu held. */
+void gate_forget_drains_locked(void);
 /* The drain beat thread: DRAINING every DRAIN_BEAT_NS while a drain after
  * DROP_LOCK lasts, so that the scheduler tells a long drain from a stuck
  * process. Started and stopped with the client thread. */
 #define DRAIN_BEAT_NS 250000000ull /* 250 ms */
+/* How long a gang rank may run on to reach its gang's drain point: a
+ * training step, with room; past it the rank drains where it is. */
+#define CATCH_UP_MAX_NS 2000000000ull /* 2 s */
 void *gate_drain_beat(void *arg);
 
 /* connection.c: the client thread. */

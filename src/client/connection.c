@@ -1,7 +1,7 @@
 /* connection.c - the client thread: it owns the scheduler connection
  * (connecting and re-registering), reads the scheduler's messages, drains
- * on DROP_LOCK, gives idle GPUs back, reports load and runs the swap
- * callbacks. Memory messages and connection events go to the observer that
+ * on DROP_LOCK (a gang rank after agreeing where: gate.c), gives idle GPUs
+ * back, reports load and runs the swap callbacks. Memory messages and connection events go to the observer that
  * nvshare_client_start() attached (the memory ledger); this file knows
  * nothing else of it.
  *
@@ -73,6 +73,7 @@ static void forget_locks_locked(void)
         client.gpus[i].held = false;
         client.gpus[i].requested = false;
     }
+    gate_forget_drains_locked();
     gates_open_for_current_mode();
     pthread_cond_broadcast(&client.changed);
 }
@@ -409,6 +410,17 @@ static int handle_message(const struct msg *m)
             return -1;
         gate_release_lease(gpu, m->u.lock.lease, "preempted");
         return 0;
+    case MSG_DROP_GANG_LOCK:
+        if (gpu >= client.n_gpus)
+            return -1;
+        gate_agree_drain_point(gpu, m->u.lock.lease);
+        return 0;
+    case MSG_DRAIN_TO:
+        if (m->u.drain.gpu >= client.n_gpus)
+            return -1;
+        gate_drain_to(m->u.drain.gpu, m->u.drain.lease,
+                      m->u.drain.collectives);
+        return 0;
     case MSG_UPDATE_LIMIT:
     case MSG_MEM_GRANT:
     case MSG_MEM_RECLAIM:
@@ -477,8 +489,9 @@ void *conn_thread(void *arg)
     if (!reader)
         return NULL;
     for (;;) {
-        struct pollfd fds[2] = {{.fd = client.wake_fd, .events = POLLIN},
-                                {.fd = -1, .events = POLLIN}};
+        struct pollfd fds[3] = {{.fd = client.wake_fd, .events = POLLIN},
+                                {.fd = -1, .events = POLLIN},
+                                {.fd = client.catch_up_fd, .events = POLLIN}};
         uint64_t now = now_ns();
         int timeout_ms;
 
@@ -493,11 +506,19 @@ void *conn_thread(void *arg)
             uint64_t wait = next_connect > now ? next_connect - now : 0;
             timeout_ms = (int)(wait / NS_PER_MS) + 1;
         }
-        int rc = poll(fds, 2, timeout_ms);
+        uint64_t catch_up_left = gate_finish_catch_ups();
+        if (catch_up_left && catch_up_left / NS_PER_MS + 1 < (uint64_t)timeout_ms)
+            timeout_ms = (int)(catch_up_left / NS_PER_MS) + 1;
+        int rc = poll(fds, 3, timeout_ms);
         if (rc < 0 && errno != EINTR)
             break;
         if (fds[0].revents)
             break; /* nvshare_client_stop() */
+        if (fds[2].revents) {
+            uint64_t count;
+            if (read(client.catch_up_fd, &count, sizeof(count)) < 0)
+                log_debug("catch-up wake-up: %s", strerror(errno));
+        }
         if (fds[1].revents) {
             struct msg m;
             int got = frame_reader_fill(reader, client.fd);

@@ -185,23 +185,50 @@ uint64_t gate_close_and_drain(int gpu, uint64_t *drained_at)
     return *drained_at - start;
 }
 
-/* Gives gpu back under lease (if it is still the current lease). */
-void gate_release_lease(int gpu, uint32_t lease, const char *why)
+/* Collective submissions made on each GPU since the process started, and
+ * the count a gang rank catching up runs to (0: none); see
+ * nvshare_collective_submitted(). */
+static _Atomic uint64_t collectives[NVSHARE_MAX_GPUS];
+static _Atomic uint64_t catch_up_to[NVSHARE_MAX_GPUS];
+
+void nvshare_collective_submitted(int gpu)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    uint64_t n = atomic_fetch_add(&collectives[gpu], 1) + 1;
+    uint64_t target = atomic_load(&catch_up_to[gpu]);
+    if (__builtin_expect(target != 0 && n >= target, 0)) {
+        /* The drain point: nothing more goes in until the drain. */
+        uint64_t one = 1;
+        gate_set(gpu, false);
+        if (write(client.catch_up_fd, &one, sizeof(one)) != sizeof(one))
+            log_debug("cannot wake the client thread: it drains on its tick");
+    }
+}
+
+/* The first step of giving gpu back under lease: closes the gate, and the
+ * drain beat starts. False if lease is not the current one (we already
+ * released it). */
+static bool begin_release(int gpu, uint32_t lease)
 {
     pthread_mutex_lock(&client.mu);
-    bool current = client.gpus[gpu].held && client.gpus[gpu].lease == lease;
+    struct gpu_lock *g = &client.gpus[gpu];
+    bool current = g->held && g->lease == lease;
     if (current) {
         /* First thing: a process resumed after a stop may have lost the
          * lock long ago, and its threads run again from this moment. */
         gate_set(gpu, false);
-        client.drain = (struct drain_in_progress){true, gpu, lease,
-                                                  client.drain.serial + 1};
+        if (!g->drain_since)
+            g->drain_since = g->beat_sent_at = now_ns();
         pthread_cond_signal(&client.beat);
     }
     pthread_mutex_unlock(&client.mu);
-    if (!current)
-        return; /* stale: we already released it */
+    return current;
+}
 
+/* Drains gpu and tells the scheduler, if lease is still the current one. */
+static void finish_release(int gpu, uint32_t lease, const char *why)
+{
     uint64_t drained_at, drain_ns = gate_close_and_drain(gpu, &drained_at);
     /* The GPU idles from drained_at on: the pod is billed up to there, not
      * for the message's way to the scheduler. */
@@ -210,9 +237,11 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
                                .drain_ns = drain_ns, .at_ns = drained_at}};
 
     pthread_mutex_lock(&client.mu);
-    client.drain.active = false;
-    if (client.gpus[gpu].held && client.gpus[gpu].lease == lease) {
-        client.gpus[gpu].held = false;
+    struct gpu_lock *g = &client.gpus[gpu];
+    if (g->held && g->lease == lease) {
+        g->held = false;
+        g->drain_since = 0;
+        g->agreeing = false;
         conn_send_locked(&m);
         log_debug("released gpu %d (%s), drain %.3f ms", gpu, why,
                   (double)drain_ns / 1e6);
@@ -222,34 +251,140 @@ void gate_release_lease(int gpu, uint32_t lease, const char *why)
     pthread_mutex_unlock(&client.mu);
 }
 
+/* Gives gpu back under lease (if it is still the current lease). */
+void gate_release_lease(int gpu, uint32_t lease, const char *why)
+{
+    if (begin_release(gpu, lease))
+        finish_release(gpu, lease, why);
+}
+
+void gate_agree_drain_point(int gpu, uint32_t lease)
+{
+    if (!begin_release(gpu, lease))
+        return;
+    /* Once the submissions in flight have returned the count stands still
+     * (a collective is counted inside its submission). */
+    wait_inflight(gpu);
+    struct msg m = {.type = MSG_DRAIN_POINT,
+                    .u.drain = {.gpu = (uint8_t)gpu, .lease = lease,
+                                .collectives = atomic_load(&collectives[gpu])}};
+    pthread_mutex_lock(&client.mu);
+    struct gpu_lock *g = &client.gpus[gpu];
+    if (g->held && g->lease == lease) {
+        g->agreeing = true;
+        g->catch_up_until = now_ns() + CATCH_UP_MAX_NS;
+        conn_send_locked(&m);
+    }
+    pthread_mutex_unlock(&client.mu);
+}
+
+void gate_drain_to(int gpu, uint32_t lease, uint64_t target)
+{
+    pthread_mutex_lock(&client.mu);
+    struct gpu_lock *g = &client.gpus[gpu];
+    if (!g->held || g->lease != lease || !g->agreeing) {
+        pthread_mutex_unlock(&client.mu);
+        return;
+    }
+    g->agreeing = false;
+    uint64_t launched = atomic_load(&collectives[gpu]);
+    if (launched < target) {
+        /* Behind the gang: run on until our collective number target is
+         * launched, or peers' collectives queued up to it never end. */
+        log_debug("gpu %d: launching collectives %llu to %llu before the "
+                  "drain", gpu, (unsigned long long)launched + 1,
+                  (unsigned long long)target);
+        atomic_store(&catch_up_to[gpu], target);
+        g->catch_up_until = now_ns() + CATCH_UP_MAX_NS;
+        gate_set(gpu, true);
+        pthread_cond_broadcast(&client.changed);
+    }
+    pthread_mutex_unlock(&client.mu);
+    if (launched >= target)
+        finish_release(gpu, lease, "preempted");
+}
+
+uint64_t gate_finish_catch_ups(void)
+{
+    uint64_t now = now_ns(), next = 0;
+
+    for (int gpu = 0; gpu < client.n_gpus; gpu++) {
+        uint64_t target = atomic_load(&catch_up_to[gpu]);
+        pthread_mutex_lock(&client.mu);
+        struct gpu_lock *g = &client.gpus[gpu];
+        if (!target && !g->agreeing) {
+            pthread_mutex_unlock(&client.mu);
+            continue;
+        }
+        uint32_t lease = g->lease;
+        bool reached = target && atomic_load(&collectives[gpu]) >= target;
+        bool late = now >= g->catch_up_until;
+        if (reached || late) {
+            atomic_store(&catch_up_to[gpu], 0);
+            g->agreeing = false;
+        } else if (!next || g->catch_up_until < next) {
+            next = g->catch_up_until;
+        }
+        pthread_mutex_unlock(&client.mu);
+        /* Revoked meanwhile, say: never wait for the scheduler for ever
+         * with the gate shut. */
+        if (late && !reached)
+            log_warn("gpu %d: %s in %llu s: draining where it stands", gpu,
+                     target ? "the collective where the gang agreed to stop "
+                              "was not launched"
+                            : "the scheduler named no drain point",
+                     (unsigned long long)(CATCH_UP_MAX_NS / NS_PER_SEC));
+        if (reached || late)
+            finish_release(gpu, lease, "preempted");
+    }
+    return next ? next - now : 0;
+}
+
+void gate_forget_drains_locked(void)
+{
+    for (int gpu = 0; gpu < NVSHARE_MAX_GPUS; gpu++) {
+        atomic_store(&catch_up_to[gpu], 0);
+        client.gpus[gpu].agreeing = false;
+        client.gpus[gpu].drain_since = 0;
+    }
+}
+
 void *gate_drain_beat(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&client.mu);
     while (client.beat_running) {
-        if (!client.drain.active) {
+        uint64_t now = now_ns(), due = 0;
+        for (int gpu = 0; gpu < client.n_gpus; gpu++) {
+            struct gpu_lock *g = &client.gpus[gpu];
+            if (!g->drain_since)
+                continue;
+            if (now - g->beat_sent_at >= DRAIN_BEAT_NS) {
+                struct msg m = {.type = MSG_DRAINING,
+                                .u.lock = {.gpu = (uint8_t)gpu,
+                                           .lease = g->lease}};
+                conn_send_locked(&m);
+                g->beat_sent_at = now;
+            }
+            if (!due || g->beat_sent_at + DRAIN_BEAT_NS < due)
+                due = g->beat_sent_at + DRAIN_BEAT_NS;
+        }
+        if (!due) {
             pthread_cond_wait(&client.beat, &client.mu);
             continue;
         }
-        uint64_t serial = client.drain.serial;
-        struct timespec due;
-        clock_gettime(CLOCK_REALTIME, &due);
-        due.tv_nsec += (long)DRAIN_BEAT_NS;
-        if (due.tv_nsec >= 1000000000L) {
-            due.tv_sec++;
-            due.tv_nsec -= 1000000000L;
+        /* CLOCK_REALTIME for the condition variable: only the length of
+         * the wait matters. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t wait = due - now;
+        until.tv_sec += (time_t)(wait / NS_PER_SEC);
+        until.tv_nsec += (long)(wait % NS_PER_SEC);
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
         }
-        while (client.beat_running && client.drain.active &&
-               client.drain.serial == serial &&
-               pthread_cond_timedwait(&client.beat, &client.mu, &due) == 0)
-            ;
-        if (client.beat_running && client.drain.active &&
-            client.drain.serial == serial) {
-            struct msg m = {.type = MSG_DRAINING,
-                            .u.lock = {.gpu = (uint8_t)client.drain.gpu,
-                                       .lease = client.drain.lease}};
-            conn_send_locked(&m);
-        }
+        pthread_cond_timedwait(&client.beat, &client.mu, &until);
     }
     pthread_mutex_unlock(&client.mu);
     return NULL;

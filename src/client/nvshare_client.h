@@ -117,6 +117,14 @@ static inline void nvshare_submit_end(void)
     nvshare_self->inflight_gpu = 0;
 }
 
+/* Call after each collective submission on gpu (an NCCL kernel: one that
+ * completes only once every rank of its job has made its own), before
+ * nvshare_submit_end(). The client counts them: when a gang is preempted
+ * its ranks agree to stop after the same collective, so that no drain
+ * waits for a peer that the gate holds back (docs/protocol.md, Gang
+ * drains). An atomic add and load. */
+void nvshare_collective_submitted(int gpu);
+
 /* ---- slow path and introspection ------------------------------------- */
 
 /* Gives gpu back now if it is held (e.g. the application went idle). Waits

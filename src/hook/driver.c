@@ -89,6 +89,8 @@ static const struct {
     {offsetof(struct hook_driver, mem_free_host), "cuMemFreeHost", NULL},
     {offsetof(struct hook_driver, mem_discard_batch), "cuMemDiscardBatchAsync",
      NULL},
+    {offsetof(struct hook_driver, func_get_name), "cuFuncGetName", NULL},
+    {offsetof(struct hook_driver, kernel_get_name), "cuKernelGetName", NULL},
 };
 _Static_assert(sizeof(helper_names) / sizeof(helper_names[0]) ==
                    sizeof(struct hook_driver) / sizeof(void *),

@@ -9,6 +9,8 @@
  *   context.c       context wrappers: current GPU per thread, drain
  *   gating.c        starting the nvshare client with this process's GPUs
  *   backlog.c       bounding the GPU work a thread may have queued
+ *   collectives.c   which kernels are collectives (NCCL's), counted for
+ *                   gang drains
  *   memory.c        the memory quota: claims around allocations, the map
  *                   of what each live allocation was charged
  *   memory_pools.c  stream-ordered pools and graph memory: charged by what
@@ -104,6 +106,10 @@ struct hook_driver {
     __typeof__(&cuMemHostAlloc) mem_host_alloc;
     __typeof__(&cuMemFreeHost) mem_free_host;
     __typeof__(&cuMemDiscardBatchAsync) mem_discard_batch;
+    /* collectives.c: kernel names (CUDA 12.3+; declared here, as older
+     * headers lack them) */
+    CUresult (*func_get_name)(const char **name, CUfunction f);
+    CUresult (*kernel_get_name)(const char **name, void *kernel);
 };
 /* Loads the driver once; NULL if libcuda.so.1 cannot be loaded. */
 const struct hook_driver *hook_driver(void);
@@ -134,6 +140,12 @@ static inline int hook_submit_gpu(void)
         state = hook_gating_start();
     return state == HOOK_GATING_ON ? hook_current_gpu : -1;
 }
+
+/* ---- collectives.c ------------------------------------------------------ */
+
+/* After kernel f was launched on gpu, while the submission is in flight:
+ * counts it if it is a collective (nvshare_collective_submitted). */
+void hook_kernel_launched(int gpu, CUfunction f);
 
 /* ---- context.c ---------------------------------------------------------- */
 
@@ -321,6 +333,7 @@ void mem_graph_after_trim(const struct mem_free *f);
 #define MEM_DECLARE_FREE(e, params) struct mem_free mem_free_##e params;
 #define MEM_DECLARE_INFO(e, params) void mem_view_##e params;
 #define MEM_DECLARE_SUBMIT(e, params)
+#define MEM_DECLARE_KERNEL(e, params)
 #define MEM_DECLARE_SUBMIT_SYNC(e, params)
 #define MEM_DECLARE_SYNC(e, params)
 #define MEM_DECLARE_OTHER(e, params)

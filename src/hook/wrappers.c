@@ -3,7 +3,8 @@
  * Submissions (SUBMIT, SUBMIT_SYNC) are bracketed by nvshare_submit_begin/
  * end on the GPU of the calling thread's current context, which context.c
  * keeps in a thread-local so the hot path makes no driver call to find it.
- * Stream submissions then tick the backlog counter (backlog.c).
+ * Stream submissions then tick the backlog counter (backlog.c); kernel
+ * launches are also counted if they are collectives (collectives.c).
  *
  * Allocations (ALLOC) charge the memory quota before the driver is called
  * and never reach it when the quota refuses; what differs between paths
@@ -21,7 +22,7 @@
         return HOOK_CALL_REAL(e, args);                                        \
     }
 
-#define WRAP_GATED(e, params, args, after_submit)                              \
+#define WRAP_GATED(e, params, args, in_flight, after_submit)                   \
     HOOK_EXPORT CUresult e params                                              \
     {                                                                          \
         __typeof__(&e) real = HOOK_REAL(e);                                    \
@@ -36,6 +37,7 @@
             return real args;                                                  \
         nvshare_submit_begin(gpu);                                             \
         rc = real args;                                                        \
+        in_flight;                                                             \
         nvshare_submit_end();                                                  \
         hook_count(&hook_stat_gated[NVSHARE_ID_##e], 1);                       \
         after_submit;                                                          \
@@ -43,9 +45,15 @@
     }
 
 #define WRAP_SUBMIT(e, pt, stream, params, args)                               \
-    WRAP_GATED(e, params, args, hook_backlog_tick(stream, pt))
+    WRAP_GATED(e, params, args, (void)0, hook_backlog_tick(stream, pt))
+/* A collective is counted before the submission ends, so that a drain point
+ * taken once the submissions in flight have returned includes it. */
+#define WRAP_KERNEL(e, pt, stream, params, args)                               \
+    WRAP_GATED(e, params, args,                                                \
+               if (rc == CUDA_SUCCESS) hook_kernel_launched(gpu, f),           \
+               hook_backlog_tick(stream, pt))
 #define WRAP_SUBMIT_SYNC(e, pt, stream, params, args)                          \
-    WRAP_GATED(e, params, args, (void)0)
+    WRAP_GATED(e, params, args, (void)0, (void)0)
 #define WRAP_ALLOC(e, pt, stream, params, args)                                \
     HOOK_EXPORT CUresult e params                                              \
     {                                                                          \

@@ -124,10 +124,22 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             log_debug("gpu %d: %slease %u %s client %llu", a->gpu,
                       grant ? "" : "drop ", a->lease, grant ? "to" : "of",
                       (unsigned long long)c->id);
-            m.type = grant ? MSG_LOCK_OK : MSG_DROP_LOCK;
+            /* A gang's ranks agree where to stop (policy_drain_point). */
+            m.type = grant ? MSG_LOCK_OK
+                     : policy_gang(s->policy, a->client) >= 0
+                         ? MSG_DROP_GANG_LOCK
+                         : MSG_DROP_LOCK;
             send_or_doom(c, &m);
             break;
         }
+        case ACTION_DRAIN_TO:
+            log_debug("gpu %d: client %llu drains after collective %llu",
+                      a->gpu, (unsigned long long)c->id,
+                      (unsigned long long)a->collectives);
+            m = (struct msg){.type = MSG_DRAIN_TO};
+            m.u.drain = (struct msg_drain){gpu, a->lease, a->collectives};
+            send_or_doom(c, &m);
+            break;
         case ACTION_REVOKE:
             log_warn("gpu %d: client %llu (pid %d, pod %s) %s: lock revoked",
                      a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c),
@@ -594,6 +606,9 @@ static int message_gpu(const struct client *c, const struct msg *m)
     case MSG_DRAINING:
         index = m->u.lock.gpu;
         break;
+    case MSG_DRAIN_POINT:
+        index = m->u.drain.gpu;
+        break;
     case MSG_SWAPPED:
         index = m->u.swap.gpu;
         break;
@@ -632,6 +647,13 @@ static int handle_message(struct scheduler *s, struct client *c,
         return 0;
     case MSG_DRAINING:
         policy_draining(s->policy, gpu, slot, m->u.lock.lease, now_ns());
+        return 0;
+    case MSG_DRAIN_POINT:
+        log_debug("gpu %d: client %llu stopped after collective %llu", gpu,
+                  (unsigned long long)c->id,
+                  (unsigned long long)m->u.drain.collectives);
+        policy_drain_point(s->policy, gpu, slot, m->u.drain.lease,
+                           m->u.drain.collectives, out);
         return 0;
     case MSG_REQ_LOCK:
         log_debug("gpu %d: client %llu requests the lock", gpu,

@@ -476,6 +476,7 @@ void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
     set_state(m, MEMBER_DRAINING, now);
     m->drop_sent_at = now;
     m->draining_heard_at = 0;
+    m->pointed = m->drain_to_sent = false;
     g->stats[m->account].preemptions++;
     emit(out, ACTION_DROP, gpu, client, m->lease);
 }

@@ -199,6 +199,8 @@ enum action_kind {
     ACTION_MEM_AVAILABLE, /* tell client it no longer does (before GRANT) */
     ACTION_EVICT,         /* ask client to swap its memory out */
     ACTION_PREPARE_SWAP,  /* ask client to get ready for an EVICT */
+    ACTION_DRAIN_TO,      /* tell a gang rank to launch up to collectives,
+                             then drain */
 };
 
 struct policy_action {
@@ -209,6 +211,7 @@ struct policy_action {
     struct {
         uint64_t need, free, limit, wait_ns;
     } mem; /* WAIT_FOR_MEM; MEM_AVAILABLE: wait_ns = time waited */
+    uint64_t collectives; /* DRAIN_TO */
 };
 
 /* One call emits at most three actions per client and GPU it touches, plus
@@ -278,6 +281,15 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
  * long, not stuck, so it may take up to the drain timeout. */
 void policy_draining(struct policy *p, int gpu, int client, uint32_t lease,
                      uint64_t now);
+
+/* A rank of a gang (policy_gang() >= 0 when it was dropped: its DROP
+ * asked it to agree) closed its gate on gpu under lease, having launched
+ * `collectives` collective kernels there. Once every dropped rank of the
+ * gang has said so, and none runs undropped, each is told the highest
+ * count (DRAIN_TO): the ranks behind launch up to it, then all drain, so
+ * that no collective waits for a peer held at its gate. */
+void policy_drain_point(struct policy *p, int gpu, int client, uint32_t lease,
+                        uint64_t collectives, struct policy_actions *out);
 
 /* The client's process cannot answer (the daemon saw it stopped): if it
  * runs on gpu it loses it now. A holder is sent DROP first, so that the

@@ -28,6 +28,11 @@
  *    Among gangs, the one that has waited longest goes first, and an aged
  *    gang keeps its GPUs from younger ones. A gang its compute limit holds
  *    back keeps nothing: it could not use it.
+ *  - A drain point: a rank stopped just before a collective would leave
+ *    its peers' collectives spinning, and their drains with them. Dropped
+ *    ranks report how many collectives they launched; once all have, each
+ *    is told the highest count, and the ranks behind launch up to it
+ *    before they drain (policy_drain_point).
  *  - Memory: the gang is granted once every waiting rank fits; a rank that
  *    does not is told and gets idle clients evicted, as any waiter.
  * A gang's GPUs are those its members have asked for (a process registers
@@ -351,6 +356,49 @@ static uint64_t gang_quantum_end(const struct policy *p, int i)
     return first == UINT64_MAX ? 0 : first + p->tq_ns;
 }
 
+/* Tells every dropped rank of gang number i the drain point once all of
+ * them have reported theirs and none runs undropped (the next tick drops
+ * it, and it reports too). A rank that waits or went idle has no
+ * collective queued that its peers could be missing; a revoked one no
+ * longer counts. */
+static void settle_drain_point(struct policy *p, int i,
+                               struct policy_actions *out)
+{
+    uint64_t point = 0;
+    int untold = 0;
+
+    for (int gpu = 0; gpu < p->n_gpus; gpu++)
+        for (int c = 0; c < p->gpus[gpu].slots; c++) {
+            const struct member *rank = &p->gpus[gpu].members[c];
+            if (!rank->present || p->gang_of[c] != i + 1)
+                continue;
+            if (rank->state == MEMBER_HOLDING ||
+                (rank->state == MEMBER_DRAINING && !rank->pointed))
+                return;
+            if (rank->state == MEMBER_DRAINING) {
+                if (rank->drain_point > point)
+                    point = rank->drain_point;
+                untold += !rank->drain_to_sent;
+            }
+        }
+    if (!untold)
+        return;
+    if (!room_for(out, untold)) {
+        out->truncated = true;
+        return;
+    }
+    for (int gpu = 0; gpu < p->n_gpus; gpu++)
+        for (int c = 0; c < p->gpus[gpu].slots; c++) {
+            struct member *rank = &p->gpus[gpu].members[c];
+            if (rank->present && p->gang_of[c] == i + 1 &&
+                rank->state == MEMBER_DRAINING && !rank->drain_to_sent) {
+                rank->drain_to_sent = true;
+                emit(out, ACTION_DRAIN_TO, gpu, c, rank->lease)->collectives =
+                    point;
+            }
+        }
+}
+
 uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
 {
     uint64_t next = 0;
@@ -362,9 +410,14 @@ uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
         return 0;
     for (int i = 0; i < p->gang_slots; i++) {
         struct gang *gang = &p->gangs[i];
-        if (!spans(gang) || !gang->n_running ||
-            gang->n_draining == gang->n_running)
+        if (!spans(gang) || !gang->n_running)
             continue;
+        if (gang->n_draining == gang->n_running) {
+            /* A rank that left the drain without reporting (revoked, gone)
+             * may be all the others waited for. */
+            settle_drain_point(p, i, out);
+            continue;
+        }
         if (!gang->n_draining) {
             uint64_t due = gang_quantum_end(p, i);
             if (!due)
@@ -393,4 +446,18 @@ uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
         }
     }
     return next;
+}
+
+void policy_drain_point(struct policy *p, int gpu, int client, uint32_t lease,
+                        uint64_t collectives, struct policy_actions *out)
+{
+    struct member *m = &p->gpus[gpu].members[client];
+
+    if (!m->present || m->state != MEMBER_DRAINING || m->lease != lease ||
+        m->pointed)
+        return;
+    m->pointed = true;
+    m->drain_point = collectives;
+    if (p->gang_of[client])
+        settle_drain_point(p, p->gang_of[client] - 1, out);
 }

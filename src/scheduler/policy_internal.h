@@ -30,6 +30,10 @@ struct member {
     uint64_t recent_preempt_ns[POLICY_DRAIN_HISTORY]; /* the latest, ring */
     uint8_t n_recent_preempts;
     uint64_t draining_heard_at; /* its latest DRAINING; 0: none since DROP */
+    /* A gang rank's drain point (policy_drain_point), since its DROP. */
+    bool pointed;
+    bool drain_to_sent;
+    uint64_t drain_point;
     bool cut_short;        /* dropped before its quantum to make room for
                               limited pods: its next request goes first */
     uint64_t quantum_used_ns; /* of its quantum, before it was cut short */

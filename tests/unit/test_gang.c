@@ -157,6 +157,64 @@ static void test_rank_dropped_alone_drops_the_gang(void **unused)
     assert_int_equal(count(ACTION_DROP, 0, 0), 1);
 }
 
+static uint64_t drain_to(int gpu, int client)
+{
+    for (int i = 0; i < out.n; i++)
+        if (out.list[i].kind == ACTION_DRAIN_TO && out.list[i].gpu == gpu &&
+            out.list[i].client == client)
+            return out.list[i].collectives;
+    return 0;
+}
+
+static void drain_point(int gpu, int client, uint64_t collectives)
+{
+    policy_actions_clear(&out);
+    policy_drain_point(&p, gpu, client, p.gpus[gpu].members[client].lease,
+                       collectives, &out);
+}
+
+static void test_ranks_agree_on_the_furthest_drain_point(void **unused)
+{
+    (void)unused;
+    request(0, 0, 0);
+    request(1, 1, 0);
+    request(0, 5, 1 * MS);
+    tick(TQ);
+    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
+    /* Rank 1 launched one collective more than rank 0 before its gate
+     * closed: nobody drains until both have said where they stand, then
+     * both are told the furthest point, once. */
+    drain_point(1, 1, 8);
+    assert_int_equal(out.n, 0);
+    drain_point(0, 0, 7);
+    assert_int_equal(drain_to(0, 0), 8);
+    assert_int_equal(drain_to(1, 1), 8);
+    assert_int_equal(out.n, 2);
+    drain_point(0, 0, 7); /* a duplicate changes nothing */
+    assert_int_equal(out.n, 0);
+    release(0, 0, TQ + 2 * MS);
+    release(1, 1, TQ + 3 * MS);
+    assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
+}
+
+static void test_revoked_rank_does_not_block_the_agreement(void **unused)
+{
+    (void)unused;
+    request(0, 0, 0);
+    request(1, 1, 0);
+    request(0, 5, 1 * MS);
+    tick(TQ);
+    drain_point(0, 0, 3);
+    assert_int_equal(out.n, 0);
+    /* Rank 0 says it drains on, rank 1 is silent: once rank 1 is revoked
+     * (after a second), rank 0 is told. */
+    policy_draining(&p, 0, 0, p.gpus[0].members[0].lease, TQ + 900 * MS);
+    tick(TQ + SEC + 1 * MS);
+    assert_int_equal(count(ACTION_REVOKE, 1, 1), 1);
+    assert_int_equal(state(0, 0), MEMBER_DRAINING);
+    assert_int_equal(drain_to(0, 0), 3);
+}
+
 /* A gang keeps a GPU on which its rank gave the lock back; a client that
  * waits for that GPU ends the gang's quantum all the same, though no rank
  * runs there for the GPU's own rotation to drop. */
@@ -475,6 +533,10 @@ int main(void)
         cmocka_unit_test_setup(test_crossed_requests_cannot_deadlock, setup),
         cmocka_unit_test_setup(test_preemption_drains_every_rank_first, setup),
         cmocka_unit_test_setup(test_rank_dropped_alone_drops_the_gang, setup),
+        cmocka_unit_test_setup(test_ranks_agree_on_the_furthest_drain_point,
+                               setup),
+        cmocka_unit_test_setup(test_revoked_rank_does_not_block_the_agreement,
+                               setup),
         cmocka_unit_test_setup(test_idle_rank_does_not_keep_its_gpu_forever,
                                setup),
         cmocka_unit_test_setup(test_throttled_gang_keeps_no_gpu, setup),

@@ -51,6 +51,7 @@ static const char *kind_name(enum action_kind k)
     case ACTION_MEM_AVAILABLE: return "MEM_AVAILABLE";
     case ACTION_EVICT: return "EVICT";
     case ACTION_PREPARE_SWAP: return "PREPARE_SWAP";
+    case ACTION_DRAIN_TO: return "DRAIN_TO";
     }
     return "?";
 }
@@ -1321,6 +1322,9 @@ static void check_memory_invariants(struct rnd *r, bool after_tick,
             break;
         case ACTION_REVOKE:
             assert_false(policy_is_running(&p, 0, a->client));
+            break;
+        case ACTION_DRAIN_TO:
+            fail_msg("DRAIN_TO without gangs (client %d)", a->client);
             break;
         }
     }

@@ -907,7 +907,7 @@ static void test_unknown_type(void **state)
 {
     /* MSG_PREPARE_SWAP + 1 (33) is the first unused client-socket number */
     static const uint16_t bad[] = {
-        0, MSG_DRAINING + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_PREPARE_SWAP + 1,
+        0, MSG_DRAIN_TO + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_PREPARE_SWAP + 1,
         99, MSG_CTL_STATUS_UNHOOKED + 1, 0x0101, 0xffff,
     };
     struct bb b;
