@@ -290,7 +290,8 @@ bool nvshare_mem_view(int gpu, uint64_t *quota, uint64_t *used)
         return false;
     uint64_t static_limit = client_settings()->memory_limit;
     pthread_mutex_lock(&ledger.mu);
-    const struct gpu_ledger *g = &ledger.gpus[gpu];
+    struct gpu_ledger *g = &ledger.gpus[gpu];
+    await_arbitration(g);
     *quota = g->arbitrated ? g->quota : static_limit;
     /* Our own credit is free memory for us, so it is not "used". */
     *used = (g->arbitrated ? g->others_held : 0) + g->allocated;

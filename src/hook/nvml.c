@@ -5,7 +5,7 @@
  * queries; they are also exported for programs linked to NVML. Each calls
  * the real function (libnvidia-ml.so.1, found loaded or loaded here), then,
  * if the device is one of this process's CUDA GPUs (matched by UUID) and has
- * a quota, reports total = the quota, used = the pod's usage and free =
+ * a quota (the scheduler's answer awaited, as for an allocation), reports total = the quota, used = the pod's usage and free =
  * total - used (v2: reserved = 0, so that total = reserved + used + free).
  *
  * No nvml.h on build machines: the few types are declared here, with the
@@ -86,6 +86,9 @@ static bool quota_of(nvmlDevice_t device, unsigned long long *total,
 
     if (gpu < 0)
         return false;
+    /* nvidia-smi never makes a context: register here, or a quota that
+     * only the scheduler knows (the operator's) would not be shown. */
+    hook_gating_start();
     mem_pools_settle(gpu);
     if (!nvshare_mem_view(gpu, &quota, &pod_used))
         return false;
