@@ -8,10 +8,12 @@
  * so its calls cannot be interposed; its kernels can, and NCCL names them:
  * ncclDevKernel_* (2.19 on), ncclKernel_* before.
  *
- * A launch asks this table whether its function is a collective: the first
+ * A launch asks a table whether its function is a collective: the first
  * launch of a function asks the driver for its name (cuFuncGetName, or
  * cuKernelGetName for a CUkernel launched as a function), later ones find
- * the answer with one hash and an atomic load, no lock. Functions are
+ * the answer with one hash and an atomic load, no lock (hook.h: a kernel
+ * that is no collective, in its home slot, costs a handful of
+ * instructions). Functions are
  * never forgotten: a function handle that the driver reuses after its
  * module was unloaded keeps its first answer, which can only misplace one
  * gang drain point (and revocation bounds a drain that goes wrong). */
@@ -19,18 +21,20 @@
 #include <string.h>
 
 #include "hook.h"
+#include "log.h"
 
-#define TABLE_SLOTS 4096 /* a power of two; far more kernels than NCCL has */
 #define MAX_PROBES 32
 
-/* A slot holds (address << 1) | collective, 0 when free: user-space
- * addresses leave the top bit clear. */
-static _Atomic uintptr_t table[TABLE_SLOTS];
+_Atomic uintptr_t hook_kernel_table[HOOK_KERNEL_SLOTS];
 
 static bool named_collective(const char *name)
 {
-    return strncmp(name, "ncclDevKernel", 13) == 0 ||
-           strncmp(name, "ncclKernel", 10) == 0;
+    bool collective = strncmp(name, "ncclDevKernel", 13) == 0 ||
+                      strncmp(name, "ncclKernel", 10) == 0;
+
+    if (collective)
+        log_debug("%s is a collective", name);
+    return collective;
 }
 
 static bool is_collective(CUfunction f)
@@ -49,22 +53,23 @@ static bool is_collective(CUfunction f)
     return false;
 }
 
-void hook_kernel_launched(int gpu, CUfunction f)
+void hook_kernel_launched_slow(int gpu, CUfunction f)
 {
     uintptr_t address = (uintptr_t)f;
-    size_t i = (size_t)((address >> 4) * 0x9e3779b97f4a7c15ull >> 52) &
-               (TABLE_SLOTS - 1);
+    size_t i = hook_kernel_slot(f);
 
     if (address == 0)
         return;
     for (int probe = 0; probe < MAX_PROBES;
-         probe++, i = (i + 1) & (TABLE_SLOTS - 1)) {
-        uintptr_t slot = atomic_load_explicit(&table[i], memory_order_acquire);
+         probe++, i = (i + 1) & (HOOK_KERNEL_SLOTS - 1)) {
+        uintptr_t slot = atomic_load_explicit(&hook_kernel_table[i],
+                                              memory_order_acquire);
         if (slot == 0) {
             uintptr_t entry = address << 1 | (is_collective(f) ? 1 : 0);
             /* Another thread may have taken the slot meanwhile, for f or
              * for another function: then look at what it holds. */
-            if (!atomic_compare_exchange_strong(&table[i], &slot, entry)) {
+            if (!atomic_compare_exchange_strong(&hook_kernel_table[i], &slot,
+                                                entry)) {
                 if (slot >> 1 != address)
                     continue;
             } else {
