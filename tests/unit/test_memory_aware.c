@@ -76,7 +76,7 @@ struct exp {
  * check that one precedes every EVICT. */
 static void expect_actions(const struct exp *e, int n)
 {
-    struct exp want[POLICY_MAX_ACTIONS], got[POLICY_MAX_ACTIONS];
+    static struct exp want[POLICY_MAX_ACTIONS], got[POLICY_MAX_ACTIONS];
     int n_want = 0, n_got = 0;
     bool same;
 

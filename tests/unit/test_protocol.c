@@ -82,7 +82,7 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.reg_ok.scheduling_on = 1;
         m->u.reg_ok.oversub_default = big ? 0xff : 1;
         m->u.reg_ok.n_gpus = big ? PROTO_MAX_GPUS : 3;
-        for (int i = 0; i < m->u.reg_ok.n_gpus; i++)
+        for (int i = 0; i < (big ? PROTO_MAX_GPUS : 3); i++)
             m->u.reg_ok.gpu_known[i] = (uint8_t)(i % 3 ? 1 : 0xff);
         break;
     case MSG_REQ_LOCK:

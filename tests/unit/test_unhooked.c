@@ -60,7 +60,7 @@ static int teardown(void **state)
 /* One sample of gpu listing pids (each with 1 MiB per position). */
 static void sample(int gpu, const pid_t *pids, unsigned n)
 {
-    nvmlProcessInfo_t procs[N_CHILDREN + 4];
+    nvmlProcessInfo_t procs[N_CHILDREN + 4] = {0};
 
     for (unsigned i = 0; i < n; i++)
         procs[i] = (nvmlProcessInfo_t){(unsigned)pids[i], (i + 1ull) << 20, 0, 0};
