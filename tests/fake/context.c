@@ -21,11 +21,17 @@ struct fake_ctx *fake_current(void)
 
 uint64_t fake_ctx_busy_until_locked(struct fake_ctx *ctx)
 {
-    uint64_t until = ctx->legacy.busy_until_ns;
+    uint64_t until;
 
-    for (struct fake_stream *s = ctx->streams; s; s = s->next)
+    if (!fake_stream_settle_locked(&ctx->legacy))
+        return FAKE_UNRESOLVED;
+    until = ctx->legacy.busy_until_ns;
+    for (struct fake_stream *s = ctx->streams; s; s = s->next) {
+        if (!fake_stream_settle_locked(s))
+            return FAKE_UNRESOLVED;
         if (s->busy_until_ns > until)
             until = s->busy_until_ns;
+    }
     return until;
 }
 
@@ -86,12 +92,18 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
 static CUresult synchronize(struct fake_ctx *ctx)
 {
     uint64_t until;
+    unsigned round = 0;
 
     if (ctx == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
-    pthread_mutex_lock(&fake_lock);
-    until = fake_ctx_busy_until_locked(ctx);
-    pthread_mutex_unlock(&fake_lock);
+    for (;;) {
+        pthread_mutex_lock(&fake_lock);
+        until = fake_ctx_busy_until_locked(ctx);
+        pthread_mutex_unlock(&fake_lock);
+        if (until != FAKE_UNRESOLVED)
+            break;
+        fake_collective_pause(&round); /* a collective waits for its peers */
+    }
     fake_wait_until(until);
     return CUDA_SUCCESS;
 }

@@ -51,6 +51,9 @@ uint64_t fake_memory_total(int dev)
 CUresult cuInit(unsigned int flags)
 {
     (void)flags;
+    /* A rank is one of the job's from now on, even if it exits before its
+     * first collective: its peers will not wait for it then. */
+    fake_collective_enabled();
     pthread_mutex_lock(&fake_lock);
     if (!devices.initialized)
         read_devices();

@@ -2,7 +2,8 @@
  *
  * The fake simulates a driver well enough for libnvshare's tests and for the
  * CUDA runtime's bootstrap: devices with UUIDs and memory, contexts, streams
- * with virtual timelines, events and kernels with a simulated duration. See
+ * with virtual timelines, events, kernels with a simulated duration and
+ * NCCL-like collective kernels that wait for every rank of a job. See
  * docs/interposition.md for the environment it reads.
  *
  * All state is behind one lock (fake_lock); waits happen outside it. The
@@ -19,11 +20,28 @@
 
 #define FAKE_MAX_DEVICES 16
 
+/* A collective kernel queued on a stream (collective.c): it starts once
+ * every rank of the job has launched its seq-th collective. seq 0: none. */
+struct fake_coll {
+    uint64_t seq;      /* this process's seq-th collective, from 1 */
+    uint64_t ready_ns; /* when its stream reached it */
+    uint64_t duration_ns;
+    const char *what;  /* traced as, once its start is known */
+};
+
 struct fake_stream {
     struct fake_ctx *ctx;
-    uint64_t busy_until_ns; /* end of the last work queued, CLOCK_MONOTONIC */
+    /* End of the last work queued, CLOCK_MONOTONIC; while coll is
+     * unresolved, the end is unknown and after_ns of ordinary work waits
+     * behind the collective instead. */
+    uint64_t busy_until_ns;
+    struct fake_coll coll;
+    uint64_t after_ns;
     struct fake_stream *next; /* in ctx->streams */
 };
+
+/* A stream's end while a collective on it waits for its peers. */
+#define FAKE_UNRESOLVED UINT64_MAX
 
 struct fake_ctx {
     int dev;
@@ -87,8 +105,24 @@ bool fake_concurrent_managed_access(void);
 
 /* context.c: the calling thread's current context, NULL if none. */
 struct fake_ctx *fake_current(void);
-/* The latest end of the work queued on any stream of ctx. Lock held. */
+/* The latest end of the work queued on any stream of ctx, FAKE_UNRESOLVED
+ * while a collective on one of them waits for its peers. Lock held. */
 uint64_t fake_ctx_busy_until_locked(struct fake_ctx *ctx);
+
+/* collective.c (FAKE_CUDA_COLLECTIVE, FAKE_CUDA_COLLECTIVE_RANKS) */
+/* Collectives are coupled across processes (both variables are set and the
+ * shared file could be mapped); otherwise they are ordinary kernels. Maps
+ * the file and takes this process's slot on first call. */
+bool fake_collective_enabled(void);
+/* This process launched its next collective, which its stream reaches at
+ * ready_ns; returns its seq (1, 2, ...). Lock held (seqs follow launches). */
+uint64_t fake_collective_arrive(uint64_t ready_ns);
+/* Whether every rank launched c's seq-th collective (or exited); if so,
+ * *end is when c ends. Never waits. */
+bool fake_collective_end(const struct fake_coll *c, uint64_t *end);
+/* The pause between two looks at an unresolved collective (lock not held);
+ * *round counts the looks of one wait, from 0. */
+void fake_collective_pause(unsigned *round);
 
 /* timeline.c */
 /* This process has a context on dev / took (delta > 0) or gave back device
@@ -97,6 +131,9 @@ void fake_shared_gpu_join(int dev);
 void fake_shared_gpu_used(int64_t delta);
 uint64_t fake_now_ns(void);
 void fake_wait_until(uint64_t t_ns);
+/* A collective's end is known now (or there was none): busy_until_ns is
+ * the stream's end. Otherwise false. Lock held. */
+bool fake_stream_settle_locked(struct fake_stream *s);
 /* Queues duration_ns of work on stream (pt: a _ptsz call, whose NULL stream
  * is the per-thread one) and traces it as `what`. */
 CUresult fake_submit(CUstream stream, bool pt, uint64_t duration_ns,
@@ -108,6 +145,9 @@ CUresult fake_submit_bytes(CUstream stream, bool pt, uint64_t duration_ns,
 /* module.c: the simulated duration of a kernel. */
 uint64_t fake_function_duration_ns(CUfunction f);
 const char *fake_function_name(CUfunction f);
+/* Its name starts with "ncclDevKernel_" (whether or not collectives are
+ * coupled: see fake_collective_enabled). */
+bool fake_function_is_collective(CUfunction f);
 
 /* Per-thread variants the fake exports that are not in entry_points.def
  * (cuda.h declares them only under CUDA_API_PER_THREAD_DEFAULT_STREAM). */
@@ -119,5 +159,10 @@ CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
 CUresult cuMemRangeGetAttribute(void *data, size_t dataSize,
                                 CUmem_range_attribute attribute,
                                 CUdeviceptr devPtr, size_t count);
+#if CUDA_VERSION < 12030
+/* CUDA 12.3 added it; the fake exports it whatever headers it is built
+ * with, as libnvshare looks kernels' names up through it. */
+CUresult cuFuncGetName(const char **name, CUfunction hfunc);
+#endif
 
 #endif

@@ -2,7 +2,10 @@
  *
  * Any image loads. A kernel's simulated duration is in its name:
  * cuModuleGetFunction(&f, mod, "sleep_1500us") returns a kernel that keeps
- * its stream busy for 1.5 ms; a name without a "_<N>us" suffix runs for 0. */
+ * its stream busy for 1.5 ms; a name without a "_<N>us" suffix runs for 0.
+ * A name starting "ncclDevKernel_" makes it a collective (collective.c).
+ * cuFuncGetName gives the name back, as libnvshare classifies kernels by
+ * it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 struct fake_function {
     char name[64];
     uint64_t duration_ns;
+    bool collective;
 };
 
 static char module_image;
@@ -51,6 +55,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
         return CUDA_ERROR_OUT_OF_MEMORY;
     snprintf(f->name, sizeof(f->name), "%s", name);
     f->duration_ns = duration_in_name(name);
+    f->collective = strncmp(name, "ncclDevKernel_", 14) == 0;
     *hfunc = (CUfunction)f;
     return CUDA_SUCCESS;
 }
@@ -63,4 +68,17 @@ uint64_t fake_function_duration_ns(CUfunction f)
 const char *fake_function_name(CUfunction f)
 {
     return f ? ((struct fake_function *)f)->name : "null";
+}
+
+bool fake_function_is_collective(CUfunction f)
+{
+    return f && ((struct fake_function *)f)->collective;
+}
+
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    if (name == NULL || hfunc == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *name = ((struct fake_function *)hfunc)->name;
+    return CUDA_SUCCESS;
 }

@@ -39,6 +39,7 @@ static const struct variant variants[] = {
     OWN("cuModuleLoadData", 2000, 0, cuModuleLoadData)
     OWN("cuModuleUnload", 2000, 0, cuModuleUnload)
     OWN("cuModuleGetFunction", 2000, 0, cuModuleGetFunction)
+    OWN("cuFuncGetName", 12030, 0, cuFuncGetName)
     OWN("cuStreamCreate", 2000, 0, cuStreamCreate)
     OWN("cuStreamDestroy", 4000, 0, cuStreamDestroy_v2)
     OWN("cuStreamQuery", 2000, 0, cuStreamQuery)

@@ -20,7 +20,21 @@
  * each get about half, as on a real GPU. The same file lists the processes
  * with a context and their memory (struct fake_shared_gpu), which the fake
  * NVML reports as a real one reports the processes on a GPU; a process
- * leaves the list at exit (and a dead one's slot is taken over). */
+ * leaves the list at exit (and a dead one's slot is taken over).
+ *
+ * A collective kernel (collective.c, FAKE_CUDA_COLLECTIVE) cannot be placed
+ * on the timeline when it is launched: it starts when the job's last rank
+ * launches its own. So a stream may hold one unresolved collective, and
+ * the ordinary work queued behind it is only summed (after_ns): it runs
+ * right after the collective, whenever that ends. Whatever needs the
+ * stream's end (synchronizations, queries, event records, the context's
+ * end) first tries to resolve the collective; while it cannot, queries and
+ * events answer CUDA_ERROR_NOT_READY and synchronizations poll, sleeping
+ * outside fake_lock between looks. Limits of the fake: a second collective
+ * launched on a stream whose first is unresolved waits in the launch until
+ * the first resolves (a real launch would return); a collective and the
+ * work behind it take no time of a FAKE_CUDA_SHARED_GPU device; the work
+ * behind one is not traced (the collective is, once it resolves). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -36,6 +50,10 @@
 struct fake_event {
     uint64_t at_ns; /* when the stream reaches the event */
     bool recorded;
+    /* Recorded behind an unresolved collective (coll.seq != 0): the event
+     * is reached after_ns after the collective ends. */
+    struct fake_coll coll;
+    uint64_t after_ns;
 };
 
 static __thread struct fake_stream *per_thread_stream;
@@ -206,6 +224,21 @@ static struct fake_stream *resolve_locked(CUstream handle, bool pt)
     return (struct fake_stream *)handle;
 }
 
+bool fake_stream_settle_locked(struct fake_stream *s)
+{
+    uint64_t end;
+
+    if (s->coll.seq == 0)
+        return true;
+    if (!fake_collective_end(&s->coll, &end))
+        return false;
+    trace(s->coll.what, end - s->coll.duration_ns, end, 0);
+    s->busy_until_ns = end + s->after_ns;
+    s->coll.seq = 0;
+    s->after_ns = 0;
+    return true;
+}
+
 CUresult fake_submit_bytes(CUstream stream, bool pt, uint64_t duration_ns,
                            const char *what, uint64_t bytes)
 {
@@ -216,6 +249,11 @@ CUresult fake_submit_bytes(CUstream stream, bool pt, uint64_t duration_ns,
     if ((s = resolve_locked(stream, pt)) == NULL) {
         pthread_mutex_unlock(&fake_lock);
         return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (!fake_stream_settle_locked(s)) {
+        s->after_ns += duration_ns;
+        pthread_mutex_unlock(&fake_lock);
+        return CUDA_SUCCESS;
     }
     start = queue_on_shared_gpu(s->busy_until_ns > now ? s->busy_until_ns : now,
                                 duration_ns);
@@ -229,6 +267,35 @@ CUresult fake_submit(CUstream stream, bool pt, uint64_t duration_ns,
                      const char *what)
 {
     return fake_submit_bytes(stream, pt, duration_ns, what, 0);
+}
+
+/* A collective: it waits for its peers (collective.c) once its stream
+ * reaches it. */
+static CUresult submit_collective(CUstream stream, bool pt,
+                                  uint64_t duration_ns, const char *what)
+{
+    struct fake_stream *s;
+    unsigned round = 0;
+
+    for (;;) {
+        pthread_mutex_lock(&fake_lock);
+        if ((s = resolve_locked(stream, pt)) == NULL) {
+            pthread_mutex_unlock(&fake_lock);
+            return CUDA_ERROR_INVALID_CONTEXT;
+        }
+        if (fake_stream_settle_locked(s))
+            break;
+        /* One unresolved collective per stream (see the top). */
+        pthread_mutex_unlock(&fake_lock);
+        fake_collective_pause(&round);
+    }
+    uint64_t now = fake_now_ns();
+    uint64_t ready = s->busy_until_ns > now ? s->busy_until_ns : now;
+    s->coll = (struct fake_coll){fake_collective_arrive(ready), ready,
+                                 duration_ns, what};
+    s->after_ns = 0;
+    pthread_mutex_unlock(&fake_lock);
+    return CUDA_SUCCESS;
 }
 
 /* ---- streams ----------------------------------------------------------- */
@@ -260,15 +327,25 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     return CUDA_SUCCESS;
 }
 
-static uint64_t stream_end(CUstream handle, bool pt, CUresult *rc)
+/* The end of the stream's work, FAKE_UNRESOLVED while a collective on it
+ * waits for its peers (then *coll, *after: what the end will follow). */
+static uint64_t stream_end(CUstream handle, bool pt, CUresult *rc,
+                           struct fake_coll *coll, uint64_t *after)
 {
     struct fake_stream *s;
     uint64_t end = 0;
 
     pthread_mutex_lock(&fake_lock);
     s = resolve_locked(handle, pt);
-    if (s != NULL)
-        end = s->busy_until_ns;
+    if (s != NULL) {
+        if (fake_stream_settle_locked(s)) {
+            end = s->busy_until_ns;
+        } else {
+            end = FAKE_UNRESOLVED;
+            if (coll)
+                *coll = s->coll, *after = s->after_ns;
+        }
+    }
     pthread_mutex_unlock(&fake_lock);
     *rc = s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
     return end;
@@ -277,8 +354,11 @@ static uint64_t stream_end(CUstream handle, bool pt, CUresult *rc)
 static CUresult stream_synchronize(CUstream handle, bool pt)
 {
     CUresult rc;
-    uint64_t end = stream_end(handle, pt, &rc);
+    uint64_t end;
+    unsigned round = 0;
 
+    while ((end = stream_end(handle, pt, &rc, NULL, NULL)) == FAKE_UNRESOLVED)
+        fake_collective_pause(&round);
     if (rc == CUDA_SUCCESS)
         fake_wait_until(end);
     return rc;
@@ -287,7 +367,7 @@ static CUresult stream_synchronize(CUstream handle, bool pt)
 static CUresult stream_query(CUstream handle, bool pt)
 {
     CUresult rc;
-    uint64_t end = stream_end(handle, pt, &rc);
+    uint64_t end = stream_end(handle, pt, &rc, NULL, NULL);
 
     if (rc == CUDA_SUCCESS && fake_now_ns() < end)
         rc = CUDA_ERROR_NOT_READY;
@@ -359,12 +439,18 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
 static CUresult event_record(CUevent hEvent, CUstream hStream, bool pt)
 {
     struct fake_event *e = (struct fake_event *)hEvent;
+    struct fake_coll coll = {0};
     CUresult rc;
-    uint64_t end = stream_end(hStream, pt, &rc), now = fake_now_ns();
+    uint64_t after = 0, end = stream_end(hStream, pt, &rc, &coll, &after);
+    uint64_t now = fake_now_ns();
 
     if (rc == CUDA_SUCCESS) {
+        pthread_mutex_lock(&fake_lock);
         e->at_ns = end > now ? end : now;
+        e->coll = coll; /* seq 0 unless end is FAKE_UNRESOLVED */
+        e->after_ns = after;
         e->recorded = true;
+        pthread_mutex_unlock(&fake_lock);
     }
     return rc;
 }
@@ -379,20 +465,38 @@ CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
     return event_record(hEvent, hStream, true);
 }
 
+/* When the event is reached (0 if never recorded), FAKE_UNRESOLVED while
+ * the collective it follows waits for its peers. */
+static uint64_t event_at(struct fake_event *e)
+{
+    uint64_t at, end;
+
+    pthread_mutex_lock(&fake_lock);
+    if (e->recorded && e->coll.seq != 0 &&
+        fake_collective_end(&e->coll, &end)) {
+        e->at_ns = end + e->after_ns;
+        e->coll.seq = 0;
+    }
+    at = !e->recorded ? 0 : e->coll.seq != 0 ? FAKE_UNRESOLVED : e->at_ns;
+    pthread_mutex_unlock(&fake_lock);
+    return at;
+}
+
 CUresult cuEventQuery(CUevent hEvent)
 {
-    struct fake_event *e = (struct fake_event *)hEvent;
-
-    return !e->recorded || fake_now_ns() >= e->at_ns ? CUDA_SUCCESS
-                                                     : CUDA_ERROR_NOT_READY;
+    return fake_now_ns() >= event_at((struct fake_event *)hEvent)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventSynchronize(CUevent hEvent)
 {
-    struct fake_event *e = (struct fake_event *)hEvent;
+    uint64_t at;
+    unsigned round = 0;
 
-    if (e->recorded)
-        fake_wait_until(e->at_ns);
+    while ((at = event_at((struct fake_event *)hEvent)) == FAKE_UNRESOLVED)
+        fake_collective_pause(&round);
+    fake_wait_until(at);
     return CUDA_SUCCESS;
 }
 
@@ -414,6 +518,9 @@ CUresult cuEventElapsedTime_v2(float *ms, CUevent hStart, CUevent hEnd)
 
 static CUresult launch(CUfunction f, CUstream stream, bool pt)
 {
+    if (fake_function_is_collective(f) && fake_collective_enabled())
+        return submit_collective(stream, pt, fake_function_duration_ns(f),
+                                 fake_function_name(f));
     return fake_submit(stream, pt, fake_function_duration_ns(f),
                        fake_function_name(f));
 }

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Gang grants end to end on the fake driver with two GPUs: two data-parallel
-# jobs, each a rank per GPU whose ranks meet
-# at a barrier after every step (gang_rank: a stand-in for NCCL), and a
-# single-GPU job on GPU 0, at TQ 100 ms. Job a names itself with
-# NVSHARE_JOB_ID; job b's ranks carry only torchrun's environment
-# (MASTER_ADDR, MASTER_PORT, WORLD_SIZE), which makes them one job too.
+# jobs, each a rank per GPU, and a single-GPU job on GPU 0, at TQ 100 ms.
+# Every step of a rank ends with an all-reduce kernel on its stream (the
+# fake's collective, FAKE_CUDA_COLLECTIVE: a file per job) that, as NCCL's,
+# runs only once both ranks have launched theirs. So a rank preempted after
+# launching its all-reduce cannot drain until its peer launches its own: a
+# gang's ranks must agree on where to stop, or the drain waits for the
+# scheduler's revocation. Job a names itself with NVSHARE_JOB_ID; job b's
+# ranks carry only torchrun's environment (MASTER_ADDR, MASTER_PORT,
+# WORLD_SIZE), which makes them one job too.
 #
 #  - No deadlock: every job progresses, every process ends on time.
 #  - Fair shares. Every job needs GPU 0, so each is owed a third of it: a
@@ -29,7 +33,9 @@ for s in shared pergpu solo2 solo1; do
 done
 await_schedulers "$WORK"/*/
 
-pids=()
+pids=() names=()
+# A failed run leaves no rank behind (one may be waiting for its peer).
+trap 'kill "${pids[@]}" "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 # rank SCENARIO JOB DEVICE RANKS [JOB_ID]: starts one rank.
 rank() {
     local dir=$WORK/$1 job_env=()
@@ -38,11 +44,13 @@ rank() {
     torch:*) job_env=(MASTER_ADDR=127.0.0.1 MASTER_PORT="${5#torch:}" WORLD_SIZE=2) ;;
     *) job_env=(NVSHARE_JOB_ID="$5") ;;
     esac
+    [ "$4" = 1 ] || job_env+=(FAKE_CUDA_COLLECTIVE="$dir/$2.collective"
+                              FAKE_CUDA_COLLECTIVE_RANKS="$4")
     env "${job_env[@]}" NVSHARE_SOCK_DIR="$dir" FAKE_CUDA_DEVICES=2 \
         LD_LIBRARY_PATH="$FAKE_DIR" LD_PRELOAD="$LIB" \
-        "$RANK" "$3" "$dir/$2.barrier" "$4" "$from" "$until" \
+        "$RANK" "$3" "$4" "$from" "$until" \
         >"$dir/$2.$3.out" 2>"$dir/$2.$3.err" &
-    pids+=($!)
+    pids+=($!) names+=("$1/$2.$3")
     echo $! >"$dir/$2.$3.pid"
 }
 
@@ -81,9 +89,11 @@ PY
 echo "PASS: status shows each job's ranks in one gang, the single-GPU job in none"
 
 deadline=$(( until + 5000000000 ))
-for pid in "${pids[@]}"; do
+for i in "${!pids[@]}"; do
+    pid=${pids[$i]}
     while kill -0 "$pid" 2>/dev/null; do
-        [ "$(date +%s%N)" -lt $deadline ] || { echo "FAIL: a rank hangs"; exit 1; }
+        [ "$(date +%s%N)" -lt $deadline ] ||
+            { echo "FAIL: a rank hangs (${names[$i]}, 5 s after the end)"; exit 1; }
         sleep 0.1
     done
     wait "$pid" || { echo "FAIL: a rank failed"; cat "$WORK"/*/*.err; exit 1; }
