@@ -32,7 +32,8 @@
  *    its peers' collectives spinning, and their drains with them. Dropped
  *    ranks report how many collectives they launched; once all have, each
  *    is told the highest count, and the ranks behind launch up to it
- *    before they drain (policy_drain_point).
+ *    before they drain (policy_drain_point). A rank that waits while its
+ *    gang drains joins the drain (granted and dropped at once).
  *  - Memory: the gang is granted once every waiting rank fits; a rank that
  *    does not is told and gets idle clients evicted, as any waiter.
  * A gang's GPUs are those its members have asked for (a process registers
@@ -356,10 +357,46 @@ static uint64_t gang_quantum_end(const struct policy *p, int i)
     return first == UINT64_MAX ? 0 : first + p->tq_ns;
 }
 
+/* A rank of gang number i that waits while the gang drains may be behind
+ * its peers: their collectives queued up to the drain point need its own.
+ * It joins the drain: granted and dropped in one decision (running for
+ * a moment beside whoever has its GPU), it reports its point and catches
+ * up like the others. That is how ranks whose first requests crossed
+ * another job's (granted one by one before the gang spanned GPUs) get out
+ * of their circular wait. False if the actions ran out of room. */
+static bool admit_to_drain(struct policy *p, int i, uint64_t now,
+                           struct policy_actions *out)
+{
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        struct gpu_sched *g = &p->gpus[gpu];
+        for (int q = 0; q < g->n_waiting;) {
+            int c = g->queue[q];
+            if (p->gang_of[c] != i + 1) {
+                q++;
+                continue;
+            }
+            if (!room_for(out, 3)) {
+                out->truncated = true;
+                return false;
+            }
+            memmove(&g->queue[q], &g->queue[q + 1],
+                    (size_t)(g->n_waiting - q - 1) * sizeof(g->queue[0]));
+            g->n_waiting--;
+            grant(g, gpu, c, now, out);
+            drop(g, gpu, c, now, out);
+            p->gangs[i].n_waiting--;
+            p->gangs[i].n_running++;
+            p->gangs[i].n_draining++;
+        }
+    }
+    return true;
+}
+
 /* Tells every dropped rank of gang number i the drain point once all of
  * them have reported theirs and none runs undropped (the next tick drops
- * it, and it reports too). A rank that waits or went idle has no
- * collective queued that its peers could be missing; a revoked one no
+ * it, and it reports too). A rank that went idle has completed its work:
+ * none of its collectives is queued, and if it is behind, it asks for its
+ * GPU before it can catch up, and joins the drain then. A revoked one no
  * longer counts. */
 static void settle_drain_point(struct policy *p, int i,
                                struct policy_actions *out)
@@ -415,7 +452,8 @@ uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
         if (gang->n_draining == gang->n_running) {
             /* A rank that left the drain without reporting (revoked, gone)
              * may be all the others waited for. */
-            settle_drain_point(p, i, out);
+            if (admit_to_drain(p, i, now, out))
+                settle_drain_point(p, i, out);
             continue;
         }
         if (!gang->n_draining) {
@@ -444,6 +482,8 @@ uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
                 earliest(&next, now + POLICY_DRAIN_QUIET_NS);
             }
         }
+        if (!admit_to_drain(p, i, now, out))
+            return next;
     }
     return next;
 }
