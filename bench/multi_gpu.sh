@@ -21,8 +21,9 @@
 #     from the scheduler's log.
 #  3. A pod over both GPUs: nvsharectl sets pod ddp-q to 4 GiB and 30 %.
 #     Every rank reads 4 GiB as its GPU's memory and gets PyTorch's OOM
-#     past it; nvidia-smi in the pod shows 4096 MiB on both GPUs; training
-#     for 40 s, each rank's GPU time (status' held_ns) from 15 s on is
+#     past it; nvidia-smi in the pod shows 4096 MiB on both GPUs. Then the
+#     quota goes to 16 GiB (training needs more than 4) and the pod trains
+#     for 40 s: each rank's GPU time (status' held_ns) from 15 s on is
 #     30 % +- 3 of the time, on each GPU, and the step rate follows.
 # Prints one summary; exit status 0 when every target is met.
 set -uo pipefail
@@ -97,13 +98,17 @@ sched_start "$OUT/pod.sched.log"
 "$CTL_BIN" set memory-limit ddp-q 4Gi && "$CTL_BIN" set core-limit ddp-q 30 || failed=1
 POD=(LD_PRELOAD="$LIB" NVSHARE_POD_NAME=ddp-q)
 ddp pod.quota 29503 "--quota $(( 4 << 30 ))" "${POD[@]}"; RUN_S=0 finish pod.quota
-quota_ok=$(grep -c 'quota ok' "$OUT/pod.quota.out")
+# Both ranks print to one file: count the words, not the lines.
+quota_ok=$(grep -o 'quota ok' "$OUT/pod.quota.out" | wc -l)
 say "pod quota: $quota_ok of 2 ranks read 4 GiB and got OOM past it"
 [ "$quota_ok" = 2 ] || failed=1
 env "${POD[@]}" nvidia-smi --query-gpu=index,memory.total --format=csv,noheader,nounits \
-    >"$OUT/pod.smi" 2>&1
+    >"$OUT/pod.smi" 2>"$OUT/pod.smi.err"
 say "pod nvidia-smi memory.total (MiB): $(tr '\n' ';' <"$OUT/pod.smi")"
 [ "$(grep -c ', 4096$' "$OUT/pod.smi")" = 2 ] || { say "  FAIL: want 4096 on both GPUs"; failed=1; }
+# Training needs more than 4 GiB a rank: the operator raises the quota
+# while the pod runs (its ranks are told at once).
+"$CTL_BIN" set memory-limit ddp-q 16Gi || failed=1
 from=$(date +%s%N); echo "$from" >"$OUT/pod.train.from"
 (RUN_S=40; ddp pod.train 29504 $(( from + RUN_S * 1000000000 )) "${POD[@]}"
  sleep 15; "$CTL_BIN" status --json >"$OUT/pod.status1.json"; date +%s%N >"$OUT/pod.t1"

@@ -6,7 +6,7 @@
  * (docs/protocol.md, Gang drains), for which each counts the collectives it
  * launched. NCCL is linked into the application (statically, in PyTorch),
  * so its calls cannot be interposed; its kernels can, and NCCL names them:
- * ncclDevKernel_* (2.19 on), ncclKernel_* before.
+ * ncclDevKernel_* (2.19 on), ncclKernel_* before (mangled).
  *
  * A launch asks a table whether its function is a collective: the first
  * launch of a function asks the driver for its name (cuFuncGetName, or
@@ -27,10 +27,17 @@
 
 _Atomic uintptr_t hook_kernel_table[HOOK_KERNEL_SLOTS];
 
+/* NCCL's kernels are C++ functions: the driver gives their mangled names,
+ * "_Z<length>ncclDevKernel_AllReduce_Sum_bf16_RING_LL<arguments>". */
 static bool named_collective(const char *name)
 {
-    bool collective = strncmp(name, "ncclDevKernel", 13) == 0 ||
-                      strncmp(name, "ncclKernel", 10) == 0;
+    const char *plain = name;
+
+    if (strncmp(plain, "_Z", 2) == 0)
+        for (plain += 2; *plain >= '0' && *plain <= '9'; plain++)
+            ;
+    bool collective = strncmp(plain, "ncclDevKernel", 13) == 0 ||
+                      strncmp(plain, "ncclKernel", 10) == 0;
 
     if (collective)
         log_debug("%s is a collective", name);

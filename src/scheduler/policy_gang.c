@@ -367,11 +367,24 @@ static uint64_t gang_quantum_end(const struct policy *p, int i)
 static bool admit_to_drain(struct policy *p, int i, uint64_t now,
                            struct policy_actions *out)
 {
+    uint64_t round_began = UINT64_MAX;
+
+    /* A rank dropped since the drain began has drained to its point: it
+     * asks again for the next grant, not for this drain. */
+    for (int gpu = 0; gpu < p->n_gpus; gpu++)
+        for (int c = 0; c < p->gpus[gpu].slots; c++) {
+            const struct member *m = &p->gpus[gpu].members[c];
+            if (m->present && m->state == MEMBER_DRAINING &&
+                p->gang_of[c] == i + 1 && m->drop_sent_at < round_began)
+                round_began = m->drop_sent_at;
+        }
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
         for (int q = 0; q < g->n_waiting;) {
             int c = g->queue[q];
-            if (p->gang_of[c] != i + 1) {
+            const struct member *m = &g->members[c];
+            if (p->gang_of[c] != i + 1 ||
+                (m->grants && m->drop_sent_at >= round_began)) {
                 q++;
                 continue;
             }

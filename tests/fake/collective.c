@@ -7,7 +7,8 @@
  * so that the tests can show what gating one rank does to another.
  *
  * With FAKE_CUDA_COLLECTIVE naming a file and FAKE_CUDA_COLLECTIVE_RANKS=N
- * (N >= 2), a kernel named "ncclDevKernel_..." is a collective: the k-th
+ * (N >= 2), a kernel with "ncclDevKernel_" in its name (NCCL's, mangled
+ * or not) is a collective: the k-th
  * one a process launches (k from 1, per process, whatever its stream)
  * starts when its stream reaches it and every one of the N processes that
  * map the file has launched its k-th, at the latest of the times their

@@ -3,7 +3,8 @@
  * Any image loads. A kernel's simulated duration is in its name:
  * cuModuleGetFunction(&f, mod, "sleep_1500us") returns a kernel that keeps
  * its stream busy for 1.5 ms; a name without a "_<N>us" suffix runs for 0.
- * A name starting "ncclDevKernel_" makes it a collective (collective.c).
+ * A name with "ncclDevKernel_" in it (NCCL's, mangled or not) makes it a
+ * collective (collective.c).
  * cuFuncGetName gives the name back, as libnvshare classifies kernels by
  * it. */
 #include <stdio.h>
@@ -55,7 +56,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
         return CUDA_ERROR_OUT_OF_MEMORY;
     snprintf(f->name, sizeof(f->name), "%s", name);
     f->duration_ns = duration_in_name(name);
-    f->collective = strncmp(name, "ncclDevKernel_", 14) == 0;
+    f->collective = strstr(name, "ncclDevKernel_") != NULL;
     *hfunc = (CUfunction)f;
     return CUDA_SUCCESS;
 }

@@ -1,6 +1,6 @@
 /* gang_rank.c - one rank of a data-parallel job on the fake driver, for
  * gang grants. Each step launches four simulated kernels of KERNEL_US on
- * its device, then an all-reduce ("ncclDevKernel_AllReduce_200us") on the
+ * its device, then an all-reduce ("_Z29ncclDevKernel_AllReduce_200us") on the
  * same stream, then synchronizes its context. The all-reduce is the fake's
  * collective (FAKE_CUDA_COLLECTIVE, FAKE_CUDA_COLLECTIVE_RANKS, set by the
  * caller: docs/interposition.md): as NCCL's kernel, it starts only once
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, device) ||
         cuCtxSetCurrent(ctx) || cuModuleLoadData(&mod, "fake") ||
         cuModuleGetFunction(&kernel, mod, name) ||
-        cuModuleGetFunction(&allreduce, mod, "ncclDevKernel_AllReduce_200us")) {
+        cuModuleGetFunction(&allreduce, mod, "_Z29ncclDevKernel_AllReduce_200us")) {
         fprintf(stderr, "gang_rank: the fake driver refused to start\n");
         return 1;
     }

@@ -220,6 +220,26 @@ static void test_rank_waiting_during_the_drain_joins_it(void **unused)
     assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
 }
 
+static void test_rank_that_drained_waits_for_the_next_grant(void **unused)
+{
+    (void)unused;
+    request(0, 0, 0);
+    request(1, 1, 0);
+    request(0, 5, 1 * MS);
+    tick(TQ);
+    drain_point(0, 0, 3);
+    drain_point(1, 1, 3);
+    release(1, 1, TQ + 1 * MS);
+    /* Rank 1 drained to the point and asks again while rank 0 still
+     * drains: it is not admitted into this drain again. */
+    request(1, 1, TQ + 2 * MS);
+    tick(TQ + 3 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1, 1), 0);
+    assert_int_equal(state(1, 1), MEMBER_WAITING);
+    release(0, 0, TQ + 4 * MS);
+    assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
+}
+
 static void test_revoked_rank_does_not_block_the_agreement(void **unused)
 {
     (void)unused;
@@ -561,6 +581,8 @@ int main(void)
         cmocka_unit_test_setup(test_ranks_agree_on_the_furthest_drain_point,
                                setup),
         cmocka_unit_test_setup(test_rank_waiting_during_the_drain_joins_it,
+                               setup),
+        cmocka_unit_test_setup(test_rank_that_drained_waits_for_the_next_grant,
                                setup),
         cmocka_unit_test_setup(test_revoked_rank_does_not_block_the_agreement,
                                setup),
