@@ -145,16 +145,19 @@ static bool aged(const struct policy *p, const struct gang *gang, uint64_t now)
     return gang->n_waiting && now - gang->wait_since >= p->tq_ns;
 }
 
-/* Whether a waiting rank of gang number i may not run for its compute
- * limit: the gang could not use the GPUs it would keep. */
+/* Whether a rank of gang number i may not run for its compute limit: the
+ * gang could not use the GPUs it would keep. Every rank counts, not only
+ * those waiting now: one that has just released asks again in a moment,
+ * and a gang granted without it would spin in its collectives, waiting for
+ * it, on the budget of the others. */
 static bool held_back(const struct policy *p, int i, uint64_t now)
 {
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         const struct gpu_sched *g = &p->gpus[gpu];
-        for (int q = 0; q < g->n_waiting; q++) {
-            int c = g->queue[q];
-            if (p->gang_of[c] == i + 1 &&
-                spent(p, g, g->members[c].account, now))
+        for (int c = 0; c < g->slots; c++) {
+            const struct member *m = &g->members[c];
+            if (m->present && m->requested && p->gang_of[c] == i + 1 &&
+                spent(p, g, m->account, now))
                 return true;
         }
     }
@@ -232,17 +235,18 @@ const struct member *gang_waiter(const struct policy *p, int gpu)
     return NULL;
 }
 
-/* Whether every waiting member of gang number i may be granted now: its
- * account has budget and its memory fits. */
+/* Whether every waiting member of gang number i may be granted now: no
+ * rank is held back by its compute limit, and the waiting ones' memory
+ * fits. */
 static bool members_ready(const struct policy *p, int i, uint64_t now)
 {
+    if (held_back(p, i, now))
+        return false;
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         const struct gpu_sched *g = &p->gpus[gpu];
         for (int q = 0; q < g->n_waiting; q++) {
             int c = g->queue[q];
-            if (p->gang_of[c] == i + 1 &&
-                (spent(p, g, g->members[c].account, now) ||
-                 !fits(p, g, gpu, c)))
+            if (p->gang_of[c] == i + 1 && !fits(p, g, gpu, c))
                 return false;
         }
     }

@@ -303,6 +303,32 @@ static void test_throttled_gang_keeps_no_gpu(void **unused)
     assert_int_equal(count(ACTION_GRANT, 1, 4), 1);
 }
 
+/* A rank that is out of budget holds its gang back even while it is not
+ * asking (it has just released): granted alone, the other rank would spin
+ * in collectives that wait for it. */
+static void test_spent_rank_holds_back_its_gang(void **unused)
+{
+    (void)unused;
+    policy_set_core_limit(&p, 1, 10, 0); /* rank 1's account */
+    request(0, 0, 0);
+    request(1, 1, 0);
+    tick(20 * MS); /* rank 1 is past its 10 ms for this slice */
+    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
+    release(0, 0, 21 * MS);
+    release(1, 1, 21 * MS);
+    assert_true(policy_spent(&p, 1, 1, 22 * MS));
+    request(0, 0, 22 * MS);
+    tick(23 * MS);
+    assert_int_equal(count(ACTION_GRANT, 0, 0), 0);
+    /* Rank 0 is granted once rank 1's budget has accrued again. */
+    uint64_t now = 23 * MS;
+    while (count(ACTION_GRANT, 0, 0) == 0 && now < 1 * SEC)
+        tick(now += 1 * MS);
+    assert_int_equal(count(ACTION_GRANT, 0, 0), 1);
+    assert_false(policy_spent(&p, 1, 1, now));
+    assert_true(policy_spent(&p, 1, 1, now - 1 * MS));
+}
+
 /* A rank that does not fit asks idle clients to swap out, as any waiter
  * would; its gang is granted once they have. */
 static void test_rank_without_room_gets_it_made(void **unused)
@@ -589,6 +615,7 @@ int main(void)
         cmocka_unit_test_setup(test_idle_rank_does_not_keep_its_gpu_forever,
                                setup),
         cmocka_unit_test_setup(test_throttled_gang_keeps_no_gpu, setup),
+        cmocka_unit_test_setup(test_spent_rank_holds_back_its_gang, setup),
         cmocka_unit_test_setup(test_rank_without_room_gets_it_made, setup),
         cmocka_unit_test(test_gang_learns_its_gpus_from_requests),
         cmocka_unit_test_setup(test_leaving_gang_is_granted_nothing, setup),
