@@ -173,14 +173,22 @@ static void drain_point(int gpu, int client, uint64_t collectives)
                        collectives, &out);
 }
 
-static void test_ranks_agree_on_the_furthest_drain_point(void **unused)
+/* Gang 0 runs on both GPUs until client 5 has waited for GPU 0 a quantum:
+ * both ranks are dropped. */
+static void gang_0_dropped_for_client_5(void)
 {
-    (void)unused;
     request(0, 0, 0);
     request(1, 1, 0);
     request(0, 5, 1 * MS);
     tick(TQ);
+    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
     assert_int_equal(count(ACTION_DROP, 1, 1), 1);
+}
+
+static void test_ranks_agree_on_the_furthest_drain_point(void **unused)
+{
+    (void)unused;
+    gang_0_dropped_for_client_5();
     /* Rank 1 launched one collective more than rank 0 before its gate
      * closed: nobody drains until both have said where they stand, then
      * both are told the furthest point, once. */
@@ -223,10 +231,7 @@ static void test_rank_waiting_during_the_drain_joins_it(void **unused)
 static void test_rank_that_drained_waits_for_the_next_grant(void **unused)
 {
     (void)unused;
-    request(0, 0, 0);
-    request(1, 1, 0);
-    request(0, 5, 1 * MS);
-    tick(TQ);
+    gang_0_dropped_for_client_5();
     drain_point(0, 0, 3);
     drain_point(1, 1, 3);
     release(1, 1, TQ + 1 * MS);
@@ -243,10 +248,7 @@ static void test_rank_that_drained_waits_for_the_next_grant(void **unused)
 static void test_revoked_rank_does_not_block_the_agreement(void **unused)
 {
     (void)unused;
-    request(0, 0, 0);
-    request(1, 1, 0);
-    request(0, 5, 1 * MS);
-    tick(TQ);
+    gang_0_dropped_for_client_5();
     drain_point(0, 0, 3);
     assert_int_equal(out.n, 0);
     /* Rank 0 says it drains on, rank 1 is silent: once rank 1 is revoked
