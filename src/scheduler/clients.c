@@ -658,6 +658,10 @@ static int handle_message(struct scheduler *s, struct client *c,
     case MSG_REQ_LOCK:
         log_debug("gpu %d: client %llu requests the lock", gpu,
                   (unsigned long long)c->id);
+        if (!(c->asked_gpus >> gpu & 1)) {
+            c->asked_gpus |= 1u << gpu; /* its context counts from now on */
+            footprint_update(s, gpu, slot);
+        }
         policy_request(s->policy, gpu, slot, now_ns(), out);
         return 0;
     case MSG_LOCK_RELEASED:

@@ -5,7 +5,8 @@
  * messages), which alone leaves the GPU when it swaps out.
  *
  * A CUDA context costs 300-500 MiB that no allocation call shows, so a
- * fixed percentage of the GPU cannot stand for it. Where NVML can tell a
+ * fixed percentage of the GPU cannot stand for it. It counts on the GPUs a
+ * client has asked for or holds memory on. Where NVML can tell a
  * process's used memory (nvmlDeviceGetComputeRunningProcesses), the overhead
  * of a running client is that minus what it allocated; elsewhere (no NVML,
  * a PID namespace that hides the process, managed memory that NVML does not
@@ -56,9 +57,14 @@ static void load_nvml(void)
 void footprint_update(struct scheduler *s, int gpu, int slot)
 {
     const struct quota_client *q = &s->quota.gpus[gpu].clients[slot];
-    uint64_t overhead = s->overhead[gpu][slot] ? s->overhead[gpu][slot]
-                                               : s->context_overhead;
     uint64_t held = q->held > q->allocated ? q->held : q->allocated;
+    /* A process registers every GPU it sees and has a context only on
+     * those it uses: a rank of an 8-GPU job would otherwise weigh a
+     * context on each of the other seven. */
+    bool uses = held || (s->clients[slot]->asked_gpus >> gpu & 1);
+    uint64_t overhead = !uses                  ? 0
+                        : s->overhead[gpu][slot] ? s->overhead[gpu][slot]
+                                                 : s->context_overhead;
 
     policy_set_footprint(s->policy, gpu, slot, held + overhead,
                          s->evictable[gpu][slot]);

@@ -39,6 +39,7 @@ struct client {
     int account;
     int gang;            /* its job's number (policy_set_gang) */
     bool oversubscribed; /* its device allocations are made managed */
+    uint32_t asked_gpus; /* node GPUs it has asked for, bit per GPU */
     struct frame_reader *reader;
     uint64_t connected_at;  /* a slot is not held without registering */
     uint64_t partial_since; /* a frame begun and not finished since, or 0 */

@@ -20,7 +20,8 @@
 #    the three; each share is within 5 % of 1/3. The sum (how busy GPU 0
 #    is kept) is printed.
 #  - Status shows the gangs: the ranks of a job share a gang number, the
-#    two jobs have different ones, the single-GPU job none.
+#    two jobs have different ones, the single-GPU job none; and a process
+#    weighs (its footprint) only on the GPU it uses.
 # (The same jobs with one lock per GPU and no gangs cannot even be compared:
 # their ranks' drains wait for each other's collectives, 10 s each.)
 #
@@ -85,8 +86,16 @@ assert ga0 == ga1 and isinstance(ga0, int), "job a's ranks"
 assert gb0 == gb1 and isinstance(gb0, int), "job b's ranks"
 assert ga0 != gb0, "two jobs, one gang"
 assert gs is None, "the single-GPU job is in a gang"
+# Every process registers both GPUs and uses one: no context is counted
+# on the other.
+for c in doc["clients"]:
+    own = {a0: 0, a1: 1, b0: 0, b1: 1, s: 0}[c["pid"]]
+    if c["gpu_index"] != own:
+        assert c["footprint_bytes"] == 0, f"pid {c['pid']} weighs {c['footprint_bytes']} on GPU {c['gpu_index']}"
+    else:
+        assert c["footprint_bytes"] > 0, f"pid {c['pid']} weighs nothing on its GPU"
 PY
-echo "PASS: status shows each job's ranks in one gang, the single-GPU job in none"
+echo "PASS: status shows each job's ranks in one gang, the single-GPU job in none, a footprint only where a process runs"
 
 deadline=$(( until + 5000000000 ))
 for i in "${!pids[@]}"; do
