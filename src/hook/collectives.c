@@ -6,7 +6,10 @@
  * (docs/protocol.md, Gang drains), for which each counts the collectives it
  * launched. NCCL is linked into the application (statically, in PyTorch),
  * so its calls cannot be interposed; its kernels can, and NCCL names them:
- * ncclDevKernel_* (2.19 on), ncclKernel_* before (mangled).
+ * ncclDevKernel_* (2.19 on), ncclKernel_* before, ncclSym* for the
+ * symmetric-memory kernels of 2.27 on (mangled). Collectives of other
+ * libraries (custom all-reduce kernels over IPC memory) are not known:
+ * their gangs' drains may wait for the drain timeout.
  *
  * A launch asks a table whether its function is a collective: the first
  * launch of a function asks the driver for its name (cuFuncGetName, or
@@ -37,7 +40,8 @@ static bool named_collective(const char *name)
         for (plain += 2; *plain >= '0' && *plain <= '9'; plain++)
             ;
     bool collective = strncmp(plain, "ncclDevKernel", 13) == 0 ||
-                      strncmp(plain, "ncclKernel", 10) == 0;
+                      strncmp(plain, "ncclKernel", 10) == 0 ||
+                      strncmp(plain, "ncclSym", 7) == 0;
 
     if (collective)
         log_debug("%s is a collective", name);
