@@ -11,6 +11,8 @@
 #
 #  1. Each job alone, natively (no libnvshare), MULTI_GPU_SECONDS (60) from
 #     process start: the 100 % of each job. B is A's twin; A stands for it.
+#     Then A alone under the scheduler: its ratio to native (printed).
+#     MULTI_GPU_ALONE_ONLY=1 stops there.
 #  2. A, B and S together under the scheduler, TQ 1 s then 100 ms, started
 #     at once, the same length. A job's progress is its steps over its
 #     steps alone; the aggregate, their sum, is what running the jobs one
@@ -79,7 +81,13 @@ from=$(date +%s%N); echo "$from" >"$OUT/alone.A.from"
 ddp alone.A 29500 $(( from + RUN_S * 1000000000 )); finish alone
 from=$(date +%s%N); echo "$from" >"$OUT/alone.S.from"
 single alone.S $(( from + RUN_S * 1000000000 )); finish alone
+echo "== 1b. A alone under the scheduler (a gang holding both GPUs)"
+sched_start "$OUT/gang_alone.sched.log"
+from=$(date +%s%N); echo "$from" >"$OUT/gang_alone.A.from"
+ddp gang_alone.A 29505 $(( from + RUN_S * 1000000000 )) LD_PRELOAD="$LIB"; finish gang_alone
+sched_stop
 
+[ -n "${MULTI_GPU_ALONE_ONLY:-}" ] ||
 for tq in 1s 100ms; do
     echo "== 2. A, B and S together, TQ $tq"
     sched_start "$OUT/shared.$tq.sched.log" NVSHARE_TQ=$tq
@@ -94,6 +102,7 @@ for tq in 1s 100ms; do
     sched_stop
 done
 
+if [ -z "${MULTI_GPU_ALONE_ONLY:-}" ]; then
 echo "== 3. a pod over both GPUs: 4 GiB and 30 % from nvsharectl"
 sched_start "$OUT/pod.sched.log"
 "$CTL_BIN" set memory-limit ddp-q 4Gi && "$CTL_BIN" set core-limit ddp-q 30 || failed=1
@@ -116,9 +125,10 @@ from=$(date +%s%N); echo "$from" >"$OUT/pod.train.from"
  sleep 20; "$CTL_BIN" status --json >"$OUT/pod.status2.json"; date +%s%N >"$OUT/pod.t2"
  RUN_S=50 finish pod.train)
 sched_stop
+fi
 
 python3 - "$OUT" "$RUN_S" <<'PY' | tee -a "$SUMMARY" || failed=1
-import datetime, json, re, statistics, sys
+import datetime, json, os, re, statistics, sys
 out, run_s = sys.argv[1], int(sys.argv[2])
 # DDP's start-up (torchrun, NCCL, the model) takes 15-20 s on an H100 pair.
 NS, STEADY_FROM = 1_000_000_000, 25
@@ -140,6 +150,9 @@ def measure(run, seconds=run_s):
     return steps_by(recs, end), steps_by(recs, end) - steps_by(recs, start + STEADY_FROM * NS)
 
 alone = {job: measure(f"alone.{job}") for job in "AS"}
+total, steady = measure("gang_alone.A")
+print(f"A alone under the scheduler: {total / alone['A'][0]:.3f} of native from process "
+      f"start, {steady / alone['A'][1]:.3f} from {STEADY_FROM} s on")
 for job, (total, steady) in alone.items():
     print(f"alone {job}: {total} steps in {run_s} s from process start, "
           f"{steady / (run_s - STEADY_FROM):.1f} steps/s from {STEADY_FROM} s on")
@@ -148,7 +161,7 @@ def percentile(v, q):
     v = sorted(v)
     return v[min(len(v) - 1, int(len(v) * q))] if v else float("nan")
 
-for tq in ("1s", "100ms"):
+for tq in ("1s", "100ms") if os.path.exists(f"{out}/shared.1s.A.out") else ():
     frac = {}
     for job, ref in (("A", "A"), ("B", "A"), ("S", "S")):
         total, steady = measure(f"shared.{tq}.{job}")
@@ -195,6 +208,8 @@ for tq in ("1s", "100ms"):
         print(f"TQ {tq:>5} gpu {gpu}: DROP_LOCK -> LOCK_RELEASED {len(v)} preemptions, "
               f"p50 {statistics.median(v):.2f} ms, p99 {percentile(v, 0.99):.2f} ms")
 
+if not os.path.exists(f"{out}/pod.t2"):
+    sys.exit(0 if ok else 1)
 t1, t2 = (int(open(f"{out}/pod.t{i}").read()) for i in (1, 2))
 held = [{(c["gpu_index"], c["pid"]): c["held_ns"]
          for c in json.load(open(f"{out}/pod.status{i}.json"))["clients"] if c["pod"] == "ddp-q"}
