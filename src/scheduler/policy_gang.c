@@ -364,8 +364,8 @@ static uint64_t gang_quantum_end(const struct policy *p, int i)
 /* A rank of gang number i that waits while the gang drains may be behind
  * its peers: their collectives queued up to the drain point need its own.
  * It joins the drain: granted and dropped in one decision (running for
- * a moment beside whoever has its GPU), it reports its point and catches
- * up like the others. That is how ranks whose first requests crossed
+ * a moment beside whoever has its GPU, in memory it holds there already),
+ * it reports its point and catches up like the others. That is how ranks whose first requests crossed
  * another job's (granted one by one before the gang spanned GPUs) get out
  * of their circular wait. False if the actions ran out of room. */
 static bool admit_to_drain(struct policy *p, int i, uint64_t now,
@@ -387,8 +387,11 @@ static bool admit_to_drain(struct policy *p, int i, uint64_t now,
         for (int q = 0; q < g->n_waiting;) {
             int c = g->queue[q];
             const struct member *m = &g->members[c];
+            /* A rank swapped out would swap in beside whoever runs: its
+             * peers wait for revocation rather than risk that memory. */
             if (p->gang_of[c] != i + 1 ||
-                (m->grants && m->drop_sent_at >= round_began)) {
+                (m->grants && m->drop_sent_at >= round_began) ||
+                (m->evictable && !m->resident)) {
                 q++;
                 continue;
             }

@@ -228,6 +228,24 @@ static void test_rank_waiting_during_the_drain_joins_it(void **unused)
     assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
 }
 
+static void test_swapped_out_rank_does_not_join_the_drain(void **unused)
+{
+    (void)unused;
+    request(0, 0, 0); /* rank 0 runs; rank 1 has not asked yet */
+    request(0, 5, 1 * MS);
+    tick(TQ);
+    drain_point(0, 0, 4);
+    /* Rank 1's memory went to the host: joining the drain would bring it
+     * back beside client 4 (on GPU 1), which the GPU may not hold. */
+    p.gpus[1].members[1].evictable = 1ull << 30;
+    p.gpus[1].members[1].resident = false;
+    request(1, 4, TQ + 1 * MS);
+    request(1, 1, TQ + 1 * MS);
+    tick(TQ + 2 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1, 1), 0);
+    assert_int_equal(state(1, 1), MEMBER_WAITING);
+}
+
 static void test_rank_that_drained_waits_for_the_next_grant(void **unused)
 {
     (void)unused;
@@ -609,6 +627,8 @@ int main(void)
         cmocka_unit_test_setup(test_ranks_agree_on_the_furthest_drain_point,
                                setup),
         cmocka_unit_test_setup(test_rank_waiting_during_the_drain_joins_it,
+                               setup),
+        cmocka_unit_test_setup(test_swapped_out_rank_does_not_join_the_drain,
                                setup),
         cmocka_unit_test_setup(test_rank_that_drained_waits_for_the_next_grant,
                                setup),
