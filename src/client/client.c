@@ -50,17 +50,28 @@ static void copy_env(char *dst, size_t len, const char *name)
 /* A multi-GPU job's ranks must be one job to the scheduler (gang grants),
  * or NCCL's collectives spin on a rank whose peer is gated. Launchers that
  * start one process per GPU name their rendezvous in the environment, and
- * only one job on a node can listen at an address and port: torchrun (and
+ * only one job can listen at an address and port: torchrun (and
  * torch.distributed launched by hand) sets MASTER_ADDR and MASTER_PORT for
- * every rank. Used when NVSHARE_JOB_ID is not set; the scheduler scopes a
- * job to the uid, so naming another tenant's rendezvous joins nothing. */
+ * every rank. A loopback address is one per network namespace, and every
+ * pod has its own (where torchrun's default, 127.0.0.1:29500, is common):
+ * the namespace is named with it. Used when NVSHARE_JOB_ID is not set; the
+ * scheduler scopes a job to the uid, so naming another tenant's rendezvous
+ * joins nothing. */
 static void job_from_launcher(char *dst, size_t len)
 {
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    char netns[64] = "";
 
-    if (env_int_range("WORLD_SIZE", 1, INT32_MAX, 1) > 1 && addr && *addr &&
-        port && *port)
-        snprintf(dst, len, "torch:%s:%s", addr, port);
+    if (env_int_range("WORLD_SIZE", 1, INT32_MAX, 1) <= 1 || !addr || !*addr ||
+        !port || !*port)
+        return;
+    if (strncmp(addr, "127.", 4) == 0 || strcmp(addr, "localhost") == 0 ||
+        strcmp(addr, "::1") == 0) {
+        ssize_t n = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
+        netns[n > 0 ? n : 0] = '\0';
+    }
+    snprintf(dst, len, "torch:%s:%s%s%s", addr, port, *netns ? "@" : "",
+             netns);
 }
 
 static void read_settings(void)

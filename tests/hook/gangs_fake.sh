@@ -22,6 +22,8 @@
 #  - Status shows the gangs: the ranks of a job share a gang number, the
 #    two jobs have different ones, the single-GPU job none; and a process
 #    weighs (its footprint) only on the GPU it uses.
+#  - Two torchrun launches in two network namespaces that both rendezvous
+#    at 127.0.0.1 and one port are two jobs (where unshare -n is allowed).
 # (The same jobs with one lock per GPU and no gangs cannot even be compared:
 # their ranks' drains wait for each other's collectives, 10 s each.)
 #
@@ -37,10 +39,11 @@ for s in shared solo2 solo1; do
 done
 await_schedulers "$WORK"/*/
 
-pids=() names=()
+pids=() names=() PREFIX=()
 # A failed run leaves no rank behind (one may be waiting for its peer).
 trap 'kill "${pids[@]}" "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
-# rank SCENARIO JOB DEVICE RANKS [JOB_ID]: starts one rank.
+# rank SCENARIO JOB DEVICE RANKS [JOB_ID]: starts one rank (under the
+# command in PREFIX, if any).
 rank() {
     local dir=$WORK/$1 job_env=()
     case ${5:-} in
@@ -50,7 +53,7 @@ rank() {
     esac
     [ "$4" = 1 ] || job_env+=(FAKE_CUDA_COLLECTIVE="$dir/$2.collective"
                               FAKE_CUDA_COLLECTIVE_RANKS="$4")
-    env "${job_env[@]}" NVSHARE_SOCK_DIR="$dir" FAKE_CUDA_DEVICES=2 \
+    "${PREFIX[@]}" env "${job_env[@]}" NVSHARE_SOCK_DIR="$dir" FAKE_CUDA_DEVICES=2 \
         LD_LIBRARY_PATH="$FAKE_DIR" LD_PRELOAD="$LIB" \
         "$RANK" "$3" "$4" "$from" "$until" \
         >"$dir/$2.$3.out" 2>"$dir/$2.$3.err" &
@@ -132,3 +135,35 @@ ok=$(awk -v a="$pa" -v b="$pb" -v s="$ps" 'BEGIN {
            s >= 0.95 * f && s <= 1.05 * f && a > 0 && b > 0 && s > 0) }')
 [ "$ok" = 1 ] || { echo "FAIL: a job's progress is not within 5 % of its fair share"; exit 1; }
 echo "PASS: two 2-GPU jobs and a 1-GPU job share two GPUs without deadlock, each within 5 % of its fair share"
+
+# Two launches, each in a network namespace of its own (two pods), both at
+# torchrun's loopback rendezvous: two jobs. Were they one, a rank on GPU 0
+# and one on GPU 1 would make a gang.
+if ! unshare -n true 2>/dev/null; then
+    echo "SKIP: unshare -n is not allowed here: network namespaces not checked"
+    exit 0
+fi
+start_scheduler_in "$WORK/netns" NVSHARE_GPUS=$UUID:16384,$UUID1:16384
+await_schedulers "$WORK/netns"
+pids=() names=()
+from=$(date +%s%N) until=$(( $(date +%s%N) + 3000000000 ))
+rank netns p 0 1 torch:29400
+PREFIX=(unshare -n)
+rank netns q 1 1 torch:29400
+PREFIX=()
+# Once both have asked for their GPU (a gang is known from requests).
+for _ in $(seq 100); do
+    NVSHARE_SOCK_DIR=$WORK/netns "$CTL" status --json >"$WORK/netns.json"
+    python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))["clients"]
+sys.exit(sum(x["grants"] > 0 for x in c) < 2)' "$WORK/netns.json" && break
+    sleep 0.05
+done
+python3 - "$WORK/netns.json" <<'PY' || { echo "FAIL: two launches in two network namespaces are one job"; exit 1; }
+import json, sys
+clients = json.load(open(sys.argv[1]))["clients"]
+assert len({c["pid"] for c in clients}) == 2, "both processes registered"
+assert all(c["gang"] is None for c in clients), [(c["pid"], c["gang"]) for c in clients]
+PY
+for pid in "${pids[@]}"; do wait "$pid"; done
+echo "PASS: two launches at 127.0.0.1:29400 in two network namespaces are two jobs"
