@@ -134,7 +134,8 @@ def log_kinds(path):
     kinds = collections.Counter()
     with open(path, errors="replace") as f:
         for line in f:
-            m = re.match(r"nvshare\[\S+ \d+\] (error|warning): (.*)", line)
+            # After the timestamp the log's lines begin with.
+            m = re.search(r"nvshare\[\S+ \d+\] (error|warning): (.*)", line)
             if m:
                 msg = re.sub(r"'[^']*'", "'*'", m.group(2))
                 msg = re.sub(r"\d+(\.\d+)?", "N", msg)
