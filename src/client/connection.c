@@ -1,9 +1,9 @@
 /* connection.c - the client thread: it owns the scheduler connection
  * (connecting and re-registering), reads the scheduler's messages, drains
  * on DROP_LOCK (a gang rank after agreeing where: gate.c), gives idle GPUs
- * back, reports load and runs the swap callbacks. Memory messages and connection events go to the observer that
- * nvshare_client_start() attached (the memory ledger); this file knows
- * nothing else of it.
+ * back, reports load and runs the swap callbacks. Memory messages and
+ * connection events go to the observer that nvshare_client_start()
+ * attached (the memory ledger); this file knows nothing else of it.
  *
  * Failure policy: a scheduler that is absent, dies or misbehaves opens the
  * gates (fail-open) or keeps them shut until it is back (fail-closed);
@@ -507,8 +507,9 @@ void *conn_thread(void *arg)
             timeout_ms = (int)(wait / NS_PER_MS) + 1;
         }
         uint64_t catch_up_left = gate_finish_catch_ups();
-        if (catch_up_left && catch_up_left / NS_PER_MS + 1 < (uint64_t)timeout_ms)
-            timeout_ms = (int)(catch_up_left / NS_PER_MS) + 1;
+        uint64_t catch_up_ms = catch_up_left / NS_PER_MS + 1;
+        if (catch_up_left && catch_up_ms < (uint64_t)timeout_ms)
+            timeout_ms = (int)catch_up_ms;
         int rc = poll(fds, 3, timeout_ms);
         if (rc < 0 && errno != EINTR)
             break;

@@ -5,8 +5,9 @@
  * queries; they are also exported for programs linked to NVML. Each calls
  * the real function (libnvidia-ml.so.1, found loaded or loaded here), then,
  * if the device is one of this process's CUDA GPUs (matched by UUID) and has
- * a quota (the scheduler's answer awaited, as for an allocation), reports total = the quota, used = the pod's usage and free =
- * total - used (v2: reserved = 0, so that total = reserved + used + free).
+ * a quota (the scheduler's answer awaited, as for an allocation), reports
+ * total = the quota, used = the pod's usage and free = total - used (v2:
+ * reserved = 0, so that total = reserved + used + free).
  *
  * No nvml.h on build machines: the few types are declared here, with the
  * layouts of the NVML ABI. */

@@ -365,9 +365,10 @@ static uint64_t gang_quantum_end(const struct policy *p, int i)
  * its peers: their collectives queued up to the drain point need its own.
  * It joins the drain: granted and dropped in one decision (running for
  * a moment beside whoever has its GPU, in memory it holds there already),
- * it reports its point and catches up like the others. That is how ranks whose first requests crossed
- * another job's (granted one by one before the gang spanned GPUs) get out
- * of their circular wait. False if the actions ran out of room. */
+ * it reports its point and catches up like the others. That is how ranks
+ * whose first requests crossed another job's (granted one by one before the
+ * gang spanned GPUs) get out of their circular wait. False if the actions
+ * ran out of room. */
 static bool admit_to_drain(struct policy *p, int i, uint64_t now,
                            struct policy_actions *out)
 {
