@@ -253,26 +253,33 @@ static bool members_ready(const struct policy *p, int i, uint64_t now)
     return true;
 }
 
+/* Grants the rank waiting at position q of gpu's queue, a member of gang
+ * number i. */
+static void grant_rank(struct policy *p, int i, int gpu, int q, uint64_t now,
+                       struct policy_actions *out)
+{
+    struct gpu_sched *g = &p->gpus[gpu];
+    int c = g->queue[q];
+
+    memmove(&g->queue[q], &g->queue[q + 1],
+            (size_t)(g->n_waiting - q - 1) * sizeof(g->queue[0]));
+    g->n_waiting--;
+    grant(g, gpu, c, now, out);
+    p->gangs[i].n_waiting--;
+    p->gangs[i].n_running++;
+}
+
 /* Grants every waiting member of gang number i, on every GPU. */
 static void grant_gang(struct policy *p, int i, uint64_t now,
                        struct policy_actions *out)
 {
-    struct gang *gang = &p->gangs[i];
-
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
         for (int q = 0; q < g->n_waiting;) {
-            int c = g->queue[q];
-            if (p->gang_of[c] != i + 1) {
+            if (p->gang_of[g->queue[q]] == i + 1)
+                grant_rank(p, i, gpu, q, now, out);
+            else
                 q++;
-                continue;
-            }
-            memmove(&g->queue[q], &g->queue[q + 1],
-                    (size_t)(g->n_waiting - q - 1) * sizeof(g->queue[0]));
-            g->n_waiting--;
-            grant(g, gpu, c, now, out);
-            gang->n_waiting--;
-            gang->n_running++;
         }
     }
 }
@@ -400,13 +407,8 @@ static bool admit_to_drain(struct policy *p, int i, uint64_t now,
                 out->truncated = true;
                 return false;
             }
-            memmove(&g->queue[q], &g->queue[q + 1],
-                    (size_t)(g->n_waiting - q - 1) * sizeof(g->queue[0]));
-            g->n_waiting--;
-            grant(g, gpu, c, now, out);
+            grant_rank(p, i, gpu, q, now, out);
             drop(g, gpu, c, now, out);
-            p->gangs[i].n_waiting--;
-            p->gangs[i].n_running++;
             p->gangs[i].n_draining++;
         }
     }
