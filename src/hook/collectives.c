@@ -16,10 +16,10 @@
  * cuKernelGetName for a CUkernel launched as a function), later ones find
  * the answer with one hash and an atomic load, no lock (hook.h: a kernel
  * that is no collective, in its home slot, costs a handful of
- * instructions). Functions are
- * never forgotten: a function handle that the driver reuses after its
- * module was unloaded keeps its first answer, which can only misplace one
- * gang drain point (and revocation bounds a drain that goes wrong). */
+ * instructions). Functions are never forgotten: a function handle that the
+ * driver reuses after its module was unloaded keeps its first answer, which
+ * can only misplace one gang drain point (and revocation bounds a drain
+ * that goes wrong). */
 #include <stdint.h>
 #include <string.h>
 
