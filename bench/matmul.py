@@ -12,18 +12,23 @@ MATMUL_MODE=compile runs a torch.compile'd (Triton) step instead of the plain
 matmul, MATMUL_MODE=graph replays the four matmuls of a step as one CUDA
 graph. STEADY_FROM_NS: also print steady=<matmuls per second> from then on.
 
-WINDOW_FROM_FIRST_STEP=1 moves the window (and STEADY_FROM_NS with it) to
-start when the measured steps do, after CUDA's start-up, the warm-up and
-any compilation, and prints its start as from_ns=. PyTorch's start-up takes
-4-5 s of host time before the first kernel, varying by half a second from
-run to run, so over 10 s from process start it decides a job's share more
-than the scheduler does.
+WINDOW_FROM moves the window (and STEADY_FROM_NS with it) to begin later
+than FROM_NS, and prints its start as from_ns=:
+  first_submission  just before the job's first kernel, once CUDA's context
+                    exists (PyTorch's import and CUDA start-up excluded);
+  first_step        at the first measured step, after the warm-up and any
+                    compilation.
+Either way it prints the start-up's phases in seconds after FROM_NS:
+imported= (torch imported), context= (context created and the operands
+allocated, no kernel yet), first_step=.
 """
 import os
 import sys
 import time
 
 import torch
+
+imported_ns = time.time_ns()
 
 if len(sys.argv) > 3 and sys.argv[1] == "--window":
     start_ns, until_ns = int(sys.argv[2]), int(sys.argv[3])
@@ -32,8 +37,13 @@ else:
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 10
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 8192
     start_ns = None
-a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+# Allocations create the context and submit nothing; normal_ is the first
+# kernel.
+a = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+b = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+context_ns = time.time_ns()
+a.normal_()
+b.normal_()
 mode = os.environ.get("MATMUL_MODE", "eager")
 if mode == "compile":
     # Elementwise work around the matmul, so that Triton kernels run.
@@ -52,15 +62,22 @@ else:
 for _ in range(3):
     step(a, b)
 torch.cuda.synchronize()
+first_step_ns = time.time_ns()
 steady_ns = int(os.environ.get("STEADY_FROM_NS", "0"))
 steady_done = 0
+process_ns = start_ns
 if start_ns is None:
-    start_ns = time.time_ns()
+    process_ns = start_ns = first_step_ns
     until_ns = start_ns + int(seconds * 1e9)
-elif os.environ.get("WINDOW_FROM_FIRST_STEP") == "1":
-    shift = time.time_ns() - start_ns
-    start_ns, until_ns = start_ns + shift, until_ns + shift
-    steady_ns = steady_ns + shift if steady_ns else 0
+else:
+    moved = {"first_submission": context_ns, "first_step": first_step_ns}
+    window_from = os.environ.get("WINDOW_FROM", "")
+    if window_from and window_from not in moved:
+        sys.exit(f"WINDOW_FROM={window_from}: want first_submission or first_step")
+    if window_from:
+        shift = moved[window_from] - start_ns
+        start_ns, until_ns = start_ns + shift, until_ns + shift
+        steady_ns = steady_ns + shift if steady_ns else 0
 done = 0
 matmuls_per_step = 4 if mode == "graph" else 1
 # Steps go in groups of GROUP launched back to back before one sync. The
@@ -84,5 +101,8 @@ while time.time_ns() < run_until_ns:
 elapsed = (until_ns - start_ns) / 1e9
 steady = (f" steady={steady_done * 1e9 / (until_ns - steady_ns):.3f}"
           if steady_ns and steady_ns < until_ns else "")
+phases = " ".join(f"{name}={(at - process_ns) / 1e9:.3f}" for name, at in
+                  (("imported", imported_ns), ("context", context_ns),
+                   ("first_step", first_step_ns)))
 print(f"tflops={2 * n**3 * done / elapsed / 1e12:.2f} rate={done / elapsed:.3f} "
-      f"matmuls={done} seconds={elapsed:.3f} from_ns={start_ns}{steady}")
+      f"matmuls={done} seconds={elapsed:.3f} from_ns={start_ns}{steady} {phases}")
