@@ -16,7 +16,7 @@
 #  - in steady state, from 4 s to 10 s: target within 0.5 point, and the
 #    errors of the five limits not all of one sign.
 # The PyTorch jobs count both from their first measured step instead
-# (matmul.py's WINDOW_FROM_FIRST_STEP): their 4-5 s of host start-up, which
+# (matmul.py's WINDOW_FROM=first_step): their 4-5 s of host start-up, which
 # varies by half a second between runs, would decide the share from
 # process start. Their first step is their first kernel after CUDA's
 # start-up and a warm-up of three steps.
@@ -59,9 +59,9 @@ export RUN_PAST_NS=1000000000
 job_cmd() { # name -> command line taking --window FROM UNTIL
     case $1 in
     fixed_work | bursty) echo "$OUT/bin/$1" ;;
-    matmul) echo "env MATMUL_MODE=eager WINDOW_FROM_FIRST_STEP=1 python3 $TOP/bench/matmul.py" ;;
-    triton) echo "env MATMUL_MODE=compile WINDOW_FROM_FIRST_STEP=1 TORCHINDUCTOR_COMPILE_THREADS=1 python3 $TOP/bench/matmul.py" ;;
-    graph) echo "env MATMUL_MODE=graph WINDOW_FROM_FIRST_STEP=1 python3 $TOP/bench/matmul.py" ;;
+    matmul) echo "env MATMUL_MODE=eager WINDOW_FROM=first_step python3 $TOP/bench/matmul.py" ;;
+    triton) echo "env MATMUL_MODE=compile WINDOW_FROM=first_step TORCHINDUCTOR_COMPILE_THREADS=1 python3 $TOP/bench/matmul.py" ;;
+    graph) echo "env MATMUL_MODE=graph WINDOW_FROM=first_step python3 $TOP/bench/matmul.py" ;;
     esac
 }
 val() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" "$2"; }

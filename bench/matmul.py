@@ -85,7 +85,7 @@ matmuls_per_step = 4 if mode == "graph" else 1
 # that libnvshare's gate leaves in a queue (bench/gpu_busy.py reads the
 # GPU's own record instead). RUN_PAST_NS: go on that long past UNTIL_NS,
 # uncounted, so that such a record sees the same load up to the window's end.
-GROUP = 4
+GROUP = int(os.environ.get("MATMUL_GROUP", "4"))
 run_until_ns = until_ns + int(os.environ.get("RUN_PAST_NS", "0"))
 while time.time_ns() < run_until_ns:
     for _ in range(GROUP):
