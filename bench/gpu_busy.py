@@ -2,6 +2,8 @@
 
     python3 gpu_busy.py sample FILE [GPU]      (until killed)
     python3 gpu_busy.py busy FILE FROM_NS UNTIL_NS
+    python3 gpu_busy.py onset FILE FROM_NS
+    python3 gpu_busy.py worst FILE FROM_NS UNTIL_NS SECONDS
 
 `sample` appends NVML's utilization samples of GPU (default 0) to FILE, one
 "dev TIMESTAMP_US PERCENT" line each: the percent of the sample's period in
@@ -17,6 +19,10 @@ a whole percent (on the H100, 200 ms samples; a lone compute-bound job at
 99.x % reads 99 throughout), so a sample above 0 counts as half a percent
 more: uncorrected, a job held to 10 % read 0.45 point low against its work
 and one held to 90 % 0.46 point high, relative to the same job alone.
+
+`onset` prints when the GPU first ran kernels after FROM_NS (ns, within
+its first busy sample); `worst` the busy fraction of the busiest window of
+SECONDS within FROM_NS..UNTIL_NS, one window starting at each sample.
 
 A benchmark that measures one job at a time reads that job's share of GPU
 time from it, independently of both the job (no CUDA events, which count
@@ -68,26 +74,59 @@ def sample(path, gpu):
             time.sleep(0.5)
 
 
-def busy(path, from_ns, until_ns):
-    lo, hi = from_ns / 1000, until_ns / 1000
-    covered = ran = 0.0
-    previous = None
+def samples(path):
+    """(end_us, percent) of each sample, percent corrected for truncation."""
+    out = []
     for line in open(path):
         fields = line.split()
-        if fields[0] != "dev":
-            continue
-        t, percent = float(fields[1]), float(fields[2])
-        if 0 < percent < 100:
-            percent += 0.5  # the middle of what a truncated value stands for
-        if previous is not None:
-            overlap = min(t, hi) - max(previous, lo)
-            if overlap > 0:
-                covered += overlap
-                ran += overlap * percent / 100
-        previous = t
-    if covered < 0.99 * (hi - lo):
-        sys.exit(f"gpu_busy: samples cover {covered / (hi - lo):.1%} of the window")
-    print(f"{ran / covered:.5f}")
+        if fields[0] == "dev":
+            t, percent = float(fields[1]), float(fields[2])
+            if 0 < percent < 100:
+                percent += 0.5  # the middle of what a truncated value stands for
+            out.append((t, percent))
+    return out
+
+
+def busy_fraction(points, lo, hi):
+    """Fraction of lo..hi (us) in which kernels ran; None if not covered."""
+    covered = ran = 0.0
+    for (previous, _), (t, percent) in zip(points, points[1:]):
+        overlap = min(t, hi) - max(previous, lo)
+        if overlap > 0:
+            covered += overlap
+            ran += overlap * percent / 100
+    return ran / covered if covered >= 0.99 * (hi - lo) else None
+
+
+def busy(path, from_ns, until_ns):
+    fraction = busy_fraction(samples(path), from_ns / 1000, until_ns / 1000)
+    if fraction is None:
+        sys.exit("gpu_busy: the samples do not cover the window")
+    print(f"{fraction:.5f}")
+
+
+def onset(path, from_ns):
+    """When the GPU first ran kernels after FROM_NS: within the first busy
+    sample, as if its busy time came at its end."""
+    points = samples(path)
+    for (previous, _), (t, percent) in zip(points, points[1:]):
+        if t * 1000 > from_ns and percent > 0:
+            print(int((t - (t - previous) * percent / 100) * 1000))
+            return
+    sys.exit("gpu_busy: the GPU never ran kernels after FROM_NS")
+
+
+def worst(path, from_ns, until_ns, seconds):
+    """The busiest window of SECONDS within FROM_NS..UNTIL_NS, one starting
+    at each sample's start."""
+    points = samples(path)
+    lo, hi, span = from_ns / 1000, until_ns / 1000, seconds * 1e6
+    fractions = [busy_fraction(points, t, t + span) for t, _ in points
+                 if lo <= t and t + span <= hi]
+    fractions = [f for f in fractions if f is not None]
+    if not fractions:
+        sys.exit("gpu_busy: no whole window")
+    print(f"{max(fractions):.5f}")
 
 
 if __name__ == "__main__":
@@ -95,5 +134,9 @@ if __name__ == "__main__":
         sample(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0)
     elif len(sys.argv) == 5 and sys.argv[1] == "busy":
         busy(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 4 and sys.argv[1] == "onset":
+        onset(sys.argv[2], int(sys.argv[3]))
+    elif len(sys.argv) == 6 and sys.argv[1] == "worst":
+        worst(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     else:
         sys.exit(__doc__)

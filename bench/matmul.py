@@ -78,24 +78,37 @@ else:
         shift = moved[window_from] - start_ns
         start_ns, until_ns = start_ns + shift, until_ns + shift
         steady_ns = steady_ns + shift if steady_ns else 0
-done = 0
+done = 0.0
 matmuls_per_step = 4 if mode == "graph" else 1
-# Steps go in groups of GROUP launched back to back before one sync. The
-# job's share of GPU time is not measured here: CUDA events count the gaps
-# that libnvshare's gate leaves in a queue (bench/gpu_busy.py reads the
-# GPU's own record instead). RUN_PAST_NS: go on that long past UNTIL_NS,
-# uncounted, so that such a record sees the same load up to the window's end.
+# Steps go in groups of GROUP launched back to back before one sync
+# (MATMUL_GROUP, default 4). A group that straddles an edge of a window
+# counts in proportion to its time inside: a group held to 10 % of the GPU
+# takes ten times as long, and counting it whole or not at all would move
+# a share by up to a group. The job's share of GPU time is not measured
+# here: CUDA events count the gaps that libnvshare's gate leaves in a queue
+# (bench/gpu_busy.py reads the GPU's own record instead). RUN_PAST_NS: go
+# on that long past UNTIL_NS, uncounted, so that such a record sees the
+# same load up to the window's end.
 GROUP = int(os.environ.get("MATMUL_GROUP", "4"))
 run_until_ns = until_ns + int(os.environ.get("RUN_PAST_NS", "0"))
-while time.time_ns() < run_until_ns:
+
+
+def inside(began, finished, lo, hi):
+    """The part of a group that ran from began to finished inside lo..hi."""
+    overlap = min(finished, hi) - max(began, lo)
+    return GROUP * matmuls_per_step * overlap / (finished - began) if overlap > 0 else 0
+
+
+began = time.time_ns()
+while began < run_until_ns:
     for _ in range(GROUP):
         step(a, b)
     torch.cuda.synchronize()
     finished = time.time_ns()
-    if start_ns <= finished <= until_ns:
-        done += GROUP * matmuls_per_step
-    if steady_ns and steady_ns <= finished <= until_ns:
-        steady_done += GROUP * matmuls_per_step
+    done += inside(began, finished, start_ns, until_ns)
+    if steady_ns:
+        steady_done += inside(began, finished, steady_ns, until_ns)
+    began = finished
 
 
 elapsed = (until_ns - start_ns) / 1e9
@@ -105,4 +118,4 @@ phases = " ".join(f"{name}={(at - process_ns) / 1e9:.3f}" for name, at in
                   (("imported", imported_ns), ("context", context_ns),
                    ("first_step", first_step_ns)))
 print(f"tflops={2 * n**3 * done / elapsed / 1e12:.2f} rate={done / elapsed:.3f} "
-      f"matmuls={done} seconds={elapsed:.3f} from_ns={start_ns}{steady} {phases}")
+      f"matmuls={done:.1f} seconds={elapsed:.3f} from_ns={start_ns}{steady} {phases}")
