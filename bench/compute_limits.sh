@@ -33,8 +33,10 @@
 # (Triton kernels) and as a CUDA graph replay; limits 10/25/50/75/90. Then
 # fixed_work 50+60 from start (scaled to 45.45 + 54.55): each within 1 point
 # of work, aggregate >= 98 %.
-# The targets are checked in GPU time, and also in work for fixed_work and
-# bursty, whose speed does not depend on the clock. A bf16 matmul's does: alone
+# The targets are checked in GPU time (but for bursty, whose 27 % of busy
+# GPU the samples' whole percents do not resolve), and in work for
+# fixed_work and bursty, whose speed does not depend on the clock; the sign
+# check uses the last view checked. A bf16 matmul's speed does: alone
 # it draws the H100's 700 W cap and runs at ~1.45 GHz, held to 50 % it runs
 # at ~1.8 GHz in its turns, so its share of work exceeds its share of time.
 # torch.compile's start-up (Triton compilation) takes ~20 s of host time
@@ -143,7 +145,16 @@ for name in "${jobs[@]}"; do
             sort -g | sed -n 2p)"
     done >"$OUT/$name.solo.1.out"
 done
-[[ " ${jobs[*]} " == *" fixed_work "* ]] && run mix fixed_work 50 60
+# The mix three times: the one with the median aggregate is reported (two
+# start-ups at once vary as one does).
+if [[ " ${jobs[*]} " == *" fixed_work "* ]]; then
+    for r in 1 2 3; do run "mix$r" fixed_work 50 60; done
+    median=$(for r in 1 2 3; do
+        echo "$(awk -v a="$(val rate "$OUT/mix$r.1.out")" -v b="$(val rate "$OUT/mix$r.2.out")" 'BEGIN { print a + b }') $r"
+    done | sort -g | sed -n '2s/.* //p')
+    for i in 1 2; do cp "$OUT/mix$median.$i.out" "$OUT/mix.$i.out"; done
+    cp "$OUT/mix$median.sched.log" "$OUT/mix.sched.log"
+fi
 
 # ---- the table ------------------------------------------------------------
 {
@@ -154,10 +165,14 @@ for name in "${jobs[@]}"; do
     solo=$OUT/$name.solo.1.out
     # Work is checked only where speed does not depend on the clock.
     case $name in fixed_work | bursty) check_work=1 ;; *) check_work=0 ;; esac
+    # GPU time is checked where the samples resolve it: bursty keeps the GPU
+    # 27 % busy even alone, and each sample is truncated to a whole percent,
+    # an error of up to 1/27 of the value.
+    case $name in bursty) check_time=0 ;; *) check_time=1 ;; esac
     signs="" from_process=""
     for limit in "${LIMITS[@]}"; do
         f="$OUT/$name.$limit.1.out"
-        line=$(awk -v l="$limit" -v n="$name" -v cw=$check_work \
+        line=$(awk -v l="$limit" -v n="$name" -v cw=$check_work -v ct=$check_time \
             -v w="$(val rate "$f")" -v sw="$(val rate "$solo")" \
             -v ws="$(val steady "$f")" -v sws="$(val steady "$solo")" \
             -v t="$(val busy "$f")" -v st="$(val busy "$solo")" \
@@ -173,7 +188,7 @@ for name in "${jobs[@]}"; do
                 return sprintf("%6.2f %+5.2f %6.2f %+5.2f%s", a, ea, b, eb, checked ? " *" : "  ")
             }
             BEGIN {
-                wv = view(w, sw, ws, sws, cw); tv = view(t, st, ts, sts, 1)
+                wv = view(w, sw, ws, sws, cw); tv = view(t, st, ts, sts, ct)
                 # A cap from the first submission: GPU time of the first
                 # second, of the whole GPU (not of the solo), at most L + 1.
                 if (first == "" || 100 * first > l + 1) fail = 1
@@ -188,7 +203,7 @@ for name in "${jobs[@]}"; do
     done
     case $signs in +++++ | -----) bias="FAIL"; failed=1 ;; *) bias=ok ;; esac
     echo "  $name: solo GPU busy $(val busy "$solo") from start, $(val steady_busy "$solo") steady;" \
-         "steady-state error signs (GPU time) over the limits: $signs ($bias)"
+         "steady-state error signs over the limits: $signs ($bias)"
     case $name in matmul | triton | graph)
         echo "  $name: GPU time from process start, not checked (start-up decides it; solo onset" \
              "$(val onset_s "$solo") s):$from_process" ;;
@@ -203,7 +218,12 @@ echo "   first kernel over one second, in % of the GPU, at most the limit + 1; w
     printf "mix 50+60 from start: %.2f%% + %.2f%% (targets %.2f + %.2f), aggregate %.2f%%, ratio %.3f (want 0.833) %s\n",
            x, y, tx, ty, x + y, x / y, ok ? "ok" : "FAIL"
     exit !ok }' || failed=1
-grep -h "core limits" "$OUT"/mix.sched.log | sed 's/^/  scheduler: /'; }
+grep -h "core limits" "$OUT"/mix.sched.log | sed 's/^/  scheduler: /'
+for r in 1 2 3; do
+    awk -v s="$(val rate "$OUT/fixed_work.solo.1.out")" -v a="$(val rate "$OUT/mix$r.1.out")" \
+        -v b="$(val rate "$OUT/mix$r.2.out")" -v r=$r 'BEGIN { printf "  run %d: %.2f%% + %.2f%%, aggregate %.2f%%\n", r, 100 * a / s, 100 * b / s, 100 * (a + b) / s }'
+    grep -c "lease [0-9]* to client" "$OUT/mix$r.sched.log" | awk '{ printf "    hand-overs: %d\n", $1 }'
+done; }
 grep -ho 'preempt [0-9.]* ms' "$OUT"/*.sched.log | awk '{ print $2 }' | sort -g |
     awk '{ v[NR] = $1 } END { if (NR) printf "preemptions %d: median %.2f ms, p99 %.2f ms\n", NR, v[int(NR / 2) + 1], v[int(NR * 0.99) + 1] }'
 awk '$1 == "dev" { if (p) print ($2 - p) / 1000; p = $2 }' "$OUT/utilization.txt" | sort -g |

@@ -158,14 +158,24 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
         return false;
     case SCHED_MODE_CONCURRENT:
         return true;
-    default:
+    default: {
         /* A client known (or taken) to be heavy runs alone. */
         if (!maybe_light(p, &g->members[client], now))
             return false;
-        for (int c = 0; c < g->slots; c++)
-            if (running(&g->members[c]) && !maybe_light(p, &g->members[c], now))
+        bool runners_paced = true;
+        for (int c = 0; c < g->slots; c++) {
+            const struct member *r = &g->members[c];
+            if (!running(r))
+                continue;
+            if (!maybe_light(p, r, now))
                 return false;
-        return true;
+            runners_paced = runners_paced && core_limited(p, r->account);
+        }
+        /* A trial spares a newcomer a quantum's wait. Runners under a core
+         * limit give the GPU up within a pace slice anyway, and two heavy
+         * clients side by side each lose more than that wait. */
+        return g->members[client].load_known || !runners_paced;
+    }
     }
 }
 
@@ -660,13 +670,21 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
                           struct policy_actions *out, uint64_t *next)
 {
     struct member *m = &g->members[c];
-    uint64_t due = pace_due(p, g, m, now), accrues_at = 0;
+    uint64_t due = pace_due(p, g, m, now), accrues_at = 0,
+             end = slice_end(p, g, now);
 
-    /* More budget accrues at the end of the slice: a drop due
-     * after that is judged again then. */
-    if (due > slice_end(p, g, now) &&
-        slice_end(p, g, now) < g->window_start + p->window_ns) {
-        accrues_at = slice_end(p, g, now);
+    /* More budget accrues at the end of the slice: a drop due after that
+     * is judged again then. So is one whose budget lasts to within the
+     * runner's DROP-to-release latency of the end (due is early by that
+     * much), if the next slice's budget covers that latency: dropped just
+     * before the end, it would hand over twice a slice where once does,
+     * and every hand-over costs the GPU about a kernel. */
+    uint64_t latency = m->preempt_estimate_ns;
+    if (due &&
+        (due > end || (due + 2 * latency >= end &&
+                       latency < budget_ns(p, g, m->account) / POLICY_PACE_SLICES)) &&
+        end < g->window_start + p->window_ns) {
+        accrues_at = end;
         due = 0;
     }
     bool limit = due && now >= due, for_room = false;

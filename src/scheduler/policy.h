@@ -21,6 +21,8 @@
  *    first quantum of GPU time: a short trial beside others rather than a
  *    wait for every newcomer. Unmeasured after that, it counts as heavy;
  *    clients report their load within their first second of GPU time.
+ *    Runners that are all under a core limit get no one on trial beside
+ *    them: they give the GPU up within a pace slice anyway.
  *  - Memory. A client's footprint is what it holds (allocated + credit)
  *    plus its context overhead. Its evictable part (managed memory, as the
  *    client reports it) occupies the GPU only while it runs or until it has

@@ -4,11 +4,6 @@
 
 #include <string.h>
 
-static bool limited(const struct policy *p, int account)
-{
-    return p->core_limit[account] > 0 && p->core_limit[account] < 100;
-}
-
 /* Runners that are billed now: each pays an equal share of the wall time. */
 static int billed_runners(const struct gpu_sched *g)
 {
@@ -45,7 +40,7 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
         const struct member *m = &g->members[c];
         int a = m->account;
         bool takes_part = m->present && m->state != MEMBER_IDLE;
-        if (!counted[a] && limited(p, a) && (takes_part || g->usage[a].used_ns)) {
+        if (!counted[a] && core_limited(p, a) && (takes_part || g->usage[a].used_ns)) {
             counted[a] = true;
             sum += p->core_limit[a];
         }
@@ -63,7 +58,7 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
  * are scaled by 100/sum: the ratios hold and the GPU stays busy. */
 static uint64_t budget_for(const struct policy *p, int account, unsigned sum)
 {
-    if (!limited(p, account))
+    if (!core_limited(p, account))
         return 0;
     return p->window_ns * p->core_limit[account] / (sum > 100 ? sum : 100);
 }
@@ -71,7 +66,7 @@ static uint64_t budget_for(const struct policy *p, int account, unsigned sum)
 uint64_t budget_ns(const struct policy *p, const struct gpu_sched *g,
                    int account)
 {
-    return limited(p, account) ? budget_for(p, account, limit_sum(p, g, account))
+    return core_limited(p, account) ? budget_for(p, account, limit_sum(p, g, account))
                                : 0;
 }
 
@@ -277,7 +272,7 @@ void hold_back(const struct policy *p, struct gpu_sched *g, int account,
 uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
                      int account, uint64_t now)
 {
-    if (!limited(p, account))
+    if (!core_limited(p, account))
         return 0;
     uint64_t budget = budget_ns(p, g, account), used = used_ns(g, account, now);
 

@@ -159,6 +159,12 @@ static inline bool running(const struct member *m)
            (m->state == MEMBER_HOLDING || m->state == MEMBER_DRAINING);
 }
 
+/* Whether account's time on a GPU is capped (and therefore paced). */
+static inline bool core_limited(const struct policy *p, int account)
+{
+    return p->core_limit[account] > 0 && p->core_limit[account] < 100;
+}
+
 static inline void earliest(uint64_t *next, uint64_t due)
 {
     if (*next == 0 || due < *next)

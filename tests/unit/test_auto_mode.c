@@ -217,6 +217,41 @@ static void test_measured_light_clients_still_co_run(void **state)
     assert_int_equal(p.gpus[0].n_running, 3);
 }
 
+/* Pods under core limits: a newcomer gets no trial beside a paced runner
+ * (it would cost both more than the wait), and has the GPU once the runner
+ * is dropped at its pace, within a slice. A measured light one still joins. */
+static void test_no_trial_beside_paced_runners(void **state)
+{
+    uint64_t now;
+
+    (void)state;
+    policy_start(&p, 1, 30 * SEC, DRAIN_TIMEOUT);
+    for (int c = 0; c < 3; c++)
+        policy_join(&p, 0, c, c, 0);
+    policy_set_core_limit(&p, 0, 50, 0);
+    policy_set_core_limit(&p, 1, 60, 0);
+    policy_set_core_limit(&p, 2, 60, 0);
+    policy_actions_clear(&out);
+    policy_request(&p, 0, 0, 0, &out);
+    policy_in_use(&p, 0, 0, member(0)->lease, 0, 0);
+    policy_request(&p, 0, 1, 10 * MS, &out);
+    assert_int_equal(out.n, 1); /* client 0 only */
+    assert_int_equal(out.list[0].client, 0);
+    policy_actions_clear(&out);
+    for (now = 11 * MS; member(1)->state != MEMBER_HOLDING; now += 1 * MS) {
+        assert_true(now <= p.window_ns / 10 + 2 * MS);
+        policy_tick(&p, now, &out);
+        for (int i = 0; i < out.n; i++)
+            if (out.list[i].kind == ACTION_DROP)
+                policy_release(&p, 0, 0, member(0)->lease, DRAIN, 0, now, &out);
+        policy_actions_clear(&out);
+        assert_true(p.gpus[0].n_running <= 1);
+    }
+    policy_set_load(&p, 0, 2, 200);
+    policy_request(&p, 0, 2, now, &out);
+    assert_int_equal(member(2)->state, MEMBER_HOLDING);
+}
+
 struct heavy_case {
     int tenants;
     uint64_t tq;
@@ -240,6 +275,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trial_is_one_quantum_then_alone),
         cmocka_unit_test(test_measured_light_clients_still_co_run),
+        cmocka_unit_test(test_no_trial_beside_paced_runners),
         cmocka_unit_test_prestate(test_heavy_tenants, &cases[0]),
         cmocka_unit_test_prestate(test_heavy_tenants, &cases[1]),
         cmocka_unit_test_prestate(test_heavy_tenants, &cases[2]),

@@ -241,6 +241,13 @@ static void test_a50_b60_scaled(void **state)
     expect_shares(2, l, t, 2 * MS);
     /* The GPU stays full. */
     assert_true(sim.busy_ns > (sim.now - WINDOW) * 99 / 100);
+    /* Fewer than two hand-overs a slice: a pod whose budget lasts to the
+     * slice's end runs on into the next one rather than being dropped
+     * just before it (20 a window before; each costs the GPU about a
+     * kernel's time). */
+    double per_window = (double)p.gpus[0].switches * WINDOW / (double)sim.now;
+    printf("  hand-overs: %.1f a window (%d slices)\n", per_window, POLICY_PACE_SLICES);
+    assert_true(per_window < 1.5 * POLICY_PACE_SLICES);
 }
 
 static void test_a80_b80_split_evenly(void **state)
