@@ -15,9 +15,11 @@
 #    within 1 point of the limit;
 #  - in steady state, from 4 s to 10 s: target within 0.5 point, and the
 #    errors of the five limits not all of one sign.
-# A limit is a cap from the first kernel on: the GPU time of the first second
-# after the job's first kernel (found in the samples), in % of the GPU, must
-# be at most the limit + 1 point; the busiest second of the run is shown too.
+# A limit is a cap from the first kernel on: the GPU time of the first two
+# seconds after the job's first kernel (found in the samples), in % of the
+# GPU, must be at most the limit + 1 point (a first window may exceed its
+# budget only by what the second repays: a CUDA graph whose drain outlasts
+# a slice's budget runs in bursts); the busiest second is shown too.
 # The PyTorch jobs count both views from their first measured step instead
 # (matmul.py's WINDOW_FROM=first_step), after CUDA's start-up and a warm-up
 # of three steps: their 3-4 s of host start-up (7 s for torch.compile with
@@ -107,7 +109,7 @@ run() {
         onset=$(python3 "$TOP/bench/gpu_busy.py" onset "$OUT/utilization.txt" "${starts[0]}")
         echo "busy=$(busy "$from" "$until") steady_busy=$(busy $((from + STEADY_S * 1000000000)) "$until")" \
              "process_busy=$(busy "${starts[0]}" $((${starts[0]} + span * 1000000000)))" \
-             "first_busy=$(busy "$onset" $((onset + 1000000000)))" \
+             "first_busy=$(busy "$onset" $((onset + 2000000000)))" \
              "worst_busy=$(python3 "$TOP/bench/gpu_busy.py" worst "$OUT/utilization.txt" "$onset" "$until" 1)" \
              "onset_s=$(awk -v o="$onset" -v s="${starts[0]}" 'BEGIN { printf "%.3f", (o - s) / 1e9 }')" \
             >>"$OUT/$tag.1.out"
@@ -159,7 +161,7 @@ fi
 # ---- the table ------------------------------------------------------------
 {
 echo "== compute limits, $device, $(date -u +%Y-%m-%dT%H:%MZ), scheduler defaults, ${SPAN_S} s windows (PyTorch jobs: from their first step)"
-printf '%-11s %5s | %-28s | %-28s | %-15s\n' "" "" "share of work (start, steady)" "share of GPU time (start, steady)" "first 1 s, worst"
+printf '%-11s %5s | %-28s | %-28s | %-15s\n' "" "" "share of work (start, steady)" "share of GPU time (start, steady)" "first 2 s, worst 1 s"
 failed=0
 for name in "${jobs[@]}"; do
     solo=$OUT/$name.solo.1.out
@@ -190,7 +192,9 @@ for name in "${jobs[@]}"; do
             BEGIN {
                 wv = view(w, sw, ws, sws, cw); tv = view(t, st, ts, sts, ct)
                 # A cap from the first submission: GPU time of the first
-                # second, of the whole GPU (not of the solo), at most L + 1.
+                # two seconds, of the whole GPU (not of the solo), at most
+                # L + 1: a first window may exceed its budget only by what
+                # the second repays.
                 if (first == "" || 100 * first > l + 1) fail = 1
                 printf "%-11s %4d%% | %-28s | %-28s | %6.2f %6.2f %s %s\n", n, l, wv, tv,
                        100 * first, 100 * worst, (fail || bad) ? "FAIL" : "ok", sign
@@ -209,8 +213,8 @@ for name in "${jobs[@]}"; do
              "$(val onset_s "$solo") s):$from_process" ;;
     esac
 done
-echo "  (* = checked: from start within 1 point, steady within 0.5; first 1 s: GPU time from the"
-echo "   first kernel over one second, in % of the GPU, at most the limit + 1; worst: the busiest second)"
+echo "  (* = checked: from start within 1 point, steady within 0.5; first 2 s: GPU time from the"
+echo "   first kernel over two seconds, in % of the GPU, at most the limit + 1; worst: the busiest second)"
 [ -f "$OUT/mix.1.out" ] && { awk -v s="$(val rate "$OUT/fixed_work.solo.1.out")" -v a="$(val rate "$OUT/mix.1.out")" \
     -v b="$(val rate "$OUT/mix.2.out")" 'BEGIN {
     x = 100 * a / s; y = 100 * b / s; tx = 50 * 100 / 110; ty = 60 * 100 / 110
