@@ -201,7 +201,9 @@ for name in "${jobs[@]}"; do
             }') || failed=1
         echo "${line% ?}"
         from_process+=" $(awk -v a="$(val process_busy "$f")" -v b="$(val process_busy "$solo")" \
-            -v o="$(val onset_s "$f")" 'BEGIN { if (b > 0) printf "%.2f (onset %.2f s)", 100 * a / b, o }')"
+            -v o="$(val onset_s "$f")" 'BEGIN {
+                # torch.compile spends the first 10 s compiling: no share.
+                if (b > 0.05) printf "%.2f (onset %.2f s)", 100 * a / b, o; else printf "-" }')"
         case $line in *FAIL*) failed=1 ;; esac
         signs+=${line: -1}
     done
