@@ -46,9 +46,9 @@
 # Jobs run 1 s past their window (RUN_PAST_NS, uncounted) so that the
 # utilization sample that straddles the window's end sees one load.
 # JOBS and LIMITS select what runs (default: all, and 10 25 50 75 90).
-# About 12 minutes on the H100 (REPEATS=3: about 25). Prints one table; everything lands in
-# $OUT/limits (job outputs, scheduler logs, utilization samples, SM clock
-# and power samples).
+# About 12 minutes on the H100 (REPEATS=3: about 25). Prints one table;
+# everything lands in $OUT/limits (job outputs, scheduler logs, utilization
+# samples, SM clock and power samples).
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$TOP/build}
