@@ -40,7 +40,8 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
         const struct member *m = &g->members[c];
         int a = m->account;
         bool takes_part = m->present && m->state != MEMBER_IDLE;
-        if (!counted[a] && core_limited(p, a) && (takes_part || g->usage[a].used_ns)) {
+        if (!counted[a] && core_limited(p, a) &&
+            (takes_part || g->usage[a].used_ns)) {
             counted[a] = true;
             sum += p->core_limit[a];
         }
@@ -66,8 +67,9 @@ static uint64_t budget_for(const struct policy *p, int account, unsigned sum)
 uint64_t budget_ns(const struct policy *p, const struct gpu_sched *g,
                    int account)
 {
-    return core_limited(p, account) ? budget_for(p, account, limit_sum(p, g, account))
-                               : 0;
+    return core_limited(p, account)
+               ? budget_for(p, account, limit_sum(p, g, account))
+               : 0;
 }
 
 /* Bills every runner for the time since its billed_until. Called before
