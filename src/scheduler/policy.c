@@ -679,11 +679,11 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
      * much), if the next slice's budget covers that latency: dropped just
      * before the end, it would hand over twice a slice where once does,
      * and every hand-over costs the GPU about a kernel. */
-    uint64_t latency = m->preempt_estimate_ns,
-             accrual = budget_ns(p, g, m->account) / POLICY_PACE_SLICES;
-    if (due &&
-        (due > end || (due + 2 * latency >= end && latency < accrual)) &&
-        end < g->window_start + p->window_ns) {
+    uint64_t latency = m->preempt_estimate_ns;
+    if (due && end < g->window_start + p->window_ns &&
+        (due > end ||
+         (due + 2 * latency >= end &&
+          !drain_outlasts_slice(latency, budget_ns(p, g, m->account))))) {
         accrues_at = end;
         due = 0;
     }

@@ -349,7 +349,7 @@ uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
      * instead, and the slices after repay its tail. */
     uint64_t latency = m->preempt_estimate_ns,
              lead = latency < left ? latency : left;
-    if (latency >= budget / POLICY_PACE_SLICES)
+    if (drain_outlasts_slice(latency, budget))
         lead = latency < left / 2 ? latency : left / 2;
     return now + left - lead;
 }

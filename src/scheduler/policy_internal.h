@@ -165,6 +165,13 @@ static inline bool core_limited(const struct policy *p, int account)
     return p->core_limit[account] > 0 && p->core_limit[account] < 100;
 }
 
+/* Whether a runner's DROP-to-release latency outlasts what its budget
+ * accrues in a pace slice: the drain cannot land inside the slice. */
+static inline bool drain_outlasts_slice(uint64_t latency, uint64_t budget)
+{
+    return latency >= budget / POLICY_PACE_SLICES;
+}
+
 static inline void earliest(uint64_t *next, uint64_t due)
 {
     if (*next == 0 || due < *next)
