@@ -185,6 +185,17 @@ static void gang_0_dropped_for_client_5(void)
     assert_int_equal(count(ACTION_DROP, 1, 1), 1);
 }
 
+/* Rank 0 of gang 0 runs alone (rank 1 has not asked yet) until client 5
+ * has waited for GPU 0 a quantum, and says where it stands. */
+static void rank_0_alone_dropped_for_client_5(uint64_t collectives)
+{
+    request(0, 0, 0);
+    request(0, 5, 1 * MS);
+    tick(TQ);
+    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
+    drain_point(0, 0, collectives);
+}
+
 static void test_ranks_agree_on_the_furthest_drain_point(void **unused)
 {
     (void)unused;
@@ -208,11 +219,7 @@ static void test_ranks_agree_on_the_furthest_drain_point(void **unused)
 static void test_rank_waiting_during_the_drain_joins_it(void **unused)
 {
     (void)unused;
-    request(0, 0, 0); /* rank 0 runs; rank 1 has not asked yet */
-    request(0, 5, 1 * MS);
-    tick(TQ);
-    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
-    drain_point(0, 0, 4);
+    rank_0_alone_dropped_for_client_5(4);
     assert_int_equal(drain_to(0, 0), 4);
     /* Rank 0's fourth collective needs rank 1's, which now asks for its
      * GPU: it joins the drain and is told to reach the same point. */
@@ -231,10 +238,7 @@ static void test_rank_waiting_during_the_drain_joins_it(void **unused)
 static void test_swapped_out_rank_does_not_join_the_drain(void **unused)
 {
     (void)unused;
-    request(0, 0, 0); /* rank 0 runs; rank 1 has not asked yet */
-    request(0, 5, 1 * MS);
-    tick(TQ);
-    drain_point(0, 0, 4);
+    rank_0_alone_dropped_for_client_5(4);
     /* Rank 1's memory went to the host: joining the drain would bring it
      * back beside client 4 (on GPU 1), which the GPU may not hold. */
     p.gpus[1].members[1].evictable = 1ull << 30;
