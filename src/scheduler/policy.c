@@ -491,19 +491,6 @@ void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
     emit(out, ACTION_DROP, gpu, client, m->lease);
 }
 
-/* The longest of the member's recent DROP-to-release latencies. */
-static uint64_t recent_preempt_max(const struct member *m)
-{
-    int n = m->n_recent_preempts < POLICY_DRAIN_HISTORY ? m->n_recent_preempts
-                                                       : POLICY_DRAIN_HISTORY;
-    uint64_t longest = 0;
-
-    for (int i = 0; i < n; i++)
-        if (m->recent_preempt_ns[i] > longest)
-            longest = m->recent_preempt_ns[i];
-    return longest;
-}
-
 /* When a draining member is revoked (see POLICY_DRAIN_QUIET_NS). */
 static uint64_t drain_deadline(const struct policy *p, const struct member *m)
 {

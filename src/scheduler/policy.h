@@ -76,7 +76,9 @@
  *    the window, from the window's start or from the slice in which the
  *    pod asked for the GPU if it was not taking part yet. A runner that
  *    reaches what has accrued is dropped (early by its measured
- *    DROP-to-release latency, so that the tail lands inside the budget) and
+ *    DROP-to-release latency, so that the tail lands inside the budget; in
+ *    a window's last slice by the shortest recent one, so that a varying
+ *    tail overruns, to be repaid, rather than leave budget unused) and
  *    waits for the next slice, or for the next window once its whole budget
  *    is used (throttled). Progress is thus even at a tenth of a window, so a
  *    measurement that ends mid-window sees the limit, not a burst.

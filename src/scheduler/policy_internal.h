@@ -172,6 +172,32 @@ static inline bool drain_outlasts_slice(uint64_t latency, uint64_t budget)
     return latency >= budget / POLICY_PACE_SLICES;
 }
 
+/* The longest and the shortest of the member's recent DROP-to-release
+ * latencies (0: none yet). */
+static inline uint64_t recent_preempt_max(const struct member *m)
+{
+    int n = m->n_recent_preempts < POLICY_DRAIN_HISTORY ? m->n_recent_preempts
+                                                       : POLICY_DRAIN_HISTORY;
+    uint64_t longest = 0;
+
+    for (int i = 0; i < n; i++)
+        if (m->recent_preempt_ns[i] > longest)
+            longest = m->recent_preempt_ns[i];
+    return longest;
+}
+
+static inline uint64_t recent_preempt_min(const struct member *m)
+{
+    int n = m->n_recent_preempts < POLICY_DRAIN_HISTORY ? m->n_recent_preempts
+                                                       : POLICY_DRAIN_HISTORY;
+    uint64_t shortest = n ? UINT64_MAX : 0;
+
+    for (int i = 0; i < n; i++)
+        if (m->recent_preempt_ns[i] < shortest)
+            shortest = m->recent_preempt_ns[i];
+    return shortest;
+}
+
 static inline void earliest(uint64_t *next, uint64_t due)
 {
     if (*next == 0 || due < *next)

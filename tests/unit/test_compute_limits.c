@@ -31,6 +31,8 @@ static struct policy p;
 struct sim {
     uint64_t now;
     uint64_t drain_ns;
+    uint64_t drain_jitter_ns;     /* each drain takes up to this much more */
+    uint64_t jitter_state;        /* its pseudo-random sequence */
     int n;
     bool wants[MAX_SIM];
     uint64_t release_at[MAX_SIM]; /* 0: no release pending */
@@ -65,10 +67,16 @@ static void apply(const struct policy_actions *out)
                 sim.run_from[a->client] = sim.now;
             }
         } else if (a->kind == ACTION_DROP) {
+            uint64_t drain = sim.drain_ns;
+            if (sim.drain_jitter_ns) {
+                sim.jitter_state = sim.jitter_state * 6364136223846793005ull +
+                                   1442695040888963407ull;
+                drain += (sim.jitter_state >> 33) % sim.drain_jitter_ns;
+            }
             /* Dropped before it woke up, it has queued nothing. */
             sim.drained_at[a->client] =
-                sim.now + (sim.in_use_at[a->client] ? 0 : sim.drain_ns);
-            sim.release_at[a->client] = sim.now + sim.drain_ns + sim.release_leg_ns;
+                sim.now + (sim.in_use_at[a->client] ? 0 : drain);
+            sim.release_at[a->client] = sim.now + drain + sim.release_leg_ns;
         }
     }
 }
@@ -584,6 +592,29 @@ static void test_pod_at_100_is_not_in_the_scaling_sum(void **state)
     assert_int_equal(policy_budget_ns(&p, 0, 0), WINDOW * 60 / 110);
 }
 
+
+/* Drains that vary (a CUDA graph's took 4-15 ms on the H100) land short of
+ * their mark as often as past it. Past it is carried and repaid; short of
+ * it is lost when it happens in a window's last slice. The share over 20
+ * windows is the limit at every limit, not a little below (led by the
+ * average latency there, the pod used 0.08-0.23 points less). */
+static void test_varying_drains_cost_no_share(void **state)
+{
+    static const unsigned limits[] = {10, 25, 50, 75, 90};
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(limits) / sizeof(limits[0]); k++) {
+        unsigned l[] = {limits[k]};
+        start_at(1, l, 4 * MS, 200000, 0);
+        sim.drain_jitter_ns = 11 * MS;
+        sim.reports_times = true;
+        run_until(21 * WINDOW + 100 * MS);
+        double share = 100.0 * (double)ran(0, WINDOW, 21 * WINDOW) / (double)(20 * WINDOW);
+        printf("  limit %2u%% with 4-15 ms drains: ran %.3f%%\n", l[0], share);
+        assert_true(share > l[0] - 0.05 && share < l[0] + 0.05);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -605,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_steady_share_unbiased_by_message_latency),
         cmocka_unit_test(test_long_overshoot_is_repaid),
         cmocka_unit_test(test_drain_longer_than_a_slice),
+        cmocka_unit_test(test_varying_drains_cost_no_share),
         cmocka_unit_test(test_pod_at_100_is_not_in_the_scaling_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
