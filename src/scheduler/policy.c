@@ -494,7 +494,7 @@ void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
 /* When a draining member is revoked (see POLICY_DRAIN_QUIET_NS). */
 static uint64_t drain_deadline(const struct policy *p, const struct member *m)
 {
-    uint64_t quiet = 4 * recent_preempt_max(m);
+    uint64_t quiet = 4 * recent_preempts(m).longest;
     uint64_t due = m->drop_sent_at +
                    (quiet > POLICY_DRAIN_QUIET_NS ? quiet : POLICY_DRAIN_QUIET_NS);
     uint64_t limit = m->drop_sent_at + p->drain_timeout_ns;

@@ -355,7 +355,8 @@ uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
      * fall short: led by their average, such a pod used 0.1-0.2 points less
      * than its limit at every limit. */
     bool last_slice = slice_end(p, g, now) == g->window_start + p->window_ns;
-    uint64_t latency = last_slice ? recent_preempt_min(m) : m->preempt_estimate_ns,
+    uint64_t latency = last_slice ? recent_preempts(m).shortest
+                                  : m->preempt_estimate_ns,
              lead = latency < left ? latency : left;
     if (drain_outlasts_slice(latency, budget))
         lead = latency < left / 2 ? latency : left / 2;

@@ -172,30 +172,26 @@ static inline bool drain_outlasts_slice(uint64_t latency, uint64_t budget)
     return latency >= budget / POLICY_PACE_SLICES;
 }
 
-/* The longest and the shortest of the member's recent DROP-to-release
- * latencies (0: none yet). */
-static inline uint64_t recent_preempt_max(const struct member *m)
+/* The shortest and the longest of the member's recent DROP-to-release
+ * latencies (0 and 0: none yet). */
+struct preempt_range {
+    uint64_t shortest, longest;
+};
+
+static inline struct preempt_range recent_preempts(const struct member *m)
 {
     int n = m->n_recent_preempts < POLICY_DRAIN_HISTORY ? m->n_recent_preempts
                                                        : POLICY_DRAIN_HISTORY;
-    uint64_t longest = 0;
+    struct preempt_range r = {n ? UINT64_MAX : 0, 0};
 
-    for (int i = 0; i < n; i++)
-        if (m->recent_preempt_ns[i] > longest)
-            longest = m->recent_preempt_ns[i];
-    return longest;
-}
-
-static inline uint64_t recent_preempt_min(const struct member *m)
-{
-    int n = m->n_recent_preempts < POLICY_DRAIN_HISTORY ? m->n_recent_preempts
-                                                       : POLICY_DRAIN_HISTORY;
-    uint64_t shortest = n ? UINT64_MAX : 0;
-
-    for (int i = 0; i < n; i++)
-        if (m->recent_preempt_ns[i] < shortest)
-            shortest = m->recent_preempt_ns[i];
-    return shortest;
+    for (int i = 0; i < n; i++) {
+        uint64_t latency = m->recent_preempt_ns[i];
+        if (latency < r.shortest)
+            r.shortest = latency;
+        if (latency > r.longest)
+            r.longest = latency;
+    }
+    return r;
 }
 
 static inline void earliest(uint64_t *next, uint64_t due)

@@ -592,7 +592,6 @@ static void test_pod_at_100_is_not_in_the_scaling_sum(void **state)
     assert_int_equal(policy_budget_ns(&p, 0, 0), WINDOW * 60 / 110);
 }
 
-
 /* Drains that vary (a CUDA graph's took 4-15 ms on the H100) land short of
  * their mark as often as past it. Past it is carried and repaid; short of
  * it is lost when it happens in a window's last slice. The share over 20
