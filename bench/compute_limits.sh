@@ -48,7 +48,7 @@
 # Jobs run 1 s past their window (RUN_PAST_NS, uncounted) so that the
 # utilization sample that straddles the window's end sees one load.
 # JOBS and LIMITS select what runs (default: all, and 10 25 50 75 90).
-# About 12 minutes on the H100 (REPEATS=3: about 25). Prints one table;
+# About 26 minutes on the H100 (REPEATS=1: about 12). Prints one table;
 # everything lands in $OUT/limits (job outputs, scheduler logs, utilization
 # samples, SM clock and power samples).
 set -uo pipefail
@@ -143,10 +143,11 @@ median_of() { # tag n
             sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')"
     done >"$OUT/$1.1.out"
 }
-# REPEATS (default 1) runs of each limit, reported by their median: a
+# REPEATS (default 3) runs of each limit, reported by their median: a
 # job's CUDA start-up varies by 0.2 s between identical runs, which moves a
-# share from process start by up to 2 points at 90 %.
-REPEATS=${REPEATS:-1}
+# share from process start by up to 2 points at 90 % (one run of fixed_work
+# read +1.5 at 90 % where the median of three read +0.8).
+REPEATS=${REPEATS:-3}
 for name in "${jobs[@]}"; do
     # Fills torch.compile's cache (Triton compilation), unmeasured.
     [ "$name" = triton ] && $(job_cmd triton) 1 >"$OUT/triton.warm.out" 2>&1
