@@ -37,6 +37,9 @@ struct fake_stream {
     uint64_t busy_until_ns;
     struct fake_coll coll;
     uint64_t after_ns;
+    /* Between cuStreamBeginCapture and cuStreamEndCapture: work launched
+     * on it is captured, not run (the fake builds no graph). */
+    bool capturing;
     struct fake_stream *next; /* in ctx->streams */
 };
 

@@ -250,6 +250,10 @@ CUresult fake_submit_bytes(CUstream stream, bool pt, uint64_t duration_ns,
         pthread_mutex_unlock(&fake_lock);
         return CUDA_ERROR_INVALID_CONTEXT;
     }
+    if (s->capturing) {
+        pthread_mutex_unlock(&fake_lock);
+        return CUDA_SUCCESS;
+    }
     if (!fake_stream_settle_locked(s)) {
         s->after_ns += duration_ns;
         pthread_mutex_unlock(&fake_lock);
@@ -394,18 +398,62 @@ CUresult cuStreamQuery_ptsz(CUstream hStream)
     return stream_query(hStream, true);
 }
 
-/* Nothing is ever captured. */
+/* Capture: the stream's launches are left out until the capture ends. The
+ * legacy stream cannot be captured, as on a real driver. */
+static CUresult set_capturing(CUstream hStream, bool capturing)
+{
+    struct fake_stream *s;
+    CUresult rc = CUDA_SUCCESS;
+
+    pthread_mutex_lock(&fake_lock);
+    s = resolve_locked(hStream, false);
+    if (s == NULL)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else if (s == &s->ctx->legacy)
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    else if (s->capturing == capturing)
+        rc = CUDA_ERROR_ILLEGAL_STATE;
+    else
+        s->capturing = capturing;
+    pthread_mutex_unlock(&fake_lock);
+    return rc;
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    (void)mode;
+    return set_capturing(hStream, true);
+}
+
+/* No graph is built: *phGraph is an opaque handle nothing accepts. */
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    *phGraph = (CUgraph)hStream;
+    return set_capturing(hStream, false);
+}
+
+static CUresult is_capturing(CUstream hStream, bool pt,
+                             CUstreamCaptureStatus *status)
+{
+    struct fake_stream *s;
+
+    pthread_mutex_lock(&fake_lock);
+    s = resolve_locked(hStream, pt);
+    *status = s != NULL && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                        : CU_STREAM_CAPTURE_STATUS_NONE;
+    pthread_mutex_unlock(&fake_lock);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *status)
 {
-    (void)hStream;
-    *status = CU_STREAM_CAPTURE_STATUS_NONE;
-    return CUDA_SUCCESS;
+    return is_capturing(hStream, false, status);
 }
 
 CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
                                   CUstreamCaptureStatus *status)
 {
-    return cuStreamIsCapturing(hStream, status);
+    return is_capturing(hStream, true, status);
 }
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)

@@ -7,6 +7,9 @@
  *   gating_test backlog N US  launches N kernels without synchronizing and
  *                             prints how long the launches took and how much
  *                             work was still queued after the last one.
+ *   gating_test capture N US  the same on a stream, right after capturing
+ *                             one kernel on it (as a CUDA graph is made
+ *                             before its replays).
  * Output is "key=value" words for the calling script to check. */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -47,12 +50,14 @@ int main(int argc, char **argv)
     CUcontext ctx;
     CUmodule mod;
     CUfunction kernel;
+    CUstream stream = NULL;
+    CUgraph graph;
     char name[64];
     int n;
     double start, launched, done;
 
     if (argc != 4) {
-        fprintf(stderr, "usage: gating_test run|backlog N US\n");
+        fprintf(stderr, "usage: gating_test run|backlog|capture N US\n");
         return 2;
     }
     n = atoi(argv[2]);
@@ -63,9 +68,16 @@ int main(int argc, char **argv)
     CHECK(cuModuleLoadData(&mod, "fake"));
     CHECK(cuModuleGetFunction(&kernel, mod, name));
 
+    if (strcmp(argv[1], "capture") == 0) {
+        CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+        CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL));
+        CHECK(cuStreamEndCapture(stream, &graph));
+    }
+
     start = now_ms();
     for (int i = 0; i < n; i++)
-        CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+        CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL));
     if (strcmp(argv[1], "run") == 0)
         for (int i = 0; i < n; i++)
             CHECK(cuLaunchKernel_ptsz(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL,
