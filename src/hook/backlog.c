@@ -21,9 +21,12 @@
  * launch. Marks are per thread and follow the stream of the submission that
  * crossed the interval; work on other streams is bounded only by their own
  * marks. Nothing is recorded while the stream is being captured into a graph
- * (that work does not run; the check comes back at the usual interval), and
- * stream capture is relaxed around our calls so that they never invalidate
- * an application's capture.
+ * (that work does not run), and stream capture is relaxed around our calls
+ * so that they never invalidate an application's capture. A check that
+ * falls in a capture sets the interval back to 1: the graph's replays
+ * follow, and their cost is measured afresh. A capture shorter than the
+ * interval may pass between two checks; its replays then run up to one
+ * interval before the next check measures them.
  *
  * Busy measure (for the scheduler's auto mode). The same checks report, per
  * thread, how much of the wall time since the thread's previous check its
@@ -307,11 +310,13 @@ void hook_backlog_check(CUstream stream, int pt_flags)
     report_busy(drv, hook_now_ns());
     if (drv->stream_is_capturing(stream, &capture) != CUDA_SUCCESS ||
         capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-        /* Captured work does not run: nothing to mark. The next check
-         * comes at the usual interval, not max_interval's: the replays of
-         * the graph being captured follow at once (a PyTorch CUDA graph
-         * queued 8 replays, 44 ms, for its first 256). */
-        hook_backlog_countdown = thread_backlog ? thread_backlog->interval : 1;
+        /* Captured work does not run: nothing to mark. The replays that
+         * follow are measured afresh; kept, an eager warm-up's interval of
+         * short kernels (or max_interval's countdown) left hundreds of them
+         * unbounded (a PyTorch CUDA graph queued 8 replays, 44 ms). */
+        if (thread_backlog != NULL)
+            thread_backlog->interval = 1;
+        hook_backlog_countdown = 1;
     } else if ((b = backlog_for(drv)) != NULL) {
         /* retire() leaves at most 2 pending, so the ring has room. */
         unsigned slot = (b->oldest + b->pending) % MARKS;

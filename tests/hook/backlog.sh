@@ -2,7 +2,9 @@
 # The GPU work a thread may queue is bounded by NVSHARE_MAX_BACKLOG_MS:
 # 100 kernels of 2 ms launched without synchronizing leave at most a few ms
 # queued (the launches themselves wait), while with the bound off all 200 ms
-# stay queued. The same after a stream capture, whose launches do not run.
+# stay queued. The same after a stream capture, whose launches do not run,
+# made after a warm-up of short kernels (which lengthen the interval between
+# checks): what follows a capture is measured afresh.
 # usage: backlog.sh LIBNVSHARE FAKE_LIB_DIR GATING_TEST
 set -euo pipefail
 LIB=$1 FAKE=$2 TEST=$3

@@ -8,8 +8,9 @@
  *                             prints how long the launches took and how much
  *                             work was still queued after the last one.
  *   gating_test capture N US  the same on a stream, right after capturing
- *                             one kernel on it (as a CUDA graph is made
- *                             before its replays).
+ *                             300 kernels on it (as a CUDA graph is made
+ *                             before its replays), after 1000 kernels of
+ *                             1 us there (an eager warm-up of short kernels).
  * Output is "key=value" words for the calling script to check. */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -69,9 +70,17 @@ int main(int argc, char **argv)
     CHECK(cuModuleGetFunction(&kernel, mod, name));
 
     if (strcmp(argv[1], "capture") == 0) {
+        CUfunction short_kernel;
+        CHECK(cuModuleGetFunction(&short_kernel, mod, "sleep_1us"));
         CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+        for (int i = 0; i < 1000; i++)
+            CHECK(cuLaunchKernel(short_kernel, 1, 1, 1, 1, 1, 1, 0, stream,
+                                 NULL, NULL));
+        CHECK(cuStreamSynchronize(stream));
         CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL));
+        for (int i = 0; i < 300; i++)
+            CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL,
+                                 NULL));
         CHECK(cuStreamEndCapture(stream, &graph));
     }
 
