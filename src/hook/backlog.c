@@ -23,10 +23,10 @@
  * marks. Nothing is recorded while the stream is being captured into a graph
  * (that work does not run), and stream capture is relaxed around our calls
  * so that they never invalidate an application's capture. A check that
- * falls in a capture sets the interval back to 1: the graph's replays
- * follow, and their cost is measured afresh. A capture shorter than the
- * interval may pass between two checks; its replays then run up to one
- * interval before the next check measures them.
+ * falls in a capture sets the interval back to 1, and so does the launch of
+ * a graph other than the thread's last: replays may cost anything (a whole
+ * training step, where the eager warm-up's kernels took microseconds), so
+ * their cost is measured afresh.
  *
  * Busy measure (for the scheduler's auto mode). The same checks report, per
  * thread, how much of the wall time since the thread's previous check its
@@ -77,6 +77,7 @@ struct backlog {
 };
 
 HOOK_TLS int hook_backlog_countdown = 1;
+HOOK_TLS CUgraphExec hook_backlog_graph;
 static HOOK_TLS struct backlog *thread_backlog;
 
 /* Busy measure, per thread: the span since the previous check. */
@@ -288,6 +289,13 @@ static void report_busy(const struct hook_driver *drv, uint64_t now)
     busy_gated = gated;
 }
 
+void hook_backlog_restart(void)
+{
+    if (thread_backlog != NULL)
+        thread_backlog->interval = 1;
+    hook_backlog_countdown = 1;
+}
+
 void hook_backlog_check(CUstream stream, int pt_flags)
 {
     const struct hook_driver *drv = hook_driver();
@@ -314,9 +322,7 @@ void hook_backlog_check(CUstream stream, int pt_flags)
          * follow are measured afresh; kept, an eager warm-up's interval of
          * short kernels (or max_interval's countdown) left hundreds of them
          * unbounded (a PyTorch CUDA graph queued 8 replays, 44 ms). */
-        if (thread_backlog != NULL)
-            thread_backlog->interval = 1;
-        hook_backlog_countdown = 1;
+        hook_backlog_restart();
     } else if ((b = backlog_for(drv)) != NULL) {
         /* retire() leaves at most 2 pending, so the ring has room. */
         unsigned slot = (b->oldest + b->pending) % MARKS;

@@ -191,7 +191,10 @@ bool hook_context_live(CUcontext ctx);
 /* ---- backlog.c ---------------------------------------------------------- */
 
 extern HOOK_TLS int hook_backlog_countdown;
+extern HOOK_TLS CUgraphExec hook_backlog_graph; /* the last one launched */
 void hook_backlog_check(CUstream stream, int pt_flags);
+/* What the thread submits next is new work: measure its cost afresh. */
+void hook_backlog_restart(void);
 
 /* Busy measurement (backlog.c) around the SYNC wrappers (cuCtxSynchronize,
  * cuStreamSynchronize): the time a thread waits there is time its work kept
@@ -217,6 +220,19 @@ static inline void hook_backlog_tick(CUstream stream, int pt_flags)
 {
     if (hook_unlikely(--hook_backlog_countdown <= 0))
         hook_backlog_check(stream, pt_flags);
+}
+
+/* After a graph launch: a graph other than the last one may cost anything
+ * (a whole training step where the eager warm-up's kernels took
+ * microseconds), so its first launch is checked. */
+static inline void hook_backlog_graph_tick(CUgraphExec graph, CUstream stream,
+                                           int pt_flags)
+{
+    if (hook_unlikely(graph != hook_backlog_graph)) {
+        hook_backlog_graph = graph;
+        hook_backlog_restart();
+    }
+    hook_backlog_tick(stream, pt_flags);
 }
 
 static inline CUstream config_stream(const CUlaunchConfig *config)
@@ -356,6 +372,7 @@ void mem_graph_after_trim(const struct mem_free *f);
 #define MEM_DECLARE_INFO(e, params) void mem_view_##e params;
 #define MEM_DECLARE_SUBMIT(e, params)
 #define MEM_DECLARE_KERNEL(e, params)
+#define MEM_DECLARE_GRAPH(e, params)
 #define MEM_DECLARE_SUBMIT_SYNC(e, params)
 #define MEM_DECLARE_SYNC(e, params)
 #define MEM_DECLARE_OTHER(e, params)

@@ -3,8 +3,9 @@
  * Submissions (SUBMIT, SUBMIT_SYNC) are bracketed by nvshare_submit_begin/
  * end on the GPU of the calling thread's current context, which context.c
  * keeps in a thread-local so the hot path makes no driver call to find it.
- * Stream submissions then tick the backlog counter (backlog.c); kernel
- * launches are also counted if they are collectives (collectives.c).
+ * Stream submissions then tick the backlog counter (backlog.c), graph
+ * launches after noting which graph they launch; kernel launches are also
+ * counted if they are collectives (collectives.c).
  *
  * Allocations (ALLOC) charge the memory quota before the driver is called
  * and never reach it when the quota refuses; what differs between paths
@@ -52,6 +53,9 @@
     WRAP_GATED(e, params, args,                                                \
                if (rc == CUDA_SUCCESS) hook_kernel_launched(gpu, f),           \
                hook_backlog_tick(stream, pt))
+#define WRAP_GRAPH(e, pt, stream, params, args)                                \
+    WRAP_GATED(e, params, args, (void)0,                                       \
+               hook_backlog_graph_tick(hGraphExec, stream, pt))
 #define WRAP_SUBMIT_SYNC(e, pt, stream, params, args)                          \
     WRAP_GATED(e, params, args, (void)0, (void)0)
 #define WRAP_ALLOC(e, pt, stream, params, args)                                \

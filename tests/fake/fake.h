@@ -2,8 +2,9 @@
  *
  * The fake simulates a driver well enough for libnvshare's tests and for the
  * CUDA runtime's bootstrap: devices with UUIDs and memory, contexts, streams
- * with virtual timelines, events, kernels with a simulated duration and
- * NCCL-like collective kernels that wait for every rank of a job. See
+ * with virtual timelines, events, kernels with a simulated duration, stream
+ * capture into graphs and NCCL-like collective kernels that wait for every
+ * rank of a job. See
  * docs/interposition.md for the environment it reads.
  *
  * All state is behind one lock (fake_lock); waits happen outside it. The
@@ -38,8 +39,9 @@ struct fake_stream {
     struct fake_coll coll;
     uint64_t after_ns;
     /* Between cuStreamBeginCapture and cuStreamEndCapture: work launched
-     * on it is captured, not run (the fake builds no graph). */
+     * on it is captured, not run; its durations add up to the graph's. */
     bool capturing;
+    uint64_t captured_ns;
     struct fake_stream *next; /* in ctx->streams */
 };
 

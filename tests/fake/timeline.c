@@ -251,6 +251,7 @@ CUresult fake_submit_bytes(CUstream stream, bool pt, uint64_t duration_ns,
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     if (s->capturing) {
+        s->captured_ns += duration_ns;
         pthread_mutex_unlock(&fake_lock);
         return CUDA_SUCCESS;
     }
@@ -398,9 +399,17 @@ CUresult cuStreamQuery_ptsz(CUstream hStream)
     return stream_query(hStream, true);
 }
 
-/* Capture: the stream's launches are left out until the capture ends. The
- * legacy stream cannot be captured, as on a real driver. */
-static CUresult set_capturing(CUstream hStream, bool capturing)
+/* Capture: the stream's launches are left out until the capture ends, and
+ * the graph it makes is a duration: a launch of its executable queues that
+ * much work. The legacy stream cannot be captured, as on a real driver.
+ * Graphs and executables are never freed (tests make a few). */
+struct fake_graph {
+    uint64_t duration_ns;
+};
+
+/* Starts or ends the capture on hStream; *captured_ns: what it captured. */
+static CUresult set_capturing(CUstream hStream, bool capturing,
+                              uint64_t *captured_ns)
 {
     struct fake_stream *s;
     CUresult rc = CUDA_SUCCESS;
@@ -413,23 +422,61 @@ static CUresult set_capturing(CUstream hStream, bool capturing)
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     else if (s->capturing == capturing)
         rc = CUDA_ERROR_ILLEGAL_STATE;
-    else
+    else {
         s->capturing = capturing;
+        *captured_ns = s->captured_ns;
+        s->captured_ns = 0;
+    }
     pthread_mutex_unlock(&fake_lock);
     return rc;
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
+    uint64_t none;
+
     (void)mode;
-    return set_capturing(hStream, true);
+    return set_capturing(hStream, true, &none);
 }
 
-/* No graph is built: *phGraph is an opaque handle nothing accepts. */
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
-    *phGraph = (CUgraph)hStream;
-    return set_capturing(hStream, false);
+    struct fake_graph *g = calloc(1, sizeof(*g));
+    CUresult rc;
+
+    if (g == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((rc = set_capturing(hStream, false, &g->duration_ns)) != CUDA_SUCCESS) {
+        free(g);
+        return rc;
+    }
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
+    struct fake_graph *exec = malloc(sizeof(*exec));
+
+    (void)flags;
+    if (exec == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *exec = *(struct fake_graph *)hGraph;
+    *phGraphExec = (CUgraphExec)exec;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return fake_submit(hStream, false,
+                       ((struct fake_graph *)hGraphExec)->duration_ns, "graph");
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return fake_submit(hStream, true,
+                       ((struct fake_graph *)hGraphExec)->duration_ns, "graph");
 }
 
 static CUresult is_capturing(CUstream hStream, bool pt,

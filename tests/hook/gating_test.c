@@ -11,8 +11,11 @@
  *                             300 kernels on it (as a CUDA graph is made
  *                             before its replays), after 1000 kernels of
  *                             1 us there (an eager warm-up of short kernels).
+ *   gating_test graph N US    after the same warm-up, captures one kernel
+ *                             and launches the graph N times.
  * Output is "key=value" words for the calling script to check. */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +49,22 @@ static uint64_t gated(const char *name)
         }                                                                      \
     } while (0)
 
+/* A stream on which 1000 kernels of 1 us ran: a thread's warm-up of short
+ * kernels, which lengthens the interval between its backlog checks. */
+static CUstream warmed_up_stream(CUmodule mod)
+{
+    CUfunction short_kernel;
+    CUstream stream;
+
+    CHECK(cuModuleGetFunction(&short_kernel, mod, "sleep_1us"));
+    CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 1000; i++)
+        CHECK(cuLaunchKernel(short_kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL,
+                             NULL));
+    CHECK(cuStreamSynchronize(stream));
+    return stream;
+}
+
 int main(int argc, char **argv)
 {
     CUcontext ctx;
@@ -53,12 +72,13 @@ int main(int argc, char **argv)
     CUfunction kernel;
     CUstream stream = NULL;
     CUgraph graph;
+    CUgraphExec exec = NULL;
     char name[64];
     int n;
     double start, launched, done;
 
     if (argc != 4) {
-        fprintf(stderr, "usage: gating_test run|backlog|capture N US\n");
+        fprintf(stderr, "usage: gating_test run|backlog|capture|graph N US\n");
         return 2;
     }
     n = atoi(argv[2]);
@@ -69,24 +89,24 @@ int main(int argc, char **argv)
     CHECK(cuModuleLoadData(&mod, "fake"));
     CHECK(cuModuleGetFunction(&kernel, mod, name));
 
-    if (strcmp(argv[1], "capture") == 0) {
-        CUfunction short_kernel;
-        CHECK(cuModuleGetFunction(&short_kernel, mod, "sleep_1us"));
-        CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-        for (int i = 0; i < 1000; i++)
-            CHECK(cuLaunchKernel(short_kernel, 1, 1, 1, 1, 1, 1, 0, stream,
-                                 NULL, NULL));
-        CHECK(cuStreamSynchronize(stream));
+    bool capture = strcmp(argv[1], "capture") == 0,
+         replay = strcmp(argv[1], "graph") == 0;
+    if (capture || replay) {
+        stream = warmed_up_stream(mod);
         CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        for (int i = 0; i < 300; i++)
+        for (int i = 0; i < (capture ? 300 : 1); i++)
             CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL,
                                  NULL));
         CHECK(cuStreamEndCapture(stream, &graph));
+        if (replay)
+            CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
     }
 
     start = now_ms();
     for (int i = 0; i < n; i++)
-        CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL));
+        CHECK(replay ? cuGraphLaunch(exec, stream)
+                     : cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL,
+                                      NULL));
     if (strcmp(argv[1], "run") == 0)
         for (int i = 0; i < n; i++)
             CHECK(cuLaunchKernel_ptsz(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL,
