@@ -356,11 +356,9 @@ uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
      * than its limit at every limit. */
     bool last_slice = slice_end(p, g, now) == g->window_start + p->window_ns;
     uint64_t latency = last_slice ? recent_preempts(m).shortest
-                                  : m->preempt_estimate_ns,
-             lead = latency < left ? latency : left;
-    if (drain_outlasts_slice(latency, budget))
-        lead = latency < left / 2 ? latency : left / 2;
-    return now + left - lead;
+                                  : m->preempt_estimate_ns;
+    uint64_t most = drain_outlasts_slice(latency, budget) ? left / 2 : left;
+    return now + left - (latency < most ? latency : most);
 }
 
 /* When a runner without a budget of its own to use up must make room so
