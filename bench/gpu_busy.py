@@ -20,6 +20,10 @@ a whole percent (on the H100, 200 ms samples; a lone compute-bound job at
 more: uncorrected, a job held to 10 % read 0.45 point low against its work
 and one held to 90 % 0.46 point high, relative to the same job alone.
 
+FILE may instead hold bench/gpm_busy.c's "gpm TIMESTAMP_US PERCENT" lines:
+percents of the GPU's own activity counters, exact rather than whole, read
+as they are (no half-percent correction). The other commands read either.
+
 `onset` prints when the GPU first ran kernels after FROM_NS (ns, within
 its first busy sample); `worst` the busy fraction of the busiest window of
 SECONDS within FROM_NS..UNTIL_NS, one window starting at each sample.
@@ -75,13 +79,14 @@ def sample(path, gpu):
 
 
 def samples(path):
-    """(end_us, percent) of each sample, percent corrected for truncation."""
+    """(end_us, percent) of each sample, percent corrected for truncation
+    where it is a whole one."""
     out = []
     for line in open(path):
         fields = line.split()
-        if fields[0] == "dev":
+        if fields[0] in ("dev", "gpm"):
             t, percent = float(fields[1]), float(fields[2])
-            if 0 < percent < 100:
+            if fields[0] == "dev" and 0 < percent < 100:
                 percent += 0.5  # the middle of what a truncated value stands for
             out.append((t, percent))
     return out
