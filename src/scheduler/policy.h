@@ -80,7 +80,7 @@
  *    a window's last slice by the shortest recent one, so that a varying
  *    tail overruns, to be repaid, rather than leave budget unused) and
  *    waits for the next slice, or for the next window once its whole budget
- *    is used (throttled). Progress is thus even at a tenth of a window, so a
+ *    is used (throttled). Progress is thus even at a fifth of a window, so a
  *    measurement that ends mid-window sees the limit, not a burst.
  *  - What a window used beyond its budget (a drain tail longer than the
  *    estimate) is carried into the next one (carryover_percent) and repaid
@@ -334,7 +334,7 @@ unsigned policy_priority(const struct policy *p, int account);
 unsigned policy_min_share(const struct policy *p, int account);
 
 /* Slices of a window through which a budget accrues (see Compute limits). */
-#define POLICY_PACE_SLICES 10
+#define POLICY_PACE_SLICES 5
 
 /* Forgets an account's limit and usage, before its number is reused. */
 void policy_reset_account(struct policy *p, int account);

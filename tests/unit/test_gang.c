@@ -308,7 +308,7 @@ static void test_throttled_gang_keeps_no_gpu(void **unused)
     (void)unused;
     policy_set_core_limit(&p, 0, 10, 0); /* the ranks' accounts */
     policy_set_core_limit(&p, 1, 10, 0);
-    /* Its budget accrues 10 ms per 100 ms slice: it waits out most of each
+    /* Its budget accrues a tenth of each slice: it waits out most of each
      * slice, longer than a 20 ms quantum. */
     policy_set_tq(&p, 20 * MS);
     for (uint64_t now = 0; now < 350 * MS; now += 1 * MS) {

@@ -970,16 +970,17 @@ static void test_core_limit_in_concurrent_mode_bills_half(void **state)
     assert_int_equal(policy_used_ns(&p, 0, 0, 200 * MS), 100 * MS);
     assert_int_equal(policy_used_ns(&p, 0, 1, 200 * MS), 100 * MS);
 
-    /* The budget accrues by 25 ms per 100 ms slice; at half rate the
-     * first 25 ms last 50 ms of wall time. */
-    assert_int_equal(tick(10 * MS), 50 * MS);
+    /* The budget accrues by a slice's share at a time; at half rate the
+     * first share lasts twice as long in wall time. */
+    const uint64_t share = 250 * MS / POLICY_PACE_SLICES;
+    assert_int_equal(tick(10 * MS), 2 * share);
     expect_none();
-    tick(50 * MS - 1);
+    tick(2 * share - 1);
     expect_none();
-    tick(50 * MS);
+    tick(2 * share);
     EXPECT({ACTION_DROP, 0});
-    assert_int_equal(policy_used_ns(&p, 0, 0, 50 * MS), 25 * MS);
-    assert_true(policy_spent(&p, 0, 0, 50 * MS));
+    assert_int_equal(policy_used_ns(&p, 0, 0, 2 * share), share);
+    assert_true(policy_spent(&p, 0, 0, 2 * share));
     assert_false(p.gpus[0].usage[0].throttled); /* only until the slice ends */
     assert_true(policy_is_running(&p, 0, 1));
 }
