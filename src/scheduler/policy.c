@@ -675,7 +675,9 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
         due = 0;
     }
     bool limit = due && now >= due, for_room = false;
-    if (!limit && waiter) {
+    if (!limit && yields_at_slice_start(p, g, m, waiter, now))
+        due = now;
+    else if (!limit && waiter) {
         uint64_t tq_due = m->granted_at + quantum -
             (m->quantum_used_ns < quantum ? m->quantum_used_ns : quantum);
         uint64_t room_due = room_due_for_waiters(p, g, m, now);

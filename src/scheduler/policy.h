@@ -81,7 +81,10 @@
  *    tail overruns, to be repaid, rather than leave budget unused) and
  *    waits for the next slice, or for the next window once its whole budget
  *    is used (throttled). Progress is thus even at a fifth of a window, so a
- *    measurement that ends mid-window sees the limit, not a burst.
+ *    measurement that ends mid-window sees the limit, not a burst. For the
+ *    same reason a limited holder whose turn began in an earlier slice
+ *    hands over to a limited waiter as a slice starts: limited pods that
+ *    share a GPU take one turn each per slice.
  *  - What a window used beyond its budget (a drain tail longer than the
  *    estimate) is carried into the next one (carryover_percent) and repaid
  *    there; only a limit lowered during the window caps the carry at one

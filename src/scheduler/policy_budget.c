@@ -361,6 +361,25 @@ uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
     return now + left - (latency < most ? latency : most);
 }
 
+/* Whether limited holder m hands the GPU to a limited waiter now, at the
+ * start of a slice, with budget left. Running on into the next slice's
+ * budget, two pods that fill the GPU between them take turns of two slices
+ * each (A's share of slice k and of k + 1, then B's), and a share measured
+ * over ten seconds strays by up to half such a turn: 1 point at five slices
+ * a window (a 50 + 60 % pair read 53.50 for 54.55). A holder granted too
+ * recently to have used half a slice's share runs on: it was granted just
+ * before the slice ended, and yielding at once would hand over twice. */
+bool yields_at_slice_start(const struct policy *p, const struct gpu_sched *g,
+                           const struct member *m, const struct member *waiter,
+                           uint64_t now)
+{
+    uint64_t budget = budget_ns(p, g, m->account);
+
+    return waiter && budget && budget_ns(p, g, waiter->account) &&
+           m->granted_at < slice_start(p, g, now) &&
+           now - m->granted_at >= budget / POLICY_PACE_SLICES / 2;
+}
+
 /* When a runner without a budget of its own to use up must make room so
  * that waiting limited pods still get their budgets in this window (0: no
  * need). */

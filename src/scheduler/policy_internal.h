@@ -253,6 +253,10 @@ uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
 uint64_t room_due_for_waiters(const struct policy *p, const struct gpu_sched *g,
                               const struct member *m, uint64_t now)
     __attribute__((pure));
+bool yields_at_slice_start(const struct policy *p, const struct gpu_sched *g,
+                           const struct member *m, const struct member *waiter,
+                           uint64_t now)
+    __attribute__((pure));
 bool has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
                       uint64_t now)
     __attribute__((pure));
