@@ -1,6 +1,6 @@
 /* gpm_busy.c - the GPU's busy time from its own counters, for benchmarks.
  *
- *   gpm_busy FILE [GPU] [PERIOD_MS]      (until killed; GPU 0, 150 ms)
+ *   gpm_busy FILE [GPU] [PERIOD_MS]      (until killed; GPU 0, 200 ms)
  *
  * Appends one "gpm END_US PERCENT" line per period to FILE: the percent of
  * the period (since the line before) in which the GPU's compute engine was
@@ -14,6 +14,11 @@
  * a share of 90 % would read 0.36 point high. A counter ratio has no such
  * step. Exits with 2 where the GPU has no GPM, so that a benchmark can
  * fall back to the samples.
+ *
+ * The period is a pace slice of the scheduler's default window (and NVML's
+ * own sample period): a limited pod's GPU time repeats every slice, and a
+ * period that does not divide it aliases. With 150 ms periods a pod held
+ * to 25 % read 29 % in its busiest second, which no second of it was.
  *
  * A sample taken less than about 100 ms after the one before can return
  * that one again (seen on the H100 with 99.x ms periods): the period then
@@ -78,7 +83,7 @@ int main(int argc, char **argv)
         return 1;
     }
     unsigned gpu = argc > 2 ? (unsigned)atoi(argv[2]) : 0;
-    long period_ms = argc > 3 ? atol(argv[3]) : 150;
+    long period_ms = argc > 3 ? atol(argv[3]) : 200;
 
     nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (!nvml) {
