@@ -342,7 +342,7 @@ uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
     left *= (uint64_t)billed_runners(g);
     /* Early by the drop latency, the drain lands inside the budget. A
      * latency longer than a slice's budget cannot land there (a CUDA
-     * graph's 40 ms drain held to 10 %, 10 ms a slice): the runner would be
+     * graph's 40 ms drain held to 10 %, 20 ms a slice): the runner would be
      * dropped at once, find nothing queued, wait for the next slice, run
      * only once its accrual outgrew the latency and lose the rest at the
      * window's end (such a graph used 8.9 %). It runs half of what is left

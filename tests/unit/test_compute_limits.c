@@ -570,7 +570,7 @@ static void test_long_overshoot_is_repaid(void **state)
 }
 
 /* A drain longer than a slice's budget (a CUDA graph of 40 ms held to 10 %,
- * whose slice accrues 10 ms): dropping such a runner early by its drain
+ * whose slice accrues 20 ms): dropping such a runner early by its drain
  * latency would drop it at once, nothing submitted, and the budget that
  * accrued meanwhile would be lost at the window's end. It runs, and its
  * tail is repaid in the slices after. */
