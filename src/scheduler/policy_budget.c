@@ -377,7 +377,7 @@ bool yields_at_slice_start(const struct policy *p, const struct gpu_sched *g,
 
     return waiter && budget && budget_ns(p, g, waiter->account) &&
            m->granted_at < slice_start(p, g, now) &&
-           now - m->granted_at >= budget / POLICY_PACE_SLICES / 2;
+           now - m->granted_at >= slice_share(budget) / 2;
 }
 
 /* When a runner without a budget of its own to use up must make room so

@@ -165,11 +165,17 @@ static inline bool core_limited(const struct policy *p, int account)
     return p->core_limit[account] > 0 && p->core_limit[account] < 100;
 }
 
+/* What a budget per window accrues in one pace slice. */
+static inline uint64_t slice_share(uint64_t budget)
+{
+    return budget / POLICY_PACE_SLICES;
+}
+
 /* Whether a runner's DROP-to-release latency outlasts what its budget
  * accrues in a pace slice: the drain cannot land inside the slice. */
 static inline bool drain_outlasts_slice(uint64_t latency, uint64_t budget)
 {
-    return latency >= budget / POLICY_PACE_SLICES;
+    return latency >= slice_share(budget);
 }
 
 /* The shortest and the longest of the member's recent DROP-to-release
