@@ -12,6 +12,10 @@ MATMUL_MODE=compile runs a torch.compile'd (Triton) step instead of the plain
 matmul, MATMUL_MODE=graph replays the four matmuls of a step as one CUDA
 graph. STEADY_FROM_NS: also print steady=<matmuls per second> from then on.
 
+KERNEL_TRACE=FILE: also trace the job's kernels through CUPTI
+(torch.profiler) and write each one's "START_NS END_NS" to FILE, as the
+GPU timed them, in CLOCK_REALTIME (bench/kernel_trace.py reads it).
+
 WINDOW_FROM moves the window (and STEADY_FROM_NS with it) to begin later
 than FROM_NS, and prints its start as from_ns=:
   first_submission  just before the job's first kernel, once CUDA's context
@@ -44,6 +48,14 @@ b = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
 context_ns = time.time_ns()
 a.normal_()
 b.normal_()
+trace_path = os.environ.get("KERNEL_TRACE", "")
+if trace_path:
+    # Started before any step (and torch.compile's compilation), so that its
+    # own start-up falls outside the window.
+    profiler = torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CUDA])
+    trace_realtime_ns, trace_monotonic_ns = time.time_ns(), time.monotonic_ns()
+    profiler.start()
 mode = os.environ.get("MATMUL_MODE", "eager")
 if mode == "compile":
     # Elementwise work around the matmul, so that Triton kernels run.
@@ -111,6 +123,24 @@ while began < run_until_ns:
     began = finished
 
 
+def traced_kernels():
+    """This job's kernels as sorted (start_ns, end_ns), in CLOCK_REALTIME."""
+    profiler.stop()
+    kernels = sorted((e.start_ns(), e.end_ns())
+                     for e in profiler.profiler.kineto_results.events()
+                     if e.device_type() == torch.autograd.DeviceType.CUDA and
+                     not e.name().startswith(("Memcpy", "Memset")))
+    # Kineto's clock is the realtime or the monotonic one, by version: the
+    # one the first kernel follows within a minute of the profiler's start.
+    shift = 0
+    if kernels and not 0 <= kernels[0][0] - trace_realtime_ns < 60e9:
+        shift = trace_realtime_ns - trace_monotonic_ns
+    return [(lo + shift, hi + shift) for lo, hi in kernels]
+
+
+if trace_path:
+    with open(trace_path, "w") as f:
+        f.writelines(f"{lo} {hi}\n" for lo, hi in traced_kernels())
 elapsed = (until_ns - start_ns) / 1e9
 steady = (f" steady={steady_done * 1e9 / (until_ns - steady_ns):.3f}"
           if steady_ns and steady_ns < until_ns else "")
