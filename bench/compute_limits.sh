@@ -232,7 +232,7 @@ share() {
     for limit in "${LIMITS[@]}"; do
         awk -v t="$(val "$1" "$OUT/$name.$limit.1.out")" -v st="$(val "$1" "$solo")" \
             -v ts="$(val "steady_$1" "$OUT/$name.$limit.1.out")" -v sts="$(val "steady_$1" "$solo")" \
-            'BEGIN { if (st > 0 && sts > 0) printf " %.2f %.2f", 100 * t / st, 100 * ts / sts }'
+            'BEGIN { if (st > 0 && sts > 0 && t != "" && ts != "") printf " %.2f %.2f", 100 * t / st, 100 * ts / sts }'
     done
 }
 for name in "${jobs[@]}"; do
@@ -283,11 +283,11 @@ for name in "${jobs[@]}"; do
     traced=0
     [ "$TRACE_KERNELS" = 1 ] && case $name in matmul | triton | graph) traced=1 ;; esac
     if [ $traced = 1 ]; then
-        errors="" sign_view=held
-        for limit in "${LIMITS[@]}"; do
-            errors+=" $(awk -v h="$(val steady_held "$OUT/$name.$limit.1.out")" -v s="$(val steady_held "$solo")" \
-                -v l="$limit" 'BEGIN { if (s > 0 && h != "") printf "%+.3f", 100 * h / s - l; else print "none" }')"
-        done
+        # shellcheck disable=SC2207 # numbers: a start and a steady share per limit
+        held=($(share held)) errors=" none" sign_view=held
+        [ ${#held[@]} = $((2 * ${#LIMITS[@]})) ] && errors=$(for i in "${!LIMITS[@]}"; do
+            awk -v h="${held[2 * i + 1]}" -v l="${LIMITS[i]}" 'BEGIN { printf " %+.2f", h - l }'
+        done)
     else
         sign_view="the view checked last"
     fi

@@ -54,7 +54,7 @@ if trace_path:
     # own start-up falls outside the window.
     profiler = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CUDA])
-    trace_realtime_ns, trace_monotonic_ns = time.time_ns(), time.monotonic_ns()
+    trace_started_ns = time.time_ns()
     profiler.start()
 mode = os.environ.get("MATMUL_MODE", "eager")
 if mode == "compile":
@@ -130,12 +130,12 @@ def traced_kernels():
                      for e in profiler.profiler.kineto_results.events()
                      if e.device_type() == torch.autograd.DeviceType.CUDA and
                      not e.name().startswith(("Memcpy", "Memset")))
-    # Kineto's clock is the realtime or the monotonic one, by version: the
-    # one the first kernel follows within a minute of the profiler's start.
-    shift = 0
-    if kernels and not 0 <= kernels[0][0] - trace_realtime_ns < 60e9:
-        shift = trace_realtime_ns - trace_monotonic_ns
-    return [(lo + shift, hi + shift) for lo, hi in kernels]
+    # Kineto's timestamps are CLOCK_REALTIME here (PyTorch 2.11); a version
+    # on another clock must not pass for one.
+    if kernels and not 0 <= kernels[0][0] - trace_started_ns < 60e9:
+        sys.exit(f"KERNEL_TRACE: the first kernel is {(kernels[0][0] - trace_started_ns) / 1e9:.0f} s "
+                 "from the profiler's start: its clock is not CLOCK_REALTIME")
+    return kernels
 
 
 if trace_path:
