@@ -79,6 +79,14 @@ enum wait_reason {
     WAIT_PRIORITY = 4  /* a client of a higher priority class wants the GPU */
 };
 
+/* Why a GPU's time quantum is what it is (status). */
+enum quantum_reason {
+    QUANTUM_PINNED = 0,  /* the operator set it: nvsharectl set tq, NVSHARE_TQ */
+    QUANTUM_FLOOR = 1,   /* auto: hand-overs are cheap (or not measured yet) */
+    QUANTUM_DRAIN = 2,   /* auto: a multiple of the p99 hand-over */
+    QUANTUM_CEILING = 3, /* auto: hand-overs so slow that the cap applies */
+};
+
 /* Priority classes of pods (CTL_SET_PRIORITY, the nvshare.com/priority
  * annotation, NVSHARE_PRIORITY): a higher class preempts a lower one at
  * once. Any integer from PRIORITY_LOWEST to PRIORITY_HIGHEST is a class; 0

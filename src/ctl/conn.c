@@ -5,12 +5,14 @@
  * is awaited for at most t->timeout_ms, so a wedged scheduler produces an
  * error rather than a hung terminal. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "ctl.h"
+#include "parse.h"
 #include "sock.h"
 
 /* Explains a failed connect(): the operator's next step depends on errno. */
@@ -292,4 +294,32 @@ const char *ctl_wait_reason_name(uint8_t reason)
     case WAIT_PRIORITY: return "priority";
     }
     return "unknown";
+}
+
+const char *ctl_quantum_reason_name(uint8_t reason)
+{
+    switch (reason) {
+    case QUANTUM_PINNED: return "pinned";
+    case QUANTUM_FLOOR: return "floor";
+    case QUANTUM_DRAIN: return "drain";
+    case QUANTUM_CEILING: return "ceiling";
+    }
+    return "unknown";
+}
+
+void ctl_quantum_label(const struct msg_status_gpu *g, char *buf, size_t len)
+{
+    char tq[32], p99[32];
+
+    format_duration(g->tq_ns, tq, sizeof(tq));
+    format_duration(g->handover_p99_ns, p99, sizeof(p99));
+    if (g->tq_reason == QUANTUM_PINNED)
+        snprintf(buf, len, "%s (pinned)", tq);
+    else if (!g->handover_p99_ns)
+        snprintf(buf, len, "%s (auto: floor, no hand-over yet)", tq);
+    else if (g->tq_reason == QUANTUM_DRAIN)
+        snprintf(buf, len, "%s (auto: 100 x p99 hand-over %s)", tq, p99);
+    else
+        snprintf(buf, len, "%s (auto: %s; p99 hand-over %s)", tq,
+                 ctl_quantum_reason_name(g->tq_reason), p99);
 }

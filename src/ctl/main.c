@@ -55,7 +55,8 @@ static const char top_help[] =
     "  watch [--interval 1s]    redraw the status every interval until Ctrl-C\n"
     "  top [--interval 1s]      live per-GPU view: holders, waiters, share and\n"
     "                           memory bars against limits; q quits\n"
-    "  set tq <duration>        change the time quantum, e.g. 100ms, 30s, 1.5s\n"
+    "  set tq <duration>|auto   pin the time quantum (100ms, 2s) or let each\n"
+    "                           GPU's hand-over cost choose it (the default)\n"
     "  set core-limit POD PCT   limit a pod to PCT % of each GPU's time\n"
     "  set memory-limit POD SZ  limit a pod's GPU memory on each GPU, e.g. 4Gi\n"
     "  set priority POD CLASS   high, normal or low: a higher class preempts\n"
@@ -630,9 +631,11 @@ static int run_set(const struct command *cmd, int argc, char **argv)
     if (min_share)
         return set_min_share(cmd, argv[2], argv[3]);
     if (!strcmp(argv[1], "tq")) {
-        if (parse_duration_ns(argv[2], &ns, err))
+        /* 0 asks for auto, which no duration can mean: parse_duration_ns
+         * refuses 0. */
+        if (strcmp(argv[2], "auto") && parse_duration_ns(argv[2], &ns, err))
             return usage_error(cmd, "%s", err);
-        return apply(CTL_SET_TQ, ns, "");
+        return apply(CTL_SET_TQ, strcmp(argv[2], "auto") ? ns : 0, "");
     }
     if (!strcmp(argv[1], "switch-time"))
         return set_switch_time(cmd, argv[2]);
@@ -690,7 +693,7 @@ static const struct command commands[] = {
      "\n"
      "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"},
     {"set", run_set,
-     "nvsharectl set tq <duration>\n       nvsharectl set anti-thrash on|off\n"
+     "nvsharectl set tq <duration>|auto\n       nvsharectl set anti-thrash on|off\n"
      "       nvsharectl set core-limit <pod|namespace/pod|client-id> <1-100|none>\n"
      "       nvsharectl set memory-limit <pod|namespace/pod|client-id> <size|none>\n"
      "       nvsharectl set priority <pod|namespace/pod|client-id> <high|normal|low|1-9|none>\n"
@@ -699,9 +702,11 @@ static const struct command commands[] = {
      "       nvsharectl set switch-time <duration>|auto",
      "Changes a setting of the running scheduler and prints its answer.\n"
      "\n"
-     "  tq <duration>        the time quantum a holder keeps a GPU while others\n"
-     "                       wait: 100ms, 30s, 1.5s, 2m (the scheduler accepts\n"
-     "                       1ms to 1h); applies to the current holders at once\n"
+     "  tq <duration>|auto   the time quantum a holder keeps a GPU while others\n"
+     "                       wait. auto (the default): per GPU, 100 x the p99\n"
+     "                       of its recent hand-overs, within 100ms-30s; a\n"
+     "                       duration (100ms, 2s; 1ms to 1h) pins it. Applies\n"
+     "                       to the current holders at once\n"
      "  anti-thrash on|off   same as 'nvsharectl anti-thrash on|off'\n"
      "  core-limit POD PCT   the share of each GPU's time the pod may use per\n"
      "                       accounting window; applies at once and keeps the\n"

@@ -256,6 +256,9 @@ static void gpu_block(FILE *out, const struct ctl_status *st,
         fprintf(out, "  %-12s capacity unknown (not checked), %s running\n",
                 "memory", c);
     }
+    char quantum[96];
+    ctl_quantum_label(g, quantum, sizeof(quantum));
+    fprintf(out, "  %-12s %s\n", "quantum", quantum);
     format_duration(g->switch_time_ns, a, sizeof(a));
     fprintf(out, "  %-12s %s %s, %" PRIu64 " switch%s\n", "switch time", a,
             st->node.switch_time_fixed_ns ? "(fixed)"
@@ -522,7 +525,10 @@ void render_table(FILE *out, const struct ctl_status *st)
 {
     char tq[32], up[32], window[32], sw[32];
 
-    format_duration(st->node.tq_ns, tq, sizeof(tq));
+    if (st->node.tq_ns)
+        format_duration(st->node.tq_ns, tq, sizeof(tq));
+    else
+        snprintf(tq, sizeof(tq), "auto");
     format_duration(st->node.uptime_ns, up, sizeof(up));
     format_duration(st->node.window_ns, window, sizeof(window));
     fprintf(out, "TQ %s   anti-thrash %s   window %s   uptime %s   clients %u   "

@@ -153,6 +153,7 @@ static void gpu_section(struct screen *s, const struct ctl_status *st,
                         const struct msg_status_gpu *g)
 {
     char b[BAR_WIDTH + 3], used[32], total[32], *uuid = ctl_printable(g->uuid);
+    char quantum[96];
 
     format_size(g->running_footprint, used, sizeof(used));
     format_size(g->memory_total, total, sizeof(total));
@@ -163,6 +164,8 @@ static void gpu_section(struct screen *s, const struct ctl_status *st,
                 g->memory_total ? total : "?", g->switches,
                 g->swaps_out + g->swaps_in);
     free(uuid);
+    ctl_quantum_label(g, quantum, sizeof(quantum));
+    screen_line(s, "  quantum %s", quantum);
     screen_line(s, "  %-*s %7s  %-6s %-8s %-9s  %-27s %s", POD_WIDTH, "POD", "PID",
                 "PRIO", "STATE", "WAITS ON", "GPU TIME (WINDOW)/LIMIT", "POD MEMORY/QUOTA");
     for (int i = 0; i < g->n_running; i++)
@@ -187,7 +190,10 @@ void render_top(FILE *out, const struct ctl_status *st, int width, int height)
     struct tm tm;
 
     format_duration(st->node.uptime_ns, up, sizeof(up));
-    format_duration(st->node.tq_ns, tq, sizeof(tq));
+    if (st->node.tq_ns)
+        format_duration(st->node.tq_ns, tq, sizeof(tq));
+    else
+        snprintf(tq, sizeof(tq), "auto");
     format_duration(st->node.window_ns, window, sizeof(window));
     if (!localtime_r(&now, &tm) || !strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm))
         stamp[0] = '\0';

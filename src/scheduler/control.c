@@ -107,6 +107,9 @@ static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
     gpu->resident = v.resident;
     gpu->switch_time_ns = v.switch_time_ns;
     gpu->switch_measured = v.switch_measured;
+    gpu->tq_ns = v.quantum_ns;
+    gpu->tq_reason = v.quantum_reason;
+    gpu->handover_p99_ns = v.handover_p99_ns;
     gpu->switches = v.switches;
     gpu->swaps_out = v.swap_out.count;
     gpu->swaps_in = v.swap_in.count;
@@ -499,7 +502,11 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         policy_set_tq(s->policy, set->value);
         remember(s, SETTING_TQ, set->value);
         format_duration(set->value, text, sizeof(text));
-        snprintf(reply->text, sizeof(reply->text), "time quantum set to %s", text);
+        if (set->value == POLICY_TQ_AUTO)
+            snprintf(reply->text, sizeof(reply->text), "time quantum auto: per GPU, "
+                     "%d x its p99 hand-over, within 100ms-30s", POLICY_TQ_DRAIN_MULTIPLE);
+        else
+            snprintf(reply->text, sizeof(reply->text), "time quantum pinned at %s", text);
         log_info("%s", reply->text);
         return;
     case CTL_SET_ANTI_THRASH:

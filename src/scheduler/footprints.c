@@ -101,15 +101,16 @@ static void sample_gpu(struct scheduler *s, int gpu, uint64_t now)
     }
 }
 
-void footprint_sample_overheads(struct scheduler *s, uint64_t now)
+uint64_t footprint_sample_overheads(struct scheduler *s, uint64_t now)
 {
-    if (now < nvml.next_sample)
-        return;
-    nvml.next_sample = now + SAMPLE_EVERY_NS;
-    if (!nvml.tried)
-        load_nvml();
-    for (int gpu = 0; nvml.ok && gpu < s->n_gpus; gpu++)
-        sample_gpu(s, gpu, now);
+    if (now >= nvml.next_sample) {
+        nvml.next_sample = now + SAMPLE_EVERY_NS;
+        if (!nvml.tried)
+            load_nvml();
+        for (int gpu = 0; nvml.ok && gpu < s->n_gpus; gpu++)
+            sample_gpu(s, gpu, now);
+    }
+    return nvml.ok ? nvml.next_sample : 0;
 }
 
 void footprint_forget(struct scheduler *s, int slot)

@@ -27,6 +27,7 @@ void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
         p->gpus[g].mode = SCHED_MODE_AUTO;
         p->gpus[g].last_granted = -1;
         p->gpus[g].window_idle = true;
+        p->gpus[g].auto_quantum_ns = POLICY_TQ_FLOOR_NS;
     }
 }
 
@@ -129,22 +130,22 @@ uint64_t held_total(const struct member *m, uint64_t now)
  * until measured, so a client whose load never arrives cannot co-run with
  * busy clients for a whole run. When the trial ends (0: it is measured or
  * already over). */
-static uint64_t trial_end(const struct policy *p, const struct member *m,
-                          uint64_t now)
+static uint64_t trial_end(const struct policy *p, const struct gpu_sched *g,
+                          const struct member *m, uint64_t now)
 {
-    uint64_t held = held_total(m, now);
+    uint64_t held = held_total(m, now), quantum = gpu_quantum(p, g);
 
-    if (m->load_known || held >= p->tq_ns)
+    if (m->load_known || held >= quantum)
         return 0;
-    return now + (p->tq_ns - held);
+    return now + (quantum - held);
 }
 
-static bool maybe_light(const struct policy *p, const struct member *m,
-                        uint64_t now)
+static bool maybe_light(const struct policy *p, const struct gpu_sched *g,
+                        const struct member *m, uint64_t now)
 {
     if (m->load_known)
         return m->load_permille < p->light_permille;
-    return trial_end(p, m, now) != 0;
+    return trial_end(p, g, m, now) != 0;
 }
 
 /* Whether client may run beside the current runners in g's mode. */
@@ -160,14 +161,14 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
         return true;
     default: {
         /* A client known (or taken) to be heavy runs alone. */
-        if (!maybe_light(p, &g->members[client], now))
+        if (!maybe_light(p, g, &g->members[client], now))
             return false;
         bool runners_paced = true;
         for (int c = 0; c < g->slots; c++) {
             const struct member *r = &g->members[c];
             if (!running(r))
                 continue;
-            if (!maybe_light(p, r, now))
+            if (!maybe_light(p, g, r, now))
                 return false;
             runners_paced = runners_paced && core_limited(p, r->account);
         }
@@ -193,6 +194,7 @@ void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
     bill_runners(g, now);
     if (g->last_granted >= 0 && g->last_granted != client)
         g->switches++;
+    quantum_on_grant(g, m);
     g->last_granted = client;
     g->n_running++;
     m->lease = ++g->lease;
@@ -202,6 +204,7 @@ void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
     m->grants++;
     m->wait_reason = WAIT_NONE;
     m->told_wait_mem = false;
+    m->fresh = false;
     m->evict_after_release = false;
     if (m->evictable)
         m->resident = true;
@@ -243,7 +246,7 @@ static uint64_t quantum_for(const struct policy *p, const struct gpu_sched *g,
 
     if (waiter->wait_reason == WAIT_MEMORY)
         return switch_time(p, g, waiter->evictable, &measured);
-    return p->tq_ns;
+    return gpu_quantum(p, g);
 }
 
 /* When the earliest runner's quantum ends (0: nobody runs). */
@@ -365,19 +368,19 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
         return; /* a request crossing SCHED_OFF, or a duplicate */
     roll_window(p, g, now);
     start_accruing(p, g, m->account, now);
+    m->fresh = arrives_fresh(p, m, now); /* before set_state ends its idle */
     set_state(m, MEMBER_WAITING, now);
     m->wait_reason = WAIT_LOCK;
     if (!m->requested)
         gang_requested(p, gpu, client);
-    if (m->cut_short) {
-        memmove(&g->queue[1], &g->queue[0],
-                (size_t)g->n_waiting * sizeof(g->queue[0]));
-        g->queue[0] = client;
-        g->n_waiting++;
-        m->cut_short = false;
-    } else {
-        g->queue[g->n_waiting++] = client;
-    }
+    /* Fresh arrivals first, in the order they came; then holders cut
+     * short, who keep their turn; then everyone else. */
+    int at = m->fresh || m->cut_short ? fresh_queue_position(g) : g->n_waiting;
+    memmove(&g->queue[at + 1], &g->queue[at],
+            (size_t)(g->n_waiting - at) * sizeof(g->queue[0]));
+    g->queue[at] = client;
+    g->n_waiting++;
+    m->cut_short = false;
     admit(p, g, gpu, now, out);
 }
 
@@ -401,6 +404,7 @@ void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
         now <= m->billed_until)
         return;
     roll_window(p, g, now);
+    quantum_on_first_submission(g, m, client_time(m, submitted_at, now));
     start_billing(g, m, client_time(m, submitted_at, now));
 }
 
@@ -415,7 +419,8 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
         return; /* it crossed a DROP or a revocation: already handled */
     roll_window(p, g, now);
     /* Billed up to the end of its drain; end_hold bills nothing after. */
-    bill_runners(g, client_time(m, drained_at, now));
+    uint64_t drained = client_time(m, drained_at, now);
+    bill_runners(g, drained);
     m->billed_until = now;
     m->last_drain_ns = drain_ns;
     if (m->state == MEMBER_DRAINING) {
@@ -423,6 +428,7 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
         m->recent_preempt_ns[m->n_recent_preempts++ % POLICY_DRAIN_HISTORY] =
             m->last_preempt_ns;
         histogram_observe(&g->stats[m->account].drain, m->last_preempt_ns);
+        quantum_on_release(p, g, client, drained, now);
         m->preempt_estimate_ns = m->preempt_estimate_ns
             ? (3 * m->preempt_estimate_ns + m->last_preempt_ns) / 4
             : m->last_preempt_ns;
@@ -534,8 +540,8 @@ static bool misfit(const struct policy *p, const struct gpu_sched *g, int c,
     case SCHED_MODE_CONCURRENT:
         return false;
     default:
-        return !maybe_light(p, &g->members[c], now) ||
-               !maybe_light(p, &g->members[oldest], now);
+        return !maybe_light(p, g, &g->members[c], now) ||
+               !maybe_light(p, g, &g->members[oldest], now);
     }
 }
 
@@ -674,16 +680,23 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
         accrues_at = end;
         due = 0;
     }
-    bool limit = due && now >= due, for_room = false;
+    bool limit = due && now >= due, keeps_turn = false;
     if (!limit && yields_at_slice_start(p, g, m, waiter, now))
         due = now;
     else if (!limit && waiter) {
         uint64_t tq_due = m->granted_at + quantum -
             (m->quantum_used_ns < quantum ? m->quantum_used_ns : quantum);
+        uint64_t fresh_due = m->granted_at + fresh_quantum(g);
         uint64_t room_due = room_due_for_waiters(p, g, m, now);
+        /* Only a wait for the lock: a memory wait keeps the switch time,
+         * so that a fresh arrival never causes a swap before its time. */
+        if (waiter->fresh && waiter->wait_reason == WAIT_LOCK && fresh_due < tq_due) {
+            tq_due = fresh_due;
+            keeps_turn = true;
+        }
         if (room_due && room_due < tq_due) {
             tq_due = room_due;
-            for_room = true;
+            keeps_turn = true;
         }
         if (!due || tq_due < due)
             due = tq_due;
@@ -692,9 +705,9 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
         if (limit)
             hold_back(p, g, m->account, now);
         /* Cut short, it keeps its turn and the rest of its
-         * quantum: whoever holds when limited pods are due
-         * would otherwise always be the one cut short. */
-        m->cut_short = for_room && !limit;
+         * quantum: whoever holds when limited pods or fresh arrivals
+         * are due would otherwise always be the one cut short. */
+        m->cut_short = keeps_turn && !limit;
         m->quantum_used_ns = m->cut_short
             ? m->quantum_used_ns + (now - m->granted_at) : 0;
         drop(g, gpu, c, now, out);
@@ -705,7 +718,7 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
     if (accrues_at)
         earliest(next, accrues_at);
     if (g->mode == SCHED_MODE_AUTO && g->n_running > 1 &&
-        (due = trial_end(p, m, now)))
+        (due = trial_end(p, g, m, now)))
         earliest(next, due);
 }
 
@@ -734,7 +747,7 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
     uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
     gang_census(p);
     if (!waiter && (waiter = gang_waiter(p, gpu)))
-        quantum = p->tq_ns;
+        quantum = gpu_quantum(p, g);
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         if (!room_for(out, 2)) {

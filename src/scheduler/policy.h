@@ -129,6 +129,23 @@
 #define POLICY_DRAINING_GRACE_NS 1000000000ull  /* 1 s */
 #define POLICY_DRAIN_HISTORY 16
 
+/* The time quantum. Pinned by the operator (nvsharectl set tq 2s), or auto
+ * (POLICY_TQ_AUTO, the default): per GPU, POLICY_TQ_DRAIN_MULTIPLE x the
+ * p99 of its last POLICY_HANDOVER_HISTORY DROP-to-release latencies, within
+ * [POLICY_TQ_FLOOR_NS, POLICY_TQ_CEILING_NS], so that a hand-over costs a
+ * holder at most 1 % of its quantum whatever its drains cost (see
+ * policy_quantum.c). A client that arrives fresh (it never held the GPU, or
+ * was idle for POLICY_FRESH_IDLE_NS) waits at most the floor: the holder is
+ * cut short for it and keeps the rest of its quantum (auto only: a pinned
+ * quantum is never cut short for one). Memory rotations keep
+ * the switch time, so a short quantum never causes a swap. */
+#define POLICY_TQ_AUTO 0
+#define POLICY_TQ_FLOOR_NS 100000000ull        /* 100 ms */
+#define POLICY_TQ_CEILING_NS 30000000000ull    /* 30 s */
+#define POLICY_TQ_DRAIN_MULTIPLE 100
+#define POLICY_HANDOVER_HISTORY 128
+#define POLICY_FRESH_IDLE_NS 1000000000ull     /* 1 s */
+
 enum member_state {
     MEMBER_IDLE = 0, /* values match enum client_gpu_state in protocol.h */
     MEMBER_WAITING,
@@ -314,8 +331,8 @@ void policy_leave(struct policy *p, int client, uint64_t now,
  * after every batch of events and when that time comes. */
 uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out);
 
-/* Settings. A new TQ applies to the current holder too, measured from its
- * grant. Switching anti-thrashing either way drops every holder and waiter:
+/* Settings. A new TQ (POLICY_TQ_AUTO: auto) applies to the current holder
+ * too, measured from its grant. Switching anti-thrashing either way drops every holder and waiter:
  * the daemon tells clients (SCHED_ON/SCHED_OFF) and they start over. */
 void policy_set_tq(struct policy *p, uint64_t tq_ns);
 void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now);
@@ -423,6 +440,9 @@ struct policy_gpu_view {
     uint64_t running_footprint, resident;
     uint64_t switch_time_ns;
     bool switch_measured;
+    uint64_t quantum_ns;           /* the TQ in force on this GPU */
+    uint8_t quantum_reason;        /* enum quantum_reason: why */
+    uint64_t handover_p99_ns;      /* of its recent hand-overs; 0: none */
     uint64_t switches;
     struct swap_stats swap_out, swap_in;
 };

@@ -140,9 +140,23 @@ static const struct gang *gang_of(const struct policy *p, int client)
     return spans(gang) ? gang : NULL;
 }
 
+/* The longest TQ among the GPUs of a gang: its turn must cover the
+ * slowest hand-over it makes. */
+static uint64_t gang_quantum(const struct policy *p, uint32_t gpus)
+{
+    uint64_t longest = 0;
+
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        uint64_t q = gpu_quantum(p, &p->gpus[gpu]);
+        if ((gpus & (1u << gpu)) && q > longest)
+            longest = q;
+    }
+    return longest;
+}
+
 static bool aged(const struct policy *p, const struct gang *gang, uint64_t now)
 {
-    return gang->n_waiting && now - gang->wait_since >= p->tq_ns;
+    return gang->n_waiting && now - gang->wait_since >= gang_quantum(p, gang->gpus);
 }
 
 /* Whether a rank of gang number i may not run for its compute limit: the
@@ -365,7 +379,7 @@ static uint64_t gang_quantum_end(const struct policy *p, int i)
         }
     }
     /* A grant at 0 is a time like any other: the due time is never 0. */
-    return first == UINT64_MAX ? 0 : first + p->tq_ns;
+    return first == UINT64_MAX ? 0 : first + gang_quantum(p, p->gangs[i].gpus);
 }
 
 /* A rank of gang number i that waits while the gang drains may be behind

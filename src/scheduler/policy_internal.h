@@ -35,7 +35,11 @@ struct member {
     bool drain_to_sent;
     uint64_t drain_point;
     bool cut_short;        /* dropped before its quantum to make room for
-                              limited pods: its next request goes first */
+                              limited pods or a fresh arrival: its next
+                              request goes first after fresh ones */
+    bool fresh;            /* waiting, arrived fresh (policy_quantum.c) */
+    bool times_handover;   /* granted after a hand-over: its first
+                              submission ends it (policy_quantum.c) */
     uint64_t quantum_used_ns; /* of its quantum, before it was cut short */
     /* memory */
     uint64_t footprint;    /* bytes: held + context overhead */
@@ -73,6 +77,14 @@ struct gpu_sched {
     uint64_t window_start;
     bool window_idle;      /* nothing billed: the next billing starts it */
     struct swap_stats swap_out, swap_in;
+    /* DROP-to-release latencies, a ring, and what they make of the TQ
+     * (policy_quantum.c) */
+    uint64_t handover_ns[POLICY_HANDOVER_HISTORY];
+    unsigned n_handovers;
+    bool handover_open;     /* a dropped holder released; nobody granted */
+    uint64_t handover_from; /* its drain's end */
+    uint64_t handover_p99_ns;
+    uint64_t auto_quantum_ns;
     struct member *members;        /* by client slot, table_size of them */
     struct account_usage *usage;   /* by account, table_size of them */
     struct policy_account_stats *stats; /* by account: for metrics only */
@@ -310,6 +322,34 @@ bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
 uint64_t rank_change_due(const struct policy *p, const struct gpu_sched *g,
                          uint64_t now)
     __attribute__((pure));
+
+/* ---- policy_quantum.c ---------------------------------------------------- */
+
+/* A hand-over cost g ns: the auto TQ follows. */
+void quantum_observe_handover(struct gpu_sched *g, uint64_t ns);
+/* The hand-over's three moments: client, dropped, gave g back at now,
+ * its drain done at drained_at (our clock); a client was granted g; a
+ * granted client submitted its first work at `at`. */
+void quantum_on_release(const struct policy *p, struct gpu_sched *g,
+                        int client, uint64_t drained_at, uint64_t now);
+void quantum_on_grant(struct gpu_sched *g, struct member *m);
+void quantum_on_first_submission(struct gpu_sched *g, struct member *m,
+                                 uint64_t at);
+/* The TQ in force on g, and why. */
+uint64_t gpu_quantum(const struct policy *p, const struct gpu_sched *g)
+    __attribute__((pure));
+enum quantum_reason gpu_quantum_reason(const struct policy *p,
+                                       const struct gpu_sched *g)
+    __attribute__((pure));
+/* How long a holder keeps g, at least, while a fresh arrival waits. */
+uint64_t fresh_quantum(const struct gpu_sched *g) __attribute__((pure));
+/* Whether m, asking for the GPU now, arrives fresh: never while the
+ * operator pins the quantum, which is then nobody's to cut short. */
+bool arrives_fresh(const struct policy *p, const struct member *m, uint64_t now)
+    __attribute__((pure));
+/* Where in g's queue a fresh arrival or a holder cut short goes: behind
+ * the fresh arrivals already at its head. */
+int fresh_queue_position(const struct gpu_sched *g) __attribute__((pure));
 
 /* ---- policy_gang.c ------------------------------------------------------- */
 

@@ -149,8 +149,10 @@ int clients_pending(const struct scheduler *s);
 /* Recomputes the client's footprint on node gpu and tells the policy. */
 void footprint_update(struct scheduler *s, int gpu, int slot);
 /* Samples running clients' context overheads, and the unhooked processes,
- * from NVML, at most every 2 s (nothing where NVML cannot tell). */
-void footprint_sample_overheads(struct scheduler *s, uint64_t now);
+ * from NVML, every 2 s. Returns when the next sample is due (0: never,
+ * NVML cannot tell): a deadline of its own, so that a quiet node, where
+ * nothing else wakes the loop, is sampled too. */
+uint64_t footprint_sample_overheads(struct scheduler *s, uint64_t now);
 /* Forgets a slot's measurements and reports before it is reused. */
 void footprint_forget(struct scheduler *s, int slot);
 

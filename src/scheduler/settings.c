@@ -23,8 +23,10 @@ const struct setting settings_table[SETTING_COUNT] = {
     /* nvsharectl set tq and NVSHARE_TQ: a quantum over an hour leaves the
      * others waiting for longer than anyone would notice a stuck GPU. */
     [SETTING_TQ] = {"tq", "NVSHARE_TQ", "time quantum",
-                    DURATION(NS_PER_MS, 3600 * NS_PER_SEC), .fallback = 30 * NS_PER_SEC,
-                    .runtime = true, .help = "time quantum, e.g. 30s, 100ms"},
+                    DURATION(NS_PER_MS, 3600 * NS_PER_SEC), .fallback = POLICY_TQ_AUTO,
+                    .runtime = true, .zero_is_auto = true,
+                    .help = "time quantum: auto (per GPU, 100 x its p99 hand-over, "
+                            "100ms-30s) or pinned, e.g. 2s, 100ms"},
     [SETTING_DRAIN_TIMEOUT] = {"drain-timeout", "NVSHARE_DRAIN_TIMEOUT", "drain timeout",
                                DURATION(1, UINT64_MAX), .fallback = 10 * NS_PER_SEC,
                                .help = "the longest a drain that says DRAINING "
@@ -112,7 +114,9 @@ static void format_exact(const struct setting *s, uint64_t v, char *buf, size_t 
 /* A value as the log line, the usage text and the state file show it. */
 static void format_value(const struct setting *s, uint64_t v, char *buf, size_t len)
 {
-    if (s->kind == SETTING_SWITCH)
+    if (s->zero_is_auto && v == 0)
+        snprintf(buf, len, "auto");
+    else if (s->kind == SETTING_SWITCH)
         snprintf(buf, len, "%s", v ? "on" : "off");
     else if (s->kind == SETTING_ENUM)
         snprintf(buf, len, "%s", s->choices[v]);
@@ -130,7 +134,7 @@ int setting_check(enum setting_id id, uint64_t value, char *err, size_t len)
     const struct setting *s = &settings_table[id];
     char lo[32], hi[32];
 
-    if (value >= s->min && value <= s->max)
+    if ((value >= s->min && value <= s->max) || (s->zero_is_auto && value == 0))
         return 0;
     if (s->kind == SETTING_SWITCH) {
         snprintf(err, len, "%s is on or off", s->label);
@@ -146,7 +150,8 @@ int setting_check(enum setting_id id, uint64_t value, char *err, size_t len)
     }
     format_exact(s, s->min, lo, sizeof(lo));
     format_exact(s, s->max, hi, sizeof(hi));
-    snprintf(err, len, "%s must be between %s and %s", s->label, lo, hi);
+    snprintf(err, len, "%s must be between %s and %s%s", s->label, lo, hi,
+             s->zero_is_auto ? ", or auto" : "");
     return -1;
 }
 
@@ -159,6 +164,10 @@ int setting_parse(enum setting_id id, const char *text, uint64_t *value,
     long number;
     int on, rc = -1;
 
+    if (s->zero_is_auto && !strcmp(text, "auto")) {
+        *value = 0;
+        return 0;
+    }
     switch (s->kind) {
     case SETTING_DURATION: rc = parse_duration_ns(text, &parsed, why); break;
     case SETTING_SIZE: rc = parse_size_bytes(text, &parsed, why); break;

@@ -54,6 +54,7 @@ struct setting {
     uint64_t fallback; /* the default */
     const char *const *choices; /* SETTING_ENUM: names, NULL-terminated */
     bool runtime;      /* nvsharectl set may change it */
+    bool zero_is_auto; /* 0 stands for "auto": the scheduler chooses */
     const char *help;  /* one sentence for the usage text */
 };
 

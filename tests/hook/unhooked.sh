@@ -22,6 +22,25 @@ fail() {
     exit 1
 }
 
+# ---- a quiet node: nothing but the unhooked process ----------------------
+# No client, no /metrics, nobody asking: only the sampler's own deadline
+# wakes the scheduler. The first look, after 5 s, must list the process.
+QUIET=$WORK/quiet
+start_scheduler_in "$QUIET"
+await_schedulers "$QUIET"
+now=$(date +%s%N)
+FAKE_JOB_MEM_MB=128 "$JOB" "$now" $((now + 8000000000)) >/dev/null 2>&1 &
+RAW=$!
+sleep 5 # the quiet itself: any event would wake the sampler
+got=$(NVSHARE_SOCK_DIR=$QUIET "$CTL" status --json | python3 -c 'import json, sys
+s = json.load(sys.stdin)
+print(s["node"]["unhooked_seen"], *(u["pid"] for u in s["unhooked"]))')
+[ "$got" = "1 $RAW" ] || { LOG=$QUIET/sched.log; fail "first look after 5 s of quiet: '$got', not '1 $RAW'"; }
+grep -q "pid $RAW uses it without nvshare" "$QUIET/sched.log" ||
+    { LOG=$QUIET/sched.log; fail "the quiet scheduler did not log pid $RAW"; }
+kill "$RAW"; wait "$RAW" 2>/dev/null || true; RAW=
+echo "PASS: on a quiet node the unhooked job is listed and logged at the first look after 5 s"
+
 start_scheduler_in "$DIR"
 await_schedulers "$DIR"
 now=$(date +%s%N)

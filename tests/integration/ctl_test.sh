@@ -101,6 +101,7 @@ out_has "switch time auto (swap time x 30)   memory reserve 10%   oversubscripti
 out_has "GPU 0  GPU-test-0  configured by NVSHARE_GPUS"
 out_has "  mode         auto"
 out_has "  memory       16.00 GiB capacity, 1.60 GiB reserve, 0 B running, 0 B resident"
+out_has "  quantum      2s (pinned)"
 out_has "  switch time  1m00s (not measured yet), 0 switches"
 out_has "  swaps        none"
 out_has "  running      none"
@@ -239,7 +240,7 @@ fi
 # ---- set tq -------------------------------------------------------------------
 ctl set tq 100ms
 expect_rc 0 "set tq 100ms"
-out_has "time quantum set to 100ms"
+out_has "time quantum pinned at 100ms"
 ctl status
 out_has "TQ 100ms"
 pass "set tq 100ms"
@@ -270,6 +271,18 @@ expect_rc 2 "set tq without a value"
 ctl status
 out_has "TQ 100ms"
 pass "bad and refused TQs: exit 2 locally, exit 1 from the scheduler, TQ unchanged"
+
+ctl set tq auto
+expect_rc 0 "set tq auto"
+out_has "time quantum auto: per GPU, 100 x its p99 hand-over, within 100ms-30s"
+ctl status
+out_has "TQ auto"
+out_has "  quantum      100ms (auto: floor"
+ctl status --json
+grep -q '"tq_reason": "floor"' "$WORK/out" || fail "status --json lacks the quantum's reason"
+ctl set tq 100ms
+expect_rc 0 "set tq 100ms again"
+pass "set tq auto returns to the default; status shows each GPU's quantum and why"
 
 # ---- anti-thrash ----------------------------------------------------------------
 ctl anti-thrash off

@@ -144,6 +144,29 @@ static void test_preemption_drains_every_rank_first(void **unused)
     assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
 }
 
+/* A rank's whole drain is what a hand-over costs its peers, who wait at
+ * their collectives: it is what the auto quantum follows on its GPUs. */
+static void test_auto_quantum_counts_a_rank_s_whole_drain(void **unused)
+{
+    struct policy_gpu_view v;
+
+    (void)unused;
+    policy_set_tq(&p, POLICY_TQ_AUTO);
+    request(0, 0, 0);
+    request(1, 1, 0);
+    request(0, 5, 1 * MS);
+    tick(POLICY_TQ_FLOOR_NS);
+    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
+    release(0, 0, POLICY_TQ_FLOOR_NS + 3 * MS);
+    release(1, 1, POLICY_TQ_FLOOR_NS + 5 * MS);
+    policy_view_gpu(&p, 0, &v);
+    assert_int_equal(v.handover_p99_ns, 3 * MS);
+    assert_int_equal(v.quantum_ns, 300 * MS);
+    policy_view_gpu(&p, 1, &v);
+    assert_int_equal(v.handover_p99_ns, 5 * MS);
+    assert_int_equal(v.quantum_ns, 500 * MS);
+}
+
 static void test_rank_dropped_alone_drops_the_gang(void **unused)
 {
     (void)unused;
@@ -627,6 +650,7 @@ int main(void)
         cmocka_unit_test_setup(test_grant_is_all_or_none, setup),
         cmocka_unit_test_setup(test_crossed_requests_cannot_deadlock, setup),
         cmocka_unit_test_setup(test_preemption_drains_every_rank_first, setup),
+        cmocka_unit_test_setup(test_auto_quantum_counts_a_rank_s_whole_drain, setup),
         cmocka_unit_test_setup(test_rank_dropped_alone_drops_the_gang, setup),
         cmocka_unit_test_setup(test_ranks_agree_on_the_furthest_drain_point,
                                setup),

@@ -144,6 +144,211 @@ static void test_tq_change_applies_to_current_holder(void **state)
     expect_one(&out, ACTION_DROP, 0, 0);
 }
 
+/* Hands gpu over from holder to waiter at `at`: the holder's drain ends
+ * 1 ms after its DROP, its release arrives 0.1 ms later, and the waiter
+ * submits its first work `gap` after the drain's end. Returns the
+ * waiter's lease. */
+static uint32_t hand_over(int gpu, int holder, uint32_t lease, uint64_t at,
+                          uint64_t gap, int waiter)
+{
+    struct policy_actions out;
+    policy_actions_clear(&out);
+    uint32_t granted;
+
+    policy_tick(&p, at, &out);
+    expect_one(&out, ACTION_DROP, gpu, holder);
+    out.n = 0;
+    policy_release(&p, gpu, holder, lease, 1 * MS, at + 1 * MS, at + 1100 * 1000, &out);
+    granted = expect_one(&out, ACTION_GRANT, gpu, waiter);
+    policy_in_use(&p, gpu, waiter, granted, at + 1 * MS + gap, at + 1 * MS + gap);
+    return granted;
+}
+
+/* The GPU idles between one holder's drain and the next one's first
+ * submission: that is what a hand-over costs, and the quantum is 100 x
+ * its p99. */
+static void test_auto_quantum_follows_the_p99_hand_over(void **state)
+{
+    struct policy_gpu_view v;
+    uint64_t now = 0;
+    uint32_t lease[2];
+
+    (void)state;
+    policy_set_tq(&p, POLICY_TQ_AUTO);
+    policy_view_gpu(&p, 0, &v);
+    assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
+    assert_int_equal(v.quantum_reason, QUANTUM_FLOOR);
+    assert_int_equal(v.handover_p99_ns, 0);
+
+    /* Two heavy clients take turns. A hand-over costs 0.4 ms, one in
+     * fifty 3 ms: the p99 of fewer than 100 is their longest, so the
+     * quantum is 100 x 3 ms from the first slow one on. */
+    lease[0] = request(0, 0, now);
+    request(0, 1, now + 1);
+    for (int turn = 0; turn < 200; turn++) {
+        int holder = turn % 2;
+        uint64_t gap = turn % 50 == 49 ? 3 * MS : 400 * 1000;
+        policy_view_gpu(&p, 0, &v);
+        assert_int_equal(v.quantum_ns, turn < 50 ? POLICY_TQ_FLOOR_NS : 300 * MS);
+        now = p.gpus[0].members[holder].granted_at + v.quantum_ns;
+        lease[!holder] = hand_over(0, holder, lease[holder], now, gap, !holder);
+        struct policy_actions out;
+        policy_actions_clear(&out);
+        policy_request(&p, 0, holder, now + 2 * MS, &out); /* not fresh */
+        assert_int_equal(out.n, 0);
+    }
+    policy_view_gpu(&p, 0, &v);
+    assert_int_equal(v.handover_p99_ns, 3 * MS);
+    assert_int_equal(v.quantum_ns, 300 * MS);
+    assert_int_equal(v.quantum_reason, QUANTUM_DRAIN);
+
+    /* Pinned, the hand-overs no longer count; auto again, they do. */
+    policy_set_tq(&p, 2000 * MS);
+    policy_view_gpu(&p, 0, &v);
+    assert_int_equal(v.quantum_ns, 2000 * MS);
+    assert_int_equal(v.quantum_reason, QUANTUM_PINNED);
+    policy_set_tq(&p, POLICY_TQ_AUTO);
+    policy_view_gpu(&p, 0, &v);
+    assert_int_equal(v.quantum_ns, 300 * MS);
+
+    /* The other GPU has its own. */
+    policy_view_gpu(&p, 1, &v);
+    assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
+}
+
+/* A long drain is no hand-over cost: the holder's queued work runs. */
+static void test_long_drains_keep_the_floor(void **state)
+{
+    struct policy_gpu_view v;
+    uint32_t lease;
+    struct policy_actions out;
+    policy_actions_clear(&out);
+
+    (void)state;
+    policy_set_tq(&p, POLICY_TQ_AUTO);
+    lease = request(0, 0, 0);
+    request(0, 1, 1);
+    for (int turn = 0; turn < 20; turn++) {
+        int holder = turn % 2;
+        uint64_t at = p.gpus[0].members[holder].granted_at + POLICY_TQ_FLOOR_NS;
+        out.n = 0;
+        policy_tick(&p, at, &out);
+        expect_one(&out, ACTION_DROP, 0, holder);
+        out.n = 0;
+        /* A 100 ms kernel was running: the drain waits for it. */
+        policy_release(&p, 0, holder, lease, 100 * MS, at + 100 * MS, at + 100 * MS, &out);
+        lease = expect_one(&out, ACTION_GRANT, 0, !holder);
+        policy_in_use(&p, 0, !holder, lease, at + 100 * MS + 200 * 1000,
+                      at + 100 * MS + 200 * 1000);
+        out.n = 0;
+        policy_request(&p, 0, holder, at + 101 * MS, &out);
+    }
+    policy_view_gpu(&p, 0, &v);
+    assert_int_equal(v.handover_p99_ns, 200 * 1000);
+    assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
+}
+
+static void test_auto_quantum_stays_within_its_bounds(void **state)
+{
+    struct policy_gpu_view v;
+    uint32_t lease = 0;
+
+    (void)state;
+    policy_set_tq(&p, POLICY_TQ_AUTO);
+    for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
+        quantum_observe_handover(&p.gpus[0], 10 * 1000); /* 10 us */
+    policy_view_gpu(&p, 0, &v);
+    assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
+    assert_int_equal(v.quantum_reason, QUANTUM_FLOOR);
+    /* One outlier among 128 is not their p99. */
+    quantum_observe_handover(&p.gpus[0], 1000 * MS);
+    policy_view_gpu(&p, 0, &v);
+    assert_int_equal(v.handover_p99_ns, 10 * 1000);
+    /* Hand-overs of a whole second: capped, so a waiter waits at most 30 s. */
+    for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
+        quantum_observe_handover(&p.gpus[0], 1000 * MS);
+    policy_view_gpu(&p, 0, &v);
+    assert_int_equal(v.quantum_ns, POLICY_TQ_CEILING_NS);
+    assert_int_equal(v.quantum_reason, QUANTUM_CEILING);
+    (void)lease;
+}
+
+/* A fresh arrival waits at most the floor, whatever the quantum: the
+ * holder is cut short and keeps the rest of its turn. */
+static void test_fresh_arrival_waits_at_most_the_floor(void **state)
+{
+    struct policy_actions out;
+    policy_actions_clear(&out);
+    uint32_t lease;
+
+    (void)state;
+    /* Hand-overs of 100 ms: a quantum of 10 s. */
+    policy_set_tq(&p, POLICY_TQ_AUTO);
+    for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
+        quantum_observe_handover(&p.gpus[0], 100 * MS);
+    /* Clients 0 and 1 take turns; 1 waits for its next one. */
+    policy_release(&p, 0, 1, request(0, 1, 0), 0, 0, 1 * MS, &out);
+    lease = request(0, 0, 1 * MS);
+    request(0, 1, 2 * MS);
+    assert_int_equal(policy_tick(&p, 3 * MS, &out), 10001 * MS);
+
+    /* A new job arrives: it goes ahead of client 1, and client 0 is
+     * dropped once it has held the floor. */
+    request(0, 2, 50 * MS);
+    assert_int_equal(p.gpus[0].queue[0], 2);
+    assert_int_equal(policy_tick(&p, 50 * MS, &out), 1 * MS + POLICY_TQ_FLOOR_NS);
+    lease = hand_over(0, 0, lease, 1 * MS + POLICY_TQ_FLOOR_NS, 200 * 1000, 2);
+    /* Client 0 comes back at once: ahead of client 1, with the rest of its
+     * quantum. */
+    out.n = 0;
+    policy_request(&p, 0, 0, 103 * MS, &out);
+    assert_int_equal(p.gpus[0].queue[0], 0);
+    assert_int_equal(p.gpus[0].members[0].quantum_used_ns, POLICY_TQ_FLOOR_NS);
+    /* Nobody fresh waits: the new job keeps the GPU a whole quantum. */
+    assert_int_equal(policy_tick(&p, 103 * MS, &out),
+                     p.gpus[0].members[2].granted_at + 10000 * MS);
+    (void)lease;
+}
+
+/* A quantum the operator pinned is not cut short for a fresh arrival. */
+static void test_pinned_quantum_is_not_cut_for_a_fresh_arrival(void **state)
+{
+    struct policy_actions out;
+    policy_actions_clear(&out);
+
+    (void)state;
+    policy_set_tq(&p, 2000 * MS);
+    request(0, 0, 0);
+    request(0, 1, 10 * MS);
+    assert_false(p.gpus[0].members[1].fresh);
+    assert_int_equal(policy_tick(&p, 10 * MS, &out), 2000 * MS);
+    assert_int_equal(out.n, 0);
+}
+
+/* A fresh arrival that waits for memory does not cut the holder short: a
+ * rotation of memory keeps the switch time. */
+static void test_fresh_arrival_waiting_for_memory_keeps_the_switch_time(void **state)
+{
+    struct policy_actions out;
+    policy_actions_clear(&out);
+
+    (void)state;
+    policy_set_tq(&p, POLICY_TQ_AUTO);
+    policy_set_switch_time(&p, 5000 * MS, 0);
+    policy_set_capacity(&p, 0, 16ull << 30);
+    policy_set_footprint(&p, 0, 0, 12ull << 30, 12ull << 30);
+    policy_set_footprint(&p, 0, 1, 12ull << 30, 12ull << 30);
+    policy_request(&p, 0, 0, 0, &out);
+    assert_true(policy_is_running(&p, 0, 0));
+    policy_request(&p, 0, 1, 10 * MS, &out); /* told to wait for memory */
+    assert_int_equal(p.gpus[0].members[1].wait_reason, WAIT_MEMORY);
+    assert_true(p.gpus[0].members[1].fresh);
+    out.n = 0;
+    policy_tick(&p, 1000 * MS, &out);
+    for (int i = 0; i < out.n; i++)
+        assert_int_not_equal(out.list[i].kind, ACTION_DROP);
+}
+
 static void test_death_of_holder_passes_lock_at_once(void **state)
 {
     struct policy_actions out;
@@ -436,6 +641,12 @@ int main(void)
         cmocka_unit_test_setup(test_holder_is_dropped_after_its_quantum, setup),
         cmocka_unit_test_setup(test_waiter_arriving_late_preempts_at_once, setup),
         cmocka_unit_test_setup(test_tq_change_applies_to_current_holder, setup),
+        cmocka_unit_test_setup(test_auto_quantum_follows_the_p99_hand_over, setup),
+        cmocka_unit_test_setup(test_auto_quantum_stays_within_its_bounds, setup),
+        cmocka_unit_test_setup(test_long_drains_keep_the_floor, setup),
+        cmocka_unit_test_setup(test_fresh_arrival_waits_at_most_the_floor, setup),
+        cmocka_unit_test_setup(test_pinned_quantum_is_not_cut_for_a_fresh_arrival, setup),
+        cmocka_unit_test_setup(test_fresh_arrival_waiting_for_memory_keeps_the_switch_time, setup),
         cmocka_unit_test_setup(test_death_of_holder_passes_lock_at_once, setup),
         cmocka_unit_test_setup(test_death_of_waiter_leaves_queue, setup),
         cmocka_unit_test_setup(test_release_crossing_drop_is_not_counted_twice, setup),

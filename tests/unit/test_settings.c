@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "parse.h"
+#include "policy.h"
 #include "protocol.h"
 #include "settings.h"
 
@@ -89,15 +90,32 @@ static void expect_durations_alike(enum setting_id id, const char *const texts[]
 
 static void test_tq_alike(void **state)
 {
+    /* Texts that are no duration would read as the default (auto, 0) if
+     * refused, so they are checked apart. */
     static const char *const texts[] = {"500us", "1ms", "100ms", "1h", "61m",
-                                        "2h", "0", "soon", NULL};
+                                        "2h", NULL};
     uint64_t value;
 
     (void)state;
     expect_durations_alike(SETTING_TQ, texts);
+    {
+        char why[PARSE_ERR_LEN];
+        assert_int_equal(setting_parse(SETTING_TQ, "0", &value, why, sizeof(why)), -1);
+        assert_int_equal(setting_parse(SETTING_TQ, "soon", &value, why, sizeof(why)), -1);
+    }
     /* The case the table was made for: refused both ways. */
     assert_int_equal(load(SETTING_TQ, "2h", &value), 0);
-    assert_int_equal(value, 30 * 1000000000ull);
+    assert_int_equal(value, POLICY_TQ_AUTO);
+    /* auto is a value of its own, read back as written. */
+    char err[PARSE_ERR_LEN], text[32];
+    value = 1;
+    assert_int_equal(setting_parse(SETTING_TQ, "auto", &value, err, sizeof(err)), 0);
+    assert_int_equal(value, POLICY_TQ_AUTO);
+    assert_int_equal(setting_check(SETTING_TQ, POLICY_TQ_AUTO, err, sizeof(err)), 0);
+    setting_format(SETTING_TQ, POLICY_TQ_AUTO, text, sizeof(text));
+    assert_string_equal(text, "auto");
+    /* Other settings know no auto. */
+    assert_int_equal(setting_parse(SETTING_DRAIN_TIMEOUT, "auto", &value, err, sizeof(err)), -1);
 }
 
 static void test_switch_time_alike(void **state)
@@ -143,7 +161,7 @@ static void test_ctl_messages(void **state)
     (void)state;
     /* tests/integration/ctl_test.sh expects these sentences. */
     assert_int_equal(setting_check(SETTING_TQ, 7200 * 1000000000ull, err, sizeof(err)), -1);
-    assert_string_equal(err, "time quantum must be between 1ms and 1h");
+    assert_string_equal(err, "time quantum must be between 1ms and 1h, or auto");
     assert_int_equal(setting_check(SETTING_SWITCH_TIME_FIXED, 1, err, sizeof(err)), -1);
     assert_string_equal(err, "switch time must be between 100ms and 1h");
     assert_int_equal(setting_check(SETTING_SCHEDULING_MODE, 3, err, sizeof(err)), -1);
@@ -163,7 +181,7 @@ static void test_usage_names_every_variable(void **state)
     for (int id = 0; id < SETTING_COUNT; id++)
         if (!strstr(text, settings_table[id].env))
             fail_msg("usage text lacks %s", settings_table[id].env);
-    assert_non_null(strstr(text, "(1ms-1h, default 30s)"));
+    assert_non_null(strstr(text, "(1ms-1h, default auto)"));
     free(text);
 }
 
