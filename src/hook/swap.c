@@ -361,7 +361,13 @@ static uint64_t swap(int gpu, bool to_device)
     free(job.batch.ptrs);
     free(job.batch.sizes);
     free(job.batch.slots);
-    if (job.failures > 0)
+    /* CUDA_ERROR_DEINITIALIZED: the process is exiting and the driver
+     * already shut down, which ends its memory anyway; no one to warn. */
+    if (job.failures > 0 && job.first_error == CUDA_ERROR_DEINITIALIZED)
+        log_debug("swap %s gpu %d: the driver is shutting down (the process "
+                  "exits): %d moves not made", to_device ? "in" : "out", gpu,
+                  job.failures);
+    else if (job.failures > 0)
         log_warn("swap %s gpu %d: %d moves of managed memory failed (first "
                  "error %d)",
                  to_device ? "in" : "out", gpu, job.failures,

@@ -28,6 +28,8 @@
  *     with their own addresses bring it back, and
  *     fake_cuda_lost_bytes(ptr) says how much of an allocation is still
  *     lost. So a test sees a swap that would hand a kernel garbage. */
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -260,6 +262,16 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
 
 /* ---- managed memory: prefetch and advice ---------------------------------- */
 
+/* Set by fake_cuda_deinitialize(): the driver shut down, as a real one
+ * does once the process's exit handlers ran, and moving memory fails with
+ * CUDA_ERROR_DEINITIALIZED (a swap racing the process's exit). */
+static atomic_bool deinitialized;
+
+__attribute__((visibility("default"))) void fake_cuda_deinitialize(void)
+{
+    atomic_store(&deinitialized, true);
+}
+
 static double swap_gbps(void)
 {
     static double gbps;
@@ -282,6 +294,8 @@ static CUresult prefetch(CUdeviceptr ptr, size_t count, int dst,
     struct allocation *a;
     bool managed;
 
+    if (atomic_load(&deinitialized))
+        return CUDA_ERROR_DEINITIALIZED;
     if (count == 0 || (dst != CU_DEVICE_CPU &&
                        (dst < 0 || dst >= fake_device_count())))
         return CUDA_ERROR_INVALID_VALUE;
@@ -462,6 +476,8 @@ static struct allocation *managed_range_locked(CUdeviceptr ptr, size_t count)
 static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t count,
                           CUstream hStream, bool pt)
 {
+    if (atomic_load(&deinitialized))
+        return CUDA_ERROR_DEINITIALIZED;
     pthread_mutex_lock(&fake_lock);
     if (dst && count && managed_range_locked(src, count))
         FOR_EACH_STAMP(at, src, count) {

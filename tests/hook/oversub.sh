@@ -76,6 +76,9 @@ check "prepared swap-out pins nothing" \
 grep -q "unpinned=0" "$dir/out" || fail "the prepared swap-out found an allocation without its copy"
 check "a swap-out behind the preparer prefetches, and the next copies" \
     run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_PIN_GBPS=0.2 "$TEST" prepare-behind
+check "a swap-out as the process exits" \
+    run NVSHARE_ENABLE_OVERSUB=1 NVSHARE_FAIL_CLOSED=0 "$TEST" swap-at-exit
+! grep -q "swap out.*failed" "$dir/err" || fail "a swap-out during the exit warned: $(cat "$dir/err")"
 check "blank allocations are discarded, not copied" \
     run NVSHARE_ENABLE_OVERSUB=1 NVSHARE_FAIL_CLOSED=1 "$TEST" blank
 check "exit while preparing" \

@@ -497,6 +497,22 @@ static void prepare_exit(void)
     prepare_swap();
 }
 
+/* A swap-out that meets a driver already shut down (the process exits)
+ * moves nothing and warns about nothing: oversub.sh checks stderr. */
+static void swap_at_exit(void)
+{
+    CUdeviceptr b;
+    void (*deinitialize)(void) =
+        (void (*)(void))dlsym(RTLD_DEFAULT, "fake_cuda_deinitialize");
+
+    setup();
+    MUST(cuMemAllocManaged(&b, 8 * MIB, CU_MEM_ATTACH_GLOBAL));
+    EXPECT(deinitialize != NULL, "the fake driver cannot shut down");
+    if (deinitialize)
+        deinitialize();
+    EXPECT(swap_out() == 0, "a swap-out moved memory after the driver shut down");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "convert") == 0)
@@ -513,10 +529,12 @@ int main(int argc, char **argv)
         blank();
     else if (argc == 2 && strcmp(argv[1], "prepare-exit") == 0)
         prepare_exit();
+    else if (argc == 2 && strcmp(argv[1], "swap-at-exit") == 0)
+        swap_at_exit();
     else {
         fprintf(stderr, "usage: oversub_test convert MANAGED QUOTA | "
                         "beyond BYTES OK | swap | prepare | prepare-behind | "
-                        "blank | prepare-exit\n");
+                        "blank | prepare-exit | swap-at-exit\n");
         return 2;
     }
     printf("%s\n", failures ? "FAIL" : "PASS");
