@@ -83,7 +83,7 @@ enum wait_reason {
 enum quantum_reason {
     QUANTUM_PINNED = 0,  /* the operator set it: nvsharectl set tq, NVSHARE_TQ */
     QUANTUM_FLOOR = 1,   /* auto: hand-overs are cheap (or not measured yet) */
-    QUANTUM_DRAIN = 2,   /* auto: a multiple of the p99 hand-over */
+    QUANTUM_DRAIN = 2,   /* auto: a multiple of the mean hand-over */
     QUANTUM_CEILING = 3, /* auto: hand-overs so slow that the cap applies */
 };
 

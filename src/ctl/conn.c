@@ -309,17 +309,17 @@ const char *ctl_quantum_reason_name(uint8_t reason)
 
 void ctl_quantum_label(const struct msg_status_gpu *g, char *buf, size_t len)
 {
-    char tq[32], p99[32];
+    char tq[32], mean[32];
 
     format_duration(g->tq_ns, tq, sizeof(tq));
-    format_duration(g->handover_p99_ns, p99, sizeof(p99));
+    format_duration(g->handover_mean_ns, mean, sizeof(mean));
     if (g->tq_reason == QUANTUM_PINNED)
         snprintf(buf, len, "%s (pinned)", tq);
-    else if (!g->handover_p99_ns)
+    else if (!g->handover_mean_ns)
         snprintf(buf, len, "%s (auto: floor, no hand-over yet)", tq);
     else if (g->tq_reason == QUANTUM_DRAIN)
-        snprintf(buf, len, "%s (auto: 100 x p99 hand-over %s)", tq, p99);
+        snprintf(buf, len, "%s (auto: 100 x mean hand-over %s)", tq, mean);
     else
-        snprintf(buf, len, "%s (auto: %s; p99 hand-over %s)", tq,
-                 ctl_quantum_reason_name(g->tq_reason), p99);
+        snprintf(buf, len, "%s (auto: %s; mean hand-over %s)", tq,
+                 ctl_quantum_reason_name(g->tq_reason), mean);
 }

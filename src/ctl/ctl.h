@@ -57,7 +57,7 @@ const char *ctl_state_name(uint8_t state);
 const char *ctl_wait_reason_name(uint8_t reason); /* enum wait_reason; "none" */
 const char *ctl_origin_name(uint8_t origin); /* enum identity_kind: "pod", "host" */
 const char *ctl_quantum_reason_name(uint8_t reason); /* enum quantum_reason */
-/* A GPU's time quantum and why: "320ms (auto: 100 x p99 hand-over 3.2ms)",
+/* A GPU's time quantum and why: "320ms (auto: 100 x mean hand-over 3.2ms)",
  * "100ms (auto: floor)", "2s (pinned)". */
 void ctl_quantum_label(const struct msg_status_gpu *g, char *buf, size_t len);
 

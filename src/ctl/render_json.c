@@ -38,7 +38,7 @@ static void gpu_json(struct json_out *j, const struct msg_status_gpu *g)
     json_bool(j, "switch_time_measured", g->switch_measured);
     json_uint(j, "tq_ns", g->tq_ns);
     json_string(j, "tq_reason", ctl_quantum_reason_name(g->tq_reason));
-    json_uint(j, "handover_p99_ns", g->handover_p99_ns);
+    json_uint(j, "handover_mean_ns", g->handover_mean_ns);
     json_uint(j, "switches", g->switches);
     json_begin_object(j, "swaps");
     swap_json(j, "out", g->swaps_out, g->swap_out_bytes, g->swap_out_ns,

@@ -109,7 +109,7 @@ static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
     gpu->switch_measured = v.switch_measured;
     gpu->tq_ns = v.quantum_ns;
     gpu->tq_reason = v.quantum_reason;
-    gpu->handover_p99_ns = v.handover_p99_ns;
+    gpu->handover_mean_ns = v.handover_mean_ns;
     gpu->switches = v.switches;
     gpu->swaps_out = v.swap_out.count;
     gpu->swaps_in = v.swap_in.count;
@@ -504,7 +504,7 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         format_duration(set->value, text, sizeof(text));
         if (set->value == POLICY_TQ_AUTO)
             snprintf(reply->text, sizeof(reply->text), "time quantum auto: per GPU, "
-                     "%d x its p99 hand-over, within 100ms-30s", POLICY_TQ_DRAIN_MULTIPLE);
+                     "%d x its mean hand-over, within 100ms-30s", POLICY_TQ_DRAIN_MULTIPLE);
         else
             snprintf(reply->text, sizeof(reply->text), "time quantum pinned at %s", text);
         log_info("%s", reply->text);

@@ -416,9 +416,9 @@ static void render_gpus(struct text *t, const struct scheduler *s)
     PER_GPU("nvshare_gpu_time_quantum_pinned", "gauge",
             "1 where the operator pinned the time quantum, 0 where it is auto.",
             sample_u64, v[g].quantum_reason == QUANTUM_PINNED)
-    PER_GPU("nvshare_gpu_handover_p99_seconds", "gauge",
-            "p99 of the GPU's recent hand-overs, DROP_LOCK to release (0: none yet).",
-            sample_seconds, v[g].handover_p99_ns)
+    PER_GPU("nvshare_gpu_handover_mean_seconds", "gauge",
+            "Mean cost of the GPU's last 128 hand-overs, the GPU idle between holders (0: none yet).",
+            sample_seconds, v[g].handover_mean_ns)
     PER_GPU("nvshare_gpu_holder_changes_total", "counter",
             "Grants of the GPU to another client than the previous holder.",
             sample_u64, v[g].switches)

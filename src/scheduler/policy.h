@@ -131,7 +131,7 @@
 
 /* The time quantum. Pinned by the operator (nvsharectl set tq 2s), or auto
  * (POLICY_TQ_AUTO, the default): per GPU, POLICY_TQ_DRAIN_MULTIPLE x the
- * p99 of its last POLICY_HANDOVER_HISTORY DROP-to-release latencies, within
+ * mean of its last POLICY_HANDOVER_HISTORY hand-overs (policy_quantum.c), within
  * [POLICY_TQ_FLOOR_NS, POLICY_TQ_CEILING_NS], so that a hand-over costs a
  * holder at most 1 % of its quantum whatever its drains cost (see
  * policy_quantum.c). A client that arrives fresh (it never held the GPU, or
@@ -442,7 +442,7 @@ struct policy_gpu_view {
     bool switch_measured;
     uint64_t quantum_ns;           /* the TQ in force on this GPU */
     uint8_t quantum_reason;        /* enum quantum_reason: why */
-    uint64_t handover_p99_ns;      /* of its recent hand-overs; 0: none */
+    uint64_t handover_mean_ns;      /* of its recent hand-overs; 0: none */
     uint64_t switches;
     struct swap_stats swap_out, swap_in;
 };

@@ -81,9 +81,10 @@ struct gpu_sched {
      * (policy_quantum.c) */
     uint64_t handover_ns[POLICY_HANDOVER_HISTORY];
     unsigned n_handovers;
+    uint64_t handover_sum_ns; /* of the ring's samples */
     bool handover_open;     /* a dropped holder released; nobody granted */
     uint64_t handover_from; /* its drain's end */
-    uint64_t handover_p99_ns;
+    uint64_t handover_mean_ns;
     uint64_t auto_quantum_ns;
     struct member *members;        /* by client slot, table_size of them */
     struct account_usage *usage;   /* by account, table_size of them */

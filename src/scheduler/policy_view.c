@@ -34,7 +34,7 @@ void policy_view_gpu(const struct policy *p, int gpu,
     v->switch_time_ns = policy_switch_time(p, gpu, &v->switch_measured);
     v->quantum_ns = gpu_quantum(p, g);
     v->quantum_reason = (uint8_t)gpu_quantum_reason(p, g);
-    v->handover_p99_ns = g->handover_p99_ns;
+    v->handover_mean_ns = g->handover_mean_ns;
     v->switches = g->switches;
     v->swap_out = g->swap_out;
     v->swap_in = g->swap_in;

@@ -25,7 +25,7 @@ const struct setting settings_table[SETTING_COUNT] = {
     [SETTING_TQ] = {"tq", "NVSHARE_TQ", "time quantum",
                     DURATION(NS_PER_MS, 3600 * NS_PER_SEC), .fallback = POLICY_TQ_AUTO,
                     .runtime = true, .zero_is_auto = true,
-                    .help = "time quantum: auto (per GPU, 100 x its p99 hand-over, "
+                    .help = "time quantum: auto (per GPU, 100 x its mean hand-over, "
                             "100ms-30s) or pinned, e.g. 2s, 100ms"},
     [SETTING_DRAIN_TIMEOUT] = {"drain-timeout", "NVSHARE_DRAIN_TIMEOUT", "drain timeout",
                                DURATION(1, UINT64_MAX), .fallback = 10 * NS_PER_SEC,

@@ -10,7 +10,9 @@
  * second> counting those completed between FROM and UNTIL (like
  * bench/fixed_work.cu --window, so jobs started one by one compare), and
  * first_launch=<CLOCK_MONOTONIC ns> of its first launch, the moment it
- * asks for the GPU, to compare with the fake driver's trace.
+ * asks for the GPU, to compare with the fake driver's trace, and
+ * first_kernel_ms=<ms> from the process's start to the end of its first
+ * kernels, what a user waits for at arrival.
  *
  * FAKE_JOB_MEM_MB=<n> allocates n MiB with cuMemAlloc_v2 first (managed
  * memory when libnvshare oversubscribes), for memory-aware scheduling.
@@ -44,7 +46,8 @@ int main(int argc, char **argv)
     CUmodule mod;
     CUfunction kernel;
     long kernels = 0;
-    long long first_launch = 0;
+    long long first_launch = 0, first_done = 0;
+    long long started = clock_ns(CLOCK_MONOTONIC);
 
     if (argc < 3) {
         fprintf(stderr, "usage: %s FROM_REALTIME_NS UNTIL_REALTIME_NS [KERNEL_US]\n",
@@ -81,11 +84,14 @@ int main(int argc, char **argv)
             if (cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))
                 return 1;
         cuCtxSynchronize();
+        if (!first_done)
+            first_done = clock_ns(CLOCK_MONOTONIC);
         long long done = realtime_ns();
         if (done >= from && done <= until)
             kernels += 4;
     }
-    printf("rate=%.2f\nfirst_launch=%lld\n",
-           (double)kernels * 1e9 / (double)(until - from), first_launch);
+    printf("rate=%.2f\nfirst_launch=%lld\nfirst_kernel_ms=%.1f\n",
+           (double)kernels * 1e9 / (double)(until - from), first_launch,
+           first_done ? (double)(first_done - started) / 1e6 : -1.0);
     return 0;
 }

@@ -274,7 +274,7 @@ pass "bad and refused TQs: exit 2 locally, exit 1 from the scheduler, TQ unchang
 
 ctl set tq auto
 expect_rc 0 "set tq auto"
-out_has "time quantum auto: per GPU, 100 x its p99 hand-over, within 100ms-30s"
+out_has "time quantum auto: per GPU, 100 x its mean hand-over, within 100ms-30s"
 ctl status
 out_has "TQ auto"
 out_has "  quantum      100ms (auto: floor"

@@ -559,7 +559,7 @@ static void bb_status_gpu(struct bb *b, uint8_t mode, uint16_t n_running,
     bb_u8(b, 1);  /* switch_measured */
     bb_u64(b, 0); /* tq_ns */
     bb_u8(b, QUANTUM_DRAIN); /* tq_reason */
-    bb_u64(b, 0); /* handover_p99_ns */
+    bb_u64(b, 0); /* handover_mean_ns */
     bb_u64(b, 0); /* switches */
     for (int i = 0; i < 8; i++)
         bb_u64(b, 0); /* swaps_out .. last_swap_in_ns */
