@@ -537,6 +537,92 @@ void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns)
 
 static struct MHD_Daemon *daemon_;
 
+/* Slow clients. MHD serves a fixed number of connections, and its idle
+ * timeout cannot tell a scraper from a client that sends a byte of its
+ * request every few seconds: 40 such clients held every connection and each
+ * scrape timed out (issue 27). A cap per address would not help, a local
+ * scraper and a local attacker share 127.0.0.1. What tells them apart is
+ * that a scraper sends its request at once: when all connections are taken,
+ * a new one displaces the one that has waited longest for its request (or,
+ * if all are answering, the one that has answered longest). The displaced
+ * connection is shut down, not closed: MHD owns the fd, and closes it at the
+ * end of file that follows. */
+#define HTTP_CONNECTIONS 32
+
+enum http_state { HTTP_FREE, HTTP_WAITING, HTTP_ANSWERING, HTTP_DISPLACED };
+
+/* Displaced connections linger until MHD reads their end of file: room for
+ * as many as are live. */
+static struct http_slot {
+    enum http_state state;
+    int fd;
+    uint64_t since; /* when it began to wait for a request, or to answer one */
+} slots[2 * HTTP_CONNECTIONS];
+
+/* Whether a is the one to displace before b. */
+static bool displaces_before(const struct http_slot *a, const struct http_slot *b)
+{
+    if (a->state != b->state)
+        return a->state == HTTP_WAITING;
+    return a->since < b->since;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    const union MHD_ConnectionInfo *info;
+    struct http_slot *slot = NULL, *oldest = NULL;
+    int live = 0;
+
+    (void)cls;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (*context)
+            ((struct http_slot *)*context)->state = HTTP_FREE;
+        return;
+    }
+    info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
+        struct http_slot *c = &slots[i];
+
+        if (c->state == HTTP_FREE && !slot)
+            slot = c;
+        if (c->state != HTTP_WAITING && c->state != HTTP_ANSWERING)
+            continue;
+        live++;
+        if (!oldest || displaces_before(c, oldest))
+            oldest = c;
+    }
+    if (!slot) { /* displaced ones not yet closed fill the table */
+        shutdown(info->connect_fd, SHUT_RDWR);
+        return;
+    }
+    *slot = (struct http_slot){HTTP_WAITING, info->connect_fd, now_ns()};
+    *context = slot;
+    if (live >= HTTP_CONNECTIONS) {
+        shutdown(oldest->fd, SHUT_RDWR);
+        oldest->state = HTTP_DISPLACED;
+    }
+}
+
+static struct http_slot *slot_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return info ? info->socket_context : NULL;
+}
+
+/* An answer sent (or abandoned): a kept-alive connection waits again. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct http_slot *slot = slot_of(conn);
+
+    (void)cls, (void)state, (void)toe;
+    if (slot && slot->state == HTTP_ANSWERING)
+        *slot = (struct http_slot){HTTP_WAITING, slot->fd, now_ns()};
+}
+
 /* MHD_run, timed: what serving HTTP costs the event loop. */
 static void serve(struct scheduler *s)
 {
@@ -552,6 +638,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   size_t *upload_size, void **state)
 {
     struct scheduler *s = cls;
+    struct http_slot *slot = slot_of(conn);
     struct MHD_Response *r;
     unsigned status = MHD_HTTP_OK;
     enum MHD_Result rc;
@@ -559,6 +646,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     size_t len = 0;
 
     (void)version, (void)upload_data, (void)upload_size, (void)state;
+    if (slot && slot->state == HTTP_WAITING)
+        *slot = (struct http_slot){HTTP_ANSWERING, slot->fd, now_ns()};
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
     } else if (strcmp(url, "/metrics")) {
@@ -637,8 +726,10 @@ int metrics_start(struct scheduler *s, const char *addr)
     daemon_ = MHD_start_daemon(
         MHD_USE_EPOLL | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0, NULL,
         NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_LIMIT, 32u,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(sizeof(slots) / sizeof(slots[0])),
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     if (!daemon_) {
         /* Not fatal: scheduling matters more than its metrics. */
         log_error("metrics: cannot listen on %s (%s): /metrics is off", addr,
