@@ -23,7 +23,7 @@ import select, socket, sys, threading, time
 
 PORT, SLOW, BEAT, SECONDS = int(sys.argv[1]), 40, 4.0, 13.0
 REQUEST = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 4096
-stop = threading.Event()
+opened, stop = threading.Event(), threading.Event()
 reconnects = 0
 
 
@@ -42,6 +42,7 @@ def slowloris():
 
     for i in range(SLOW):
         open_one(i, True)
+    opened.set()
     while not stop.is_set():
         readable, _, _ = select.select(list(conns), [], [], 0.02)
         for s in readable:  # only an end of file or a reset is expected
@@ -82,7 +83,8 @@ def scrape():
 
 attacker = threading.Thread(target=slowloris)
 attacker.start()
-time.sleep(1.0)  # the 40 connections are open and have sent their first bytes
+if not opened.wait(10):
+    sys.exit("the slow clients could not connect")
 latencies, errors = [], []
 end = time.monotonic() + SECONDS
 while time.monotonic() < end:
