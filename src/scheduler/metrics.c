@@ -537,42 +537,43 @@ void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns)
 
 static struct MHD_Daemon *daemon_;
 
-/* Slow clients. MHD serves a fixed number of connections, and its idle
- * timeout cannot tell a scraper from a client that sends a byte of its
- * request every few seconds: 40 such clients held every connection and each
- * scrape timed out (issue 27). A cap per address would not help, a local
- * scraper and a local attacker share 127.0.0.1. What tells them apart is
- * that a scraper sends its request at once: when all connections are taken,
- * a new one displaces the one that has waited longest for its request (or,
- * if all are answering, the one that has answered longest). The displaced
- * connection is shut down, not closed: MHD owns the fd, and closes it at the
- * end of file that follows. */
-#define HTTP_CONNECTIONS 32
+/* Slow clients. MHD's idle timeout is renewed by every byte: 40 clients
+ * that each sent a byte of a request every 4 s held all of its connections,
+ * and each scrape timed out (issue 27). A cap per address would not help: a
+ * local scraper and a local attacker share 127.0.0.1. So, as on
+ * scheduler.sock, time is bounded in total: a connection has 2 s to send its
+ * request (from its start, or from its last answer when kept alive) and
+ * 10 s to take its answer; a scraper needs milliseconds. Up to 255 slow
+ * connections leave a scrape its place; beyond that the scrape waits in the
+ * kernel's accept queue for one that expires, about 2 s per 256 ahead of it
+ * (MHD stops accepting at its limit). Displacing the oldest connection for
+ * a new one would answer at once, but attackers that reconnect when closed
+ * displace each other (and a scraper) thousands of times a second. An
+ * expired connection is shut down, not closed: MHD owns the fd and closes
+ * it at the end of file that follows. */
+#define HTTP_CONNECTIONS 256
+#define HTTP_REQUEST_NS (2 * NS_PER_SEC)
+#define HTTP_ANSWER_NS (10 * NS_PER_SEC)
 
-enum http_state { HTTP_FREE, HTTP_WAITING, HTTP_ANSWERING, HTTP_DISPLACED };
+enum http_state { HTTP_FREE, HTTP_WAITING, HTTP_ANSWERING, HTTP_EXPIRED };
 
-/* Displaced connections linger until MHD reads their end of file: room for
- * as many as are live. */
 static struct http_slot {
     enum http_state state;
     int fd;
-    uint64_t since; /* when it began to wait for a request, or to answer one */
-} slots[2 * HTTP_CONNECTIONS];
+    uint64_t deadline;
+} slots[HTTP_CONNECTIONS];
 
-/* Whether a is the one to displace before b. */
-static bool displaces_before(const struct http_slot *a, const struct http_slot *b)
+static void set_state(struct http_slot *slot, enum http_state state)
 {
-    if (a->state != b->state)
-        return a->state == HTTP_WAITING;
-    return a->since < b->since;
+    slot->state = state;
+    slot->deadline = now_ns() + (state == HTTP_ANSWERING ? HTTP_ANSWER_NS : HTTP_REQUEST_NS);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **context,
                           enum MHD_ConnectionNotificationCode code)
 {
     const union MHD_ConnectionInfo *info;
-    struct http_slot *slot = NULL, *oldest = NULL;
-    int live = 0;
+    struct http_slot *slot = slots;
 
     (void)cls;
     if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
@@ -581,27 +582,15 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **context
         return;
     }
     info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
-        struct http_slot *c = &slots[i];
-
-        if (c->state == HTTP_FREE && !slot)
-            slot = c;
-        if (c->state != HTTP_WAITING && c->state != HTTP_ANSWERING)
-            continue;
-        live++;
-        if (!oldest || displaces_before(c, oldest))
-            oldest = c;
-    }
-    if (!slot) { /* displaced ones not yet closed fill the table */
+    while (slot < slots + HTTP_CONNECTIONS && slot->state != HTTP_FREE)
+        slot++;
+    if (slot == slots + HTTP_CONNECTIONS) { /* MHD's limit is the table's */
         shutdown(info->connect_fd, SHUT_RDWR);
         return;
     }
-    *slot = (struct http_slot){HTTP_WAITING, info->connect_fd, now_ns()};
+    slot->fd = info->connect_fd;
+    set_state(slot, HTTP_WAITING);
     *context = slot;
-    if (live >= HTTP_CONNECTIONS) {
-        shutdown(oldest->fd, SHUT_RDWR);
-        oldest->state = HTTP_DISPLACED;
-    }
 }
 
 static struct http_slot *slot_of(struct MHD_Connection *conn)
@@ -620,7 +609,25 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 
     (void)cls, (void)state, (void)toe;
     if (slot && slot->state == HTTP_ANSWERING)
-        *slot = (struct http_slot){HTTP_WAITING, slot->fd, now_ns()};
+        set_state(slot, HTTP_WAITING);
+}
+
+/* Shuts down the connections past their deadline; the next deadline, or 0. */
+static uint64_t expire_connections(uint64_t now)
+{
+    uint64_t next = 0;
+
+    for (struct http_slot *slot = slots; slot < slots + HTTP_CONNECTIONS; slot++) {
+        if (slot->state != HTTP_WAITING && slot->state != HTTP_ANSWERING)
+            continue;
+        if (slot->deadline <= now) {
+            shutdown(slot->fd, SHUT_RDWR);
+            slot->state = HTTP_EXPIRED;
+        } else if (!next || slot->deadline < next) {
+            next = slot->deadline;
+        }
+    }
+    return next;
 }
 
 /* MHD_run, timed: what serving HTTP costs the event loop. */
@@ -647,7 +654,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
     (void)version, (void)upload_data, (void)upload_size, (void)state;
     if (slot && slot->state == HTTP_WAITING)
-        *slot = (struct http_slot){HTTP_ANSWERING, slot->fd, now_ns()};
+        set_state(slot, HTTP_ANSWERING);
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
     } else if (strcmp(url, "/metrics")) {
@@ -726,8 +733,7 @@ int metrics_start(struct scheduler *s, const char *addr)
     daemon_ = MHD_start_daemon(
         MHD_USE_EPOLL | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0, NULL,
         NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(sizeof(slots) / sizeof(slots[0])),
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTIONS,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     if (!daemon_) {
@@ -750,17 +756,22 @@ int metrics_start(struct scheduler *s, const char *addr)
 uint64_t metrics_tick(struct scheduler *s, uint64_t now)
 {
     MHD_UNSIGNED_LONG_LONG ms;
+    uint64_t next;
 
-    if (!daemon_ || MHD_get_timeout(daemon_, &ms) != MHD_YES)
+    if (!daemon_)
         return 0;
+    next = expire_connections(now);
+    if (MHD_get_timeout(daemon_, &ms) != MHD_YES)
+        return next;
     if (ms == 0) {
-        /* Work that no fd event announces: a connection timed out, or one
-         * that can still write (MHD's own epoll is edge-triggered). */
+        /* Work that no fd event announces: a connection that can still
+         * write (MHD's own epoll is edge-triggered). */
         serve(s);
         if (MHD_get_timeout(daemon_, &ms) != MHD_YES)
-            return 0;
+            return next;
     }
-    return now + (uint64_t)ms * NS_PER_MS;
+    return next && next < now + (uint64_t)ms * NS_PER_MS ? next
+                                                          : now + (uint64_t)ms * NS_PER_MS;
 }
 
 void metrics_stop(void)
