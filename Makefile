@@ -26,12 +26,13 @@ build:
 
 # Tests run against a sanitizer build (ASan + UBSan) of the daemon, the CLI
 # and the test programs. CI adds TEST_CMAKE_FLAGS=-DNVSHARE_REQUIRE_ALL_TESTS=ON
-# so that a missing cmocka fails instead of skipping the unit tests.
+# so that a missing cmocka fails instead of skipping the unit tests. ctest
+# runs under tests/no_leftovers.sh, which fails if a test left a process.
 test:
 	@scripts/install-deps.sh test
 	@cmake -S . -B $(TEST_BUILD) -DNVSHARE_SANITIZE=ON -DCMAKE_RULE_MESSAGES=OFF $(TEST_CMAKE_FLAGS) $(CONFIGURE_FILTER)
 	@cmake --build $(TEST_BUILD) -j $(JOBS) $(BUILD_FILTER)
-	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(TEST_BUILD) && $(CURDIR)/tests/no_leftovers.sh ctest --output-on-failure -j $(JOBS)
 
 # PREFIX=/usr for another prefix, DESTDIR=... to stage (docs/operations.md).
 PREFIX ?= /usr/local

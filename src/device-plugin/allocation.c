@@ -30,25 +30,84 @@ unsigned devices_per_gpu(const struct plugin *p, enum resource r,
     return r == RESOURCE_GPU ? p->virtual_gpus : gpu->memory_ids;
 }
 
-int device_gpu(const struct plugin *p, enum resource r, const char *id)
+/* The GPU an ID names and the device's index on it (*k), or -1. Only the
+ * spelling device_id writes: "...-v01" would be a second name for "...-v1". */
+static int device_of(const struct plugin *p, enum resource r, const char *id, unsigned *k)
 {
     const char *dash = strrchr(id, '-');
     char *end;
-    unsigned long k;
+    unsigned long index;
 
-    if (!dash || dash[1] != id_letter[r] || dash[2] < '0' || dash[2] > '9')
+    if (!dash || dash[1] != id_letter[r] || dash[2] < '0' || dash[2] > '9' ||
+        (dash[2] == '0' && dash[3]))
         return -1;
-    k = strtoul(dash + 2, &end, 10);
+    index = strtoul(dash + 2, &end, 10);
     if (*end)
         return -1;
     for (int g = 0; g < p->gpu_count; g++) {
         const struct plugin_gpu *gpu = &p->gpus[g];
         size_t len = strlen(gpu->uuid);
 
-        if ((size_t)(dash - id) == len && strncmp(id, gpu->uuid, len) == 0)
-            return k < devices_per_gpu(p, r, gpu) ? g : -1;
+        if ((size_t)(dash - id) == len && strncmp(id, gpu->uuid, len) == 0) {
+            if (index >= devices_per_gpu(p, r, gpu))
+                return -1;
+            *k = (unsigned)index;
+            return g;
+        }
     }
     return -1;
+}
+
+int device_gpu(const struct plugin *p, enum resource r, const char *id)
+{
+    unsigned k;
+
+    return device_of(p, r, id, &k);
+}
+
+/* The GPU of each of ids, into gpu_of. Refuses a list that names a device
+ * this node does not have, or one device twice: each gpu-memory ID is a unit
+ * of the limit, so repeats would multiply it past the GPU. */
+static int resolve_ids(const struct plugin *p, enum resource r, char *const *ids,
+                       size_t n, int *gpu_of, char err[PLUGIN_ERR_LEN])
+{
+    size_t first[PLUGIN_MAX_GPUS], total = 0;
+    unsigned char *seen;
+    int rc = -1;
+
+    for (int g = 0; g < p->gpu_count; g++) {
+        first[g] = total;
+        total += devices_per_gpu(p, r, &p->gpus[g]);
+    }
+    if (n > total) {
+        snprintf(err, PLUGIN_ERR_LEN, "%zu %s devices named, the node has %zu", n,
+                 resource_names[r], total);
+        return -1;
+    }
+    if (!(seen = calloc(total / 8 + 1, 1))) {
+        snprintf(err, PLUGIN_ERR_LEN, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned k;
+        size_t bit;
+
+        if ((gpu_of[i] = device_of(p, r, ids[i], &k)) < 0) {
+            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r],
+                     ids[i]);
+            goto done;
+        }
+        bit = first[gpu_of[i]] + k;
+        if (seen[bit / 8] & (1u << bit % 8)) {
+            snprintf(err, PLUGIN_ERR_LEN, "device %s is named twice", ids[i]);
+            goto done;
+        }
+        seen[bit / 8] |= (unsigned char)(1u << bit % 8);
+    }
+    rc = 0;
+done:
+    free(seen);
+    return rc;
 }
 
 /* GPUs in the order the policy prefers them: spreading puts the GPU with
@@ -83,11 +142,12 @@ int preferred_allocation(struct plugin *p, enum resource r,
     /* Per available device: its GPU, and whether it is in out already.
      * Lists run to thousands of gpu-memory devices: no quadratic scans. */
     int *gpu_of = calloc(n_available + 1, sizeof(*gpu_of));
+    int *must_gpu = calloc(n_must + 1, sizeof(*must_gpu));
     bool *taken = calloc(n_available + 1, sizeof(*taken));
     size_t n_out = 0;
     int rc = -1;
 
-    if (!gpu_of || !taken) {
+    if (!gpu_of || !must_gpu || !taken) {
         snprintf(err, PLUGIN_ERR_LEN, "out of memory");
         goto done;
     }
@@ -97,27 +157,14 @@ int preferred_allocation(struct plugin *p, enum resource r,
                  size, n_available, n_must);
         goto done;
     }
-    for (size_t i = 0; i < n_available; i++) {
-        if ((gpu_of[i] = device_gpu(p, r, available[i])) < 0) {
-            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r],
-                     available[i]);
-            goto done;
-        }
+    if (resolve_ids(p, r, available, n_available, gpu_of, err) ||
+        resolve_ids(p, r, must, n_must, must_gpu, err))
+        goto done;
+    for (size_t i = 0; i < n_available; i++)
         free_on[gpu_of[i]]++;
-    }
     for (size_t m = 0; m < n_must; m++) {
-        int g = device_gpu(p, r, must[m]);
-        bool duplicate = false;
+        int g = must_gpu[m];
 
-        if (g < 0) {
-            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r],
-                     must[m]);
-            goto done;
-        }
-        for (size_t o = 0; o < n_out; o++)
-            duplicate |= strcmp(out[o], must[m]) == 0;
-        if (duplicate)
-            continue;
         for (size_t i = 0; i < n_available; i++)
             if (gpu_of[i] == g && strcmp(available[i], must[m]) == 0)
                 taken[i] = true;
@@ -178,6 +225,7 @@ int preferred_allocation(struct plugin *p, enum resource r,
     rc = 0;
 done:
     free(gpu_of);
+    free(must_gpu);
     free(taken);
     return rc;
 }
@@ -187,33 +235,39 @@ int allocate_container(struct plugin *p, enum resource r, char *const *ids,
                        char err[PLUGIN_ERR_LEN])
 {
     unsigned count_on[PLUGIN_MAX_GPUS] = {0};
+    int *gpu_of = calloc(n_ids + 1, sizeof(*gpu_of));
     size_t len = 0;
+    int rc = -1;
 
     memset(out, 0, sizeof(*out));
+    if (!gpu_of) {
+        snprintf(err, PLUGIN_ERR_LEN, "out of memory");
+        goto done;
+    }
     if (n_ids == 0) {
         snprintf(err, PLUGIN_ERR_LEN, "a container request with no devices");
-        return -1;
+        goto done;
     }
+    if (resolve_ids(p, r, ids, n_ids, gpu_of, err))
+        goto done;
     for (size_t i = 0; i < n_ids; i++) {
-        int g = device_gpu(p, r, ids[i]);
+        int g = gpu_of[i];
 
-        if (g < 0) {
-            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r], ids[i]);
-            return -1;
-        }
         if (!p->gpus[g].healthy) {
             snprintf(err, PLUGIN_ERR_LEN, "device %s is on unhealthy GPU %s", ids[i],
                      p->gpus[g].uuid);
-            return -1;
+            goto done;
         }
         count_on[g]++;
     }
+    rc = 0;
     if (r == RESOURCE_MEMORY) {
-        /* Per GPU: the IDs' count is the limit on every GPU of the pod. */
+        /* Per GPU: the IDs' count is the limit on every GPU of the pod. The
+         * IDs are distinct, so it is at most the node's memory. */
         out->memory_limit = (uint64_t)n_ids * p->memory_unit;
         for (int g = 0; g < p->gpu_count; g++)
             p->gpus[g].memory_ids_allocated += count_on[g];
-        return 0;
+        goto done;
     }
     /* Default memory of a pod without nvshare.com/gpu-memory: what its
      * virtual GPUs hold of each GPU (capacity / virtual GPUs apiece), the
@@ -229,5 +283,7 @@ int allocate_container(struct plugin *p, enum resource r, char *const *ids,
         len += (size_t)snprintf(out->visible_devices + len, sizeof(out->visible_devices) - len,
                                 "%s%s", len ? "," : "", p->gpus[g].uuid);
     }
-    return 0;
+done:
+    free(gpu_of);
+    return rc;
 }

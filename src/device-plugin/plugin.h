@@ -69,7 +69,7 @@ int device_gpu(const struct plugin *p, enum resource r, const char *id);
 /* GetPreferredAllocation for one container: picks size IDs out of
  * available (always including must), into out (pointers to the inputs).
  * Returns 0, or -1 with a sentence in err for a request kubelet would
- * never send (unknown IDs, impossible sizes). */
+ * never send (unknown or repeated IDs, impossible sizes). */
 int preferred_allocation(struct plugin *p, enum resource r,
                          char *const *available, size_t n_available,
                          char *const *must, size_t n_must, long size,

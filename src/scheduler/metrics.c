@@ -546,6 +546,99 @@ void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns)
 
 static struct MHD_Daemon *daemon_;
 
+/* Slow clients. MHD's idle timeout is renewed by every byte: 40 clients
+ * that each sent a byte of a request every 4 s held all of its connections,
+ * and each scrape timed out (issue 27). A cap per address would not help: a
+ * local scraper and a local attacker share 127.0.0.1. So, as on
+ * scheduler.sock, time is bounded in total: a connection has 2 s to send its
+ * request (from its start, or from its last answer when kept alive) and
+ * 10 s to take its answer; a scraper needs milliseconds. Up to 255 slow
+ * connections leave a scrape its place; beyond that the scrape waits in the
+ * kernel's accept queue for one that expires, about 2 s per 256 ahead of it
+ * (MHD stops accepting at its limit). Displacing the oldest connection for
+ * a new one would answer at once, but attackers that reconnect when closed
+ * displace each other (and a scraper) thousands of times a second. An
+ * expired connection is shut down, not closed: MHD owns the fd and closes
+ * it at the end of file that follows. */
+#define HTTP_CONNECTIONS 256
+#define HTTP_REQUEST_NS (2 * NS_PER_SEC)
+#define HTTP_ANSWER_NS (10 * NS_PER_SEC)
+
+enum http_state { HTTP_FREE, HTTP_WAITING, HTTP_ANSWERING, HTTP_EXPIRED };
+
+static struct http_slot {
+    enum http_state state;
+    int fd;
+    uint64_t deadline;
+} slots[HTTP_CONNECTIONS];
+
+static void set_state(struct http_slot *slot, enum http_state state)
+{
+    slot->state = state;
+    slot->deadline = now_ns() + (state == HTTP_ANSWERING ? HTTP_ANSWER_NS : HTTP_REQUEST_NS);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    const union MHD_ConnectionInfo *info;
+    struct http_slot *slot = slots;
+
+    (void)cls;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (*context)
+            ((struct http_slot *)*context)->state = HTTP_FREE;
+        return;
+    }
+    info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    while (slot < slots + HTTP_CONNECTIONS && slot->state != HTTP_FREE)
+        slot++;
+    if (slot == slots + HTTP_CONNECTIONS) { /* MHD's limit is the table's */
+        shutdown(info->connect_fd, SHUT_RDWR);
+        return;
+    }
+    slot->fd = info->connect_fd;
+    set_state(slot, HTTP_WAITING);
+    *context = slot;
+}
+
+static struct http_slot *slot_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return info ? info->socket_context : NULL;
+}
+
+/* An answer sent (or abandoned): a kept-alive connection waits again. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct http_slot *slot = slot_of(conn);
+
+    (void)cls, (void)state, (void)toe;
+    if (slot && slot->state == HTTP_ANSWERING)
+        set_state(slot, HTTP_WAITING);
+}
+
+/* Shuts down the connections past their deadline; the next deadline, or 0. */
+static uint64_t expire_connections(uint64_t now)
+{
+    uint64_t next = 0;
+
+    for (struct http_slot *slot = slots; slot < slots + HTTP_CONNECTIONS; slot++) {
+        if (slot->state != HTTP_WAITING && slot->state != HTTP_ANSWERING)
+            continue;
+        if (slot->deadline <= now) {
+            shutdown(slot->fd, SHUT_RDWR);
+            slot->state = HTTP_EXPIRED;
+        } else if (!next || slot->deadline < next) {
+            next = slot->deadline;
+        }
+    }
+    return next;
+}
+
 /* MHD_run, timed: what serving HTTP costs the event loop. */
 static void serve(struct scheduler *s)
 {
@@ -561,6 +654,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   size_t *upload_size, void **state)
 {
     struct scheduler *s = cls;
+    struct http_slot *slot = slot_of(conn);
     struct MHD_Response *r;
     unsigned status = MHD_HTTP_OK;
     enum MHD_Result rc;
@@ -568,6 +662,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     size_t len = 0;
 
     (void)version, (void)upload_data, (void)upload_size, (void)state;
+    if (slot && slot->state == HTTP_WAITING)
+        set_state(slot, HTTP_ANSWERING);
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
     } else if (strcmp(url, "/metrics")) {
@@ -646,8 +742,9 @@ int metrics_start(struct scheduler *s, const char *addr)
     daemon_ = MHD_start_daemon(
         MHD_USE_EPOLL | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0, NULL,
         NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_LIMIT, 32u,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTIONS,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     if (!daemon_) {
         /* Not fatal: scheduling matters more than its metrics. */
         log_error("metrics: cannot listen on %s (%s): /metrics is off", addr,
@@ -668,17 +765,22 @@ int metrics_start(struct scheduler *s, const char *addr)
 uint64_t metrics_tick(struct scheduler *s, uint64_t now)
 {
     MHD_UNSIGNED_LONG_LONG ms;
+    uint64_t next;
 
-    if (!daemon_ || MHD_get_timeout(daemon_, &ms) != MHD_YES)
+    if (!daemon_)
         return 0;
+    next = expire_connections(now);
+    if (MHD_get_timeout(daemon_, &ms) != MHD_YES)
+        return next;
     if (ms == 0) {
-        /* Work that no fd event announces: a connection timed out, or one
-         * that can still write (MHD's own epoll is edge-triggered). */
+        /* Work that no fd event announces: a connection that can still
+         * write (MHD's own epoll is edge-triggered). */
         serve(s);
         if (MHD_get_timeout(daemon_, &ms) != MHD_YES)
-            return 0;
+            return next;
     }
-    return now + (uint64_t)ms * NS_PER_MS;
+    return next && next < now + (uint64_t)ms * NS_PER_MS ? next
+                                                          : now + (uint64_t)ms * NS_PER_MS;
 }
 
 void metrics_stop(void)

@@ -272,6 +272,38 @@ def main_flow():
     print("PASS: %d malformed requests refused with INVALID_ARGUMENT/UNIMPLEMENTED, plugin up"
           % (len(cases) + 6))
 
+    # IDs kubelet never sends, each a limit or a device the pod was not
+    # given: a NUL inside (it decoded as the ID before it), one ID named twice
+    # or 50,000 times (50,000 GiB on an 80 GiB GPU), a second spelling of an
+    # index.
+    one = UUID1 + "-m1"
+    forged = [
+        ("a NUL inside an ID", [one + "\0-m79"]),
+        ("an ID named twice", [one, UUID1 + "-m2", one]),
+        ("an ID named 50,000 times", [one] * 50000),
+        ("an index spelled with a leading zero", [one, UUID1 + "-m01"]),
+    ]
+    for what, ids in forged:
+        for method, request, reply in (
+                ("Allocate", pb.AllocateRequest(container_requests=[
+                    pb.ContainerAllocateRequest(devices_ids=ids)]), pb.AllocateResponse),
+                ("GetPreferredAllocation", pb.PreferredAllocationRequest(container_requests=[
+                    pb.ContainerPreferredAllocationRequest(available_deviceIDs=ids,
+                                                           allocation_size=1)]),
+                 pb.PreferredAllocationResponse)):
+            try:
+                resp = mem.call(method, request, reply)
+            except grpc.RpcError as e:
+                check(e.code() == bad, "%s, %s: %s" % (method, what, e.code()))
+                print("MEASURED: %s, %s: %s '%s'" % (method, what, e.code().name, e.details()))
+                continue
+            got = envs_of(resp) if method == "Allocate" else \
+                [list(c.deviceIDs) for c in resp.container_responses]
+            fail("%s, %s: accepted, answered %s" % (method, what, got))
+    check(plugin.poll() is None, "the plugin died on a forged ID")
+    print("PASS: %d requests with forged gpu-memory IDs refused with INVALID_ARGUMENT"
+          % (2 * len(forged)))
+
     # Kubelet restarts: it deletes every socket in the directory and serves
     # kubelet.sock again. The plugin must serve and register again within 1 s.
     kubelet.stop()

@@ -10,10 +10,13 @@ source "$(dirname "$0")/lib.sh" "$1" "$2"
 MANY_BIN=$3
 CTL_BIN=$4
 HOLDERS=()
-trap 'kill "${HOLDERS[@]}" 2>/dev/null; stop_scheduler; rm -rf "$WORK"' EXIT
+trap 'kill "${HOLDERS[@]}" 2>/dev/null; wait "${HOLDERS[@]}" 2>/dev/null || true; stop_scheduler; rm -rf "$WORK"' EXIT
 
 status_has() { "$CTL_BIN" status >"$WORK/status.out" && grep -q -- "$1" "$WORK/status.out"; }
-# many NAME ARGS...: starts many_clients in the background, keeps it open.
+# many NAME PROGRAM ARGS...: starts many_clients in the background, keeps it
+# open. PROGRAM must be a program, not a shell function: a function would run
+# in a subshell, $! would be that subshell and killing it would leave the
+# program running.
 many() {
     local name=$1
     shift
@@ -52,8 +55,8 @@ scheduled_workload beside_600
 pass "600 registered clients (root is exempt from the per-uid cap), and one more is scheduled"
 
 # ---- the per-uid cap ---------------------------------------------------------
-as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-many capped as_nobody "$MANY_BIN" "$NVSHARE_SOCK_DIR" 8 GPU-sim-0
+AS_NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+many capped "${AS_NOBODY[@]}" "$MANY_BIN" "$NVSHARE_SOCK_DIR" 8 GPU-sim-0
 grep -q 'registered=5 refused=3 failed=0' "$WORK/capped.out" ||
     fail "uid 65534 with a cap of 5: $(cat "$WORK/capped.out")"
 status_has "refused 3$" || fail "status does not count 3 refused connections"
@@ -63,7 +66,7 @@ pass "uid 65534: 5 connections, 3 refused with the reason, one log line"
 
 # ---- a refused workload: one warning, back-off, unscheduled -----------------
 before=$("$CTL_BIN" status --json | sed -n 's/.*"refused_connections": \([0-9]*\).*/\1/p')
-NVSHARE_RECONNECT_INTERVAL=500ms as_nobody "$WORKLOAD_BIN" GPU-sim-0 \
+NVSHARE_RECONNECT_INTERVAL=500ms "${AS_NOBODY[@]}" "$WORKLOAD_BIN" GPU-sim-0 \
     "$(( $(now_ns) + 3000000000 ))" >"$WORK/refused.out" 2>"$WORK/refused.err" ||
     fail "refused workload failed"
 [ "$(grep -c 'refused this process: uid 65534 has 5 connections' "$WORK/refused.err")" = 1 ] ||

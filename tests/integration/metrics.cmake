@@ -1,3 +1,10 @@
+# metrics_slow_clients: slow clients do not keep a scrape from its answer.
+if(NVSHARE_METRICS)
+  add_test(NAME metrics_slow_clients
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/metrics_slow_clients.sh ${SCHED} ${WORKLOAD})
+  set_tests_properties(metrics_slow_clients PROPERTIES TIMEOUT 60)
+endif()
+
 # metrics_prometheus: the scheduler's /metrics against Debian's prometheus
 # and promtool (`make test` installs them: scripts/install-deps.sh test).
 find_program(PROMETHEUS prometheus)

@@ -1,6 +1,7 @@
 /* test_device_allocation.c - the device plugin's pure allocation logic:
  * device IDs, preferred allocations (spread and pack), what Allocate gives
  * a container. The gRPC side is k8s_device_plugin's. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -202,6 +203,43 @@ static void test_allocate(void **state)
     assert_non_null(strstr(err, "unhealthy"));
 }
 
+/* Each gpu-memory ID is a unit of the limit: a list that names one device
+ * twice, or a second spelling of its index, would be a limit past the GPU. */
+static void test_repeated_ids(void **state)
+{
+    char *twice[] = {"GPU-2-m0", "GPU-2-m1", "GPU-2-m0"};
+    char *alias[] = {"GPU-2-m1", "GPU-2-m01"};
+    char **many = calloc(50000, sizeof(*many));
+    const char *out[4];
+    struct container_allocation a;
+    char err[PLUGIN_ERR_LEN];
+    int rc;
+
+    (void)state;
+    for (int i = 0; i < 50000; i++)
+        many[i] = "GPU-2-m1";
+    rc = allocate_container(&p, RESOURCE_MEMORY, many, 50000, &a, err);
+    printf("50,000 copies of one 1 GiB ID: rc %d, memory limit %" PRIu64 " bytes: %s\n", rc,
+           a.memory_limit, rc ? err : "accepted");
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, "50000 nvshare.com/gpu-memory devices named, the node has 200"));
+    assert_int_equal(allocate_container(&p, RESOURCE_MEMORY, twice, 3, &a, err), -1);
+    assert_string_equal(err, "device GPU-2-m0 is named twice");
+    assert_int_equal(allocate_container(&p, RESOURCE_MEMORY, alias, 2, &a, err), -1);
+    assert_non_null(strstr(err, "GPU-2-m01"));
+    assert_int_equal(allocate_container(&p, RESOURCE_GPU, (char *[]){"GPU-0-v1", "GPU-0-v1"}, 2,
+                                        &a, err), -1);
+    assert_int_equal(p.gpus[2].memory_ids_allocated, 0);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, twice, 3, NULL, 0, 1, out, err), -1);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, alias, 1, twice, 3, 3, out, err),
+                     -1);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, many, 50000, NULL, 0, 1, out, err),
+                     -1);
+    assert_int_equal(gpu_of(RESOURCE_MEMORY, "GPU-2-m0"), 2);
+    assert_int_equal(gpu_of(RESOURCE_MEMORY, "GPU-2-m00"), -1);
+    free(many);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +249,7 @@ int main(void)
         cmocka_unit_test_setup(test_pack, setup),
         cmocka_unit_test_setup(test_must_include_and_bad_requests, setup),
         cmocka_unit_test_setup(test_allocate, setup),
+        cmocka_unit_test_setup(test_repeated_ids, setup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
