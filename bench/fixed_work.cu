@@ -10,6 +10,10 @@
 // the other are then measured over the same window, so start-up does not
 // inflate their sum. With STEADY_FROM_NS set it also prints steady=<rate>
 // over STEADY_FROM_NS..UNTIL_NS (start-up and first windows left out).
+// It always prints first_kernel_ms=<ms> from the process's start to the end
+// of its first kernel (what a job arriving at a busy GPU waits), and with
+// RATE_EVERY_NS set, rates=<r1,r2,...>: kernels per second over each
+// consecutive RATE_EVERY_NS from FROM_NS (fairness over windows).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +37,7 @@ static long long realtime_ns()
 
 int main(int argc, char **argv)
 {
-    long long from, until;
+    long long started = realtime_ns(), from, until;
     int iters = 100000, sms = 0;
     float *out;
 
@@ -57,6 +61,7 @@ int main(int argc, char **argv)
     int blocks = sms * 8;
     fma_kernel<<<blocks, 256>>>(out, iters);
     cudaDeviceSynchronize();
+    double first_kernel_ms = (double)(realtime_ns() - started) / 1e6;
     if (from == 0) {
         from = realtime_ns();
         until += from;
@@ -65,6 +70,11 @@ int main(int argc, char **argv)
     const char *steady_env = getenv("STEADY_FROM_NS");
     long long steady_from = steady_env ? atoll(steady_env) : until;
     long kernels = 0, steady_kernels = 0;
+    const char *every_env = getenv("RATE_EVERY_NS");
+    long long every = every_env ? atoll(every_env) : 0;
+    long per_window[64] = {0};
+    int n_windows = every > 0 ? (int)((until - from) / every) : 0;
+    n_windows = n_windows > 64 ? 64 : n_windows;
     // RUN_PAST_NS: go on that long past UNTIL (uncounted), so that a GPU
     // sampler's last sample in the window sees the same load throughout.
     const char *past_env = getenv("RUN_PAST_NS");
@@ -79,12 +89,17 @@ int main(int argc, char **argv)
             kernels += 8;
         if (done >= steady_from && done <= until)
             steady_kernels += 8;
+        if (done >= from && every > 0 && (done - from) / every < n_windows)
+            per_window[(done - from) / every] += 8;
     }
     double seconds = (double)(until - from) / 1e9;
     printf("kernels=%ld seconds=%.3f rate=%.2f", kernels, seconds,
            kernels / seconds);
     if (steady_from < until)
         printf(" steady=%.2f", steady_kernels * 1e9 / (double)(until - steady_from));
+    printf(" first_kernel_ms=%.1f", first_kernel_ms);
+    for (int w = 0; w < n_windows; w++)
+        printf("%s%.2f", w ? "," : " rates=", per_window[w] * 1e9 / (double)every);
     printf("\n");
     return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
