@@ -89,10 +89,12 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
     static struct policy_actions out; /* large: off the stack */
-    uint64_t next, quota_next, stall_next, stop_next, idle_next;
+    uint64_t next, quota_next, stall_next, stop_next, idle_next, log_next;
 
     (void)loop;
-    log_flush_repeats(); /* a flood of warnings that stopped still shows */
+    /* A flood of warnings that stopped still shows, at its window's end. */
+    log_next = log_flush_repeats();
+    log_next = log_next ? now + log_next : 0;
     footprint_sample_overheads(s, now);
     stall_next = clients_expire_stalled(s, now);
     idle_next = control_expire_idle(s, now);
@@ -115,7 +117,8 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
     } while (clients_reap(s));
     return earliest_of(earliest_of(earliest_of(next, quota_next),
                                    earliest_of(stall_next, stop_next)),
-                       earliest_of(metrics_tick(s, now), idle_next));
+                       earliest_of(earliest_of(metrics_tick(s, now), idle_next),
+                                   log_next));
 }
 
 /* Holds an exclusive lock on <dir>/scheduler.lock for the process lifetime,
