@@ -2,7 +2,8 @@
 # Log lines: an RFC 3339 UTC timestamp with milliseconds and a level on every
 # line; --log-format json (and NVSHARE_LOG_FORMAT=json) gives one valid JSON
 # object per line with time, level, component, pid and msg; 1000 identical
-# warnings take a bounded number of lines and say how many were folded.
+# warnings take a bounded number of lines and say how many were folded; a
+# text line stays one line, its control characters escaped.
 #
 #   log_format.sh SCHEDULER WORKLOAD LOG_FLOOD
 source "$(dirname "$0")/lib.sh"
@@ -57,11 +58,19 @@ NVSHARE_LOG_FORMAT=json "$FLOOD_BIN" 0 2>"$WORK/escape.log"
 python3 - "$WORK/escape.log" <<'PY' || fail "escaping: $(cat "$WORK/escape.log")"
 import json, sys
 o = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
-want = 'escapes: "quoted" back\\slash tab\tnew\nline bad\ufffd byte'
+want = 'escapes: "quoted" back\\slash tab\tnew\nline esc\x1b[2J rlo\u202e bad\ufffd byte'
 assert o["msg"] == want, repr(o["msg"])
 assert o["component"] == "log-flood"
 PY
 pass "json: quotes, backslashes, control characters and broken UTF-8 escaped"
+
+"$FLOOD_BIN" 0 2>"$WORK/text-escape.log"
+[ "$(wc -l <"$WORK/text-escape.log")" = 1 ] ||
+    fail "text: a message with a newline took $(wc -l <"$WORK/text-escape.log") lines: $(cat -v "$WORK/text-escape.log")"
+grep -Eq "^$STAMP nvshare\[log-flood [0-9]+\] info: " "$WORK/text-escape.log" &&
+    grep -qF 'escapes: "quoted" back\slash tab\tnew\nline esc\x1b[2J rlo\u202e bad\xff byte' \
+        "$WORK/text-escape.log" || fail "text: not escaped: $(cat -v "$WORK/text-escape.log")"
+pass "text: newline, tab, ESC, a bidirectional override and broken UTF-8 escaped in one line"
 
 # ---- rate limit ---------------------------------------------------------------
 "$FLOOD_BIN" 1000 2>"$WORK/flood.log"
