@@ -305,6 +305,10 @@ static void budget_report(struct budget *b, uint64_t now)
         snprintf(msg, sizeof(msg), "%llu lines about clients suppressed in "
                  "the last %.0f s: more than all uids together may log",
                  (unsigned long long)b->suppressed, span < 1 ? 1 : span);
+    else if (b->uid == LOG_UID_ANY)
+        snprintf(msg, sizeof(msg), "%llu lines about clients together "
+                 "suppressed in the last %.0f s", (unsigned long long)b->suppressed,
+                 span < 1 ? 1 : span);
     else
         snprintf(msg, sizeof(msg), "uid %u: %llu lines about its clients "
                  "suppressed in the last %.0f s", (unsigned)b->uid,

@@ -61,7 +61,10 @@ int log_set_format(const char *name);
 bool log_debug_enabled(void);
 void log_msg(enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* A line caused by what a client of uid did, subject to the limits above. */
+/* A line caused by what a client of uid did, subject to the limits above;
+ * LOG_UID_ANY (no uid is ever it) for one that clients cause together: it
+ * has a budget of its own, as a uid has. */
+#define LOG_UID_ANY UINT32_MAX
 void log_uid(uint32_t uid, enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prints the counts (repeated warnings, suppressed lines) whose window is

@@ -108,7 +108,7 @@ static void tell_wait_for_memory(const struct client *c, const struct policy_act
     format_size(a->mem.free, free_bytes, sizeof(free_bytes));
     format_size(a->mem.limit, limit, sizeof(limit));
     format_duration(a->mem.wait_ns, wait, sizeof(wait));
-    log_info("gpu %d: client %llu (pod %s) waits for memory: needs %s, %s free "
+    log_uid_info(c->uid, "gpu %d: client %llu (pod %s) waits for memory: needs %s, %s free "
              "of %s; next rotation in %s", a->gpu, (unsigned long long)c->id,
              pod_of(c), need, free_bytes, limit, a->mem.wait_ns ? wait : "-");
 }

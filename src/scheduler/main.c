@@ -62,7 +62,8 @@ static void on_signal(struct event_loop *loop, int fd, void *data)
 }
 
 /* One line when a GPU's core limits start or stop being scaled (they sum
- * above 100 %): from then on pods get less than their limits, by design. */
+ * above 100 %): from then on pods get less than their limits, by design.
+ * Clients coming and going flip it: the lines are theirs, all together. */
 static void log_limit_scaling(struct scheduler *s)
 {
     for (int g = 0; g < s->n_gpus; g++) {
@@ -72,10 +73,11 @@ static void log_limit_scaling(struct scheduler *s)
             continue;
         s->limits_scaled[g] = scaled;
         if (scaled)
-            log_info("gpu %d: core limits sum to %u %%: scaled by 100/%u", g,
-                     sum, sum);
+            log_uid_info(LOG_UID_ANY, "gpu %d: core limits sum to %u %%: "
+                         "scaled by 100/%u", g, sum, sum);
         else
-            log_info("gpu %d: core limits no longer scaled (sum %u %%)", g, sum);
+            log_uid_info(LOG_UID_ANY, "gpu %d: core limits no longer scaled "
+                         "(sum %u %%)", g, sum);
     }
 }
 
