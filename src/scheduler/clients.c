@@ -665,7 +665,7 @@ static int message_gpu(const struct client *c, const struct msg *m)
         index = m->u.load.gpu;
         break;
     default:
-        snprintf(violation, sizeof(violation), "not a message a client sends");
+        snprintf(violation, sizeof(violation), "is not a message a client sends");
         return -1;
     }
     if (index >= c->n_gpus)
@@ -725,7 +725,7 @@ static const char *handle_message(struct scheduler *s, struct client *c,
     int gpu;
 
     if (m->type == MSG_REGISTER && c->registered)
-        return "a second REGISTER";
+        return "a second time";
     if (m->type == MSG_REGISTER) {
         handle_register(s, c, &m->u.reg);
         return NULL;
@@ -786,7 +786,7 @@ static const char *handle_message(struct scheduler *s, struct client *c,
         policy_set_load(s->policy, gpu, slot, m->u.load.busy_permille);
         return NULL;
     default:
-        return "not a message a client sends";
+        return "is not a message a client sends";
     }
 }
 
