@@ -38,7 +38,7 @@ static void close_client(struct scheduler *s, struct client *c,
 {
     if (c->registered) {
         log_uid_info(c->uid, "client %llu (pid %d, pod %s) left",
-                 (unsigned long long)c->id, (int)c->pid, pod_of(c));
+                     (unsigned long long)c->id, (int)c->pid, pod_of(c));
         pods_leave(&s->state.pods, &s->accounts[c->account].pod);
     }
     event_loop_remove(s->loop, c->fd);
@@ -94,8 +94,8 @@ static void send_or_doom(struct client *c, const struct msg *m)
     int rc = msg_send(c->fd, m);
     if (rc) {
         log_uid_warn(c->uid, "client %llu: cannot send %s (%s): disconnecting",
-                 (unsigned long long)c->id, msg_type_name(m->type),
-                 proto_strerror(rc));
+                     (unsigned long long)c->id, msg_type_name(m->type),
+                     proto_strerror(rc));
         c->doomed = true;
     }
 }
@@ -108,9 +108,10 @@ static void tell_wait_for_memory(const struct client *c, const struct policy_act
     format_size(a->mem.free, free_bytes, sizeof(free_bytes));
     format_size(a->mem.limit, limit, sizeof(limit));
     format_duration(a->mem.wait_ns, wait, sizeof(wait));
-    log_uid_info(c->uid, "gpu %d: client %llu (pod %s) waits for memory: needs %s, %s free "
-             "of %s; next rotation in %s", a->gpu, (unsigned long long)c->id,
-             pod_of(c), need, free_bytes, limit, a->mem.wait_ns ? wait : "-");
+    log_uid_info(c->uid, "gpu %d: client %llu (pod %s) waits for memory: needs "
+                 "%s, %s free of %s; next rotation in %s", a->gpu,
+                 (unsigned long long)c->id, pod_of(c), need, free_bytes, limit,
+                 a->mem.wait_ns ? wait : "-");
 }
 
 void clients_apply(struct scheduler *s, const struct policy_actions *actions)
@@ -146,9 +147,10 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             send_or_doom(c, &m);
             break;
         case ACTION_REVOKE:
-            log_uid_warn(c->uid, "gpu %d: client %llu (pid %d, pod %s) %s: lock revoked",
-                     a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c),
-                     process_stopped(c->pid)
+            log_uid_warn(c->uid,
+                         "gpu %d: client %llu (pid %d, pod %s) %s: lock revoked",
+                         a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c),
+                         process_stopped(c->pid)
                          ? "is stopped"
                          : "did not answer DROP_LOCK in time");
             break;
@@ -267,18 +269,19 @@ static bool oversub_allows(struct scheduler *s, const struct client *c, int gpu,
         format_size(m.footprint + need, want, sizeof(want));
         format_size(limit, max, sizeof(max));
         log_uid_warn(c->uid, "gpu %d: client %llu (pod %s): allocation refused: its "
-                 "footprint would be %s, more than the %s this GPU admits "
-                 "(capacity minus the reserve), even alone", gpu,
-                 (unsigned long long)c->id, pod_of(c), want, max);
+                     "footprint would be %s, more than the %s this GPU admits "
+                     "(capacity minus the reserve), even alone", gpu,
+                     (unsigned long long)c->id, pod_of(c), want, max);
         return false;
     }
     if (total + need > g.capacity * s->oversub_ratio) {
         format_size(total + need, want, sizeof(want));
         format_size(g.capacity * s->oversub_ratio, max, sizeof(max));
-        log_uid_warn(c->uid, "gpu %d: client %llu (pod %s): allocation refused: the GPU's "
-                 "clients would hold %s, more than NVSHARE_OVERSUB_RATIO=%u x "
-                 "its capacity (%s)", gpu, (unsigned long long)c->id, pod_of(c),
-                 want, s->oversub_ratio, max);
+        log_uid_warn(c->uid, "gpu %d: client %llu (pod %s): allocation refused: "
+                     "the GPU's clients would hold %s, more than "
+                     "NVSHARE_OVERSUB_RATIO=%u x its capacity (%s)", gpu,
+                     (unsigned long long)c->id, pod_of(c), want,
+                     s->oversub_ratio, max);
         return false;
     }
     return true;
@@ -314,9 +317,9 @@ static bool within(struct client *c, const struct msg *m, const char *field,
     if (value <= bound)
         return true;
     log_uid_warn(c->uid, "client %llu (pid %d): %s %s %llu is above the bound %llu: "
-             "disconnecting", (unsigned long long)c->id, (int)c->pid,
-             msg_type_name(m->type), field, (unsigned long long)value,
-             (unsigned long long)bound);
+                 "disconnecting", (unsigned long long)c->id, (int)c->pid,
+                 msg_type_name(m->type), field, (unsigned long long)value,
+                 (unsigned long long)bound);
     c->doomed = true;
     return false;
 }
@@ -458,9 +461,9 @@ static void claim_of(struct scheduler *s, struct client *c,
                sizeof(claim->pod.pod_namespace));
         memcpy(claim->pod.pod_name, reg->pod_name, sizeof(claim->pod.pod_name));
     } else if (reg->pod_name[0]) {
-        log_uid_warn(c->uid, "client pid %d: cannot read its cgroup under %s: billed on its "
-                 "own, not as the pod it declares", (int)c->pid,
-                 s->proc_root ? s->proc_root : "/proc");
+        log_uid_warn(c->uid, "client pid %d: cannot read its cgroup under %s: "
+                     "billed on its own, not as the pod it declares", (int)c->pid,
+                     s->proc_root ? s->proc_root : "/proc");
     }
     if (pod_id_empty(&claim->pod))
         return;
@@ -470,10 +473,10 @@ static void claim_of(struct scheduler *s, struct client *c,
             log_error("client pid %d: out of memory for pod %s: billed on its own",
                       (int)c->pid, declared);
         else
-            log_uid_warn(c->uid, "client pid %d (uid %u) declares pod %s, which belongs to uid "
-                     "%u: billed on its own, with none of that pod's quota, "
-                     "budget or limits", (int)c->pid, (unsigned)c->uid, declared,
-                     (unsigned)owner);
+            log_uid_warn(c->uid, "client pid %d (uid %u) declares pod %s, which "
+                         "belongs to uid %u: billed on its own, with none of "
+                         "that pod's quota, budget or limits", (int)c->pid,
+                         (unsigned)c->uid, declared, (unsigned)owner);
         memset(&claim->pod, 0, sizeof(claim->pod));
         return;
     }
@@ -590,9 +593,9 @@ static void handle_register(struct scheduler *s, struct client *c,
             if (strcmp(reg->gpu_uuids[i], s->gpus[g].uuid) == 0)
                 c->node_gpu[i] = g;
         if (c->node_gpu[i] < 0) {
-            log_uid_warn(c->uid, "client %llu (pid %d) uses GPU %s, which this scheduler "
-                     "does not manage", (unsigned long long)c->id, (int)c->pid,
-                     reg->gpu_uuids[i]);
+            log_uid_warn(c->uid, "client %llu (pid %d) uses GPU %s, which this "
+                         "scheduler does not manage", (unsigned long long)c->id,
+                         (int)c->pid, reg->gpu_uuids[i]);
             continue;
         }
         policy_join(s->policy, c->node_gpu[i], slot, c->account, now);
@@ -600,13 +603,13 @@ static void handle_register(struct scheduler *s, struct client *c,
         footprint_update(s, c->node_gpu[i], slot);
         reply.u.reg_ok.gpu_known[i] = 1;
     }
-    log_uid_info(c->uid, "client %llu registered: pid %d, uid %u, pod %s (%s), container %s, "
-             "%d GPU(s)%s", (unsigned long long)c->id, (int)c->pid,
-             (unsigned)c->uid, pod_of(c),
-             c->identity.kind == IDENTITY_POD ? "from its cgroup" : "declared",
-             c->identity.container_id[0] ? c->identity.container_id
-             : reg->container_name[0]    ? reg->container_name : "-",
-             reg->n_gpus, c->oversubscribed ? ", oversubscribed" : "");
+    log_uid_info(c->uid, "client %llu registered: pid %d, uid %u, pod %s (%s), "
+                 "container %s, %d GPU(s)%s", (unsigned long long)c->id, (int)c->pid,
+                 (unsigned)c->uid, pod_of(c),
+                 c->identity.kind == IDENTITY_POD ? "from its cgroup" : "declared",
+                 c->identity.container_id[0] ? c->identity.container_id
+                 : reg->container_name[0]    ? reg->container_name : "-",
+                 reg->n_gpus, c->oversubscribed ? ", oversubscribed" : "");
     send_or_doom(c, &reply);
     /* Its quotas (UPDATE_LIMIT) follow REGISTER_OK. */
     clients_apply_quota(s, &quota_out);
@@ -821,7 +824,7 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
     }
     if (rc < 0 && rc != PROTO_E_IO)
         log_uid_warn(c->uid, "client %llu (pid %d): bad message (%s): disconnecting",
-                 (unsigned long long)c->id, (int)c->pid, proto_strerror(rc));
+                     (unsigned long long)c->id, (int)c->pid, proto_strerror(rc));
     if (rc < 0)
         c->doomed = true;
     if (c->reader->len == 0)
@@ -859,9 +862,9 @@ uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now)
         }
         c->doomed = true;
         if (c->registered) {
-            log_uid_warn(c->uid, "client %llu (pid %d): a frame unfinished for %.1f s: "
-                     "disconnecting", (unsigned long long)c->id, (int)c->pid,
-                     (double)CLIENT_STALL_NS / 1e9);
+            log_uid_warn(c->uid, "client %llu (pid %d): a frame unfinished for "
+                         "%.1f s: disconnecting", (unsigned long long)c->id,
+                         (int)c->pid, (double)CLIENT_STALL_NS / 1e9);
         } else if (unregistered++ == 0) {
             first_unregistered = c;
         }
