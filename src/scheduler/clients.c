@@ -524,8 +524,9 @@ static int job_number(struct scheduler *s, const struct client *c)
     return number;
 }
 
-/* The name in reg with a control character, or NULL: no name may carry a
- * line break or a terminal escape into a log, a status or a state file. */
+/* The name in reg with a control character (C0, DEL, or C1 in UTF-8), or
+ * NULL: no name may carry a line break or a terminal escape into a log, a
+ * status or a state file. */
 static const char *name_with_control(const struct msg_register *reg)
 {
     const char *names[4 + PROTO_MAX_GPUS] = {reg->pod_namespace, reg->pod_name,
@@ -535,7 +536,7 @@ static const char *name_with_control(const struct msg_register *reg)
         names[4 + i] = reg->gpu_uuids[i];
     for (int i = 0; i < 4 + reg->n_gpus; i++)
         for (const unsigned char *p = (const unsigned char *)names[i]; *p; p++)
-            if (*p < 0x20 || *p == 0x7f)
+            if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
                 return names[i];
     return NULL;
 }
