@@ -302,9 +302,9 @@ static void budget_report(struct budget *b, uint64_t now)
     double span = (double)(now - b->suppressed_since) / 1e9;
 
     if (b == &all_uids)
-        snprintf(msg, sizeof(msg), "%llu lines about clients suppressed in "
-                 "the last %.0f s: more than all uids together may log",
-                 (unsigned long long)b->suppressed, span < 1 ? 1 : span);
+        snprintf(msg, sizeof(msg), "%llu lines about clients of all uids "
+                 "suppressed in the last %.0f s", (unsigned long long)b->suppressed,
+                 span < 1 ? 1 : span);
     else if (b->uid == LOG_UID_ANY)
         snprintf(msg, sizeof(msg), "%llu lines about clients together "
                  "suppressed in the last %.0f s", (unsigned long long)b->suppressed,

@@ -93,7 +93,7 @@ lines = open(sys.argv[1]).read().splitlines()
 printed = sum(1 for l in lines if re.search(r"warning: uid \d+: line \d+$", l))
 counted = 0
 for l in lines:
-    m = re.search(r"warning: (?:uid \d+: )?(\d+) lines about (?:its )?clients suppressed", l)
+    m = re.search(r"warning: (?:uid \d+: )?(\d+) lines about (?:its clients|clients of all uids) suppressed", l)
     counted += int(m.group(1)) if m else 0
 reports = sum(1 for l in lines if "suppressed in the last" in l)
 print(f"  30,000 lines of 1000 uids: {printed} printed, {counted} counted in {reports} report(s), {len(lines)} lines in all")
