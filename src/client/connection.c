@@ -193,6 +193,11 @@ static void refused_locked(const char *path, int rc, const struct msg *m)
                  "connections already (NVSHARE_MAX_CONNECTIONS_PER_UID); %s, "
                  "retrying with a back-off up to %.0f s", path, r->uid,
                  r->limit, meanwhile, (double)RETRY_MAX_NS / 1e9);
+    else if (r->reason == REFUSED_BAD_NAME)
+        log_warn("scheduler at %s refused this process: a name it declares "
+                 "(pod, namespace, container, NVSHARE_JOB_ID or GPU UUID) has "
+                 "a control character; %s, retrying with a back-off up to "
+                 "%.0f s", path, meanwhile, (double)RETRY_MAX_NS / 1e9);
     else
         log_warn("scheduler at %s refused this process: it is out of memory; "
                  "%s, retrying with a back-off up to %.0f s", path, meanwhile,

@@ -2,6 +2,8 @@
  * one write(2) so that concurrent threads and processes do not interleave. */
 #include "log.h"
 
+#include "clock.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -26,7 +28,8 @@ struct repeat {
 };
 
 static struct repeat repeats[LOG_REPEAT_SLOTS];
-static pthread_mutex_t repeats_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Guards the repeat slots and the uids' budgets. */
+static pthread_mutex_t counts_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int log_set_format(const char *name)
 {
@@ -39,7 +42,7 @@ int log_set_format(const char *name)
     return 0;
 }
 
-static void flush_all_repeats(void);
+static void flush_all_counts(void);
 
 void log_init(const char *component)
 {
@@ -52,7 +55,7 @@ void log_init(const char *component)
     if (format && *format && log_set_format(format) < 0)
         log_warn("NVSHARE_LOG_FORMAT=%s is not text or json: using text", format);
     if (!flush_at_exit)
-        flush_at_exit = atexit(flush_all_repeats) == 0;
+        flush_at_exit = atexit(flush_all_counts) == 0;
 }
 
 bool log_debug_enabled(void)
@@ -94,25 +97,52 @@ static int utf8_len(const unsigned char *p)
     return n;
 }
 
-/* Appends s to buf[*len..cap) as the inside of a JSON string: quotes,
- * backslashes and control characters escaped, broken UTF-8 as U+FFFD.
- * Stops (leaving room for the line's end) rather than overflow. */
-static void json_append(char *buf, size_t *len, size_t cap, const char *s)
+/* The code point of the n-byte sequence at p, valid per utf8_len. */
+static uint32_t utf8_decode(const unsigned char *p, int n)
+{
+    static const unsigned char lead_bits[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+    uint32_t cp = p[0] & lead_bits[n];
+
+    for (int i = 1; i < n; i++)
+        cp = cp << 6 | (p[i] & 0x3f);
+    return cp;
+}
+
+/* Code points that would break a text line or mislead its reader: C0 and
+ * C1 controls, DEL, the line and paragraph separators, and the
+ * bidirectional embeddings, overrides and isolates. */
+static bool breaks_text(uint32_t cp)
+{
+    return cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 ||
+           cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) ||
+           (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* Appends s to buf[*len..cap) so that it cannot escape its place: for JSON
+ * the inside of a string (quotes, backslashes and control characters
+ * escaped, broken UTF-8 as U+FFFD), for text the rest of one line (see
+ * log.h). Stops (leaving room for the line's end) rather than overflow. */
+static void append_escaped(char *buf, size_t *len, size_t cap, const char *s,
+                           bool json)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         char esc[8];
         const char *out = esc;
         size_t n;
         int seq = utf8_len(p);
+        uint32_t cp = seq ? utf8_decode(p, seq) : 0;
 
-        if (*p == '"' || *p == '\\')
+        if (json && (*p == '"' || *p == '\\'))
             snprintf(esc, sizeof(esc), "\\%c", *p);
-        else if (*p == '\n')
-            snprintf(esc, sizeof(esc), "\\n");
-        else if (*p < 0x20 || *p == 0x7f)
-            snprintf(esc, sizeof(esc), "\\u%04x", *p);
         else if (seq == 0)
-            snprintf(esc, sizeof(esc), "\\ufffd");
+            snprintf(esc, sizeof(esc), json ? "\\ufffd" : "\\x%02x", *p);
+        else if (cp == '\n')
+            snprintf(esc, sizeof(esc), "\\n");
+        else if (!json && (cp == '\t' || cp == '\r'))
+            snprintf(esc, sizeof(esc), cp == '\t' ? "\\t" : "\\r");
+        else if (json ? cp < 0x20 || cp == 0x7f : breaks_text(cp))
+            snprintf(esc, sizeof(esc), !json && cp < 0x80 ? "\\x%02x" : "\\u%04x",
+                     (unsigned)cp);
         else
             out = NULL;
         if (out) {
@@ -142,24 +172,25 @@ static void emit(enum log_level level, const char *msg)
         n = snprintf(line, sizeof(line), "{\"time\":\"%s\",\"level\":\"%s\",\"component\":\"",
                      stamp, level_names[level]);
         len = (size_t)n;
-        json_append(line, &len, sizeof(line), log_component);
+        append_escaped(line, &len, sizeof(line), log_component, true);
         n = snprintf(line + len, sizeof(line) - len, "\",\"pid\":%d,\"msg\":\"",
                      (int)getpid());
         len += (size_t)n;
-        json_append(line, &len, sizeof(line), msg);
+        append_escaped(line, &len, sizeof(line), msg, true);
         memcpy(line + len, "\"}", 2);
         len += 2;
     } else {
-        n = snprintf(line, sizeof(line), "%s nvshare[%s %d] %s: %s", stamp,
-                     log_component, (int)getpid(), level_names[level], msg);
-        len = n < (int)sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
+        n = snprintf(line, sizeof(line), "%s nvshare[%s %d] %s: ", stamp,
+                     log_component, (int)getpid(), level_names[level]);
+        len = (size_t)n;
+        append_escaped(line, &len, sizeof(line), msg, false);
     }
     line[len++] = '\n';
     ssize_t ignored = write(STDERR_FILENO, line, len);
     (void)ignored;
 }
 
-/* Reports and frees a slot. Called with repeats_lock held. */
+/* Reports and frees a slot. Called with counts_lock held. */
 static void repeat_report(struct repeat *r, uint64_t now)
 {
     if (r->count) {
@@ -175,15 +206,29 @@ static void repeat_report(struct repeat *r, uint64_t now)
     r->count = 0;
 }
 
-/* Reports the slots whose window is over (all of them if every). */
-static void repeats_expire(uint64_t now, bool every)
+/* The earlier of two delays, 0 meaning none. */
+static uint64_t sooner(uint64_t a, uint64_t b)
 {
+    return a && (!b || a < b) ? a : b;
+}
+
+/* Reports the slots whose window is over (all of them if every); returns
+ * the delay until the next is due, 0 if none. */
+static uint64_t repeats_expire(uint64_t now, bool every)
+{
+    uint64_t next = 0;
+
     for (int i = 0; i < LOG_REPEAT_SLOTS; i++) {
         struct repeat *r = &repeats[i];
-        if (r->msg[0] &&
-            (every || now - r->first_ns >= LOG_REPEAT_WINDOW_S * 1000000000ull))
+        uint64_t due = r->first_ns + LOG_REPEAT_WINDOW_S * NS_PER_SEC;
+        if (!r->msg[0])
+            continue;
+        if (every || now >= due)
             repeat_report(r, now);
+        else
+            next = sooner(next, due - now);
     }
+    return next;
 }
 
 /* True if msg repeats a warning printed in the current window (it is then
@@ -209,42 +254,198 @@ static bool warning_is_repeat(const char *msg)
     return false;
 }
 
+/* ---- lines charged to a uid (log_uid) ---------------------------------
+ * Each budget is a token bucket kept as its theoretical arrival time
+ * (GCRA): a line is allowed while tat is at most (burst - 1) intervals
+ * ahead of now, and pushes tat one interval further. Budgets are on the
+ * monotonic clock, so that a step of the wall clock neither silences nor
+ * unleashes anyone. The table is bounded: past LOG_UID_SLOTS uids, the one
+ * quiet the longest is forgotten, its pending count folded into the
+ * global budget's, so that many uids cost at most one report line each
+ * per window and the global budget bounds them all. */
+#define LOG_UID_SLOTS 64
+
+struct budget {
+    bool used;
+    uint32_t uid;
+    uint64_t tat;
+    uint64_t last_ns;          /* its latest line: who is forgotten first */
+    uint64_t suppressed;       /* lines suppressed since suppressed_since */
+    uint64_t suppressed_since;
+};
+
+static struct budget uid_budgets[LOG_UID_SLOTS], all_uids;
+static uint64_t suppressed_total;
+
+static bool budget_allows(const struct budget *b, uint64_t now, int burst,
+                          uint64_t interval)
+{
+    return b->tat <= now + (uint64_t)(burst - 1) * interval;
+}
+
+static void budget_take(struct budget *b, uint64_t now, uint64_t interval)
+{
+    b->tat = (b->tat > now ? b->tat : now) + interval;
+}
+
+static bool budget_suppress(struct budget *b, uint64_t now)
+{
+    if (b->suppressed++ == 0)
+        b->suppressed_since = now;
+    suppressed_total++;
+    return false;
+}
+
+static void budget_report(struct budget *b, uint64_t now)
+{
+    char msg[160];
+    double span = (double)(now - b->suppressed_since) / 1e9;
+
+    if (b == &all_uids)
+        snprintf(msg, sizeof(msg), "%llu lines about clients of all uids "
+                 "suppressed in the last %.0f s", (unsigned long long)b->suppressed,
+                 span < 1 ? 1 : span);
+    else if (b->uid == LOG_UID_ANY)
+        snprintf(msg, sizeof(msg), "%llu lines about clients together "
+                 "suppressed in the last %.0f s", (unsigned long long)b->suppressed,
+                 span < 1 ? 1 : span);
+    else
+        snprintf(msg, sizeof(msg), "uid %u: %llu lines about its clients "
+                 "suppressed in the last %.0f s", (unsigned)b->uid,
+                 (unsigned long long)b->suppressed, span < 1 ? 1 : span);
+    emit(LOG_WARN, msg);
+    b->suppressed = 0;
+}
+
+static uint64_t budget_expire(struct budget *b, uint64_t now, bool every)
+{
+    uint64_t due = b->suppressed_since + LOG_REPEAT_WINDOW_S * NS_PER_SEC;
+
+    if (!b->suppressed)
+        return 0;
+    if (every || now >= due) {
+        budget_report(b, now);
+        return 0;
+    }
+    return due - now;
+}
+
+static uint64_t budgets_expire(uint64_t now, bool every)
+{
+    uint64_t next = budget_expire(&all_uids, now, every);
+
+    for (int i = 0; i < LOG_UID_SLOTS; i++)
+        if (uid_budgets[i].used)
+            next = sooner(next, budget_expire(&uid_budgets[i], now, every));
+    return next;
+}
+
+static struct budget *budget_of(uint32_t uid)
+{
+    struct budget *slot = &uid_budgets[0];
+
+    for (int i = 0; i < LOG_UID_SLOTS; i++) {
+        struct budget *b = &uid_budgets[i];
+        if (b->used && b->uid == uid)
+            return b;
+        if (!b->used || (slot->used && b->last_ns < slot->last_ns))
+            slot = b; /* a free slot, else the quietest */
+    }
+    if (slot->used && slot->suppressed) {
+        if (all_uids.suppressed == 0)
+            all_uids.suppressed_since = slot->suppressed_since;
+        all_uids.suppressed += slot->suppressed;
+    }
+    *slot = (struct budget){.used = true, .uid = uid};
+    return slot;
+}
+
+/* Whether a line of uid may be written now; if not, it is counted. */
+static bool budget_charge(uint32_t uid, uint64_t now)
+{
+    const uint64_t uid_interval = LOG_UID_INTERVAL_MS * NS_PER_MS;
+    const uint64_t all_interval = LOG_UIDS_INTERVAL_MS * NS_PER_MS;
+    struct budget *b = budget_of(uid);
+
+    b->last_ns = now;
+    if (!budget_allows(b, now, LOG_UID_BURST, uid_interval))
+        return budget_suppress(b, now);
+    if (!budget_allows(&all_uids, now, LOG_UIDS_BURST, all_interval))
+        return budget_suppress(&all_uids, now);
+    budget_take(b, now, uid_interval);
+    budget_take(&all_uids, now, all_interval);
+    return true;
+}
+
 /* trylock everywhere: a fork() while another thread held the lock must not
  * hang the host application's child, and two threads logging at once must
  * not wait on each other; either only costs the limiting of one line. */
-static void flush_repeats(bool every)
+static uint64_t flush_counts(bool every)
 {
-    if (pthread_mutex_trylock(&repeats_lock))
-        return;
-    repeats_expire(realtime_ns(), every);
-    pthread_mutex_unlock(&repeats_lock);
+    uint64_t next;
+
+    if (pthread_mutex_trylock(&counts_lock))
+        return 0;
+    next = sooner(repeats_expire(realtime_ns(), every),
+                  budgets_expire(now_ns(), every));
+    pthread_mutex_unlock(&counts_lock);
+    return next;
 }
 
-void log_flush_repeats(void)
+uint64_t log_flush_repeats(void)
 {
-    flush_repeats(false);
+    return flush_counts(false);
 }
 
-static void flush_all_repeats(void)
+static void flush_all_counts(void)
 {
-    flush_repeats(true);
+    flush_counts(true);
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+uint64_t log_suppressed_total(void)
+{
+    return suppressed_total;
+}
+
+static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
     char msg[LOG_LINE_MAX];
-    va_list ap;
 
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (pthread_mutex_trylock(&repeats_lock) == 0) {
+    if (pthread_mutex_trylock(&counts_lock) == 0) {
         bool repeat;
         repeats_expire(realtime_ns(), false);
         repeat = level == LOG_WARN && warning_is_repeat(msg);
-        pthread_mutex_unlock(&repeats_lock);
+        pthread_mutex_unlock(&counts_lock);
         if (repeat)
             return;
     }
     emit(level, msg);
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
+}
+
+void log_uid(uint32_t uid, enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    bool allowed = true;
+
+    if (pthread_mutex_trylock(&counts_lock) == 0) {
+        uint64_t now = now_ns();
+        budgets_expire(now, false);
+        allowed = budget_charge(uid, now);
+        pthread_mutex_unlock(&counts_lock);
+    }
+    if (!allowed)
+        return;
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
 }

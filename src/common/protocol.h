@@ -68,6 +68,7 @@ enum oversub_setting {
 enum refused_reason {
     REFUSED_UID_LIMIT = 1, /* its uid has max-connections-per-uid already */
     REFUSED_NO_MEMORY = 2, /* the scheduler could not grow its tables */
+    REFUSED_BAD_NAME = 3,  /* a name in its REGISTER has a control character */
 };
 
 /* Why a client waits (status). */

@@ -2,8 +2,13 @@
  *
  * A client that breaks the protocol (undecodable frame, wrong version,
  * message out of order, GPU index it did not register) loses its connection
- * with one log line; its locks pass on exactly as if it had died. The
- * daemon and every other client carry on. */
+ * with one log line saying why; its locks pass on exactly as if it had
+ * died. The daemon and every other client carry on.
+ *
+ * Every line that a client's behaviour causes is charged to its uid
+ * (log_uid_*: see log.h), so that no tenant, looping connect, REGISTER and
+ * a bad message, can flood the log; lines about the daemon itself are
+ * not. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +37,8 @@ static void close_client(struct scheduler *s, struct client *c,
                          struct policy_actions *out)
 {
     if (c->registered) {
-        log_info("client %llu (pid %d, pod %s) left",
-                 (unsigned long long)c->id, (int)c->pid, pod_of(c));
+        log_uid_info(c->uid, "client %llu (pid %d, pod %s) left",
+                     (unsigned long long)c->id, (int)c->pid, pod_of(c));
         pods_leave(&s->state.pods, &s->accounts[c->account].pod);
     }
     event_loop_remove(s->loop, c->fd);
@@ -88,9 +93,9 @@ static void send_or_doom(struct client *c, const struct msg *m)
         return;
     int rc = msg_send(c->fd, m);
     if (rc) {
-        log_warn("client %llu: cannot send %s (%s): disconnecting",
-                 (unsigned long long)c->id, msg_type_name(m->type),
-                 proto_strerror(rc));
+        log_uid_warn(c->uid, "client %llu: cannot send %s (%s): disconnecting",
+                     (unsigned long long)c->id, msg_type_name(m->type),
+                     proto_strerror(rc));
         c->doomed = true;
     }
 }
@@ -103,9 +108,10 @@ static void tell_wait_for_memory(const struct client *c, const struct policy_act
     format_size(a->mem.free, free_bytes, sizeof(free_bytes));
     format_size(a->mem.limit, limit, sizeof(limit));
     format_duration(a->mem.wait_ns, wait, sizeof(wait));
-    log_info("gpu %d: client %llu (pod %s) waits for memory: needs %s, %s free "
-             "of %s; next rotation in %s", a->gpu, (unsigned long long)c->id,
-             pod_of(c), need, free_bytes, limit, a->mem.wait_ns ? wait : "-");
+    log_uid_info(c->uid, "gpu %d: client %llu (pod %s) waits for memory: needs "
+                 "%s, %s free of %s; next rotation in %s", a->gpu,
+                 (unsigned long long)c->id, pod_of(c), need, free_bytes, limit,
+                 a->mem.wait_ns ? wait : "-");
 }
 
 void clients_apply(struct scheduler *s, const struct policy_actions *actions)
@@ -141,9 +147,10 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             send_or_doom(c, &m);
             break;
         case ACTION_REVOKE:
-            log_warn("gpu %d: client %llu (pid %d, pod %s) %s: lock revoked",
-                     a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c),
-                     process_stopped(c->pid)
+            log_uid_warn(c->uid,
+                         "gpu %d: client %llu (pid %d, pod %s) %s: lock revoked",
+                         a->gpu, (unsigned long long)c->id, (int)c->pid, pod_of(c),
+                         process_stopped(c->pid)
                          ? "is stopped"
                          : "did not answer DROP_LOCK in time");
             break;
@@ -261,19 +268,20 @@ static bool oversub_allows(struct scheduler *s, const struct client *c, int gpu,
     if (m.footprint + need > limit) {
         format_size(m.footprint + need, want, sizeof(want));
         format_size(limit, max, sizeof(max));
-        log_warn("gpu %d: client %llu (pod %s): allocation refused: its "
-                 "footprint would be %s, more than the %s this GPU admits "
-                 "(capacity minus the reserve), even alone", gpu,
-                 (unsigned long long)c->id, pod_of(c), want, max);
+        log_uid_warn(c->uid, "gpu %d: client %llu (pod %s): allocation refused: its "
+                     "footprint would be %s, more than the %s this GPU admits "
+                     "(capacity minus the reserve), even alone", gpu,
+                     (unsigned long long)c->id, pod_of(c), want, max);
         return false;
     }
     if (total + need > g.capacity * s->oversub_ratio) {
         format_size(total + need, want, sizeof(want));
         format_size(g.capacity * s->oversub_ratio, max, sizeof(max));
-        log_warn("gpu %d: client %llu (pod %s): allocation refused: the GPU's "
-                 "clients would hold %s, more than NVSHARE_OVERSUB_RATIO=%u x "
-                 "its capacity (%s)", gpu, (unsigned long long)c->id, pod_of(c),
-                 want, s->oversub_ratio, max);
+        log_uid_warn(c->uid, "gpu %d: client %llu (pod %s): allocation refused: "
+                     "the GPU's clients would hold %s, more than "
+                     "NVSHARE_OVERSUB_RATIO=%u x its capacity (%s)", gpu,
+                     (unsigned long long)c->id, pod_of(c), want,
+                     s->oversub_ratio, max);
         return false;
     }
     return true;
@@ -308,10 +316,10 @@ static bool within(struct client *c, const struct msg *m, const char *field,
 {
     if (value <= bound)
         return true;
-    log_warn("client %llu (pid %d): %s %s %llu is above the bound %llu: "
-             "disconnecting", (unsigned long long)c->id, (int)c->pid,
-             msg_type_name(m->type), field, (unsigned long long)value,
-             (unsigned long long)bound);
+    log_uid_warn(c->uid, "client %llu (pid %d): %s %s %llu is above the bound %llu: "
+                 "disconnecting", (unsigned long long)c->id, (int)c->pid,
+                 msg_type_name(m->type), field, (unsigned long long)value,
+                 (unsigned long long)bound);
     c->doomed = true;
     return false;
 }
@@ -344,18 +352,23 @@ static bool in_bounds(const struct scheduler *s, struct client *c, int gpu,
     }
 }
 
-/* A MEM_RESERVE beyond what any client may hold cannot be granted. */
+/* A MEM_RESERVE that would have the client hold more than the bound, in
+ * all its grants together, cannot be granted. */
 static bool reserve_possible(const struct scheduler *s, const struct client *c,
                              int gpu, uint64_t bytes)
 {
-    char want[32];
+    uint64_t bound = bytes_bound(s, gpu);
+    uint64_t held = s->quota.gpus[gpu].clients[c->slot].held;
+    char want[32], has[32];
 
-    if (bytes <= bytes_bound(s, gpu))
+    if (bytes <= bound && held <= bound - bytes)
         return true;
     format_size(bytes, want, sizeof(want));
-    log_warn("gpu %d: client %llu (pod %s): allocation of %s refused: more "
-             "than %d x the GPU's capacity", gpu, (unsigned long long)c->id,
-             pod_of(c), want, CLIENT_BYTES_PER_CAPACITY);
+    format_size(held, has, sizeof(has));
+    log_uid_warn(c->uid, "gpu %d: client %llu (pod %s): allocation of %s refused: "
+                 "it holds %s, and no client may hold more than %d x the GPU's "
+                 "capacity", gpu, (unsigned long long)c->id, pod_of(c), want,
+                 has, CLIENT_BYTES_PER_CAPACITY);
     return false;
 }
 
@@ -448,9 +461,9 @@ static void claim_of(struct scheduler *s, struct client *c,
                sizeof(claim->pod.pod_namespace));
         memcpy(claim->pod.pod_name, reg->pod_name, sizeof(claim->pod.pod_name));
     } else if (reg->pod_name[0]) {
-        log_warn("client pid %d: cannot read its cgroup under %s: billed on its "
-                 "own, not as the pod it declares", (int)c->pid,
-                 s->proc_root ? s->proc_root : "/proc");
+        log_uid_warn(c->uid, "client pid %d: cannot read its cgroup under %s: "
+                     "billed on its own, not as the pod it declares", (int)c->pid,
+                     s->proc_root ? s->proc_root : "/proc");
     }
     if (pod_id_empty(&claim->pod))
         return;
@@ -460,10 +473,10 @@ static void claim_of(struct scheduler *s, struct client *c,
             log_error("client pid %d: out of memory for pod %s: billed on its own",
                       (int)c->pid, declared);
         else
-            log_warn("client pid %d (uid %u) declares pod %s, which belongs to uid "
-                     "%u: billed on its own, with none of that pod's quota, "
-                     "budget or limits", (int)c->pid, (unsigned)c->uid, declared,
-                     (unsigned)owner);
+            log_uid_warn(c->uid, "client pid %d (uid %u) declares pod %s, which "
+                         "belongs to uid %u: billed on its own, with none of "
+                         "that pod's quota, budget or limits", (int)c->pid,
+                         (unsigned)c->uid, declared, (unsigned)owner);
         memset(&claim->pod, 0, sizeof(claim->pod));
         return;
     }
@@ -511,8 +524,39 @@ static int job_number(struct scheduler *s, const struct client *c)
     return number;
 }
 
-static int handle_register(struct scheduler *s, struct client *c,
-                           const struct msg_register *reg)
+/* The name in reg with a control character (C0, DEL, or C1 in UTF-8), or
+ * NULL: no name may carry a line break or a terminal escape into a log, a
+ * status or a state file. */
+static const char *name_with_control(const struct msg_register *reg)
+{
+    const char *names[4 + PROTO_MAX_GPUS] = {reg->pod_namespace, reg->pod_name,
+                                             reg->container_name, reg->job_id};
+
+    for (int i = 0; i < reg->n_gpus; i++)
+        names[4 + i] = reg->gpu_uuids[i];
+    for (int i = 0; i < 4 + reg->n_gpus; i++)
+        for (const unsigned char *p = (const unsigned char *)names[i]; *p; p++)
+            if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
+                return names[i];
+    return NULL;
+}
+
+/* Tells the process why, once, and closes it: it retries with a back-off
+ * (src/client/connection.c), each refusal a line charged to its uid. */
+static void refuse_registration(struct client *c, const char *name)
+{
+    struct msg m = {.type = MSG_REFUSED};
+
+    m.u.refused = (struct msg_refused){REFUSED_BAD_NAME, (uint32_t)c->uid, 0};
+    log_uid_warn(c->uid, "client pid %d (uid %u) declares a name with a control "
+                 "character (\"%s\"): registration refused", (int)c->pid,
+                 (unsigned)c->uid, name);
+    send_or_doom(c, &m);
+    c->doomed = true;
+}
+
+static void handle_register(struct scheduler *s, struct client *c,
+                            const struct msg_register *reg)
 {
     struct msg reply = {.type = MSG_REGISTER_OK};
     struct policy_settings_view settings;
@@ -521,7 +565,12 @@ static int handle_register(struct scheduler *s, struct client *c,
     struct account_claim claim;
     int slot = c->slot;
     uint64_t now = now_ns();
+    const char *bad_name = name_with_control(reg);
 
+    if (bad_name) {
+        refuse_registration(c, bad_name);
+        return;
+    }
     c->reg = *reg;
     c->reg.pid = (uint32_t)c->pid;
     c->n_gpus = reg->n_gpus;
@@ -545,9 +594,9 @@ static int handle_register(struct scheduler *s, struct client *c,
             if (strcmp(reg->gpu_uuids[i], s->gpus[g].uuid) == 0)
                 c->node_gpu[i] = g;
         if (c->node_gpu[i] < 0) {
-            log_warn("client %llu (pid %d) uses GPU %s, which this scheduler "
-                     "does not manage", (unsigned long long)c->id, (int)c->pid,
-                     reg->gpu_uuids[i]);
+            log_uid_warn(c->uid, "client %llu (pid %d) uses GPU %s, which this "
+                         "scheduler does not manage", (unsigned long long)c->id,
+                         (int)c->pid, reg->gpu_uuids[i]);
             continue;
         }
         policy_join(s->policy, c->node_gpu[i], slot, c->account, now);
@@ -555,17 +604,16 @@ static int handle_register(struct scheduler *s, struct client *c,
         footprint_update(s, c->node_gpu[i], slot);
         reply.u.reg_ok.gpu_known[i] = 1;
     }
-    log_info("client %llu registered: pid %d, uid %u, pod %s (%s), container %s, "
-             "%d GPU(s)%s", (unsigned long long)c->id, (int)c->pid,
-             (unsigned)c->uid, pod_of(c),
-             c->identity.kind == IDENTITY_POD ? "from its cgroup" : "declared",
-             c->identity.container_id[0] ? c->identity.container_id
-             : reg->container_name[0]    ? reg->container_name : "-",
-             reg->n_gpus, c->oversubscribed ? ", oversubscribed" : "");
+    log_uid_info(c->uid, "client %llu registered: pid %d, uid %u, pod %s (%s), "
+                 "container %s, %d GPU(s)%s", (unsigned long long)c->id, (int)c->pid,
+                 (unsigned)c->uid, pod_of(c),
+                 c->identity.kind == IDENTITY_POD ? "from its cgroup" : "declared",
+                 c->identity.container_id[0] ? c->identity.container_id
+                 : reg->container_name[0]    ? reg->container_name : "-",
+                 reg->n_gpus, c->oversubscribed ? ", oversubscribed" : "");
     send_or_doom(c, &reply);
     /* Its quotas (UPDATE_LIMIT) follow REGISTER_OK. */
     clients_apply_quota(s, &quota_out);
-    return 0;
 }
 
 static void release(struct scheduler *s, struct client *c, int gpu,
@@ -589,7 +637,12 @@ static void release(struct scheduler *s, struct client *c, int gpu,
                   (double)m.last_preempt_ns / 1e6, (double)lock->drain_ns / 1e6);
 }
 
-/* The node GPU a client message names, or -1 (none, or not managed). */
+/* Why a message breaks the protocol, for its one log line. One buffer: one
+ * call per log line. */
+static char violation[160];
+
+/* The node GPU a client message names, or -1 with violation said (none,
+ * or not one it may use). */
 static int message_gpu(const struct client *c, const struct msg *m)
 {
     int index;
@@ -616,45 +669,98 @@ static int message_gpu(const struct client *c, const struct msg *m)
         index = m->u.load.gpu;
         break;
     default:
+        snprintf(violation, sizeof(violation), "is not a message a client sends");
         return -1;
     }
-    return index < c->n_gpus ? c->node_gpu[index] : -1;
+    if (index >= c->n_gpus)
+        snprintf(violation, sizeof(violation), "names GPU index %d, but it "
+                 "registered %d GPU(s)", index, c->n_gpus);
+    else if (c->node_gpu[index] < 0)
+        snprintf(violation, sizeof(violation), "names GPU index %d (%s), which "
+                 "this scheduler does not manage", index, c->reg.gpu_uuids[index]);
+    else
+        return c->node_gpu[index];
+    return -1;
 }
 
-/* Returns 0, or -1 if the message breaks the protocol. */
-static int handle_message(struct scheduler *s, struct client *c,
-                          const struct msg *m, struct policy_actions *out)
+/* Swaps faster than this are not measurements: no link between a GPU and
+ * its host moves a terabyte a second. */
+#define SWAP_BYTES_PER_NS_MAX 1000
+
+/* Whether a SWAPPED answers what the scheduler asked: a swap-out its EVICT
+ * (and once), a swap-in a swap-out of more than 0 bytes (docs/protocol.md,
+ * "Swapping in"), at a speed a machine can have. Anything else would enter
+ * the GPU's swap statistics and set its switch time: it is ignored, with
+ * a line charged to the client's uid. */
+static bool swap_solicited(struct scheduler *s, struct client *c, int gpu,
+                           const struct msg_swap *swap)
+{
+    struct policy_member_view m = {0};
+    const char *why = NULL;
+    bool out = swap->direction == SWAP_OUT;
+
+    policy_view_member(s->policy, gpu, c->slot, now_ns(), &m);
+    if (out && !m.evicting)
+        why = "no EVICT asked for it";
+    else if (!out && !(c->swap_in_due >> gpu & 1))
+        why = "it swapped nothing out since its last swap-in";
+    else if (swap->bytes / SWAP_BYTES_PER_NS_MAX > swap->duration_ns)
+        why = "faster than any GPU's link to its host";
+    if (why) {
+        log_uid_warn(c->uid, "gpu %d: client %llu (pid %d): SWAPPED %s of %llu "
+                     "bytes in %llu ns ignored: %s", gpu,
+                     (unsigned long long)c->id, (int)c->pid, out ? "out" : "in",
+                     (unsigned long long)swap->bytes,
+                     (unsigned long long)swap->duration_ns, why);
+        return false;
+    }
+    if (out && swap->bytes)
+        c->swap_in_due |= 1u << gpu;
+    else if (!out)
+        c->swap_in_due &= ~(1u << gpu);
+    return true;
+}
+
+/* Returns NULL, or why the message breaks the protocol. */
+static const char *handle_message(struct scheduler *s, struct client *c,
+                                  const struct msg *m, struct policy_actions *out)
 {
     int slot = c->slot;
     int gpu;
 
-    if (m->type == MSG_REGISTER)
-        return c->registered ? -1 : handle_register(s, c, &m->u.reg);
-    if (!c->registered || (gpu = message_gpu(c, m)) < 0)
-        return -1;
+    if (m->type == MSG_REGISTER && c->registered)
+        return "a second time";
+    if (m->type == MSG_REGISTER) {
+        handle_register(s, c, &m->u.reg);
+        return NULL;
+    }
+    if (!c->registered)
+        return "before REGISTER";
+    if ((gpu = message_gpu(c, m)) < 0)
+        return violation;
     /* Out of bounds: c is doomed, and the log line said why. */
     if (!in_bounds(s, c, gpu, m))
-        return 0;
+        return NULL;
     switch (m->type) {
     case MSG_MEM_RESERVE:
     case MSG_MEM_RETURN:
     case MSG_MEM_UPDATE:
         handle_memory(s, c, gpu, m);
-        return 0;
+        return NULL;
     case MSG_LOCK_IN_USE:
         policy_in_use(s->policy, gpu, slot, m->u.lock.lease, m->u.lock.at_ns,
                       now_ns());
-        return 0;
+        return NULL;
     case MSG_DRAINING:
         policy_draining(s->policy, gpu, slot, m->u.lock.lease, now_ns());
-        return 0;
+        return NULL;
     case MSG_DRAIN_POINT:
         log_debug("gpu %d: client %llu stopped after collective %llu", gpu,
                   (unsigned long long)c->id,
                   (unsigned long long)m->u.drain.collectives);
         policy_drain_point(s->policy, gpu, slot, m->u.drain.lease,
                            m->u.drain.collectives, out);
-        return 0;
+        return NULL;
     case MSG_REQ_LOCK:
         log_debug("gpu %d: client %llu requests the lock", gpu,
                   (unsigned long long)c->id);
@@ -663,13 +769,15 @@ static int handle_message(struct scheduler *s, struct client *c,
             footprint_update(s, gpu, slot);
         }
         policy_request(s->policy, gpu, slot, now_ns(), out);
-        return 0;
+        return NULL;
     case MSG_LOCK_RELEASED:
         release(s, c, gpu, &m->u.lock, out);
-        return 0;
+        return NULL;
     case MSG_SWAPPED:
         if (m->u.swap.direction == 0)
-            return -1;
+            return "without a direction";
+        if (!swap_solicited(s, c, gpu, &m->u.swap))
+            return NULL;
         log_debug("gpu %d: client %llu swapped %s %llu bytes in %.3f ms", gpu,
                   (unsigned long long)c->id,
                   m->u.swap.direction == SWAP_OUT ? "out" : "in",
@@ -677,12 +785,12 @@ static int handle_message(struct scheduler *s, struct client *c,
                   (double)m->u.swap.duration_ns / 1e6);
         policy_swapped(s->policy, gpu, slot, m->u.swap.direction,
                        m->u.swap.bytes, m->u.swap.duration_ns, now_ns(), out);
-        return 0;
+        return NULL;
     case MSG_LOAD:
         policy_set_load(s->policy, gpu, slot, m->u.load.busy_permille);
-        return 0;
+        return NULL;
     default:
-        return -1;
+        return "is not a message a client sends";
     }
 }
 
@@ -702,10 +810,12 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
     while (rc >= 0 && (rc = frame_reader_next(c->reader, &m)) > 0) {
         struct policy_actions out;
         uint64_t start = now_ns();
+        const char *why;
         policy_actions_clear(&out);
-        if (handle_message(s, c, &m, &out)) {
-            log_warn("client %llu (pid %d): %s out of order: disconnecting",
-                     (unsigned long long)c->id, (int)c->pid, msg_type_name(m.type));
+        if ((why = handle_message(s, c, &m, &out))) {
+            log_uid_warn(c->uid, "client %llu (pid %d): %s %s: disconnecting",
+                         (unsigned long long)c->id, (int)c->pid,
+                         msg_type_name(m.type), why);
             c->doomed = true;
         }
         clients_apply(s, &out);
@@ -714,8 +824,8 @@ static void client_on_readable(struct event_loop *loop, int fd, void *data)
             return;
     }
     if (rc < 0 && rc != PROTO_E_IO)
-        log_warn("client %llu (pid %d): bad message (%s): disconnecting",
-                 (unsigned long long)c->id, (int)c->pid, proto_strerror(rc));
+        log_uid_warn(c->uid, "client %llu (pid %d): bad message (%s): disconnecting",
+                     (unsigned long long)c->id, (int)c->pid, proto_strerror(rc));
     if (rc < 0)
         c->doomed = true;
     if (c->reader->len == 0)
@@ -753,9 +863,9 @@ uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now)
         }
         c->doomed = true;
         if (c->registered) {
-            log_warn("client %llu (pid %d): a frame unfinished for %.1f s: "
-                     "disconnecting", (unsigned long long)c->id, (int)c->pid,
-                     (double)CLIENT_STALL_NS / 1e9);
+            log_uid_warn(c->uid, "client %llu (pid %d): a frame unfinished for "
+                         "%.1f s: disconnecting", (unsigned long long)c->id,
+                         (int)c->pid, (double)CLIENT_STALL_NS / 1e9);
         } else if (unregistered++ == 0) {
             first_unregistered = c;
         }

@@ -62,7 +62,8 @@ static void on_signal(struct event_loop *loop, int fd, void *data)
 }
 
 /* One line when a GPU's core limits start or stop being scaled (they sum
- * above 100 %): from then on pods get less than their limits, by design. */
+ * above 100 %): from then on pods get less than their limits, by design.
+ * Clients coming and going flip it: the lines are theirs, all together. */
 static void log_limit_scaling(struct scheduler *s)
 {
     for (int g = 0; g < s->n_gpus; g++) {
@@ -72,10 +73,11 @@ static void log_limit_scaling(struct scheduler *s)
             continue;
         s->limits_scaled[g] = scaled;
         if (scaled)
-            log_info("gpu %d: core limits sum to %u %%: scaled by 100/%u", g,
-                     sum, sum);
+            log_uid_info(LOG_UID_ANY, "gpu %d: core limits sum to %u %%: "
+                         "scaled by 100/%u", g, sum, sum);
         else
-            log_info("gpu %d: core limits no longer scaled (sum %u %%)", g, sum);
+            log_uid_info(LOG_UID_ANY, "gpu %d: core limits no longer scaled "
+                         "(sum %u %%)", g, sum);
     }
 }
 
@@ -89,10 +91,12 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
     static struct policy_actions out; /* large: off the stack */
-    uint64_t next, quota_next, stall_next, stop_next, idle_next, sample_next;
+    uint64_t next, quota_next, stall_next, stop_next, idle_next, log_next, sample_next;
 
     (void)loop;
-    log_flush_repeats(); /* a flood of warnings that stopped still shows */
+    /* A flood of warnings that stopped still shows, at its window's end. */
+    log_next = log_flush_repeats();
+    log_next = log_next ? now + log_next : 0;
     sample_next = footprint_sample_overheads(s, now);
     stall_next = clients_expire_stalled(s, now);
     idle_next = control_expire_idle(s, now);
@@ -116,7 +120,7 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
     return earliest_of(earliest_of(earliest_of(next, quota_next),
                                    earliest_of(stall_next, stop_next)),
                        earliest_of(earliest_of(metrics_tick(s, now), idle_next),
-                                   sample_next));
+                                   earliest_of(sample_next, log_next)));
 }
 
 /* Holds an exclusive lock on <dir>/scheduler.lock for the process lifetime,

@@ -334,6 +334,9 @@ static void render_node(struct text *t, const struct scheduler *s)
     family(t, "nvshare_refused_connections_total", "counter",
            "Client connections refused (per-uid connection limit, or out of memory).");
     sample_u64(t, "nvshare_refused_connections_total", "", s->refused);
+    family(t, "nvshare_log_lines_suppressed_total", "counter",
+           "Log lines about clients suppressed by the per-uid and global rate limits.");
+    sample_u64(t, "nvshare_log_lines_suppressed_total", "", log_suppressed_total());
     family(t, "nvshare_unhooked_processes", "gauge",
            "Processes using a GPU without libnvshare, now.");
     sample_u64(t, "nvshare_unhooked_processes", "", (uint64_t)unhooked_count(s));

@@ -40,6 +40,8 @@ struct client {
     int gang;            /* its job's number (policy_set_gang) */
     bool oversubscribed; /* its device allocations are made managed */
     uint32_t asked_gpus; /* node GPUs it has asked for, bit per GPU */
+    uint32_t swap_in_due; /* node GPUs it swapped out of: one SWAPPED(in)
+                             each is expected */
     struct frame_reader *reader;
     uint64_t connected_at;  /* a slot is not held without registering */
     uint64_t partial_since; /* a frame begun and not finished since, or 0 */

@@ -163,28 +163,53 @@ if [ "$HAVE_PY" = 1 ]; then
     cat >"$WORK/fake_clients.py" <<'PY'
 # Two clients on GPU-test-0: A (oversubscribed) holds the lock and never
 # releases it, reports a load of 23.4 % and one swap each way; B waits.
-# A's names contain JSON metacharacters, a terminal escape and broken UTF-8.
+# The swaps are real: the scheduler counts only those it asked for. A runs
+# with 1 GiB of managed memory and goes idle; C, oversubscribed too, needs
+# 13 GiB, which does not fit beside it, so A is evicted (SWAPPED out) and C
+# runs, then leaves; A gets the GPU back (SWAPPED in) and frees its memory;
+# B queues behind it.
+# A's names contain JSON metacharacters and broken UTF-8 (a terminal escape
+# would be refused at registration).
 import os, socket, struct, sys, time
 sock_dir, ready = sys.argv[1], sys.argv[2]
+GiB = 1 << 30
 def frame(t, payload): body = struct.pack("<HH", 1, t) + payload; return struct.pack("<I", len(body)) + body
 def s(b): return struct.pack("<H", len(b)) + b
 def recv(c):
     n = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))[0]
-    body = c.recv(n, socket.MSG_WAITALL); return struct.unpack("<HH", body[:4])[1]
-def client(ns, pod, ctr, want_ok, oversub):
+    body = c.recv(n, socket.MSG_WAITALL); return struct.unpack("<HH", body[:4])[1], body[4:]
+def until(c, t):  # the payload of the next message of type t
+    while True:
+        typ, payload = recv(c)
+        if typ == t: return payload
+def lease(payload): return struct.unpack("<I", payload[1:5])[0]
+def lock(t, lease=0): return frame(t, struct.pack("<BIQQ", 0, lease, 0, 0))
+def mem(t, seq=0, nbytes=0, allocated=0, evictable=0):
+    return frame(t, struct.pack("<BIQQQQQQ", 0, seq, nbytes, 0, allocated, evictable, 0, 0))
+def client(ns, pod, ctr, oversub):
     c = socket.socket(socket.AF_UNIX); c.connect(os.path.join(sock_dir, "scheduler.sock"))
     c.sendall(frame(1, struct.pack("<I", os.getpid()) + s(ns) + s(pod) + s(ctr) + s(b"") +
                     struct.pack("<QBBH", 0, 0, oversub, 1) + s(b"GPU-test-0") + b"\x00"))
-    assert recv(c) == 2, "no REGISTER_OK"
-    c.sendall(frame(5, struct.pack("<BIQQ", 0, 0, 0, 0)))
-    if want_ok:
-        while recv(c) != 6: pass
+    assert recv(c)[0] == 2, "no REGISTER_OK"
     return c
-a = client(b'team "a"\\x', b"pod-\x1b[31mred\xff-\xc3\xa9", b"main", True, 1)
-b = client(b"default", b"pod-b", b"", False, 2)
-a.sendall(frame(31, struct.pack("<BHQ", 0, 234, 1_000_000_000)))             # LOAD
-a.sendall(frame(30, struct.pack("<BBQQ", 0, 1, 1 << 30, 1_020_000_000)))      # SWAPPED out
-a.sendall(frame(30, struct.pack("<BBQQ", 0, 2, 1 << 30, 270_000_000)))        # SWAPPED in
+a = client(b'team "a"\\x', b"pod-[31mred\xff-\xc3\xa9", b"main", 1)
+b = client(b"default", b"pod-b", b"", 2)
+c = client(b"default", b"pod-c", b"", 1)
+a.sendall(mem(20, allocated=GiB, evictable=GiB))                  # MEM_UPDATE
+a.sendall(lock(5))                                                # REQ_LOCK
+a.sendall(lock(8, lease(until(a, 6))))                            # LOCK_OK, LOCK_RELEASED
+c.sendall(mem(20, allocated=13 * GiB, evictable=13 * GiB))
+c.sendall(lock(5))
+until(a, 29)                                                      # EVICT
+a.sendall(frame(30, struct.pack("<BBQQ", 0, 1, GiB, 1_020_000_000)))  # SWAPPED out
+until(c, 6)
+c.close()
+a.sendall(lock(5))
+until(a, 6)
+a.sendall(frame(30, struct.pack("<BBQQ", 0, 2, GiB, 270_000_000)))   # SWAPPED in
+a.sendall(mem(27, nbytes=GiB))                                    # MEM_RETURN: frees it
+b.sendall(lock(5))
+a.sendall(frame(31, struct.pack("<BHQ", 0, 234, 1_000_000_000)))  # LOAD
 time.sleep(0.1)  # lets B's REQ_LOCK be queued before we report ready
 open(ready, "w").close()
 time.sleep(3600)
@@ -195,7 +220,7 @@ PY
     wait_for eval 'ctl status; grep -q "clients 2" "$WORK/out"' || fail "status does not count 2 clients"
     ctl status
     grep -q $'\033' "$WORK/out" && fail "a pod name put an escape sequence on the terminal"
-    POD_A='team "a"\\x/pod-\?\[31mred\?-é'
+    POD_A='team "a"\\x/pod-\[31mred\?-é'
     grep -qE "^  running      1 $POD_A\$" "$WORK/out" || fail "GPU 0: client 1 running, with its pod"
     out_has "  waiting      2 default/pod-b (lock)"
     out_has "  swaps        1 out (1.00 GiB, last 1.02s), 1 in (1.00 GiB, last 270ms)"
@@ -204,7 +229,7 @@ PY
     grep -qE '^2 +[0-9]+ +default/pod-b +- +0 +normal +waiting:lock +- ' "$WORK/out" || fail "client 2 row"
     grep -qE '^CLIENT +GPU +LIMIT +USED/WINDOW +FOOTPRINT +EVICTABLE +NON-EVICTABLE +ALLOCATED +FLAGS +POD MEM$' "$WORK/out" \
         || fail "the limits and memory table"
-    grep -qE '^1 +0 +- .* oversub +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 1 memory row"
+    grep -qE '^1 +0 +- .* oversub +0 B \(peak 1.00 GiB\)$' "$WORK/out" || fail "client 1 memory row"
     grep -qE '^2 +0 +- .* B +- +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 2 memory row"
     awk 'length > 120 && !/pod-/ { exit 1 }' "$WORK/out" || fail "a line without names is over 120 columns"
     pass "status shows running clients, the queue with reasons, load, swaps and sanitized names"
@@ -224,8 +249,8 @@ assert g0["swaps"]["in"] == {"count": 1, "bytes": 1 << 30, "total_ns": 270_000_0
 assert g1["running_client_ids"] == [] and g1["waiting"] == [], g1
 a, b = doc["clients"]
 assert a["namespace"] == 'team "a"\\x', a
-assert a["pod"] == "pod-\x1b[31mred\ufffd-\u00e9", a
-assert a["state"] == "holding" and a["grants"] == 1 and a["gpu_uuid"] == "GPU-test-0"
+assert a["pod"] == "pod-[31mred\ufffd-\u00e9", a
+assert a["state"] == "holding" and a["grants"] == 2 and a["gpu_uuid"] == "GPU-test-0"
 assert a["load_percent"] == 23.4 and a["wait_reason"] is None, a
 assert a["oversubscribed"] is True and a["swapped_out"] is False, a
 assert a["evictable_bytes"] + a["non_evictable_bytes"] == a["footprint_bytes"], a

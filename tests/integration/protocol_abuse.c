@@ -1,14 +1,23 @@
 /* protocol_abuse.c - misbehaving clients against a live scheduler.
  *
  *   protocol_abuse SOCKET_DIR
+ *   protocol_abuse SOCKET_DIR flood SECONDS
  *
  * Each case opens a connection, misbehaves, and expects the scheduler to
  * close that connection; after all of them a well-behaved client must still
  * register. A connection that never registers, and one that stops in the
  * middle of a frame, are closed after the scheduler's stall time (2 s),
- * not before 1.5 s and not after 4 s. Exit 0 if every expectation held. */
+ * not before 1.5 s and not after 4 s. A REGISTER whose pod name would
+ * forge a log line is refused; reservations stop at the documented bound
+ * (64 x the GPU in all); SWAPPED that no EVICT asked for leaves the GPU's
+ * swap statistics as they were. Exit 0 if every expectation held (the
+ * test script checks the log).
+ *
+ * With flood, it loops connect, REGISTER, a bad message for SECONDS, as a
+ * tenant flooding the log would, and prints how many times. */
 #include <time.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -115,17 +124,148 @@ static int send_raw(const char *name, const void *bytes, size_t len)
     return expect_closed(fd, name);
 }
 
+/* A pod name that would forge a whole error line, and clear the screen of
+ * whoever tails the log, if written raw. */
+#define FORGED_NAME "x\n2026-11-27T00:00:00.000Z nvshare[scheduler 1] error: FORGED: \x1b[2J"
+
+static int expect_forgery_refused(void)
+{
+    int fd = connect_or_die();
+    struct msg m = registration(), reply;
+
+    snprintf(m.u.reg.pod_name, sizeof(m.u.reg.pod_name), "%s", FORGED_NAME);
+    if (fd < 0 || msg_send(fd, &m) || msg_recv(fd, &reply, 2000) ||
+        reply.type != MSG_REFUSED || reply.u.refused.reason != REFUSED_BAD_NAME) {
+        printf("FAIL: a pod name with a newline and an escape was not refused "
+               "(answered %s)\n", fd < 0 ? "-" : msg_type_name(reply.type));
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    printf("ok: a pod name with a newline and an escape is refused\n");
+    return expect_closed(fd, "forged pod name");
+}
+
+/* The swaps (out + in) GPU 0's status counts, or -1. */
+static long long gpu0_swaps(const char *dir)
+{
+    char ctl[256];
+    struct msg m = {.type = MSG_CTL_STATUS};
+    long long swaps = -1;
+    int fd;
+
+    snprintf(ctl, sizeof(ctl), "%s/%s", dir, CONTROL_SOCKET_NAME);
+    if ((fd = unix_connect(ctl)) < 0 || msg_send(fd, &m)) {
+        perror(ctl);
+        return -1;
+    }
+    while (msg_recv(fd, &m, 2000) == PROTO_OK && m.type != MSG_CTL_STATUS_END)
+        if (m.type == MSG_CTL_STATUS_GPU && swaps < 0)
+            swaps = (long long)(m.u.gpu.swaps_out + m.u.gpu.swaps_in);
+    close(fd);
+    return swaps;
+}
+
+/* 100 reservations of the whole GPU: granted up to 64 x its capacity in
+ * all (docs/protocol.md, "Bounds"), refused beyond. */
+static int expect_reservations_bounded(void)
+{
+    int fd = registered_connection(), granted = 0;
+    struct msg m, grant;
+
+    for (uint32_t seq = 1; fd >= 0 && seq <= 100; seq++) {
+        m = (struct msg){.type = MSG_MEM_RESERVE, .u.mem = {.seq = seq, .bytes = 16ull << 30}};
+        if (msg_send(fd, &m) || recv_skipping_limits(fd, &grant) ||
+            grant.type != MSG_MEM_GRANT) {
+            printf("FAIL: reservation %u: no MEM_GRANT\n", seq);
+            close(fd);
+            return 1;
+        }
+        granted += grant.u.mem.bytes != 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    printf("%s: 100 reservations of 16 GiB on a 16 GiB GPU: %d granted (%d GiB held)\n",
+           granted >= 1 && granted <= 64 ? "ok" : "FAIL", granted, 16 * granted);
+    return granted < 1 || granted > 64;
+}
+
+/* SWAPPED that no EVICT asked for, out and in, and absurdly fast. */
+static int expect_unsolicited_swaps_ignored(const char *dir)
+{
+    int fd = registered_connection();
+    long long before = gpu0_swaps(dir), after;
+    const struct msg swaps[] = {
+        {.type = MSG_SWAPPED, .u.swap = {.direction = SWAP_OUT, .bytes = 1ull << 30, .duration_ns = 1000}},
+        {.type = MSG_SWAPPED, .u.swap = {.direction = SWAP_IN, .bytes = 1ull << 30, .duration_ns = 1000}},
+    };
+
+    for (size_t i = 0; fd >= 0 && i < sizeof(swaps) / sizeof(swaps[0]); i++)
+        if (msg_send(fd, &swaps[i]))
+            fd = -1;
+    /* A round trip: the scheduler has handled both before it answers. */
+    struct msg ask = {.type = MSG_MEM_RESERVE, .u.mem = {.seq = 1, .bytes = 1}}, grant;
+    if (fd < 0 || msg_send(fd, &ask) || recv_skipping_limits(fd, &grant)) {
+        printf("FAIL: unsolicited SWAPPED: the connection was closed\n");
+        return 1;
+    }
+    after = gpu0_swaps(dir);
+    close(fd);
+    printf("%s: unsolicited SWAPPED (1 GiB in 1 us, out and in): the GPU's swaps "
+           "went from %lld to %lld\n", before >= 0 && after == before ? "ok" : "FAIL",
+           before, after);
+    return before < 0 || after != before;
+}
+
+/* connect, REGISTER, a message of the wrong version, close: as fast as
+ * the scheduler takes them, for seconds. */
+static int flood(double seconds)
+{
+    uint8_t frame[PROTO_MAX_FRAME + 4], bad[PROTO_MAX_FRAME + 4];
+    struct msg reg = registration();
+    int len = msg_encode(&reg, frame, sizeof(frame));
+    long long end = monotonic_ms() + (long long)(seconds * 1000);
+    unsigned long long rounds = 0;
+
+    memcpy(bad, frame, (size_t)len);
+    bad[4] = 99; /* version */
+    while (monotonic_ms() < end) {
+        int fd = connect_or_die();
+        if (fd < 0)
+            return 1;
+        if (send(fd, frame, (size_t)len, MSG_NOSIGNAL) == len &&
+            send(fd, bad, (size_t)len, MSG_NOSIGNAL) == len) {
+            struct msg m;
+            while (msg_recv(fd, &m, 2000) == PROTO_OK)
+                ; /* until the scheduler closes it: it has logged all */
+            rounds++;
+        }
+        close(fd);
+    }
+    printf("flood: %llu rounds of connect, REGISTER, bad message in %.0f s\n",
+           rounds, seconds);
+    return rounds ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     uint8_t frame[PROTO_MAX_FRAME + 4];
     struct msg m = registration();
     int failures = 0, len;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SOCKET_DIR\n", argv[0]);
+    if (argc != 2 && !(argc == 4 && !strcmp(argv[2], "flood"))) {
+        fprintf(stderr, "usage: %s SOCKET_DIR [flood SECONDS]\n", argv[0]);
         return 2;
     }
     snprintf(path, sizeof(path), "%s/%s", argv[1], CLIENT_SOCKET_NAME);
+    if (argc == 4)
+        return flood(atof(argv[3]));
+
+    /* First, while the uid's log budget (log.h) is whole: the test script
+     * looks for their lines, and those of the cases that follow up to the
+     * unregistered GPU index. */
+    failures += expect_forgery_refused();
+    failures += expect_unsolicited_swaps_ignored(argv[1]);
 
     len = msg_encode(&m, frame, sizeof(frame));
     frame[4] = 99; /* version */
@@ -219,6 +359,7 @@ int main(int argc, char **argv)
     }
     if (asker >= 0)
         close(asker);
+    failures += expect_reservations_bounded();
 
     /* Stalls: silent from the start, and half a frame after registering. */
     int quiet = connect_or_die();

@@ -430,8 +430,8 @@ static int generate(void)
     sample(&m, MSG_REFUSED, 0);
     len = msg_encode(&m, buf, sizeof(buf));
     /* body: ver/type 4, then reason u8 */
-    buf[4 + 4] = REFUSED_NO_MEMORY + 1;
-    put_file("field-REFUSED-reason-3", buf + 4, (size_t)len - 4);
+    buf[4 + 4] = REFUSED_BAD_NAME + 1;
+    put_file("field-REFUSED-reason-4", buf + 4, (size_t)len - 4);
     return 0;
 }
 
