@@ -63,6 +63,9 @@ struct client_state {
     uint64_t reconnect_ns;
     uint64_t retry_ns;   /* after a refusal: doubles up to RETRY_MAX_NS */
     struct msg_register reg;
+    uint8_t core_limit; /* the pod's, as the scheduler last told (percent;
+                           0: none): paced to while it is away */
+    bool paced_shut;    /* while away: in the shut part of a pace slice */
     int oversub_env;   /* NVSHARE_ENABLE_OVERSUB: 0, 1, or -1 (unset) */
     bool oversub_node; /* the scheduler's default, from REGISTER_OK */
 };

@@ -6,7 +6,8 @@
  * attached (the memory ledger); this file knows nothing else of it.
  *
  * Failure policy: a scheduler that is absent, dies or misbehaves opens the
- * gates (fail-open) or keeps them shut until it is back (fail-closed);
+ * gates (fail-open) or keeps them shut until it is back (fail-closed); a
+ * pod with a core limit paces itself to it meanwhile (pace_while_away);
  * nothing here ever ends the process. */
 #include "client_internal.h"
 
@@ -25,6 +26,9 @@
 /* nvshare_note_busy() totals, read by report_load(). */
 static _Atomic uint64_t busy_total_ns[NVSHARE_MAX_GPUS];
 static _Atomic uint64_t span_total_ns[NVSHARE_MAX_GPUS];
+
+/* The scheduler's pace slice: a limited pod runs its share of each. */
+#define PACE_SLICE_NS (200 * NS_PER_MS)
 
 /* Set by nvshare_client_start() before the client thread exists; read by
  * application threads at a closed gate, so atomic. */
@@ -433,6 +437,11 @@ static int handle_message(const struct msg *m)
             return -1;
         observer->message(m);
         return 0;
+    case MSG_UPDATE_CORE_LIMIT:
+        pthread_mutex_lock(&client.mu);
+        client.core_limit = m->u.core.percent;
+        pthread_mutex_unlock(&client.mu);
+        return 0;
     case MSG_EVICT:
         if (m->u.swap.gpu >= client.n_gpus)
             return -1;
@@ -454,6 +463,42 @@ static int handle_message(const struct msg *m)
         log_warn("unexpected %s from the scheduler", msg_type_name(m->type));
         return -1;
     }
+}
+
+/* While the scheduler is away (a restart), a pod it told a core limit of
+ * paces itself to it: its gates open for that share of each pace slice
+ * and shut, drained, for the rest, so that it never runs over its limit
+ * unscheduled. Pods without a limit run freely (fail-open). Returns when
+ * it must be called again (0: not pacing). */
+static uint64_t pace_while_away(uint64_t now)
+{
+    static uint64_t slice_start;
+    uint64_t shut_at, drained_at;
+
+    pthread_mutex_lock(&client.mu);
+    uint8_t limit = client.core_limit;
+    bool pacing = !client.connected && client.attempted && !client.fail_closed &&
+                  limit > 0 && limit < 100;
+    if (!pacing || now >= slice_start + PACE_SLICE_NS) {
+        if (client.paced_shut) {
+            client.paced_shut = false;
+            gates_open_for_current_mode();
+            pthread_cond_broadcast(&client.changed);
+        }
+        slice_start = now;
+    }
+    shut_at = slice_start + PACE_SLICE_NS * limit / 100;
+    if (!pacing || client.paced_shut || now < shut_at) {
+        bool shut = client.paced_shut;
+        pthread_mutex_unlock(&client.mu);
+        return !pacing ? 0 : shut ? slice_start + PACE_SLICE_NS : shut_at;
+    }
+    client.paced_shut = true;
+    int n = client.n_gpus;
+    pthread_mutex_unlock(&client.mu);
+    for (int i = 0; i < n; i++)
+        gate_close_and_drain(i, &drained_at);
+    return slice_start + PACE_SLICE_NS;
 }
 
 /* Gives back GPUs nobody has submitted to for idle_release_ns once their
@@ -510,6 +555,12 @@ void *conn_thread(void *arg)
         if (client.fd < 0) {
             uint64_t wait = next_connect > now ? next_connect - now : 0;
             timeout_ms = (int)(wait / NS_PER_MS) + 1;
+        }
+        uint64_t pace_due = pace_while_away(now);
+        if (pace_due) {
+            uint64_t pace_ms = (pace_due > now ? pace_due - now : 0) / NS_PER_MS + 1;
+            if (pace_ms < (uint64_t)timeout_ms)
+                timeout_ms = (int)pace_ms;
         }
         uint64_t catch_up_left = gate_finish_catch_ups();
         uint64_t catch_up_ms = catch_up_left / NS_PER_MS + 1;

@@ -78,7 +78,7 @@ static bool runs_unscheduled(int gpu)
     if (!client.started)
         return true;
     if (!client.connected)
-        return client.attempted && !client.fail_closed;
+        return client.attempted && !client.fail_closed && !client.paced_shut;
     return !client.scheduling_on || !client.gpus[gpu].known;
 }
 

@@ -15,12 +15,19 @@ static void emit(struct account_actions *out, enum account_action_kind kind,
     uint8_t source;
 
     if (kind == ACCOUNT_LIMITS) {
-        a.core_limit = (unsigned)limit_effective(&accounts[account].core, &source);
+        a.core_limit = account_core_limit(accounts, account);
         a.memory_limit = limit_effective(&accounts[account].memory, &source);
         a.priority = priority_effective(&accounts[account].priority, &source);
         a.min_share = (unsigned)accounts[account].min_share;
     }
     out->list[out->n++] = a;
+}
+
+unsigned account_core_limit(const struct account *accounts, int account)
+{
+    uint8_t source;
+
+    return (unsigned)limit_effective(&accounts[account].core, &source);
 }
 
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)

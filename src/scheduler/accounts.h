@@ -95,6 +95,8 @@ void account_set_pod(struct account *accounts, int account,
 /* The limit in force, by the order of struct limit_setting, and where it
  * comes from (enum limit_source). */
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source);
+/* The account's core limit in force, percent (0: none). */
+unsigned account_core_limit(const struct account *accounts, int account);
 
 /* The priority class in force: the operator's, else the annotation's, else
  * normal; a declaration (NVSHARE_PRIORITY) can only lower it. */

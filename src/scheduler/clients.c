@@ -220,6 +220,17 @@ void clients_apply_quota(struct scheduler *s, struct quota_actions *actions)
     quota_actions_free(actions);
 }
 
+/* Tells c its pod's core limit in force (percent, 0: none). The scheduler
+ * enforces it; the client paces itself to it only while the scheduler is
+ * away, so that a restart lets no pod run over its limit. */
+static void tell_core_limit(struct client *c, unsigned percent)
+{
+    struct msg m = {.type = MSG_UPDATE_CORE_LIMIT, .u.core.percent = (uint8_t)percent};
+
+    if (c->welcomed)
+        send_or_doom(c, &m);
+}
+
 void clients_apply_accounts(struct scheduler *s,
                             const struct account_actions *actions)
 {
@@ -233,6 +244,9 @@ void clients_apply_accounts(struct scheduler *s,
             break;
         case ACCOUNT_LIMITS:
             policy_set_core_limit(s->policy, a->account, a->core_limit, now_ns());
+            for (int slot = 0; slot < s->table_size; slot++)
+                if (s->clients[slot]->used && s->clients[slot]->account == a->account)
+                    tell_core_limit(s->clients[slot], a->core_limit);
             policy_set_priority(s->policy, a->account, a->priority);
             policy_set_min_share(s->policy, a->account, a->min_share);
             for (int g = 0; g < s->n_gpus; g++) {
@@ -612,7 +626,9 @@ static void handle_register(struct scheduler *s, struct client *c,
                  : reg->container_name[0]    ? reg->container_name : "-",
                  reg->n_gpus, c->oversubscribed ? ", oversubscribed" : "");
     send_or_doom(c, &reply);
-    /* Its quotas (UPDATE_LIMIT) follow REGISTER_OK. */
+    c->welcomed = true;
+    /* Its limits (UPDATE_CORE_LIMIT, UPDATE_LIMIT) follow REGISTER_OK. */
+    tell_core_limit(c, account_core_limit(s->accounts, c->account));
     clients_apply_quota(s, &quota_out);
 }
 

@@ -27,6 +27,7 @@ struct client {
     int slot;    /* its number in the policy and the quota; never changes */
     bool used;
     bool registered;
+    bool welcomed; /* REGISTER_OK sent: other messages may follow it */
     bool doomed; /* close after the current batch of actions */
     int fd;
     uint64_t id;

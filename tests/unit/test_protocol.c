@@ -129,6 +129,9 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.swap.bytes = big ? UINT64_MAX : 6ull << 30;
         m->u.swap.duration_ns = big ? UINT64_MAX - 1 : 450000000ull;
         break;
+    case MSG_UPDATE_CORE_LIMIT:
+        m->u.core.percent = big ? 100 : 30;
+        break;
     case MSG_LOAD:
         m->u.load.gpu = big ? 0xff : 4;
         m->u.load.busy_permille = big ? 1000 : 437;
@@ -340,6 +343,9 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         assert_int_equal(a->u.swap.direction, b->u.swap.direction);
         assert_true(a->u.swap.bytes == b->u.swap.bytes);
         assert_true(a->u.swap.duration_ns == b->u.swap.duration_ns);
+        break;
+    case MSG_UPDATE_CORE_LIMIT:
+        assert_int_equal(a->u.core.percent, b->u.core.percent);
         break;
     case MSG_LOAD:
         assert_int_equal(a->u.load.gpu, b->u.load.gpu);
@@ -910,7 +916,7 @@ static void test_unknown_type(void **state)
 {
     /* MSG_PREPARE_SWAP + 1 (33) is the first unused client-socket number */
     static const uint16_t bad[] = {
-        0, MSG_DRAIN_TO + 1, 19, MSG_UPDATE_CORE_LIMIT, MSG_PREPARE_SWAP + 1,
+        0, MSG_DRAIN_TO + 1, 19, MSG_PREPARE_SWAP + 1,
         99, MSG_CTL_STATUS_UNHOOKED + 1, 0x0101, 0xffff,
     };
     struct bb b;
@@ -926,10 +932,7 @@ static void test_unknown_type(void **state)
         memset(&m, 0, sizeof(m));
         m.type = bad[i];
         assert_int_equal(msg_encode(&m, buf, sizeof(buf)), PROTO_E_TYPE);
-        if (bad[i] == MSG_UPDATE_CORE_LIMIT) /* reserved: named, no body */
-            assert_string_equal(msg_type_name(bad[i]), "UPDATE_CORE_LIMIT");
-        else
-            assert_string_equal(msg_type_name(bad[i]), "UNKNOWN");
+        assert_string_equal(msg_type_name(bad[i]), "UNKNOWN");
     }
 }
 
@@ -1583,7 +1586,7 @@ static void test_send_recv_round_trip(void **state)
 static void test_send_refuses_bad_message(void **state)
 {
     struct pair *p = *state;
-    struct msg m = {.type = MSG_UPDATE_CORE_LIMIT}; /* reserved: no body */
+    struct msg m = {.type = 19}; /* no message has that number */
 
     assert_int_equal(msg_send(p->tx, &m), PROTO_E_TYPE);
     sample(&m, MSG_REGISTER, 0);
