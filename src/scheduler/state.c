@@ -304,18 +304,43 @@ int state_parse(const char *text, struct node_state *st, char *err, size_t len)
     return rc;
 }
 
+/* A state that cannot be used: path goes aside (path.corrupt, kept for the
+ * operator) and st is emptied, so the scheduler starts with defaults. */
+static void move_aside(const char *path, const char *why, struct node_state *st)
+{
+    char aside[4096 + 16];
+
+    pods_free(&st->pods);
+    memset(st, 0, sizeof(*st));
+    snprintf(aside, sizeof(aside), "%s.corrupt", path);
+    if (rename(path, aside) == 0)
+        log_error("state file %s is corrupt (%s): moved to %s; starting with the "
+                  "environment's settings and no pod limits", path, why, aside);
+    else
+        log_error("state file %s is corrupt (%s) and cannot be moved aside (%s); "
+                  "starting with the environment's settings and no pod limits",
+                  path, why, strerror(errno));
+}
+
 int state_load(const char *path, struct node_state *st)
 {
-    char err[320], aside[4096 + 16];
+    char err[320];
     FILE *f = fopen(path, "re");
     char *text = NULL;
     size_t size = 0;
+    struct stat info;
 
     if (!f && errno == ENOENT)
         return 0;
     if (!f) {
         log_error("state file %s: %s", path, strerror(errno));
         return -1;
+    }
+    /* A directory opens, then fails to read: it is no state either. */
+    if (fstat(fileno(f), &info) == 0 && !S_ISREG(info.st_mode)) {
+        fclose(f);
+        move_aside(path, "it is not a regular file", st);
+        return 0;
     }
     FILE *mem = open_memstream(&text, &size);
     char chunk[4096];
@@ -336,16 +361,7 @@ int state_load(const char *path, struct node_state *st)
     if (strlen(text) != size)
         snprintf(err, sizeof(err), "it contains a NUL byte");
     free(text);
-    pods_free(&st->pods);
-    memset(st, 0, sizeof(*st));
-    snprintf(aside, sizeof(aside), "%s.corrupt", path);
-    if (rename(path, aside) == 0)
-        log_error("state file %s is corrupt (%s): moved to %s; starting with the "
-                  "environment's settings and no pod limits", path, err, aside);
-    else
-        log_error("state file %s is corrupt (%s) and cannot be moved aside (%s); "
-                  "starting with the environment's settings and no pod limits",
-                  path, err, strerror(errno));
+    move_aside(path, err, st);
     return 0;
 }
 
@@ -377,7 +393,11 @@ int state_save(const char *path, const struct node_state *st)
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     if (make_parent(path) < 0)
         goto out;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* Only a file made here is written: whatever is at the name (a crash's
+     * leftover, or a symlink planted to have it written through) goes. */
+    if (unlink(tmp) < 0 && errno != ENOENT)
+        goto out;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         goto out;
     for (size_t done = 0, len = strlen(text); done < len;) {

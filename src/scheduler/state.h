@@ -61,13 +61,15 @@ int state_parse(const char *text, struct node_state *st, char *err, size_t len);
 void state_set_mode(struct node_state *st, const char *uuid, uint8_t mode);
 
 /* Reads path into st (empty). A missing file is an empty state. A file that
- * does not parse is renamed to path.corrupt (one error line says why and
- * where it went) and st stays empty: the scheduler starts with defaults.
- * Returns -1 only when the file exists and cannot be read at all. */
+ * does not parse, or something else than a file (a directory), is renamed
+ * to path.corrupt (one error line says why and where it went) and st stays
+ * empty: the scheduler starts with defaults. Returns -1 only when the file
+ * exists and cannot be read at all. */
 int state_load(const char *path, struct node_state *st);
 
-/* Writes st to path atomically (path.tmp, fsync, rename, fsync of the
- * directory), creating the directory. 0, or -1 with one error line. */
+/* Writes st to path atomically (path.tmp, made anew rather than written
+ * through whatever is at that name; fsync, rename, fsync of the directory),
+ * creating the directory. 0, or -1 with one error line. */
 int state_save(const char *path, const struct node_state *st);
 
 #endif

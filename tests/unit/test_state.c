@@ -164,6 +164,64 @@ static void test_save_and_load(void **state)
     pods_free(&st.pods);
 }
 
+/* A directory where the file should be (issue 27): moved aside like a
+ * corrupt file, not a reason to stop the scheduler. */
+static void test_a_directory_is_moved_aside(void **state)
+{
+    char dir[] = "/tmp/nvshare-state.XXXXXX", path[256], aside[300];
+    struct node_state back = {0};
+    struct stat info;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/state.conf", dir);
+    snprintf(aside, sizeof(aside), "%s.corrupt", path);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(state_load(path, &back), 0);
+    assert_int_equal(back.pods.n, 0);
+    assert_int_equal(stat(aside, &info), 0);
+    assert_true(S_ISDIR(info.st_mode));
+    assert_int_not_equal(stat(path, &info), 0);
+    rmdir(aside);
+    rmdir(dir);
+}
+
+/* A symlink planted at the temporary file's name is not written through:
+ * its target keeps its content, and the state file is a file of its own. */
+static void test_a_planted_tmp_symlink_is_not_followed(void **state)
+{
+    char dir[] = "/tmp/nvshare-state.XXXXXX", path[256], tmp[300], victim[300];
+    struct node_state st = sample(), back = {0};
+    char text[64] = "";
+    struct stat info;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/state.conf", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    snprintf(victim, sizeof(victim), "%s/victim", dir);
+    f = fopen(victim, "w");
+    fputs("precious\n", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, tmp), 0);
+    assert_int_equal(state_save(path, &st), 0);
+    f = fopen(victim, "r");
+    assert_non_null(fgets(text, sizeof(text), f));
+    fclose(f);
+    assert_string_equal(text, "precious\n");
+    assert_int_equal(lstat(path, &info), 0);
+    assert_true(S_ISREG(info.st_mode));
+    assert_int_equal(state_load(path, &back), 0);
+    assert_int_equal(back.pods.n, st.pods.n);
+    unlink(path);
+    unlink(tmp);
+    unlink(victim);
+    rmdir(dir);
+    pods_free(&st.pods);
+    pods_free(&back.pods);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +230,8 @@ int main(void)
         cmocka_unit_test(test_bad_lines_are_refused_with_their_number),
         cmocka_unit_test(test_comments_and_blank_lines),
         cmocka_unit_test(test_save_and_load),
+        cmocka_unit_test(test_a_directory_is_moved_aside),
+        cmocka_unit_test(test_a_planted_tmp_symlink_is_not_followed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
