@@ -59,6 +59,11 @@ enum pod_setting {
 struct pod_table {
     struct pod *list;
     size_t n, cap;
+    /* Open addressing over the ids (a node may hold 100,000 pods): a
+     * slot holds a position in list + 1, 0 when empty; a power of two, at
+     * least twice n. */
+    size_t *index;
+    size_t index_cap;
 };
 
 /* Whether id names a pod at all (a client that declares none is billed on

@@ -44,8 +44,19 @@ static bool plain(unsigned char c)
 
 static void put_name(struct out *o, const char *name)
 {
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        put(o, plain(*p) ? "%c" : "%%%02X", *p);
+    const unsigned char *p = (const unsigned char *)name;
+
+    /* A run of plain characters at a time: a node may have 100,000 pods. */
+    while (*p) {
+        int run = 0;
+        while (plain(p[run]))
+            run++;
+        if (run)
+            put(o, "%.*s", run, p);
+        else
+            put(o, "%%%02X", *p);
+        p += run ? run : 1;
+    }
 }
 
 static int get_name(const char *text, size_t n, char *out, size_t size)

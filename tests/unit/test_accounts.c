@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -453,6 +455,53 @@ static void test_account_follows_pod_record(void **state)
     assert_int_equal(out.list[0].memory_limit, 0);
 }
 
+/* pods.c's index over ids: after pods come and go in any order, each one
+ * is found exactly while it has a record (a removal moves the last record
+ * and shifts the index's probe chains). */
+static void test_pod_index_survives_removals(void **state)
+{
+    enum { N = 3000 };
+    static bool present[N];
+    struct pod_table t = {0};
+    struct pod_id id;
+    bool failed;
+
+    (void)state;
+    memset(present, 0, sizeof(present));
+    srand(27);
+    for (int step = 0; step < 40000; step++) {
+        int i = rand() % N;
+        char name[16];
+        snprintf(name, sizeof(name), "p%d", i);
+        id = named(i % 3 ? "ns" : "", name);
+        if (i % 5 == 0) {
+            id = (struct pod_id){0};
+            snprintf(id.uid, sizeof(id.uid), "uid-%d", i);
+        }
+        pods_set_limit(&t, &id, POD_CORE_LIMIT, present[i] ? 0 : 10, &failed);
+        assert_false(failed);
+        present[i] = !present[i];
+        if (step % 4000)
+            continue;
+        size_t n = 0;
+        for (int j = 0; j < N; j++) {
+            snprintf(name, sizeof(name), "p%d", j);
+            id = named(j % 3 ? "ns" : "", name);
+            if (j % 5 == 0) {
+                id = (struct pod_id){0};
+                snprintf(id.uid, sizeof(id.uid), "uid-%d", j);
+            }
+            struct pod *p = pods_find(&t, &id);
+            assert_int_equal(p != NULL, present[j]);
+            if (p)
+                assert_true(pod_id_equal(&p->id, &id));
+            n += present[j];
+        }
+        assert_int_equal(t.n, n);
+    }
+    pods_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_first_facts_keep_persisted_override),
         cmocka_unit_test(test_pod_gone_and_relist),
         cmocka_unit_test_setup(test_account_follows_pod_record, setup),
+        cmocka_unit_test(test_pod_index_survives_removals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
