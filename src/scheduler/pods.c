@@ -31,7 +31,8 @@ void pod_id_format(const struct pod_id *id, char *buf, size_t len)
 
 bool pod_configured(const struct pod *p)
 {
-    return p->core_limit || p->memory_limit || p->priority || p->min_share;
+    return p->core_limit || p->memory_limit || p->priority || p->min_share ||
+           p->owner_named;
 }
 
 /* FNV-1a over what pod_id_equal compares: the UID of a Kubernetes pod,
@@ -159,10 +160,10 @@ int pods_join(struct pod_table *t, const struct pod_id *id, uint32_t uid,
     if (!p)
         return -1;
     if (!id->uid[0]) {
-        if (!p->bound) {
+        if (!p->bound && !pod_configured(p)) {
             p->bound = true;
             p->owner = uid;
-        } else if (p->owner != uid && uid != 0) {
+        } else if (p->bound && p->owner != uid && uid != 0) {
             *owner = p->owner;
             return -1;
         }
@@ -170,6 +171,18 @@ int pods_join(struct pod_table *t, const struct pod_id *id, uint32_t uid,
     p->clients++;
     *out = p;
     return 0;
+}
+
+uint32_t pod_member(const struct pod *p, uint32_t uid)
+{
+    if (p->id.uid[0])
+        return 0;
+    return p->bound ? p->owner : uid;
+}
+
+bool pod_privileged(const struct pod *p, uint32_t member)
+{
+    return p->id.uid[0] || member == 0 || (p->owner_named && p->owner == member);
 }
 
 void pods_leave(struct pod_table *t, const struct pod_id *id)
@@ -196,7 +209,15 @@ struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
     case POD_MEMORY_LIMIT: p->memory_limit = value; break;
     case POD_PRIORITY: p->priority = value; break;
     case POD_MIN_SHARE: p->min_share = value; break;
+    case POD_OWNER:
+        p->bound = p->owner_named = value != 0;
+        p->owner = (uint32_t)value;
+        break;
     }
+    /* Whoever declared the pod first may not be who it was set for: a
+     * first join's binding ends with the operator's first setting. */
+    if (pod_configured(p) && !p->owner_named)
+        p->bound = false;
     return forget_if_unused(t, p) ? NULL : p;
 }
 

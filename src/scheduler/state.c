@@ -132,7 +132,7 @@ size_t state_format(const struct node_state *st, char *buf, size_t len)
             }
             put_name(&o, p->id.pod_name);
         }
-        if (p->bound)
+        if (p->owner_named)
             put(&o, " owner=%u", p->owner);
         if (p->core_limit)
             put(&o, " core-limit=%llu", (unsigned long long)p->core_limit);
@@ -232,7 +232,8 @@ static int parse_pod_id(const char *text, struct pod_id *id)
            get_name(slash + 1, strlen(slash + 1), id->pod_name, sizeof(id->pod_name));
 }
 
-/* "pod <id> [owner=<uid>] [core-limit=<1-100>] [memory-limit=<size>]" */
+/* "pod <id> [owner=<uid>] [core-limit=<1-100>] [memory-limit=<size>]
+ *  [priority=<1-9>] [min-share=<1-100>]" */
 static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
 {
     char *word = strtok(args, " \t");
@@ -255,8 +256,10 @@ static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
     }
     while ((word = strtok(NULL, " \t"))) {
         if (!strncmp(word, "owner=", 6) && !id.uid[0] &&
-            !parse_int_range(word + 6, 0, UINT32_MAX, &number, why)) {
-            p->bound = true;
+            !parse_int_range(word + 6, 0, UINT32_MAX - 1, &number, why)) {
+            /* owner=0 is an older scheduler's record of root joining
+             * first: root needs no naming. */
+            p->bound = p->owner_named = number != 0;
             p->owner = (uint32_t)number;
         } else if (!strncmp(word, "core-limit=", 11) &&
                    !parse_int_range(word + 11, 1, 100, &number, why)) {

@@ -1,7 +1,7 @@
 /* state.h - what the operator set at run time, kept across restarts.
  *
  * Every `nvsharectl set` (time quantum, anti-thrashing, mode, switch time,
- * a pod's core or memory limit, priority or min share, for pods not
+ * a pod's core or memory limit, priority, min share or owner, for pods not
  * connected yet too) changes the
  * node state, and the scheduler rewrites NVSHARE_STATE_FILE at once, like
  * redis's CONFIG REWRITE: a temporary file, fsync, rename. It is read back
@@ -15,6 +15,7 @@
  *   mode serial                     every GPU
  *   mode auto GPU-1b2c...           one GPU, after the line for all
  *   pod team-a/trainer owner=1000 core-limit=30 memory-limit=8Gi
+ *                                   owner: the uid the operator named
  *   pod uid:6f1e... core-limit=20   a Kubernetes pod, by UID
  *   pod batch/train priority=1 min-share=10   a class and a floor
  *

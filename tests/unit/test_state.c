@@ -24,7 +24,6 @@ static struct node_state sample(void)
     struct pod_id odd = {.pod_name = "my pod/=%"};
     struct pod_id k8s = {.uid = "0a1b2c3d-0000-4000-8000-000000000001"};
     struct pod_id batch = {.pod_namespace = "ml", .pod_name = "train"};
-    struct pod *p;
     bool failed;
 
     st.set[SETTING_TQ] = true;
@@ -35,9 +34,8 @@ static struct node_state sample(void)
     st.value[SETTING_SWITCH_TIME_FIXED] = 0; /* auto */
     state_set_mode(&st, NULL, 0);
     state_set_mode(&st, "GPU-1234", 2);
-    p = pods_set_limit(&st.pods, &team, POD_CORE_LIMIT, 30, &failed);
-    p->bound = true;
-    p->owner = 1000;
+    pods_set_limit(&st.pods, &team, POD_CORE_LIMIT, 30, &failed);
+    pods_set_limit(&st.pods, &team, POD_OWNER, 1000, &failed);
     pods_set_limit(&st.pods, &team, POD_MEMORY_LIMIT, 8ull << 30, &failed);
     pods_set_limit(&st.pods, &odd, POD_MEMORY_LIMIT, 1000, &failed);
     pods_set_limit(&st.pods, &k8s, POD_CORE_LIMIT, 20, &failed);
@@ -69,6 +67,50 @@ static void test_round_trip(void **state)
     assert_string_equal(text, again);
     struct pod_id odd = {.pod_name = "my pod/=%"};
     assert_non_null(pods_find(&back.pods, &odd));
+    pods_free(&st.pods);
+    pods_free(&back.pods);
+}
+
+/* Issue 27: the owner the operator named is kept, so after a restart the
+ * first uid to reconnect does not own the pod; a first join's binding is
+ * not written (it bound a pod nobody set), and a pod set with no owner
+ * binds no one after the restart either. */
+static void test_owner_survives_a_restart(void **state)
+{
+    struct node_state st = {0}, back = {0};
+    struct pod_id vip = {.pod_namespace = "prod", .pod_name = "vip"};
+    struct pod_id open = {.pod_namespace = "prod", .pod_name = "open"};
+    char text[1024], err[256];
+    struct pod *p;
+    uint32_t owner;
+    bool failed;
+
+    (void)state;
+    pods_set_limit(&st.pods, &vip, POD_PRIORITY, PRIORITY_HIGH, &failed);
+    pods_set_limit(&st.pods, &vip, POD_OWNER, 1000, &failed);
+    pods_set_limit(&st.pods, &open, POD_MEMORY_LIMIT, 1ull << 30, &failed);
+    assert_int_equal(pods_join(&st.pods, &open, 2000, &p, &owner), 0);
+    state_format(&st, text, sizeof(text));
+    assert_non_null(strstr(text, "pod prod/vip owner=1000 priority=3\n"));
+    assert_non_null(strstr(text, "pod prod/open memory-limit=1Gi\n"));
+    assert_int_equal(state_parse(text, &back, err, sizeof(err)), 0);
+    /* the squatter reconnects first: refused, and gets nothing of vip */
+    assert_int_equal(pods_join(&back.pods, &vip, 2000, &p, &owner), -1);
+    assert_int_equal(owner, 1000);
+    assert_int_equal(pods_join(&back.pods, &vip, 1000, &p, &owner), 0);
+    assert_true(pod_privileged(p, pod_member(p, 1000)));
+    assert_int_equal(pods_join(&back.pods, &open, 2000, &p, &owner), 0);
+    assert_false(p->bound);
+    assert_int_equal(pods_join(&back.pods, &open, 1000, &p, &owner), 0);
+    /* an owner alone is a setting; owner=0, an older scheduler's record of
+     * root joining first, names no one */
+    pods_free(&back.pods);
+    memset(&back, 0, sizeof(back));
+    assert_int_equal(state_parse("pod a owner=7\npod b owner=0 core-limit=5\n",
+                                 &back, err, sizeof(err)), 0);
+    struct pod_id a = {.pod_name = "a"}, b = {.pod_name = "b"};
+    assert_int_equal(pods_find(&back.pods, &a)->owner, 7);
+    assert_false(pods_find(&back.pods, &b)->bound);
     pods_free(&st.pods);
     pods_free(&back.pods);
 }
@@ -112,6 +154,7 @@ static void test_bad_lines_are_refused_with_their_number(void **state)
     expect_refused("pod a core-limit=5\npod a core-limit=6\n", "listed twice");
     expect_refused("pod a%zz core-limit=5\n", "pod: expected");
     expect_refused("pod uid:x owner=5 core-limit=5\n", "cannot read 'owner=5'");
+    expect_refused("pod a owner=4294967295\n", "cannot read 'owner=4294967295'");
     expect_refused("tq 5s 6s\n", "takes one value");
 }
 
@@ -289,6 +332,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_owner_survives_a_restart),
         cmocka_unit_test(test_pods_without_limits_are_not_written),
         cmocka_unit_test(test_bad_lines_are_refused_with_their_number),
         cmocka_unit_test(test_comments_and_blank_lines),
