@@ -1,10 +1,10 @@
 /* accounts.c - see accounts.h.
  *
- * All clients of a pod share one account (a pod set without an owner, one
- * per uid's share: pods.h), so a pod's compute limit and memory quota hold
- * however many processes it runs. Who may join a pod is
- * decided before (pods.h); here the limits combine: a tenant's declaration
- * only ever lowers what the operator allows. */
+ * All clients of a pod share one account (one per uid for a pod the
+ * operator set without naming its owner: pods.h), so a pod's compute limit
+ * and memory quota hold however many processes it runs. Who may join a pod
+ * is decided before (pods.h); here the limits combine: a tenant's
+ * declaration only ever lowers what the operator allows. */
 #include "accounts.h"
 
 #include <string.h>

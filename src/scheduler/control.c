@@ -371,7 +371,8 @@ static uint64_t pod_setting_effective(const struct account *a,
 
 /* A per-pod setting from the operator: it holds whether or not the pod is
  * connected, survives restarts, and a client's declaration can only lower
- * it. 0 removes it. */
+ * it. 0 removes it. On a plain host, the owner decides which of the pod's
+ * shares (accounts.h) get its priority and floor. */
 static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                           struct msg_ctl_reply *reply)
 {
@@ -451,14 +452,15 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
         snprintf(reply->text + n, sizeof(reply->text) - n,
                  "; its clients declared %s, which holds", value);
     }
+    bool privilege = which == POD_MIN_SHARE ||
+                     (which == POD_PRIORITY && set->value > PRIORITY_NORMAL);
     size_t n = strlen(reply->text);
-    if (record && !record->id.uid[0] && !record->owner_named &&
-        (which == POD_MIN_SHARE || (which == POD_PRIORITY && set->value > PRIORITY_NORMAL)) &&
-        set->value)
+    if (set->value && privilege && record && !record->id.uid[0] &&
+        !record->owner_named)
         snprintf(reply->text + n, sizeof(reply->text) - n,
                  "; with no owner named, only root's processes get it "
                  "(nvsharectl set owner)");
-    else if (which == POD_OWNER && set->value)
+    else if (set->value && which == POD_OWNER)
         snprintf(reply->text + n, sizeof(reply->text) - n,
                  ": other uids' processes (root's aside) are billed on their own");
     log_info("%s", reply->text);
