@@ -339,22 +339,31 @@ static void move_aside(const char *path, const char *why, struct node_state *st)
 int state_load(const char *path, struct node_state *st)
 {
     char err[320];
-    FILE *f = fopen(path, "re");
+    /* Non-blocking: a FIFO at the path must not hold the start-up. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     char *text = NULL;
     size_t size = 0;
     struct stat info;
+    FILE *f;
 
-    if (!f && errno == ENOENT)
+    if (fd < 0 && errno == ENOENT)
         return 0;
-    if (!f) {
+    if (fd < 0 || fstat(fd, &info) < 0) {
         log_error("state file %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
     /* A directory opens, then fails to read: it is no state either. */
-    if (fstat(fileno(f), &info) == 0 && !S_ISREG(info.st_mode)) {
-        fclose(f);
+    if (!S_ISREG(info.st_mode)) {
+        close(fd);
         move_aside(path, "it is not a regular file", st);
         return 0;
+    }
+    if (!(f = fdopen(fd, "r"))) {
+        log_error("state file %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
     }
     FILE *mem = open_memstream(&text, &size);
     char chunk[4096];

@@ -208,8 +208,8 @@ static void test_save_and_load(void **state)
     pods_free(&st.pods);
 }
 
-/* A directory where the file should be (issue 27): moved aside like a
- * corrupt file, not a reason to stop the scheduler. */
+/* A directory where the file should be (issue 27), or a FIFO: moved aside
+ * like a corrupt file, not a reason to stop or hold up the scheduler. */
 static void test_a_directory_is_moved_aside(void **state)
 {
     char dir[] = "/tmp/nvshare-state.XXXXXX", path[256], aside[300];
@@ -227,6 +227,12 @@ static void test_a_directory_is_moved_aside(void **state)
     assert_true(S_ISDIR(info.st_mode));
     assert_int_not_equal(stat(path, &info), 0);
     rmdir(aside);
+    /* nor a FIFO, which would block the start-up on open */
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(state_load(path, &back), 0);
+    assert_int_equal(stat(aside, &info), 0);
+    assert_true(S_ISFIFO(info.st_mode));
+    unlink(aside);
     rmdir(dir);
 }
 
