@@ -115,6 +115,8 @@ enum ctl_key {
                                 priority_class, 0 = drop the operator's */
     CTL_SET_MIN_SHARE = 8,   /* target: pod or client; value: percent of
                                 each window, 0 = none */
+    CTL_SET_OWNER = 9,       /* target: a plain host's pod; value: the uid
+                                it belongs to, 0 = none */
 };
 
 enum limit_source {

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -61,6 +62,8 @@ static const char top_help[] =
     "  set memory-limit POD SZ  limit a pod's GPU memory on each GPU, e.g. 4Gi\n"
     "  set priority POD CLASS   high, normal or low: a higher class preempts\n"
     "  set min-share POD PCT    a floor of each window under higher classes\n"
+    "  set owner POD USER       on a plain host, the user the pod belongs to:\n"
+    "                           only its processes get the pod's priority and floor\n"
     "  set mode MODE [--gpu G]  scheduling mode serial, concurrent or auto, of\n"
     "                           one GPU or (without --gpu) of every GPU\n"
     "  set switch-time D|auto   how long clients that swap keep a GPU before\n"
@@ -547,6 +550,31 @@ static int set_min_share(const struct command *cmd, const char *subject,
     return set_percent(cmd, CTL_SET_MIN_SHARE, "min share", subject, text);
 }
 
+/* A user name or uid; "none" removes the owner (0 on the wire). Root is no
+ * owner to name: its processes may join any pod already. */
+static int set_owner(const struct command *cmd, const char *subject,
+                     const char *text)
+{
+    char err[PARSE_ERR_LEN];
+    long uid = 0;
+
+    if (!strcmp(text, "none"))
+        return apply(CTL_SET_OWNER, 0, subject);
+    if (strspn(text, "0123456789") == strlen(text)) {
+        if (parse_int_range(text, 0, UINT32_MAX - 1, &uid, err))
+            return usage_error(cmd, "owner: %s (a user name, a uid or none)", err);
+    } else {
+        struct passwd *pw = getpwnam(text);
+        if (!pw)
+            return usage_error(cmd, "owner: no user '%s' on this host", text);
+        uid = (long)pw->pw_uid;
+    }
+    if (uid == 0)
+        return usage_error(cmd, "owner: root's processes may join any pod; name "
+                           "the user that runs it");
+    return apply(CTL_SET_OWNER, (uint64_t)uid, subject);
+}
+
 /* set mode MODE [--gpu INDEX|UUID]: argv[0] is "set"; --gpu was taken out
  * already (gpu is NULL without it). */
 static int set_mode(const struct command *cmd, int argc, char **argv,
@@ -605,7 +633,8 @@ static int run_set(const struct command *cmd, int argc, char **argv)
     bool memory = argc > 1 && !strcmp(argv[1], "memory-limit");
     bool priority = argc > 1 && !strcmp(argv[1], "priority");
     bool min_share = argc > 1 && !strcmp(argv[1], "min-share");
-    bool per_pod = core || memory || priority || min_share;
+    bool owner = argc > 1 && !strcmp(argv[1], "owner");
+    bool per_pod = core || memory || priority || min_share || owner;
 
     if (gpu && !mode) {
         for (int i = 1; i < argc; i++)
@@ -630,6 +659,8 @@ static int run_set(const struct command *cmd, int argc, char **argv)
         return set_priority(cmd, argv[2], argv[3]);
     if (min_share)
         return set_min_share(cmd, argv[2], argv[3]);
+    if (owner)
+        return set_owner(cmd, argv[2], argv[3]);
     if (!strcmp(argv[1], "tq")) {
         /* 0 asks for auto, which no duration can mean: parse_duration_ns
          * refuses 0. */
@@ -642,7 +673,8 @@ static int run_set(const struct command *cmd, int argc, char **argv)
     if (!strcmp(argv[1], "anti-thrash"))
         return set_anti_thrash(cmd, argv[2]);
     return usage_error(cmd, "unknown setting '%s' (tq, anti-thrash, core-limit, "
-                       "memory-limit, priority, min-share, mode or switch-time)",
+                       "memory-limit, priority, min-share, owner, mode or "
+                       "switch-time)",
                        argv[1]);
 }
 
@@ -698,6 +730,7 @@ static const struct command commands[] = {
      "       nvsharectl set memory-limit <pod|namespace/pod|client-id> <size|none>\n"
      "       nvsharectl set priority <pod|namespace/pod|client-id> <high|normal|low|1-9|none>\n"
      "       nvsharectl set min-share <pod|namespace/pod|client-id> <1-100|none>\n"
+     "       nvsharectl set owner <pod|namespace/pod> <user|uid|none>\n"
      "       nvsharectl set mode serial|concurrent|auto [--gpu INDEX|UUID]\n"
      "       nvsharectl set switch-time <duration>|auto",
      "Changes a setting of the running scheduler and prints its answer.\n"
@@ -727,6 +760,13 @@ static const struct command commands[] = {
      "  min-share POD PCT    a floor: the pod gets PCT % of each accounting\n"
      "                       window even while higher classes want the GPU\n"
      "                       (its core limit still caps it); 'none' removes it\n"
+     "  owner POD USER       on a plain host, the user (name or uid) the pod\n"
+     "                       belongs to: only its processes (and root's) join\n"
+     "                       it; others are billed on their own. Without an\n"
+     "                       owner, a pod with settings binds no one: each\n"
+     "                       user's processes of it are held to its limits\n"
+     "                       apart, and only root's get a priority above normal\n"
+     "                       or the floor. Kept across restarts; 'none' removes it\n"
      "  mode MODE            how clients share a GPU: serial (one at a time),\n"
      "                       concurrent (all whose memory fits run at once) or\n"
      "                       auto (light clients that fit run together, heavy\n"

@@ -1,9 +1,10 @@
 /* accounts.c - see accounts.h.
  *
- * All clients of a pod share one account, so a pod's compute limit and
- * memory quota hold however many processes it runs. Who may join a pod is
- * decided before (pods.h); here the limits combine: a tenant's declaration
- * only ever lowers what the operator allows. */
+ * All clients of a pod share one account (one per uid for a pod the
+ * operator set without naming its owner: pods.h), so a pod's compute limit
+ * and memory quota hold however many processes it runs. Who may join a pod
+ * is decided before (pods.h); here the limits combine: a tenant's
+ * declaration only ever lowers what the operator allows. */
 #include "accounts.h"
 
 #include <string.h>
@@ -62,22 +63,27 @@ unsigned priority_effective(const struct limit_setting *l, uint8_t *source)
     return (unsigned)authority;
 }
 
-/* The record's sources into the account's settings (declared untouched). */
+/* The record's sources into the account's settings (declared untouched).
+ * A share without the pod's privileges is held to its limits and to a
+ * priority no higher than normal, without the floor. */
 static void take_sources(struct account *a, const struct pod *record)
 {
     static const struct pod none;
+    bool privileged;
 
     if (!record)
         record = &none;
+    privileged = pod_privileged(record, a->member);
     a->core.runtime = record->core_limit;
     a->core.annotation = record->annotation_core;
     a->core.request = 0;
     a->memory.runtime = record->memory_limit;
     a->memory.annotation = record->annotation_memory;
     a->memory.request = record->memory_request;
-    a->priority.runtime = record->priority;
+    a->priority.runtime = privileged || record->priority < PRIORITY_NORMAL
+                              ? record->priority : PRIORITY_NORMAL;
     a->priority.annotation = record->annotation_priority;
-    a->min_share = record->min_share;
+    a->min_share = privileged ? record->min_share : 0;
 }
 
 /* Lowers a declared limit: a tenant cannot raise one that another of the
@@ -100,11 +106,22 @@ int account_of_pod(const struct account *accounts, int n_accounts,
     return -1;
 }
 
+static int account_of_share(const struct account *accounts, int n_accounts,
+                            const struct account_claim *claim)
+{
+    if (pod_id_empty(&claim->pod))
+        return -1;
+    for (int i = 0; i < n_accounts; i++)
+        if (accounts[i].refs && accounts[i].member == claim->member &&
+            !pod_id_empty(&accounts[i].pod) && pod_id_equal(&accounts[i].pod, &claim->pod))
+            return i;
+    return -1;
+}
+
 int account_attach(struct account *accounts, int n_accounts,
                    const struct account_claim *claim, struct account_actions *out)
 {
-    int i = pod_id_empty(&claim->pod) ? -1
-                                      : account_of_pod(accounts, n_accounts, &claim->pod);
+    int i = account_of_share(accounts, n_accounts, claim);
 
     if (i >= 0) {
         struct account *a = &accounts[i];
@@ -125,6 +142,7 @@ int account_attach(struct account *accounts, int n_accounts,
     memset(a, 0, sizeof(*a));
     a->refs = 1;
     a->pod = claim->pod;
+    a->member = claim->member;
     a->core.declared = claim->core_declared;
     a->memory.declared = claim->memory_declared;
     a->priority.declared = claim->priority_declared;
@@ -152,6 +170,7 @@ void account_set_runtime(struct account *accounts, int account,
     case POD_MEMORY_LIMIT: a->memory.runtime = value; break;
     case POD_PRIORITY: a->priority.runtime = value; break;
     case POD_MIN_SHARE: a->min_share = value; break;
+    case POD_OWNER: break;
     }
     emit(out, ACCOUNT_LIMITS, accounts, account);
 }

@@ -25,12 +25,15 @@ struct limit_setting {
     uint64_t request;    /* the nvshare.com/gpu-memory request */
 };
 
-/* What a pod is billed and limited as. Clients without a pod are an
- * account each. Indexes are the policy's and the quota's account numbers;
- * there are as many accounts as client slots, so attaching always finds one. */
+/* What a pod is billed and limited as: one account per share of it
+ * (pods.h: pod_member), which is the whole pod unless the operator set it
+ * and named no owner. Clients without a pod are an account each. Indexes
+ * are the policy's and the quota's account numbers; there are as many
+ * accounts as client slots, so attaching always finds one. */
 struct account {
     int refs; /* registered clients; 0 = free */
     struct pod_id pod; /* empty: a client on its own */
+    uint32_t member;   /* with a pod: whose share of it (pod_member) */
     struct limit_setting core;   /* percent */
     struct limit_setting memory; /* bytes per GPU */
     struct limit_setting priority; /* enum priority_class (no request) */
@@ -40,6 +43,7 @@ struct account {
 /* What a registering client is billed as and limited to. */
 struct account_claim {
     struct pod_id pod;         /* empty: bill it on its own */
+    uint32_t member;           /* with a pod: pod_member of the client */
     uint64_t core_declared;    /* percent; 0 = none (or not honoured) */
     uint64_t memory_declared;  /* bytes; 0 = none (or not honoured) */
     uint64_t priority_declared; /* enum priority_class; 0 = none */
@@ -65,14 +69,16 @@ struct account_actions {
     struct account_action list[2]; /* the most one call emits */
 };
 
-/* A client registered: returns its account (the pod's, or a new one). A
- * declaration lower than the pod's declared limit lowers it for the pod.
+/* A client registered: returns its account (its share of the pod, or a
+ * new one). A declaration lower than the share's declared limit lowers it
+ * for the share.
  * n_accounts is the table's size: it holds one more than the registered
  * clients, so attaching always finds one. */
 int account_attach(struct account *accounts, int n_accounts,
                    const struct account_claim *claim, struct account_actions *out);
 
-/* The pod's account, or -1 when none of its clients is registered. */
+/* The pod's first account (a Kubernetes pod has one), or -1 when none of
+ * its clients is registered. */
 int account_of_pod(const struct account *accounts, int n_accounts,
                    const struct pod_id *pod);
 
@@ -80,15 +86,17 @@ int account_of_pod(const struct account *accounts, int n_accounts,
 void account_detach(struct account *accounts, int account,
                     struct account_actions *out);
 
-/* Sets one of the account's operator settings (pods.h); 0 removes it,
- * leaving the declared one. */
+/* Sets one of the operator settings of a client on its own (pods.h); 0
+ * removes it, leaving the declared one. A pod's come from its record:
+ * account_set_pod. */
 void account_set_runtime(struct account *accounts, int account,
                          enum pod_setting which, uint64_t value,
                          struct account_actions *out);
 
-/* The pod's record changed (the pod watcher's facts, a deleted pod): its
- * operator's, annotation and request limits become the account's; record
- * NULL clears them. */
+/* The pod's record changed (the operator's settings, the pod watcher's
+ * facts, a deleted pod): its operator's, annotation and request limits
+ * become the account's, its privileges if the share has them
+ * (pod_privileged); record NULL clears them. */
 void account_set_pod(struct account *accounts, int account,
                      const struct pod *record, struct account_actions *out);
 

@@ -495,6 +495,7 @@ static void claim_of(struct scheduler *s, struct client *c,
         return;
     }
     claim->pod = pod->id; /* with its name, if the pod watcher told it */
+    claim->member = pod_member(pod, (uint32_t)c->uid);
     claim->record = pod;
 }
 

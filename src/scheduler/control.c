@@ -341,6 +341,8 @@ static const struct {
     {CTL_SET_PRIORITY, POD_PRIORITY, "priority", PRIORITY_HIGHEST,
      "high, normal, low or 1-9"},
     {CTL_SET_MIN_SHARE, POD_MIN_SHARE, "min share", 100, "1-100 %"},
+    {CTL_SET_OWNER, POD_OWNER, "owner", UINT32_MAX - 1,
+     "a uid other than root's (root's processes may join any pod)"},
 };
 
 /* The value of a per-pod setting as people read it. */
@@ -350,6 +352,7 @@ static void format_pod_setting(enum pod_setting which, uint64_t value,
     switch (which) {
     case POD_MEMORY_LIMIT: format_size(value, buf, len); break;
     case POD_PRIORITY: format_priority((unsigned)value, buf, len); break;
+    case POD_OWNER: snprintf(buf, len, "uid %u", (unsigned)value); break;
     default: snprintf(buf, len, "%u%%", (unsigned)value); break;
     }
 }
@@ -363,6 +366,7 @@ static uint64_t pod_setting_effective(const struct account *a,
     case POD_MEMORY_LIMIT: return limit_effective(&a->memory, source);
     case POD_PRIORITY: return priority_effective(&a->priority, source);
     case POD_MIN_SHARE: break;
+    case POD_OWNER: *source = LIMIT_NONE; return 0;
     }
     *source = a->min_share ? LIMIT_RUNTIME : LIMIT_NONE;
     return a->min_share;
@@ -370,12 +374,14 @@ static uint64_t pod_setting_effective(const struct account *a,
 
 /* A per-pod setting from the operator: it holds whether or not the pod is
  * connected, survives restarts, and a client's declaration can only lower
- * it. 0 removes it. */
+ * it. 0 removes it. On a plain host, the owner decides which of the pod's
+ * shares (accounts.h) get its priority and floor. */
 static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                           struct msg_ctl_reply *reply)
 {
     bool failed = false;
     char value[32], name[2 * PROTO_NAME_MAX + 8];
+    const struct pod *record = NULL;
     struct pod_id id;
     uint8_t source = LIMIT_NONE;
     uint64_t limit = set->value;
@@ -398,8 +404,15 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                  "%s must be %s (or 0 to remove it)", what, pod_settings[k].range);
         return;
     }
+    if (which == POD_OWNER && (pod_id_empty(&id) || id.uid[0])) {
+        reply->status = EINVAL;
+        snprintf(reply->text, sizeof(reply->text), "%.200s has no owner to name: "
+                 "%s", set->target, id.uid[0] ? "a Kubernetes pod is its cgroup's"
+                                              : "the client is in no pod");
+        return;
+    }
     if (!pod_id_empty(&id)) {
-        pods_set_limit(&s->state.pods, &id, which, set->value, &failed);
+        record = pods_set_limit(&s->state.pods, &id, which, set->value, &failed);
         if (failed) {
             reply->status = ENOMEM;
             snprintf(reply->text, sizeof(reply->text), "out of memory");
@@ -409,8 +422,19 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
     }
     if (account >= 0) {
         struct account_actions out = {0};
-        account_set_runtime(s->accounts, account, which, set->value, &out);
-        clients_apply_accounts(s, &out);
+        if (pod_id_empty(&id)) {
+            account_set_runtime(s->accounts, account, which, set->value, &out);
+            clients_apply_accounts(s, &out);
+        }
+        /* Every share of the pod (accounts.h), by the record: which of
+         * them get its privileges depends on its owner. */
+        for (int i = 0; !pod_id_empty(&id) && i < s->table_size; i++) {
+            if (!s->accounts[i].refs || !pod_id_equal(&s->accounts[i].pod, &id))
+                continue;
+            out.n = 0;
+            account_set_pod(s->accounts, i, record, &out);
+            clients_apply_accounts(s, &out);
+        }
         limit = pod_setting_effective(&s->accounts[account], which, &source);
     }
     if (pod_id_empty(&id))
@@ -431,6 +455,17 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
         snprintf(reply->text + n, sizeof(reply->text) - n,
                  "; its clients declared %s, which holds", value);
     }
+    bool privilege = which == POD_MIN_SHARE ||
+                     (which == POD_PRIORITY && set->value > PRIORITY_NORMAL);
+    size_t n = strlen(reply->text);
+    if (set->value && privilege && record && !record->id.uid[0] &&
+        !record->owner_named)
+        snprintf(reply->text + n, sizeof(reply->text) - n,
+                 "; with no owner named, only root's processes get it "
+                 "(nvsharectl set owner)");
+    else if (set->value && which == POD_OWNER)
+        snprintf(reply->text + n, sizeof(reply->text) - n,
+                 ": other uids' processes (root's aside) are billed on their own");
     log_info("%s", reply->text);
 }
 
@@ -526,6 +561,7 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
     case CTL_SET_MEMORY_LIMIT:
     case CTL_SET_PRIORITY:
     case CTL_SET_MIN_SHARE:
+    case CTL_SET_OWNER:
         set_pod_limit(s, set, reply);
         return;
     case CTL_SET_MODE:

@@ -237,10 +237,11 @@ struct pod_series {
     char labels[3 * PROTO_NAME_MAX + 128];
 };
 
-/* The labels of a pod on gpu, into p->labels. */
-static void pod_labels(const struct scheduler *s, const struct pod_id *id,
+/* The labels of a pod's account on gpu, into p->labels. */
+static void pod_labels(const struct scheduler *s, const struct account *a,
                        int gpu, struct pod_series *p)
 {
+    const struct pod_id *id = &a->pod;
     struct text t = {0};
 
     put_label(&t, "namespace", id->pod_namespace, true);
@@ -251,6 +252,12 @@ static void pod_labels(const struct scheduler *s, const struct pod_id *id,
     put(&t, ",index=\"");
     put_u64(&t, (uint64_t)gpu);
     put(&t, "\"");
+    /* A plain host's pod set without an owner has a share per uid. */
+    if (!id->uid[0]) {
+        put(&t, ",uid=\"");
+        put_u64(&t, a->member);
+        put(&t, "\"");
+    }
     /* Escaping at most doubles names that fit the protocol's fields. */
     snprintf(p->labels, sizeof(p->labels), "%.*s", t.failed ? 0 : (int)t.len,
              t.failed ? "" : t.buf);
@@ -294,7 +301,7 @@ static struct pod_series *pod_series_list(const struct scheduler *s,
             p->gpu = g;
             policy_view_account(s->policy, g, c->account, now, &p->stats);
             p->budget_ns = policy_budget_ns(s->policy, g, c->account);
-            pod_labels(s, &s->accounts[c->account].pod, g, p);
+            pod_labels(s, &s->accounts[c->account], g, p);
         }
     }
     free(seen);

@@ -31,15 +31,68 @@ void pod_id_format(const struct pod_id *id, char *buf, size_t len)
 
 bool pod_configured(const struct pod *p)
 {
-    return p->core_limit || p->memory_limit || p->priority || p->min_share;
+    return p->core_limit || p->memory_limit || p->priority || p->min_share ||
+           p->owner_named;
+}
+
+/* FNV-1a over what pod_id_equal compares: the UID of a Kubernetes pod,
+ * else the namespace and name. */
+static size_t id_hash(const struct pod_id *id)
+{
+    uint64_t h = 14695981039346656037ull;
+    const char *parts[2] = {id->uid, NULL};
+
+    if (!id->uid[0]) {
+        parts[0] = id->pod_namespace;
+        parts[1] = id->pod_name;
+    }
+    for (int i = 0; i < 2 && parts[i]; i++)
+        for (const unsigned char *c = (const unsigned char *)parts[i];; c++) {
+            h = (h ^ *c) * 1099511628211ull;
+            if (!*c)
+                break;
+        }
+    return (size_t)h;
+}
+
+/* The index slot that holds id, or the empty one where it would go. */
+static size_t slot_of(const struct pod_table *t, const struct pod_id *id)
+{
+    size_t mask = t->index_cap - 1, s = id_hash(id) & mask;
+
+    while (t->index[s] && !pod_id_equal(&t->list[t->index[s] - 1].id, id))
+        s = (s + 1) & mask;
+    return s;
+}
+
+/* Makes the index room for one more pod; false when out of memory. */
+static bool index_reserve(struct pod_table *t)
+{
+    size_t cap = t->index_cap ? t->index_cap : 32;
+
+    while (cap < 2 * (t->n + 1))
+        cap *= 2;
+    if (cap == t->index_cap)
+        return true;
+    size_t *index = calloc(cap, sizeof(*index));
+    if (!index)
+        return false;
+    free(t->index);
+    t->index = index;
+    t->index_cap = cap;
+    for (size_t i = 0; i < t->n; i++)
+        t->index[slot_of(t, &t->list[i].id)] = i + 1;
+    return true;
 }
 
 struct pod *pods_find(struct pod_table *t, const struct pod_id *id)
 {
-    for (size_t i = 0; i < t->n; i++)
-        if (pod_id_equal(&t->list[i].id, id))
-            return &t->list[i];
-    return NULL;
+    size_t s;
+
+    if (!t->index_cap)
+        return NULL;
+    s = slot_of(t, id);
+    return t->index[s] ? &t->list[t->index[s] - 1] : NULL;
 }
 
 struct pod *pods_get(struct pod_table *t, const struct pod_id *id)
@@ -48,6 +101,8 @@ struct pod *pods_get(struct pod_table *t, const struct pod_id *id)
 
     if (p)
         return p;
+    if (!index_reserve(t))
+        return NULL;
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 16;
         struct pod *list = realloc(t->list, cap * sizeof(*list));
@@ -56,18 +111,43 @@ struct pod *pods_get(struct pod_table *t, const struct pod_id *id)
         t->list = list;
         t->cap = cap;
     }
-    p = &t->list[t->n++];
+    p = &t->list[t->n];
     memset(p, 0, sizeof(*p));
     p->id = *id;
+    t->index[slot_of(t, id)] = ++t->n;
     return p;
 }
 
-/* Forgets p if nothing holds it: no client, no limit, not listed. */
+/* Empties slot s, moving back the entries after it that the hole would
+ * hide (linear probing's deletion, without tombstones). */
+static void index_remove(struct pod_table *t, size_t s)
+{
+    size_t mask = t->index_cap - 1;
+
+    for (size_t k = (s + 1) & mask; t->index[k]; k = (k + 1) & mask) {
+        size_t home = id_hash(&t->list[t->index[k] - 1].id) & mask;
+        /* The entry at k may fill the hole unless its home is in (s, k]. */
+        if (((k - home) & mask) >= ((k - s) & mask)) {
+            t->index[s] = t->index[k];
+            s = k;
+        }
+    }
+    t->index[s] = 0;
+}
+
+/* Forgets p if nothing holds it: no client, no limit, not listed. The last
+ * record takes its place. */
 static bool forget_if_unused(struct pod_table *t, struct pod *p)
 {
+    size_t at = (size_t)(p - t->list);
+
     if (p->clients > 0 || pod_configured(p) || p->listed)
         return false;
-    *p = t->list[--t->n];
+    index_remove(t, slot_of(t, &p->id));
+    if (at != --t->n) {
+        t->index[slot_of(t, &t->list[t->n].id)] = at + 1;
+        *p = t->list[t->n];
+    }
     return true;
 }
 
@@ -80,10 +160,10 @@ int pods_join(struct pod_table *t, const struct pod_id *id, uint32_t uid,
     if (!p)
         return -1;
     if (!id->uid[0]) {
-        if (!p->bound) {
+        if (!p->bound && !pod_configured(p)) {
             p->bound = true;
             p->owner = uid;
-        } else if (p->owner != uid && uid != 0) {
+        } else if (p->bound && p->owner != uid && uid != 0) {
             *owner = p->owner;
             return -1;
         }
@@ -91,6 +171,18 @@ int pods_join(struct pod_table *t, const struct pod_id *id, uint32_t uid,
     p->clients++;
     *out = p;
     return 0;
+}
+
+uint32_t pod_member(const struct pod *p, uint32_t uid)
+{
+    if (p->id.uid[0])
+        return 0;
+    return p->bound ? p->owner : uid;
+}
+
+bool pod_privileged(const struct pod *p, uint32_t member)
+{
+    return p->id.uid[0] || member == 0 || (p->owner_named && p->owner == member);
 }
 
 void pods_leave(struct pod_table *t, const struct pod_id *id)
@@ -117,7 +209,15 @@ struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
     case POD_MEMORY_LIMIT: p->memory_limit = value; break;
     case POD_PRIORITY: p->priority = value; break;
     case POD_MIN_SHARE: p->min_share = value; break;
+    case POD_OWNER:
+        p->bound = p->owner_named = value != 0;
+        p->owner = (uint32_t)value;
+        break;
     }
+    /* Whoever declared the pod first may not be who it was set for: a
+     * first join's binding ends with the operator's first setting. */
+    if (pod_configured(p) && !p->owner_named)
+        p->bound = false;
     return forget_if_unused(t, p) ? NULL : p;
 }
 
@@ -190,5 +290,6 @@ bool pod_gone_after_relist(const struct pod *p)
 void pods_free(struct pod_table *t)
 {
     free(t->list);
+    free(t->index);
     *t = (struct pod_table){0};
 }

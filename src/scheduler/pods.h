@@ -4,9 +4,16 @@
  * by the operator, never by a tenant alone:
  *   - on a Kubernetes node, by the pod UID in the client's cgroup
  *     (identity.h); its namespace and name come from the control plane;
- *   - on a plain host, by the namespace/name a client declares, bound to
- *     the uid that first declared it: a client of another uid (root
- *     aside) cannot join, use or change that pod.
+ *   - on a plain host, by the namespace/name a client declares. Its owner
+ *     is the uid the operator named (nvsharectl set owner); a pod the
+ *     operator set nothing for is bound to the uid that first declared it.
+ *     A client of another uid (root aside) cannot join, use or change a
+ *     pod that has an owner. A pod with the operator's settings and no
+ *     owner named binds no one: each uid that declares it is a share of
+ *     its own, held to the pod's limits (they only restrict), and only
+ *     root's share gets its privileges (a priority above normal, the
+ *     floor), so that whoever declares it first takes nothing from the
+ *     processes it was set for.
  * Limits and the priority class here come from the operator (nvsharectl)
  * and, on a Kubernetes node, from the API server through the pod watcher
  * (its annotations and gpu-memory request); the floor (min share) from the
@@ -33,6 +40,7 @@ struct pod_id {
 struct pod {
     struct pod_id id;
     bool bound;         /* plain host: owner is set */
+    bool owner_named;   /* by the operator, not by a first join */
     uint32_t owner;     /* the uid allowed to join (root always may) */
     uint64_t core_limit;   /* the operator's, percent; 0 = none */
     uint64_t memory_limit; /* the operator's, bytes per GPU; 0 = none */
@@ -54,11 +62,17 @@ enum pod_setting {
     POD_MEMORY_LIMIT,
     POD_PRIORITY,
     POD_MIN_SHARE,
+    POD_OWNER, /* a plain host's pod: the uid it belongs to */
 };
 
 struct pod_table {
     struct pod *list;
     size_t n, cap;
+    /* Open addressing over the ids (a node may hold 100,000 pods): a
+     * slot holds a position in list + 1, 0 when empty; a power of two, at
+     * least twice n. */
+    size_t *index;
+    size_t index_cap;
 };
 
 /* Whether id names a pod at all (a client that declares none is billed on
@@ -73,19 +87,31 @@ struct pod *pods_find(struct pod_table *t, const struct pod_id *id);
  * out of memory. */
 struct pod *pods_get(struct pod_table *t, const struct pod_id *id);
 
-/* A client of uid registers for pod id: 0 and its record (the pod is bound
- * to uid if it was not bound yet), or -1 if the pod is bound to another
- * uid (*owner says which) or memory ran out (*owner = uid). Kubernetes pods
- * (a uid from the cgroup) are never bound: the kernel names them. */
+/* A client of uid registers for pod id: 0 and its record (a pod without
+ * the operator's settings is bound to uid if it was not bound yet), or -1
+ * if the pod is bound to another uid (*owner says which) or memory ran out
+ * (*owner = uid). Kubernetes pods (a uid from the cgroup) are never bound:
+ * the kernel names them. */
 int pods_join(struct pod_table *t, const struct pod_id *id, uint32_t uid,
               struct pod **out, uint32_t *owner);
+
+/* Whose share of pod p a client of uid is billed with (accounts.h): the
+ * owner's with a bound pod, else its own uid's; 0 for a Kubernetes pod,
+ * which is one share whoever runs in it. */
+uint32_t pod_member(const struct pod *p, uint32_t uid);
+
+/* Whether the share of member (pod_member) gets the pod's privileges: a
+ * priority above normal and the floor. Limits hold for every share. */
+bool pod_privileged(const struct pod *p, uint32_t member);
 
 /* A client of the pod left: a record with no clients and no limit is
  * forgotten, binding included, since nothing persists it. */
 void pods_leave(struct pod_table *t, const struct pod_id *id);
 
 /* Sets one of the operator's settings (core limit in percent, memory limit
- * in bytes, priority class, floor in percent), 0 removing it; a record left with no clients and no limit is forgotten. Returns the
+ * in bytes, priority class, floor in percent, owner uid), 0 removing it; a
+ * record left with no clients and no setting is forgotten, and one given
+ * its first setting drops a binding made by a first join. Returns the
  * record, or NULL when it is forgotten or memory ran out (*failed). */
 struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
                            enum pod_setting which, uint64_t value,

@@ -44,8 +44,19 @@ static bool plain(unsigned char c)
 
 static void put_name(struct out *o, const char *name)
 {
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        put(o, plain(*p) ? "%c" : "%%%02X", *p);
+    const unsigned char *p = (const unsigned char *)name;
+
+    /* A run of plain characters at a time: a node may have 100,000 pods. */
+    while (*p) {
+        int run = 0;
+        while (plain(p[run]))
+            run++;
+        if (run)
+            put(o, "%.*s", run, p);
+        else
+            put(o, "%%%02X", *p);
+        p += run ? run : 1;
+    }
 }
 
 static int get_name(const char *text, size_t n, char *out, size_t size)
@@ -121,7 +132,7 @@ size_t state_format(const struct node_state *st, char *buf, size_t len)
             }
             put_name(&o, p->id.pod_name);
         }
-        if (p->bound)
+        if (p->owner_named)
             put(&o, " owner=%u", p->owner);
         if (p->core_limit)
             put(&o, " core-limit=%llu", (unsigned long long)p->core_limit);
@@ -221,7 +232,8 @@ static int parse_pod_id(const char *text, struct pod_id *id)
            get_name(slash + 1, strlen(slash + 1), id->pod_name, sizeof(id->pod_name));
 }
 
-/* "pod <id> [owner=<uid>] [core-limit=<1-100>] [memory-limit=<size>]" */
+/* "pod <id> [owner=<uid>] [core-limit=<1-100>] [memory-limit=<size>]
+ *  [priority=<1-9>] [min-share=<1-100>]" */
 static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
 {
     char *word = strtok(args, " \t");
@@ -244,8 +256,10 @@ static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
     }
     while ((word = strtok(NULL, " \t"))) {
         if (!strncmp(word, "owner=", 6) && !id.uid[0] &&
-            !parse_int_range(word + 6, 0, UINT32_MAX, &number, why)) {
-            p->bound = true;
+            !parse_int_range(word + 6, 0, UINT32_MAX - 1, &number, why)) {
+            /* owner=0 is an older scheduler's record of root joining
+             * first: root needs no naming. */
+            p->bound = p->owner_named = number != 0;
             p->owner = (uint32_t)number;
         } else if (!strncmp(word, "core-limit=", 11) &&
                    !parse_int_range(word + 11, 1, 100, &number, why)) {
@@ -304,17 +318,51 @@ int state_parse(const char *text, struct node_state *st, char *err, size_t len)
     return rc;
 }
 
+/* A state that cannot be used: path goes aside (path.corrupt, kept for the
+ * operator) and st is emptied, so the scheduler starts with defaults. */
+static void move_aside(const char *path, const char *why, struct node_state *st)
+{
+    char aside[4096 + 16];
+
+    pods_free(&st->pods);
+    memset(st, 0, sizeof(*st));
+    snprintf(aside, sizeof(aside), "%s.corrupt", path);
+    if (rename(path, aside) == 0)
+        log_error("state file %s is corrupt (%s): moved to %s; starting with the "
+                  "environment's settings and no pod limits", path, why, aside);
+    else
+        log_error("state file %s is corrupt (%s) and cannot be moved aside (%s); "
+                  "starting with the environment's settings and no pod limits",
+                  path, why, strerror(errno));
+}
+
 int state_load(const char *path, struct node_state *st)
 {
-    char err[320], aside[4096 + 16];
-    FILE *f = fopen(path, "re");
+    char err[320];
+    /* Non-blocking: a FIFO at the path must not hold the start-up. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     char *text = NULL;
     size_t size = 0;
+    struct stat info;
+    FILE *f;
 
-    if (!f && errno == ENOENT)
+    if (fd < 0 && errno == ENOENT)
         return 0;
-    if (!f) {
+    if (fd < 0 || fstat(fd, &info) < 0) {
         log_error("state file %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    /* A directory opens, then fails to read: it is no state either. */
+    if (!S_ISREG(info.st_mode)) {
+        close(fd);
+        move_aside(path, "it is not a regular file", st);
+        return 0;
+    }
+    if (!(f = fdopen(fd, "r"))) {
+        log_error("state file %s: %s", path, strerror(errno));
+        close(fd);
         return -1;
     }
     FILE *mem = open_memstream(&text, &size);
@@ -336,16 +384,7 @@ int state_load(const char *path, struct node_state *st)
     if (strlen(text) != size)
         snprintf(err, sizeof(err), "it contains a NUL byte");
     free(text);
-    pods_free(&st->pods);
-    memset(st, 0, sizeof(*st));
-    snprintf(aside, sizeof(aside), "%s.corrupt", path);
-    if (rename(path, aside) == 0)
-        log_error("state file %s is corrupt (%s): moved to %s; starting with the "
-                  "environment's settings and no pod limits", path, err, aside);
-    else
-        log_error("state file %s is corrupt (%s) and cannot be moved aside (%s); "
-                  "starting with the environment's settings and no pod limits",
-                  path, err, strerror(errno));
+    move_aside(path, err, st);
     return 0;
 }
 
@@ -377,7 +416,11 @@ int state_save(const char *path, const struct node_state *st)
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     if (make_parent(path) < 0)
         goto out;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* Only a file made here is written: whatever is at the name (a crash's
+     * leftover, or a symlink planted to have it written through) goes. */
+    if (unlink(tmp) < 0 && errno != ENOENT)
+        goto out;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         goto out;
     for (size_t done = 0, len = strlen(text); done < len;) {

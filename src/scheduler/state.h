@@ -1,7 +1,7 @@
 /* state.h - what the operator set at run time, kept across restarts.
  *
  * Every `nvsharectl set` (time quantum, anti-thrashing, mode, switch time,
- * a pod's core or memory limit, priority or min share, for pods not
+ * a pod's core or memory limit, priority, min share or owner, for pods not
  * connected yet too) changes the
  * node state, and the scheduler rewrites NVSHARE_STATE_FILE at once, like
  * redis's CONFIG REWRITE: a temporary file, fsync, rename. It is read back
@@ -15,6 +15,7 @@
  *   mode serial                     every GPU
  *   mode auto GPU-1b2c...           one GPU, after the line for all
  *   pod team-a/trainer owner=1000 core-limit=30 memory-limit=8Gi
+ *                                   owner: the uid the operator named
  *   pod uid:6f1e... core-limit=20   a Kubernetes pod, by UID
  *   pod batch/train priority=1 min-share=10   a class and a floor
  *
@@ -61,13 +62,15 @@ int state_parse(const char *text, struct node_state *st, char *err, size_t len);
 void state_set_mode(struct node_state *st, const char *uuid, uint8_t mode);
 
 /* Reads path into st (empty). A missing file is an empty state. A file that
- * does not parse is renamed to path.corrupt (one error line says why and
- * where it went) and st stays empty: the scheduler starts with defaults.
- * Returns -1 only when the file exists and cannot be read at all. */
+ * does not parse, or something else than a file (a directory), is renamed
+ * to path.corrupt (one error line says why and where it went) and st stays
+ * empty: the scheduler starts with defaults. Returns -1 only when the file
+ * exists and cannot be read at all. */
 int state_load(const char *path, struct node_state *st);
 
-/* Writes st to path atomically (path.tmp, fsync, rename, fsync of the
- * directory), creating the directory. 0, or -1 with one error line. */
+/* Writes st to path atomically (path.tmp, made anew rather than written
+ * through whatever is at that name; fsync, rename, fsync of the directory),
+ * creating the directory. 0, or -1 with one error line. */
 int state_save(const char *path, const struct node_state *st);
 
 #endif

@@ -435,6 +435,36 @@ ctl set min-share ml/batch none
 ctl set priority ml/batch none
 pass "set priority and min-share, before the pod connects; bad values refused"
 
+# ---- set owner ------------------------------------------------------------------
+ctl set priority ml/vip high
+out_has "priority of ml/vip set to high (not connected); with no owner named, only root's processes get it (nvsharectl set owner)"
+ctl set owner ml/vip 4242
+expect_rc 0 "set owner 4242"
+out_has "owner of ml/vip set to uid 4242 (not connected): other uids' processes (root's aside) are billed on their own"
+ctl status --json
+python3 - "$WORK/out" <<'PY' || fail "the owner in status --json"
+import json, sys
+pods = {p["pod"]: p for p in json.load(open(sys.argv[1]))["pods"]}
+assert pods["vip"]["owner_uid"] == 4242, pods
+PY
+if getent passwd nobody >/dev/null; then
+    ctl set owner ml/vip nobody
+    out_has "owner of ml/vip set to uid $(id -u nobody)"
+fi
+ctl set owner ml/vip root
+expect_rc 2 "set owner root"
+err_has "owner: root's processes may join any pod; name the user that runs it"
+ctl set owner ml/vip no-such-user-27
+expect_rc 2 "set owner of an unknown user"
+err_has "owner: no user 'no-such-user-27' on this host"
+ctl set owner uid:6f1e2d3c 1000
+expect_rc 1 "set owner of a Kubernetes pod"
+err_has "uid:6f1e2d3c has no owner to name: a Kubernetes pod is its cgroup's"
+ctl set owner ml/vip none
+out_has "owner of ml/vip removed"
+ctl set priority ml/vip none
+pass "set owner by name or uid; root, unknown users and Kubernetes pods refused"
+
 # ---- watch --------------------------------------------------------------------
 ctl watch --interval 100ms --count 3
 expect_rc 0 "watch --count 3"

@@ -5,8 +5,8 @@
 # kill -9 of the scheduler, a new scheduler reads the state file before
 # its first client; when the clients re-register, status shows the same
 # settings and limits as before, and the limit is enforced again. A
-# corrupt state file is moved aside with one error, and the scheduler
-# starts with defaults.
+# corrupt state file, or a directory in its place, is moved aside with one
+# error, and the scheduler starts with defaults.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 CTL_BIN=$3
 ctl() { "$CTL_BIN" "$@"; }
@@ -23,10 +23,11 @@ ctl set core-limit later/pod 40 >/dev/null
 ctl set priority team/job low >/dev/null
 ctl set min-share team/job 10 >/dev/null
 ctl set priority later/service high >/dev/null
+ctl set owner later/service 4242 >/dev/null
 grep -q "^pod team/job core-limit=30 memory-limit=1Gi priority=1 min-share=10$" "$NVSHARE_STATE_FILE" ||
     fail "the state file does not hold the pod's settings: $(cat "$NVSHARE_STATE_FILE")"
-grep -q "^pod later/service priority=3$" "$NVSHARE_STATE_FILE" ||
-    fail "the state file does not hold a priority alone: $(cat "$NVSHARE_STATE_FILE")"
+grep -q "^pod later/service owner=4242 priority=3$" "$NVSHARE_STATE_FILE" ||
+    fail "the state file does not hold a priority and an owner: $(cat "$NVSHARE_STATE_FILE")"
 
 until=$(( $(now_ns) + 12000000000 ))
 NVSHARE_POD_NAMESPACE=team NVSHARE_POD_NAME=job \
@@ -91,3 +92,16 @@ start_scheduler NVSHARE_GPUS=$GPUS
 test -f "$NVSHARE_STATE_FILE.corrupt" || fail "the corrupt file was not kept aside"
 ctl status --json | grep -q '"tq_ns": 0,' || fail "not started with defaults (tq auto)"
 pass "a corrupt state file is moved aside and the scheduler starts with defaults"
+
+# A directory in its place (issue 27: the scheduler exited with status 1).
+stop_scheduler
+rm -rf "$NVSHARE_STATE_FILE" "$NVSHARE_STATE_FILE.corrupt"
+mkdir "$NVSHARE_STATE_FILE"
+: >"$WORK/sched.log"
+start_scheduler NVSHARE_GPUS=$GPUS
+[ "$(log_count 'is corrupt (it is not a regular file): moved to')" = 1 ] ||
+    fail "no clear error for a directory at the state file's path"
+test -d "$NVSHARE_STATE_FILE.corrupt" || fail "the directory was not moved aside"
+ctl set tq 300ms >/dev/null
+grep -q "^tq 300ms$" "$NVSHARE_STATE_FILE" || fail "settings are not saved after a directory was moved aside"
+pass "a directory at the state file's path is moved aside, and settings are saved again"

@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -232,20 +234,123 @@ static void test_unconfigured_pod_forgotten_configured_kept(void **state)
     pods_join(&t, &a, 1000, &p, &owner);
     pods_leave(&t, &a);
     assert_null(pods_find(&t, &a));
-    /* a limit set before the pod connects: the first to declare owns it,
-     * and the record with its binding outlives its clients */
+    /* a limit set before the pod connects: the record outlives its
+     * clients, and the first to declare it binds nothing */
     assert_non_null(pods_set_limit(&t, &b, POD_CORE_LIMIT, 30, &failed));
-    assert_false(pods_find(&t, &b)->bound);
     assert_int_equal(pods_join(&t, &b, 1000, &p, &owner), 0);
     pods_leave(&t, &b);
     p = pods_find(&t, &b);
     assert_non_null(p);
-    assert_int_equal(p->owner, 1000);
-    assert_int_equal(pods_join(&t, &b, 1001, &p, &owner), -1);
-    /* removing its last limit forgets it */
+    assert_false(p->bound);
+    /* removing its last setting forgets it */
     assert_null(pods_set_limit(&t, &b, POD_CORE_LIMIT, 0, &failed));
     assert_false(failed);
     assert_null(pods_find(&t, &b));
+    /* an owner alone is a setting, kept like a limit */
+    assert_non_null(pods_set_limit(&t, &b, POD_OWNER, 1000, &failed));
+    assert_true(pod_configured(pods_find(&t, &b)));
+    assert_null(pods_set_limit(&t, &b, POD_OWNER, 0, &failed));
+    pods_free(&t);
+}
+
+/* The claim of a client of uid for pod id, as clients.c makes it. */
+static int join(struct pod_table *t, const struct pod_id *id, uint32_t uid,
+                struct account_actions *out)
+{
+    struct account_claim claim = {.pod = *id};
+    struct pod *p;
+    uint32_t owner;
+
+    if (pods_join(t, id, uid, &p, &owner) < 0)
+        return -1;
+    claim.member = pod_member(p, uid);
+    claim.record = p;
+    out->n = 0;
+    return account_attach(accounts, N_ACCOUNTS, &claim, out);
+}
+
+/* Issue 27: the operator set prod/vip (priority high, a 30 % floor, a
+ * 1 GiB quota) before it ran, without naming its owner; uid 2000 declares
+ * it first. The squatter is held to the pod's limits but gets neither its
+ * priority nor its floor; the owner's (uid 1000) processes share one
+ * account, so the 1 GiB holds for all of them, whoever came first. Once
+ * the operator names uid 1000, its share gets the privileges and the
+ * squatter's next process is billed on its own. */
+static void test_squatter_gets_limits_not_privileges(void **state)
+{
+    struct pod_table t = {0};
+    struct pod_id vip = named("prod", "vip");
+    struct account_actions out = {0};
+    bool failed;
+
+    (void)state;
+    pods_set_limit(&t, &vip, POD_PRIORITY, PRIORITY_HIGH, &failed);
+    pods_set_limit(&t, &vip, POD_MIN_SHARE, 30, &failed);
+    pods_set_limit(&t, &vip, POD_MEMORY_LIMIT, 1024 * MiB, &failed);
+
+    int squatter = join(&t, &vip, 2000, &out);
+    assert_int_equal(out.list[1].kind, ACCOUNT_LIMITS);
+    assert_int_equal(out.list[1].priority, PRIORITY_NORMAL);
+    assert_int_equal(out.list[1].min_share, 0);
+    assert_int_equal(out.list[1].memory_limit, 1024 * MiB);
+
+    int first = join(&t, &vip, 1000, &out);
+    assert_int_not_equal(first, squatter);
+    assert_int_equal(out.list[1].memory_limit, 1024 * MiB);
+    assert_int_equal(out.list[1].priority, PRIORITY_NORMAL);
+    assert_int_equal(join(&t, &vip, 1000, &out), first);
+    assert_int_equal(accounts[first].refs, 2);
+
+    /* root's processes are no squatters */
+    int root = join(&t, &vip, 0, &out);
+    assert_int_equal(out.list[1].priority, PRIORITY_HIGH);
+    assert_int_equal(out.list[1].min_share, 30);
+    assert_int_not_equal(root, first);
+
+    /* the operator names the owner */
+    struct pod *p = pods_set_limit(&t, &vip, POD_OWNER, 1000, &failed);
+    out.n = 0;
+    account_set_pod(accounts, first, p, &out);
+    assert_int_equal(out.list[0].priority, PRIORITY_HIGH);
+    assert_int_equal(out.list[0].min_share, 30);
+    out.n = 0;
+    account_set_pod(accounts, squatter, p, &out);
+    assert_int_equal(out.list[0].priority, PRIORITY_NORMAL);
+    assert_int_equal(out.list[0].min_share, 0);
+    assert_int_equal(join(&t, &vip, 2000, &out), -1);
+    assert_int_equal(join(&t, &vip, 1000, &out), first);
+    assert_int_equal(join(&t, &vip, 0, &out), first);
+    assert_int_equal(p->clients, 6);
+    pods_free(&t);
+}
+
+/* With the owner named before the pod runs, a squatter that comes first
+ * is billed on its own and the owner's processes get everything. A pod
+ * bound by its first join loses that binding to the operator's first
+ * setting: the first comer may be the squatter. */
+static void test_named_owner_before_the_pod_runs(void **state)
+{
+    struct pod_table t = {0};
+    struct pod_id vip = named("prod", "vip"), job = named("team", "job");
+    struct account_actions out = {0};
+    bool failed;
+
+    (void)state;
+    pods_set_limit(&t, &vip, POD_OWNER, 1000, &failed);
+    pods_set_limit(&t, &vip, POD_PRIORITY, PRIORITY_HIGH, &failed);
+    pods_set_limit(&t, &vip, POD_MIN_SHARE, 30, &failed);
+    assert_int_equal(join(&t, &vip, 2000, &out), -1);
+    int a = join(&t, &vip, 1000, &out);
+    assert_int_equal(out.list[1].priority, PRIORITY_HIGH);
+    assert_int_equal(out.list[1].min_share, 30);
+    assert_int_equal(join(&t, &vip, 1000, &out), a);
+
+    assert_true(join(&t, &job, 2000, &out) >= 0);
+    assert_true(pods_find(&t, &job)->bound);
+    pods_set_limit(&t, &job, POD_PRIORITY, PRIORITY_HIGH, &failed);
+    assert_false(pods_find(&t, &job)->bound);
+    assert_true(join(&t, &job, 1000, &out) >= 0);
+    assert_int_equal(out.list[1].priority, PRIORITY_NORMAL);
     pods_free(&t);
 }
 
@@ -453,6 +558,53 @@ static void test_account_follows_pod_record(void **state)
     assert_int_equal(out.list[0].memory_limit, 0);
 }
 
+/* pods.c's index over ids: after pods come and go in any order, each one
+ * is found exactly while it has a record (a removal moves the last record
+ * and shifts the index's probe chains). */
+static void test_pod_index_survives_removals(void **state)
+{
+    enum { N = 3000 };
+    static bool present[N];
+    struct pod_table t = {0};
+    struct pod_id id;
+    bool failed;
+
+    (void)state;
+    memset(present, 0, sizeof(present));
+    srand(27);
+    for (int step = 0; step < 40000; step++) {
+        int i = rand() % N;
+        char name[16];
+        snprintf(name, sizeof(name), "p%d", i);
+        id = named(i % 3 ? "ns" : "", name);
+        if (i % 5 == 0) {
+            id = (struct pod_id){0};
+            snprintf(id.uid, sizeof(id.uid), "uid-%d", i);
+        }
+        pods_set_limit(&t, &id, POD_CORE_LIMIT, present[i] ? 0 : 10, &failed);
+        assert_false(failed);
+        present[i] = !present[i];
+        if (step % 4000)
+            continue;
+        size_t n = 0;
+        for (int j = 0; j < N; j++) {
+            snprintf(name, sizeof(name), "p%d", j);
+            id = named(j % 3 ? "ns" : "", name);
+            if (j % 5 == 0) {
+                id = (struct pod_id){0};
+                snprintf(id.uid, sizeof(id.uid), "uid-%d", j);
+            }
+            struct pod *p = pods_find(&t, &id);
+            assert_int_equal(p != NULL, present[j]);
+            if (p)
+                assert_true(pod_id_equal(&p->id, &id));
+            n += present[j];
+        }
+        assert_int_equal(t.n, n);
+    }
+    pods_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,12 +617,15 @@ int main(void)
         cmocka_unit_test_setup(test_last_detach_resets, setup),
         cmocka_unit_test(test_pod_bound_to_first_uid),
         cmocka_unit_test(test_unconfigured_pod_forgotten_configured_kept),
+        cmocka_unit_test_setup(test_squatter_gets_limits_not_privileges, setup),
+        cmocka_unit_test_setup(test_named_owner_before_the_pod_runs, setup),
         cmocka_unit_test(test_kubernetes_pod_is_its_uid),
         cmocka_unit_test(test_precedence_of_sources),
         cmocka_unit_test(test_annotation_change_ends_override),
         cmocka_unit_test(test_first_facts_keep_persisted_override),
         cmocka_unit_test(test_pod_gone_and_relist),
         cmocka_unit_test_setup(test_account_follows_pod_record, setup),
+        cmocka_unit_test(test_pod_index_survives_removals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
