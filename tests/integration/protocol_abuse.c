@@ -104,13 +104,14 @@ static int registered_connection(void)
     return fd;
 }
 
-/* The next message other than UPDATE_LIMIT (the quota follows
- * REGISTER_OK); 0 or a proto_error. */
+/* The next message other than UPDATE_CORE_LIMIT and UPDATE_LIMIT (the
+ * limits follow REGISTER_OK); 0 or a proto_error. */
 static int recv_skipping_limits(int fd, struct msg *m)
 {
     int rc;
 
-    while ((rc = msg_recv(fd, m, 2000)) == 0 && m->type == MSG_UPDATE_LIMIT)
+    while ((rc = msg_recv(fd, m, 2000)) == 0 &&
+           (m->type == MSG_UPDATE_LIMIT || m->type == MSG_UPDATE_CORE_LIMIT))
         ;
     return rc;
 }
@@ -386,10 +387,8 @@ int main(int argc, char **argv)
     } else {
         m = (struct msg){.type = MSG_REQ_LOCK};
         int rc = msg_send(fd, &m);
-        /* UPDATE_LIMIT (the GPU's memory quota) may come first. */
-        do
-            rc = rc ? rc : msg_recv(fd, &reply, 2000);
-        while (rc == 0 && reply.type == MSG_UPDATE_LIMIT);
+        /* The limits may come first. */
+        rc = rc ? rc : recv_skipping_limits(fd, &reply);
         if (rc || reply.type != MSG_LOCK_OK) {
             printf("FAIL: a well-behaved client was not granted the GPU\n");
             failures++;
