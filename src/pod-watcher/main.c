@@ -19,7 +19,8 @@
  *     empty 200, a 410, an error, a drop) and a failed list wait first: a
  *     back-off doubling from BACKOFF_MIN_NS to BACKOFF_MAX_NS, each wait
  *     between half and all of it at random so that a thousand nodes cut
- *     off together do not come back together.
+ *     off together do not come back together; it halves again for each
+ *     WATCH_HEALTHY_NS a watch lasts.
  *   - Reads are bounded (kube.h; LIST_PAGES_MAX pages a list): a server
  *     that never ends a list, an answer or a line costs an error line.
  *   - The scheduler is told from the pods cached here. Its connection
@@ -89,6 +90,15 @@ static uint64_t backoff_next(uint64_t *backoff, uint64_t max)
 
     *backoff = *backoff > max / 2 ? max : *backoff * 2;
     return wait;
+}
+
+/* A watch that lasted calms the back-off: halved for each WATCH_HEALTHY_NS
+ * of it, not reset by one, so that a server that alternates a good watch
+ * with failures gets no more than two watches a WATCH_HEALTHY_NS. */
+static void backoff_calm(uint64_t *backoff, uint64_t lasted)
+{
+    for (; lasted >= WATCH_HEALTHY_NS && *backoff > BACKOFF_MIN_NS; lasted -= WATCH_HEALTHY_NS)
+        *backoff = *backoff / 2 < BACKOFF_MIN_NS ? BACKOFF_MIN_NS : *backoff / 2;
 }
 
 /* ---- the scheduler's control socket --------------------------------- */
@@ -497,9 +507,9 @@ static int on_tick(void *ctx)
     return stopping;
 }
 
-/* One watch, from resource_version: whether it lasted WATCH_HEALTHY_NS,
- * so that the next may follow at once (a 410 sets relist all the same). */
-static bool watch_pods(struct watcher *w)
+/* One watch, from resource_version: how long it lasted (a 410 sets relist
+ * as well). */
+static uint64_t watch_pods(struct watcher *w)
 {
     char path[2048], err[KUBE_ERR_LEN], why[256];
     struct kube_body body = {0};
@@ -522,7 +532,7 @@ static bool watch_pods(struct watcher *w)
         log_warn("cannot watch pods: HTTP %ld: %s", status, why);
     }
     kube_body_free(&body);
-    return now_ns() - started >= WATCH_HEALTHY_NS;
+    return now_ns() - started;
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -575,9 +585,9 @@ int main(void)
             w.relist = false;
             sched_sync(&w); /* the scheduler gets the new list whole */
         }
-        if (watch_pods(&w))
-            backoff = BACKOFF_MIN_NS;
-        else
+        uint64_t lasted = watch_pods(&w);
+        backoff_calm(&backoff, lasted);
+        if (lasted < WATCH_HEALTHY_NS)
             pause_for(&w, backoff_next(&backoff, BACKOFF_MAX_NS));
     }
     log_info("stopping");
