@@ -424,7 +424,9 @@ static int list_pods(struct watcher *w)
         if (!cJSON_IsArray(items) || !cJSON_IsString(v) ||
             strlen(v->valuestring) >= sizeof(rv) ||
             (cJSON_IsString(c) && strlen(c->valuestring) >= sizeof(cont))) {
-            log_warn("cannot list pods: the answer is not a PodList");
+            log_warn("cannot list pods: the answer is not a PodList (or its "
+                     "resourceVersion or continue token is over %zu bytes)",
+                     sizeof(rv) - 1);
             cJSON_Delete(doc);
             free(list);
             return -1;
