@@ -224,17 +224,37 @@ static size_t stream_data(char *data, size_t size, size_t n, void *userdata)
     return len;
 }
 
-static int stream_tick(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
-                       curl_off_t ultotal, curl_off_t ulnow)
+/* Runs the transfer, calling tick between reads and waking for its
+ * descriptor too. The transfer's result; CURLE_FAILED_INIT when it never
+ * finished (a call stopped it, the multi interface failed). */
+static CURLcode stream_run(struct stream *s)
 {
-    struct stream *s = userdata;
+    CURLM *m = curl_multi_init();
+    CURLcode rc = CURLE_FAILED_INIT;
+    CURLMsg *msg;
+    int running = 1, left;
 
-    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-    if (s->calls->tick(s->calls->ctx)) {
-        s->stopped = true;
-        return 1;
+    if (!m || curl_multi_add_handle(m, s->h)) {
+        curl_multi_cleanup(m);
+        return rc;
     }
-    return 0;
+    while (curl_multi_perform(m, &running) == CURLM_OK && running && !s->stopped) {
+        struct curl_waitfd also = {.fd = -1, .events = CURL_WAIT_POLLIN};
+        int timeout_ms = 1000;
+
+        if (s->calls->tick(s->calls->ctx, &also.fd, &timeout_ms)) {
+            s->stopped = true;
+            break;
+        }
+        if (curl_multi_poll(m, &also, also.fd >= 0, timeout_ms, NULL) != CURLM_OK)
+            break;
+    }
+    while ((msg = curl_multi_info_read(m, &left)))
+        if (msg->msg == CURLMSG_DONE)
+            rc = msg->data.result;
+    curl_multi_remove_handle(m, s->h);
+    curl_multi_cleanup(m);
+    return rc;
 }
 
 long kube_stream(const struct kube *k, const char *path,
@@ -249,14 +269,11 @@ long kube_stream(const struct kube *k, const char *path,
         return -1;
     curl_easy_setopt(s.h, CURLOPT_WRITEFUNCTION, stream_data);
     curl_easy_setopt(s.h, CURLOPT_WRITEDATA, &s);
-    curl_easy_setopt(s.h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(s.h, CURLOPT_XFERINFOFUNCTION, stream_tick);
-    curl_easy_setopt(s.h, CURLOPT_XFERINFODATA, &s);
     /* A watch that goes silent (a dead peer, a half-open connection) ends
      * like a dropped one. */
     curl_easy_setopt(s.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(s.h, CURLOPT_LOW_SPEED_TIME, STREAM_STALL_S);
-    rc = curl_easy_perform(s.h);
+    rc = stream_run(&s);
     if (!s.status)
         curl_easy_getinfo(s.h, CURLINFO_RESPONSE_CODE, &s.status);
     curl_easy_cleanup(s.h);

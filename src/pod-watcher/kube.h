@@ -45,11 +45,13 @@ void kube_body_free(struct kube_body *b);
 long kube_request(const struct kube *k, const char *path, const char *json,
                   struct kube_body *body, char *err);
 
-/* Called for each line of a streamed 200 response (a watch event), and
- * about once a second while it lasts; nonzero from either ends the stream. */
+/* line is called for each line of a streamed 200 response (a watch
+ * event); tick before each wait for the server, which lasts *timeout_ms at
+ * most (1000 unless tick lowers it) and ends early when *fd (-1 unless
+ * tick names one) is readable too. Nonzero from either ends the stream. */
 struct kube_stream_calls {
     int (*line)(void *ctx, const char *line, size_t len);
-    int (*tick)(void *ctx);
+    int (*tick)(void *ctx, int *fd, int *timeout_ms);
     void *ctx;
 };
 

@@ -24,8 +24,9 @@
  *   - Reads are bounded (kube.h; LIST_PAGES_MAX pages a list): a server
  *     that never ends a list, an answer or a line costs an error line.
  *   - The scheduler is told from the pods cached here. Its connection
- *     lost, the watch goes on: the watcher reconnects (within a second, a
- *     restart included) and sends the cache whole. The scheduler keeps
+ *     lost, the watch goes on: every wait, the watch's too, wakes when the
+ *     scheduler's socket closes, and the watcher reconnects (retrying
+ *     within a second) and sends the cache whole. The scheduler keeps
  *     this connection open however quiet (control.c).
  * An annotation that does not parse is logged once and posted as an Event
  * on the pod; the scheduler keeps the value it had. */
@@ -196,6 +197,20 @@ static void sched_keep(struct watcher *w)
         sched_sync(w);
 }
 
+/* How long sched_keep() has nothing to do, up to max: while connected,
+ * until the socket is readable (its end); else until the next try. */
+static uint64_t sched_idle_ns(const struct watcher *w, uint64_t now, uint64_t max)
+{
+    if (w->sched_fd >= 0 || !w->listed || w->sched_retry_at >= now + max)
+        return max;
+    return w->sched_retry_at > now ? w->sched_retry_at - now : 0;
+}
+
+static int ms_of(uint64_t ns)
+{
+    return (int)((ns + NS_PER_MS - 1) / NS_PER_MS);
+}
+
 /* Waits ns (less when stopping), keeping the scheduler told meanwhile. */
 static void pause_for(struct watcher *w, uint64_t ns)
 {
@@ -203,14 +218,9 @@ static void pause_for(struct watcher *w, uint64_t ns)
 
     for (; !stopping && now < end; now = now_ns()) {
         struct pollfd pfd = {.fd = w->sched_fd, .events = POLLIN};
-        uint64_t wait = end - now;
 
-        if (w->sched_fd < 0 && w->listed)
-            wait = w->sched_retry_at > now ? w->sched_retry_at - now : 0;
-        if (wait > end - now)
-            wait = end - now;
-        /* Wakes when the scheduler's socket closes; a signal ends it. */
-        poll(&pfd, w->sched_fd >= 0, (int)((wait + NS_PER_MS - 1) / NS_PER_MS));
+        /* A signal ends the wait. */
+        poll(&pfd, w->sched_fd >= 0, ms_of(sched_idle_ns(w, now, end - now)));
         sched_keep(w);
     }
 }
@@ -501,11 +511,15 @@ static int on_event(void *ctx, const char *line, size_t len)
     return stop || stopping;
 }
 
-/* About once a second while a watch lasts: the watch goes on whatever
- * became of the scheduler. */
-static int on_tick(void *ctx)
+/* Between the watch's reads: the watch goes on whatever became of the
+ * scheduler, and its wait wakes for the scheduler's socket too. */
+static int on_tick(void *ctx, int *fd, int *timeout_ms)
 {
-    sched_keep(ctx);
+    struct watcher *w = ctx;
+
+    sched_keep(w);
+    *fd = w->sched_fd;
+    *timeout_ms = ms_of(sched_idle_ns(w, now_ns(), NS_PER_SEC));
     return stopping;
 }
 

@@ -98,7 +98,7 @@ t1=$(now_ns)
 wait_for wlog_has quiet "told of 2 pod(s)" 2 || fail_w quiet "the restarted scheduler was never told"
 resync_ms=$(( ($(now_ns) - t1) / 1000000 ))
 echo "  scheduler restart: its socket up to the whole list sent: ${resync_ms} ms"
-[ "$resync_ms" -le 2500 ] || fail "the restarted scheduler waited ${resync_ms} ms for the list"
+[ "$resync_ms" -le 2000 ] || fail "the restarted scheduler waited ${resync_ms} ms for the list"
 
 # ---- the rest of the period, then the counts ------------------------------
 left=$(( t0 + PERIOD * 1000000000 - $(now_ns) ))
