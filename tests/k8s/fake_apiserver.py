@@ -40,6 +40,7 @@ from urllib.parse import parse_qs, urlparse
 
 BOOKMARK_EVERY_S = 1.0
 FAULT_BYTES = 1 << 30   # a huge list body, a watch line that never ends
+SERVER_TIMEOUT_S = 35   # server-timeout's, above the watcher's 30 s
 FAULTS = {
     "gone-status": "every watch answers 410 Gone",
     "gone-event": "every watch sends an ERROR 410 event and ends",
@@ -47,6 +48,8 @@ FAULTS = {
     "endless-continue": "every list page is empty and names a next one",
     "huge-list": "every list answers a 1 GiB PodList",
     "endless-line": "every watch sends 1 GiB without a newline",
+    "server-timeout": "no fault: every watch ends well after %d s at most"
+                      % SERVER_TIMEOUT_S,
 }
 
 lock = threading.Condition()
@@ -243,6 +246,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         if fault in ("gone-event", "empty-watch", "endless-line"):
             return self.faulty_watch(fault)
+        if fault == "server-timeout":
+            timeout = min(timeout, SERVER_TIMEOUT_S)
         sock = self.connection
         with lock:
             watch_sockets.add(sock)

@@ -3,7 +3,7 @@
 # runs per node, so every request it makes is multiplied by the node count.
 # Against the loopback API server (fake_apiserver.py, which counts each
 # node's list pages and watches), for PERIOD seconds (60 unless
-# NVSHARE_WATCH_BUDGET_S says), seven watchers at once, each on a node of
+# NVSHARE_WATCH_BUDGET_S says), eight watchers at once, each on a node of
 # its own:
 #   - quiet: the server holds the watch open (it honours the watcher's
 #     timeoutSeconds, 300): 1 list and 1 watch however long the scheduler's
@@ -13,6 +13,8 @@
 #     reconnects and re-sends its cache, timed here. One of its pods asks
 #     for 100 x 2^30 units of gpu-memory: the scheduler learns 2^64-1
 #     bytes, not the wrapped 10376293541461622784, and a warning says so.
+#   - server-timeout: the server ends each watch well after 35 s: one
+#     watch per 35 s, no list.
 #   - under a fault each (and a scheduler each, as on a node): 410 as the
 #     status, 410 as an ERROR event, an empty 200
 #     watch, an endless continue token, a 1 GiB list body, a 1 GiB watch
@@ -27,7 +29,7 @@ source "$(dirname "$0")/../integration/lib.sh" "$1" ""
 WATCHER_BIN=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 PERIOD=${NVSHARE_WATCH_BUDGET_S:-60}
-FAULTS=(gone-status gone-event empty-watch endless-continue huge-list endless-line)
+FAULTS=(server-timeout gone-status gone-event empty-watch endless-continue huge-list endless-line)
 LIST_PAGES_MAX=4 # src/pod-watcher/main.c
 RSS_MAX_MIB=128  # a bound on bodies of 32 MiB and lines of 8 MiB, ASan's own included
 declare -A PIDS=() # what -> its pid: a node's watcher, sched-NODE, api
@@ -135,6 +137,8 @@ expect() { # node what lowest highest
 }
 expect quiet lists 1 1
 expect quiet watches 1 1
+expect server-timeout lists 1 1
+expect server-timeout watches 1 "$(awk -v t="$elapsed" 'BEGIN { print 1 + int(t / 35) }')"
 expect gone-status lists 2 "$BUDGET"
 expect gone-status watches 2 "$BUDGET"
 expect gone-event lists 2 "$BUDGET"
