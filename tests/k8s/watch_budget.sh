@@ -16,9 +16,9 @@
 #   - server-timeout: the server ends each watch well after 35 s: one
 #     watch per 35 s, no list.
 #   - under a fault each (and a scheduler each, as on a node): 410 as the
-#     status, 410 as an ERROR event, an empty 200
-#     watch, an endless continue token, a 1 GiB list body, a 1 GiB watch
-#     line without a newline. Each failure waits the back-off (250 ms
+#     status, 410 as an ERROR event, an empty 200 watch, an endless
+#     continue token, a 1 GiB list body, a 1 GiB watch line without a
+#     newline. Each failure waits the back-off (250 ms
 #     doubling to 60 s, each wait at least half of it): over the time
 #     measured, at most BUDGET tries fit, each of one list (LIST_PAGES_MAX
 #     pages at most) and one watch. Before: thousands a second; 1 GiB
@@ -38,8 +38,10 @@ trap 'stop_scheduler; for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || tru
 
 pod() { # uid name node gpu-memory-units containers
     local c='{"name":"c","image":"x","resources":{"limits":{"nvshare.com/gpu-memory":"'$4'"}}}'
+    local all=$c i
+    for (( i = 1; i < $5; i++ )); do all+=",$c"; done
     printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","namespace":"default","uid":"%s"},"spec":{"nodeName":"%s","containers":[%s]}}' \
-        "$2" "$1" "$3" "$(yes "$c" | head -n "$5" | paste -sd,)"
+        "$2" "$1" "$3" "$all"
 }
 {
     echo "[$(pod q-1 trainer quiet 4 1), $(pod q-2 big quiet 1073741824 100)"
@@ -69,10 +71,12 @@ wlog_count() { grep -c -- "$2" "$WORK/watcher-$1.log" || true; }
 wlog_has() { [ "$(wlog_count "$1" "$2")" -ge "$3" ]; }
 fail_w() { tail -n 20 "$WORK/watcher-$1.log" >&2; fail "$2"; }
 
-SCHED_ENV=(NVSHARE_GPUS=GPU-sim-0:16384 NVSHARE_STATE_FILE="$WORK/state.conf")
+SCHED_ENV=(NVSHARE_GPUS=GPU-sim-0:16384 NVSHARE_STATE_FILE="$WORK/state.conf"
+           NVSHARE_METRICS_ADDR=off)
 start_scheduler "${SCHED_ENV[@]}"
 for f in "${FAULTS[@]}"; do
     env NVSHARE_SOCK_DIR="$WORK/sock-$f" NVSHARE_GPUS=GPU-sim-0:16384 \
+        NVSHARE_STATE_FILE="$WORK/state-$f.conf" NVSHARE_METRICS_ADDR=off \
         "$SCHED_BIN" >"$WORK/sched-$f.log" 2>&1 &
     PIDS[sched-$f]=$!
 done
