@@ -18,9 +18,10 @@
 
 #define KUBE_ERR_LEN 256 /* an error text: the server and curl's reason */
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
-/* A list page of 500 pods at 64 KiB each: a pod is a few KiB, and one
- * with the largest annotations the API server takes (256 KiB) is rare. */
-#define KUBE_BODY_MAX (32u << 20)
+/* A list page of 250 pods at 64 KiB each: a pod is a few KiB, and one
+ * with the largest annotations the API server takes (256 KiB) is rare.
+ * The watcher's container is given 64 MiB in all (deploy/). */
+#define KUBE_BODY_MAX (16u << 20)
 /* One watch event is one pod: etcd stores at most 1.5 MiB per object, and
  * its JSON is not several times larger. */
 #define KUBE_LINE_MAX (8u << 20)

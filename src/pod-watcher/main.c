@@ -56,8 +56,8 @@
 #define WATCH_TIMEOUT_S 300 /* one watch per 5 min when quiet; the token is
                                read again as often */
 #define WATCH_HEALTHY_NS (30 * NS_PER_SEC)
-#define LIST_PAGE 500     /* a node runs 110 pods by default */
-#define LIST_PAGES_MAX 4  /* 2,000 pods: more is an endless continue token */
+#define LIST_PAGE 250     /* a node runs 110 pods by default */
+#define LIST_PAGES_MAX 4  /* 1,000 pods: more is an endless continue token */
 #define REPLY_TIMEOUT_MS 5000
 
 struct watcher {

@@ -31,7 +31,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PERIOD=${NVSHARE_WATCH_BUDGET_S:-60}
 FAULTS=(server-timeout gone-status gone-event empty-watch endless-continue huge-list endless-line)
 LIST_PAGES_MAX=4 # src/pod-watcher/main.c
-RSS_MAX_MIB=128  # a bound on bodies of 32 MiB and lines of 8 MiB, ASan's own included
+RSS_MAX_MIB=64   # the watcher container's limit (deploy/): bodies of 16 MiB, lines of 8 MiB
 declare -A PIDS=() # what -> its pid: a node's watcher, sched-NODE, api
 trap 'stop_scheduler; for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
       for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
@@ -159,9 +159,9 @@ expect endless-line watches 2 "$BUDGET"
 
 [ "$(wlog_count quiet "told of")" = 2 ] || fail_w quiet "the watcher re-sent its list unasked"
 log_has_at_least "sent no request for" 1 && fail "the scheduler closed the watcher's idle connection"
-wlog_has endless-continue "more than $LIST_PAGES_MAX pages of 500" 1 ||
+wlog_has endless-continue "more than $LIST_PAGES_MAX pages of 250" 1 ||
     fail_w endless-continue "no error line for the endless list"
-wlog_has huge-list "an answer over 32 MiB: refused" 1 || fail_w huge-list "no error line for the huge list"
+wlog_has huge-list "an answer over 16 MiB: refused" 1 || fail_w huge-list "no error line for the huge list"
 wlog_has endless-line "a watch event (a line) over 8 MiB: refused" 1 ||
     fail_w endless-line "no error line for the endless line"
 for n in huge-list endless-line; do
