@@ -57,10 +57,13 @@ uint64_t control_expire_idle(struct scheduler *s, uint64_t now)
         next = conn->next;
         /* The pod watcher keeps its connection for as long as it runs: it
          * tells each change the moment it comes, and learns of a restart
-         * from the connection's end. Closed when idle, it would reconnect
-         * and send every pod again, every CONTROL_IDLE_NS of a quiet
-         * cluster. Only the latest to begin a sync is kept (one
-         * descriptor); an older one is idle like any other. */
+         * from the connection's end, which a watcher that connected per
+         * change or pinged would learn late or at a cost. Closed when
+         * idle, it reconnected and sent every pod again each
+         * CONTROL_IDLE_NS of a quiet cluster. Bounded all the same: only
+         * root and our uid reach this socket, and only the latest
+         * connection to begin a sync is kept (one descriptor); an older
+         * one is idle like any other. */
         if (conn->pod_watcher)
             continue;
         if (now + CLIENT_STALL_BATCH_NS < due) {
