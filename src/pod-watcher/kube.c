@@ -1,6 +1,8 @@
 /* kube.c - see kube.h. */
 #include "kube.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,17 +50,39 @@ void kube_body_free(struct kube_body *b)
     *b = (struct kube_body){0};
 }
 
-static int append(struct kube_body *b, const char *data, size_t len)
+/* Appends len bytes and a NUL. 0, EFBIG when the body would exceed max
+ * bytes, ENOMEM. */
+static int append(struct kube_body *b, const char *data, size_t len, size_t max)
 {
-    char *grown = realloc(b->data, b->len + len + 1);
+    if (len > max || b->len > max - len)
+        return EFBIG;
+    if (b->len + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 16384;
+        char *grown;
 
-    if (!grown)
-        return -1;
-    memcpy(grown + b->len, data, len);
+        while (cap < b->len + len + 1)
+            cap *= 2;
+        if (!(grown = realloc(b->data, cap)))
+            return ENOMEM;
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, len);
     b->len += len;
-    grown[b->len] = '\0';
-    b->data = grown;
+    b->data[b->len] = '\0';
     return 0;
+}
+
+/* The error line of a read that append() refused. */
+static void bound_error(const struct kube *k, int failure, const char *what,
+                        size_t max, char *err)
+{
+    if (failure == EFBIG)
+        snprintf(err, KUBE_ERR_LEN, "API server %.150s: %s over %zu MiB: refused",
+                 k->api, what, max >> 20);
+    else
+        snprintf(err, KUBE_ERR_LEN, "API server %.150s: out of memory for %s",
+                 k->api, what);
 }
 
 /* The service account's token, trailing newline cut; "" when none. */
@@ -108,9 +132,17 @@ static CURL *open_handle(const struct kube *k, const char *path,
     return h;
 }
 
+struct collected {
+    struct kube_body *body;
+    int failure; /* of append() */
+};
+
 static size_t collect(char *data, size_t size, size_t n, void *userdata)
 {
-    return append(userdata, data, size * n) ? 0 : size * n;
+    struct collected *c = userdata;
+
+    c->failure = append(c->body, data, size * n, KUBE_BODY_MAX);
+    return c->failure ? 0 : size * n;
 }
 
 long kube_request(const struct kube *k, const char *path, const char *json,
@@ -118,6 +150,7 @@ long kube_request(const struct kube *k, const char *path, const char *json,
 {
     struct curl_slist *headers = NULL;
     CURL *h = open_handle(k, path, &headers, err);
+    struct collected c = {body, 0};
     long status = -1;
     CURLcode rc;
 
@@ -130,9 +163,11 @@ long kube_request(const struct kube *k, const char *path, const char *json,
     }
     curl_easy_setopt(h, CURLOPT_TIMEOUT, REQUEST_TIMEOUT_S);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &c);
     if ((rc = curl_easy_perform(h)) == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    else if (c.failure)
+        bound_error(k, c.failure, "an answer", KUBE_BODY_MAX, err);
     else
         snprintf(err, KUBE_ERR_LEN, "API server %.150s: %.80s", k->api,
                  curl_easy_strerror(rc));
@@ -146,47 +181,80 @@ struct stream {
     const struct kube_stream_calls *calls;
     struct kube_body pending; /* a line not finished yet, or an error body */
     long status;
+    int failure;  /* of append(), or EFBIG for a line over KUBE_LINE_MAX */
     bool stopped; /* a call ended it */
 };
 
 static size_t stream_data(char *data, size_t size, size_t n, void *userdata)
 {
     struct stream *s = userdata;
-    size_t len = size * n;
+    size_t len = size * n, scanned = s->pending.len, done = 0;
     char *nl;
 
     if (!s->status)
         curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &s->status);
-    if (append(&s->pending, data, len))
+    /* An error body is kept whole for the caller's Status; a line is
+     * bounded below, once the lines it ends are taken out. */
+    s->failure = append(&s->pending, data, len, s->status == 200 ? SIZE_MAX : KUBE_BODY_MAX);
+    if (s->failure)
         return 0;
     if (s->status != 200)
-        return len; /* kept whole: the caller reads the Status */
-    /* One event per line; a line may span chunks. */
-    while ((nl = memchr(s->pending.data, '\n', s->pending.len))) {
-        size_t line = (size_t)(nl - s->pending.data);
-        int stop = line ? s->calls->line(s->calls->ctx, s->pending.data, line) : 0;
-        memmove(s->pending.data, nl + 1, s->pending.len - line - 1);
-        s->pending.len -= line + 1;
-        s->pending.data[s->pending.len] = '\0';
+        return len;
+    /* One event per line; a line may span chunks. The bytes kept from
+     * earlier chunks hold no newline, so only the new ones are searched:
+     * a long line costs its length once, not once per chunk. */
+    while ((nl = memchr(s->pending.data + scanned, '\n', s->pending.len - scanned))) {
+        size_t end = (size_t)(nl - s->pending.data);
+        int stop = end > done ? s->calls->line(s->calls->ctx, s->pending.data + done,
+                                               end - done)
+                              : 0;
+        done = scanned = end + 1;
         if (stop) {
             s->stopped = true;
             return 0;
         }
     }
+    s->pending.len -= done;
+    memmove(s->pending.data, s->pending.data + done, s->pending.len);
+    s->pending.data[s->pending.len] = '\0';
+    if (s->pending.len > KUBE_LINE_MAX) {
+        s->failure = EFBIG;
+        return 0;
+    }
     return len;
 }
 
-static int stream_tick(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
-                       curl_off_t ultotal, curl_off_t ulnow)
+/* Runs the transfer, calling tick between reads and waking for its
+ * descriptor too. The transfer's result; CURLE_FAILED_INIT when it never
+ * finished (a call stopped it, the multi interface failed). */
+static CURLcode stream_run(struct stream *s)
 {
-    struct stream *s = userdata;
+    CURLM *m = curl_multi_init();
+    CURLcode rc = CURLE_FAILED_INIT;
+    CURLMsg *msg;
+    int running = 1, left;
 
-    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-    if (s->calls->tick(s->calls->ctx)) {
-        s->stopped = true;
-        return 1;
+    if (!m || curl_multi_add_handle(m, s->h)) {
+        curl_multi_cleanup(m);
+        return rc;
     }
-    return 0;
+    while (curl_multi_perform(m, &running) == CURLM_OK && running && !s->stopped) {
+        struct curl_waitfd also = {.fd = -1, .events = CURL_WAIT_POLLIN};
+        int timeout_ms = 1000;
+
+        if (s->calls->tick(s->calls->ctx, &also.fd, &timeout_ms)) {
+            s->stopped = true;
+            break;
+        }
+        if (curl_multi_poll(m, &also, also.fd >= 0, timeout_ms, NULL) != CURLM_OK)
+            break;
+    }
+    while ((msg = curl_multi_info_read(m, &left)))
+        if (msg->msg == CURLMSG_DONE)
+            rc = msg->data.result;
+    curl_multi_remove_handle(m, s->h);
+    curl_multi_cleanup(m);
+    return rc;
 }
 
 long kube_stream(const struct kube *k, const char *path,
@@ -201,14 +269,11 @@ long kube_stream(const struct kube *k, const char *path,
         return -1;
     curl_easy_setopt(s.h, CURLOPT_WRITEFUNCTION, stream_data);
     curl_easy_setopt(s.h, CURLOPT_WRITEDATA, &s);
-    curl_easy_setopt(s.h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(s.h, CURLOPT_XFERINFOFUNCTION, stream_tick);
-    curl_easy_setopt(s.h, CURLOPT_XFERINFODATA, &s);
     /* A watch that goes silent (a dead peer, a half-open connection) ends
      * like a dropped one. */
     curl_easy_setopt(s.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(s.h, CURLOPT_LOW_SPEED_TIME, STREAM_STALL_S);
-    rc = curl_easy_perform(s.h);
+    rc = stream_run(&s);
     if (!s.status)
         curl_easy_getinfo(s.h, CURLINFO_RESPONSE_CODE, &s.status);
     curl_easy_cleanup(s.h);
@@ -216,6 +281,14 @@ long kube_stream(const struct kube *k, const char *path,
     if (s.stopped) {
         kube_body_free(&s.pending);
         return -2;
+    }
+    if (s.failure) {
+        if (s.status == 200)
+            bound_error(k, s.failure, "a watch event (a line)", KUBE_LINE_MAX, err);
+        else
+            bound_error(k, s.failure, "an answer", KUBE_BODY_MAX, err);
+        kube_body_free(&s.pending);
+        return -1;
     }
     if (rc != CURLE_OK && s.status == 200) {
         snprintf(err, KUBE_ERR_LEN, "watch dropped: %s", curl_easy_strerror(rc));

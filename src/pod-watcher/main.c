@@ -9,11 +9,25 @@
  * CTL_POD_SYNC_END). HTTP, TLS and JSON stay out of the scheduler, which
  * keeps the precedence of limits (pods.c, accounts.c).
  *
- * The loop: list (re-list after a 410 Gone, as a status or an ERROR
- * event), sync the scheduler, watch from the list's resourceVersion with
- * bookmarks. A dropped watch resumes from the last resourceVersion; a
- * failure waits, doubling up to BACKOFF_MAX_NS. A restarted scheduler is
- * seen within a second (its socket closes) and gets the whole list again.
+ * One watcher runs per node, so every request it makes is multiplied by
+ * the cluster's node count: its pace is set by the API server, never by
+ * the scheduler or by a failure.
+ *   - It lists once per start and per 410 Gone (as a status or an ERROR
+ *     event), then watches from the list's resourceVersion with bookmarks
+ *     for WATCH_TIMEOUT_S. A watch that lasted WATCH_HEALTHY_NS is followed
+ *     at once by the next, from the last resourceVersion; a shorter one (an
+ *     empty 200, a 410, an error, a drop) and a failed list wait first: a
+ *     back-off doubling from BACKOFF_MIN_NS to BACKOFF_MAX_NS, each wait
+ *     between half and all of it at random so that a thousand nodes cut
+ *     off together do not come back together; it halves again for each
+ *     WATCH_HEALTHY_NS a watch lasts.
+ *   - Reads are bounded (kube.h; LIST_PAGES_MAX pages a list): a server
+ *     that never ends a list, an answer or a line costs an error line.
+ *   - The scheduler is told from the pods cached here. Its connection
+ *     lost, the watch goes on: every wait, the watch's too, wakes when the
+ *     scheduler's socket closes, and the watcher reconnects (retrying
+ *     within a second) and sends the cache whole. The scheduler keeps
+ *     this connection open however quiet (control.c).
  * An annotation that does not parse is logged once and posted as an Event
  * on the pod; the scheduler keeps the value it had. */
 #include <errno.h>
@@ -28,6 +42,7 @@
 #include <curl/curl.h>
 #include <cjson/cJSON.h>
 
+#include "clock.h"
 #include "env.h"
 #include "kube.h"
 #include "log.h"
@@ -35,11 +50,14 @@
 #include "protocol.h"
 #include "sock.h"
 
-#define BACKOFF_MIN_NS 250000000ull     /* 250 ms */
-#define BACKOFF_MAX_NS 10000000000ull   /* 10 s: the API server */
-#define SCHED_BACKOFF_MAX_NS 1000000000ull /* 1 s: the scheduler, local */
-#define WATCH_TIMEOUT_S 60              /* the token is re-read as often */
-#define LIST_PAGE 500
+#define BACKOFF_MIN_NS (250 * NS_PER_MS)
+#define BACKOFF_MAX_NS (60 * NS_PER_SEC)        /* the API server: as client-go */
+#define SCHED_BACKOFF_MAX_NS (1 * NS_PER_SEC)   /* the scheduler, local */
+#define WATCH_TIMEOUT_S 300 /* one watch per 5 min when quiet; the token is
+                               read again as often */
+#define WATCH_HEALTHY_NS (30 * NS_PER_SEC)
+#define LIST_PAGE 250     /* a node runs 110 pods by default */
+#define LIST_PAGES_MAX 4  /* 1,000 pods: more is an endless continue token */
 #define REPLY_TIMEOUT_MS 5000
 
 struct watcher {
@@ -49,13 +67,13 @@ struct watcher {
     uint64_t memory_unit;
     struct watched_pod *pods; /* this node's, as last listed or watched */
     size_t n, cap;
+    bool listed;       /* pods holds a list: the scheduler may have it */
     char resource_version[64];
     int sched_fd;      /* control socket, -1 when not connected */
-    bool sched_lost;   /* it closed or failed: reconnect and sync */
-    bool relist;       /* 410 Gone: the resourceVersion is too old */
+    uint64_t sched_retry_at;  /* now_ns() when to connect again */
+    uint64_t sched_backoff;
     bool sched_down;   /* unreachable, said once: quiet until a sync */
-    bool event_seen;   /* the current watch delivered something */
-    bool watch_failed; /* an ERROR event other than 410 */
+    bool relist;       /* start, or 410 Gone: the resourceVersion is too old */
 };
 
 static volatile sig_atomic_t stopping;
@@ -66,19 +84,22 @@ static void on_signal(int sig)
     stopping = 1;
 }
 
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
-
-    nanosleep(&ts, NULL); /* a signal ends it early, which is what we want */
-}
-
+/* The wait before the next try, and the try after it waiting longer. */
 static uint64_t backoff_next(uint64_t *backoff, uint64_t max)
 {
-    uint64_t wait = *backoff;
+    uint64_t wait = *backoff / 2 + (uint64_t)random() % (*backoff / 2 + 1);
 
-    *backoff = *backoff * 2 > max ? max : *backoff * 2;
+    *backoff = *backoff > max / 2 ? max : *backoff * 2;
     return wait;
+}
+
+/* A watch that lasted calms the back-off: halved for each WATCH_HEALTHY_NS
+ * of it, not reset by one, so that a server that alternates a good watch
+ * with failures gets no more than two watches a WATCH_HEALTHY_NS. */
+static void backoff_calm(uint64_t *backoff, uint64_t lasted)
+{
+    for (; lasted >= WATCH_HEALTHY_NS && *backoff > BACKOFF_MIN_NS; lasted -= WATCH_HEALTHY_NS)
+        *backoff = *backoff / 2 < BACKOFF_MIN_NS ? BACKOFF_MIN_NS : *backoff / 2;
 }
 
 /* ---- the scheduler's control socket --------------------------------- */
@@ -90,26 +111,29 @@ static void sched_close(struct watcher *w)
     w->sched_fd = -1;
 }
 
-/* Sends m and awaits its CTL_REPLY. -1 (and sched_lost) when the scheduler
- * is gone; a refusal it explains is logged, not fatal. */
+/* Sends m and awaits its CTL_REPLY. -1 (the connection closed, to be made
+ * again) when the scheduler is gone; a refusal it explains is logged, not
+ * fatal. */
 static int sched_call(struct watcher *w, const struct msg *m)
 {
     struct msg reply;
     int rc;
 
-    if (w->sched_fd < 0 || w->sched_lost)
+    if (w->sched_fd < 0)
         return -1;
     if ((rc = msg_send(w->sched_fd, m)) || (rc = msg_recv(w->sched_fd, &reply, REPLY_TIMEOUT_MS))) {
         if (!w->sched_down)
             log_warn("scheduler connection lost (%s): reconnecting", proto_strerror(rc));
-        w->sched_down = w->sched_lost = true;
+        w->sched_down = true;
+        sched_close(w);
         return -1;
     }
     if (reply.type == MSG_CTL_REPLY && reply.u.reply.status == EACCES) {
         /* Not root nor the scheduler's user: said once, tried again. */
         if (!w->sched_down)
             log_error("the scheduler refuses this watcher: %s", reply.u.reply.text);
-        w->sched_down = w->sched_lost = true;
+        w->sched_down = true;
+        sched_close(w);
         return -1;
     }
     if (reply.type == MSG_CTL_REPLY && reply.u.reply.status)
@@ -125,34 +149,80 @@ static int sched_send_pod(struct watcher *w, const struct watched_pod *p)
     return sched_call(w, &m);
 }
 
-/* Connects and sends the whole list. 0, or -1 to retry later. */
-static int sched_sync(struct watcher *w)
+/* Sends the whole cache, connecting first if need be. A failure is tried
+ * again by sched_keep(), paced by a back-off of its own. */
+static void sched_sync(struct watcher *w)
 {
     char path[512];
     struct msg m = {.type = MSG_CTL_POD_SYNC_BEGIN};
+    bool too_long = socket_path(CONTROL_SOCKET_NAME, path, sizeof(path)) != 0;
+    size_t i = 0;
 
-    sched_close(w);
-    w->sched_lost = false;
-    if (socket_path(CONTROL_SOCKET_NAME, path, sizeof(path)) ||
-        (w->sched_fd = unix_connect(path)) < 0) {
-        if (!w->sched_down)
-            log_warn("cannot reach the scheduler at %s: %s (retrying every "
-                     "second)", path, strerror(errno));
+    if (w->sched_fd < 0 && too_long)
+        errno = ENAMETOOLONG;
+    else if (w->sched_fd < 0)
+        w->sched_fd = unix_connect(path);
+    if (w->sched_fd < 0 && !w->sched_down) {
+        log_warn("cannot reach the scheduler at %s: %s (retrying every second)", path,
+                 strerror(errno));
         w->sched_down = true;
-        w->sched_lost = true;
-        return -1;
     }
-    if (sched_call(w, &m))
-        return -1;
-    for (size_t i = 0; i < w->n; i++)
-        if (sched_send_pod(w, &w->pods[i]))
-            return -1;
-    m.type = MSG_CTL_POD_SYNC_END;
-    if (sched_call(w, &m))
-        return -1;
-    log_info("scheduler at %s told of %zu pod(s)", path, w->n);
-    w->sched_down = false;
-    return 0;
+    if (sched_call(w, &m) == 0) {
+        while (i < w->n && sched_send_pod(w, &w->pods[i]) == 0)
+            i++;
+        m.type = MSG_CTL_POD_SYNC_END;
+        if (i == w->n && sched_call(w, &m) == 0) {
+            log_info("scheduler at %s told of %zu pod(s)", path, w->n);
+            w->sched_down = false;
+            w->sched_backoff = BACKOFF_MIN_NS;
+            return;
+        }
+    }
+    w->sched_retry_at = now_ns() + backoff_next(&w->sched_backoff, SCHED_BACKOFF_MAX_NS);
+}
+
+/* Keeps the scheduler told: notices its end (it never writes unasked, so
+ * a readable socket is a closed one) and, once the pods are listed,
+ * connects again and sends the cache. */
+static void sched_keep(struct watcher *w)
+{
+    struct pollfd pfd = {.fd = w->sched_fd, .events = POLLIN};
+
+    if (w->sched_fd >= 0 && poll(&pfd, 1, 0) > 0) {
+        log_warn("scheduler connection closed: reconnecting");
+        sched_close(w);
+        w->sched_retry_at = 0;
+    }
+    if (w->sched_fd < 0 && w->listed && now_ns() >= w->sched_retry_at)
+        sched_sync(w);
+}
+
+/* How long sched_keep() has nothing to do, up to max: while connected,
+ * until the socket is readable (its end); else until the next try. */
+static uint64_t sched_idle_ns(const struct watcher *w, uint64_t now, uint64_t max)
+{
+    if (w->sched_fd >= 0 || !w->listed || w->sched_retry_at >= now + max)
+        return max;
+    return w->sched_retry_at > now ? w->sched_retry_at - now : 0;
+}
+
+static int ms_of(uint64_t ns)
+{
+    return (int)((ns + NS_PER_MS - 1) / NS_PER_MS);
+}
+
+/* Waits ns (less when stopping), keeping the scheduler told meanwhile. */
+static void pause_for(struct watcher *w, uint64_t ns)
+{
+    uint64_t now = now_ns(), end = now + ns;
+
+    for (; !stopping && now < end; now = now_ns()) {
+        struct pollfd pfd = {.fd = w->sched_fd, .events = POLLIN};
+
+        /* A signal ends the wait. */
+        poll(&pfd, w->sched_fd >= 0, ms_of(sched_idle_ns(w, now, end - now)));
+        sched_keep(w);
+    }
 }
 
 /* ---- Events on pods -------------------------------------------------- */
@@ -233,6 +303,21 @@ static void report_bad(struct watcher *w, const struct watched_pod *p,
     post_event(w, &p->facts, "NvshareInvalidAnnotation", message);
 }
 
+/* What does not read well in a pod, said once per value it takes. */
+static void report_problems(struct watcher *w, const struct watched_pod *p,
+                            const struct watched_pod *before)
+{
+    report_bad(w, p, before, ANNOTATION_CORE_LIMIT);
+    report_bad(w, p, before, ANNOTATION_MEMORY_LIMIT);
+    report_bad(w, p, before, ANNOTATION_PRIORITY);
+    if (p->request_saturated && !(before && before->request_saturated))
+        log_warn("pod %s/%s: its %s request overflows 64 bits at %llu bytes a "
+                 "unit: taken as %llu bytes, more than any GPU",
+                 p->facts.pod_namespace, p->facts.pod_name, RESOURCE_GPU_MEMORY,
+                 (unsigned long long)w->memory_unit,
+                 (unsigned long long)p->facts.memory_request);
+}
+
 /* ---- the pod cache ----------------------------------------------------- */
 
 static struct watched_pod *find_pod(struct watcher *w, const char *uid)
@@ -259,7 +344,8 @@ static int add_pod(struct watched_pod **list, size_t *n, size_t *cap,
 }
 
 /* A pod added or changed: cached, and the scheduler told if its facts
- * changed. Pods that never concerned nvshare are left out. */
+ * changed (if it is not reachable now, the next sync sends the cache).
+ * Pods that never concerned nvshare are left out. */
 static void pod_update(struct watcher *w, const struct watched_pod *p)
 {
     struct watched_pod *old = find_pod(w, p->facts.pod_uid);
@@ -267,9 +353,7 @@ static void pod_update(struct watcher *w, const struct watched_pod *p)
     if (!old && !p->concerns_nvshare)
         return;
 
-    report_bad(w, p, old, ANNOTATION_CORE_LIMIT);
-    report_bad(w, p, old, ANNOTATION_MEMORY_LIMIT);
-    report_bad(w, p, old, ANNOTATION_PRIORITY);
+    report_problems(w, p, old);
     if (old && !pod_facts_differ(old, p)) {
         *old = *p;
         return;
@@ -310,16 +394,23 @@ static void status_text(const struct kube_body *b, char *out, size_t len)
 }
 
 /* Lists this node's pods, page by page, into a fresh cache. The previous
- * cache tells which bad annotations were already reported. 0 or -1. */
+ * cache tells which problems were already reported. 0 or -1. */
 static int list_pods(struct watcher *w)
 {
     struct watched_pod *list = NULL;
     size_t n = 0, cap = 0;
     char path[2048], cont[1024] = "", err[KUBE_ERR_LEN], why[256];
     char rv[64] = "";
+    int pages = 0;
 
     do {
         struct kube_body body = {0};
+        if (++pages > LIST_PAGES_MAX) {
+            log_warn("cannot list pods: more than %d pages of %d (a continue token "
+                     "that never ends?)", LIST_PAGES_MAX, LIST_PAGE);
+            free(list);
+            return -1;
+        }
         snprintf(path, sizeof(path), "/api/v1/pods?fieldSelector=%s&limit=%d%s%s",
                  w->selector, LIST_PAGE, cont[0] ? "&continue=" : "", cont);
         long status = kube_request(&w->kube, path, NULL, &body, err);
@@ -334,14 +425,18 @@ static int list_pods(struct watcher *w)
             free(list);
             return -1;
         }
-        cJSON *doc = cJSON_Parse(body.data);
+        cJSON *doc = cJSON_ParseWithLength(body.data, body.len);
         kube_body_free(&body);
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(doc, "metadata");
         const cJSON *items = cJSON_GetObjectItemCaseSensitive(doc, "items");
         const cJSON *item, *c = cJSON_GetObjectItemCaseSensitive(meta, "continue");
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
-        if (!cJSON_IsArray(items) || !cJSON_IsString(v)) {
-            log_warn("cannot list pods: the answer is not a PodList");
+        if (!cJSON_IsArray(items) || !cJSON_IsString(v) ||
+            strlen(v->valuestring) >= sizeof(rv) ||
+            (cJSON_IsString(c) && strlen(c->valuestring) >= sizeof(cont))) {
+            log_warn("cannot list pods: the answer is not a PodList (or its "
+                     "resourceVersion or continue token is over %zu bytes)",
+                     sizeof(rv) - 1);
             cJSON_Delete(doc);
             free(list);
             return -1;
@@ -352,9 +447,7 @@ static int list_pods(struct watcher *w)
             struct watched_pod p, *old;
             if (pod_from_json(item, w->memory_unit, &p) == 0 &&
                 ((old = find_pod(w, p.facts.pod_uid)) || p.concerns_nvshare)) {
-                report_bad(w, &p, old, ANNOTATION_CORE_LIMIT);
-                report_bad(w, &p, old, ANNOTATION_MEMORY_LIMIT);
-                report_bad(w, &p, old, ANNOTATION_PRIORITY);
+                report_problems(w, &p, old);
                 if (add_pod(&list, &n, &cap, &p)) {
                     log_error("out of memory listing pods");
                     cJSON_Delete(doc);
@@ -369,6 +462,7 @@ static int list_pods(struct watcher *w)
     w->pods = list;
     w->n = n;
     w->cap = cap;
+    w->listed = true;
     snprintf(w->resource_version, sizeof(w->resource_version), "%s", rv);
     log_info("listed %zu pod(s) on node %s at resourceVersion %s", n, w->node, rv);
     return 0;
@@ -387,7 +481,6 @@ static int on_event(void *ctx, const char *line, size_t len)
     struct watched_pod p;
     int stop = 0;
 
-    w->event_seen = true;
     if (!cJSON_IsString(type) || !cJSON_IsObject(obj)) {
         log_warn("watch: an event that is not one: ignored");
     } else if (!strcmp(type->valuestring, "ERROR")) {
@@ -399,11 +492,10 @@ static int on_event(void *ctx, const char *line, size_t len)
             w->relist = true;
         } else {
             log_warn("watch: error event: %s", cJSON_IsString(msg) ? msg->valuestring : "?");
-            w->watch_failed = true;
         }
         stop = 1;
     } else {
-        if (cJSON_IsString(rv))
+        if (cJSON_IsString(rv) && strlen(rv->valuestring) < sizeof(w->resource_version))
             snprintf(w->resource_version, sizeof(w->resource_version), "%s", rv->valuestring);
         if (!strcmp(type->valuestring, "BOOKMARK")) {
             log_debug("watch: bookmark at resourceVersion %s", w->resource_version);
@@ -416,36 +508,34 @@ static int on_event(void *ctx, const char *line, size_t len)
         }
     }
     cJSON_Delete(e);
-    return stop || w->sched_lost || stopping;
+    return stop || stopping;
 }
 
-/* Once a second: a restarted scheduler closed our connection. It never
- * writes unasked, so a readable socket is its end. */
-static int on_tick(void *ctx)
+/* Between the watch's reads: the watch goes on whatever became of the
+ * scheduler, and its wait wakes for the scheduler's socket too. */
+static int on_tick(void *ctx, int *fd, int *timeout_ms)
 {
     struct watcher *w = ctx;
-    struct pollfd pfd = {.fd = w->sched_fd, .events = POLLIN};
 
-    if (w->sched_fd >= 0 && poll(&pfd, 1, 0) > 0) {
-        log_warn("scheduler connection closed: reconnecting");
-        w->sched_lost = true;
-    }
-    return w->sched_lost || stopping;
+    sched_keep(w);
+    *fd = w->sched_fd;
+    *timeout_ms = ms_of(sched_idle_ns(w, now_ns(), NS_PER_SEC));
+    return stopping;
 }
 
-/* One watch, from resource_version: returns whether it ended well (a
- * timeout, a dropped connection after events: resume at once). */
-static bool watch_pods(struct watcher *w)
+/* One watch, from resource_version: how long it lasted (a 410 sets relist
+ * as well). */
+static uint64_t watch_pods(struct watcher *w)
 {
     char path[2048], err[KUBE_ERR_LEN], why[256];
     struct kube_body body = {0};
     struct kube_stream_calls calls = {on_event, on_tick, w};
+    uint64_t started = now_ns();
     long status;
 
     snprintf(path, sizeof(path), "/api/v1/pods?watch=1&allowWatchBookmarks=true"
              "&fieldSelector=%s&resourceVersion=%s&timeoutSeconds=%d",
              w->selector, w->resource_version, WATCH_TIMEOUT_S);
-    w->event_seen = w->watch_failed = false;
     status = kube_stream(&w->kube, path, &calls, &body, err);
     if (status == 410) {
         log_info("watch: resourceVersion %s is too old (410 Gone): listing again",
@@ -458,9 +548,7 @@ static bool watch_pods(struct watcher *w)
         log_warn("cannot watch pods: HTTP %ld: %s", status, why);
     }
     kube_body_free(&body);
-    if (w->watch_failed)
-        return false;
-    return status == 200 || status == 410 || status == -2 || w->event_seen;
+    return now_ns() - started;
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -471,6 +559,8 @@ static int configure(struct watcher *w)
 
     memset(w, 0, sizeof(*w));
     w->sched_fd = -1;
+    w->sched_backoff = BACKOFF_MIN_NS;
+    w->relist = true;
     if (!node || !*node || strlen(node) >= sizeof(w->node)) {
         log_error("NODE_NAME is not set: give it the node's name (the downward "
                   "API's spec.nodeName)");
@@ -486,8 +576,7 @@ static int configure(struct watcher *w)
 int main(void)
 {
     static struct watcher w;
-    uint64_t backoff = BACKOFF_MIN_NS, sched_backoff = BACKOFF_MIN_NS;
-    bool listed = false;
+    uint64_t backoff = BACKOFF_MIN_NS;
     struct sigaction sa = {.sa_handler = on_signal};
 
     log_init("pod-watcher");
@@ -496,34 +585,26 @@ int main(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    srandom((unsigned)(getpid() ^ now_ns()));
     if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
         log_error("cannot initialise libcurl");
         return 1;
     }
     log_info("watching pods of node %s at %s, scheduler at %s", w.node, w.kube.api,
              env_sock_dir());
-    w.sched_lost = true;
     while (!stopping) {
-        if (!listed || w.relist) {
-            w.relist = false;
+        if (w.relist) {
             if (list_pods(&w)) {
-                sleep_ns(backoff_next(&backoff, BACKOFF_MAX_NS));
+                pause_for(&w, backoff_next(&backoff, BACKOFF_MAX_NS));
                 continue;
             }
-            listed = true;
-            w.sched_lost = true; /* the scheduler gets the new list whole */
+            w.relist = false;
+            sched_sync(&w); /* the scheduler gets the new list whole */
         }
-        if (w.sched_lost) {
-            if (sched_sync(&w)) {
-                sleep_ns(backoff_next(&sched_backoff, SCHED_BACKOFF_MAX_NS));
-                continue;
-            }
-            sched_backoff = BACKOFF_MIN_NS;
-        }
-        if (watch_pods(&w))
-            backoff = BACKOFF_MIN_NS;
-        else
-            sleep_ns(backoff_next(&backoff, BACKOFF_MAX_NS));
+        uint64_t lasted = watch_pods(&w);
+        backoff_calm(&backoff, lasted);
+        if (lasted < WATCH_HEALTHY_NS)
+            pause_for(&w, backoff_next(&backoff, BACKOFF_MAX_NS));
     }
     log_info("stopping");
     sched_close(&w);

@@ -51,8 +51,9 @@ static void read_annotation(const cJSON *annotations, const char *key, bool core
 }
 
 /* Units of nvshare.com/gpu-memory the pod's containers ask for: a limit
- * (which an extended resource's request equals), else a request. */
-static uint64_t memory_units(const cJSON *spec)
+ * (which an extended resource's request equals), else a request. Sets
+ * *saturated when the sum does not fit. */
+static uint64_t memory_units(const cJSON *spec, bool *saturated)
 {
     const cJSON *containers = cJSON_GetObjectItemCaseSensitive(spec, "containers");
     const cJSON *c;
@@ -69,8 +70,11 @@ static uint64_t memory_units(const cJSON *spec)
             text = string_at(cJSON_GetObjectItemCaseSensitive(res, "requests"),
                              RESOURCE_GPU_MEMORY);
         /* The API server admits only whole numbers for extended resources. */
-        if (text && parse_int_range(text, 0, 1L << 30, &n, err) == 0)
-            units += (uint64_t)n;
+        if (text && parse_int_range(text, 0, 1L << 30, &n, err) == 0 &&
+            __builtin_add_overflow(units, (uint64_t)n, &units)) {
+            *saturated = true;
+            return UINT64_MAX;
+        }
     }
     return units;
 }
@@ -126,7 +130,13 @@ int pod_from_json(const cJSON *pod, uint64_t unit, struct watched_pod *out)
     read_annotation(annotations, ANNOTATION_PRIORITY, false, &out->priority, &value);
     f->priority = (uint8_t)value;
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
-    f->memory_request = memory_units(spec) * unit;
+    /* More than 2^64 bytes is more than any GPU: the most that fits says
+     * so, where a wrapped product would be any size, small ones too. */
+    uint64_t units = memory_units(spec, &out->request_saturated);
+    if (out->request_saturated || __builtin_mul_overflow(units, unit, &f->memory_request)) {
+        out->request_saturated = true;
+        f->memory_request = UINT64_MAX;
+    }
     out->concerns_nvshare = concerns_nvshare(annotations, spec);
     f->unreadable = (out->core.bad ? POD_FACT_CORE_UNREADABLE : 0) |
                     (out->memory.bad ? POD_FACT_MEMORY_UNREADABLE : 0) |

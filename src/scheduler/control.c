@@ -23,6 +23,7 @@ struct control_conn {
     int fd;
     struct frame_reader reader;
     uint64_t idle_since; /* connected, or its last request answered */
+    bool pod_watcher;    /* sent the latest CTL_POD_SYNC_BEGIN */
     struct control_conn *prev, *next; /* in sched->control_conns */
 };
 
@@ -39,6 +40,12 @@ static void close_conn(struct control_conn *conn)
     free(conn);
 }
 
+static void mark_pod_watcher(struct control_conn *conn)
+{
+    for (struct control_conn *c = conn->sched->control_conns; c; c = c->next)
+        c->pod_watcher = c == conn;
+}
+
 uint64_t control_expire_idle(struct scheduler *s, uint64_t now)
 {
     struct control_conn *conn = s->control_conns, *next;
@@ -48,6 +55,17 @@ uint64_t control_expire_idle(struct scheduler *s, uint64_t now)
     for (; conn; conn = next) {
         uint64_t due = conn->idle_since + CONTROL_IDLE_NS;
         next = conn->next;
+        /* The pod watcher keeps its connection for as long as it runs: it
+         * tells each change the moment it comes, and learns of a restart
+         * from the connection's end, which a watcher that connected per
+         * change or pinged would learn late or at a cost. Closed when
+         * idle, it reconnected and sent every pod again each
+         * CONTROL_IDLE_NS of a quiet cluster. Bounded all the same: only
+         * root and our uid reach this socket, and only the latest
+         * connection to begin a sync is kept (one descriptor); an older
+         * one is idle like any other. */
+        if (conn->pod_watcher)
+            continue;
         if (now + CLIENT_STALL_BATCH_NS < due) {
             if (next_due == 0 || due < next_due)
                 next_due = due;
@@ -604,6 +622,8 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
             rc = msg_send(fd, &reply);
         } else if (m.type >= MSG_CTL_POD_FACTS && m.type <= MSG_CTL_POD_SYNC_END) {
             struct msg reply = {.type = MSG_CTL_REPLY};
+            if (m.type == MSG_CTL_POD_SYNC_BEGIN)
+                mark_pod_watcher(conn);
             pod_facts_handle(conn->sched, &m, &reply.u.reply);
             rc = msg_send(fd, &reply);
         } else {

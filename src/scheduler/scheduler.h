@@ -206,9 +206,10 @@ void clients_note_out_of_fds(struct scheduler *s, const char *socket_name);
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);
 /* Closes control connections that sent no request for CONTROL_IDLE_NS
- * (up to CLIENT_STALL_BATCH_NS early, with others): nvsharectl sends its
- * request as soon as it connects, and one left open would hold a file
- * descriptor for good. Returns when the next one would be due (0: none). */
+ * (up to CLIENT_STALL_BATCH_NS early, with others), the pod watcher's
+ * excepted (control.c): nvsharectl sends its request as soon as it
+ * connects, and one left open would hold a file descriptor for good.
+ * Returns when the next one would be due (0: none). */
 #define CONTROL_IDLE_NS CLIENT_STALL_NS
 uint64_t control_expire_idle(struct scheduler *s, uint64_t now);
 

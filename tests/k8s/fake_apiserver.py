@@ -16,9 +16,14 @@ Test controls, loopback only (POST unless said):
   /admin/compact     compact history and drop the watches: those that
                      resume from before now get 410
   /admin/gone-event  send an ERROR 410 event on one watch (open or next)
+  /admin/fault?node=N&mode=M
+                     from now on, every list or watch of node N's pods
+                     fails as M says (FAULTS below)
   GET /admin/events  events posted so far (JSON list)
   GET /admin/auth    Authorization headers of the watch requests, in order
   GET /admin/watches number of watch requests served
+  GET /admin/counts  requests per node: {"N": {"lists": pages listed,
+                     "watches": watches begun}}
 
   fake_apiserver.py PORT_FILE TOKEN_FILE PODS_JSON
 writes the port it listens on to PORT_FILE once it accepts connections.
@@ -34,6 +39,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 BOOKMARK_EVERY_S = 1.0
+FAULT_BYTES = 1 << 30   # a huge list body, a watch line that never ends
+SERVER_TIMEOUT_S = 35   # server-timeout's, above the watcher's 30 s
+FAULTS = {
+    "gone-status": "every watch answers 410 Gone",
+    "gone-event": "every watch sends an ERROR 410 event and ends",
+    "empty-watch": "every watch is a 200 that ends at once, empty",
+    "endless-continue": "every list page is empty and names a next one",
+    "huge-list": "every list answers a 1 GiB PodList",
+    "endless-line": "every watch sends 1 GiB without a newline",
+    "server-timeout": "no fault: every watch ends well after %d s at most"
+                      % SERVER_TIMEOUT_S,
+}
 
 lock = threading.Condition()
 pods = {}            # (namespace, name) -> pod
@@ -45,6 +62,8 @@ auth_seen = []
 watches = 0
 watch_sockets = set()
 gone_pending = False  # /admin/gone-event: the next watch to look sends it
+faults = {}          # node -> mode (FAULTS)
+counts = {}          # node -> {"lists": n, "watches": n}
 token_file = None
 
 
@@ -71,6 +90,12 @@ def merge(target, patch):
             merge(target[k], v)
         else:
             target[k] = v
+
+
+def count(node, what):
+    """A request of node's pods, under lock."""
+    per = counts.setdefault(node or "", {"lists": 0, "watches": 0})
+    per[what] += 1
 
 
 def status(code, reason, message):
@@ -136,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
         if url.path.startswith("/admin/"):
             with lock:
                 what = {"/admin/events": posted_events, "/admin/auth": auth_seen,
-                        "/admin/watches": watches}.get(url.path)
+                        "/admin/watches": watches, "/admin/counts": counts}.get(url.path)
             return self.reply(200 if what is not None else 404, what)
         if url.path in DISCOVERY:
             return self.reply(200, DISCOVERY[url.path])
@@ -157,12 +182,45 @@ class Handler(BaseHTTPRequestHandler):
             if q.get("watch") in ("1", "true"):
                 return self.watch(node, q)
             with lock:
+                count(node, "lists")
+                fault = faults.get(node)
                 items = [p for p in pods.values()
                          if node is None or p["spec"].get("nodeName") == node]
                 body = {"kind": "PodList", "apiVersion": "v1",
                         "metadata": {"resourceVersion": str(rv)}, "items": items}
+            if fault == "endless-continue":
+                page = int(q.get("continue", "page-0").split("-")[-1]) + 1
+                body["items"] = []
+                body["metadata"]["continue"] = "page-%d" % page
+            elif fault == "huge-list":
+                return self.huge_list(body)
             return self.reply(200, body)
         self.reply(404, status(404, "NotFound", "the server could not find the requested resource"))
+
+    def huge_list(self, body):
+        """A PodList of FAULT_BYTES, sent as fast as it is read."""
+        head = json.dumps(body)[:-1].encode() + b', "padding": "'
+        tail = b'"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(FAULT_BYTES))
+        self.end_headers()
+        try:
+            self.wfile.write(head)
+            self.stream_filler(FAULT_BYTES - len(head) - len(tail))
+            self.wfile.write(tail)
+        except OSError:
+            self.close_connection = True
+
+    def stream_filler(self, n, chunked=False):
+        block = b"x" * (1 << 20)
+        while n > 0:
+            part = block[:n]
+            if chunked:
+                self.chunk(part)
+            else:
+                self.wfile.write(part)
+            n -= len(part)
 
     def chunk(self, data):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -175,8 +233,10 @@ class Handler(BaseHTTPRequestHandler):
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         with lock:
             watches += 1
+            count(node, "watches")
+            fault = faults.get(node)
             auth_seen.append(self.headers.get("Authorization", ""))
-            if since < compacted:
+            if since < compacted or fault == "gone-status":
                 return self.reply(410, status(410, "Expired",
                                               "too old resource version: %d (%d)" % (since, compacted)))
         self.send_response(200)
@@ -184,6 +244,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
+        if fault in ("gone-event", "empty-watch", "endless-line"):
+            return self.faulty_watch(fault)
+        if fault == "server-timeout":
+            timeout = min(timeout, SERVER_TIMEOUT_S)
         sock = self.connection
         with lock:
             watch_sockets.add(sock)
@@ -226,6 +290,18 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 watch_sockets.discard(sock)
 
+    def faulty_watch(self, fault):
+        try:
+            if fault == "gone-event":
+                self.chunk(json.dumps({"type": "ERROR", "object": status(
+                    410, "Expired", "too old resource version")}).encode() + b"\n")
+            elif fault == "endless-line":
+                self.stream_filler(FAULT_BYTES, chunked=True)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
     def do_PATCH(self):
         patch = self.body()
         if not self.authorized():
@@ -258,9 +334,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         global compacted, gone_pending
-        path = urlparse(self.path).path
+        url = urlparse(self.path)
+        path = url.path
         body = self.body()
         if path.startswith("/admin/"):
+            q = {k: v[0] for k, v in parse_qs(url.query).items()}
+            if path == "/admin/fault" and q.get("mode") not in FAULTS:
+                return self.reply(400, {"modes": FAULTS})
             with lock:
                 if path == "/admin/drop":
                     watch_sockets.clear()
@@ -271,6 +351,8 @@ class Handler(BaseHTTPRequestHandler):
                     watch_sockets.clear()
                 elif path == "/admin/gone-event":
                     gone_pending = True
+                elif path == "/admin/fault":
+                    faults[q.get("node", "")] = q["mode"]
                 lock.notify_all()
             return self.reply(200, {})
         if not self.authorized():

@@ -1,12 +1,13 @@
 /* test_pod_json.c - how the pod watcher reads a pod object: name, UID,
  * annotations (bad values marked unreadable, never sent as values), the
- * gpu-memory request summed over containers, and when the scheduler must
- * be told again. */
+ * gpu-memory request summed over containers (saturated, not wrapped, when
+ * it overflows), and when the scheduler must be told again. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -118,6 +119,52 @@ static void test_bad_values_are_unreadable(void **state)
     }
 }
 
+/* A pod of n containers that each ask for units of gpu-memory. */
+static char *pod_asking(int n, const char *units)
+{
+    size_t len = 256 + (size_t)n * 128;
+    char *json = malloc(len);
+    size_t at;
+
+    assert_non_null(json);
+    at = (size_t)snprintf(json, len, "{\"metadata\":{\"name\":\"big\",\"uid\":\"u\"},"
+                          "\"spec\":{\"containers\":[");
+    for (int i = 0; i < n; i++)
+        at += (size_t)snprintf(json + at, len - at, "%s{\"resources\":{\"limits\":"
+                               "{\"nvshare.com/gpu-memory\":\"%s\"}}}", i ? "," : "", units);
+    snprintf(json + at, len - at, "]}}");
+    return json;
+}
+
+/* 100 containers of 2^30 units of 256 MiB are 2^64 x 6.25 bytes: the
+ * product wrapped to 10376293541461622784 before. */
+static void test_request_overflow_saturates(void **state)
+{
+    struct watched_pod p;
+    char *json;
+
+    (void)state;
+    json = pod_asking(100, "1073741824");
+    assert_int_equal(read_pod(json, &p), 0);
+    free(json);
+    printf("100 x 2^30 units of 256 MiB: memory_request %llu bytes, saturated %d\n",
+           (unsigned long long)p.facts.memory_request, p.request_saturated);
+    assert_true(p.request_saturated);
+    assert_true(p.facts.memory_request == UINT64_MAX);
+
+    /* The edge: 64 containers of 2^30 units of 2^28 bytes are 2^64 bytes,
+     * one byte too many; 63 fit. */
+    json = pod_asking(64, "1073741824");
+    assert_int_equal(read_pod(json, &p), 0);
+    free(json);
+    assert_true(p.request_saturated);
+    json = pod_asking(63, "1073741824");
+    assert_int_equal(read_pod(json, &p), 0);
+    free(json);
+    assert_false(p.request_saturated);
+    assert_true(p.facts.memory_request == 63ull * (1ull << 30) * UNIT);
+}
+
 static void test_pod_without_identity_refused(void **state)
 {
     struct watched_pod p;
@@ -151,6 +198,7 @@ int main(void)
         cmocka_unit_test(test_priority_annotation),
         cmocka_unit_test(test_which_pods_concern_nvshare),
         cmocka_unit_test(test_bad_values_are_unreadable),
+        cmocka_unit_test(test_request_overflow_saturates),
         cmocka_unit_test(test_pod_without_identity_refused),
         cmocka_unit_test(test_facts_differ),
     };
