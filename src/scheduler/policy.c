@@ -140,29 +140,12 @@ static uint64_t trial_end(const struct policy *p, const struct gpu_sched *g,
     return now + (quantum - held);
 }
 
-bool maybe_light(const struct policy *p, const struct gpu_sched *g,
-                 const struct member *m, uint64_t now)
+static bool maybe_light(const struct policy *p, const struct gpu_sched *g,
+                        const struct member *m, uint64_t now)
 {
     if (m->load_known)
         return m->load_permille < p->light_permille;
     return trial_end(p, g, m, now) != 0;
-}
-
-/* Whether a and b may run at once in auto mode: both light, or a light
- * one of a higher class beside anyone. A light high-priority client (a
- * service between requests most of the time) gets its latency from the
- * GPU's own time-slicing of the two contexts, a slice of a couple of
- * milliseconds, while the lower class keeps the time it leaves; taking
- * the GPU from the lower class for it would leave it idle between
- * requests, and a request would wait for the holder's drain. */
-static bool co_run(const struct policy *p, const struct gpu_sched *g,
-                   const struct member *a, const struct member *b, uint64_t now)
-{
-    bool a_light = maybe_light(p, g, a, now), b_light = maybe_light(p, g, b, now);
-    unsigned a_class = class_of(p, a->account), b_class = class_of(p, b->account);
-
-    return (a_light && b_light) || (a_light && a_class > b_class) ||
-           (b_light && b_class > a_class);
 }
 
 /* Whether client may run beside the current runners in g's mode. */
@@ -177,15 +160,15 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
     case SCHED_MODE_CONCURRENT:
         return true;
     default: {
-        /* A client known (or taken) to be heavy runs alone, but for light
-         * clients of a higher class. */
-        const struct member *m = &g->members[client];
+        /* A client known (or taken) to be heavy runs alone. */
+        if (!maybe_light(p, g, &g->members[client], now))
+            return false;
         bool runners_paced = true;
         for (int c = 0; c < g->slots; c++) {
             const struct member *r = &g->members[c];
             if (!running(r))
                 continue;
-            if (!co_run(p, g, m, r, now))
+            if (!maybe_light(p, g, r, now))
                 return false;
             runners_paced = runners_paced && core_limited(p, r->account);
         }
@@ -545,27 +528,20 @@ static int oldest_holder(const struct gpu_sched *g, int *holding)
     return oldest;
 }
 
-/* Whether holder c may not stay beside the holders granted before it:
- * the mode changed, a load report showed a heavy client among several,
- * or a trial ended. */
+/* Whether holder c may not stay beside the oldest holder: the mode
+ * changed, a load report showed a heavy client among several, or a trial
+ * ended. */
 static bool misfit(const struct policy *p, const struct gpu_sched *g, int c,
-                   uint64_t now)
+                   int oldest, uint64_t now)
 {
-    const struct member *m = &g->members[c];
-
     switch (g->mode) {
     case SCHED_MODE_SERIAL:
         return true;
     case SCHED_MODE_CONCURRENT:
         return false;
     default:
-        for (int o = 0; o < g->slots; o++) {
-            const struct member *older = &g->members[o];
-            if (o != c && older->present && older->state == MEMBER_HOLDING &&
-                older->grant_seq < m->grant_seq && !co_run(p, g, m, older, now))
-                return true;
-        }
-        return false;
+        return !maybe_light(p, g, &g->members[c], now) ||
+               !maybe_light(p, g, &g->members[oldest], now);
     }
 }
 
@@ -580,7 +556,7 @@ static bool drop_misfits(const struct policy *p, struct gpu_sched *g, int gpu,
     for (int c = 0; holding >= 2 && c < g->slots; c++) {
         const struct member *m = &g->members[c];
         if (!m->present || m->state != MEMBER_HOLDING || c == oldest ||
-            !misfit(p, g, c, now))
+            !misfit(p, g, c, oldest, now))
             continue;
         if (!room_for(out, 1)) {
             out->truncated = true;

@@ -235,10 +235,6 @@ void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
            struct policy_actions *out);
 void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
           struct policy_actions *out);
-/* Whether m is light in auto mode's sense: measured under the light
- * threshold, or on its trial before its first load report. */
-bool maybe_light(const struct policy *p, const struct gpu_sched *g,
-                 const struct member *m, uint64_t now) __attribute__((pure));
 uint64_t held_total(const struct member *m, uint64_t now)
     __attribute__((pure));
 
@@ -295,10 +291,6 @@ uint64_t held_bytes(const struct gpu_sched *g)
 bool fits(const struct policy *p, const struct gpu_sched *g, int gpu,
           int client)
     __attribute__((pure));
-/* Whether client's memory fits once other runs too (all of its footprint
- * resident), beside what occupies the GPU now. */
-bool fits_beside(const struct policy *p, const struct gpu_sched *g, int gpu,
-                 int client, int other) __attribute__((pure));
 bool room_possible(const struct policy *p, const struct gpu_sched *g, int gpu,
                    int client)
     __attribute__((pure));

@@ -102,20 +102,6 @@ bool fits(const struct policy *p, const struct gpu_sched *g, int gpu,
     return others + m->footprint <= policy_memory_limit(p, gpu);
 }
 
-bool fits_beside(const struct policy *p, const struct gpu_sched *g, int gpu,
-                 int client, int other)
-{
-    const struct member *m = &g->members[client], *o = &g->members[other];
-
-    if (!g->capacity || !m->evictable)
-        return true;
-    if (m->evicting || m->footprint > policy_memory_limit(p, gpu))
-        return false;
-    uint64_t others = resident_bytes(g) - occupied_bytes(m) +
-                      (o->footprint - occupied_bytes(o));
-    return others + m->footprint <= policy_memory_limit(p, gpu);
-}
-
 /* ---- switch time ------------------------------------------------------- */
 
 static uint64_t clamp(uint64_t v, uint64_t lo, uint64_t hi)

@@ -51,10 +51,7 @@ static bool wants(const struct policy *p, const struct gpu_sched *g, int gpu,
 
 /* Whether another client that wants gpu outranks client c: one of another
  * class (within a class the TQ rotates as without priorities) and of a
- * higher rank, unless auto mode lets the two run at once (a light client
- * of a higher class whose memory fits, beside anyone: policy.c, co_run):
- * then c keeps the time the other leaves. One whose memory does not fit
- * still makes lower classes leave. */
+ * higher rank. */
 bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
                int c, uint64_t now)
 {
@@ -67,10 +64,6 @@ bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
         const struct member *m = &g->members[x];
         if (x == c || !m->present || class_of(p, m->account) == cls ||
             rank_of(p, g, m, now) <= rank || !wants(p, g, gpu, x, now))
-            continue;
-        if (g->mode == SCHED_MODE_AUTO && class_of(p, m->account) > cls &&
-            maybe_light(p, g, m, now) && !floor_due(p, g, m->account, now) &&
-            fits_beside(p, g, gpu, x, c))
             continue;
         return true;
     }

@@ -14,10 +14,6 @@
  * first_kernel_ms=<ms> from the process's start to the end of its first
  * kernels, what a user waits for at arrival.
  *
- * FAKE_JOB_GAP_US=<n> makes it a service: it waits n us between batches
- * and also prints batch_p50_ms= and batch_p99_ms=, each batch's time from
- * its first launch to the end of its sync (a request's latency).
- *
  * FAKE_JOB_MEM_MB=<n> allocates n MiB with cuMemAlloc_v2 first (managed
  * memory when libnvshare oversubscribes), for memory-aware scheduling.
  * FAKE_JOB_MEM_CYCLE=<k> also frees and allocates it again after every k
@@ -35,13 +31,6 @@ static long long clock_ns(clockid_t clock)
 
     clock_gettime(clock, &ts);
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
 }
 
 static long long realtime_ns(void)
@@ -81,16 +70,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "fake_job: %s MiB refused\n", mem_mb);
         return 1;
     }
-    const char *gap_env = getenv("FAKE_JOB_GAP_US");
-    long gap_us = gap_env ? atol(gap_env) : 0;
-    static double latency_ms[1 << 16];
-    size_t n_latency = 0;
     while (realtime_ns() < until) {
-        if (gap_us > 0)
-            nanosleep(&(struct timespec){gap_us / 1000000, (gap_us % 1000000) * 1000}, NULL);
-        long long batch_start = clock_ns(CLOCK_MONOTONIC);
         if (!first_launch)
-            first_launch = batch_start;
+            first_launch = clock_ns(CLOCK_MONOTONIC);
         if (mem_mb && cycle > 0 && ++batches % cycle == 0) {
             if (memory)
                 cuMemFree(memory);
@@ -104,16 +86,9 @@ int main(int argc, char **argv)
         cuCtxSynchronize();
         if (!first_done)
             first_done = clock_ns(CLOCK_MONOTONIC);
-        if (gap_us > 0 && n_latency < sizeof(latency_ms) / sizeof(latency_ms[0]))
-            latency_ms[n_latency++] = (double)(clock_ns(CLOCK_MONOTONIC) - batch_start) / 1e6;
         long long done = realtime_ns();
         if (done >= from && done <= until)
             kernels += 4;
-    }
-    if (n_latency > 0) {
-        qsort(latency_ms, n_latency, sizeof(latency_ms[0]), compare_double);
-        printf("batch_p50_ms=%.2f\nbatch_p99_ms=%.2f\n", latency_ms[n_latency / 2],
-               latency_ms[(n_latency * 99 + 99) / 100 - 1]);
     }
     printf("rate=%.2f\nfirst_launch=%lld\nfirst_kernel_ms=%.1f\n",
            (double)kernels * 1e9 / (double)(until - from), first_launch,

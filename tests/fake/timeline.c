@@ -187,36 +187,17 @@ void fake_shared_gpu_used(int64_t delta)
         atomic_fetch_add(&shared->procs[shared_slot].used, (uint64_t)delta);
 }
 
-/* FAKE_CUDA_TIMESLICE_US: a shared device time-slices the contexts at this
- * grain, as a real GPU does (a couple of milliseconds), instead of running
- * each piece of work to its end before the next: 0 (unset) for the latter. */
-static uint64_t timeslice_ns(void)
-{
-    static uint64_t ns = UINT64_MAX;
-
-    if (ns == UINT64_MAX) {
-        const char *text = getenv("FAKE_CUDA_TIMESLICE_US");
-        ns = text ? strtoull(text, NULL, 10) * 1000 : 0;
-    }
-    return ns;
-}
-
 /* When work that is ready at `start` begins on a device shared with other
- * processes, which is then busy with it for duration_ns. Time-sliced, it
- * begins within one slice and pushes the device's other work back by its
- * duration (a model: the other processes' timelines keep their ends). */
+ * processes, which is then busy with it for duration_ns. */
 static uint64_t queue_on_shared_gpu(uint64_t start, uint64_t duration_ns)
 {
     if (fake_shared_gpu_map() == NULL)
         return start;
-    uint64_t slice = timeslice_ns();
-    uint64_t busy = atomic_load(&shared->busy_until_ns), begin, until;
+    uint64_t busy = atomic_load(&shared->busy_until_ns), begin;
     do {
         begin = busy > start ? busy : start;
-        if (slice && begin > start + slice)
-            begin = start + slice;
-        until = (busy > begin ? busy : begin) + duration_ns;
-    } while (!atomic_compare_exchange_weak(&shared->busy_until_ns, &busy, until));
+    } while (!atomic_compare_exchange_weak(&shared->busy_until_ns, &busy,
+                                           begin + duration_ns));
     return begin;
 }
 

@@ -454,75 +454,6 @@ static void test_random_events_keep_classes_apart(void **state)
     assert_true(drops > 1000 && evicts > 100 && priority_waits > 1000);
 }
 
-/* ---- auto mode: a light higher class co-runs, the lower keeps the rest -- */
-
-/* A service (light, high) and training (heavy, low) in auto mode: the
- * service is granted at once beside the training, which is not dropped,
- * and the training is granted beside the service, which holds the GPU
- * between its requests: neither waits for the other. */
-static void test_light_high_co_runs_with_heavy_low(void **state)
-{
-    (void)state;
-    policy_set_mode(&p, -1, SCHED_MODE_AUTO);
-    policy_set_priority(&p, 0, PRIORITY_LOW);
-    policy_set_priority(&p, 1, PRIORITY_HIGH);
-    policy_set_load(&p, 0, 0, 990);
-    policy_set_load(&p, 0, 1, 35);
-    request(0, 0);
-    assert_int_equal(count(ACTION_GRANT, 0), 1);
-    request(1, 5 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1), 1);
-    assert_int_equal(count(ACTION_DROP, 0), 0);
-    tick(10 * MS);
-    assert_int_equal(count(ACTION_DROP, 0), 0);
-    assert_true(policy_is_running(&p, 0, 0) && policy_is_running(&p, 0, 1));
-
-    /* The other way round: the service holds, the training arrives. */
-    release(0, 20 * MS);
-    request(0, 30 * MS);
-    assert_int_equal(count(ACTION_GRANT, 0), 1);
-    assert_int_not_equal(mem(0)->wait_reason, WAIT_PRIORITY);
-}
-
-/* A heavy client of a higher class still takes the GPU from lower ones. */
-static void test_heavy_high_still_preempts_in_auto_mode(void **state)
-{
-    (void)state;
-    policy_set_mode(&p, -1, SCHED_MODE_AUTO);
-    policy_set_priority(&p, 0, PRIORITY_LOW);
-    policy_set_priority(&p, 1, PRIORITY_HIGH);
-    policy_set_load(&p, 0, 0, 990);
-    policy_set_load(&p, 0, 1, 990);
-    request(0, 0);
-    request(1, 5 * MS);
-    tick(5 * MS);
-    assert_int_equal(count(ACTION_DROP, 0), 1);
-    release(0, 6 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1), 1);
-    request(0, 7 * MS);
-    assert_int_equal(mem(0)->wait_reason, WAIT_PRIORITY);
-}
-
-/* A light service whose memory does not fit beside the training still
- * makes it leave: memory fits are respected at every class. */
-static void test_light_high_without_room_makes_low_leave(void **state)
-{
-    (void)state;
-    policy_set_mode(&p, -1, SCHED_MODE_AUTO);
-    policy_set_capacity(&p, 0, CAPACITY);
-    policy_set_priority(&p, 0, PRIORITY_LOW);
-    policy_set_priority(&p, 1, PRIORITY_HIGH);
-    policy_set_load(&p, 0, 0, 990);
-    policy_set_load(&p, 0, 1, 35);
-    policy_set_footprint(&p, 0, 0, 10 * GiB, 10 * GiB);
-    policy_set_footprint(&p, 0, 1, 8 * GiB, 8 * GiB);
-    request(0, 0);
-    request(1, 5 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1), 0);
-    tick(5 * MS);
-    assert_int_equal(count(ACTION_DROP, 0), 1);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -538,9 +469,6 @@ int main(void)
         cmocka_unit_test_setup(test_running_low_class_is_dropped_then_swapped, setup),
         cmocka_unit_test_setup(test_unmovable_low_client_makes_high_wait, setup),
         cmocka_unit_test_setup(test_random_events_keep_classes_apart, setup),
-        cmocka_unit_test_setup(test_light_high_co_runs_with_heavy_low, setup),
-        cmocka_unit_test_setup(test_heavy_high_still_preempts_in_auto_mode, setup),
-        cmocka_unit_test_setup(test_light_high_without_room_makes_low_leave, setup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
