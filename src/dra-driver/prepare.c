@@ -1,0 +1,176 @@
+/* prepare.c - NodePrepareResources and NodeUnprepareResources for one
+ * claim. Both are idempotent, keyed by the claim's UID: a claim prepared
+ * already gets the same devices again (its CDI spec re-made if it went,
+ * as after a reboot empties /var/run/cdi), one not prepared is unprepared
+ * at once. Unprepare needs only the checkpoint: the claim may be gone from
+ * the API server by then. */
+#include "driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+/* kubelet gives a call 45 s; a claim's read gets a few short tries. */
+#define FETCH_ATTEMPTS 3
+#define FETCH_BACKOFF_MS 100
+
+static struct dra_claim *find(struct driver *d, const char *uid)
+{
+    for (int i = 0; i < d->n_claims; i++)
+        if (!strcmp(d->claims[i].uid, uid))
+            return &d->claims[i];
+    return NULL;
+}
+
+/* UIDs name files, namespaces and names go into a URL path. */
+static bool valid_chars(const char *s, size_t max, const char *allowed)
+{
+    size_t n = strlen(s);
+
+    return n > 0 && n < max && strspn(s, allowed) == n;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* The claim's JSON in body, retried with back-off while the API server
+ * fails or cannot be reached. 0, or -1 with err. */
+static int fetch(struct driver *d, const char *namespace_, const char *name,
+                 struct kube_body *body, char err[DRA_ERR_LEN])
+{
+    char path[512], why[KUBE_ERR_LEN] = "";
+    long status = -1;
+
+    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
+             namespace_, name);
+    for (int attempt = 0; attempt < FETCH_ATTEMPTS; attempt++) {
+        if (attempt)
+            sleep_ms(FETCH_BACKOFF_MS << (2 * (attempt - 1)));
+        kube_body_free(body);
+        status = kube_request(&d->kube, "GET", path, NULL, body, why);
+        if (status == 200)
+            return 0;
+        if (status >= 400 && status < 500 && status != 429)
+            break; /* not found, forbidden: another try changes nothing */
+        if (status > 0)
+            snprintf(why, sizeof(why), "HTTP %ld", status);
+    }
+    if (status == 404)
+        snprintf(err, DRA_ERR_LEN, "claim %s/%s not found in the API server", namespace_, name);
+    else if (status > 0)
+        snprintf(err, DRA_ERR_LEN, "reading claim %s/%s: HTTP %ld", namespace_, name, status);
+    else
+        snprintf(err, DRA_ERR_LEN, "reading claim %s/%s: %.180s", namespace_, name, why);
+    kube_body_free(body);
+    return -1;
+}
+
+/* Whether the shares of c fit beside the claims prepared already. The
+ * scheduler of Kubernetes keeps the sum within the capacity; this guards
+ * against what it cannot see (a stale allocation, a changed GPU). */
+static bool fits(const struct driver *d, const struct dra_claim *c, char err[DRA_ERR_LEN])
+{
+    for (int s = 0; s < c->n_shares; s++) {
+        int gpu = c->shares[s].gpu;
+        uint64_t capacity = d->gpus.gpus[gpu].capacity_bytes;
+        uint64_t memory = c->shares[s].memory ? c->shares[s].memory : capacity;
+        unsigned compute = c->shares[s].compute ? c->shares[s].compute : 100;
+
+        for (int i = 0; i < d->n_claims; i++) {
+            for (int t = 0; t < d->claims[i].n_shares; t++) {
+                const struct dra_share *o = &d->claims[i].shares[t];
+                if (o->gpu != gpu)
+                    continue;
+                memory += o->memory ? o->memory : capacity;
+                compute += o->compute ? o->compute : 100;
+            }
+        }
+        if (memory > capacity || compute > 100) {
+            snprintf(err, DRA_ERR_LEN, "gpu-%d has not enough capacity left: the claims "
+                     "prepared on it and this one need %llu MiB and %u%% of %llu MiB and 100%%",
+                     gpu, (unsigned long long)(memory >> 20), compute,
+                     (unsigned long long)(capacity >> 20));
+            return false;
+        }
+    }
+    return true;
+}
+
+int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
+                  const char *name, const struct dra_claim **out, char err[DRA_ERR_LEN])
+{
+    static const char dns[] = "abcdefghijklmnopqrstuvwxyz0123456789-.";
+    static const char uid_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                    "0123456789-";
+    struct kube_body body = {0};
+    struct dra_claim *c = find(d, uid), *fresh;
+    char undo[DRA_ERR_LEN];
+
+    if (!valid_chars(uid, DRA_UID_MAX, uid_chars) ||
+        !valid_chars(namespace_, sizeof(c->namespace_), dns) ||
+        !valid_chars(name, DRA_NAME_MAX, dns)) {
+        snprintf(err, DRA_ERR_LEN, "malformed claim reference (namespace, uid or name)");
+        return -1;
+    }
+    if (c) {
+        if ((!cdi_exists(d, uid) && cdi_write(d, c, err)) || limits_set(c, err))
+            return -1;
+        *out = c;
+        return 0;
+    }
+    if (d->n_claims == DRA_MAX_CLAIMS) {
+        snprintf(err, DRA_ERR_LEN, "%d claims are prepared on this node already", DRA_MAX_CLAIMS);
+        return -1;
+    }
+    if (fetch(d, namespace_, name, &body, err))
+        return -1;
+    fresh = &d->claims[d->n_claims];
+    if (claim_parse(d, body.data, uid, fresh, err)) {
+        kube_body_free(&body);
+        return -1;
+    }
+    kube_body_free(&body);
+    if (!fits(d, fresh, err) || limits_set(fresh, err))
+        return -1;
+    if (cdi_write(d, fresh, err))
+        goto undo_limits;
+    d->n_claims++;
+    if (checkpoint_save(d, err)) {
+        d->n_claims--;
+        cdi_remove(d, uid);
+        goto undo_limits;
+    }
+    for (int s = 0; s < fresh->n_shares; s++)
+        log_info("prepared claim %s/%s (%s) for %d pods: gpu-%d, %llu MiB, %u%%", namespace_,
+                 name, uid, fresh->n_pods, fresh->shares[s].gpu,
+                 (unsigned long long)(fresh->shares[s].memory >> 20), fresh->shares[s].compute);
+    *out = fresh;
+    return 0;
+undo_limits:
+    if (limits_clear(fresh, undo))
+        log_warn("claim %s: %s", uid, undo);
+    return -1;
+}
+
+int unprepare_claim(struct driver *d, const char *uid, char err[DRA_ERR_LEN])
+{
+    struct dra_claim *c = find(d, uid);
+
+    if (!c)
+        return 0; /* never prepared here, or unprepared already */
+    if (limits_clear(c, err))
+        return -1; /* kubelet retries: the limits must not outlive the claim */
+    cdi_remove(d, uid);
+    log_info("unprepared claim %s/%s (%s)", c->namespace_, c->name, uid);
+    *c = d->claims[--d->n_claims];
+    if (checkpoint_save(d, err))
+        return -1;
+    return 0;
+}
