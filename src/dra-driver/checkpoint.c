@@ -1,11 +1,12 @@
-/* checkpoint.c - the prepared claims, in <plugin dir>/checkpoint.json.
+/* checkpoint.c - the prepared claims, in <plugin dir>/checkpoint.json,
+ * rewritten whole after every change.
  *
- * A claim enters it only once its limits are set and its CDI spec written,
- * and leaves it once both are undone; it is rewritten whole after every
- * change. A driver killed in the middle of a Prepare has answered nothing,
- * so kubelet sends the Prepare again and it is redone from the start; one
- * killed in the middle of an Unprepare finds the claim still here and
- * undoes it again. Both steps can be repeated harmlessly. */
+ * A claim enters it as PrepareStarted before its limits are set or its
+ * CDI spec written, becomes PrepareCompleted after both, and leaves it
+ * once both are undone. A driver killed in the middle of a Prepare thus
+ * finds the claim when it starts again: the Prepare kubelet sends again
+ * completes it, an Unprepare undoes whatever of it was done. Every step
+ * can be repeated harmlessly. */
 #include "driver.h"
 
 #include <errno.h>
@@ -66,6 +67,7 @@ int checkpoint_save(const struct driver *d, char err[DRA_ERR_LEN])
         cJSON_AddStringToObject(o, "uid", c->uid);
         cJSON_AddStringToObject(o, "namespace", c->namespace_);
         cJSON_AddStringToObject(o, "name", c->name);
+        cJSON_AddStringToObject(o, "state", c->completed ? "PrepareCompleted" : "PrepareStarted");
         shares = cJSON_AddArrayToObject(o, "shares");
         for (int s = 0; s < c->n_shares; s++) {
             cJSON *j = cJSON_CreateObject();
@@ -114,6 +116,9 @@ static bool load_claim(const struct driver *d, const cJSON *o, struct dra_claim 
     copy_string(c->uid, sizeof(c->uid), o, "uid");
     copy_string(c->namespace_, sizeof(c->namespace_), o, "namespace");
     copy_string(c->name, sizeof(c->name), o, "name");
+    c->completed = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "state")) &&
+                   !strcmp(cJSON_GetObjectItemCaseSensitive(o, "state")->valuestring,
+                           "PrepareCompleted");
     cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(o, "shares")) {
         struct dra_share *s = &c->shares[c->n_shares];
         double gpu = number(j, "gpu"), memory = number(j, "memory"),

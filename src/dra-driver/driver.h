@@ -48,6 +48,7 @@ struct dra_claim {
     int n_shares;
     char pods[DRA_MAX_PODS][DRA_UID_MAX]; /* UIDs of those reserving it */
     int n_pods;
+    bool completed; /* false: a Prepare began and may have set limits */
 };
 
 struct driver {

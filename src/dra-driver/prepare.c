@@ -103,6 +103,32 @@ static bool fits(const struct driver *d, const struct dra_claim *c, char err[DRA
     return true;
 }
 
+/* Drops c from the table (the last entry takes its place). */
+static void forget(struct driver *d, struct dra_claim *c)
+{
+    *c = d->claims[--d->n_claims];
+}
+
+/* Sets the limits, writes the CDI spec and records the claim completed. */
+static int complete(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN])
+{
+    if (limits_set(c, err) || cdi_write(d, c, err))
+        return -1;
+    c->completed = true;
+    return checkpoint_save(d, err);
+}
+
+/* Undoes what a Prepare of c may have done; -1 when the scheduler could
+ * not be told, and c stays for the next try. */
+static int undo(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN])
+{
+    if (limits_clear(c, err))
+        return -1; /* kubelet retries: the limits must not outlive the claim */
+    cdi_remove(d, c->uid);
+    forget(d, c);
+    return checkpoint_save(d, err);
+}
+
 int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
                   const char *name, const struct dra_claim **out, char err[DRA_ERR_LEN])
 {
@@ -110,8 +136,8 @@ int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
     static const char uid_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                     "0123456789-";
     struct kube_body body = {0};
-    struct dra_claim *c = find(d, uid), *fresh;
-    char undo[DRA_ERR_LEN];
+    struct dra_claim *c = find(d, uid);
+    char why[DRA_ERR_LEN];
 
     if (!valid_chars(uid, DRA_UID_MAX, uid_chars) ||
         !valid_chars(namespace_, sizeof(c->namespace_), dns) ||
@@ -119,8 +145,8 @@ int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
         snprintf(err, DRA_ERR_LEN, "malformed claim reference (namespace, uid or name)");
         return -1;
     }
-    if (c) {
-        if ((!cdi_exists(d, uid) && cdi_write(d, c, err)) || limits_set(c, err))
+    if (c) { /* prepared, or begun before a restart */
+        if (c->completed && cdi_exists(d, uid) ? limits_set(c, err) : complete(d, c, err))
             return -1;
         *out = c;
         return 0;
@@ -131,46 +157,42 @@ int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
     }
     if (fetch(d, namespace_, name, &body, err))
         return -1;
-    fresh = &d->claims[d->n_claims];
-    if (claim_parse(d, body.data, uid, fresh, err)) {
+    c = &d->claims[d->n_claims];
+    if (claim_parse(d, body.data, uid, c, err)) {
         kube_body_free(&body);
         return -1;
     }
     kube_body_free(&body);
-    if (!fits(d, fresh, err) || limits_set(fresh, err))
+    if (!fits(d, c, err))
         return -1;
-    if (cdi_write(d, fresh, err))
-        goto undo_limits;
     d->n_claims++;
     if (checkpoint_save(d, err)) {
         d->n_claims--;
-        cdi_remove(d, uid);
-        goto undo_limits;
+        return -1;
     }
-    for (int s = 0; s < fresh->n_shares; s++)
+    if (complete(d, c, err)) {
+        if (undo(d, c, why))
+            log_warn("claim %s: %s", uid, why);
+        return -1;
+    }
+    for (int s = 0; s < c->n_shares; s++)
         log_info("prepared claim %s/%s (%s) for %d pods: gpu-%d, %llu MiB, %u%%", namespace_,
-                 name, uid, fresh->n_pods, fresh->shares[s].gpu,
-                 (unsigned long long)(fresh->shares[s].memory >> 20), fresh->shares[s].compute);
-    *out = fresh;
+                 name, uid, c->n_pods, c->shares[s].gpu,
+                 (unsigned long long)(c->shares[s].memory >> 20), c->shares[s].compute);
+    *out = c;
     return 0;
-undo_limits:
-    if (limits_clear(fresh, undo))
-        log_warn("claim %s: %s", uid, undo);
-    return -1;
 }
 
 int unprepare_claim(struct driver *d, const char *uid, char err[DRA_ERR_LEN])
 {
     struct dra_claim *c = find(d, uid);
+    char what[DRA_NAME_MAX + 80];
 
     if (!c)
         return 0; /* never prepared here, or unprepared already */
-    if (limits_clear(c, err))
-        return -1; /* kubelet retries: the limits must not outlive the claim */
-    cdi_remove(d, uid);
-    log_info("unprepared claim %s/%s (%s)", c->namespace_, c->name, uid);
-    *c = d->claims[--d->n_claims];
-    if (checkpoint_save(d, err))
+    snprintf(what, sizeof(what), "%s/%s (%s)", c->namespace_, c->name, uid);
+    if (undo(d, c, err))
         return -1;
+    log_info("unprepared claim %s", what);
     return 0;
 }

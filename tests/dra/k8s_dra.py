@@ -146,11 +146,21 @@ def register():
     """kubelet's side of registration: the DRA endpoint the driver names."""
     path = os.path.join(DIRS["registry"], "gpu.nvshare.com-reg.sock")
     check(k.wait_for_socket(path), "no registration socket " + path)
-    r = k.Registration(path)
-    info = r.get_info()
-    r.notify(True)
-    r.close()
-    return info
+    # a killed driver's socket file stays until the new one replaces it:
+    # kubelet retries, so does this
+    deadline = time.monotonic() + 10
+    while True:
+        r = k.Registration(path)
+        try:
+            info = r.get_info()
+            r.notify(True)
+            return info
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+        finally:
+            r.close()
 
 
 def main():
@@ -323,7 +333,55 @@ def main():
     print("PASS: a deleted ResourceSlice is published again within %.0f ms"
           % ((time.monotonic() - t0) * 1000))
 
-    # 9. restart: the checkpoint keeps the claims, the slice is replaced
+    # 9. a failure in the middle of a Prepare (the CDI spec cannot be
+    # written) undoes the limits already set
+    pod5 = str(uuid.uuid4())
+    c5 = make_claim("no-cdi", pod5, memory="1Gi", compute="5")
+    os.rename(DIRS["cdi"], DIRS["cdi"] + ".away")
+    open(DIRS["cdi"], "w").close()
+    r5 = plugin.prepare([c5]).claims[c5[1]]
+    os.unlink(DIRS["cdi"])
+    os.rename(DIRS["cdi"] + ".away", DIRS["cdi"])
+    check("CDI" in r5.error or "cannot write" in r5.error, "CDI failure: " + r5.error)
+    check(pod_limits(pod5) == (0, 0), "limits left by a failed Prepare: %s" % (pod_limits(pod5),))
+    print("PASS: a Prepare whose CDI spec cannot be written fails ('%s') and leaves no limits" % r5.error)
+
+    # 10. the driver killed in the middle of a Prepare (its limits sent, the
+    # scheduler stopped before it answers): after a restart, the Unprepare
+    # kubelet sends undoes them
+    pod6 = str(uuid.uuid4())
+    c6 = make_claim("killed", pod6, memory="2Gi", compute="20")
+    procs["scheduler"].send_signal(signal.SIGSTOP)
+    checkpoint = os.path.join(DIRS["plugin"], "checkpoint.json")
+    kill_plugin = k.DRAPlugin(endpoint)
+    pending = kill_plugin.channel.unary_unary(
+        "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=k.dra.NodePrepareResourcesResponse.FromString).future(
+        k.dra.NodePrepareResourcesRequest(claims=[k.dra.Claim(namespace=c6[0], uid=c6[1], name=c6[2])]),
+        timeout=30)
+    wait_for(lambda: c6[1] in open(checkpoint).read(), "the Prepare to begin")
+    stop("driver", signal.SIGKILL)
+    procs["scheduler"].send_signal(signal.SIGCONT)
+    try:
+        pending.result()
+        fail("a Prepare answered although the driver was killed")
+    except grpc.RpcError:
+        pass
+    kill_plugin.close()
+    # the memory limit was sent; the core limit would have followed its reply
+    wait_for(lambda: pod_limits(pod6)[0] == 2 * GIB, "the scheduler to apply the sent limit")
+    start_driver()
+    register()
+    plugin.close()
+    plugin = k.DRAPlugin(endpoint)
+    r6 = plugin.unprepare([c6]).claims[c6[1]]
+    check(r6.error == "" and pod_limits(pod6) == (0, 0),
+          "after a kill mid-Prepare and an Unprepare: %s, limits %s" % (r6.error, pod_limits(pod6)))
+    print("PASS: driver killed mid-Prepare (memory limit sent, no answer): after its restart, "
+          "Unprepare removes it (2 GiB -> none)")
+
+    # 11. restart: the checkpoint keeps the claims, the slice is replaced
     plugin.close()
     gen_before = slices()[0]["spec"]["pool"]["generation"]
     check(stop("driver") == 0, "driver exit status")
@@ -338,7 +396,7 @@ def main():
     print("PASS: after a restart: slice generation %d -> %d (one slice), claim 1 still prepared"
           % (first_gen, slices()[0]["spec"]["pool"]["generation"]))
 
-    # 10. Unprepare
+    # 12. Unprepare
     for c, pod in ((c1, pod1), (good, pod2), (c3, pod3)):
         r = plugin.unprepare([c]).claims[c[1]]
         check(r.error == "", "Unprepare: " + r.error)
