@@ -163,6 +163,49 @@ def register():
             r.close()
 
 
+def cel_matches(expression, device, driver):
+    """The DeviceClass selector's CEL, for the clauses deploy/dra uses:
+    `device.driver == "..."` and `device.allowMultipleAllocations == true`
+    joined by &&. Any other clause fails the test: extend this with it."""
+    values = {"device.driver": driver,
+              "device.allowMultipleAllocations": device.get("allowMultipleAllocations", False)}
+    for clause in expression.split("&&"):
+        lhs, _, rhs = (x.strip() for x in clause.partition("=="))
+        check(lhs in values and rhs, "CEL clause the test cannot read: %r" % clause)
+        want = {"true": True, "false": False}.get(rhs, rhs.strip('"'))
+        if values[lhs] != want:
+            return False
+    return True
+
+
+def deploy_matches(s):
+    """deploy/dra's DeviceClass selects the published devices, and the
+    example claim asks for the capacities they publish (an unknown key
+    would make every device ineligible)."""
+    try:
+        import yaml
+    except ImportError:
+        print("SKIP: deploy/dra against the slice: no PyYAML")
+        return
+    deploy = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "dra")
+    with open(os.path.join(deploy, "deviceclass.yaml")) as f:
+        cls = yaml.safe_load(f)
+    with open(os.path.join(deploy, "example.yaml")) as f:
+        tmpl = next(d for d in yaml.safe_load_all(f) if d["kind"] == "ResourceClaimTemplate")
+    for sel in cls["spec"]["selectors"]:
+        for dev in s["spec"]["devices"]:
+            check(cel_matches(sel["cel"]["expression"], dev, s["spec"]["driver"]),
+                  "DeviceClass selector does not match %s" % dev["name"])
+    for req in tmpl["spec"]["spec"]["devices"]["requests"]:
+        asked = set(req["exactly"]["capacity"]["requests"])
+        check(req["exactly"]["deviceClassName"] == cls["metadata"]["name"], "example's class")
+        for dev in s["spec"]["devices"]:
+            check(asked <= set(dev["capacity"]), "example asks %s, %s publishes %s"
+                  % (asked, dev["name"], set(dev["capacity"])))
+    print("PASS: deploy/dra's DeviceClass selects every published device; the example claim's "
+          "capacities %s are published" % sorted(asked))
+
+
 def main():
     global api
     for d in DIRS.values():
@@ -217,6 +260,7 @@ def main():
     check(s["spec"] == want_spec, "slice spec:\n%s\nwant\n%s" % (json.dumps(s["spec"], indent=1),
                                                               json.dumps(want_spec, indent=1)))
     first_gen = s["spec"]["pool"]["generation"]
+    deploy_matches(s)
     print("PASS: ResourceSlice %s: gpu-0, 16Gi in 256Mi steps and 100%%, shareable, owned by the Node"
           % s["metadata"]["name"])
 
