@@ -4,6 +4,12 @@ driver and scheduler, a test kubelet (dra_kubelet.py) and the loopback API
 server (tests/k8s/fake_apiserver.py).
 
   k8s_dra.py DRIVER SCHEDULER NVSHARECTL PB2_DIR FAKE_APISERVER
+             [FAKE_JOB LIBNVSHARE FAKE_CUDA_DIR]
+
+With the last three (a build with the CUDA headers), the prepared claim's
+"container" runs too: fake_job with exactly the CDI spec's environment
+(its mounts resolved to their host paths), in a cgroup of its pod (a
+fixture under NVSHARE_PROC_ROOT), on the fake GPU.
 
 Each step prints PASS with what it measured, or FAIL and the logs."""
 import json
@@ -22,13 +28,15 @@ import grpc
 import dra_kubelet as k
 
 DRIVER, SCHED, CTL, PB2_DIR, FAKE_API = sys.argv[1:6]
+JOB, LIBNVSHARE, FAKE_CUDA_DIR = (sys.argv[6:9] + [None] * 3)[:3]
 k.load_messages(PB2_DIR)
 
 GIB, MIB = 1 << 30, 1 << 20
 NODE, NS = "node-a", "ml"
 UUID = "GPU-bbbb0000-0000-4000-8000-000000000001"
 WORK = tempfile.mkdtemp(prefix="nvshare-dra.")
-DIRS = {d: os.path.join(WORK, d) for d in ("sock", "plugin", "registry", "cdi", "sa")}
+DIRS = {d: os.path.join(WORK, d)
+        for d in ("sock", "plugin", "registry", "cdi", "sa", "lib", "proc", "trace")}
 procs = {}
 api = None
 
@@ -60,8 +68,11 @@ def wait_for(pred, what, timeout=10.0):
         time.sleep(0.01)
 
 
-def start(name, argv, **env):
-    full = dict(os.environ, NVSHARE_SOCK_DIR=DIRS["sock"], **env)
+def start(name, argv, base=None, **env):
+    """name's process, with env over base (the test's environment and the
+    scheduler's socket directory unless given)."""
+    full = dict(os.environ, NVSHARE_SOCK_DIR=DIRS["sock"]) if base is None else dict(base)
+    full.update(env)
     procs[name] = subprocess.Popen(argv, env=full, stdout=open(os.path.join(WORK, name + ".log"), "a"),
                                    stderr=subprocess.STDOUT)
     return procs[name]
@@ -120,11 +131,15 @@ def make_claim(name, pod_uid, memory="4Gi", compute="25", device="gpu-0", pool=N
     return (NS, body["metadata"]["uid"], name)
 
 
-def pod_limits(pod_uid):
+def status():
     out = subprocess.run([CTL, "status", "--json"], env=dict(os.environ, NVSHARE_SOCK_DIR=DIRS["sock"]),
                          capture_output=True, text=True, timeout=10)
     check(out.returncode == 0, "nvsharectl status: " + out.stderr)
-    for p in json.loads(out.stdout)["pods"]:
+    return json.loads(out.stdout)
+
+
+def pod_limits(pod_uid):
+    for p in status()["pods"]:
         if p["pod_uid"] == pod_uid:
             return p["memory_limit_bytes"], p["core_limit"]
     return 0, 0
@@ -139,7 +154,7 @@ def start_driver():
                  NVSHARE_API_SERVER=api, NVSHARE_SA_DIR=DIRS["sa"],
                  NVSHARE_DRA_PLUGIN_DIR=DIRS["plugin"], NVSHARE_DRA_REGISTRY_DIR=DIRS["registry"],
                  NVSHARE_CDI_DIR=DIRS["cdi"], NVSHARE_DRA_SLICE_CHECK="200ms",
-                 NVSHARE_LIB_DIR="/opt/nvshare/lib")
+                 NVSHARE_LIB_DIR=DIRS["lib"])
 
 
 def register():
@@ -161,6 +176,65 @@ def register():
             time.sleep(0.05)
         finally:
             r.close()
+
+
+def gpu_share(trace, start_ns, end_ns):
+    """Percent of [start, end) (CLOCK_MONOTONIC) the process held the fake
+    GPU: its kernels, and host gaps under 3 ms between them (flow.sh's)."""
+    spans = []
+    with open(trace) as f:
+        for line in f:
+            fields = line.split()
+            s, e = int(fields[1]), int(fields[2])
+            if spans and s - spans[-1][1] < 3000000:
+                spans[-1][1] = max(spans[-1][1], e)
+            else:
+                spans.append([s, e])
+    held = sum(max(0, min(e, end_ns) - max(s, start_ns)) for s, e in spans)
+    return 100.0 * held / (end_ns - start_ns)
+
+
+def run_container(spec, pod_uid):
+    """The claim's container: fake_job with the CDI spec's environment,
+    except that the tenant tries to raise both limits in it."""
+    edits = spec["devices"][0]["containerEdits"]
+    mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
+    env = {"PATH": os.environ["PATH"]}
+    for line in edits["env"]:
+        key, value = line.split("=", 1)
+        for inside, host in mounts.items():
+            if value.startswith(inside):
+                value = host + value[len(inside):]
+        env[key] = value
+    env.update(NVSHARE_GPU_MEMORY_LIMIT=str(8 * GIB), NVSHARE_GPU_CORE_LIMIT="80",
+               FAKE_CUDA_DEVICES=UUID, LD_LIBRARY_PATH=FAKE_CUDA_DIR,
+               FAKE_CUDA_TRACE_DIR=DIRS["trace"])
+    cgroup = "0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope" % (
+        pod_uid.replace("-", "_"), "7" * 64)
+    now = time.time_ns()
+    job = start("job", ["sh", "-c", 'mkdir -p "$1/$$" && printf "%s\n" "$2" >"$1/$$/cgroup" && '
+                        'exec "$3" "$4" "$5"', "job", DIRS["proc"], cgroup, JOB, str(now),
+                        str(now + 120 * 10**9)], base=env)
+
+    def client():
+        return next((c for c in status()["clients"] if c["pod_uid"] == pod_uid), None)
+    wait_for(lambda: client() is not None, "the pod's process to register")
+    c = client()
+    check(c["pid"] == job.pid and c["pod_source"] == "cgroup", "client %s" % c)
+    check(c["mem_quota_bytes"] == 4 * GIB and c["core_limit"] == 25,
+          "the pod's process got quota %d and core limit %d (its env asked 8 GiB and 80 %%)"
+          % (c["mem_quota_bytes"], c["core_limit"]))
+    window = status()["node"]["window_ns"]
+    start_ns = time.monotonic_ns()
+    time.sleep(3 * window / 1e9 + 0.1)
+    share = gpu_share(os.path.join(DIRS["trace"], "trace.%d" % job.pid), start_ns,
+                      start_ns + 3 * window)
+    stop("job")
+    check(10 <= share <= 26.5, "GPU share %.1f %% under a 25 %% claim: outside 10-26.5 %%" % share)
+    print("PASS: the pod's process (env raising both to 8 GiB and 80 %%) is held to the claim: quota "
+          "%d MiB (%s), core limit %d%% (%s), GPU share %.1f %% over %d ms"
+          % (c["mem_quota_bytes"] >> 20, c["mem_quota_source"], c["core_limit"],
+             c["core_limit_source"], share, 3 * window // 1000000))
 
 
 def cel_matches(expression, device, driver):
@@ -224,7 +298,10 @@ def main():
     check(why is None, "wire contract: %s" % why)
     print("PASS: dra.proto and pluginregistration.proto match the upstream field numbers")
 
-    start("scheduler", [SCHED], NVSHARE_GPUS=UUID + ":16384")
+    if LIBNVSHARE:
+        os.symlink(LIBNVSHARE, os.path.join(DIRS["lib"], "libnvshare.so"))
+    start("scheduler", [SCHED], NVSHARE_GPUS=UUID + ":16384", NVSHARE_TQ="100ms",
+          NVSHARE_PROC_ROOT=DIRS["proc"])
     wait_for(lambda: os.path.exists(os.path.join(DIRS["sock"], "control.sock")), "the scheduler")
     start_driver()
 
@@ -292,10 +369,15 @@ def main():
                  "NVSHARE_GPU_CORE_LIMIT=25"):
         check(want in env, "CDI env lacks %s: %s" % (want, env))
     mounts = {m["containerPath"]: m["hostPath"] for m in spec["devices"][0]["containerEdits"]["mounts"]}
-    check(mounts == {"/usr/local/nvshare/lib": "/opt/nvshare/lib", "/var/run/nvshare": DIRS["sock"]},
+    check(mounts == {"/usr/local/nvshare/lib": DIRS["lib"], "/var/run/nvshare": DIRS["sock"]},
           "CDI mounts %s" % mounts)
     print("PASS: Prepare of a 4Gi/25%% claim in %.1f ms: scheduler holds pod %s to %d MiB and %d%%; "
           "CDI %s with LD_PRELOAD and the limits" % (prep_ms, pod1[:8], mem >> 20, core, cdi_id))
+
+    if JOB:
+        run_container(spec, pod1)
+    else:
+        print("SKIP: the pod's process on the fake GPU (no CUDA headers in this build)")
 
     # 4. idempotent, in both API versions, from the checkpoint
     reads = claim_reads()
@@ -458,6 +540,12 @@ def main():
     check(not os.path.exists(endpoint), "dra.sock left behind")
     stop("scheduler")
     stop("apiserver")
+    for name in ("driver", "scheduler", "job"):
+        path = os.path.join(WORK, name + ".log")
+        if os.path.exists(path):
+            text = open(path).read()
+            check("AddressSanitizer" not in text and "runtime error" not in text,
+                  "a sanitizer report in %s.log" % name)
     shutil.rmtree(WORK, ignore_errors=True)
     print("PASS: k8s_dra_driver")
 
