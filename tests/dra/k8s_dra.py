@@ -278,6 +278,27 @@ def deploy_matches(s):
                   % (asked, dev["name"], set(dev["capacity"])))
     print("PASS: deploy/dra's DeviceClass selects every published device; the example claim's "
           "capacities %s are published" % sorted(asked))
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        print("SKIP: kubectl over deploy/dra: no kubectl")
+        return
+    want = set()
+    for name in sorted(os.listdir(deploy)):
+        with open(os.path.join(deploy, name)) as f:
+            for d in yaml.safe_load_all(f):
+                group = d["apiVersion"].rpartition("/")[0]
+                want.add("%s%s/%s" % (d["kind"].lower(), "." + group if group else "",
+                                      d["metadata"]["name"]))
+    kubeconfig = os.path.join(WORK, "kubeconfig")
+    open(kubeconfig, "w").close()
+    run = subprocess.run([kubectl, "--kubeconfig", kubeconfig, "--cache-dir",
+                          os.path.join(WORK, "kube-cache"), "--server", api, "--request-timeout",
+                          "10s", "apply", "--dry-run=client", "--validate=false", "-o", "name",
+                          "-f", deploy], capture_output=True, text=True, timeout=60)
+    got = set(run.stdout.split())
+    check(run.returncode == 0 and got == want, "kubectl apply --dry-run=client over deploy/dra: "
+          "rc %d, got %s, want %s: %s" % (run.returncode, sorted(got), sorted(want), run.stderr))
+    print("PASS: kubectl apply --dry-run=client reads deploy/dra as %d objects" % len(got))
 
 
 def main():

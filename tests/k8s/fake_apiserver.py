@@ -121,7 +121,28 @@ DISCOVERY = {
     "/api": {"kind": "APIVersions", "versions": ["v1"],
              "serverAddressByClientCIDRs": [
                  {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
-    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": g, "versions": [{"groupVersion": g + "/v1", "version": "v1"}],
+         "preferredVersion": {"groupVersion": g + "/v1", "version": "v1"}}
+        for g in ("apps", "rbac.authorization.k8s.io", "resource.k8s.io")]},
+    # What kubectl maps deploy/dra's objects with (k8s_dra_driver).
+    "/apis/apps/v1": {"kind": "APIResourceList", "groupVersion": "apps/v1", "resources": [
+        {"name": "daemonsets", "singularName": "daemonset", "namespaced": True,
+         "kind": "DaemonSet", "verbs": ["create", "get", "list", "patch"]}]},
+    "/apis/rbac.authorization.k8s.io/v1": {
+        "kind": "APIResourceList", "groupVersion": "rbac.authorization.k8s.io/v1", "resources": [
+            {"name": n, "singularName": n[:-1], "namespaced": False, "kind": k,
+             "verbs": ["create", "get", "list", "patch"]}
+            for n, k in (("clusterroles", "ClusterRole"),
+                         ("clusterrolebindings", "ClusterRoleBinding"))]},
+    "/apis/resource.k8s.io/v1": {
+        "kind": "APIResourceList", "groupVersion": "resource.k8s.io/v1", "resources": [
+            {"name": n, "singularName": n[:-1], "namespaced": ns, "kind": k,
+             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
+            for n, k, ns in (("deviceclasses", "DeviceClass", False),
+                             ("resourceclaims", "ResourceClaim", True),
+                             ("resourceclaimtemplates", "ResourceClaimTemplate", True),
+                             ("resourceslices", "ResourceSlice", False))]},
     "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
         {"name": "pods", "singularName": "pod", "namespaced": True,
          "kind": "Pod", "shortNames": ["po"],
@@ -129,7 +150,9 @@ DISCOVERY = {
                    "watch"]},
         {"name": "events", "singularName": "event", "namespaced": True,
          "kind": "Event", "shortNames": ["ev"],
-         "verbs": ["create", "get", "list"]}]},
+         "verbs": ["create", "get", "list"]},
+        {"name": "serviceaccounts", "singularName": "serviceaccount", "namespaced": True,
+         "kind": "ServiceAccount", "verbs": ["create", "get", "list"]}]},
 }
 
 
