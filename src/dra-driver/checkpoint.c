@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "log.h"
+#include "protocol.h"
 
 #define CHECKPOINT_MAX (64u << 20)
 
@@ -68,6 +69,7 @@ int checkpoint_save(const struct driver *d, char err[DRA_ERR_LEN])
         cJSON_AddStringToObject(o, "namespace", c->namespace_);
         cJSON_AddStringToObject(o, "name", c->name);
         cJSON_AddStringToObject(o, "state", c->completed ? "PrepareCompleted" : "PrepareStarted");
+        cJSON_AddNumberToObject(o, "priority", c->priority);
         shares = cJSON_AddArrayToObject(o, "shares");
         for (int s = 0; s < c->n_shares; s++) {
             cJSON *j = cJSON_CreateObject();
@@ -119,6 +121,10 @@ static bool load_claim(const struct driver *d, const cJSON *o, struct dra_claim 
     c->completed = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "state")) &&
                    !strcmp(cJSON_GetObjectItemCaseSensitive(o, "state")->valuestring,
                            "PrepareCompleted");
+    double priority = cJSON_GetObjectItemCaseSensitive(o, "priority") ? number(o, "priority") : 0;
+    if (priority < 0 || priority > PRIORITY_HIGHEST)
+        return false;
+    c->priority = (unsigned)priority;
     cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(o, "shares")) {
         struct dra_share *s = &c->shares[c->n_shares];
         double gpu = number(j, "gpu"), memory = number(j, "memory"),

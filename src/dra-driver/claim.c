@@ -8,6 +8,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "parse.h"
+#include "protocol.h"
+
 static const struct {
     const char *suffix;
     uint64_t multiplier;
@@ -148,6 +151,66 @@ static int parse_result(const struct driver *d, const cJSON *r, struct dra_share
     return 0;
 }
 
+/* Whether a config entry's requests name one of c's (none: all of them). */
+static bool config_applies(const cJSON *requests, const struct dra_claim *c)
+{
+    const cJSON *r;
+
+    if (cJSON_GetArraySize(requests) == 0)
+        return true;
+    cJSON_ArrayForEach(r, requests) {
+        size_t base = cJSON_IsString(r) ? strcspn(r->valuestring, "/") : 0;
+
+        for (int s = 0; base && s < c->n_shares; s++)
+            if (strlen(c->shares[s].request) == base &&
+                !strncmp(c->shares[s].request, r->valuestring, base))
+                return true;
+    }
+    return false;
+}
+
+/* The opaque configuration of this driver, from the class then the claim
+ * (the allocation lists them in that order: the claim's wins). Its
+ * parameters hold "priority" (high, normal, low or 1-9) besides apiVersion
+ * and kind; anything else is refused rather than ignored, so a misspelt
+ * setting is not silently without effect. */
+static int parse_config(const cJSON *configs, struct dra_claim *c, char err[DRA_ERR_LEN])
+{
+    const cJSON *cfg, *field;
+
+    cJSON_ArrayForEach(cfg, configs) {
+        const cJSON *opaque = cJSON_GetObjectItemCaseSensitive(cfg, "opaque");
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(opaque, "parameters");
+        const char *driver = string_at(opaque, "driver");
+
+        if (!driver || strcmp(driver, DRA_DRIVER_NAME) ||
+            !config_applies(cJSON_GetObjectItemCaseSensitive(cfg, "requests"), c))
+            continue;
+        if (!cJSON_IsObject(params)) {
+            snprintf(err, DRA_ERR_LEN, "opaque config of %s: parameters is not an object",
+                     DRA_DRIVER_NAME);
+            return -1;
+        }
+        cJSON_ArrayForEach(field, params) {
+            char why[PARSE_ERR_LEN];
+
+            if (!strcmp(field->string, "apiVersion") || !strcmp(field->string, "kind"))
+                continue;
+            if (strcmp(field->string, "priority")) {
+                snprintf(err, DRA_ERR_LEN, "opaque config: unknown parameter '%.40s' "
+                         "(known: priority)", field->string);
+                return -1;
+            }
+            if (!cJSON_IsString(field) || parse_priority(field->valuestring, &c->priority, why)) {
+                snprintf(err, DRA_ERR_LEN, "opaque config: priority: %s",
+                         cJSON_IsString(field) ? why : "not a string");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int claim_parse(const struct driver *d, const char *json, const char *uid,
                 struct dra_claim *c, char err[DRA_ERR_LEN])
 {
@@ -195,6 +258,12 @@ int claim_parse(const struct driver *d, const char *json, const char *uid,
         snprintf(err, DRA_ERR_LEN, "no device of %s is allocated to the claim", DRA_DRIVER_NAME);
         goto out;
     }
+    if (parse_config(cJSON_GetObjectItemCaseSensitive(
+                         cJSON_GetObjectItemCaseSensitive(
+                             cJSON_GetObjectItemCaseSensitive(status, "allocation"), "devices"),
+                         "config"),
+                     c, err))
+        goto out;
     reserved = cJSON_GetObjectItemCaseSensitive(status, "reservedFor");
     cJSON_ArrayForEach(p, reserved) {
         const char *resource = string_at(p, "resource"), *api_group = string_at(p, "apiGroup");

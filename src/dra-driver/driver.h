@@ -48,6 +48,7 @@ struct dra_claim {
     int n_shares;
     char pods[DRA_MAX_PODS][DRA_UID_MAX]; /* UIDs of those reserving it */
     int n_pods;
+    unsigned priority; /* enum priority_class from opaque config; 0: none */
     bool completed; /* false: a Prepare began and may have set limits */
 };
 
@@ -78,8 +79,9 @@ int driver_configure(struct driver *d);
 bool quantity_parse(const char *text, uint64_t *out);
 
 /* Fills c from a ResourceClaim's JSON: the results of this driver, which
- * must name this node's pool and devices, and the pods it is reserved
- * for. 0, or -1 with why in err. */
+ * must name this node's pool and devices, the pods it is reserved for,
+ * and the priority its opaque configuration names. 0, or -1 with why in
+ * err. */
 int claim_parse(const struct driver *d, const char *json, const char *uid,
                 struct dra_claim *c, char err[DRA_ERR_LEN]);
 
@@ -110,7 +112,5 @@ int limits_clear(const struct dra_claim *c, char err[DRA_ERR_LEN]);
  * (kubelet deletes a node's slices when it restarts). 0 or -1 logged. */
 int slice_publish(struct driver *d);
 int slice_check(struct driver *d);
-/* The slice's JSON as it is posted (tests read it back). */
-char *slice_json(const struct driver *d);
 
 #endif

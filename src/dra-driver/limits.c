@@ -1,6 +1,6 @@
 /* limits.c - what a claim consumed, as the operator's limits of its pods
  * in nvshare's scheduler (CTL_SET on the control socket, as nvsharectl
- * sends them). Operator limits hold whether the pod is connected or not,
+ * sends them), with the priority class its opaque configuration names. Operator limits hold whether the pod is connected or not,
  * survive the scheduler's restarts, and the pod's own environment can
  * only lower them. */
 #include "driver.h"
@@ -80,8 +80,8 @@ static void claim_limits(const struct dra_claim *c, uint64_t *memory, uint64_t *
 
 int limits_set(const struct dra_claim *c, char err[DRA_ERR_LEN])
 {
-    uint16_t keys[2];
-    uint64_t values[2], memory, compute;
+    uint16_t keys[3];
+    uint64_t values[3], memory, compute;
     int n = 0;
 
     claim_limits(c, &memory, &compute);
@@ -93,13 +93,18 @@ int limits_set(const struct dra_claim *c, char err[DRA_ERR_LEN])
         keys[n] = CTL_SET_CORE_LIMIT;
         values[n++] = compute;
     }
+    if (c->priority) {
+        keys[n] = CTL_SET_PRIORITY;
+        values[n++] = c->priority;
+    }
     return n ? send_all(c, keys, values, n, err) : 0;
 }
 
 int limits_clear(const struct dra_claim *c, char err[DRA_ERR_LEN])
 {
-    static const uint16_t keys[2] = {CTL_SET_MEMORY_LIMIT, CTL_SET_CORE_LIMIT};
-    static const uint64_t zeros[2] = {0, 0};
+    static const uint16_t keys[3] = {CTL_SET_MEMORY_LIMIT, CTL_SET_CORE_LIMIT,
+                                     CTL_SET_PRIORITY};
+    static const uint64_t zeros[3] = {0, 0, 0};
 
-    return send_all(c, keys, zeros, 2, err);
+    return send_all(c, keys, zeros, 3, err);
 }

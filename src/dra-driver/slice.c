@@ -83,7 +83,7 @@ static cJSON *device_json(const struct driver *d, int g)
     return dev;
 }
 
-char *slice_json(const struct driver *d)
+static char *slice_json(const struct driver *d)
 {
     cJSON *root = cJSON_CreateObject(), *meta, *spec, *pool, *devices;
     char generate[DRA_NAME_MAX + 32];

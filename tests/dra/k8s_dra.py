@@ -109,7 +109,7 @@ def slices():
 
 
 def make_claim(name, pod_uid, memory="4Gi", compute="25", device="gpu-0", pool=NODE,
-               driver="gpu.nvshare.com", allocated=True):
+               driver="gpu.nvshare.com", allocated=True, params=None):
     result = {"request": "gpu", "driver": driver, "pool": pool, "device": device,
               "shareID": str(uuid.uuid4())}
     caps = {}
@@ -126,6 +126,10 @@ def make_claim(name, pod_uid, memory="4Gi", compute="25", device="gpu-0", pool=N
              "status": {"reservedFor": [{"resource": "pods", "name": name + "-pod", "uid": pod_uid}]}}
     if allocated:
         claim["status"]["allocation"] = {"devices": {"results": [result]}}
+    if params is not None:
+        claim["status"]["allocation"]["devices"]["config"] = [{
+            "source": "FromClaim", "requests": ["gpu"],
+            "opaque": {"driver": "gpu.nvshare.com", "parameters": params}}]
     code, body = http("POST", "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims" % NS, claim)
     check(code == 201, "creating claim %s: HTTP %d" % (name, code))
     return (NS, body["metadata"]["uid"], name)
@@ -138,11 +142,12 @@ def status():
     return json.loads(out.stdout)
 
 
-def pod_limits(pod_uid):
+def pod_limits(pod_uid, with_priority=False):
     for p in status()["pods"]:
         if p["pod_uid"] == pod_uid:
-            return p["memory_limit_bytes"], p["core_limit"]
-    return 0, 0
+            limits = (p["memory_limit_bytes"], p["core_limit"])
+            return limits + (p["priority_class"],) if with_priority else limits
+    return (0, 0, 0) if with_priority else (0, 0)
 
 
 def claim_reads():
@@ -415,7 +420,9 @@ def main():
 
     # 5. bad claims beside a good one, each with its own error
     pod2 = str(uuid.uuid4())
-    good = make_claim("second", pod2, memory="4096Mi", compute="30")
+    good = make_claim("second", pod2, memory="4096Mi", compute="30",
+                      params={"apiVersion": "gpu.nvshare.com/v1", "kind": "GpuConfig",
+                              "priority": "high"})
     bad = {
         "unknown": (NS, str(uuid.uuid4()), "no-such-claim"),
         "unallocated": make_claim("unallocated", str(uuid.uuid4()), allocated=False),
@@ -424,6 +431,8 @@ def main():
         "no such GPU": make_claim("no-gpu", str(uuid.uuid4()), device="gpu-7"),
         "bad quantity": make_claim("bad-quantity", str(uuid.uuid4()), memory="lots"),
         "over capacity": make_claim("too-big", str(uuid.uuid4()), memory="10Gi", compute="10"),
+        "bad config": make_claim("bad-config", str(uuid.uuid4()), memory="1Gi",
+                                 params={"priorty": "high"}),
         "replaced": (NS, str(uuid.uuid4()), "trainer-gpu"),
         "malformed name": (NS, str(uuid.uuid4()), "../../x"),
     }
@@ -435,8 +444,10 @@ def main():
         err = resp.claims[c[1]].error
         check(err != "" and not resp.claims[c[1]].devices, "%s: no error" % what)
         print("  %-15s -> %s" % (what, err))
-    check(pod_limits(pod2) == (4 * GIB, 30), "second pod's limits %s" % (pod_limits(pod2),))
-    print("PASS: %d bad claims each get an error, the good one beside them is prepared (4096Mi = 4 GiB, 30%%)"
+    check(pod_limits(pod2, True) == (4 * GIB, 30, 3), "second pod's limits %s"
+          % (pod_limits(pod2, True),))
+    print("PASS: %d bad claims each get an error, the good one beside them is prepared: a second pod "
+          "on gpu-0 with its own limits (4096Mi = 4 GiB, 30%%) and its opaque config's priority high"
           % len(bad))
 
     # 6. malformed protobuf, a 100-claim request; the driver keeps serving
@@ -547,7 +558,8 @@ def main():
     for c, pod in ((c1, pod1), (good, pod2), (c3, pod3)):
         r = plugin.unprepare([c]).claims[c[1]]
         check(r.error == "", "Unprepare: " + r.error)
-        check(pod_limits(pod) == (0, 0), "limits left after Unprepare: %s" % (pod_limits(pod),))
+        check(pod_limits(pod, True) == (0, 0, 0), "limits left after Unprepare: %s"
+              % (pod_limits(pod, True),))
     check(not os.path.exists(spec_path), "CDI spec left after Unprepare")
     r = plugin.unprepare([c1, (NS, str(uuid.uuid4()), "never")])
     check(all(x.error == "" for x in r.claims.values()), "Unprepare again / unknown")

@@ -67,6 +67,34 @@ int main(void)
     EXPECT(c.n_pods == 1 && !strcmp(c.pods[0], "pod-1"), "claim pods");
     EXPECT(claim_parse(&d, claim_json, "u-2", &c, err) == -1 && strstr(err, "replaced"),
            "a replaced claim: %s", err);
+    EXPECT(c.priority == 0, "no opaque config: priority %u", c.priority);
+
+    /* opaque config: the class's, then the claim's, which wins; another
+     * driver's and another request's are not ours */
+    static const char with_config[] =
+        "{\"metadata\":{\"uid\":\"u-1\"},\"status\":{\"allocation\":{\"devices\":{"
+        "\"results\":[{\"request\":\"gpu\",\"driver\":\"gpu.nvshare.com\","
+        "\"pool\":\"node-a\",\"device\":\"gpu-0\"}],\"config\":["
+        "{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"gpu.nvshare.com\","
+        "\"parameters\":{\"kind\":\"GpuConfig\",\"priority\":\"high\"}}},"
+        "{\"source\":\"FromClaim\",\"requests\":[\"gpu\"],\"opaque\":{"
+        "\"driver\":\"gpu.nvshare.com\",\"parameters\":{\"priority\":\"low\"}}},"
+        "{\"source\":\"FromClaim\",\"requests\":[\"other\"],\"opaque\":{"
+        "\"driver\":\"gpu.nvshare.com\",\"parameters\":{\"priority\":\"9\"}}},"
+        "{\"source\":\"FromClaim\",\"opaque\":{\"driver\":\"x.example.com\","
+        "\"parameters\":{\"priority\":7}}}]}},"
+        "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"p\",\"uid\":\"pod-1\"}]}}";
+    EXPECT(claim_parse(&d, with_config, "u-1", &c, err) == 0 && c.priority == PRIORITY_LOW,
+           "opaque config: %s, priority %u", err, c.priority);
+    static const char bad_config[] =
+        "{\"metadata\":{\"uid\":\"u-1\"},\"status\":{\"allocation\":{\"devices\":{"
+        "\"results\":[{\"request\":\"gpu\",\"driver\":\"gpu.nvshare.com\","
+        "\"pool\":\"node-a\",\"device\":\"gpu-0\"}],\"config\":["
+        "{\"opaque\":{\"driver\":\"gpu.nvshare.com\",\"parameters\":{\"priorty\":\"high\"}}}]}},"
+        "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"p\",\"uid\":\"pod-1\"}]}}";
+    EXPECT(claim_parse(&d, bad_config, "u-1", &c, err) == -1 && strstr(err, "priorty"),
+           "a misspelt parameter: %s", err);
+
     d.gpus.gpu_count = 1;
     EXPECT(claim_parse(&d, claim_json, "u-1", &c, err) == -1 && strstr(err, "gpu-1"),
            "a device the node lacks: %s", err);
