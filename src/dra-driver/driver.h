@@ -26,6 +26,7 @@
 #define DRA_ERR_LEN 256
 #define DRA_UID_MAX 64      /* a Kubernetes UID is 36 characters */
 #define DRA_NAME_MAX 254    /* DNS subdomain, and its NUL */
+#define DRA_NAMESPACE_MAX 64 /* DNS label, and its NUL */
 #define DRA_MAX_RESULTS 32  /* allocation results per claim (API limit) */
 #define DRA_MAX_PODS 256    /* reservedFor entries (API limit) */
 #define DRA_MAX_CLAIMS 512  /* prepared on this node at once */
@@ -42,7 +43,7 @@ struct dra_share {
 /* A prepared claim, or one being prepared. */
 struct dra_claim {
     char uid[DRA_UID_MAX];
-    char namespace_[64];
+    char namespace_[DRA_NAMESPACE_MAX];
     char name[DRA_NAME_MAX];
     struct dra_share shares[DRA_MAX_RESULTS];
     int n_shares;

@@ -140,7 +140,7 @@ int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
     char why[DRA_ERR_LEN];
 
     if (!valid_chars(uid, DRA_UID_MAX, uid_chars) ||
-        !valid_chars(namespace_, sizeof(c->namespace_), dns) ||
+        !valid_chars(namespace_, DRA_NAMESPACE_MAX, dns) ||
         !valid_chars(name, DRA_NAME_MAX, dns)) {
         snprintf(err, DRA_ERR_LEN, "malformed claim reference (namespace, uid or name)");
         return -1;

@@ -17,6 +17,10 @@
  * with retries: past this budget the rest of a call's claims get an error
  * at once (kubelet retries them), well inside kubelet's 45 s. */
 #define CALL_BUDGET_MS 30000
+/* kubelet sends one pod's claims a call; far more is no kubelet's. */
+#define CALL_MAX_CLAIMS 1024
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static const struct {
     const char *path;
@@ -165,8 +169,11 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
     long long deadline = now_ms() + CALL_BUDGET_MS;
     size_t n = 0;
 
-    if (!req) {
-        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodePrepareResources: request does not decode");
+    if (!req || req->n_claims > CALL_MAX_CLAIMS) {
+        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodePrepareResources: %s",
+             req ? "more than " STR(CALL_MAX_CLAIMS) " claims" : "request does not decode");
+        if (req)
+            dra__node_prepare_resources_request__free_unpacked(req, NULL);
         return;
     }
     answers = calloc(req->n_claims + 1, sizeof(*answers));
@@ -220,8 +227,11 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
     char (*errors)[DRA_ERR_LEN] = NULL;
     size_t n = 0;
 
-    if (!req) {
-        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodeUnprepareResources: request does not decode");
+    if (!req || req->n_claims > CALL_MAX_CLAIMS) {
+        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodeUnprepareResources: %s",
+             req ? "more than " STR(CALL_MAX_CLAIMS) " claims" : "request does not decode");
+        if (req)
+            dra__node_unprepare_resources_request__free_unpacked(req, NULL);
         return;
     }
     entries = calloc(req->n_claims + 1, sizeof(*entries));

@@ -461,9 +461,14 @@ def main():
     resp = plugin.prepare(many)
     many_ms = (time.monotonic() - t0) * 1000
     check(len(resp.claims) == 100 and all(r.error for r in resp.claims.values()), "100 claims")
+    try:
+        plugin.prepare([(NS, "u%d" % i, "c") for i in range(1025)])
+        fail("a 1025-claim request got an answer")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT, "1025 claims: %s" % e.code())
     check(register().name == "gpu.nvshare.com", "driver stopped serving")
-    print("PASS: malformed protobuf -> INVALID_ARGUMENT; 100 unknown claims -> 100 errors in %.0f ms; "
-          "still serving" % many_ms)
+    print("PASS: malformed protobuf and 1025 claims -> INVALID_ARGUMENT; 100 unknown claims -> 100 "
+          "errors in %.0f ms; still serving" % many_ms)
 
     # 7. a failing API server: retried with back-off, then an error per claim
     pod3 = str(uuid.uuid4())
