@@ -11,6 +11,7 @@
 
 #include "dra.pb-c.h"
 #include "log.h"
+#include "pb_strings.h"
 #include "pluginregistration.pb-c.h"
 
 /* Claims are prepared one after another, each read from the API server
@@ -169,9 +170,11 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
     long long deadline = now_ms() + CALL_BUDGET_MS;
     size_t n = 0;
 
-    if (!req || req->n_claims > CALL_MAX_CLAIMS) {
+    if (!req || req->n_claims > CALL_MAX_CLAIMS || pb_string_holds_nul(&dra__node_prepare_resources_request__descriptor, data, len)) {
         fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodePrepareResources: %s",
-             req ? "more than " STR(CALL_MAX_CLAIMS) " claims" : "request does not decode");
+             !req ? "request does not decode"
+             : req->n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims"
+                                               : "a string holds a NUL byte");
         if (req)
             dra__node_prepare_resources_request__free_unpacked(req, NULL);
         return;
@@ -227,9 +230,11 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
     char (*errors)[DRA_ERR_LEN] = NULL;
     size_t n = 0;
 
-    if (!req || req->n_claims > CALL_MAX_CLAIMS) {
+    if (!req || req->n_claims > CALL_MAX_CLAIMS || pb_string_holds_nul(&dra__node_unprepare_resources_request__descriptor, data, len)) {
         fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodeUnprepareResources: %s",
-             req ? "more than " STR(CALL_MAX_CLAIMS) " claims" : "request does not decode");
+             !req ? "request does not decode"
+             : req->n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims"
+                                               : "a string holds a NUL byte");
         if (req)
             dra__node_unprepare_resources_request__free_unpacked(req, NULL);
         return;

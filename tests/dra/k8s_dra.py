@@ -466,8 +466,20 @@ def main():
         fail("a 1025-claim request got an answer")
     except grpc.RpcError as e:
         check(e.code() == grpc.StatusCode.INVALID_ARGUMENT, "1025 claims: %s" % e.code())
+    # a UID with a NUL would decode as its prefix: claim 1's
+    uid_nul = c1[1].encode() + b"\x00y"
+    claim = b"\x0a\x02" + NS.encode() + b"\x12" + bytes([len(uid_nul)]) + uid_nul + b"\x1a\x01c"
+    raw = b"\x0a" + bytes([len(claim)]) + claim
+    check(k.dra.NodeUnprepareResourcesRequest.FromString(raw).claims[0].uid == c1[1] + "\x00y",
+          "the NUL request is not what it means to be")
+    try:
+        plugin.unprepare(raw)
+        fail("a claim UID holding a NUL byte got an answer")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT, "NUL: %s" % e.code())
+    check(pod_limits(pod1) == (4 * GIB, 25), "a NUL-truncated UID unprepared claim 1")
     check(register().name == "gpu.nvshare.com", "driver stopped serving")
-    print("PASS: malformed protobuf and 1025 claims -> INVALID_ARGUMENT; 100 unknown claims -> 100 "
+    print("PASS: malformed protobuf, a UID holding a NUL, 1025 claims -> INVALID_ARGUMENT; 100 unknown claims -> 100 "
           "errors in %.0f ms; still serving" % many_ms)
 
     # 7. a failing API server: retried with back-off, then an error per claim
