@@ -106,7 +106,10 @@ static bool fits(const struct driver *d, const struct dra_claim *c, char err[DRA
 /* Drops c from the table (the last entry takes its place). */
 static void forget(struct driver *d, struct dra_claim *c)
 {
-    *c = d->claims[--d->n_claims];
+    struct dra_claim *last = &d->claims[--d->n_claims];
+
+    if (c != last)
+        memcpy(c, last, sizeof(*c));
 }
 
 /* Sets the limits, writes the CDI spec and records the claim completed. */
