@@ -16,9 +16,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -36,7 +38,7 @@ NODE, NS = "node-a", "ml"
 UUID = "GPU-bbbb0000-0000-4000-8000-000000000001"
 WORK = tempfile.mkdtemp(prefix="nvshare-dra.")
 DIRS = {d: os.path.join(WORK, d)
-        for d in ("sock", "plugin", "registry", "cdi", "sa", "lib", "proc", "trace")}
+        for d in ("sock", "ctl", "plugin", "registry", "cdi", "sa", "lib", "proc", "trace")}
 procs = {}
 api = None
 
@@ -87,6 +89,49 @@ def stop(name, sig=signal.SIGTERM):
         p.kill()
         p.wait()
         fail("%s did not stop within 10 s of signal %d" % (name, sig))
+
+
+class ControlRelay:
+    """The driver's way to the scheduler's control socket: DIRS["ctl"]
+    holds a relay of it (and a link to the clients' socket). With hold set,
+    the scheduler's answers are kept from the driver, and held is set once
+    one came: the scheduler has applied a setting the driver still waits
+    to hear about."""
+
+    def __init__(self):
+        os.symlink(os.path.join(DIRS["sock"], "scheduler.sock"),
+                   os.path.join(DIRS["ctl"], "scheduler.sock"))
+        self.hold, self.held = False, threading.Event()
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(os.path.join(DIRS["ctl"], "control.sock"))
+        self.listener.listen(16)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            conn, _ = self.listener.accept()
+            real = socket.socket(socket.AF_UNIX)
+            real.connect(os.path.join(DIRS["sock"], "control.sock"))
+            threading.Thread(target=self.pump, args=(conn, real, False), daemon=True).start()
+            threading.Thread(target=self.pump, args=(real, conn, True), daemon=True).start()
+
+    def pump(self, src, dst, answers):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if answers and self.hold:
+                    self.held.set()
+                    continue
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def http(method, path, body=None):
@@ -155,7 +200,7 @@ def claim_reads():
 
 
 def start_driver():
-    return start("driver", [DRIVER], NODE_NAME=NODE, NVSHARE_GPUS=UUID + ":16384",
+    return start("driver", [DRIVER], NODE_NAME=NODE, NVSHARE_SOCK_DIR=DIRS["ctl"], NVSHARE_GPUS=UUID + ":16384",
                  NVSHARE_API_SERVER=api, NVSHARE_SA_DIR=DIRS["sa"],
                  NVSHARE_DRA_PLUGIN_DIR=DIRS["plugin"], NVSHARE_DRA_REGISTRY_DIR=DIRS["registry"],
                  NVSHARE_CDI_DIR=DIRS["cdi"], NVSHARE_DRA_SLICE_CHECK="200ms",
@@ -329,6 +374,7 @@ def main():
     start("scheduler", [SCHED], NVSHARE_GPUS=UUID + ":16384", NVSHARE_TQ="100ms",
           NVSHARE_PROC_ROOT=DIRS["proc"])
     wait_for(lambda: os.path.exists(os.path.join(DIRS["sock"], "control.sock")), "the scheduler")
+    relay = ControlRelay()
     start_driver()
 
     # 1. registration
@@ -395,7 +441,7 @@ def main():
                  "NVSHARE_GPU_CORE_LIMIT=25"):
         check(want in env, "CDI env lacks %s: %s" % (want, env))
     mounts = {m["containerPath"]: m["hostPath"] for m in spec["devices"][0]["containerEdits"]["mounts"]}
-    check(mounts == {"/usr/local/nvshare/lib": DIRS["lib"], "/var/run/nvshare": DIRS["sock"]},
+    check(mounts == {"/usr/local/nvshare/lib": DIRS["lib"], "/var/run/nvshare": DIRS["ctl"]},
           "CDI mounts %s" % mounts)
     print("PASS: Prepare of a 4Gi/25%% claim in %.1f ms: scheduler holds pod %s to %d MiB and %d%%; "
           "CDI %s with LD_PRELOAD and the limits" % (prep_ms, pod1[:8], mem >> 20, core, cdi_id))
@@ -521,13 +567,12 @@ def main():
     check(pod_limits(pod5) == (0, 0), "limits left by a failed Prepare: %s" % (pod_limits(pod5),))
     print("PASS: a Prepare whose CDI spec cannot be written fails ('%s') and leaves no limits" % r5.error)
 
-    # 10. the driver killed in the middle of a Prepare (its limits sent, the
-    # scheduler stopped before it answers): after a restart, the Unprepare
-    # kubelet sends undoes them
+    # 10. the driver killed in the middle of a Prepare: the scheduler has
+    # applied its first limit, the driver has not heard so. After a
+    # restart, the Unprepare kubelet sends undoes it.
     pod6 = str(uuid.uuid4())
     c6 = make_claim("killed", pod6, memory="2Gi", compute="20")
-    procs["scheduler"].send_signal(signal.SIGSTOP)
-    checkpoint = os.path.join(DIRS["plugin"], "checkpoint.json")
+    relay.hold = True
     kill_plugin = k.DRAPlugin(endpoint)
     pending = kill_plugin.channel.unary_unary(
         "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
@@ -535,17 +580,16 @@ def main():
         response_deserializer=k.dra.NodePrepareResourcesResponse.FromString).future(
         k.dra.NodePrepareResourcesRequest(claims=[k.dra.Claim(namespace=c6[0], uid=c6[1], name=c6[2])]),
         timeout=30)
-    wait_for(lambda: c6[1] in open(checkpoint).read(), "the Prepare to begin")
+    check(relay.held.wait(10), "the Prepare's first limit never reached the scheduler")
     stop("driver", signal.SIGKILL)
-    procs["scheduler"].send_signal(signal.SIGCONT)
+    relay.hold = False
     try:
         pending.result()
         fail("a Prepare answered although the driver was killed")
     except grpc.RpcError:
         pass
     kill_plugin.close()
-    # the memory limit was sent; the core limit would have followed its reply
-    wait_for(lambda: pod_limits(pod6)[0] == 2 * GIB, "the scheduler to apply the sent limit")
+    check(pod_limits(pod6)[0] == 2 * GIB, "the limit the scheduler applied: %s" % (pod_limits(pod6),))
     start_driver()
     register()
     plugin.close()
@@ -603,5 +647,5 @@ def main():
 if __name__ == "__main__":
     try:
         main()
-    except (grpc.RpcError, OSError, KeyError, ValueError) as e:
+    except Exception as e:  # any bug of the test too: fail() stops what it started
         fail("%s: %s" % (type(e).__name__, e))
