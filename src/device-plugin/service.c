@@ -11,6 +11,7 @@
 
 #include "deviceplugin.pb-c.h"
 #include "log.h"
+#include "pb_strings.h"
 
 static const struct {
     const char *name;
@@ -128,68 +129,6 @@ void service_register_request(enum resource r, struct reply *out)
     pack(out, &req.base);
 }
 
-/* A varint at *p, or false past end. */
-static bool varint(const unsigned char **p, const unsigned char *end, uint64_t *v)
-{
-    *v = 0;
-    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
-        unsigned char b = *(*p)++;
-
-        *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return true;
-    }
-    return false;
-}
-
-/* Whether a string field of the message (desc) in data, or of a message
- * inside it, holds a NUL byte. protobuf-c hands strings over NUL-terminated,
- * so "GPU-...-m1\0x" would decode as the valid ID "GPU-...-m1": the wire
- * bytes tell. Bytes that do not parse are the decoder's to refuse. */
-static bool string_holds_nul(const ProtobufCMessageDescriptor *desc,
-                             const unsigned char *data, size_t len)
-{
-    const unsigned char *p = data, *end = data + len;
-    uint64_t key, n;
-
-    while (p < end) {
-        if (!varint(&p, end, &key))
-            return false;
-        switch (key & 7) {
-        case PROTOBUF_C_WIRE_TYPE_VARINT:
-            if (!varint(&p, end, &n))
-                return false;
-            break;
-        case PROTOBUF_C_WIRE_TYPE_64BIT:
-        case PROTOBUF_C_WIRE_TYPE_32BIT:
-            n = (key & 7) == PROTOBUF_C_WIRE_TYPE_64BIT ? 8 : 4;
-            if (n > (size_t)(end - p))
-                return false;
-            p += n;
-            break;
-        case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
-            const ProtobufCFieldDescriptor *f;
-
-            if (!varint(&p, end, &n) || n > (size_t)(end - p))
-                return false;
-            f = key >> 3 <= UINT32_MAX
-                    ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3))
-                    : NULL;
-            if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, n))
-                return true;
-            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE &&
-                string_holds_nul(f->descriptor, p, n))
-                return true;
-            p += n;
-            break;
-        }
-        default:
-            return false;
-        }
-    }
-    return false;
-}
-
 static void preferred(struct plugin *p, enum resource r, const unsigned char *data,
                       size_t len, struct reply *out)
 {
@@ -206,7 +145,7 @@ static void preferred(struct plugin *p, enum resource r, const unsigned char *da
              req ? "no container requests" : "request does not decode");
         goto done;
     }
-    if (string_holds_nul(&v1beta1__preferred_allocation_request__descriptor, data, len)) {
+    if (pb_string_holds_nul(&v1beta1__preferred_allocation_request__descriptor, data, len)) {
         fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: a device ID holds a NUL byte");
         goto done;
     }
@@ -323,7 +262,7 @@ static void allocate(struct plugin *p, enum resource r, const unsigned char *dat
              req ? "no container requests" : "request does not decode");
         goto done;
     }
-    if (string_holds_nul(&v1beta1__allocate_request__descriptor, data, len)) {
+    if (pb_string_holds_nul(&v1beta1__allocate_request__descriptor, data, len)) {
         fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: a device ID holds a NUL byte");
         goto done;
     }

@@ -145,8 +145,8 @@ static size_t collect(char *data, size_t size, size_t n, void *userdata)
     return c->failure ? 0 : size * n;
 }
 
-long kube_request(const struct kube *k, const char *path, const char *json,
-                  struct kube_body *body, char *err)
+long kube_request(const struct kube *k, const char *method, const char *path,
+                  const char *json, struct kube_body *body, char *err)
 {
     struct curl_slist *headers = NULL;
     CURL *h = open_handle(k, path, &headers, err);
@@ -161,7 +161,8 @@ long kube_request(const struct kube *k, const char *path, const char *json,
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
     }
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, REQUEST_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, k->timeout_s ? k->timeout_s : REQUEST_TIMEOUT_S);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &c);
     if ((rc = curl_easy_perform(h)) == CURLE_OK)

@@ -29,6 +29,7 @@
 struct kube {
     char api[512];    /* base URL, no trailing slash */
     char sa_dir[512]; /* token and ca.crt */
+    long timeout_s;   /* of one request; 0: 30 s */
 };
 
 /* From the environment; -1 with one error line when no server is named. */
@@ -41,10 +42,11 @@ struct kube_body {
 };
 void kube_body_free(struct kube_body *b);
 
-/* GET or (json non-NULL) POST of path: the HTTP status, or -1 with err
- * when no answer came or it exceeded KUBE_BODY_MAX. */
-long kube_request(const struct kube *k, const char *path, const char *json,
-                  struct kube_body *body, char *err);
+/* method ("GET", "POST", "DELETE") of path, with json as the body when
+ * not NULL: the HTTP status, or -1 with err when no answer came or it
+ * exceeded KUBE_BODY_MAX. */
+long kube_request(const struct kube *k, const char *method, const char *path,
+                  const char *json, struct kube_body *body, char *err);
 
 /* line is called for each line of a streamed 200 response (a watch
  * event); tick before each wait for the server, which lasts *timeout_ms at

@@ -268,7 +268,7 @@ static void post_event(struct watcher *w, const struct msg_pod_facts *pod,
     if (!json)
         return;
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", pod->pod_namespace);
-    status = kube_request(&w->kube, path, json, &body, err);
+    status = kube_request(&w->kube, "POST", path, json, &body, err);
     if (status < 0)
         log_warn("cannot post event %s on pod %s/%s: %s", reason, pod->pod_namespace,
                  pod->pod_name, err);
@@ -413,7 +413,7 @@ static int list_pods(struct watcher *w)
         }
         snprintf(path, sizeof(path), "/api/v1/pods?fieldSelector=%s&limit=%d%s%s",
                  w->selector, LIST_PAGE, cont[0] ? "&continue=" : "", cont);
-        long status = kube_request(&w->kube, path, NULL, &body, err);
+        long status = kube_request(&w->kube, "GET", path, NULL, &body, err);
         if (status != 200) {
             if (status < 0)
                 log_warn("cannot list pods: %s", err);

@@ -24,6 +24,14 @@ Test controls, loopback only (POST unless said):
   GET /admin/watches number of watch requests served
   GET /admin/counts  requests per node: {"N": {"lists": pages listed,
                      "watches": watches begun}}
+  /admin/claim-fault?mode=M&count=N
+                     the next N reads of a ResourceClaim answer as M says:
+                     "error" (HTTP 500) or "slow" (after 2 s); count 0 ends it
+
+DRA (resource.k8s.io/v1, for nvshare-dra-driver): ResourceClaims (create
+with a server-made uid, status included; get; delete), ResourceSlices
+(create with generateName, list with fieldSelector spec.nodeName and
+spec.driver, get, delete) and GET of a Node, made up with a stable uid.
 
   fake_apiserver.py PORT_FILE TOKEN_FILE PODS_JSON
 writes the port it listens on to PORT_FILE once it accepts connections.
@@ -65,6 +73,11 @@ gone_pending = False  # /admin/gone-event: the next watch to look sends it
 faults = {}          # node -> mode (FAULTS)
 counts = {}          # node -> {"lists": n, "watches": n}
 token_file = None
+claims = {}          # (namespace, name) -> ResourceClaim
+slices = {}          # name -> ResourceSlice
+claim_fault = {"mode": None, "count": 0}
+claim_reads = 0
+DRA = "/apis/resource.k8s.io/v1"
 
 
 def next_rv():
@@ -108,7 +121,28 @@ DISCOVERY = {
     "/api": {"kind": "APIVersions", "versions": ["v1"],
              "serverAddressByClientCIDRs": [
                  {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
-    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": g, "versions": [{"groupVersion": g + "/v1", "version": "v1"}],
+         "preferredVersion": {"groupVersion": g + "/v1", "version": "v1"}}
+        for g in ("apps", "rbac.authorization.k8s.io", "resource.k8s.io")]},
+    # What kubectl maps deploy/dra's objects with (k8s_dra_driver).
+    "/apis/apps/v1": {"kind": "APIResourceList", "groupVersion": "apps/v1", "resources": [
+        {"name": "daemonsets", "singularName": "daemonset", "namespaced": True,
+         "kind": "DaemonSet", "verbs": ["create", "get", "list", "patch"]}]},
+    "/apis/rbac.authorization.k8s.io/v1": {
+        "kind": "APIResourceList", "groupVersion": "rbac.authorization.k8s.io/v1", "resources": [
+            {"name": n, "singularName": n[:-1], "namespaced": False, "kind": k,
+             "verbs": ["create", "get", "list", "patch"]}
+            for n, k in (("clusterroles", "ClusterRole"),
+                         ("clusterrolebindings", "ClusterRoleBinding"))]},
+    "/apis/resource.k8s.io/v1": {
+        "kind": "APIResourceList", "groupVersion": "resource.k8s.io/v1", "resources": [
+            {"name": n, "singularName": n[:-1], "namespaced": ns, "kind": k,
+             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
+            for n, k, ns in (("deviceclasses", "DeviceClass", False),
+                             ("resourceclaims", "ResourceClaim", True),
+                             ("resourceclaimtemplates", "ResourceClaimTemplate", True),
+                             ("resourceslices", "ResourceSlice", False))]},
     "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
         {"name": "pods", "singularName": "pod", "namespaced": True,
          "kind": "Pod", "shortNames": ["po"],
@@ -116,7 +150,9 @@ DISCOVERY = {
                    "watch"]},
         {"name": "events", "singularName": "event", "namespaced": True,
          "kind": "Event", "shortNames": ["ev"],
-         "verbs": ["create", "get", "list"]}]},
+         "verbs": ["create", "get", "list"]},
+        {"name": "serviceaccounts", "singularName": "serviceaccount", "namespaced": True,
+         "kind": "ServiceAccount", "verbs": ["create", "get", "list"]}]},
 }
 
 
@@ -161,12 +197,15 @@ class Handler(BaseHTTPRequestHandler):
         if url.path.startswith("/admin/"):
             with lock:
                 what = {"/admin/events": posted_events, "/admin/auth": auth_seen,
-                        "/admin/watches": watches, "/admin/counts": counts}.get(url.path)
+                        "/admin/watches": watches, "/admin/counts": counts,
+                        "/admin/claim-reads": claim_reads}.get(url.path)
             return self.reply(200 if what is not None else 404, what)
         if url.path in DISCOVERY:
             return self.reply(200, DISCOVERY[url.path])
         if not self.authorized():
             return
+        if url.path.startswith(DRA) or url.path.startswith("/api/v1/nodes/"):
+            return self.dra_get(url.path, q)
         key = self.pod_path(url.path)
         if key:
             with lock:
@@ -323,7 +362,10 @@ class Handler(BaseHTTPRequestHandler):
         self.body()
         if not self.authorized():
             return
-        key = self.pod_path(urlparse(self.path).path)
+        path = urlparse(self.path).path
+        if path.startswith(DRA):
+            return self.dra_delete(path)
+        key = self.pod_path(path)
         with lock:
             pod = pods.pop(key, None) if key else None
             if pod is None:
@@ -353,10 +395,14 @@ class Handler(BaseHTTPRequestHandler):
                     gone_pending = True
                 elif path == "/admin/fault":
                     faults[q.get("node", "")] = q["mode"]
+                elif path == "/admin/claim-fault":
+                    claim_fault.update(mode=q.get("mode"), count=int(q.get("count", 1)))
                 lock.notify_all()
             return self.reply(200, {})
         if not self.authorized():
             return
+        if path.startswith(DRA):
+            return self.dra_create(path, body)
         p = path.split("/")
         if len(p) == 6 and p[1:4] == ["api", "v1", "namespaces"] and p[5] == "pods":
             return self.create_pod(p[4], body)
@@ -383,6 +429,70 @@ class Handler(BaseHTTPRequestHandler):
             record("ADDED", pod)
             body = json.loads(json.dumps(pod))
         self.reply(201, body)
+
+    # ---- DRA ------------------------------------------------------------
+    def dra_get(self, path, q):
+        global claim_reads
+        p = path.split("/")
+        if p[1:4] == ["api", "v1", "nodes"] and len(p) == 5:
+            return self.reply(200, {"kind": "Node", "apiVersion": "v1", "metadata": {
+                "name": p[4], "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, p[4]))}})
+        if len(p) == 8 and p[6] == "resourceclaims":
+            with lock:
+                claim_reads += 1
+                fault = claim_fault["mode"] if claim_fault["count"] > 0 else None
+                if fault:
+                    claim_fault["count"] -= 1
+                claim = claims.get((p[5], p[7]))
+            if fault == "error":
+                return self.reply(500, status(500, "InternalError", "injected"))
+            if fault == "slow":
+                time.sleep(2)
+            if claim is None:
+                return self.reply(404, status(404, "NotFound",
+                                              'resourceclaims "%s" not found' % p[7]))
+            return self.reply(200, claim)
+        if path == DRA + "/resourceslices":
+            want = dict(kv.split("=", 1) for kv in q.get("fieldSelector", "").split(",") if kv)
+            with lock:
+                items = [x for x in slices.values()
+                         if all(x["spec"].get(k.split(".")[1]) == v for k, v in want.items())]
+                body = {"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+                        "metadata": {"resourceVersion": str(rv)}, "items": items}
+            return self.reply(200, body)
+        if len(p) == 6 and p[4] == "resourceslices":
+            with lock:
+                x = slices.get(p[5])
+            return self.reply(200, x) if x else self.reply(404, status(404, "NotFound", p[5]))
+        self.reply(404, status(404, "NotFound", path))
+
+    def dra_create(self, path, obj):
+        p = path.split("/")
+        m = obj.setdefault("metadata", {})
+        m["uid"] = str(uuid.uuid4())
+        with lock:
+            m["resourceVersion"] = str(next_rv())
+            if len(p) == 7 and p[6] == "resourceclaims":
+                m["namespace"] = p[5]
+                claims[(p[5], m.get("name", ""))] = obj
+            elif path == DRA + "/resourceslices":
+                if not m.get("name"):
+                    m["name"] = m.get("generateName", "") + uuid.uuid4().hex[:5]
+                slices[m["name"]] = obj
+            else:
+                return self.reply(404, status(404, "NotFound", path))
+        self.reply(201, obj)
+
+    def dra_delete(self, path):
+        p = path.split("/")
+        with lock:
+            if len(p) == 8 and p[6] == "resourceclaims":
+                x = claims.pop((p[5], p[7]), None)
+            elif len(p) == 6 and p[4] == "resourceslices":
+                x = slices.pop(p[5], None)
+            else:
+                x = None
+        self.reply(200, x) if x else self.reply(404, status(404, "NotFound", path))
 
 
 def main():
