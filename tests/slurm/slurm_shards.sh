@@ -14,13 +14,18 @@
 #     gets neither nvshare's environment nor a pod;
 #  4. without a scheduler, a shard job gets one line on stderr and runs
 #     unpreloaded (on_error=run) or does not run (on_error=fail).
+# MODE linuxproc tracks jobs without cgroups: processes are billed to the pod
+# the plugin declares for them. MODE cgroup runs proctrack/cgroup and
+# task/cgroup: the scheduler reads the job from each process's cgroup, and
+# the fake_job of test 1 declares another pod, to no avail.
 # Skips (77) where Slurm cannot run here: not root, Slurm or munge not
-# installed, or a Slurm already running on this machine. Stops every daemon
-# it started.
+# installed, a Slurm already running on this machine, or (cgroup) slurmd
+# cannot use this host's cgroups. Stops every daemon it started.
 #
-# usage: slurm_shards.sh SCHEDULER NVSHARECTL NVSHARE_SPANK_SO LIBNVSHARE FAKE_JOB
+# usage: slurm_shards.sh linuxproc|cgroup SCHEDULER NVSHARECTL NVSHARE_SPANK_SO
+#                        LIBNVSHARE FAKE_JOB
 set -euo pipefail
-SCHED=$1 CTL=$2 SPANK=$3 HOOK=$4 FAKE_JOB=$5
+MODE=$1 SCHED=$2 CTL=$3 SPANK=$4 HOOK=$5 FAKE_JOB=$6
 UUID=GPU-fa4e0000-0000-0000-0000-000000000000
 MiB=1048576
 
@@ -32,10 +37,19 @@ done
 pgrep -x slurmctld >/dev/null || pgrep -x slurmd >/dev/null &&
     skip "a slurmctld or slurmd already runs on this machine"
 [ -r /etc/munge/munge.key ] || skip "no /etc/munge/munge.key (the munge package makes it)"
+NODE=$(hostname -s)
+# Slurm's cgroups: left by slurmd (v1), removed by stop; someone else's
+# would be removed too.
+slurm_cgroups() {
+    ls -d /sys/fs/cgroup/*/slurm /sys/fs/cgroup/*/slurm_"$NODE" \
+        /sys/fs/cgroup/system.slice/slurmstepd.scope 2>/dev/null || true
+}
+if [ "$MODE" = cgroup ] && [ -n "$(slurm_cgroups)" ]; then
+    skip "$(slurm_cgroups | head -n 1) exists: another Slurm's cgroups"
+fi
 
 D=$(mktemp -d /tmp/nvshare-slurm.XXXXXX)
 chmod 755 "$D" # another user's job reads its release file here
-NODE=$(hostname -s)
 export SLURM_CONF=$D/etc/slurm.conf
 SOCK=$D/sock
 SCHED_PID= CTLD_PID= SLURMD_PID= MUNGED_PID=
@@ -62,6 +76,12 @@ stop() {
     for pid in $SLURMD_PID $CTLD_PID $SCHED_PID; do kill -TERM "$pid" 2>/dev/null; done
     for pid in $SLURMD_PID $CTLD_PID $SCHED_PID; do wait "$pid" 2>/dev/null; done
     wait_for 10 no_stepd || kill -KILL $(our_stepd) 2>/dev/null
+    if [ "$MODE" = cgroup ]; then
+        for dir in $(slurm_cgroups); do
+            find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null
+        done
+        [ -z "$(slurm_cgroups)" ] || echo "  left Slurm's cgroups: $(slurm_cgroups)"
+    fi
     if [ -n "$MUNGED_PID" ]; then
         kill -TERM "$MUNGED_PID"
         wait_for 10 not_running "$MUNGED_PID"
@@ -122,8 +142,8 @@ SlurmctldLogFile=$D/log/slurmctld.log
 SlurmdLogFile=$D/log/slurmd.log
 SlurmctldPidFile=$D/slurmctld.pid
 SlurmdPidFile=$D/slurmd.pid
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+ProctrackType=proctrack/$MODE
+TaskPlugin=task/$([ "$MODE" = cgroup ] && echo cgroup || echo none)
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu,shard
@@ -135,6 +155,7 @@ NodeName=$NODE CPUs=8 RealMemory=1000 Gres=gpu:1,shard:8 State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
 printf 'Name=gpu File=%s\nName=shard Count=8\n' "$D/nvidia0" >"$D/etc/gres.conf"
+echo "CgroupPlugin=autodetect" >"$D/etc/cgroup.conf"
 # Installed as Slurm's manual says: a new file, never one rewritten in place.
 cp "$SPANK" "$D/nvshare_spank.so"
 plugstack shards_per_gpu=8
@@ -150,6 +171,9 @@ started=$(date +%s%N)
 slurmctld -D >"$D/log/slurmctld.out" 2>&1 </dev/null & CTLD_PID=$!
 slurmd -D >"$D/log/slurmd.out" 2>&1 </dev/null & SLURMD_PID=$!
 node_idle() {
+    if ! kill -0 "$SLURMD_PID" 2>/dev/null && [ "$MODE" = cgroup ]; then
+        skip "slurmd cannot use this host's cgroups: $(grep -m1 fatal "$D/log/slurmd.log")"
+    fi
     kill -0 "$CTLD_PID" "$SLURMD_PID" 2>/dev/null || fail "slurmctld or slurmd exited"
     [ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ]
 }
@@ -161,7 +185,7 @@ cat >"$D/job.sh" <<EOF
 #!/bin/bash
 env >"$D/env.\$SLURM_JOB_ID"
 FAKE_JOB_MEM_MB=4200 "$FAKE_JOB" 0 0 && echo over=granted || echo over=refused
-FAKE_JOB_MEM_MB=3000 "$FAKE_JOB" 0 \$(( \$(date +%s%N) + 120000000000 )) >/dev/null &
+FAKE_JOB_MEM_MB=3000 $([ "$MODE" = cgroup ] && echo NVSHARE_POD_NAME=elsewhere) "$FAKE_JOB" 0 \$(( \$(date +%s%N) + 120000000000 )) >/dev/null &
 until [ -e "$D/release.\$SLURM_JOB_ID" ]; do sleep 0.05; done
 kill \$!
 EOF
@@ -170,6 +194,8 @@ client_of() { # the clients of pod slurm/ID
     [ "$(pod clients "$1")" -ge 1 ] 2>/dev/null
 }
 wait_for 30 client_of "$a" || fail "job $a's fake_job was not billed to slurm/$a"
+[ "$MODE" = linuxproc ] || [ "$(pod clients elsewhere)" = absent ] ||
+    fail "job $a's fake_job was billed to the pod it declared, not its cgroup's"
 memory=$(pod memory_limit_bytes "$a") core=$(pod core_limit "$a")
 echo "  job $a (shard:2 of 8, 16 GiB GPU): memory_limit=$(( memory / MiB )) MiB core_limit=$core %"
 [ "$memory" = $(( 4096 * MiB )) ] && [ "$core" = 25 ] ||
