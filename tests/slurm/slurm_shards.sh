@@ -4,7 +4,8 @@
 # GPU (16 GiB) cut into 8 shards:
 #  1. an sbatch job with --gres=shard:2 is the pod slurm/<job id> with 2/8 of
 #     the GPU (4 GiB, 25 %) while it runs; its fake_job, preloaded with
-#     libnvshare by the plugin, is billed to it; an allocation above the
+#     libnvshare by the plugin, is billed to it and, alone on the GPU, uses
+#     at most 26 % of its time (2 s of trace); an allocation above the
 #     quota is refused, one below it granted; once the job ends its pod and
 #     limits are gone;
 #  2. with memory_per_shard=1Gi compute_per_shard=10, an srun job of 3
@@ -12,7 +13,10 @@
 #     owner; scancel removes them;
 #  3. a --gres=gpu:1 job is preloaded, with no limit; a job without GPUs
 #     gets neither nvshare's environment nor a pod;
-#  4. without a scheduler, a shard job gets one line on stderr and runs
+#  4. four shard:2 jobs run at once, each at most 26 % and at least 15 % of
+#     the GPU's time (the fake GPU's trace over 4 s; 20.4-24.0 % measured
+#     with a build running beside), while a fifth waits in Slurm's queue;
+#  5. without a scheduler, a shard job gets one line on stderr and runs
 #     unpreloaded (on_error=run) or does not run (on_error=fail).
 # MODE linuxproc tracks jobs without cgroups: processes are billed to the pod
 # the plugin declares for them. MODE cgroup runs proctrack/cgroup and
@@ -120,11 +124,29 @@ print(pods[0].get(field) if pods else "absent")' "$1" "$2"
 pod_is() { [ "$(pod "$1" "$2")" = "$3" ]; }
 pod_absent() { pod_is clients "$1" absent; }
 
+# occupancy DIR SPAN_NS: the percentage of SPAN_NS from its first kernel
+# that a job occupied the fake GPU (its kernels, and host gaps under 3 ms
+# between them), from the fake driver's traces in DIR.
+occupancy() {
+    cat "$1"/trace.* | awk '{ print $2, $3 }' | sort -n | awk -v span="$2" '
+        function add(   hi) { hi = to < t0 + span ? to : t0 + span; if (hi > from) held += hi - from }
+        NR == 1 { t0 = $1; from = $1; to = $2; next }
+        { if ($1 - to < 3e6) { if ($2 > to) to = $2 } else { add(); from = $1; to = $2 } }
+        END { add(); printf "%.2f\n", 100 * held / span }'
+}
+# traced DIR NS: DIR's traces span NS from the first kernel.
+traced() {
+    cat "$1"/trace.* 2>/dev/null | awk -v ns="$2" '
+        NR == 1 || $2 < first { first = $2 } $3 > last { last = $3 }
+        END { exit !(NR > 0 && last - first >= ns) }'
+}
+
 plugstack() { echo "required $D/nvshare_spank.so sock_dir=$SOCK libnvshare=$HOOK $*" \
                   >"$D/etc/plugstack.conf"; }
 
+# Serial, 100 ms quanta: as tests/hook/limits_fake.sh measures limits.
 start_scheduler() {
-    env NVSHARE_SOCK_DIR="$SOCK" NVSHARE_STATE_FILE= NVSHARE_METRICS_ADDR=off NVSHARE_GPUS=$UUID:16384 "$SCHED" >>"$D/sched.log" 2>&1 &
+    env NVSHARE_SCHEDULING_MODE=serial NVSHARE_TQ=100ms NVSHARE_SOCK_DIR="$SOCK" NVSHARE_STATE_FILE= NVSHARE_METRICS_ADDR=off NVSHARE_GPUS=$UUID:16384 "$SCHED" >>"$D/sched.log" 2>&1 &
     SCHED_PID=$!
     wait_for 10 test -S "$SOCK/control.sock" || fail "the scheduler did not start"
 }
@@ -184,8 +206,9 @@ echo "  Slurm up in $(( ($(date +%s%N) - started) / 1000000 )) ms"
 cat >"$D/job.sh" <<EOF
 #!/bin/bash
 env >"$D/env.\$SLURM_JOB_ID"
+mkdir "$D/trace.\$SLURM_JOB_ID"
 FAKE_JOB_MEM_MB=4200 "$FAKE_JOB" 0 0 && echo over=granted || echo over=refused
-FAKE_JOB_MEM_MB=3000 $([ "$MODE" = cgroup ] && echo NVSHARE_POD_NAME=elsewhere) "$FAKE_JOB" 0 \$(( \$(date +%s%N) + 120000000000 )) >/dev/null &
+FAKE_CUDA_TRACE_DIR="$D/trace.\$SLURM_JOB_ID" FAKE_JOB_MEM_MB=3000 $([ "$MODE" = cgroup ] && echo NVSHARE_POD_NAME=elsewhere) "$FAKE_JOB" 0 \$(( \$(date +%s%N) + 120000000000 )) >/dev/null &
 until [ -e "$D/release.\$SLURM_JOB_ID" ]; do sleep 0.05; done
 kill \$!
 EOF
@@ -203,10 +226,14 @@ echo "  job $a (shard:2 of 8, 16 GiB GPU): memory_limit=$(( memory / MiB )) MiB 
 grep -qx "over=refused" "$D/out.$a" || fail "job $a: 4200 MiB of a 4 GiB quota: $(cat "$D/out.$a")"
 grep -qx "LD_PRELOAD=$HOOK" "$D/env.$a" && grep -qx NVSHARE_POD_NAME="$a" "$D/env.$a" &&
     grep -qx NVSHARE_POD_NAMESPACE=slurm "$D/env.$a" || fail "job $a's environment lacks nvshare's"
+wait_for 30 traced "$D/trace.$a" 2000000000 || fail "job $a's fake_job ran no 2 s of kernels"
+alone=$(occupancy "$D/trace.$a" 2000000000)
+echo "  job $a alone on the GPU: $alone % of its time over 2 s"
+awk -v s="$alone" 'BEGIN { exit !(s <= 26) }' || fail "job $a used $alone % of the GPU's time"
 touch "$D/release.$a"
 ended=$(date +%s%N)
 wait_for 30 pod_absent "$a" || fail "job $a ended; slurm/$a is still $(pod memory_limit_bytes "$a")"
-pass "a shard:2 job is held to 4 GiB (4200 MiB refused) and 25 %; its limits went" \
+pass "a shard:2 job is held to 4 GiB (4200 MiB refused) and 25 % ($alone % alone); its limits went" \
      "$(( ($(date +%s%N) - ended) / 1000000 )) ms after it was released"
 
 # ---- 2. per-shard arguments, another user, scancel ------------------------
@@ -237,7 +264,40 @@ grep -q "^NVSHARE_POD\|^LD_PRELOAD" "$D/env.none" && fail "a job without GPUs go
 [ "$(grep -c "set to" "$D/sched.log" || true)" = "$sets" ] || fail "a job without GPUs changed a setting"
 pass "a gpu:1 job is preloaded with no limit; a job without GPUs is left alone"
 
-# ---- 4. no scheduler ------------------------------------------------------
+# ---- 4. four shard:2 jobs share the GPU at 25 % each; a fifth waits -------
+plugstack shards_per_gpu=8
+SPAN_NS=4000000000
+cat >"$D/share.sh" <<EOF
+#!/bin/bash
+mkdir -p "$D/trace.\$SLURM_JOB_ID"; touch "$D/ready.\$SLURM_JOB_ID"
+until [ -e "$D/go" ]; do sleep 0.02; done
+from=\$(cat "$D/go")
+FAKE_CUDA_TRACE_DIR="$D/trace.\$SLURM_JOB_ID" "$FAKE_JOB" \$from \$(( from + $SPAN_NS + 300000000 )) >/dev/null
+EOF
+jobs=()
+for _ in 1 2 3 4 5; do
+    jobs+=("$(sbatch --parsable --gres=shard:2 --output="$D/share.%j" "$D/share.sh")") ||
+        fail "sbatch refused a shard:2 job"
+done
+all_ready() { local j; for j in "${jobs[@]:0:4}"; do [ -e "$D/ready.$j" ] || return 1; done; }
+wait_for 60 all_ready || fail "four shard:2 jobs did not start together: $(squeue -h -o '%i %t %r')"
+fifth=$(squeue -h -j "${jobs[4]}" -o '%t %r')
+[ "${fifth%% *}" = PD ] || fail "a fifth shard:2 job on an 8-shard GPU is '$fifth', not pending"
+date +%s%N >"$D/go.tmp" && mv "$D/go.tmp" "$D/go"
+ran_out() { local j; for j in "${jobs[@]:0:4}"; do squeue -h -j "$j" | grep -q . && return 1; done; return 0; }
+wait_for 60 ran_out || fail "the four jobs did not end"
+scancel "${jobs[4]}"
+line= bad=0
+for j in "${jobs[@]:0:4}"; do
+    share=$(occupancy "$D/trace.$j" "$SPAN_NS")
+    line+=" $share%"
+    awk -v s="$share" 'BEGIN { exit !(s <= 26 && s >= 15) }' || bad=1
+done
+echo "  four shard:2 jobs, GPU time over 4 s:$line (fifth job: $fifth)"
+[ $bad = 0 ] || fail "a shard:2 job's share is outside 15-26 %:$line"
+pass "four shard:2 jobs run at once at 25 % each; a fifth waits in Slurm's queue"
+
+# ---- 5. no scheduler ------------------------------------------------------
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null || true; SCHED_PID=
 plugstack shards_per_gpu=8 on_error=run
 srun --gres=shard:2 bash -c 'echo "ran preload=${LD_PRELOAD:-none}"' >"$D/run.out" 2>"$D/run.err" ||
