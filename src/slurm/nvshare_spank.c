@@ -93,13 +93,18 @@ static int declare_job(const struct shards_config *c, enum shards_job_kind kind,
     return 0;
 }
 
-/* LD_PRELOAD gains libnvshare ahead of what the job preloads already. */
+/* LD_PRELOAD gains libnvshare ahead of what the job preloads already (an
+ * srun inside a batch job inherits the batch step's). */
 static int task_environment(spank_t sp, const struct shards_config *c,
                             const char *job)
 {
     char preload[8192], old[4096];
 
-    if (spank_getenv(sp, "LD_PRELOAD", old, sizeof(old)) == ESPANK_SUCCESS && old[0])
+    if (spank_getenv(sp, "LD_PRELOAD", old, sizeof(old)) != ESPANK_SUCCESS)
+        old[0] = '\0';
+    if (strstr(old, c->libnvshare))
+        snprintf(preload, sizeof(preload), "%s", old);
+    else if (old[0])
         snprintf(preload, sizeof(preload), "%s:%s", c->libnvshare, old);
     else
         snprintf(preload, sizeof(preload), "%s", c->libnvshare);
