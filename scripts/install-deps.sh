@@ -28,6 +28,8 @@ command -v protoc-c >/dev/null || optional+=(protobuf-c-compiler)
 [ -f /usr/include/cjson/cJSON.h ] || optional+=(libcjson-dev)
 # The scheduler's /metrics (optional: left out, with a message, without it).
 [ -f /usr/include/microhttpd.h ] || optional+=(libmicrohttpd-dev)
+# nvshare_spank.so, the Slurm plugin (optional component).
+[ -f /usr/include/slurm/spank.h ] || optional+=(libslurm-dev)
 if [ "$mode" = test ]; then
     command -v python3 >/dev/null || optional+=(python3)
     [ -f /usr/include/cmocka.h ] || optional+=(libcmocka-dev)
@@ -43,6 +45,10 @@ if [ "$mode" = test ]; then
     command -v jq >/dev/null || optional+=(jq)
     # ctl_top drives nvsharectl top in a terminal.
     command -v tmux >/dev/null || optional+=(tmux)
+    # slurm_shards: a real single-node Slurm (slurmctld, slurmd, munged).
+    command -v slurmctld >/dev/null && command -v slurmd >/dev/null &&
+        command -v munged >/dev/null && command -v srun >/dev/null ||
+        optional+=(slurmctld slurmd slurm-client munge)
     # k8s_device_plugin's test kubelet.
     command -v protoc >/dev/null || optional+=(protobuf-compiler)
     /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||

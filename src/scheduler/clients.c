@@ -470,6 +470,13 @@ static void claim_of(struct scheduler *s, struct client *c,
     claim->priority_declared = reg->priority;
     if (kind == IDENTITY_POD) {
         snprintf(claim->pod.uid, sizeof(claim->pod.uid), "%s", c->identity.pod_uid);
+    } else if (kind == IDENTITY_HOST && c->identity.slurm_job[0]) {
+        /* A Slurm job's cgroup names its pod (docs/slurm.md), whatever the
+         * process declares; its owner, set by nvshare_spank.so, still
+         * decides who may join it. */
+        snprintf(claim->pod.pod_namespace, sizeof(claim->pod.pod_namespace), "slurm");
+        snprintf(claim->pod.pod_name, sizeof(claim->pod.pod_name), "%s",
+                 c->identity.slurm_job);
     } else if (kind == IDENTITY_HOST) {
         memcpy(claim->pod.pod_namespace, reg->pod_namespace,
                sizeof(claim->pod.pod_namespace));
@@ -622,7 +629,8 @@ static void handle_register(struct scheduler *s, struct client *c,
     log_uid_info(c->uid, "client %llu registered: pid %d, uid %u, pod %s (%s), "
                  "container %s, %d GPU(s)%s", (unsigned long long)c->id, (int)c->pid,
                  (unsigned)c->uid, pod_of(c),
-                 c->identity.kind == IDENTITY_POD ? "from its cgroup" : "declared",
+                 c->identity.kind == IDENTITY_POD || c->identity.slurm_job[0]
+                     ? "from its cgroup" : "declared",
                  c->identity.container_id[0] ? c->identity.container_id
                  : reg->container_name[0]    ? reg->container_name : "-",
                  reg->n_gpus, c->oversubscribed ? ", oversubscribed" : "");

@@ -164,6 +164,33 @@ static void container_of(struct span c, struct pod_identity *out)
     }
 }
 
+static bool job_number(struct span s, char out[IDENTITY_SLURM_JOB_MAX])
+{
+    size_t n = s.len - strlen("job_");
+
+    if (!span_starts_with(s, "job_") || n == 0 || n >= IDENTITY_SLURM_JOB_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)s.p[4 + i]))
+            return false;
+    memcpy(out, s.p + 4, n);
+    out[n] = '\0';
+    return true;
+}
+
+/* Slurm's task/cgroup: v2 .../slurmstepd.scope/job_<id>/..., v1
+ * /slurm[_<node>]/uid_<uid>/job_<id>/... */
+static bool slurm_job(struct span c, struct span parent, struct span grandparent,
+                      struct pod_identity *out)
+{
+    if (span_is(parent, "slurmstepd.scope"))
+        return job_number(c, out->slurm_job);
+    if (!span_starts_with(parent, "uid_") ||
+        !(span_is(grandparent, "slurm") || span_starts_with(grandparent, "slurm_")))
+        return false;
+    return job_number(c, out->slurm_job);
+}
+
 /* One cgroup path (not NUL-terminated). The innermost pod wins: a node
  * nested in a container (kind, docker-in-docker) is itself below a host
  * path. */
@@ -188,6 +215,8 @@ static enum identity_kind parse_path(struct span path, struct pod_identity *out)
         if (systemd_pod(c, out) || cgroupfs_pod(c, parent, grandparent, out)) {
             pod = after_pod = true;
             out->container_id[0] = '\0';
+        } else if (!out->slurm_job[0]) {
+            slurm_job(c, parent, grandparent, out);
         }
         grandparent = parent;
         parent = c;
@@ -217,13 +246,20 @@ enum identity_kind identity_parse_cgroup(const char *text, struct pod_identity *
         if (!well_formed)
             continue;
         id.kind = parse_path((struct span){path, (size_t)(line_end - path)}, &id);
-        /* A pod beats the host; a pod with its container beats one without. */
+        /* A pod beats the host; a pod with its container beats one without;
+         * a Slurm job's line beats the v1 controllers Slurm left alone. */
         if (id.kind > best.kind ||
-            (id.kind == IDENTITY_POD && !best.container_id[0] && id.container_id[0]))
+            (id.kind == IDENTITY_POD && !best.container_id[0] && id.container_id[0]) ||
+            (id.kind == IDENTITY_HOST && best.kind == IDENTITY_HOST &&
+             !best.slurm_job[0] && id.slurm_job[0]))
             best = id;
     }
-    if (best.kind != IDENTITY_POD)
-        best = (struct pod_identity){.kind = best.kind};
+    if (best.kind == IDENTITY_POD) {
+        best.slurm_job[0] = '\0';
+    } else {
+        best.qos = POD_QOS_UNKNOWN;
+        best.pod_uid[0] = best.container_id[0] = '\0';
+    }
     *out = best;
     return best.kind;
 }

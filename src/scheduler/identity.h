@@ -16,13 +16,20 @@
  * kubelet-kubepods-besteffort-pod<uid>.slice/...), docker-in-docker puts it
  * under /docker/<id>/, and a reader in its own cgroup namespace sees
  * "/../..". Anything else (/user.slice/..., /system.slice/..., /) is a host
- * process. */
+ * process; one in a Slurm job's cgroup (task/cgroup, docs/slurm.md) is a
+ * host process with the job's id:
+ *
+ *   cgroup v2        /system.slice/slurmstepd.scope/job_<id>/step_<s>/user/task_<t>
+ *   cgroup v1        /slurm/uid_<uid>/job_<id>/step_<s>/task_<t>   (slurm_<node>/...)
+ */
 #ifndef NVSHARE_IDENTITY_H
 #define NVSHARE_IDENTITY_H
 
 #include <sys/types.h>
 
 #include "protocol.h" /* enum identity_kind, enum pod_qos: they go on the wire */
+
+#define IDENTITY_SLURM_JOB_MAX 16
 
 struct pod_identity {
     enum identity_kind kind;
@@ -34,6 +41,8 @@ struct pod_identity {
      * cgroup itself or the runtime's scope is not one of containerd's,
      * CRI-O's or docker's. */
     char container_id[PROTO_CONTAINER_ID_MAX];
+    /* IDENTITY_HOST in a Slurm job's cgroup: the job id's digits, else "". */
+    char slurm_job[IDENTITY_SLURM_JOB_MAX];
 };
 
 /* Parses the text of a /proc/PID/cgroup file (NUL-terminated; any size,

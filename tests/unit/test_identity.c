@@ -50,16 +50,28 @@ static const struct fixture fixtures[] = {
     {118, "v2 root", IDENTITY_HOST, POD_QOS_UNKNOWN, "", ""},
 };
 
+/* Slurm's task/cgroup: host processes of job 4242. */
+static const struct {
+    int pid;
+    const char *layout;
+} slurm_fixtures[] = {
+    {119, "v2 Slurm task"},
+    {120, "v1 Slurm task, node-named root, hybrid 0::/"},
+    {121, "v1 Slurm batch step beside slurmd's systemd unit"},
+    {122, "v2 Slurm step's slurmstepd"},
+};
+
 static void expect(const struct fixture *f, const struct pod_identity *id,
                    enum identity_kind returned)
 {
     if (returned != f->kind || id->kind != f->kind || id->qos != f->qos ||
-        strcmp(id->pod_uid, f->pod_uid) || strcmp(id->container_id, f->container_id))
-        fail_msg("%d (%s): got kind %d/%d qos %s uid '%s' container '%s'; want "
-                 "kind %d qos %s uid '%s' container '%s'",
+        strcmp(id->pod_uid, f->pod_uid) || strcmp(id->container_id, f->container_id) ||
+        id->slurm_job[0])
+        fail_msg("%d (%s): got kind %d/%d qos %s uid '%s' container '%s' job '%s'; "
+                 "want kind %d qos %s uid '%s' container '%s', no job",
                  f->pid, f->layout, (int)returned, (int)id->kind, pod_qos_name(id->qos),
-                 id->pod_uid, id->container_id, (int)f->kind, pod_qos_name(f->qos),
-                 f->pod_uid, f->container_id);
+                 id->pod_uid, id->container_id, id->slurm_job, (int)f->kind,
+                 pod_qos_name(f->qos), f->pod_uid, f->container_id);
 }
 
 static void test_fixtures(void **state)
@@ -118,6 +130,46 @@ static void test_near_misses_are_host(void **state)
     for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++)
         if (identity_parse_cgroup(near[i], &id) != IDENTITY_HOST || id.pod_uid[0])
             fail_msg("'%s' gave kind %d uid '%s'", near[i], (int)id.kind, id.pod_uid);
+}
+
+static void test_slurm_fixtures(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(slurm_fixtures) / sizeof(slurm_fixtures[0]); i++) {
+        struct pod_identity id;
+        enum identity_kind kind = identity_of_pid(CGROUP_CASES, slurm_fixtures[i].pid, &id);
+        if (kind != IDENTITY_HOST || strcmp(id.slurm_job, "4242") || id.pod_uid[0])
+            fail_msg("%d (%s): got kind %d job '%s' uid '%s'; want a host process of "
+                     "job 4242", slurm_fixtures[i].pid, slurm_fixtures[i].layout,
+                     (int)kind, id.slurm_job, id.pod_uid);
+    }
+}
+
+/* Almost a Slurm job: a host process with no job. */
+static void test_slurm_near_misses(void **state)
+{
+    static const char *const near[] = {
+        "0::/system.slice/slurmstepd.scope/system", /* slurmstepd's own */
+        "0::/system.slice/slurmstepd.scope/job_/step_0",
+        "0::/system.slice/slurmstepd.scope/job_12x/step_0",
+        "0::/system.slice/slurmstepd.scope/job_12345678901234567/step_0",
+        "0::/system.slice/other.scope/job_42/step_0",
+        "4:memory:/slurm/job_42/step_0",          /* no uid level */
+        "4:memory:/slurmfoo/uid_0/job_42/step_0", /* not Slurm's root */
+        "4:memory:/slurm/user_0/job_42/step_0",
+        "0::/user.slice/job_42",
+    };
+    struct pod_identity id;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++)
+        if (identity_parse_cgroup(near[i], &id) != IDENTITY_HOST || id.slurm_job[0])
+            fail_msg("'%s' gave kind %d job '%s'", near[i], (int)id.kind, id.slurm_job);
+    /* A pod is the kernel's word: a job's cgroup inside one names no job. */
+    assert_int_equal(identity_parse_cgroup("0::/kubepods/pod" UID "/" CTR
+                                           "/system.slice/slurmstepd.scope/job_7/step_0",
+                                           &id), IDENTITY_POD);
+    assert_string_equal(id.slurm_job, "");
 }
 
 /* A container ID that is not 64 hex digits names no container. */
@@ -184,6 +236,8 @@ int main(void)
         cmocka_unit_test(test_missing_process_is_unknown),
         cmocka_unit_test(test_garbage_is_unknown),
         cmocka_unit_test(test_near_misses_are_host),
+        cmocka_unit_test(test_slurm_fixtures),
+        cmocka_unit_test(test_slurm_near_misses),
         cmocka_unit_test(test_bad_container_ids),
         cmocka_unit_test(test_long_and_odd_text),
         cmocka_unit_test(test_qos_names),
