@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "ctl.h"
 #include "env.h"
@@ -865,7 +866,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[0], "--version")) {
-        printf("nvsharectl %s (protocol %d)\n", NVSHARE_VERSION, PROTO_VERSION);
+        printf("nvsharectl %s (protocol %d)\n", nvshare_version, PROTO_VERSION);
         return 0;
     }
     if (argv[0][0] == '-')

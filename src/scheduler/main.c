@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "env.h"
 #include "log.h"
@@ -372,7 +373,7 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--version")) {
-            puts("nvshare-scheduler " NVSHARE_VERSION);
+            cli_print_version("nvshare-scheduler");
             return 0;
         }
         if (!strncmp(argv[i], "--log-format=", 13))
@@ -380,14 +381,14 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--log-format"))
             format = i + 1 < argc ? argv[++i] : "";
         if (!format) {
-            fprintf(stderr, "nvshare-scheduler: unknown argument '%s'\n\n", argv[i]);
-            print_usage(stderr);
-            return 2;
+            fprintf(stderr, "nvshare-scheduler: unknown argument '%s' (see "
+                    "nvshare-scheduler --help)\n", argv[i]);
+            return CLI_EXIT_USAGE;
         }
         if (log_set_format(format) < 0) {
-            fprintf(stderr, "nvshare-scheduler: --log-format must be text or json, not '%s'\n",
-                    format);
-            return 2;
+            fprintf(stderr, "nvshare-scheduler: --log-format must be text or json%s%s%s\n",
+                    *format ? ", not '" : "", format, *format ? "'" : "");
+            return CLI_EXIT_USAGE;
         }
     }
     if (setup() < 0)
