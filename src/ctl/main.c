@@ -69,6 +69,9 @@ static const char top_help[] =
     "                           one GPU or (without --gpu) of every GPU\n"
     "  set switch-time D|auto   how long clients that swap keep a GPU before\n"
     "                           rotating: fixed, e.g. 45s, or auto (measured)\n"
+    "  reset SETTING            forget a run-time tq, anti-thrash, mode or\n"
+    "                           switch-time: the environment's value (else the\n"
+    "                           default) applies again, now and after restarts\n"
     "  anti-thrash on|off       clients take turns on each GPU (on) or run\n"
     "                           freely (off)\n"
     "  help [<command>]         show the help of a command\n"
@@ -679,6 +682,16 @@ static int run_set(const struct command *cmd, int argc, char **argv)
                        argv[1]);
 }
 
+static int run_reset(const struct command *cmd, int argc, char **argv)
+{
+    int rc = plain_args(cmd, argc, argv, 1,
+                        "which setting? tq, anti-thrash, mode or switch-time");
+
+    if (rc)
+        return rc == HELP_SHOWN ? 0 : rc;
+    return apply(CTL_RESET, 0, argv[1]);
+}
+
 /* ---- help ---------------------------------------------------------------- */
 
 static int run_help(const struct command *cmd, int argc, char **argv)
@@ -779,6 +792,13 @@ static const struct command commands[] = {
      "                       the measured swap time times the multiplier\n"
      "\n"
      "Exit status 1 if the scheduler refuses the value.\n"},
+    {"reset", run_reset, "nvsharectl reset tq|anti-thrash|mode|switch-time",
+     "Forgets what 'nvsharectl set' made of a node setting. A value set at run\n"
+     "time is kept in the state file and wins over the environment at every\n"
+     "start (state file > environment > default): reset sets the value the\n"
+     "environment gave the scheduler (NVSHARE_TQ, ...), else the default, and\n"
+     "takes it out of the state file. 'mode' resets every GPU's mode.\n"
+     "A pod's settings are reset with 'nvsharectl set ... POD none'.\n"},
     {"anti-thrash", run_anti_thrash, "nvsharectl anti-thrash on|off",
      "on:  clients take turns on each GPU, one time quantum at a time.\n"
      "off: every client runs freely, as if nvshare were not there.\n"},

@@ -540,6 +540,47 @@ static void remember(struct scheduler *s, enum setting_id id, uint64_t value)
     scheduler_save_state(s);
 }
 
+static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
+                          struct msg_ctl_reply *reply);
+
+/* nvsharectl reset: the node setting named by target is set to what the
+ * environment (else the default) gave it at start, and the state file no
+ * longer holds it, so the environment decides again at the next start. */
+static void reset_setting(struct scheduler *s, const char *name,
+                          struct msg_ctl_reply *reply)
+{
+    static const uint16_t keys[SETTING_COUNT] = {
+        [SETTING_TQ] = CTL_SET_TQ, [SETTING_ANTI_THRASH] = CTL_SET_ANTI_THRASH,
+        [SETTING_SCHEDULING_MODE] = CTL_SET_MODE,
+        [SETTING_SWITCH_TIME_FIXED] = CTL_SET_SWITCH_TIME};
+    struct msg_ctl_set set = {0};
+    char env[160];
+    int id = 0;
+
+    while (id < SETTING_COUNT && (!keys[id] || strcmp(settings_table[id].name, name)))
+        id++;
+    if (id == SETTING_COUNT) {
+        reply->status = EINVAL;
+        snprintf(reply->text, sizeof(reply->text), "cannot reset '%.200s': "
+                 "tq, anti-thrash, mode or switch-time", name);
+        return;
+    }
+    set.key = keys[id];
+    set.value = setting_state_value(s->env_settings, id);
+    apply_setting(s, &set, reply);
+    if (reply->status)
+        return;
+    s->state.set[id] = false;
+    if (id == SETTING_SCHEDULING_MODE)
+        s->state.n_modes = 0;
+    scheduler_save_state(s);
+    setting_env_text(id, env, sizeof(env));
+    size_t n = strlen(reply->text);
+    snprintf(reply->text + n, sizeof(reply->text) - n, " (%s%s; no longer a run-time "
+             "setting)", *env ? "from " : "the default", env);
+    log_info("%s reset: %s", settings_table[id].name, reply->text);
+}
+
 /* Carries out a CTL_SET and describes the result in reply. */
 static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
                           struct msg_ctl_reply *reply)
@@ -599,6 +640,9 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         snprintf(reply->text, sizeof(reply->text), "switch time %s",
                  set->value ? text : "auto (measured swap time x multiplier)");
         log_info("%s", reply->text);
+        return;
+    case CTL_RESET:
+        reset_setting(s, set->target, reply);
         return;
     }
     reply->status = ENOTSUP;
