@@ -55,8 +55,8 @@ static const char top_help[] =
     "  status [--json]          GPUs (mode, memory, swaps, running clients, wait\n"
     "                           queue) and clients\n"
     "  watch [--interval 1s]    redraw the status every interval until Ctrl-C\n"
-    "  top [--interval 1s]      live per-GPU view: holders, waiters, share and\n"
-    "                           memory bars against limits; q quits\n"
+    "  top [--interval 1s]      live per-GPU view: holders, waiters, share over\n"
+    "                           the last windows and memory against limits\n"
     "  set tq <duration>|auto   pin the time quantum (100ms, 2s) or let each\n"
     "                           GPU's hand-over cost choose it (the default)\n"
     "  set core-limit POD PCT   limit a pod to PCT % of each GPU's time\n"
@@ -345,7 +345,7 @@ static void terminal_leave(void)
 }
 
 /* Draws one frame over the previous one, each line cleared to its end. */
-static void top_frame(void)
+static void top_frame(struct top_history *history)
 {
     char *text = NULL;
     size_t len = 0;
@@ -360,7 +360,8 @@ static void top_frame(void)
     if (ctl_fetch_status(&target, &st, fetch_err))
         fprintf(frame, "nvsharectl: %s (retrying)\n", fetch_err);
     else {
-        render_top(frame, &st, width, height);
+        top_history_add(history, &st);
+        render_top(frame, &st, history, width, height);
         ctl_status_free(&st);
     }
     fclose(frame);
@@ -405,6 +406,7 @@ static int run_top(const struct command *cmd, int argc, char **argv)
     struct sigaction stop = {.sa_handler = on_stop_signal}; /* no SA_RESTART */
     struct sigaction winch = {.sa_handler = on_resize};
     struct ctl_status st;
+    struct top_history *history;
 
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -430,6 +432,13 @@ static int run_top(const struct command *cmd, int argc, char **argv)
      * one line on the normal screen. */
     if (ctl_fetch_status(&target, &st, err))
         return fail(err);
+    /* The first frame's shares are measured from this status on. */
+    history = top_history_new();
+    if (!history) {
+        ctl_status_free(&st);
+        return fail("out of memory");
+    }
+    top_history_add(history, &st);
     ctl_status_free(&st);
     sigemptyset(&stop.sa_mask);
     sigemptyset(&winch.sa_mask);
@@ -437,13 +446,16 @@ static int run_top(const struct command *cmd, int argc, char **argv)
     sigaction(SIGTERM, &stop, NULL);
     sigaction(SIGHUP, &stop, NULL);
     sigaction(SIGWINCH, &winch, NULL);
-    if (terminal_enter() < 0)
+    if (terminal_enter() < 0) {
+        top_history_free(history);
         return fail("cannot set up the terminal");
+    }
     do {
         resized = 0;
-        top_frame();
+        top_frame(history);
     } while (!top_wait_for_quit(interval));
     terminal_leave();
+    top_history_free(history);
     return 0;
 }
 
@@ -732,10 +744,12 @@ static const struct command commands[] = {
      "  --count N            stop after N frames\n"},
     {"top", run_top, "nvsharectl top [--interval DURATION]",
      "A live view of each GPU, like top: who holds it, who waits and on what\n"
-     "(lock, memory, throttled), each pod's GPU time in the current window\n"
-     "against its core limit ('|' marks the limit) and its memory against its\n"
-     "quota. Redraws every interval and at once on a resize; q quits (Ctrl-C\n"
-     "too), space redraws. Needs a terminal; the terminal is restored on exit.\n"
+     "(lock, memory, throttled), each client's share of the GPU over the last\n"
+     "three accounting windows against its pod's core limit ('|' marks the\n"
+     "limit) and its pod's memory against its quota. Fits the terminal's width\n"
+     "(narrower ones drop PID, the bars, PRIO). Redraws every interval and at\n"
+     "once on a resize; q quits (Ctrl-C too), space redraws. Needs a terminal;\n"
+     "the terminal is restored on exit.\n"
      "\n"
      "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"},
     {"set", run_set,
