@@ -53,7 +53,7 @@ int main(int argc, char **argv)
 
     if (rc >= 0)
         return rc;
-    log_init("device-plugin");
+    log_init("device-plugin", LOG_INFO);
     if (plugin_configure(&plugin))
         return 1;
     service_device_list(&plugin, RESOURCE_MEMORY, &list);

@@ -606,7 +606,7 @@ int main(int argc, char **argv)
 
     if (rc >= 0)
         return rc;
-    log_init("pod-watcher");
+    log_init("pod-watcher", LOG_INFO);
     if (configure(&w))
         return 1;
     sigaction(SIGTERM, &sa, NULL);

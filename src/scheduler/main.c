@@ -394,7 +394,7 @@ int main(int argc, char **argv)
 {
     char path[256];
 
-    log_init("scheduler");
+    log_init("scheduler", LOG_INFO);
     for (int i = 1; i < argc; i++) {
         const char *format = NULL;
 
