@@ -89,7 +89,32 @@ static const char top_help[] =
 
 static const struct command *find_command(const char *name);
 
+/* The setting 'set' was given (argv[1]), once known: its usage errors show
+ * that setting's synopsis line only, not all of them. */
+static const char *set_subject;
+
 /* ---- errors -------------------------------------------------------------- */
+
+/* Writes cmd's synopsis lines, only set_subject's where one of them is. */
+static void print_synopsis(const struct command *cmd)
+{
+    char prefix[64];
+    bool found = false;
+
+    if (set_subject) {
+        snprintf(prefix, sizeof(prefix), "nvsharectl set %s ", set_subject);
+        for (const char *line = cmd->synopsis; line; line = strchr(line, '\n')) {
+            line += strspn(line, "\n ");
+            size_t len = strcspn(line, "\n");
+            if (!strncmp(line, prefix, strlen(prefix))) {
+                fprintf(stderr, "%s%.*s\n", found ? "       " : "usage: ", (int)len, line);
+                found = true;
+            }
+        }
+    }
+    if (!found)
+        fprintf(stderr, "usage: %s\n", cmd->synopsis);
+}
 
 static int usage_error(const struct command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -103,10 +128,11 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    if (cmd)
-        fprintf(stderr, "\nusage: %s\nSee 'nvsharectl %s --help'.\n",
-                cmd->synopsis, cmd->name);
-    else
+    fputc('\n', stderr);
+    if (cmd) {
+        print_synopsis(cmd);
+        fprintf(stderr, "See 'nvsharectl %s --help'.\n", cmd->name);
+    } else
         fprintf(stderr, "\n%sSee 'nvsharectl --help'.\n", top_usage);
     return EXIT_USAGE;
 }
@@ -541,7 +567,7 @@ static int set_memory_limit(const struct command *cmd, const char *subject,
     uint64_t bytes = 0;
 
     if (strcmp(text, "none") && parse_size_bytes(text, &bytes, err))
-        return usage_error(cmd, "memory limit: %s (e.g. 4Gi, 512Mi, or none)", err);
+        return usage_error(cmd, "memory limit: %s; or none", err);
     if (strcmp(text, "none") && bytes == 0)
         return usage_error(cmd, "memory limit: must be above 0 (or none)");
     return apply(CTL_SET_MEMORY_LIMIT, bytes, subject);
@@ -643,6 +669,8 @@ static int run_set(const struct command *cmd, int argc, char **argv)
         gpu = v;
     }
     argc = kept;
+    if (argc > 1)
+        set_subject = argv[1];
 
     bool mode = argc > 1 && !strcmp(argv[1], "mode");
     bool core = argc > 1 && !strcmp(argv[1], "core-limit");
