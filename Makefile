@@ -22,6 +22,7 @@ all: build
 build:
 	@scripts/install-deps.sh build
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_RULE_MESSAGES=OFF $(CONFIGURE_FILTER)
+	@echo "building into $(BUILD)/ (about a minute the first time)"
 	@cmake --build $(BUILD) -j $(JOBS) $(BUILD_FILTER)
 
 # Tests run against a sanitizer build (ASan + UBSan) of the daemon, the CLI
@@ -31,6 +32,7 @@ build:
 test:
 	@scripts/install-deps.sh test
 	@cmake -S . -B $(TEST_BUILD) -DNVSHARE_SANITIZE=ON -DCMAKE_RULE_MESSAGES=OFF $(TEST_CMAKE_FLAGS) $(CONFIGURE_FILTER)
+	@echo "building the sanitizer build into $(TEST_BUILD)/ (a few minutes the first time)"
 	@cmake --build $(TEST_BUILD) -j $(JOBS) $(BUILD_FILTER)
 	cd $(TEST_BUILD) && $(CURDIR)/tests/no_leftovers.sh ctest --output-on-failure -j $(JOBS)
 

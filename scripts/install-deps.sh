@@ -61,9 +61,11 @@ install() {
     local sudo=
     [ "$(id -u)" = 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get install -y --no-install-recommends "$@" >/dev/null 2>&1 ||
-        { $sudo apt-get update >/dev/null 2>&1 &&
-          $sudo apt-get install -y --no-install-recommends "$@" >/dev/null 2>&1; }
+    # apt's own progress shows: a first install on a fresh machine takes a
+    # while, and silence would read as a hang.
+    $sudo apt-get install -y --no-install-recommends "$@" ||
+        { echo "install-deps: updating apt's package lists, then trying again"
+          $sudo apt-get update && $sudo apt-get install -y --no-install-recommends "$@"; }
 }
 
 echo "install-deps: installing ${need[*]} ${optional[*]}"

@@ -99,6 +99,10 @@ static void read_settings(void)
     s->reconnect_ns = env_duration_ns("NVSHARE_RECONNECT_INTERVAL", NS_PER_SEC);
     copy_env(s->pod_namespace, sizeof(s->pod_namespace), "NVSHARE_POD_NAMESPACE");
     copy_env(s->pod_name, sizeof(s->pod_name), "NVSHARE_POD_NAME");
+    /* No namespace means default, as in Kubernetes: the scheduler, status
+     * and nvsharectl know the pod by that one name. */
+    if (*s->pod_name && !*s->pod_namespace)
+        snprintf(s->pod_namespace, sizeof(s->pod_namespace), "default");
     copy_env(s->container_name, sizeof(s->container_name),
              "NVSHARE_CONTAINER_NAME");
     copy_env(s->job_id, sizeof(s->job_id), "NVSHARE_JOB_ID");
@@ -106,9 +110,7 @@ static void read_settings(void)
         job_from_launcher(s->job_id, sizeof(s->job_id));
     if (*s->pod_name)
         snprintf(s->pod_label, sizeof(s->pod_label), "%.*s/%.*s",
-                 PROTO_NAME_MAX - 1,
-                 *s->pod_namespace ? s->pod_namespace : "default",
-                 PROTO_NAME_MAX - 1, s->pod_name);
+                 PROTO_NAME_MAX - 1, s->pod_namespace, PROTO_NAME_MAX - 1, s->pod_name);
     else
         snprintf(s->pod_label, sizeof(s->pod_label), "-");
 }

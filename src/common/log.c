@@ -18,7 +18,8 @@
 
 static const char *const level_names[] = {"error", "warning", "info", "debug"};
 static const char *log_component = "nvshare";
-static bool debug_enabled, json_format;
+static enum log_level max_level = LOG_INFO;
+static bool json_format;
 
 /* A warning printed at first_ns whose repeats are being counted. */
 struct repeat {
@@ -44,14 +45,24 @@ int log_set_format(const char *name)
 
 static void flush_all_counts(void);
 
-void log_init(const char *component)
+void log_init(const char *component, enum log_level default_level)
 {
     const char *debug = getenv("NVSHARE_DEBUG");
     const char *format = getenv("NVSHARE_LOG_FORMAT");
+    const char *level = getenv("NVSHARE_LOG_LEVEL");
     static bool flush_at_exit;
+    int named = -1;
 
     log_component = component;
-    debug_enabled = debug && strcmp(debug, "0") != 0 && debug[0] != '\0';
+    max_level = debug && strcmp(debug, "0") != 0 && debug[0] != '\0' ? LOG_DEBUG
+                                                                      : default_level;
+    for (int i = 0; level && *level && i <= LOG_DEBUG; i++)
+        if (!strcmp(level, level_names[i]))
+            named = i;
+    if (named >= 0)
+        max_level = (enum log_level)named;
+    else if (level && *level)
+        log_warn("NVSHARE_LOG_LEVEL=%s is not error, warning, info or debug", level);
     if (format && *format && log_set_format(format) < 0)
         log_warn("NVSHARE_LOG_FORMAT=%s is not text or json: using text", format);
     if (!flush_at_exit)
@@ -60,7 +71,7 @@ void log_init(const char *component)
 
 bool log_debug_enabled(void)
 {
-    return debug_enabled;
+    return max_level >= LOG_DEBUG;
 }
 
 static uint64_t realtime_ns(void)
@@ -411,6 +422,8 @@ static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
     char msg[LOG_LINE_MAX];
 
+    if (level > max_level)
+        return;
     vsnprintf(msg, sizeof(msg), fmt, ap);
     if (pthread_mutex_trylock(&counts_lock) == 0) {
         bool repeat;

@@ -53,9 +53,13 @@
 
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
-/* Sets the component name and reads NVSHARE_DEBUG (1 enables debug lines)
- * and NVSHARE_LOG_FORMAT (text or json). */
-void log_init(const char *component);
+/* Sets the component name and the level up to which lines are written:
+ * NVSHARE_LOG_LEVEL (error, warning, info or debug), else debug where
+ * NVSHARE_DEBUG=1, else default_level. The daemons default to info; the
+ * hook, which writes on the application's stderr, to warning: a process
+ * that runs normally under nvshare prints nothing, one that runs
+ * unscheduled says so. Reads NVSHARE_LOG_FORMAT (text or json) too. */
+void log_init(const char *component, enum log_level default_level);
 /* "text" or "json"; returns -1 (and changes nothing) for anything else. */
 int log_set_format(const char *name);
 bool log_debug_enabled(void);

@@ -22,12 +22,13 @@ static void set_err(char *err, const char *fmt, const char *text)
 }
 
 /* Parses "<decimal number><suffix>" exactly: the digits become an integer
- * mantissa and a count of decimal places, so "1.001K" is exactly 1001 bytes
+ * mantissa and a count of decimal places, so "1.001k" is exactly 1001 bytes
  * and nothing goes through floating point. Only decimal digits and one '.'
  * are accepted (no signs, exponents, hex or spaces). Sets *exact to whether
  * the scaled value is a whole number; the result is rounded to nearest. */
 static int parse_scaled(const char *text, const struct unit *units, uint64_t max,
-                        uint64_t *out, bool *exact, char *err, const char *what)
+                        uint64_t *out, bool *exact, char *err, const char *what,
+                        const char *units_help)
 {
     unsigned __int128 mantissa = 0, divisor = 1;
     const char *p = text;
@@ -72,16 +73,20 @@ static int parse_scaled(const char *text, const struct unit *units, uint64_t max
         *out = (uint64_t)value;
         return 0;
     }
-    if (err)
-        snprintf(err, PARSE_ERR_LEN, "invalid %s '%s': unknown unit '%s'", what,
-                 text, p);
+    if (err && !*p)
+        snprintf(err, PARSE_ERR_LEN, "%s '%s' needs a unit: %s", what, text, units_help);
+    else if (err)
+        snprintf(err, PARSE_ERR_LEN, "invalid %s '%s': unknown unit '%s': %s", what,
+                 text, p, units_help);
     return -1;
 }
 
 int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 {
+    /* No bare number: "500" would be read as seconds by some and as
+     * milliseconds by others. */
     static const struct unit units[] = {
-        {"", 1000000000ull}, {"s", 1000000000ull}, {"ms", 1000000ull},
+        {"s", 1000000000ull}, {"ms", 1000000ull},
         {"us", 1000ull}, {"ns", 1ull}, {"m", 60000000000ull},
         {"h", 3600000000000ull}, {NULL, 0},
     };
@@ -90,7 +95,7 @@ int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 
     /* Ten years is far beyond any sane setting and far below 2^64 ns. */
     if (parse_scaled(text, units, 320000000000000000ull, &ns, &exact, err,
-                     "duration"))
+                     "duration", "ns, us, ms, s, m or h, e.g. 500ms, 2s"))
         return -1;
     if (ns == 0) {
         set_err(err, "duration '%s' must be greater than zero", text);
@@ -102,19 +107,24 @@ int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 
 int parse_size_bytes(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 {
+    /* Kubernetes quantities, as a pod's resources are written: binary
+     * suffixes (Ki = 2^10) and decimal ones (k = 10^3; "K" is not one). */
     static const struct unit units[] = {
         {"", 1},
         {"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30},
-        {"Ti", 1ull << 40},
-        {"K", 1000ull}, {"M", 1000000ull}, {"G", 1000000000ull},
-        {"T", 1000000000000ull},
+        {"Ti", 1ull << 40}, {"Pi", 1ull << 50}, {"Ei", 1ull << 60},
+        {"k", 1000ull}, {"M", 1000000ull}, {"G", 1000000000ull},
+        {"T", 1000000000000ull}, {"P", 1000000000000000ull},
+        {"E", 1000000000000000000ull},
         {NULL, 0},
     };
     uint64_t bytes;
     bool exact;
 
     /* 2^63: keeps every later sum of sizes from overflowing uint64_t. */
-    if (parse_scaled(text, units, (1ull << 63) - 1, &bytes, &exact, err, "size"))
+    if (parse_scaled(text, units, (1ull << 63) - 1, &bytes, &exact, err, "size",
+                     "Kubernetes quantities: 4G = 4x10^9 bytes, 4Gi = 4x2^30 bytes "
+                     "(k M G T P E, Ki Mi Gi Ti Pi Ei)"))
         return -1;
     if (!exact) {
         set_err(err, "size '%s' is not a whole number of bytes", text);

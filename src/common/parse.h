@@ -12,12 +12,13 @@
 
 #define PARSE_ERR_LEN 160
 
-/* Durations: "30s", "100ms", "250us", "1.5s", "2m"; a bare number is seconds.
- * The result is in nanoseconds and must be > 0. */
+/* Durations: "30s", "100ms", "250us", "1.5s", "2m"; a bare number is
+ * refused (it needs a unit). The result is in nanoseconds and must be > 0. */
 int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN]);
 
-/* Memory sizes: plain bytes, or a number with Ki/Mi/Gi/Ti (binary) or
- * K/M/G/T (decimal) suffixes, e.g. "4Gi", "4096Mi", "512M". */
+/* Memory sizes as Kubernetes quantities: plain bytes, or a number with a
+ * binary suffix (Ki Mi Gi Ti Pi Ei: 4Gi = 4x2^30) or a decimal one (k M G
+ * T P E: 4G = 4x10^9), e.g. "4Gi", "4096Mi", "512M". */
 int parse_size_bytes(const char *text, uint64_t *out, char err[PARSE_ERR_LEN]);
 
 /* An integer within [min, max]. */

@@ -117,6 +117,8 @@ enum ctl_key {
                                 each window, 0 = none */
     CTL_SET_OWNER = 9,       /* target: a plain host's pod; value: the uid
                                 it belongs to, 0 = none */
+    CTL_RESET = 10,          /* target: a node setting's name (tq, ...):
+                                forget its run-time value; value: unused */
 };
 
 enum limit_source {

@@ -76,8 +76,15 @@ char *ctl_printable(const char *text);
 void ctl_pod_name_label(const char *pod_namespace, const char *pod_name,
                         const char *pod_uid, char *buf, size_t len);
 
-/* render_top.c: one frame of `nvsharectl top`, cut to width x height. */
-void render_top(FILE *out, const struct ctl_status *st, int width, int height);
+/* render_top.c: one frame of `nvsharectl top`, fitted to width x height.
+ * The history holds the statuses of the last few windows, from which each
+ * client's share is measured: add each status to it before rendering. */
+struct top_history;
+struct top_history *top_history_new(void);
+void top_history_free(struct top_history *h);
+void top_history_add(struct top_history *h, const struct ctl_status *st);
+void render_top(FILE *out, const struct ctl_status *st, const struct top_history *h,
+                int width, int height);
 
 /* render_json.c: one JSON document, documented in docs/nvsharectl.md. */
 void render_json(FILE *out, const struct ctl_status *st);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "ctl.h"
 #include "env.h"
@@ -54,8 +55,8 @@ static const char top_help[] =
     "  status [--json]          GPUs (mode, memory, swaps, running clients, wait\n"
     "                           queue) and clients\n"
     "  watch [--interval 1s]    redraw the status every interval until Ctrl-C\n"
-    "  top [--interval 1s]      live per-GPU view: holders, waiters, share and\n"
-    "                           memory bars against limits; q quits\n"
+    "  top [--interval 1s]      live per-GPU view: holders, waiters, share over\n"
+    "                           the last windows and memory against limits\n"
     "  set tq <duration>|auto   pin the time quantum (100ms, 2s) or let each\n"
     "                           GPU's hand-over cost choose it (the default)\n"
     "  set core-limit POD PCT   limit a pod to PCT % of each GPU's time\n"
@@ -68,8 +69,12 @@ static const char top_help[] =
     "                           one GPU or (without --gpu) of every GPU\n"
     "  set switch-time D|auto   how long clients that swap keep a GPU before\n"
     "                           rotating: fixed, e.g. 45s, or auto (measured)\n"
+    "  reset SETTING            forget a run-time tq, anti-thrash, mode or\n"
+    "                           switch-time: the environment's value (else the\n"
+    "                           default) applies again, now and after restarts\n"
     "  anti-thrash on|off       clients take turns on each GPU (on) or run\n"
     "                           freely (off)\n"
+    "  completion bash|zsh      shell completion, for source <(...)\n"
     "  help [<command>]         show the help of a command\n"
     "\n"
     "Global options:\n"
@@ -84,8 +89,34 @@ static const char top_help[] =
     "2 bad usage. Run 'nvsharectl <command> --help' for a command's options.\n";
 
 static const struct command *find_command(const char *name);
+static const struct command *all_commands(size_t *n);
+
+/* The setting 'set' was given (argv[1]), once known: its usage errors show
+ * that setting's synopsis line only, not all of them. */
+static const char *set_subject;
 
 /* ---- errors -------------------------------------------------------------- */
+
+/* Writes cmd's synopsis lines, only set_subject's where one of them is. */
+static void print_synopsis(const struct command *cmd)
+{
+    char prefix[64];
+    bool found = false;
+
+    if (set_subject) {
+        snprintf(prefix, sizeof(prefix), "nvsharectl set %s ", set_subject);
+        for (const char *line = cmd->synopsis; line; line = strchr(line, '\n')) {
+            line += strspn(line, "\n ");
+            size_t len = strcspn(line, "\n");
+            if (!strncmp(line, prefix, strlen(prefix))) {
+                fprintf(stderr, "%s%.*s\n", found ? "       " : "usage: ", (int)len, line);
+                found = true;
+            }
+        }
+    }
+    if (!found)
+        fprintf(stderr, "usage: %s\n", cmd->synopsis);
+}
 
 static int usage_error(const struct command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -99,10 +130,11 @@ static int usage_error(const struct command *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    if (cmd)
-        fprintf(stderr, "\nusage: %s\nSee 'nvsharectl %s --help'.\n",
-                cmd->synopsis, cmd->name);
-    else
+    fputc('\n', stderr);
+    if (cmd) {
+        print_synopsis(cmd);
+        fprintf(stderr, "See 'nvsharectl %s --help'.\n", cmd->name);
+    } else
         fprintf(stderr, "\n%sSee 'nvsharectl --help'.\n", top_usage);
     return EXIT_USAGE;
 }
@@ -341,7 +373,7 @@ static void terminal_leave(void)
 }
 
 /* Draws one frame over the previous one, each line cleared to its end. */
-static void top_frame(void)
+static void top_frame(struct top_history *history)
 {
     char *text = NULL;
     size_t len = 0;
@@ -356,7 +388,8 @@ static void top_frame(void)
     if (ctl_fetch_status(&target, &st, fetch_err))
         fprintf(frame, "nvsharectl: %s (retrying)\n", fetch_err);
     else {
-        render_top(frame, &st, width, height);
+        top_history_add(history, &st);
+        render_top(frame, &st, history, width, height);
         ctl_status_free(&st);
     }
     fclose(frame);
@@ -401,6 +434,7 @@ static int run_top(const struct command *cmd, int argc, char **argv)
     struct sigaction stop = {.sa_handler = on_stop_signal}; /* no SA_RESTART */
     struct sigaction winch = {.sa_handler = on_resize};
     struct ctl_status st;
+    struct top_history *history;
 
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -426,6 +460,13 @@ static int run_top(const struct command *cmd, int argc, char **argv)
      * one line on the normal screen. */
     if (ctl_fetch_status(&target, &st, err))
         return fail(err);
+    /* The first frame's shares are measured from this status on. */
+    history = top_history_new();
+    if (!history) {
+        ctl_status_free(&st);
+        return fail("out of memory");
+    }
+    top_history_add(history, &st);
     ctl_status_free(&st);
     sigemptyset(&stop.sa_mask);
     sigemptyset(&winch.sa_mask);
@@ -433,13 +474,16 @@ static int run_top(const struct command *cmd, int argc, char **argv)
     sigaction(SIGTERM, &stop, NULL);
     sigaction(SIGHUP, &stop, NULL);
     sigaction(SIGWINCH, &winch, NULL);
-    if (terminal_enter() < 0)
+    if (terminal_enter() < 0) {
+        top_history_free(history);
         return fail("cannot set up the terminal");
+    }
     do {
         resized = 0;
-        top_frame();
+        top_frame(history);
     } while (!top_wait_for_quit(interval));
     terminal_leave();
+    top_history_free(history);
     return 0;
 }
 
@@ -525,7 +569,7 @@ static int set_memory_limit(const struct command *cmd, const char *subject,
     uint64_t bytes = 0;
 
     if (strcmp(text, "none") && parse_size_bytes(text, &bytes, err))
-        return usage_error(cmd, "memory limit: %s (e.g. 4Gi, 512Mi, or none)", err);
+        return usage_error(cmd, "memory limit: %s; or none", err);
     if (strcmp(text, "none") && bytes == 0)
         return usage_error(cmd, "memory limit: must be above 0 (or none)");
     return apply(CTL_SET_MEMORY_LIMIT, bytes, subject);
@@ -627,6 +671,8 @@ static int run_set(const struct command *cmd, int argc, char **argv)
         gpu = v;
     }
     argc = kept;
+    if (argc > 1)
+        set_subject = argv[1];
 
     bool mode = argc > 1 && !strcmp(argv[1], "mode");
     bool core = argc > 1 && !strcmp(argv[1], "core-limit");
@@ -678,6 +724,120 @@ static int run_set(const struct command *cmd, int argc, char **argv)
                        argv[1]);
 }
 
+static int run_reset(const struct command *cmd, int argc, char **argv)
+{
+    int rc = plain_args(cmd, argc, argv, 1,
+                        "which setting? tq, anti-thrash, mode or switch-time");
+
+    if (rc)
+        return rc == HELP_SHOWN ? 0 : rc;
+    return apply(CTL_RESET, 0, argv[1]);
+}
+
+/* ---- completion ---------------------------------------------------------- */
+
+/* Shell completion, made from the commands table: each command's name, the
+ * literal words its synopsis lines allow first (set's settings, reset's,
+ * top's none) and the options they name. A new command or setting is
+ * completed as soon as its synopsis says so. */
+
+/* Appends word to the space-separated list unless it is there already. */
+static void add_word(char *list, size_t len, const char *word, size_t n)
+{
+    size_t used = strlen(list);
+
+    for (const char *p = list; *p; p += strcspn(p, " "), p += *p == ' ')
+        if (strcspn(p, " ") == n && !strncmp(p, word, n))
+            return;
+    if (n && used + n + 2 < len)
+        snprintf(list + used, len - used, "%s%.*s", used ? " " : "", (int)n, word);
+}
+
+/* The words a synopsis allows right after the command: literals among the
+ * alternatives of its first argument ("tq|anti-thrash", "<duration>|auto"),
+ * command names for "<command>"; and every --option in it. */
+static void synopsis_words(const struct command *cmd, char *first, char *options,
+                           size_t len)
+{
+    size_t n_commands;
+    const struct command *list = all_commands(&n_commands);
+
+    first[0] = options[0] = '\0';
+    for (const char *line = cmd->synopsis; *line;) {
+        line += strspn(line, "\n ");
+        size_t line_len = strcspn(line, "\n");
+        int token = 0;
+        for (const char *t = line; t < line + line_len; token++) {
+            size_t n = strcspn(t, " \n");
+            for (const char *o = t; (o = strstr(o, "--")) && o < t + n; o += 2)
+                add_word(options, len, o, strspn(o, "-abcdefghijklmnopqrstuvwxyz"));
+            if (token == 2 && n >= 9 && !strncmp(t, "[<command>", 10))
+                for (size_t c = 0; c < n_commands; c++)
+                    add_word(first, len, list[c].name, strlen(list[c].name));
+            else if (token == 2 && *t != '[' && *t != '-')
+                for (const char *a = t; a < t + n; a += strcspn(a, "| \n"), a += *a == '|')
+                    if (*a != '<')
+                        add_word(first, len, a, strcspn(a, "| \n"));
+            t += n;
+            t += strspn(t, " ");
+        }
+        line += line_len;
+    }
+    add_word(options, len, "--help", 6);
+}
+
+static void print_bash_completion(void)
+{
+    char first[512], options[256], names[512] = "";
+    size_t n;
+    const struct command *list = all_commands(&n);
+
+    for (size_t i = 0; i < n; i++)
+        add_word(names, sizeof(names), list[i].name, strlen(list[i].name));
+    printf("# nvsharectl completion, made by 'nvsharectl completion' from its commands.\n"
+           "_nvsharectl() {\n"
+           "    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}\n"
+           "    local cmd= at=0 i words\n"
+           "    case $prev in\n"
+           "        --sock-dir) COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n"
+           "        --timeout|--interval|--count|--gpu) COMPREPLY=(); return ;;\n"
+           "    esac\n"
+           "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
+           "        case ${COMP_WORDS[i]} in\n"
+           "            --sock-dir|--timeout) ((i++)) ;;\n"
+           "            -*) ;;\n"
+           "            *) cmd=${COMP_WORDS[i]}; at=$i; break ;;\n"
+           "        esac\n"
+           "    done\n"
+           "    case $cmd in\n"
+           "        '') words='%s --sock-dir --timeout --help --version' ;;\n", names);
+    for (size_t i = 0; i < n; i++) {
+        synopsis_words(&list[i], first, options, sizeof(first));
+        printf("        %s) if ((COMP_CWORD == at + 1)); then words='%s%s%s'; "
+               "else words='%s'; fi ;;\n", list[i].name, first, *first ? " " : "",
+               options, options);
+    }
+    printf("    esac\n"
+           "    COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
+           "}\n"
+           "complete -F _nvsharectl nvsharectl\n");
+}
+
+static int run_completion(const struct command *cmd, int argc, char **argv)
+{
+    int rc = plain_args(cmd, argc, argv, 1, "which shell? bash or zsh");
+
+    if (rc)
+        return rc == HELP_SHOWN ? 0 : rc;
+    if (!strcmp(argv[1], "zsh"))
+        printf("# zsh: the bash completion, through zsh's bashcompinit.\n"
+               "autoload -U +X bashcompinit && bashcompinit\n");
+    else if (strcmp(argv[1], "bash"))
+        return usage_error(cmd, "no completion for '%s': bash or zsh", argv[1]);
+    print_bash_completion();
+    return 0;
+}
+
 /* ---- help ---------------------------------------------------------------- */
 
 static int run_help(const struct command *cmd, int argc, char **argv)
@@ -718,10 +878,12 @@ static const struct command commands[] = {
      "  --count N            stop after N frames\n"},
     {"top", run_top, "nvsharectl top [--interval DURATION]",
      "A live view of each GPU, like top: who holds it, who waits and on what\n"
-     "(lock, memory, throttled), each pod's GPU time in the current window\n"
-     "against its core limit ('|' marks the limit) and its memory against its\n"
-     "quota. Redraws every interval and at once on a resize; q quits (Ctrl-C\n"
-     "too), space redraws. Needs a terminal; the terminal is restored on exit.\n"
+     "(lock, memory, throttled), each client's share of the GPU over the last\n"
+     "three accounting windows against its pod's core limit ('|' marks the\n"
+     "limit) and its pod's memory against its quota. Fits the terminal's width\n"
+     "(narrower ones drop PID, the bars, PRIO). Redraws every interval and at\n"
+     "once on a resize; q quits (Ctrl-C too), space redraws. Needs a terminal;\n"
+     "the terminal is restored on exit.\n"
      "\n"
      "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"},
     {"set", run_set,
@@ -778,12 +940,29 @@ static const struct command commands[] = {
      "                       the measured swap time times the multiplier\n"
      "\n"
      "Exit status 1 if the scheduler refuses the value.\n"},
+    {"reset", run_reset, "nvsharectl reset tq|anti-thrash|mode|switch-time",
+     "Forgets what 'nvsharectl set' made of a node setting. A value set at run\n"
+     "time is kept in the state file and wins over the environment at every\n"
+     "start (state file > environment > default): reset sets the value the\n"
+     "environment gave the scheduler (NVSHARE_TQ, ...), else the default, and\n"
+     "takes it out of the state file. 'mode' resets every GPU's mode.\n"
+     "A pod's settings are reset with 'nvsharectl set ... POD none'.\n"},
     {"anti-thrash", run_anti_thrash, "nvsharectl anti-thrash on|off",
      "on:  clients take turns on each GPU, one time quantum at a time.\n"
      "off: every client runs freely, as if nvshare were not there.\n"},
+    {"completion", run_completion, "nvsharectl completion bash|zsh",
+     "Prints shell completion for nvsharectl, made from its commands and\n"
+     "settings: 'source <(nvsharectl completion bash)' in ~/.bashrc, or\n"
+     "'source <(nvsharectl completion zsh)' in ~/.zshrc.\n"},
     {"help", run_help, "nvsharectl help [<command>]",
      "Shows the help of a command, or the overview.\n"},
 };
+
+static const struct command *all_commands(size_t *n)
+{
+    *n = sizeof(commands) / sizeof(commands[0]);
+    return commands;
+}
 
 static const struct command *find_command(const char *name)
 {
@@ -865,7 +1044,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[0], "--version")) {
-        printf("nvsharectl %s (protocol %d)\n", NVSHARE_VERSION, PROTO_VERSION);
+        printf("nvsharectl %s (protocol %d)\n", nvshare_version, PROTO_VERSION);
         return 0;
     }
     if (argv[0][0] == '-')

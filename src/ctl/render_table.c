@@ -447,6 +447,25 @@ static void client_resource_table(FILE *out, const struct ctl_status *st)
     table_flush(out, &t);
 }
 
+/* The lowest core limit and memory quota the pod's clients declared
+ * (NVSHARE_GPU_CORE_LIMIT, NVSHARE_GPU_MEMORY_LIMIT) where they hold: what
+ * the pod runs under when neither the operator nor an annotation set one. */
+static void declared_limits(const struct ctl_status *st, const struct msg_status_pod *p,
+                            unsigned *core, uint64_t *memory)
+{
+    *core = 0, *memory = 0;
+    for (int i = 0; i < st->n_clients; i++) {
+        const struct msg_status_client *c = &st->clients[i];
+        if (strcmp(c->pod_namespace, p->pod_namespace) || strcmp(c->pod_name, p->pod_name) ||
+            strcmp(c->pod_uid, p->pod_uid))
+            continue;
+        if (c->limit_source == LIMIT_DECLARED && (!*core || c->core_limit < *core))
+            *core = c->core_limit;
+        if (c->mem_quota_source == LIMIT_DECLARED && (!*memory || c->mem_quota < *memory))
+            *memory = c->mem_quota;
+    }
+}
+
 /* The pods the scheduler knows, with their limits: those set for pods not
  * connected show here before their first process does. */
 static void pod_table(FILE *out, const struct ctl_status *st)
@@ -464,19 +483,25 @@ static void pod_table(FILE *out, const struct ctl_status *st)
         snprintf(owner, sizeof(owner), p->bound ? "uid %u" : "-", p->owner);
         /* The source that holds (kubernetes.md's order), named unless it
          * is the operator's. */
-        if (p->core_limit || p->annotation_core_limit)
+        unsigned declared_core;
+        uint64_t declared_memory;
+        declared_limits(st, p, &declared_core, &declared_memory);
+        if (p->core_limit || p->annotation_core_limit || declared_core)
             snprintf(core, sizeof(core), "%u%%%s",
-                     p->core_limit ? p->core_limit : p->annotation_core_limit,
-                     p->core_limit ? "" : " annotation");
+                     p->core_limit ? p->core_limit
+                     : p->annotation_core_limit ? p->annotation_core_limit : declared_core,
+                     p->core_limit ? "" : p->annotation_core_limit ? " annotation"
+                                                                   : " declared");
         else
             snprintf(core, sizeof(core), "-");
         uint64_t bytes = p->memory_limit ? p->memory_limit
                          : p->annotation_memory_limit ? p->annotation_memory_limit
-                                                      : p->memory_request;
+                         : p->memory_request ? p->memory_request : declared_memory;
         format_size(bytes, size, sizeof(size));
         snprintf(memory, sizeof(memory), "%s%s", bytes ? size : "-",
                  p->memory_limit || !bytes ? ""
-                 : p->annotation_memory_limit ? " annotation" : " request");
+                 : p->annotation_memory_limit ? " annotation"
+                 : p->memory_request ? " request" : " declared");
         if (p->priority || p->annotation_priority) {
             format_priority(p->priority ? p->priority : p->annotation_priority,
                             name, sizeof(name));

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
+#include "cli.h"
 #include "driver.h"
 #include "env.h"
 #include "log.h"
@@ -75,12 +76,40 @@ int driver_configure(struct driver *d)
     return checkpoint_load(d);
 }
 
-int main(void)
+static void print_usage(FILE *out)
+{
+    fputs("usage: nvshare-dra-driver [--help | --version]\n"
+          "\n"
+          "Kubernetes DRA driver for gpu.nvshare.com (docs/dra.md): publishes this\n"
+          "node's GPUs as a ResourceSlice and, for each prepared claim, sets its\n"
+          "pod's memory quota and core limit in the scheduler. Settings, from the\n"
+          "environment:\n"
+          "  NODE_NAME               this node's name (the downward API's\n"
+          "                          spec.nodeName); required\n"
+          "  NVSHARE_API_SERVER      the API server's URL (default: the in-cluster\n"
+          "                          KUBERNETES_SERVICE_HOST/_PORT)\n"
+          "  NVSHARE_DRA_PLUGIN_DIR  its kubelet plugin directory (default\n"
+          "                          /var/lib/kubelet/plugins/" DRA_DRIVER_NAME ")\n"
+          "  NVSHARE_DRA_REGISTRY_DIR kubelet's plugin registry (default\n"
+          "                          /var/lib/kubelet/plugins_registry)\n"
+          "  NVSHARE_CDI_DIR         where CDI specs go (default /var/run/cdi)\n"
+          "  NVSHARE_DRA_DEFAULT_MEMORY a claim's memory when it names none\n"
+          "                          (default 1Gi)\n"
+          "  NVSHARE_DRA_DEFAULT_COMPUTE a claim's compute when it names none, percent\n"
+          "                          (1-100, default 10)\n"
+          "  NVSHARE_SOCK_DIR        the scheduler's socket directory\n"
+          "  NVSHARE_LOG_FORMAT      text (default) or json\n",
+          out);
+}
+
+int main(int argc, char **argv)
 {
     static struct driver driver;
-    int rc;
+    int rc = cli_standard_args(argc, argv, "nvshare-dra-driver", print_usage);
 
-    log_init("dra-driver");
+    if (rc >= 0)
+        return rc;
+    log_init("dra-driver", LOG_INFO);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     rc = driver_configure(&driver) ? 1 : server_run(&driver);
     free(driver.claims);

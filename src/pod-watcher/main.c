@@ -42,6 +42,7 @@
 #include <curl/curl.h>
 #include <cjson/cJSON.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "env.h"
 #include "kube.h"
@@ -573,13 +574,39 @@ static int configure(struct watcher *w)
     return kube_config(&w->kube);
 }
 
-int main(void)
+static void print_usage(FILE *out)
+{
+    fputs("usage: nvshare-pod-watcher [--help | --version]\n"
+          "\n"
+          "Watches this node's pods at the API server and tells the nvshare\n"
+          "scheduler their annotations and gpu-memory requests. Runs beside the\n"
+          "scheduler (same pod); configured by the environment:\n"
+          "\n"
+          "  NODE_NAME               this node's name (required; the downward\n"
+          "                          API's spec.nodeName)\n"
+          "  KUBERNETES_SERVICE_HOST the API server (set in every pod), with\n"
+          "  KUBERNETES_SERVICE_PORT its port (default 443)\n"
+          "  NVSHARE_API_SERVER      the API server's URL instead\n"
+          "  NVSHARE_SA_DIR          the service account's token and CA (default\n"
+          "                          " KUBE_SA_DIR ")\n"
+          "  NVSHARE_GPU_MEMORY_UNIT one nvshare.com/gpu-memory device (default\n"
+          "                          256Mi; as the device plugin's)\n"
+          "  NVSHARE_SOCK_DIR        the scheduler's socket directory (default\n"
+          "                          " DEFAULT_SOCK_DIR ")\n"
+          "  NVSHARE_LOG_FORMAT      text (default) or json\n",
+          out);
+}
+
+int main(int argc, char **argv)
 {
     static struct watcher w;
     uint64_t backoff = BACKOFF_MIN_NS;
     struct sigaction sa = {.sa_handler = on_signal};
+    int rc = cli_standard_args(argc, argv, "nvshare-pod-watcher", print_usage);
 
-    log_init("pod-watcher");
+    if (rc >= 0)
+        return rc;
+    log_init("pod-watcher", LOG_INFO);
     if (configure(&w))
         return 1;
     sigaction(SIGTERM, &sa, NULL);

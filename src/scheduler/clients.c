@@ -481,6 +481,7 @@ static void claim_of(struct scheduler *s, struct client *c,
         memcpy(claim->pod.pod_namespace, reg->pod_namespace,
                sizeof(claim->pod.pod_namespace));
         memcpy(claim->pod.pod_name, reg->pod_name, sizeof(claim->pod.pod_name));
+        pod_id_default_namespace(&claim->pod);
     } else if (reg->pod_name[0]) {
         log_uid_warn(c->uid, "client pid %d: cannot read its cgroup under %s: "
                      "billed on its own, not as the pod it declares", (int)c->pid,

@@ -283,17 +283,16 @@ static int send_status(struct scheduler *s, int fd)
     return msg_send(fd, &m);
 }
 
-/* The pod named by target: "uid:<pod-uid>", "namespace/pod", "pod" (the
- * one pod of that name in any namespace, or else a pod without a
- * namespace), or a client id (its pod; *account is set too, since a client
- * with no pod is limited through its own account). 0, or -1 with err. */
+/* The pod named by target: "uid:<pod-uid>", "namespace/pod", "pod" (in
+ * namespace default, as kubectl reads it), or a client id (its pod;
+ * *account is set too, since a client with no pod is limited through its
+ * own account). 0, or -1 with err. */
 static int pod_find(const struct scheduler *s, const char *target,
                     struct pod_id *id, int *account, char *err, size_t err_len)
 {
     const char *slash = strchr(target, '/');
     char *end;
     unsigned long long client = strtoull(target, &end, 10);
-    int matches = 0;
 
     memset(id, 0, sizeof(*id));
     *account = -1;
@@ -312,11 +311,14 @@ static int pod_find(const struct scheduler *s, const char *target,
     if (!strncmp(target, "uid:", 4) && target[4] &&
         strlen(target + 4) < sizeof(id->uid)) {
         snprintf(id->uid, sizeof(id->uid), "%s", target + 4);
-    } else if (slash && slash > target && slash[1] &&
-               (size_t)(slash - target) < sizeof(id->pod_namespace) &&
-               strlen(slash + 1) < sizeof(id->pod_name)) {
-        memcpy(id->pod_namespace, target, (size_t)(slash - target));
-        snprintf(id->pod_name, sizeof(id->pod_name), "%s", slash + 1);
+    } else if (slash ? slash > target && slash[1] &&
+                           (size_t)(slash - target) < sizeof(id->pod_namespace) &&
+                           strlen(slash + 1) < sizeof(id->pod_name)
+                     : *target && strlen(target) < sizeof(id->pod_name)) {
+        if (slash)
+            memcpy(id->pod_namespace, target, (size_t)(slash - target));
+        snprintf(id->pod_name, sizeof(id->pod_name), "%s", slash ? slash + 1 : target);
+        pod_id_default_namespace(id);
         /* A Kubernetes pod the watcher named is set by its UID. */
         for (size_t i = 0; i < s->state.pods.n; i++) {
             const struct pod_id *p = &s->state.pods.list[i].id;
@@ -324,19 +326,6 @@ static int pod_find(const struct scheduler *s, const char *target,
                 !strcmp(p->pod_name, id->pod_name))
                 *id = *p;
         }
-    } else if (!slash && *target && strlen(target) < sizeof(id->pod_name)) {
-        for (size_t i = 0; i < s->state.pods.n; i++) {
-            const struct pod_id *p = &s->state.pods.list[i].id;
-            if (!strcmp(p->pod_name, target) && !p->uid[0] && matches++ == 0)
-                *id = *p;
-        }
-        if (matches > 1) {
-            snprintf(err, err_len, "pod '%s' exists in %d namespaces: use "
-                     "namespace/pod", target, matches);
-            return -1;
-        }
-        if (!matches)
-            snprintf(id->pod_name, sizeof(id->pod_name), "%s", target);
     } else {
         snprintf(err, err_len, "'%s' is not a pod: give namespace/pod, pod, "
                  "uid:<pod-uid> or a client id from nvsharectl status", target);
@@ -540,6 +529,47 @@ static void remember(struct scheduler *s, enum setting_id id, uint64_t value)
     scheduler_save_state(s);
 }
 
+static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
+                          struct msg_ctl_reply *reply);
+
+/* nvsharectl reset: the node setting named by target is set to what the
+ * environment (else the default) gave it at start, and the state file no
+ * longer holds it, so the environment decides again at the next start. */
+static void reset_setting(struct scheduler *s, const char *name,
+                          struct msg_ctl_reply *reply)
+{
+    static const uint16_t keys[SETTING_COUNT] = {
+        [SETTING_TQ] = CTL_SET_TQ, [SETTING_ANTI_THRASH] = CTL_SET_ANTI_THRASH,
+        [SETTING_SCHEDULING_MODE] = CTL_SET_MODE,
+        [SETTING_SWITCH_TIME_FIXED] = CTL_SET_SWITCH_TIME};
+    struct msg_ctl_set set = {0};
+    char env[160];
+    int id = 0;
+
+    while (id < SETTING_COUNT && (!keys[id] || strcmp(settings_table[id].name, name)))
+        id++;
+    if (id == SETTING_COUNT) {
+        reply->status = EINVAL;
+        snprintf(reply->text, sizeof(reply->text), "cannot reset '%.200s': "
+                 "tq, anti-thrash, mode or switch-time", name);
+        return;
+    }
+    set.key = keys[id];
+    set.value = setting_state_value(s->env_settings, id);
+    apply_setting(s, &set, reply);
+    if (reply->status)
+        return;
+    s->state.set[id] = false;
+    if (id == SETTING_SCHEDULING_MODE)
+        s->state.n_modes = 0;
+    scheduler_save_state(s);
+    setting_env_text(id, env, sizeof(env));
+    size_t n = strlen(reply->text);
+    snprintf(reply->text + n, sizeof(reply->text) - n, " (%s%s; no longer a run-time "
+             "setting)", *env ? "from " : "the default", env);
+    log_info("%s reset: %s", settings_table[id].name, reply->text);
+}
+
 /* Carries out a CTL_SET and describes the result in reply. */
 static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
                           struct msg_ctl_reply *reply)
@@ -599,6 +629,9 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         snprintf(reply->text, sizeof(reply->text), "switch time %s",
                  set->value ? text : "auto (measured swap time x multiplier)");
         log_info("%s", reply->text);
+        return;
+    case CTL_RESET:
+        reset_setting(s, set->target, reply);
         return;
     }
     reply->status = ENOTSUP;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "env.h"
 #include "log.h"
@@ -44,6 +45,10 @@ static void print_usage(FILE *out)
           out);
     settings_usage(out);
     fputs("  NVSHARE_DEBUG           1: log every scheduling decision\n"
+          "\n"
+          "Where a setting comes from, first found wins: the state file (what\n"
+          "nvsharectl set changed at run time), the environment, the default.\n"
+          "'nvsharectl reset SETTING' forgets the run-time value.\n"
           "\n"
           "Operate it with nvsharectl (see nvsharectl --help).\n",
           out);
@@ -165,20 +170,44 @@ static int listen_on(const char *name, mode_t mode, fd_handler handler)
 }
 
 /* The state file's settings replace the environment's: they are what the
- * operator set last. */
+ * operator set last. Where the environment said otherwise, one warning
+ * says so, and how to let the environment's value apply again. */
 static void apply_state_settings(uint64_t v[SETTING_COUNT])
 {
     const struct node_state *st = &sched.state;
+    char env[160], value[32];
 
-    for (int id = 0; id < SETTING_COUNT; id++)
-        if (st->set[id])
-            v[id] = st->value[id];
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        if (!st->set[id])
+            continue;
+        setting_env_text(id, env, sizeof(env));
+        if (*env && setting_state_value(v, id) != st->value[id]) {
+            setting_format(id, st->value[id], value, sizeof(value));
+            if (id == SETTING_SWITCH_TIME_FIXED && !st->value[id])
+                snprintf(value, sizeof(value), "auto");
+            log_warn("%s is overridden by the state file's %s %s (set with nvsharectl): "
+                     "'nvsharectl reset %s' lets the environment's value apply",
+                     env, settings_table[id].name, value, settings_table[id].name);
+        }
+        v[id] = st->value[id];
+    }
     if (st->set[SETTING_SWITCH_TIME_FIXED]) {
         bool fixed = st->value[SETTING_SWITCH_TIME_FIXED] != 0;
         v[SETTING_SWITCH_TIME_MODE] = fixed ? SWITCH_TIME_FIXED : SWITCH_TIME_AUTO;
         if (!fixed)
             v[SETTING_SWITCH_TIME_FIXED] = settings_table[SETTING_SWITCH_TIME_FIXED].fallback;
     }
+}
+
+static void warn_mode_override(int gpu, uint8_t mode)
+{
+    char env[160];
+
+    setting_env_text(SETTING_SCHEDULING_MODE, env, sizeof(env));
+    if (*env && mode != sched.env_settings[SETTING_SCHEDULING_MODE])
+        log_warn("%s is overridden on gpu %d by the state file's mode %s (set with "
+                 "nvsharectl): 'nvsharectl reset mode' lets the environment's value "
+                 "apply", env, gpu, sched_mode_names[mode]);
 }
 
 static void apply_state_modes(void)
@@ -189,9 +218,10 @@ static void apply_state_modes(void)
         int g = 0;
         while (g < sched.n_gpus && strcmp(sched.gpus[g].uuid, st->modes[i].uuid))
             g++;
-        if (g < sched.n_gpus)
+        if (g < sched.n_gpus) {
             policy_set_mode(sched.policy, g, (enum sched_mode)st->modes[i].mode);
-        else
+            warn_mode_override(g, st->modes[i].mode);
+        } else
             log_warn("state file: GPU %s is not on this node: its mode is kept "
                      "for when it is", st->modes[i].uuid);
     }
@@ -246,6 +276,7 @@ static int configure_policy(void)
 
     if (settings_load(v) < 0 || load_state() < 0)
         return -1;
+    memcpy(sched.env_settings, v, sizeof(sched.env_settings));
     apply_state_settings(v);
     /* Only the policy knows its layout: the daemon holds it by pointer. */
     sched.policy = calloc(1, policy_size());
@@ -363,7 +394,7 @@ int main(int argc, char **argv)
 {
     char path[256];
 
-    log_init("scheduler");
+    log_init("scheduler", LOG_INFO);
     for (int i = 1; i < argc; i++) {
         const char *format = NULL;
 
@@ -372,7 +403,7 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--version")) {
-            puts("nvshare-scheduler " NVSHARE_VERSION);
+            cli_print_version("nvshare-scheduler");
             return 0;
         }
         if (!strncmp(argv[i], "--log-format=", 13))
@@ -380,14 +411,14 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--log-format"))
             format = i + 1 < argc ? argv[++i] : "";
         if (!format) {
-            fprintf(stderr, "nvshare-scheduler: unknown argument '%s'\n\n", argv[i]);
-            print_usage(stderr);
-            return 2;
+            fprintf(stderr, "nvshare-scheduler: unknown argument '%s' (see "
+                    "nvshare-scheduler --help)\n", argv[i]);
+            return CLI_EXIT_USAGE;
         }
         if (log_set_format(format) < 0) {
-            fprintf(stderr, "nvshare-scheduler: --log-format must be text or json, not '%s'\n",
-                    format);
-            return 2;
+            fprintf(stderr, "nvshare-scheduler: --log-format must be text or json%s%s%s\n",
+                    *format ? ", not '" : "", format, *format ? "'" : "");
+            return CLI_EXIT_USAGE;
         }
     }
     if (setup() < 0)

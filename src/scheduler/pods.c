@@ -19,6 +19,12 @@ bool pod_id_equal(const struct pod_id *a, const struct pod_id *b)
            !strcmp(a->pod_namespace, b->pod_namespace);
 }
 
+void pod_id_default_namespace(struct pod_id *id)
+{
+    if (id->pod_name[0] && !id->pod_namespace[0])
+        snprintf(id->pod_namespace, sizeof(id->pod_namespace), POD_DEFAULT_NAMESPACE);
+}
+
 void pod_id_format(const struct pod_id *id, char *buf, size_t len)
 {
     if (id->uid[0] && !id->pod_name[0])

@@ -79,6 +79,10 @@ struct pod_table {
  * its own). */
 bool pod_id_empty(const struct pod_id *id);
 bool pod_id_equal(const struct pod_id *a, const struct pod_id *b);
+/* A pod named without a namespace is in "default", as in Kubernetes: one
+ * pod, whichever way a process, nvsharectl or the state file names it. */
+#define POD_DEFAULT_NAMESPACE "default"
+void pod_id_default_namespace(struct pod_id *id);
 /* "namespace/name", "name" or "uid:<pod-uid>", as status and logs show it. */
 void pod_id_format(const struct pod_id *id, char *buf, size_t len);
 

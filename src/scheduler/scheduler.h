@@ -95,6 +95,9 @@ struct scheduler {
     uid_t uid; /* the daemon's own: may use the control socket, as may root */
     struct node_state state; /* the operator's settings and pods (state.h) */
     const char *state_path;  /* NULL: not persisted */
+    /* From the environment, else the defaults: what the state file's
+     * values override, and what nvsharectl reset returns to. */
+    uint64_t env_settings[SETTING_COUNT];
     const char *proc_root;   /* NVSHARE_PROC_ROOT: where /proc/PID/cgroup is */
     bool declared_limits;    /* NVSHARE_DECLARED_LIMITS */
     uint8_t oversub_default;       /* NVSHARE_ENABLE_OVERSUB of the daemon */

@@ -220,6 +220,29 @@ int settings_load(uint64_t values[SETTING_COUNT])
     return rc;
 }
 
+uint64_t setting_state_value(const uint64_t v[SETTING_COUNT], enum setting_id id)
+{
+    if (id == SETTING_SWITCH_TIME_FIXED)
+        return v[SETTING_SWITCH_TIME_MODE] == SWITCH_TIME_FIXED ? v[id] : 0;
+    return v[id];
+}
+
+void setting_env_text(enum setting_id id, char *buf, size_t len)
+{
+    int ids[2] = {id, -1};
+    size_t n = 0;
+
+    buf[0] = '\0';
+    if (id == SETTING_SWITCH_TIME_FIXED)
+        ids[0] = SETTING_SWITCH_TIME_MODE, ids[1] = SETTING_SWITCH_TIME_FIXED;
+    for (int i = 0; i < 2 && ids[i] >= 0 && n < len; i++) {
+        const char *text = getenv(settings_table[ids[i]].env);
+        if (text && *text)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s=%s", n ? " " : "",
+                                  settings_table[ids[i]].env, text);
+    }
+}
+
 void settings_log(const uint64_t values[SETTING_COUNT])
 {
     char line[1024], value[32];

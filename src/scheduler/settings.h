@@ -80,6 +80,14 @@ void setting_format(enum setting_id id, uint64_t value, char *buf, size_t len);
  * following. */
 int settings_load(uint64_t values[SETTING_COUNT]);
 
+/* The value id has in the state file's terms (state.h), from values as
+ * settings_load gives them: the switch time is 0 there for auto. */
+uint64_t setting_state_value(const uint64_t values[SETTING_COUNT], enum setting_id id);
+
+/* What the environment says of id, as "NVSHARE_TQ=3s" (the switch time:
+ * both of its variables that are set), or "" when it says nothing. */
+void setting_env_text(enum setting_id id, char *buf, size_t len);
+
 /* One log line with every setting's value. */
 void settings_log(const uint64_t values[SETTING_COUNT]);
 

@@ -225,8 +225,13 @@ static int parse_pod_id(const char *text, struct pod_id *id)
     memset(id, 0, sizeof(*id));
     if (!strncmp(text, "uid:", 4))
         return get_name(text + 4, strlen(text + 4), id->uid, sizeof(id->uid));
-    if (!slash)
-        return get_name(text, strlen(text), id->pod_name, sizeof(id->pod_name));
+    if (!slash) {
+        /* Written before a pod had to have a namespace. */
+        if (get_name(text, strlen(text), id->pod_name, sizeof(id->pod_name)))
+            return -1;
+        pod_id_default_namespace(id);
+        return 0;
+    }
     return get_name(text, (size_t)(slash - text), id->pod_namespace,
                     sizeof(id->pod_namespace)) ||
            get_name(slash + 1, strlen(slash + 1), id->pod_name, sizeof(id->pod_name));

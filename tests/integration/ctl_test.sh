@@ -278,10 +278,20 @@ if [ "$HAVE_PY" = 1 ]; then
     pass "a holder past its TQ with a waiter is shown draining"
 fi
 
-ctl set tq 0
-expect_rc 2 "set tq 0"
-err_has "nvsharectl: duration '0' must be greater than zero"
+ctl set tq 0s
+expect_rc 2 "set tq 0s"
+err_has "nvsharectl: duration '0s' must be greater than zero"
 err_has "usage: nvsharectl set tq <duration>"
+ctl set tq 500
+expect_rc 2 "set tq 500"
+err_has "nvsharectl: duration '500' needs a unit: ns, us, ms, s, m or h, e.g. 500ms, 2s"
+# The usage error shows the synopsis of the setting given, not all nine.
+synopses=$(grep -c '^\(usage:\|      \) nvsharectl set' "$WORK/err" || true)
+[ "$synopses" = 1 ] || fail "set tq's usage error shows $synopses synopses"
+ctl set memory-limit team/job 4GB
+expect_rc 2 "set memory-limit 4GB"
+err_has "unknown unit 'GB': Kubernetes quantities: 4G = 4x10^9 bytes, 4Gi = 4x2^30 bytes"
+err_has "usage: nvsharectl set memory-limit <pod"
 ctl set tq abc
 expect_rc 2 "set tq abc"
 err_has "nvsharectl: invalid duration 'abc'"

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# nvsharectl top in a real terminal (tmux, 120x40): with three jobs of pod
-# demo/job-N sharing a GPU (job-3 limited to 20 %), the screen shows every
-# pod, who holds, who waits and on what, and job-3's limit; it redraws on a
-# resize; q, Ctrl-C and SIGTERM quit with exit status 0 and leave the terminal's
-# settings (stty) as they were and the normal screen back. Without a
-# terminal, top refuses with one line.
+# nvsharectl top in a real terminal (tmux, 80x24 and 120x40): with three jobs
+# of pod demo/job-N sharing a GPU (job-3 limited to 20 %), the screen shows
+# every pod, who holds, who waits and on what, job-3's limit, each pod's
+# memory and "(q quits)", in lines no wider than the terminal; demo/solo,
+# alone on a second GPU and holding it throughout, reads 100 % +- 5 in
+# every frame (shares are measured over the last windows, not sampled at
+# one phase of the window); it redraws on a resize; q, Ctrl-C and SIGTERM
+# quit with exit status 0 and leave the terminal's settings (stty) as they
+# were and the normal screen back. Without a terminal, top refuses with one
+# line.
 #
 #   ctl_top.sh SCHEDULER WORKLOAD NVSHARECTL
 source "$(dirname "$0")/lib.sh"
@@ -28,7 +32,7 @@ $(cat "$WORK/screen")"; }
 "$CTL_BIN" top </dev/null >"$WORK/out" 2>"$WORK/err" && fail "top ran without a terminal"
 grep -q 'top needs a terminal' "$WORK/err" || fail "no clear error without a terminal"
 
-start_scheduler NVSHARE_GPUS=GPU-sim-0:16384 NVSHARE_TQ=200ms NVSHARE_STATE_FILE=
+start_scheduler NVSHARE_GPUS=GPU-sim-0:16384,GPU-sim-1:16384 NVSHARE_TQ=200ms NVSHARE_STATE_FILE=
 until=$(( $(now_ns) + 30000000000 ))
 for i in 1 2 3; do
     limit=; [ $i = 3 ] && limit=20
@@ -37,12 +41,53 @@ for i in 1 2 3; do
         >/dev/null 2>&1 &
     JOBS+=($!)
 done
+NVSHARE_POD_NAMESPACE=demo NVSHARE_POD_NAME=solo "$WORKLOAD_BIN" GPU-sim-1 "$until" 1000 \
+    >/dev/null 2>&1 &
+JOBS+=($!)
 
 # Each session records the terminal settings (stty -g: not the size) before and after top.
-run_top() { # session-name
-    tmx new-session -d -s "$1" -x 120 -y 40 \
+run_top() { # session-name [columns rows]
+    tmx new-session -d -s "$1" -x "${2:-120}" -y "${3:-40}" \
         "stty -g >'$WORK/$1.before'; NVSHARE_SOCK_DIR='$NVSHARE_SOCK_DIR' '$CTL_BIN' top --interval 200ms; echo \"top exited rc=\$?\"; stty -g >'$WORK/$1.after'; sleep 600"
 }
+# fits SESSION COLUMNS: every line within the width, and what must show.
+fits() {
+    screen "$1"
+    awk -v w="$2" 'length($0) > w { bad = 1 } END { exit bad }' "$WORK/screen" ||
+        fail_screen "lines wider than $2 columns"
+    grep -q '(q quits)' "$WORK/screen" || fail_screen "no '(q quits)' at $2 columns"
+    for i in 1 2 3; do
+        grep -q "demo/job-$i .*[0-9] \(MiB\|GiB\)" "$WORK/screen" ||
+            fail_screen "job-$i's memory is cut at $2 columns"
+    done
+}
+# solo_frames SESSION: demo/solo's share in 8 frames, 0.3 s apart (top
+# redraws every 0.2 s), each 100 % +- 5.
+solo_frames() {
+    local shares=()
+    for _ in 1 2 3 4 5 6 7 8; do
+        screen "$1"
+        share=$(sed -n 's/.*demo\/solo .* holding .* \([0-9]*\)% .*/\1/p' "$WORK/screen")
+        [ -n "$share" ] || fail_screen "no share of demo/solo"
+        shares+=("$share")
+        check "$share >= 95 && $share <= 105" "demo/solo, holding throughout, reads $share %"
+        sleep 0.3
+    done
+    echo "  demo/solo's share in 8 frames: ${shares[*]} %"
+}
+for size in "80 24" "120 40"; do
+    set -- $size
+    run_top "fit$1" "$1" "$2"
+    wait_for shows_jobs "fit$1" || fail_screen "the jobs' pods did not show at $1x$2"
+    wait_for screen_has "fit$1" 'demo/solo .* holding ' || fail_screen "demo/solo did not hold"
+    fits "fit$1" "$1"
+    solo_frames "fit$1"
+    fits "fit$1" "$1"
+    cat "$WORK/screen"
+    tmx kill-session -t "fit$1"
+    pass "top fits $1x$2 and shows every pod, its memory, (q quits); solo reads 100 %"
+done
+
 run_top q
 wait_for shows_jobs q || fail_screen "the jobs' pods did not show"
 pass "top shows the three pods, the holder, the waiters and job-3's 20 % limit"

@@ -17,7 +17,7 @@
 
 int main(int argc, char **argv)
 {
-    log_init("log-flood");
+    log_init("log-flood", LOG_INFO);
     if (argc == 4 && !strcmp(argv[1], "uids")) {
         int uids = atoi(argv[2]), n = atoi(argv[3]);
         for (int i = 0; i < n; i++)

@@ -58,7 +58,6 @@ static const struct u64_case durations_ok[] = {
     {"250us", 250000ull},
     {"1.5s", 1500000000ull},
     {"2m", 120000000000ull},
-    {"5", 5000000000ull},
     {"1h", 3600000000000ull},
     {"1ns", 1ull},
     {"0.5ms", 500000ull},
@@ -71,6 +70,7 @@ static const char *const durations_bad[] = {
     "", "abc", "-1", "4x", "0", "0ms", "1e400", " 5s", "5 s", NULL,
     "+5s", "5s ", "s", "ms", ".", "nan", "inf", "5S", "5sec", "1.5.s",
     "0.1ns", "1e-400", "5s\n", "100000000000000000000", "88889h",
+    "5", "500", "1.5", /* a bare number needs a unit */
 };
 
 static void test_duration_valid(void **state)
@@ -106,7 +106,11 @@ static const struct u64_case sizes_ok[] = {
     {"0", 0},
     {"1Ki", 1024},
     {"2Ti", 2ull << 40},
-    {"3K", 3000},
+    {"3k", 3000},
+    {"2Pi", 2ull << 50},
+    {"3P", 3000000000000000ull},
+    {"1Ei", 1ull << 60},
+    {"9E", 9000000000000000000ull},
     {"7G", 7000000000ull},
     {"1T", 1000000000000ull},
     {"0.5Ki", 512},
@@ -117,7 +121,27 @@ static const char *const sizes_bad[] = {
     "4Gx", "-1", "", "99999999999999999999Gi", "1.5", "Gi", NULL,
     " 4Gi", "4Gi ", "4 Gi", "4gi", "4GiB", "0.1Ki", "8388608Ti", "9300000000000000000", "1e400",
     "+4Gi", "4i",
+    "4GB", "3K", "4MB", /* not Kubernetes quantities */
 };
+
+/* The errors say what a duration needs and what a size suffix means. */
+static void test_unit_errors(void **state)
+{
+    char err[PARSE_ERR_LEN];
+    uint64_t out;
+
+    (void)state;
+    assert_int_equal(parse_duration_ns("500", &out, err), -1);
+    assert_string_equal(err, "duration '500' needs a unit: ns, us, ms, s, m or h, "
+                             "e.g. 500ms, 2s");
+    assert_int_equal(parse_size_bytes("4GB", &out, err), -1);
+    assert_non_null(strstr(err, "unknown unit 'GB'"));
+    assert_non_null(strstr(err, "4G = 4x10^9 bytes, 4Gi = 4x2^30 bytes"));
+    assert_int_equal(parse_size_bytes("4G", &out, err), 0);
+    assert_true(out == 4000000000ull);
+    assert_int_equal(parse_size_bytes("4Gi", &out, err), 0);
+    assert_true(out == 4ull << 30);
+}
 
 static void test_size_valid(void **state)
 {
@@ -133,14 +157,14 @@ static void test_size_invalid(void **state)
         expect_u64_bad(parse_size_bytes, sizes_bad[i]);
 }
 
-/* Decimal fractions scale exactly: "1.001K" is 1001 bytes, not a binary
+/* Decimal fractions scale exactly: "1.001k" is 1001 bytes, not a binary
  * floating-point 1000.9999999999999 refused as a fraction of a byte. */
 static void test_size_decimal_fractions_are_exact(void **state)
 {
     static const struct u64_case cases[] = {
-        {"1.001K", 1001},
-        {"1.003K", 1003},
-        {"1.5K", 1500},
+        {"1.001k", 1001},
+        {"1.003k", 1003},
+        {"1.5k", 1500},
         {"2.001M", 2001000},
         {"0.001G", 1000000},
     };
@@ -309,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_duration_valid),
         cmocka_unit_test(test_duration_invalid),
         cmocka_unit_test(test_duration_rejects_hex),
+        cmocka_unit_test(test_unit_errors),
         cmocka_unit_test(test_size_valid),
         cmocka_unit_test(test_size_invalid),
         cmocka_unit_test(test_size_decimal_fractions_are_exact),

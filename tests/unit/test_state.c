@@ -21,7 +21,7 @@ static struct node_state sample(void)
 {
     struct node_state st = {0};
     struct pod_id team = {.pod_namespace = "team-a", .pod_name = "trainer"};
-    struct pod_id odd = {.pod_name = "my pod/=%"};
+    struct pod_id odd = {.pod_namespace = "default", .pod_name = "my pod/=%"};
     struct pod_id k8s = {.uid = "0a1b2c3d-0000-4000-8000-000000000001"};
     struct pod_id batch = {.pod_namespace = "ml", .pod_name = "train"};
     bool failed;
@@ -56,7 +56,7 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(text, "\nmode serial\nmode auto GPU-1234\n"));
     assert_non_null(strstr(text, "pod team-a/trainer owner=1000 core-limit=30 "
                                  "memory-limit=8Gi\n"));
-    assert_non_null(strstr(text, "pod my%20pod%2F%3D%25 memory-limit=1000\n"));
+    assert_non_null(strstr(text, "pod default/my%20pod%2F%3D%25 memory-limit=1000\n"));
     assert_non_null(strstr(text, "pod uid:0a1b2c3d-0000-4000-8000-000000000001 "
                                  "core-limit=20\n"));
     /* A priority alone is a setting: the pod is written, before it ever
@@ -65,7 +65,7 @@ static void test_round_trip(void **state)
     assert_int_equal(state_parse(text, &back, err, sizeof(err)), 0);
     state_format(&back, again, sizeof(again));
     assert_string_equal(text, again);
-    struct pod_id odd = {.pod_name = "my pod/=%"};
+    struct pod_id odd = {.pod_namespace = "default", .pod_name = "my pod/=%"};
     assert_non_null(pods_find(&back.pods, &odd));
     pods_free(&st.pods);
     pods_free(&back.pods);
@@ -103,12 +103,14 @@ static void test_owner_survives_a_restart(void **state)
     assert_false(p->bound);
     assert_int_equal(pods_join(&back.pods, &open, 1000, &p, &owner), 0);
     /* an owner alone is a setting; owner=0, an older scheduler's record of
-     * root joining first, names no one */
+     * root joining first, names no one; a pod written without a namespace
+     * (before one was required) is in default */
     pods_free(&back.pods);
     memset(&back, 0, sizeof(back));
     assert_int_equal(state_parse("pod a owner=7\npod b owner=0 core-limit=5\n",
                                  &back, err, sizeof(err)), 0);
-    struct pod_id a = {.pod_name = "a"}, b = {.pod_name = "b"};
+    struct pod_id a = {.pod_namespace = "default", .pod_name = "a"};
+    struct pod_id b = {.pod_namespace = "default", .pod_name = "b"};
     assert_int_equal(pods_find(&back.pods, &a)->owner, 7);
     assert_false(pods_find(&back.pods, &b)->bound);
     pods_free(&st.pods);
