@@ -84,6 +84,9 @@ for size in "80 24" "120 40"; do
     solo_frames "fit$1"
     fits "fit$1" "$1"
     cat "$WORK/screen"
+    # Quit top before its session goes: a hang-up is no way to end a test.
+    tmx send-keys -t "fit$1" q
+    wait_for screen_has "fit$1" 'top exited rc=0' || fail_screen "q did not quit top at $1x$2"
     tmx kill-session -t "fit$1"
     pass "top fits $1x$2 and shows every pod, its memory, (q quits); solo reads 100 %"
 done
