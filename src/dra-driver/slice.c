@@ -198,7 +198,7 @@ int slice_publish(struct driver *d)
              cJSON_IsString(name) ? name->valuestring : "");
     cJSON_Delete(created);
     for (int i = 0; i < n; i++) {
-        snprintf(path, sizeof(path), "%s/%s", SLICES_PATH, old[i]);
+        snprintf(path, sizeof(path), "%s/%.*s", SLICES_PATH, DRA_NAME_MAX - 1, old[i]);
         status = kube_request(&d->kube, "DELETE", path, NULL, &body, err);
         kube_body_free(&body);
         if (status != 200 && status != 404)
