@@ -4,7 +4,6 @@
 #include "service.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,34 +37,6 @@ enum method method_from_path(const char *path, size_t len)
     return METHOD_UNKNOWN;
 }
 
-static void fail(struct reply *out, grpc_status_code status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void fail(struct reply *out, grpc_status_code status, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(out->message, sizeof(out->message), fmt, ap);
-    va_end(ap);
-    out->status = status;
-    free(out->data);
-    out->data = NULL;
-    out->len = 0;
-}
-
-static void pack(struct reply *out, const ProtobufCMessage *msg)
-{
-    out->len = protobuf_c_message_get_packed_size(msg);
-    out->data = malloc(out->len ? out->len : 1);
-    if (!out->data) {
-        fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    protobuf_c_message_pack(msg, out->data);
-    out->status = GRPC_STATUS_OK;
-}
-
 void service_device_list(const struct plugin *p, enum resource r, struct reply *out)
 {
     V1beta1__ListAndWatchResponse list = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
@@ -91,7 +62,7 @@ void service_device_list(const struct plugin *p, enum resource r, struct reply *
     device_ptrs = calloc(total + 1, sizeof(*device_ptrs));
     ids = calloc(total + 1, ID_LEN);
     if (!devices || !device_ptrs || !ids) {
-        fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         goto done;
     }
     for (int g = 0; g < p->gpu_count; g++) {
@@ -108,7 +79,7 @@ void service_device_list(const struct plugin *p, enum resource r, struct reply *
     }
     list.n_devices = n;
     list.devices = device_ptrs;
-    pack(out, &list.base);
+    reply_pack(out, &list.base);
 done:
     free(devices);
     free(device_ptrs);
@@ -126,7 +97,7 @@ void service_register_request(enum resource r, struct reply *out)
     req.endpoint = (char *)resource_sockets[r];
     req.resource_name = (char *)resource_names[r];
     req.options = &options;
-    pack(out, &req.base);
+    reply_pack(out, &req.base);
 }
 
 static void preferred(struct plugin *p, enum resource r, const unsigned char *data,
@@ -141,12 +112,12 @@ static void preferred(struct plugin *p, enum resource r, const unsigned char *da
     size_t used = 0;
 
     if (!req || req->n_container_requests == 0) {
-        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: %s",
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: %s",
              req ? "no container requests" : "request does not decode");
         goto done;
     }
     if (pb_string_holds_nul(&v1beta1__preferred_allocation_request__descriptor, data, len)) {
-        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: a device ID holds a NUL byte");
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: a device ID holds a NUL byte");
         goto done;
     }
     containers = calloc(req->n_container_requests, sizeof(*containers));
@@ -159,7 +130,7 @@ static void preferred(struct plugin *p, enum resource r, const unsigned char *da
     }
     picked = calloc(used + 1, sizeof(*picked));
     if (!containers || !container_ptrs || !picked) {
-        fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         goto done;
     }
     used = 0;
@@ -169,7 +140,7 @@ static void preferred(struct plugin *p, enum resource r, const unsigned char *da
         if (preferred_allocation(p, r, cr->available_deviceids, cr->n_available_deviceids,
                                  cr->must_include_deviceids, cr->n_must_include_deviceids,
                                  cr->allocation_size, picked + used, err)) {
-            fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: %s", err);
+            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: %s", err);
             goto done;
         }
         v1beta1__container_preferred_allocation_response__init(&containers[c]);
@@ -180,7 +151,7 @@ static void preferred(struct plugin *p, enum resource r, const unsigned char *da
     }
     resp.n_container_responses = req->n_container_requests;
     resp.container_responses = container_ptrs;
-    pack(out, &resp.base);
+    reply_pack(out, &resp.base);
 done:
     free(picked);
     free(containers);
@@ -258,18 +229,18 @@ static void allocate(struct plugin *p, enum resource r, const unsigned char *dat
     char err[PLUGIN_ERR_LEN];
 
     if (!req || req->n_container_requests == 0) {
-        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: %s",
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: %s",
              req ? "no container requests" : "request does not decode");
         goto done;
     }
     if (pb_string_holds_nul(&v1beta1__allocate_request__descriptor, data, len)) {
-        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: a device ID holds a NUL byte");
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: a device ID holds a NUL byte");
         goto done;
     }
     containers = calloc(req->n_container_requests, sizeof(*containers));
     ptrs = calloc(req->n_container_requests, sizeof(*ptrs));
     if (!containers || !ptrs) {
-        fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         goto done;
     }
     for (size_t c = 0; c < req->n_container_requests; c++) {
@@ -277,7 +248,7 @@ static void allocate(struct plugin *p, enum resource r, const unsigned char *dat
 
         if (allocate_container(p, r, cr->devices_ids, cr->n_devices_ids,
                                &containers[c].alloc, err)) {
-            fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: %s", err);
+            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: %s", err);
             goto done;
         }
         fill_container(p, r, &containers[c]);
@@ -291,7 +262,7 @@ static void allocate(struct plugin *p, enum resource r, const unsigned char *dat
     }
     resp.n_container_responses = req->n_container_requests;
     resp.container_responses = ptrs;
-    pack(out, &resp.base);
+    reply_pack(out, &resp.base);
 done:
     free(containers);
     free(ptrs);
@@ -312,7 +283,7 @@ void service_call(struct plugin *p, enum resource r, enum method m,
     case METHOD_LIST_AND_WATCH:
         empty = v1beta1__empty__unpack(NULL, len, request);
         if (!empty) {
-            fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Empty does not decode");
+            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Empty does not decode");
             return;
         }
         v1beta1__empty__free_unpacked(empty, NULL);
@@ -321,7 +292,7 @@ void service_call(struct plugin *p, enum resource r, enum method m,
             return;
         }
         options.get_preferred_allocation_available = 1;
-        pack(out, &options.base);
+        reply_pack(out, &options.base);
         return;
     case METHOD_PREFERRED:
         preferred(p, r, request, len, out);
@@ -331,10 +302,10 @@ void service_call(struct plugin *p, enum resource r, enum method m,
         return;
     case METHOD_PRE_START:
         /* Not asked for (pre_start_required is false): nothing to do. */
-        pack(out, &pre_start.base);
+        reply_pack(out, &pre_start.base);
         return;
     case METHOD_UNKNOWN:
         break;
     }
-    fail(out, GRPC_STATUS_UNIMPLEMENTED, "no such method");
+    reply_fail(out, GRPC_STATUS_UNIMPLEMENTED, "no such method");
 }

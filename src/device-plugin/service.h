@@ -4,8 +4,7 @@
 #ifndef NVSHARE_DEVICE_PLUGIN_SERVICE_H
 #define NVSHARE_DEVICE_PLUGIN_SERVICE_H
 
-#include <grpc/status.h>
-
+#include "grpc_server.h"
 #include "plugin.h"
 
 enum method {
@@ -19,13 +18,6 @@ enum method {
 
 /* The method a gRPC path names, e.g. "/v1beta1.DevicePlugin/Allocate". */
 enum method method_from_path(const char *path, size_t len);
-
-struct reply {
-    grpc_status_code status;
-    char message[PLUGIN_ERR_LEN]; /* why, when status is not OK */
-    unsigned char *data;          /* malloc'd packed response */
-    size_t len;
-};
 
 /* Answers a unary method (and ListAndWatch's request) for resource r. */
 void service_call(struct plugin *p, enum resource r, enum method m,
