@@ -3,11 +3,9 @@
  * the response, and the others of the call are prepared all the same. */
 #include "service.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dra.pb-c.h"
 #include "log.h"
@@ -43,43 +41,7 @@ enum dra_method dra_method_from_path(const char *path, size_t len)
     return DRA_UNKNOWN;
 }
 
-static void fail(struct dra_reply *out, grpc_status_code status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void fail(struct dra_reply *out, grpc_status_code status, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(out->message, sizeof(out->message), fmt, ap);
-    va_end(ap);
-    out->status = status;
-    free(out->data);
-    out->data = NULL;
-    out->len = 0;
-}
-
-static void pack(struct dra_reply *out, const ProtobufCMessage *msg)
-{
-    out->len = protobuf_c_message_get_packed_size(msg);
-    out->data = malloc(out->len ? out->len : 1);
-    if (!out->data) {
-        fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    protobuf_c_message_pack(msg, out->data);
-    out->status = GRPC_STATUS_OK;
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void get_info(const struct driver *d, struct dra_reply *out)
+static void get_info(const struct driver *d, struct reply *out)
 {
     Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
     static char *versions[] = {"v1.DRAPlugin", "v1beta1.DRAPlugin"};
@@ -92,10 +54,10 @@ static void get_info(const struct driver *d, struct dra_reply *out)
     /* kubelet takes the first it knows: v1 from 1.34 on, v1beta1 before */
     info.n_supported_versions = 2;
     info.supported_versions = versions;
-    pack(out, &info.base);
+    reply_pack(out, &info.base);
 }
 
-static void notify(const unsigned char *data, size_t len, struct dra_reply *out)
+static void notify(const unsigned char *data, size_t len, struct reply *out)
 {
     Pluginregistration__RegistrationStatus *st =
         pluginregistration__registration_status__unpack(NULL, len, data);
@@ -103,7 +65,7 @@ static void notify(const unsigned char *data, size_t len, struct dra_reply *out)
         PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
 
     if (!st) {
-        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "RegistrationStatus does not decode");
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "RegistrationStatus does not decode");
         return;
     }
     if (st->plugin_registered)
@@ -111,7 +73,7 @@ static void notify(const unsigned char *data, size_t len, struct dra_reply *out)
     else
         log_error("kubelet refused the registration: %.200s", st->error);
     pluginregistration__registration_status__free_unpacked(st, NULL);
-    pack(out, &resp.base);
+    reply_pack(out, &resp.base);
 }
 
 static bool seen_before(Dra__Claim **claims, size_t i)
@@ -160,7 +122,7 @@ static void answer_claim(struct driver *d, const struct dra_claim *c, struct pre
 }
 
 static void prepare(struct driver *d, const unsigned char *data, size_t len,
-                    struct dra_reply *out)
+                    struct reply *out)
 {
     Dra__NodePrepareResourcesRequest *req =
         dra__node_prepare_resources_request__unpack(NULL, len, data);
@@ -171,7 +133,7 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
     size_t n = 0;
 
     if (!req || req->n_claims > CALL_MAX_CLAIMS || pb_string_holds_nul(&dra__node_prepare_resources_request__descriptor, data, len)) {
-        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodePrepareResources: %s",
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodePrepareResources: %s",
              !req ? "request does not decode"
              : req->n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims"
                                                : "a string holds a NUL byte");
@@ -182,7 +144,7 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
     answers = calloc(req->n_claims + 1, sizeof(*answers));
     entries = calloc(req->n_claims + 1, sizeof(*entries));
     if (!answers || !entries) {
-        fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         goto done;
     }
     /* A Prepare only appends to the claim table, so the answers may
@@ -212,7 +174,7 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
     }
     resp.n_claims = n;
     resp.claims = entries;
-    pack(out, &resp.base);
+    reply_pack(out, &resp.base);
 done:
     free(answers);
     free(entries);
@@ -220,7 +182,7 @@ done:
 }
 
 static void unprepare(struct driver *d, const unsigned char *data, size_t len,
-                      struct dra_reply *out)
+                      struct reply *out)
 {
     Dra__NodeUnprepareResourcesRequest *req =
         dra__node_unprepare_resources_request__unpack(NULL, len, data);
@@ -231,7 +193,7 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
     size_t n = 0;
 
     if (!req || req->n_claims > CALL_MAX_CLAIMS || pb_string_holds_nul(&dra__node_unprepare_resources_request__descriptor, data, len)) {
-        fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodeUnprepareResources: %s",
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodeUnprepareResources: %s",
              !req ? "request does not decode"
              : req->n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims"
                                                : "a string holds a NUL byte");
@@ -244,7 +206,7 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
     answers = calloc(req->n_claims + 1, sizeof(*answers));
     errors = calloc(req->n_claims + 1, sizeof(*errors));
     if (!entries || !entry_ptrs || !answers || !errors) {
-        fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < req->n_claims; i++) {
@@ -263,7 +225,7 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
     }
     resp.n_claims = n;
     resp.claims = entry_ptrs;
-    pack(out, &resp.base);
+    reply_pack(out, &resp.base);
 done:
     free(entries);
     free(entry_ptrs);
@@ -273,7 +235,7 @@ done:
 }
 
 void dra_service_call(struct driver *d, enum dra_method m, const unsigned char *request,
-                      size_t len, struct dra_reply *out)
+                      size_t len, struct reply *out)
 {
     Pluginregistration__InfoRequest *info;
 
@@ -281,7 +243,7 @@ void dra_service_call(struct driver *d, enum dra_method m, const unsigned char *
     switch (m) {
     case DRA_GET_INFO:
         if (!(info = pluginregistration__info_request__unpack(NULL, len, request))) {
-            fail(out, GRPC_STATUS_INVALID_ARGUMENT, "InfoRequest does not decode");
+            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "InfoRequest does not decode");
             return;
         }
         pluginregistration__info_request__free_unpacked(info, NULL);
@@ -299,5 +261,5 @@ void dra_service_call(struct driver *d, enum dra_method m, const unsigned char *
     case DRA_UNKNOWN:
         break;
     }
-    fail(out, GRPC_STATUS_UNIMPLEMENTED, "no such method");
+    reply_fail(out, GRPC_STATUS_UNIMPLEMENTED, "no such method");
 }

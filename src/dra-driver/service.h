@@ -4,8 +4,7 @@
 #ifndef NVSHARE_DRA_SERVICE_H
 #define NVSHARE_DRA_SERVICE_H
 
-#include <grpc/status.h>
-
+#include "grpc_server.h"
 #include "driver.h"
 
 enum dra_method {
@@ -19,15 +18,8 @@ enum dra_method {
 /* The method a gRPC path names; v1 and v1beta1 of the DRA service alike. */
 enum dra_method dra_method_from_path(const char *path, size_t len);
 
-struct dra_reply {
-    grpc_status_code status;
-    char message[DRA_ERR_LEN]; /* why, when status is not OK */
-    unsigned char *data;       /* malloc'd packed response */
-    size_t len;
-};
-
 /* Answers one unary call. */
 void dra_service_call(struct driver *d, enum dra_method m, const unsigned char *request,
-                      size_t len, struct dra_reply *out);
+                      size_t len, struct reply *out);
 
 #endif
