@@ -18,7 +18,9 @@
 #     with a build running beside), while a fifth waits in Slurm's queue;
 #  5. slurmd killed (-9) while one shard job ends and another runs: when it
 #     starts again, the ended job's limits are removed by the plugin (its
-#     slurmd log says so), the running one's kept until it ends;
+#     slurmd log says so), the running one's kept until it ends; likewise a
+#     job whose slurmstepd was killed with slurmd and that slurmctld ended
+#     when the node was set DOWN;
 #  6. without a scheduler, a shard job gets one line on stderr and runs
 #     unpreloaded (on_error=run) or does not run (on_error=fail).
 # MODE linuxproc tracks jobs without cgroups: processes are billed to the pod
@@ -332,7 +334,30 @@ echo "  slurmd -9, job $gone ended, slurmd started: its limits went in $took ms;
 touch "$D/release.$kept"
 wait_for 30 pod_absent "$kept" || fail "job $kept ended after slurmd's restart; slurm/$kept is still there"
 wait_for 60 node_idle || fail "the node did not become idle after slurmd's restart"
-pass "a job that ended while slurmd was dead loses its limits when slurmd starts ($took ms); a running job keeps them"
+# The node fails: slurmd and a job's slurmstepd are killed, slurmctld is told
+# the node is down and ends the job without the node, whose epilog never
+# runs. Only the plugin's init in the next slurmd removes the limits.
+lost=$(sbatch --parsable --no-requeue --gres=shard:2 --output=/dev/null "$D/hold.sh") ||
+    fail "sbatch refused a shard:2 job"
+wait_for 30 pod_is memory_limit_bytes "$lost" $(( 4096 * MiB )) || fail "job $lost got no limits"
+kill -KILL "$SLURMD_PID"; wait "$SLURMD_PID" 2>/dev/null || true
+kill -KILL $(pgrep -f "^slurmstepd: \[$lost\.")
+touch "$D/release.$lost"
+scontrol update NodeName="$NODE" State=DOWN Reason="nvshare test: node failed"
+job_ended() { [ -z "$(squeue -h -j "$1" 2>/dev/null)" ]; }
+wait_for 30 job_ended "$lost" || fail "the down node's job $lost is $(squeue -h -j "$lost" -o %T)"
+pod_is memory_limit_bytes "$lost" $(( 4096 * MiB )) || fail "job $lost lost its limits with slurmd dead"
+restarted=$(date +%s%N)
+slurmd -D >>"$D/log/slurmd.out" 2>&1 </dev/null & SLURMD_PID=$!
+wait_for 30 pod_absent "$lost" || fail "the node came back; failed job $lost still has limits"
+took_failed=$(( ($(date +%s%N) - restarted) / 1000000 ))
+grep -q "nvshare: job $lost no longer runs here: its limits are removed" "$D/log/slurmd.log" ||
+    fail "job $lost's limits went, not at slurmd's start"
+echo "  node failed, job $lost ended by slurmctld, slurmd started: its limits went in $took_failed ms"
+wait_for 60 node_idle || fail "the node did not become idle after slurmd's restart"
+! grep "its limits stay" "$D/log/slurmd.log" || fail "a job's limits were not removed"
+pass "a job that ended while slurmd was dead loses its limits when slurmd starts ($took ms), a failed node's job too" \
+     "($took_failed ms); a running job keeps them"
 
 # ---- 6. no scheduler ------------------------------------------------------
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null || true; SCHED_PID=
