@@ -11,9 +11,15 @@
  *     as on_error says, runs without nvshare or fails.
  *   - job_script (slurmd's epilog), once the job's processes are gone: the
  *     job's settings are removed, and its pod with them.
+ *   - slurmd, at its start: a slurmd that died or restarted missed the
+ *     epilogs of the jobs that ended meanwhile, so the settings of every
+ *     slurm/<id> pod whose job has no slurmstepd on this node are removed.
  * A job without GPUs is left alone in both. Slurm supplies the spank_* and
  * slurm_* functions at load time; the export map keeps every other symbol
  * of this object (nvshare_common's, conn.c's) out of slurmstepd's way. */
+#include <ctype.h>
+#include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,13 +172,26 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     return 0;
 }
 
+/* Removes the job's settings, and its pod with them. */
+static int forget_job(const struct ctl_target *t, uint32_t job_id,
+                      char err[CTL_ERR_LEN])
+{
+    static const uint16_t keys[] = {CTL_SET_CORE_LIMIT, CTL_SET_MEMORY_LIMIT,
+                                    CTL_SET_OWNER};
+    char pod[32];
+
+    snprintf(pod, sizeof(pod), POD_NAMESPACE "/%u", (unsigned)job_id);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (set(t, keys[i], 0, pod, err))
+            return -1;
+    return 0;
+}
+
 /* The epilog runs once per job and node, after its processes ended,
  * cancelled or not. Its failure would drain the node: it only logs. */
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
-    static const uint16_t keys[] = {CTL_SET_CORE_LIMIT, CTL_SET_MEMORY_LIMIT,
-                                    CTL_SET_OWNER};
-    char pod[32], err[CTL_ERR_LEN];
+    char err[CTL_ERR_LEN];
     const char *gpus = getenv("SLURM_JOB_GPUS");
     struct shards_config c;
     struct ctl_target t;
@@ -188,14 +207,91 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
         slurm_error("nvshare: epilog: cannot read the job's id from Slurm");
         return 0;
     }
-    snprintf(pod, sizeof(pod), POD_NAMESPACE "/%u", (unsigned)job_id);
     target_of(&c, &t);
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (set(&t, keys[i], 0, pod, err)) {
-            slurm_error("nvshare: job %u ended: its limits stay in the scheduler: %s",
-                        (unsigned)job_id, err);
-            break;
+    if (forget_job(&t, job_id, err))
+        slurm_error("nvshare: job %u ended: its limits stay in the scheduler: %s",
+                    (unsigned)job_id, err);
+    return 0;
+}
+
+/* Whether a slurmstepd of the job runs on this node. Each step's
+ * slurmstepd, parented to init, holds the job's processes and outlives
+ * slurmd; it titles itself "slurmstepd: [<job>.<step>]". The node itself
+ * is asked, not slurmctld, which slurmd may not reach at its start and
+ * whose view lags the node's (a cancelled job stays COMPLETING there). */
+static bool stepd_runs(uint32_t job_id)
+{
+    static const char title[] = "slurmstepd: [";
+    DIR *proc = opendir("/proc");
+    struct dirent *e;
+    bool found = false;
+
+    if (!proc)
+        return true; /* unknown: keep the job's settings */
+    while (!found && (e = readdir(proc))) {
+        char path[300], cmdline[64] = "";
+        FILE *f;
+
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        if (fgets(cmdline, sizeof(cmdline), f) &&
+            !strncmp(cmdline, title, sizeof(title) - 1)) {
+            char *end;
+            unsigned long id = strtoul(cmdline + sizeof(title) - 1, &end, 10);
+            found = *end == '.' && id == job_id;
         }
+        fclose(f);
     }
+    closedir(proc);
+    return found;
+}
+
+/* slurmd's start: the settings of each slurm/<id> pod whose job no longer
+ * runs here, left by an epilog that never ran, are removed. Logs only: a
+ * failed init would keep slurmd from starting. */
+static void forget_ended_jobs(int ac, char **av)
+{
+    char err[CTL_ERR_LEN];
+    struct shards_config c;
+    struct ctl_target t;
+    struct ctl_status st = {0};
+
+    if (shards_parse_args(&c, ac, av, err)) {
+        slurm_error("nvshare: plugstack.conf: %s", err);
+        return;
+    }
+    target_of(&c, &t);
+    if (ctl_fetch_status(&t, &st, err)) {
+        slurm_error("nvshare: slurmd start: cannot list the jobs' limits: %s", err);
+        return;
+    }
+    for (int i = 0; i < st.n_pods; i++) {
+        const struct msg_status_pod *p = &st.pods[i];
+        char *end;
+        unsigned long job_id = strtoul(p->pod_name, &end, 10);
+
+        if (strcmp(p->pod_namespace, POD_NAMESPACE) || !p->pod_name[0] || *end ||
+            job_id > UINT32_MAX ||
+            !(p->bound || p->core_limit || p->memory_limit) || stepd_runs(job_id))
+            continue;
+        if (forget_job(&t, job_id, err))
+            slurm_error("nvshare: job %lu no longer runs here: its limits stay: %s",
+                        job_id, err);
+        else
+            slurm_info("nvshare: job %lu no longer runs here: its limits are removed",
+                       job_id);
+    }
+    ctl_status_free(&st);
+}
+
+/* Every context calls init; only slurmd's start has work. */
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    (void)sp;
+    if (spank_context() == S_CTX_SLURMD)
+        forget_ended_jobs(ac, av);
     return 0;
 }

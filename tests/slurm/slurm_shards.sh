@@ -16,7 +16,12 @@
 #  4. four shard:2 jobs run at once, each at most 26 % and at least 15 % of
 #     the GPU's time (the fake GPU's trace over 4 s; 20.4-24.0 % measured
 #     with a build running beside), while a fifth waits in Slurm's queue;
-#  5. without a scheduler, a shard job gets one line on stderr and runs
+#  5. slurmd killed (-9) while one shard job ends and another runs: when it
+#     starts again, the ended job's limits are removed by the plugin (its
+#     slurmd log says so), the running one's kept until it ends; likewise a
+#     job whose slurmstepd was killed with slurmd and that slurmctld ended
+#     when the node was set DOWN;
+#  6. without a scheduler, a shard job gets one line on stderr and runs
 #     unpreloaded (on_error=run) or does not run (on_error=fail).
 # MODE linuxproc tracks jobs without cgroups: processes are billed to the pod
 # the plugin declares for them. MODE cgroup runs proctrack/cgroup and
@@ -297,7 +302,64 @@ echo "  four shard:2 jobs, GPU time over 4 s:$line (fifth job: $fifth)"
 [ $bad = 0 ] || fail "a shard:2 job's share is outside 15-26 %:$line"
 pass "four shard:2 jobs run at once at 25 % each; a fifth waits in Slurm's queue"
 
-# ---- 5. no scheduler ------------------------------------------------------
+# ---- 5. slurmd killed: a job that ends meanwhile loses its limits at its start
+# The epilog of a job that ends while slurmd is dead has no slurmd to run it:
+# the plugin's init in the next slurmd removes what no slurmstepd holds.
+cat >"$D/hold.sh" <<EOF
+#!/bin/bash
+until [ -e "$D/release.\$SLURM_JOB_ID" ]; do sleep 0.05; done
+EOF
+gone=$(sbatch --parsable --gres=shard:2 --output=/dev/null "$D/hold.sh") &&
+    kept=$(sbatch --parsable --gres=shard:2 --output=/dev/null "$D/hold.sh") ||
+    fail "sbatch refused a shard:2 job"
+for j in "$gone" "$kept"; do
+    wait_for 30 pod_is memory_limit_bytes "$j" $(( 4096 * MiB )) || fail "job $j got no limits"
+done
+kill -KILL "$SLURMD_PID"; wait "$SLURMD_PID" 2>/dev/null || true
+touch "$D/release.$gone"
+stepd_of() { pgrep -f "^slurmstepd: \[$1\." >/dev/null; }
+no_stepd_of() { ! stepd_of "$1"; }
+wait_for 30 no_stepd_of "$gone" || fail "job $gone's slurmstepd did not end"
+stepd_of "$kept" || fail "job $kept's slurmstepd ended with slurmd"
+pod_is memory_limit_bytes "$gone" $(( 4096 * MiB )) || fail "job $gone lost its limits with slurmd dead"
+restarted=$(date +%s%N)
+slurmd -D >>"$D/log/slurmd.out" 2>&1 </dev/null & SLURMD_PID=$!
+wait_for 30 pod_absent "$gone" || fail "slurmd restarted; job $gone ended, slurm/$gone still has limits"
+took=$(( ($(date +%s%N) - restarted) / 1000000 ))
+grep -q "nvshare: job $gone no longer runs here: its limits are removed" "$D/log/slurmd.log" ||
+    fail "job $gone's limits went, not at slurmd's start"
+pod_is memory_limit_bytes "$kept" $(( 4096 * MiB )) ||
+    fail "job $kept still runs; its limits are $(pod memory_limit_bytes "$kept")"
+echo "  slurmd -9, job $gone ended, slurmd started: its limits went in $took ms; job $kept's stayed"
+touch "$D/release.$kept"
+wait_for 30 pod_absent "$kept" || fail "job $kept ended after slurmd's restart; slurm/$kept is still there"
+wait_for 60 node_idle || fail "the node did not become idle after slurmd's restart"
+# The node fails: slurmd and a job's slurmstepd are killed, slurmctld is told
+# the node is down and ends the job without the node, whose epilog never
+# runs. Only the plugin's init in the next slurmd removes the limits.
+lost=$(sbatch --parsable --no-requeue --gres=shard:2 --output=/dev/null "$D/hold.sh") ||
+    fail "sbatch refused a shard:2 job"
+wait_for 30 pod_is memory_limit_bytes "$lost" $(( 4096 * MiB )) || fail "job $lost got no limits"
+kill -KILL "$SLURMD_PID"; wait "$SLURMD_PID" 2>/dev/null || true
+kill -KILL $(pgrep -f "^slurmstepd: \[$lost\.")
+touch "$D/release.$lost"
+scontrol update NodeName="$NODE" State=DOWN Reason="nvshare test: node failed"
+job_ended() { [ -z "$(squeue -h -j "$1" 2>/dev/null)" ]; }
+wait_for 30 job_ended "$lost" || fail "the down node's job $lost is $(squeue -h -j "$lost" -o %T)"
+pod_is memory_limit_bytes "$lost" $(( 4096 * MiB )) || fail "job $lost lost its limits with slurmd dead"
+restarted=$(date +%s%N)
+slurmd -D >>"$D/log/slurmd.out" 2>&1 </dev/null & SLURMD_PID=$!
+wait_for 30 pod_absent "$lost" || fail "the node came back; failed job $lost still has limits"
+took_failed=$(( ($(date +%s%N) - restarted) / 1000000 ))
+grep -q "nvshare: job $lost no longer runs here: its limits are removed" "$D/log/slurmd.log" ||
+    fail "job $lost's limits went, not at slurmd's start"
+echo "  node failed, job $lost ended by slurmctld, slurmd started: its limits went in $took_failed ms"
+wait_for 60 node_idle || fail "the node did not become idle after slurmd's restart"
+! grep "its limits stay" "$D/log/slurmd.log" || fail "a job's limits were not removed"
+pass "a job that ended while slurmd was dead loses its limits when slurmd starts ($took ms), a failed node's job too" \
+     "($took_failed ms); a running job keeps them"
+
+# ---- 6. no scheduler ------------------------------------------------------
 kill -TERM "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null || true; SCHED_PID=
 plugstack shards_per_gpu=8 on_error=run
 srun --gres=shard:2 bash -c 'echo "ran preload=${LD_PRELOAD:-none}"' >"$D/run.out" 2>"$D/run.err" ||
