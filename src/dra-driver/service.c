@@ -121,6 +121,23 @@ static void answer_claim(struct driver *d, const struct dra_claim *c, struct pre
     p->resp.devices = p->device_ptrs;
 }
 
+/* Refuses a request that did not decode, names too many claims or hides a
+ * NUL byte in a string (protobuf-c would hand over its prefix): true, with
+ * the reply made. */
+static bool refused(const char *method, bool decoded, size_t n_claims,
+                    const ProtobufCMessageDescriptor *descriptor,
+                    const unsigned char *data, size_t len, struct reply *out)
+{
+    const char *why = !decoded                     ? "request does not decode"
+                      : n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims"
+                      : pb_string_holds_nul(descriptor, data, len) ? "a string holds a NUL byte"
+                                                                   : NULL;
+
+    if (why)
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "%s: %s", method, why);
+    return why != NULL;
+}
+
 static void prepare(struct driver *d, const unsigned char *data, size_t len,
                     struct reply *out)
 {
@@ -132,11 +149,8 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
     long long deadline = now_ms() + CALL_BUDGET_MS;
     size_t n = 0;
 
-    if (!req || req->n_claims > CALL_MAX_CLAIMS || pb_string_holds_nul(&dra__node_prepare_resources_request__descriptor, data, len)) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodePrepareResources: %s",
-             !req ? "request does not decode"
-             : req->n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims"
-                                               : "a string holds a NUL byte");
+    if (refused("NodePrepareResources", req, req ? req->n_claims : 0,
+                &dra__node_prepare_resources_request__descriptor, data, len, out)) {
         if (req)
             dra__node_prepare_resources_request__free_unpacked(req, NULL);
         return;
@@ -192,11 +206,8 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
     char (*errors)[DRA_ERR_LEN] = NULL;
     size_t n = 0;
 
-    if (!req || req->n_claims > CALL_MAX_CLAIMS || pb_string_holds_nul(&dra__node_unprepare_resources_request__descriptor, data, len)) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "NodeUnprepareResources: %s",
-             !req ? "request does not decode"
-             : req->n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims"
-                                               : "a string holds a NUL byte");
+    if (refused("NodeUnprepareResources", req, req ? req->n_claims : 0,
+                &dra__node_unprepare_resources_request__descriptor, data, len, out)) {
         if (req)
             dra__node_unprepare_resources_request__free_unpacked(req, NULL);
         return;
