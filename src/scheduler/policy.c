@@ -404,7 +404,7 @@ void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
         now <= m->billed_until)
         return;
     roll_window(p, g, now);
-    quantum_on_first_submission(g, m, client_time(m, submitted_at, now));
+    quantum_on_first_submission(p, g, client, client_time(m, submitted_at, now));
     start_billing(g, m, client_time(m, submitted_at, now));
 }
 

@@ -144,6 +144,9 @@
 #define POLICY_TQ_CEILING_NS 30000000000ull    /* 30 s */
 #define POLICY_TQ_DRAIN_MULTIPLE 100
 #define POLICY_HANDOVER_HISTORY 128
+/* Counted until the history is full (policy_quantum.c): the floor's cost. */
+#define POLICY_HANDOVER_PRIOR_N 16
+#define POLICY_HANDOVER_PRIOR_NS (POLICY_TQ_FLOOR_NS / POLICY_TQ_DRAIN_MULTIPLE)
 #define POLICY_FRESH_IDLE_NS 1000000000ull     /* 1 s */
 
 enum member_state {
@@ -442,7 +445,8 @@ struct policy_gpu_view {
     bool switch_measured;
     uint64_t quantum_ns;           /* the TQ in force on this GPU */
     uint8_t quantum_reason;        /* enum quantum_reason: why */
-    uint64_t handover_mean_ns;      /* of its recent hand-overs; 0: none */
+    uint64_t handover_mean_ns;      /* of its recent hand-overs (and the
+                                       prior's); 0: none */
     uint64_t switches;
     struct swap_stats swap_out, swap_in;
 };

@@ -334,8 +334,8 @@ void quantum_observe_handover(struct gpu_sched *g, uint64_t ns);
 void quantum_on_release(const struct policy *p, struct gpu_sched *g,
                         int client, uint64_t drained_at, uint64_t now);
 void quantum_on_grant(struct gpu_sched *g, struct member *m);
-void quantum_on_first_submission(struct gpu_sched *g, struct member *m,
-                                 uint64_t at);
+void quantum_on_first_submission(const struct policy *p, struct gpu_sched *g,
+                                 int client, uint64_t at);
 /* The TQ in force on g, and why. */
 uint64_t gpu_quantum(const struct policy *p, const struct gpu_sched *g)
     __attribute__((pure));

@@ -16,7 +16,12 @@
  * busy for a moment makes a few hand-overs slow, which a p99 would turn
  * into turns of seconds (measured on a loaded 2-core machine: p99 16 ms
  * where the mean stayed under 1 ms), unfair for no gain. One sample counts
- * at most what the ceiling allows. The floor (100 ms) keeps the
+ * at most what the ceiling allows. Until the history is full, the mean
+ * also counts POLICY_HANDOVER_PRIOR_N hand-overs of the floor's cost
+ * (1 ms) as if measured: among the first few, one long idle (a job's
+ * start-up: the GPU waited for a gang on another GPU) would otherwise make
+ * turns of seconds (measured: 3.4 s while two DDP jobs started up beside a
+ * single-GPU job on two H200s). The floor (100 ms) keeps the
  * scheduler's own overhead out of the picture; the ceiling (30 s) bounds a
  * waiter's wait whatever the holders do.
  *
@@ -36,12 +41,12 @@
 
 void quantum_observe_handover(struct gpu_sched *g, uint64_t ns)
 {
-    const uint64_t most = POLICY_TQ_CEILING_NS / POLICY_TQ_DRAIN_MULTIPLE;
+    const uint64_t prior_sum = POLICY_HANDOVER_PRIOR_N * POLICY_HANDOVER_PRIOR_NS;
     unsigned slot = g->n_handovers % POLICY_HANDOVER_HISTORY, n;
     uint64_t q;
 
-    if (ns > most)
-        ns = most;
+    if (ns > POLICY_TQ_CEILING_NS / POLICY_TQ_DRAIN_MULTIPLE)
+        ns = POLICY_TQ_CEILING_NS / POLICY_TQ_DRAIN_MULTIPLE;
     if (g->n_handovers >= POLICY_HANDOVER_HISTORY)
         g->handover_sum_ns -= g->handover_ns[slot];
     g->handover_ns[slot] = ns;
@@ -50,9 +55,10 @@ void quantum_observe_handover(struct gpu_sched *g, uint64_t ns)
      * rather than let it wrap to an empty-looking ring. */
     if (++g->n_handovers == 2 * POLICY_HANDOVER_HISTORY)
         g->n_handovers = POLICY_HANDOVER_HISTORY;
-    n = g->n_handovers < POLICY_HANDOVER_HISTORY ? g->n_handovers
-                                                 : POLICY_HANDOVER_HISTORY;
-    g->handover_mean_ns = g->handover_sum_ns / n;
+    n = g->n_handovers;
+    g->handover_mean_ns = n < POLICY_HANDOVER_HISTORY
+        ? (g->handover_sum_ns + prior_sum) / (n + POLICY_HANDOVER_PRIOR_N)
+        : g->handover_sum_ns / POLICY_HANDOVER_HISTORY;
     q = g->handover_mean_ns * POLICY_TQ_DRAIN_MULTIPLE;
     g->auto_quantum_ns = q < POLICY_TQ_FLOOR_NS     ? POLICY_TQ_FLOOR_NS
                          : q > POLICY_TQ_CEILING_NS ? POLICY_TQ_CEILING_NS
@@ -80,11 +86,18 @@ void quantum_on_grant(struct gpu_sched *g, struct member *m)
     g->handover_open = false;
 }
 
-void quantum_on_first_submission(struct gpu_sched *g, struct member *m,
-                                 uint64_t at)
+void quantum_on_first_submission(const struct policy *p, struct gpu_sched *g,
+                                 int client, uint64_t at)
 {
-    if (!m->times_handover)
+    struct member *m = &g->members[client];
+
+    /* A rank is granted with its gang, whether or not it has work queued
+     * (during DDP's start-up it may submit seconds later): its cost is
+     * its whole drain, counted at its release. */
+    if (!m->times_handover || gang_member(p, client)) {
+        m->times_handover = false;
         return;
+    }
     m->times_handover = false;
     quantum_observe_handover(g, at > g->handover_from ? at - g->handover_from : 0);
 }

@@ -159,12 +159,14 @@ static void test_auto_quantum_counts_a_rank_s_whole_drain(void **unused)
     assert_int_equal(count(ACTION_DROP, 1, 1), 1);
     release(0, 0, POLICY_TQ_FLOOR_NS + 3 * MS);
     release(1, 1, POLICY_TQ_FLOOR_NS + 5 * MS);
+    /* One sample each, beside the prior's hand-overs of the floor's cost. */
+    const uint64_t prior = POLICY_HANDOVER_PRIOR_N * POLICY_HANDOVER_PRIOR_NS;
     policy_view_gpu(&p, 0, &v);
-    assert_int_equal(v.handover_mean_ns, 3 * MS);
-    assert_int_equal(v.quantum_ns, 300 * MS);
+    assert_int_equal(v.handover_mean_ns, (prior + 3 * MS) / (POLICY_HANDOVER_PRIOR_N + 1));
+    assert_int_equal(v.quantum_ns, v.handover_mean_ns * POLICY_TQ_DRAIN_MULTIPLE);
     policy_view_gpu(&p, 1, &v);
-    assert_int_equal(v.handover_mean_ns, 5 * MS);
-    assert_int_equal(v.quantum_ns, 500 * MS);
+    assert_int_equal(v.handover_mean_ns, (prior + 5 * MS) / (POLICY_HANDOVER_PRIOR_N + 1));
+    assert_int_equal(v.quantum_ns, v.handover_mean_ns * POLICY_TQ_DRAIN_MULTIPLE);
 }
 
 static void test_rank_dropped_alone_drops_the_gang(void **unused)

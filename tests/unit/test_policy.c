@@ -241,8 +241,11 @@ static void test_long_drains_keep_the_floor(void **state)
         out.n = 0;
         policy_request(&p, 0, holder, at + 101 * MS, &out);
     }
+    /* 20 hand-overs of 200 us, beside the prior's of the floor's cost. */
     policy_view_gpu(&p, 0, &v);
-    assert_int_equal(v.handover_mean_ns, 200 * 1000);
+    assert_int_equal(v.handover_mean_ns,
+                     (20 * 200 * 1000 + POLICY_HANDOVER_PRIOR_N * POLICY_HANDOVER_PRIOR_NS) /
+                         (20 + POLICY_HANDOVER_PRIOR_N));
     assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
 }
 
@@ -276,6 +279,24 @@ static void test_auto_quantum_stays_within_its_bounds(void **state)
     assert_int_equal(v.quantum_ns, POLICY_TQ_CEILING_NS);
     assert_int_equal(v.quantum_reason, QUANTUM_CEILING);
     (void)lease;
+}
+
+/* Among the first hand-overs, one long idle (a job's start-up) does not
+ * make turns of seconds: the prior's hand-overs of the floor's cost count
+ * until the history is full. */
+static void test_auto_quantum_shrugs_off_an_early_long_idle(void **state)
+{
+    struct policy_gpu_view v;
+
+    (void)state;
+    policy_set_tq(&p, POLICY_TQ_AUTO);
+    quantum_observe_handover(&p.gpus[0], 200 * 1000);
+    quantum_observe_handover(&p.gpus[0], 150 * MS);
+    quantum_observe_handover(&p.gpus[0], 200 * 1000);
+    policy_view_gpu(&p, 0, &v);
+    /* Without the prior: a mean of 50 ms, turns of 5 s. */
+    assert_true(v.quantum_ns < 1000 * MS);
+    assert_int_equal(v.quantum_reason, QUANTUM_DRAIN);
 }
 
 /* A fresh arrival waits at most the floor, whatever the quantum: the
@@ -652,6 +673,7 @@ int main(void)
         cmocka_unit_test_setup(test_tq_change_applies_to_current_holder, setup),
         cmocka_unit_test_setup(test_auto_quantum_follows_the_mean_hand_over, setup),
         cmocka_unit_test_setup(test_auto_quantum_stays_within_its_bounds, setup),
+        cmocka_unit_test_setup(test_auto_quantum_shrugs_off_an_early_long_idle, setup),
         cmocka_unit_test_setup(test_long_drains_keep_the_floor, setup),
         cmocka_unit_test_setup(test_fresh_arrival_waits_at_most_the_floor, setup),
         cmocka_unit_test_setup(test_pinned_quantum_is_not_cut_for_a_fresh_arrival, setup),
