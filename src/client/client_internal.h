@@ -60,6 +60,10 @@ struct client_state {
     struct gpu_lock gpus[NVSHARE_MAX_GPUS];
     struct nvshare_client_ops ops;
     uint64_t idle_release_ns;
+    /* UPDATE_YIELD's terms (0: none); the shorter of the two settings
+     * applies. */
+    _Atomic uint64_t yield_idle_release_ns;
+    _Atomic uint64_t yield_max_backlog_ns;
     uint64_t reconnect_ns;
     uint64_t retry_ns;   /* after a refusal: doubles up to RETRY_MAX_NS */
     struct msg_register reg;

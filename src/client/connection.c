@@ -93,6 +93,9 @@ static void disconnect_locked(const char *why)
                  client.fail_closed ? "GPU work waits until it is back"
                                     : "running unscheduled until it is back");
     client.connected = false;
+    /* The next scheduler sends its own terms, from none. */
+    atomic_store_explicit(&client.yield_idle_release_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&client.yield_max_backlog_ns, 0, memory_order_relaxed);
     forget_locks_locked();
 }
 
@@ -437,6 +440,12 @@ static int handle_message(const struct msg *m)
             return -1;
         observer->message(m);
         return 0;
+    case MSG_UPDATE_YIELD:
+        atomic_store_explicit(&client.yield_idle_release_ns,
+                              m->u.yield.idle_release_ns, memory_order_relaxed);
+        atomic_store_explicit(&client.yield_max_backlog_ns,
+                              m->u.yield.max_backlog_ns, memory_order_relaxed);
+        return 0;
     case MSG_UPDATE_CORE_LIMIT:
         pthread_mutex_lock(&client.mu);
         client.core_limit = m->u.core.percent;
@@ -501,7 +510,18 @@ static uint64_t pace_while_away(uint64_t now)
     return slice_start + PACE_SLICE_NS;
 }
 
-/* Gives back GPUs nobody has submitted to for idle_release_ns once their
+/* How long a held GPU stays held without submissions: the client's own
+ * setting, or the scheduler's shorter one (UPDATE_YIELD: a class above
+ * others lends the GPU between its requests). */
+static uint64_t idle_release_ns(void)
+{
+    uint64_t terms = atomic_load_explicit(&client.yield_idle_release_ns,
+                                          memory_order_relaxed);
+
+    return terms && terms < client.idle_release_ns ? terms : client.idle_release_ns;
+}
+
+/* Gives back GPUs nobody has submitted to for idle_release_ns() once their
  * work has completed. */
 static void release_idle_gpus(void)
 {
@@ -521,7 +541,7 @@ static void release_idle_gpus(void)
                 g->seen_submits = submits;
                 g->quiet_since = now;
             } else {
-                idle = now - g->quiet_since >= client.idle_release_ns;
+                idle = now - g->quiet_since >= idle_release_ns();
             }
         }
         pthread_mutex_unlock(&client.mu);
@@ -551,7 +571,7 @@ void *conn_thread(void *arg)
             next_connect = now + wait;
         }
         fds[1].fd = client.fd;
-        timeout_ms = (int)(client.idle_release_ns / 2 / NS_PER_MS) + 1;
+        timeout_ms = (int)(idle_release_ns() / 2 / NS_PER_MS) + 1;
         if (client.fd < 0) {
             uint64_t wait = next_connect > now ? next_connect - now : 0;
             timeout_ms = (int)(wait / NS_PER_MS) + 1;
@@ -595,6 +615,11 @@ void *conn_thread(void *arg)
     }
     free(reader);
     return NULL;
+}
+
+uint64_t nvshare_max_backlog_ns(void)
+{
+    return atomic_load_explicit(&client.yield_max_backlog_ns, memory_order_relaxed);
 }
 
 void nvshare_note_busy(int gpu, uint64_t busy_ns, uint64_t span_ns)

@@ -151,6 +151,12 @@ bool nvshare_oversub_enabled(void);
  * client thread. */
 bool nvshare_oversub_for_allocation(void);
 
+/* The most GPU work the scheduler wants this process to keep queued, in
+ * ns (0: no wish; its own NVSHARE_MAX_BACKLOG_MS applies): a lower class
+ * beside a higher one keeps its drains short. A relaxed atomic load: read
+ * it at backlog checks. */
+uint64_t nvshare_max_backlog_ns(void);
+
 /* How busy this process keeps gpu, for the scheduler's auto mode: of
  * span_ns of wall time, busy_ns had work of this process queued on gpu.
  * Two relaxed atomic adds: call it at backlog checks, not per launch. */

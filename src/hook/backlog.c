@@ -15,6 +15,10 @@
  *     [1, NVSHARE_BACKLOG_CHECK_EVERY], growing at most twofold per mark.
  *   - If more than two marks are still pending, the thread waits for the
  *     oldest. So at most about three intervals, one budget, is queued.
+ *   - The scheduler may ask for a shorter budget (UPDATE_YIELD: a lower
+ *     class beside a higher one, whose drains must be short); then a
+ *     submission longer than a third of it waits until one is left
+ *     queued behind the running one.
  *
  * Empty kernels thus get checked every NVSHARE_BACKLOG_CHECK_EVERY launches
  * (an event record and query per few hundred launches), long kernels every
@@ -74,6 +78,7 @@ struct backlog {
     unsigned oldest, pending;     /* ring of pending marks */
     int last_retired;             /* slot of the last retired mark, or -1 */
     int interval;
+    bool one_behind; /* at most one mark pending beside the running one */
 };
 
 HOOK_TLS int hook_backlog_countdown = 1;
@@ -167,6 +172,17 @@ static struct backlog *backlog_for(const struct hook_driver *drv)
     return b;
 }
 
+/* The budget in force: NVSHARE_MAX_BACKLOG_MS, or the scheduler's shorter
+ * wish (a lower class beside a higher one: its drains must be short);
+ * 0: unbounded. */
+static double budget_now_ms(bool *lent)
+{
+    double wish = (double)nvshare_max_backlog_ns() / 1e6;
+
+    *lent = wish > 0 && (budget_ms <= 0 || wish < budget_ms);
+    return *lent ? wish : budget_ms;
+}
+
 /* From the GPU time between the last retired mark and this one, the
  * interval that makes one a third of the budget. Only marks on the same
  * stream measure anything (across streams the difference of two events is
@@ -182,9 +198,13 @@ static void adapt_interval(const struct hook_driver *drv, struct backlog *b,
         drv->event_elapsed(&gpu_ms, b->marks[b->last_retired], b->marks[slot]) ==
             CUDA_SUCCESS &&
         gpu_ms > 0) {
-        double fit = budget_ms / 3 / (gpu_ms / b->submissions[slot]);
+        bool lent;
+        double fit = budget_now_ms(&lent) / 3 / (gpu_ms / b->submissions[slot]);
 
         b->interval = fit < 1 ? 1 : fit > grown ? grown : (int)fit;
+        /* One submission alone is over a lent budget's third: queue one
+         * behind the running one, not two. */
+        b->one_behind = lent && fit < 1;
     } else {
         b->interval = grown;
     }
@@ -200,7 +220,7 @@ static void retire(const struct hook_driver *drv, struct backlog *b)
         CUresult rc = drv->event_query(oldest);
 
         if (rc == CUDA_ERROR_NOT_READY) {
-            if (b->pending <= 2)
+            if (b->pending <= (b->one_behind ? 1u : 2u))
                 return;
             uint64_t start = hook_now_ns();
 
@@ -303,9 +323,13 @@ void hook_backlog_check(CUstream stream, int pt_flags)
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     struct backlog *b;
 
+    bool lent;
+    double budget;
+
     pthread_once(&config_once, read_config);
-    hook_backlog_countdown = budget_ms > 0 ? max_interval : INT_MAX;
-    if (budget_ms <= 0 || drv == NULL || drv->ctx_get_current == NULL ||
+    budget = budget_now_ms(&lent);
+    hook_backlog_countdown = budget > 0 ? max_interval : INT_MAX;
+    if (budget <= 0 || drv == NULL || drv->ctx_get_current == NULL ||
         drv->event_create == NULL || drv->event_record == NULL ||
         drv->event_query == NULL || drv->event_synchronize == NULL ||
         drv->event_elapsed == NULL || drv->event_destroy == NULL ||

@@ -114,6 +114,21 @@ static void tell_wait_for_memory(const struct client *c, const struct policy_act
                  a->mem.wait_ns ? wait : "-");
 }
 
+/* Tells c how soon to give the GPU back for the lease it is about to be
+ * granted on node GPU gpu, when that changed (policy_yield_terms). */
+static void tell_yield_terms(struct scheduler *s, struct client *c, int gpu)
+{
+    struct policy_yield terms = policy_yield_terms(s->policy, gpu, c->slot);
+    struct msg m = {.type = MSG_UPDATE_YIELD,
+                    .u.yield = {terms.idle_release_ns, terms.max_backlog_ns}};
+
+    if (m.u.yield.idle_release_ns == c->yield_sent.idle_release_ns &&
+        m.u.yield.max_backlog_ns == c->yield_sent.max_backlog_ns)
+        return;
+    c->yield_sent = m.u.yield;
+    send_or_doom(c, &m);
+}
+
 void clients_apply(struct scheduler *s, const struct policy_actions *actions)
 {
     for (int i = 0; i < actions->n; i++) {
@@ -130,6 +145,8 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             log_debug("gpu %d: %slease %u %s client %llu", a->gpu,
                       grant ? "" : "drop ", a->lease, grant ? "to" : "of",
                       (unsigned long long)c->id);
+            if (grant)
+                tell_yield_terms(s, c, a->gpu);
             /* A gang's ranks agree where to stop (policy_drain_point). */
             m.type = grant ? MSG_LOCK_OK
                      : policy_gang(s->policy, a->client) >= 0

@@ -160,6 +160,11 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
     case SCHED_MODE_CONCURRENT:
         return true;
     default: {
+        /* A higher class need not wait for the lower-class holders it
+         * dropped to drain: the GPU time-slices its first kernels with
+         * their last ones, finer than a kernel. */
+        if (beside_draining(p, g, client))
+            return true;
         /* A client known (or taken) to be heavy runs alone. */
         if (!maybe_light(p, g, &g->members[client], now))
             return false;

@@ -107,7 +107,18 @@
  * each window) ranks an account above every class until it has used that
  * much of the window: a lower class gets its floor even under a busy
  * higher one. When nobody sets a class or floor, none of this costs
- * anything. */
+ * anything.
+ *
+ * Lending. A higher class that uses a few percent of the GPU (a service
+ * between requests) would still hold it all the time and starve the
+ * rest, so it lends the GPU whenever it is idle: its leases come with a
+ * short idle release (POLICY_LEND_IDLE_NS, policy_yield_terms), after
+ * which it gives the GPU back and a lower class runs. At its next request
+ * the lower-class holder is dropped and, in auto mode, the higher class is
+ * granted at once beside it while it drains (the GPU time-slices the two
+ * contexts, finer than a kernel; serial mode waits for the drain). Lower
+ * classes' leases come with a short backlog (POLICY_LENT_BACKLOG_NS), so
+ * that the drain is short too. */
 #ifndef NVSHARE_POLICY_H
 #define NVSHARE_POLICY_H
 
@@ -355,6 +366,18 @@ void policy_set_priority(struct policy *p, int account, unsigned priority);
 void policy_set_min_share(struct policy *p, int account, unsigned percent);
 unsigned policy_priority(const struct policy *p, int account);
 unsigned policy_min_share(const struct policy *p, int account);
+
+/* How soon a client should give gpu back, for the lease it is granted (0:
+ * its own settings): after idle_release_ns idle, when it is of a class
+ * above another client of gpu; with at most max_backlog_ns of work queued,
+ * when it is of a class below another. */
+#define POLICY_LEND_IDLE_NS 1000000ull     /* 1 ms */
+#define POLICY_LENT_BACKLOG_NS 1000000ull  /* 1 ms */
+struct policy_yield {
+    uint64_t idle_release_ns, max_backlog_ns;
+};
+struct policy_yield policy_yield_terms(const struct policy *p, int gpu,
+                                       int client) __attribute__((pure));
 
 /* Slices of a window through which a budget accrues (see Compute limits). */
 #define POLICY_PACE_SLICES 5

@@ -320,6 +320,10 @@ uint64_t floor_ns(const struct policy *p, int account)
 bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
                int client, uint64_t now)
     __attribute__((pure));
+/* Whether every runner of g is of a class below client's and draining (it
+ * was dropped for a higher class): client may start beside them. */
+bool beside_draining(const struct policy *p, const struct gpu_sched *g,
+                     int client) __attribute__((pure));
 uint64_t rank_change_due(const struct policy *p, const struct gpu_sched *g,
                          uint64_t now)
     __attribute__((pure));

@@ -70,6 +70,44 @@ bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
     return false;
 }
 
+bool beside_draining(const struct policy *p, const struct gpu_sched *g,
+                     int client)
+{
+    unsigned cls = class_of(p, g->members[client].account);
+
+    if (!p->ranked)
+        return false;
+    for (int c = 0; c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        if (running(m) && (m->state != MEMBER_DRAINING ||
+                           class_of(p, m->account) >= cls))
+            return false;
+    }
+    return true;
+}
+
+struct policy_yield policy_yield_terms(const struct policy *p, int gpu,
+                                       int client)
+{
+    const struct gpu_sched *g = &p->gpus[gpu];
+    struct policy_yield terms = {0, 0};
+
+    if (!p->ranked)
+        return terms;
+    unsigned cls = class_of(p, g->members[client].account);
+    for (int c = 0; c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        if (c == client || !m->present)
+            continue;
+        unsigned other = class_of(p, m->account);
+        if (other < cls)
+            terms.idle_release_ns = POLICY_LEND_IDLE_NS;
+        else if (other > cls)
+            terms.max_backlog_ns = POLICY_LENT_BACKLOG_NS;
+    }
+    return terms;
+}
+
 /* When the rank of a client of g changes by itself: a running floor ends
  * when it is used, a used floor is owed again at the next window (0:
  * never). */

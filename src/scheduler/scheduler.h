@@ -43,6 +43,7 @@ struct client {
     uint32_t asked_gpus; /* node GPUs it has asked for, bit per GPU */
     uint32_t swap_in_due; /* node GPUs it swapped out of: one SWAPPED(in)
                              each is expected */
+    struct msg_yield yield_sent; /* the last UPDATE_YIELD (zero: none) */
     struct frame_reader *reader;
     uint64_t connected_at;  /* a slot is not held without registering */
     uint64_t partial_since; /* a frame begun and not finished since, or 0 */

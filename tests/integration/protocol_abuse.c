@@ -104,14 +104,16 @@ static int registered_connection(void)
     return fd;
 }
 
-/* The next message other than UPDATE_CORE_LIMIT and UPDATE_LIMIT (the
- * limits follow REGISTER_OK); 0 or a proto_error. */
+/* The next message other than the limits that follow REGISTER_OK
+ * (UPDATE_CORE_LIMIT, UPDATE_LIMIT) and the terms that may precede a
+ * LOCK_OK (UPDATE_YIELD); 0 or a proto_error. */
 static int recv_skipping_limits(int fd, struct msg *m)
 {
     int rc;
 
     while ((rc = msg_recv(fd, m, 2000)) == 0 &&
-           (m->type == MSG_UPDATE_LIMIT || m->type == MSG_UPDATE_CORE_LIMIT))
+           (m->type == MSG_UPDATE_LIMIT || m->type == MSG_UPDATE_CORE_LIMIT ||
+            m->type == MSG_UPDATE_YIELD))
         ;
     return rc;
 }

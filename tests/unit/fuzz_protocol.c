@@ -217,6 +217,10 @@ static void sample(struct msg *m, uint16_t type, int big)
     case MSG_UPDATE_CORE_LIMIT:
         m->u.core.percent = big ? 100 : 30;
         break;
+    case MSG_UPDATE_YIELD:
+        m->u.yield.idle_release_ns = big ? UINT64_MAX : 1000000ull;
+        m->u.yield.max_backlog_ns = 1000000ull;
+        break;
     case MSG_LOAD:
         m->u.load.gpu = 1;
         m->u.load.busy_permille = big ? 1000 : 437;
@@ -327,8 +331,8 @@ static int generate(void)
     /* field mutants, patched at known offsets of typical encodings */
     static const uint8_t unnamed[] = {1, 0, 19, 0}; /* between the ranges */
     put_file("type-19", unnamed, sizeof(unnamed));
-    static const uint8_t unused[] = {1, 0, MSG_PREPARE_SWAP + 1, 0}; /* first unused */
-    put_file("type-after-PREPARE_SWAP", unused, sizeof(unused));
+    static const uint8_t unused[] = {1, 0, MSG_UPDATE_YIELD + 1, 0}; /* first unused */
+    put_file("type-after-UPDATE_YIELD", unused, sizeof(unused));
     static const uint8_t zero[] = {1, 0, 0, 0};
     put_file("type-zero", zero, sizeof(zero));
     static const uint8_t ffff[] = {1, 0, 0xff, 0xff, 0, 0};

@@ -87,6 +87,63 @@ static void test_higher_class_preempts_at_once(void **state)
     assert_true(policy_is_running(&p, 0, 1));
 }
 
+/* In auto mode a higher class starts beside the lower-class holder it
+ * dropped, while that one drains, rather than after: a request of a
+ * service waits for no drain. The lower class runs again once the higher
+ * one gives the GPU back. Serial mode keeps one holder at a time
+ * (test_higher_class_preempts_at_once). */
+static void test_higher_class_starts_beside_the_draining_holder(void **state)
+{
+    (void)state;
+    policy_set_mode(&p, -1, SCHED_MODE_AUTO);
+    policy_set_priority(&p, 0, PRIORITY_LOW);
+    policy_set_priority(&p, 1, PRIORITY_HIGH);
+    policy_set_load(&p, 0, 0, 990);
+    request(0, 0);
+    assert_int_equal(count(ACTION_GRANT, 0), 1);
+    request(1, 5 * MS);
+    tick(5 * MS);
+    assert_int_equal(count(ACTION_DROP, 0), 1);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+    assert_int_equal(mem(0)->state, MEMBER_DRAINING);
+    /* Drained, the low one waits for the high one. */
+    release(0, 9 * MS);
+    request(0, 10 * MS);
+    assert_int_equal(count(ACTION_GRANT, 0), 0);
+    assert_int_equal(mem(0)->wait_reason, WAIT_PRIORITY);
+    /* The high one gives the GPU back (idle): the low one runs again. */
+    release(1, 12 * MS);
+    assert_int_equal(count(ACTION_GRANT, 0), 1);
+}
+
+/* A class above another lends the GPU between its requests (a short idle
+ * release); a class below another keeps its drains short (a short
+ * backlog); without priorities nobody is told anything. */
+static void test_yield_terms_follow_the_classes_on_the_gpu(void **state)
+{
+    struct policy_yield t;
+
+    (void)state;
+    t = policy_yield_terms(&p, 0, 1);
+    assert_true(t.idle_release_ns == 0 && t.max_backlog_ns == 0);
+    policy_set_priority(&p, 0, PRIORITY_LOW);
+    policy_set_priority(&p, 1, PRIORITY_HIGH);
+    t = policy_yield_terms(&p, 0, 1);
+    assert_true(t.idle_release_ns == POLICY_LEND_IDLE_NS && t.max_backlog_ns == 0);
+    t = policy_yield_terms(&p, 0, 0);
+    assert_true(t.idle_release_ns == 0 && t.max_backlog_ns == POLICY_LENT_BACKLOG_NS);
+    t = policy_yield_terms(&p, 0, 2); /* normal, between the two */
+    assert_true(t.idle_release_ns == POLICY_LEND_IDLE_NS &&
+                t.max_backlog_ns == POLICY_LENT_BACKLOG_NS);
+    /* Only the clients of that GPU count. */
+    policy_actions_clear(&out);
+    for (int c = 2; c < N_CLIENTS; c++)
+        policy_leave(&p, c, 0, &out);
+    policy_leave(&p, 0, 0, &out);
+    t = policy_yield_terms(&p, 0, 1);
+    assert_true(t.idle_release_ns == 0 && t.max_backlog_ns == 0);
+}
+
 static void test_lower_class_waits_while_higher_wants(void **state)
 {
     (void)state;
@@ -469,6 +526,8 @@ int main(void)
         cmocka_unit_test_setup(test_running_low_class_is_dropped_then_swapped, setup),
         cmocka_unit_test_setup(test_unmovable_low_client_makes_high_wait, setup),
         cmocka_unit_test_setup(test_random_events_keep_classes_apart, setup),
+        cmocka_unit_test_setup(test_higher_class_starts_beside_the_draining_holder, setup),
+        cmocka_unit_test_setup(test_yield_terms_follow_the_classes_on_the_gpu, setup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -34,6 +34,7 @@ static const uint16_t all_types[] = {
     MSG_MEM_GRANT,       MSG_MEM_RETURN,       MSG_MEM_RECLAIM,
     MSG_WAIT_FOR_MEM,    MSG_MEM_AVAILABLE,    MSG_EVICT,
     MSG_SWAPPED,         MSG_LOAD,             MSG_PREPARE_SWAP,
+    MSG_UPDATE_YIELD,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -131,6 +132,10 @@ static void sample(struct msg *m, uint16_t type, int big)
         break;
     case MSG_UPDATE_CORE_LIMIT:
         m->u.core.percent = big ? 100 : 30;
+        break;
+    case MSG_UPDATE_YIELD:
+        m->u.yield.idle_release_ns = big ? UINT64_MAX : 1000000ull;
+        m->u.yield.max_backlog_ns = big ? UINT64_MAX - 1 : 1000000ull;
         break;
     case MSG_LOAD:
         m->u.load.gpu = big ? 0xff : 4;
@@ -346,6 +351,10 @@ static void assert_msg_equal(const struct msg *a, const struct msg *b)
         break;
     case MSG_UPDATE_CORE_LIMIT:
         assert_int_equal(a->u.core.percent, b->u.core.percent);
+        break;
+    case MSG_UPDATE_YIELD:
+        assert_true(a->u.yield.idle_release_ns == b->u.yield.idle_release_ns);
+        assert_true(a->u.yield.max_backlog_ns == b->u.yield.max_backlog_ns);
         break;
     case MSG_LOAD:
         assert_int_equal(a->u.load.gpu, b->u.load.gpu);
@@ -825,6 +834,7 @@ static void test_wire_numbers(void **state)
     assert_int_equal(MSG_SWAPPED, 30);
     assert_int_equal(MSG_LOAD, 31);
     assert_int_equal(MSG_PREPARE_SWAP, 32);
+    assert_int_equal(MSG_UPDATE_YIELD, 33);
     assert_int_equal(MSG_CTL_STATUS, 100);
     assert_int_equal(MSG_CTL_STATUS_END, 106);
     assert_int_equal(MSG_CTL_STATUS_UNHOOKED, 107);
@@ -914,9 +924,9 @@ static void test_wrong_version(void **state)
 
 static void test_unknown_type(void **state)
 {
-    /* MSG_PREPARE_SWAP + 1 (33) is the first unused client-socket number */
+    /* MSG_UPDATE_YIELD + 1 (34) is the first unused client-socket number */
     static const uint16_t bad[] = {
-        0, MSG_DRAIN_TO + 1, 19, MSG_PREPARE_SWAP + 1,
+        0, MSG_DRAIN_TO + 1, 19, MSG_UPDATE_YIELD + 1,
         99, MSG_CTL_STATUS_UNHOOKED + 1, 0x0101, 0xffff,
     };
     struct bb b;
