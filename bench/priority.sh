@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/priority.sh - priorities on a real GPU: an inference service beside
-# training, side by side with native co-running and nvshare without
-# priorities, every ratio against solo runs of the same invocation.
+# bench/priority.sh - priorities on a real GPU: a latency-critical inference
+# service set `high` beside batch work set `low`, against native
+# co-running, every ratio against solo runs of the same invocation.
 #
 #   OUT=/tmp/b bash bench/priority.sh [BUILD_DIR]    (default: build)
 #
@@ -9,23 +9,29 @@
 # requests of a 12-layer 4096-wide MLP (~0.8 ms each) arriving at
 # exponential 20 ms gaps; "heavy" inference, the same model at batch 16384
 # (10-20 ms of GPU work each); "train", an 8-layer 4096-wide MLP training
-# loop at batch 16384. Pairs: light + train, heavy + train, train + train.
-# Each pair runs
+# loop at batch 16384 (short kernels); "k10", "k30", "k100": one bf16
+# matmul per kernel of about 10, 30 or 100 ms.
+#
+# PAIRS name the runs: "light+train" starts both together; "light+train/train"
+# starts train 4 s before the service, "light+train/light" the service 4 s
+# before train. MODES (a run for each):
 #  - native: both processes on the GPU at once, without nvshare;
-#  - serial, auto: nvshare without priorities;
-#  - prio: nvshare in auto mode, the inference (or the first train) pod set
-#    high and the other low with nvsharectl before they connect.
+#  - prio: nvshare in auto mode, the first job's pod set high and the
+#    second's low with nvsharectl before they connect;
+#  - before: prio with the binaries of BEFORE_BUILD (a build of an earlier
+#    commit), to compare in the same run;
+#  - serial, auto: nvshare without priorities.
 # Every nvshare run is at the scheduler's and the client's default
-# settings. Every run starts its processes together, warms them up, and
-# measures a 10 s window from 12 s after the start; a job that warmed up
-# late says late=1. Printed per pair and mode: inference p50/p99 against
-# its solo p99 + 2 ms (issue 32); training's steps/s against solo and
-# against what the inference leaves idle (solo train rate x (1 - the
+# settings. Jobs warm up, then measure the same window of SPAN_S (8) s
+# from WARM_S (10) s after the first start; late=1 says a job warmed up
+# after the window began. Printed per pair and mode: inference p50/p99
+# against its solo p99 + 2 ms; the other job's rate against solo and
+# against what the inference leaves idle (solo rate x (1 - the
 # inference's solo busy fraction)), at least 90 % of it with prio; for
 # train + train each job's share of solo and the aggregate.
-# PAIRS (default "light+train heavy+train train+train") and MODES (default
-# "native serial auto prio") choose the runs: 15 runs of ~23 s, about 6
-# minutes, at the defaults. Everything lands in $OUT/priority.
+# Defaults: PAIRS="light+train/train light+train/light light+k10 light+k30
+# light+k100", MODES="native prio" (the ordered pairs run natively once).
+# Everything lands in $OUT/priority.
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$TOP/build}
@@ -33,17 +39,26 @@ OUT=${OUT:-$TOP/.bench}/priority
 # LIB, SCHED_BIN, CTL_BIN for this BUILD; sched_start / sched_stop.
 source "$TOP/tests/gpu/lib.sh"
 JOBS=$TOP/bench/priority_jobs.py
-WARM_S=12 SPAN_S=10
+WARM_S=${WARM_S:-10} SPAN_S=${SPAN_S:-8}
 mkdir -p "$OUT"
 export NVSHARE_SOCK_DIR=$OUT/sock
 trap 'sched_stop' EXIT
 
-# run TAG MODE NAME... : the jobs together, job i as pod NAME-i; the first
-# job is the high-priority one in mode prio.
+# with_build DIR CMD...: CMD with LIB, SCHED_BIN and CTL_BIN of build DIR.
+with_build() {
+    local dir=$1; shift
+    LIB=$dir/src/hook/libnvshare.so SCHED_BIN=$dir/src/scheduler/nvshare-scheduler \
+        CTL_BIN=$dir/src/ctl/nvsharectl "$@"
+}
+
+# run TAG MODE FIRST NAME... : the jobs, job i as pod NAME-i; FIRST (a
+# name, or "" for together) starts 4 s before the other. The first job is
+# the high-priority one in modes prio and before.
 run() {
-    local tag=$1 mode=$2 pids=() i=0 from until; shift 2
-    from=$(( $(date +%s%N) + WARM_S * 1000000000 )); until=$((from + SPAN_S * 1000000000))
-    local env=()
+    local tag=$1 mode=$2 first=$3 pids=() i=0 start from until env=(); shift 3
+    [ "$mode" = before ] && { with_build "$BEFORE_BUILD" run "$tag" prio "$first" "$@"; return; }
+    start=$(date +%s%N)
+    from=$(( start + WARM_S * 1000000000 )); until=$((from + SPAN_S * 1000000000))
     if [ "$mode" != native ]; then
         local sched_env=()
         [ "$mode" = serial ] && sched_env+=(NVSHARE_SCHEDULING_MODE=serial)
@@ -54,12 +69,17 @@ run() {
         fi
         env=("LD_PRELOAD=$LIB")
     fi
-    for name in "$@"; do
-        i=$((i + 1))
+    local names=("$@") idx=(1 2)
+    [ "$#" = 1 ] && idx=(1)
+    [ -n "$first" ] && [ "$first" = "${2:-}" ] && idx=(2 1)
+    for i in "${idx[@]}"; do
+        local name=${names[i - 1]}
         env "${env[@]}" NVSHARE_POD_NAME="$name-$i" \
             python3 "$JOBS" "$name" "$from" "$until" >"$OUT/$tag.$i.out" 2>"$OUT/$tag.$i.err" &
         pids+=($!)
+        [ -n "$first" ] && [ "${#pids[@]}" = 1 ] && sleep 4
     done
+    [ "$mode" != native ] && sleep $((WARM_S + SPAN_S / 2 - 4)) && "$CTL_BIN" status >"$OUT/$tag.status" 2>&1
     wait "${pids[@]}"
     [ "$mode" != native ] && sched_stop
     grep -h 'late=1' "$OUT/$tag".*.out >/dev/null && echo "warning: $tag: a job warmed up after the window began"
@@ -67,55 +87,64 @@ run() {
 }
 val() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" "$2"; }
 
+PAIRS=${PAIRS:-light+train/train light+train/light light+k10 light+k30 light+k100}
+MODES=${MODES:-native prio}
+[[ " $MODES " == *" before "* ]] && [ ! -x "${BEFORE_BUILD:-}/src/scheduler/nvshare-scheduler" ] &&
+    { echo "mode before needs BEFORE_BUILD, a build of the earlier commit"; exit 2; }
 device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
-for name in light heavy train; do run "solo.$name" native "$name"; done
-PAIRS=${PAIRS:-light+train heavy+train train+train}
-MODES=${MODES:-native serial auto prio}
+solos=$(for pair in $PAIRS; do p=${pair%/*}; echo "${p//+/ }"; done | tr ' ' '\n' | sort -u)
+for name in $solos; do run "solo.$name" native "" "$name"; done
 for pair in $PAIRS; do
+    jobs=${pair%/*} first=""
+    [ "$jobs" != "$pair" ] && first=${pair#*/}
     for mode in $MODES; do
+        # Natively the order makes no difference: one run per pair.
+        [ "$mode" = native ] && [ -n "$first" ] && [ -e "$OUT/${jobs}.native.1.out" ] && continue
         # shellcheck disable=SC2086 # a pair is two names
-        run "$pair.$mode" "$mode" ${pair//+/ }
+        run "${pair//\//.first-}.$mode" "$mode" "$first" ${jobs//+/ }
+        [ "$mode" = native ] && [ -n "$first" ] &&
+            for i in 1 2; do cp "$OUT/${pair//\//.first-}.native.$i.out" "$OUT/$jobs.native.$i.out"; done
     done
 done
 
 # ---- the table ------------------------------------------------------------
 echo "== priorities, $device, $(date -u +%Y-%m-%dT%H:%MZ), ${SPAN_S} s windows, default settings"
-train_solo=$(val steps_per_s "$OUT/solo.train.1.out")
 failed=0
-for infer in light heavy; do
-    case " $PAIRS " in *" $infer+train "*) ;; *) continue ;; esac
-    solo=$OUT/solo.$infer.1.out
+for pair in $PAIRS; do
+    jobs=${pair%/*}; a=${jobs%+*}; b=${jobs#*+}
+    if [ "$a" = "$b" ]; then
+        s=$(val steps_per_s "$OUT/solo.$a.1.out")
+        for mode in $MODES; do
+            f=$OUT/${pair//\//.first-}.$mode
+            [ "$mode" = native ] && f=$OUT/$jobs.native
+            awk -v m="$mode" -v a="$(val steps_per_s "$f.1.out")" -v b="$(val steps_per_s "$f.2.out")" -v s="$s" '
+                BEGIN { if (a == "" || b == "" || s <= 0) { printf "  %-7s no result\n", m; exit 1 }
+                        printf "  %-7s first %5.1f%% of solo, second %5.1f%%, aggregate %5.1f%%\n",
+                            m, 100 * a / s, 100 * b / s, 100 * (a + b) / s }' || failed=1
+        done
+        continue
+    fi
+    solo=$OUT/solo.$a.1.out
     bound=$(awk -v p="$(val p99_ms "$solo")" 'BEGIN { printf "%.2f", p + 2 }')
-    printf '%s inference + train: solo p50 %s ms, p99 %s ms, busy %s; bound %s ms\n' \
-        "$infer" "$(val p50_ms "$solo")" "$(val p99_ms "$solo")" "$(val busy "$solo")" "$bound"
+    printf '%s: %s solo p50 %s ms, p99 %s ms, busy %s; bound %s ms; %s solo %s/s\n' "$pair" \
+        "$a" "$(val p50_ms "$solo")" "$(val p99_ms "$solo")" "$(val busy "$solo")" "$bound" \
+        "$b" "$(val steps_per_s "$OUT/solo.$b.1.out")"
     for mode in $MODES; do
-        f=$OUT/$infer+train.$mode
+        f=$OUT/${pair//\//.first-}.$mode
+        [ "$mode" = native ] && f=$OUT/$jobs.native
         awk -v m="$mode" -v p50="$(val p50_ms "$f.1.out")" -v p99="$(val p99_ms "$f.1.out")" \
-            -v b="$bound" -v t="$(val steps_per_s "$f.2.out")" -v ts="$train_solo" \
-            -v busy="$(val busy "$solo")" -v infer="$infer" '
+            -v bound="$bound" -v t="$(val steps_per_s "$f.2.out")" \
+            -v ts="$(val steps_per_s "$OUT/solo.$b.1.out")" -v busy="$(val busy "$solo")" '
             BEGIN {
                 if (p99 == "" || t == "" || ts <= 0) { printf "  %-7s no result\n", m; exit 1 }
                 left = 100 * t / (ts * (1 - busy))
                 verdict = ""
-                if (m == "prio" && p99 > b) verdict = verdict " FAIL(p99 over solo + 2 ms)"
-                if (m == "prio" && left < 90) verdict = verdict " FAIL(training under 90% of idle)"
-                printf "  %-7s inference p50 %7.2f ms  p99 %7.2f ms | training %6.2f steps/s = %5.1f%% of solo, %5.1f%% of what inference leaves%s\n",
+                if (m == "prio" && p99 > bound) verdict = verdict " MISSED(p99 over solo + 2 ms)"
+                if (m == "prio" && left < 90) verdict = verdict " MISSED(under 90% of idle)"
+                printf "  %-7s inference p50 %7.2f ms  p99 %7.2f ms | other %7.2f/s = %5.1f%% of solo, %5.1f%% of what inference leaves%s\n",
                     m, p50, p99, t, 100 * t / ts, left, verdict
                 exit verdict != ""
             }' || failed=1
     done
-done
-case " $PAIRS " in *" train+train "*) ;; *) exit $failed ;; esac
-echo "train (high) + train (low): solo $train_solo steps/s"
-for mode in $MODES; do
-    f=$OUT/train+train.$mode
-    awk -v m="$mode" -v a="$(val steps_per_s "$f.1.out")" -v b="$(val steps_per_s "$f.2.out")" -v s="$train_solo" '
-        BEGIN {
-            if (a == "" || b == "" || s <= 0) { printf "  %-7s no result\n", m; exit 1 }
-            verdict = (m == "prio" && (100 * a / s < 95 || 100 * (a + b) / s < 98)) ? " FAIL" : ""
-            printf "  %-7s first %5.1f%% of solo, second %5.1f%%, aggregate %5.1f%%%s\n",
-                m, 100 * a / s, 100 * b / s, 100 * (a + b) / s, verdict
-            exit verdict != ""
-        }' || failed=1
 done
 exit $failed

@@ -16,6 +16,10 @@ train: an 8-layer 4096-wide bf16 MLP, forward + backward + SGD on a batch
 of TRAIN_BATCH rows (default 16384, about 20 ms a step on an H100). Prints
 steps_per_s, counting the steps that complete in the window.
 
+k10, k30, k100: one bf16 matmul per kernel of about 10, 30 or 100 ms (its
+size calibrated in the warm-up), launched back to back with a
+synchronization every 4; steps_per_s counts matmuls.
+
 Both warm up, then wait for FROM_NS (CLOCK_REALTIME), so that jobs started
 together are measured over the same window; late=1 says the warm-up ended
 after FROM_NS (the window then starts late for this job).
@@ -97,6 +101,31 @@ def train(from_ns, until_ns, batch):
     print(f"steps_per_s={steps * 1e9 / (until_ns - from_ns):.2f} late={int(late)}")
 
 
+def long_kernels(from_ns, until_ns, kernel_ms):
+    n = 4096
+    while True:  # grow a square matmul until one takes kernel_ms
+        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(3):
+            a @ a
+        torch.cuda.synchronize()
+        took_ms = (time.perf_counter() - t) / 3 * 1e3
+        if took_ms >= kernel_ms * 0.9:
+            break
+        n = int(n * min(2.0, max(1.05, (kernel_ms / took_ms) ** (1 / 3))) / 256) * 256
+    late = wait_for(from_ns)
+    done = 0
+    while time.time_ns() < until_ns:
+        for _ in range(4):
+            a @ a
+        torch.cuda.synchronize()
+        if time.time_ns() <= until_ns:
+            done += 4
+    print(f"steps_per_s={done * 1e9 / (until_ns - from_ns):.2f} n={n} "
+          f"kernel_ms={took_ms:.1f} late={int(late)}")
+
+
 if __name__ == "__main__":
     kind, from_ns, until_ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     gap_ms = float(os.environ.get("INFER_GAP_MS", "20"))
@@ -104,7 +133,9 @@ if __name__ == "__main__":
         infer(from_ns, until_ns, 64, gap_ms)
     elif kind == "heavy":
         infer(from_ns, until_ns, int(os.environ.get("INFER_HEAVY_BATCH", "16384")), gap_ms)
+    elif kind in ("k10", "k30", "k100"):
+        long_kernels(from_ns, until_ns, int(kind[1:]))
     elif kind == "train":
         train(from_ns, until_ns, int(os.environ.get("TRAIN_BATCH", "16384")))
     else:
-        sys.exit(f"unknown job {kind}: light, heavy or train")
+        sys.exit(f"unknown job {kind}: light, heavy, train, k10, k30 or k100")
