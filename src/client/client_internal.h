@@ -22,6 +22,7 @@ struct gpu_lock {
     uint64_t grants;
     uint64_t seen_submits; /* idle detection: submissions at last poll */
     uint64_t quiet_since;  /* when seen_submits last changed */
+    bool complete_seen;    /* its work had completed at the last poll */
     bool swapped_out;      /* its memory went to the host on EVICT */
     uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
     uint64_t load_sent_at; /* 0: no report yet */

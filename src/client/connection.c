@@ -522,7 +522,10 @@ static uint64_t idle_release_ns(void)
 }
 
 /* Gives back GPUs nobody has submitted to for idle_release_ns() once their
- * work has completed. */
+ * work has completed, and had completed at the poll before, with no
+ * submission in between: a busy thread that synchronizes after each batch
+ * of kernels has just completed its work at times, and must not lose the
+ * GPU between two batches. */
 static void release_idle_gpus(void)
 {
     uint64_t now = now_ns(), submits = gate_submits_total();
@@ -540,13 +543,20 @@ static void release_idle_gpus(void)
             if (submits != g->seen_submits) {
                 g->seen_submits = submits;
                 g->quiet_since = now;
+                g->complete_seen = false;
             } else {
                 idle = now - g->quiet_since >= idle_release_ns();
             }
         }
+        bool complete_before = g->complete_seen;
         pthread_mutex_unlock(&client.mu);
-        if (idle && client.ops.completed(i, client.ops.user))
+        if (!idle || !client.ops.completed(i, client.ops.user))
+            continue;
+        if (complete_before)
             gate_release_lease(i, lease, "idle");
+        pthread_mutex_lock(&client.mu);
+        g->complete_seen = g->seen_submits == submits && g->lease == lease;
+        pthread_mutex_unlock(&client.mu);
     }
 }
 

@@ -48,14 +48,17 @@ static void close_client(struct scheduler *s, struct client *c,
     struct account_actions account_out = {0};
     int slot = c->slot;
 
+    c->welcomed = false; /* its socket is closed: tell it nothing more */
     policy_leave(s->policy, slot, now_ns(), out);
     quota_leave(&s->quota, slot, now_ns(), &quota_out);
     if (c->registered)
         account_detach(s->accounts, c->account, &account_out);
     clients_apply_accounts(s, &account_out);
     footprint_forget(s, slot);
+    s->yield_told -= c->yield_sent.idle_release_ns || c->yield_sent.max_backlog_ns;
     *c = (struct client){.slot = slot, .fd = -1};
     clients_apply_quota(s, &quota_out);
+    clients_retell_yield(s);
 }
 
 /* Sending the departures' actions may doom more clients: the loop runs
@@ -114,19 +117,39 @@ static void tell_wait_for_memory(const struct client *c, const struct policy_act
                  a->mem.wait_ns ? wait : "-");
 }
 
-/* Tells c how soon to give the GPU back for the lease it is about to be
- * granted on node GPU gpu, when that changed (policy_yield_terms). */
-static void tell_yield_terms(struct scheduler *s, struct client *c, int gpu)
+/* Tells c how soon to give its GPUs back (policy_yield_terms, the
+ * shortest over its GPUs), when that changed. */
+static void tell_yield_terms(struct scheduler *s, struct client *c)
 {
-    struct policy_yield terms = policy_yield_terms(s->policy, gpu, c->slot);
-    struct msg m = {.type = MSG_UPDATE_YIELD,
-                    .u.yield = {terms.idle_release_ns, terms.max_backlog_ns}};
+    struct msg m = {.type = MSG_UPDATE_YIELD};
 
+    for (int i = 0; i < c->n_gpus; i++) {
+        if (c->node_gpu[i] < 0)
+            continue;
+        struct policy_yield t = policy_yield_terms(s->policy, c->node_gpu[i], c->slot);
+        struct msg_yield *y = &m.u.yield;
+        if (t.idle_release_ns && (!y->idle_release_ns || t.idle_release_ns < y->idle_release_ns))
+            y->idle_release_ns = t.idle_release_ns;
+        if (t.max_backlog_ns && (!y->max_backlog_ns || t.max_backlog_ns < y->max_backlog_ns))
+            y->max_backlog_ns = t.max_backlog_ns;
+    }
     if (m.u.yield.idle_release_ns == c->yield_sent.idle_release_ns &&
         m.u.yield.max_backlog_ns == c->yield_sent.max_backlog_ns)
         return;
+    s->yield_told += !c->yield_sent.idle_release_ns && !c->yield_sent.max_backlog_ns;
     c->yield_sent = m.u.yield;
+    s->yield_told -= !m.u.yield.idle_release_ns && !m.u.yield.max_backlog_ns;
     send_or_doom(c, &m);
+}
+
+void clients_retell_yield(struct scheduler *s)
+{
+    /* Without priorities nobody is told anything, unless told before. */
+    if (!policy_ranked(s->policy) && s->yield_told == 0)
+        return;
+    for (int slot = 0; slot < s->table_size; slot++)
+        if (s->clients[slot]->used && s->clients[slot]->welcomed)
+            tell_yield_terms(s, s->clients[slot]);
 }
 
 void clients_apply(struct scheduler *s, const struct policy_actions *actions)
@@ -145,8 +168,6 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             log_debug("gpu %d: %slease %u %s client %llu", a->gpu,
                       grant ? "" : "drop ", a->lease, grant ? "to" : "of",
                       (unsigned long long)c->id);
-            if (grant)
-                tell_yield_terms(s, c, a->gpu);
             /* A gang's ranks agree where to stop (policy_drain_point). */
             m.type = grant ? MSG_LOCK_OK
                      : policy_gang(s->policy, a->client) >= 0
@@ -266,6 +287,7 @@ void clients_apply_accounts(struct scheduler *s,
                     tell_core_limit(s->clients[slot], a->core_limit);
             policy_set_priority(s->policy, a->account, a->priority);
             policy_set_min_share(s->policy, a->account, a->min_share);
+            clients_retell_yield(s);
             for (int g = 0; g < s->n_gpus; g++) {
                 struct quota_actions out = {0};
                 quota_set_limit(&s->quota, g, a->account, a->memory_limit, &out);
@@ -657,6 +679,7 @@ static void handle_register(struct scheduler *s, struct client *c,
     /* Its limits (UPDATE_CORE_LIMIT, UPDATE_LIMIT) follow REGISTER_OK. */
     tell_core_limit(c, account_core_limit(s->accounts, c->account));
     clients_apply_quota(s, &quota_out);
+    clients_retell_yield(s);
 }
 
 static void release(struct scheduler *s, struct client *c, int gpu,

@@ -378,6 +378,8 @@ struct policy_yield {
 };
 struct policy_yield policy_yield_terms(const struct policy *p, int gpu,
                                        int client) __attribute__((pure));
+/* Whether any account has a class other than normal or a floor. */
+bool policy_ranked(const struct policy *p) __attribute__((pure));
 
 /* Slices of a window through which a budget accrues (see Compute limits). */
 #define POLICY_PACE_SLICES 5

@@ -86,6 +86,11 @@ bool beside_draining(const struct policy *p, const struct gpu_sched *g,
     return true;
 }
 
+bool policy_ranked(const struct policy *p)
+{
+    return p->ranked;
+}
+
 struct policy_yield policy_yield_terms(const struct policy *p, int gpu,
                                        int client)
 {

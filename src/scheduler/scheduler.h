@@ -118,6 +118,7 @@ struct scheduler {
     struct control_conn *control_conns; /* control.c: the open connections */
     uint64_t out_of_fds_logged_at; /* clients_note_out_of_fds's last line */
     uint64_t out_of_fds_unlogged;  /* connections closed since it */
+    int yield_told; /* clients whose last UPDATE_YIELD was not all 0 */
 };
 
 /* tables.c */
@@ -134,6 +135,9 @@ void clients_on_listen(struct event_loop *loop, int fd, void *data);
 void clients_apply(struct scheduler *s, const struct policy_actions *actions);
 /* Carries out the quota's actions and frees their list. */
 void clients_apply_quota(struct scheduler *s, struct quota_actions *actions);
+/* Tells every client whose UPDATE_YIELD terms changed (a client joined or
+ * left a GPU, a class changed). */
+void clients_retell_yield(struct scheduler *s);
 void clients_apply_accounts(struct scheduler *s,
                             const struct account_actions *actions);
 void clients_broadcast(struct scheduler *s, uint16_t type);
