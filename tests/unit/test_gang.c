@@ -596,7 +596,7 @@ static void test_random_schedules_never_deadlock(void **unused)
             policy_request(&p, gpu, c, now, &out);
             waiting_since[c] = now;
             events++;
-        } else if (running(m) && release_at[c] && now >= release_at[c]) {
+        } else if (pol_running(m) && release_at[c] && now >= release_at[c]) {
             /* Work ran out, or a DROP was answered. */
             policy_release(&p, gpu, c, m->lease, 0, 0, now, &out);
             release_at[c] = 0;

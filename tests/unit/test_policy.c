@@ -254,24 +254,24 @@ static void test_auto_quantum_stays_within_its_bounds(void **state)
     (void)state;
     policy_set_tq(&p, POLICY_TQ_AUTO);
     for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
-        quantum_observe_handover(&p.gpus[0], 10 * 1000); /* 10 us */
+        pol_quantum_observe_handover(&p.gpus[0], 10 * 1000); /* 10 us */
     policy_view_gpu(&p, 0, &v);
     assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
     assert_int_equal(v.quantum_reason, QUANTUM_FLOOR);
     /* A host busy for a moment: a few slow hand-overs among 128 move the
      * mean, not the quantum. */
     for (int i = 0; i < 3; i++)
-        quantum_observe_handover(&p.gpus[0], 20 * MS);
+        pol_quantum_observe_handover(&p.gpus[0], 20 * MS);
     policy_view_gpu(&p, 0, &v);
     assert_int_equal(v.handover_mean_ns, (125 * 10 * 1000 + 3 * 20 * MS) / 128);
     assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
     /* One wild sample counts as 300 ms at most: what the ceiling needs. */
-    quantum_observe_handover(&p.gpus[0], 3600000 * MS);
+    pol_quantum_observe_handover(&p.gpus[0], 3600000 * MS);
     policy_view_gpu(&p, 0, &v);
     assert_int_equal(v.handover_mean_ns, (124 * 10 * 1000 + 3 * 20 * MS + 300 * MS) / 128);
     /* Hand-overs of a whole second: capped, so a waiter waits at most 30 s. */
     for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
-        quantum_observe_handover(&p.gpus[0], 1000 * MS);
+        pol_quantum_observe_handover(&p.gpus[0], 1000 * MS);
     policy_view_gpu(&p, 0, &v);
     assert_int_equal(v.quantum_ns, POLICY_TQ_CEILING_NS);
     assert_int_equal(v.quantum_reason, QUANTUM_CEILING);
@@ -290,7 +290,7 @@ static void test_fresh_arrival_waits_at_most_the_floor(void **state)
     /* Hand-overs of 100 ms: a quantum of 10 s. */
     policy_set_tq(&p, POLICY_TQ_AUTO);
     for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
-        quantum_observe_handover(&p.gpus[0], 100 * MS);
+        pol_quantum_observe_handover(&p.gpus[0], 100 * MS);
     /* Clients 0 and 1 take turns; 1 waits for its next one. */
     policy_release(&p, 0, 1, request(0, 1, 0), 0, 0, 1 * MS, &out);
     lease = request(0, 0, 1 * MS);

@@ -402,7 +402,7 @@ static void test_random_events_keep_classes_apart(void **state)
             policy_tick(&p, now, &out);
             for (int x = 0; x < N_CLIENTS; x++)
                 if (mem(x)->state == MEMBER_HOLDING)
-                    assert_false(outranked(&p, &p.gpus[0], 0, x, now));
+                    assert_false(pol_outranked(&p, &p.gpus[0], 0, x, now));
             break;
         case 5:
             policy_set_priority(&p, c, (unsigned)(rand_r(&seed) % 4));
@@ -437,8 +437,8 @@ static void test_random_events_keep_classes_apart(void **state)
         assert_int_equal(waiting, p.gpus[0].n_waiting);
         for (int i = 0; i < out.n; i++) {
             if (out.list[i].kind == ACTION_GRANT)
-                assert_false(outranked(&p, &p.gpus[0], 0, out.list[i].client,
-                                       now));
+                assert_false(pol_outranked(&p, &p.gpus[0], 0, out.list[i].client,
+                                           now));
             if (out.list[i].kind == ACTION_EVICT)
                 assert_false(policy_is_running(&p, 0, out.list[i].client));
             drops += out.list[i].kind == ACTION_DROP;
