@@ -479,6 +479,31 @@ static void preempt_outranked(struct policy *p, struct gpu_sched *g, int gpu,
     }
 }
 
+/* When holder m's turn ends while waiter waits: its quantum, less what it
+ * ran before it was last cut short, or sooner for a fresh arrival or for
+ * limited pods that need room (it is then cut short: *keeps_turn). */
+static uint64_t turn_end(const struct policy *p, const struct gpu_sched *g,
+                         const struct member *m, const struct member *waiter,
+                         uint64_t quantum, uint64_t now, bool *keeps_turn)
+{
+    uint64_t tq_due = m->granted_at + quantum -
+        (m->quantum_used_ns < quantum ? m->quantum_used_ns : quantum);
+    uint64_t fresh_due = m->granted_at + pol_fresh_quantum(g);
+    uint64_t room_due = pol_room_due_for_waiters(p, g, m, now);
+
+    /* Only a wait for the lock: a memory wait keeps the switch time,
+     * so that a fresh arrival never causes a swap before its time. */
+    if (waiter->fresh && waiter->wait_reason == WAIT_LOCK && fresh_due < tq_due) {
+        tq_due = fresh_due;
+        *keeps_turn = true;
+    }
+    if (room_due && room_due < tq_due) {
+        tq_due = room_due;
+        *keeps_turn = true;
+    }
+    return tq_due;
+}
+
 /* Drops holder c if its pace or (while waiter waits) its quantum says so;
  * next: when it must be judged again. */
 static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
@@ -508,20 +533,7 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
     if (!limit && pol_yields_at_slice_start(p, g, m, waiter, now))
         due = now;
     else if (!limit && waiter) {
-        uint64_t tq_due = m->granted_at + quantum -
-            (m->quantum_used_ns < quantum ? m->quantum_used_ns : quantum);
-        uint64_t fresh_due = m->granted_at + pol_fresh_quantum(g);
-        uint64_t room_due = pol_room_due_for_waiters(p, g, m, now);
-        /* Only a wait for the lock: a memory wait keeps the switch time,
-         * so that a fresh arrival never causes a swap before its time. */
-        if (waiter->fresh && waiter->wait_reason == WAIT_LOCK && fresh_due < tq_due) {
-            tq_due = fresh_due;
-            keeps_turn = true;
-        }
-        if (room_due && room_due < tq_due) {
-            tq_due = room_due;
-            keeps_turn = true;
-        }
+        uint64_t tq_due = turn_end(p, g, m, waiter, quantum, now, &keeps_turn);
         if (!due || tq_due < due)
             due = tq_due;
     }
