@@ -25,8 +25,6 @@
 #define CAPACITY (16 * GiB)
 #define N_CLIENTS 8
 
-static struct policy p;
-static struct policy_actions out;
 
 static int setup(void **state)
 {
@@ -36,38 +34,6 @@ static int setup(void **state)
     for (int c = 0; c < N_CLIENTS; c++)
         policy_join(&p, 0, c, c, 0);
     return 0;
-}
-
-static struct member *mem(int c)
-{
-    return &p.gpus[0].members[c];
-}
-
-static void request(int c, uint64_t now)
-{
-    policy_actions_clear(&out);
-    policy_request(&p, 0, c, now, &out);
-}
-
-static void release(int c, uint64_t now)
-{
-    policy_actions_clear(&out);
-    policy_release(&p, 0, c, mem(c)->lease, 0, 0, now, &out);
-}
-
-static uint64_t tick(uint64_t now)
-{
-    policy_actions_clear(&out);
-    return policy_tick(&p, now, &out);
-}
-
-static int count(enum action_kind kind, int client)
-{
-    int n = 0;
-
-    for (int i = 0; i < out.n; i++)
-        n += out.list[i].kind == kind && out.list[i].client == client;
-    return n;
 }
 
 static void test_higher_class_preempts_at_once(void **state)
