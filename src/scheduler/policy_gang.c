@@ -96,7 +96,7 @@ void pol_gang_requested(struct policy *p, int gpu, int client)
     }
 }
 
-/* Only a first request can make a gang span GPUs (gang_requested): until
+/* Only a first request can make a gang span GPUs (pol_gang_requested): until
  * one does, the census is not taken. */
 void pol_gang_census(struct policy *p)
 {
