@@ -16,12 +16,12 @@
  *   policy_quantum.c   the TQ: hand-overs and fresh arrivals
  *   policy_core.c      the bottom: the tables, their members and queues
  *
- * The inline helpers below belong to the bottom layer. Each rule decides
- * one thing; only the top turns decisions into events' answers. Names
- * shared among these files start with pol_, those of the daemon's
- * interface (policy.h) with policy_. Only these files include this
- * header, and unit tests that check internals; the daemon reads the state
- * through the views of policy.h. */
+ * The inline helpers below belong to the bottom layer. Each rule in the
+ * middle decides one thing; only the top calls them in turn for an event
+ * or a tick. Names shared among these files start with pol_, those of the
+ * daemon's interface (policy.h) with policy_. Only these files include
+ * this header, and unit tests that check internals; the daemon reads the
+ * state through the views of policy.h. */
 #ifndef NVSHARE_POLICY_INTERNAL_H
 #define NVSHARE_POLICY_INTERNAL_H
 
