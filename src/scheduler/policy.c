@@ -1,129 +1,11 @@
-/* policy.c - entry points, admission, rotation and ticks. See policy.h for
- * the model; compute limits are in policy_budget.c, memory and switch time
- * in policy_memory.c. */
+/* policy.c - the top of the policy: the events, admission, rotation and
+ * the tick, which combine the rules of the files below (their layers are
+ * in policy_internal.h). See policy.h for the model. */
 #include "policy_internal.h"
 
-#include <stdlib.h>
 #include <string.h>
 
-#include "grow.h"
-
-#define DEFAULT_WINDOW_NS 1000000000ull
-
-void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
-                 uint64_t drain_timeout_ns)
-{
-    memset(p, 0, sizeof(*p));
-    p->tq_ns = tq_ns;
-    p->drain_timeout_ns = drain_timeout_ns;
-    p->anti_thrash = true;
-    p->window_ns = DEFAULT_WINDOW_NS;
-    p->carryover_percent = 100;
-    p->reserve_percent = POLICY_RESERVE_PERCENT;
-    p->light_permille = POLICY_LIGHT_PERMILLE;
-    p->switch_multiplier = POLICY_SWITCH_MULTIPLIER;
-    p->n_gpus = n_gpus;
-    for (int g = 0; g < n_gpus; g++) {
-        p->gpus[g].mode = SCHED_MODE_AUTO;
-        p->gpus[g].last_granted = -1;
-        p->gpus[g].window_idle = true;
-        p->gpus[g].auto_quantum_ns = POLICY_TQ_FLOOR_NS;
-    }
-}
-
-bool policy_grow(struct policy *p, int table_size)
-{
-    int old = p->table_size;
-    struct policy_scratch *s = &p->scratch;
-    bool ok = true;
-
-    if (table_size <= old)
-        return true;
-    /* Each array that grew is valid at its new size, so a failure halfway
-     * only keeps the old table size: the next call grows the rest. */
-    ok = ok && grow_zeroed(&p->core_limit, sizeof(*p->core_limit), old, table_size);
-    ok = ok && grow_zeroed(&p->priority, sizeof(*p->priority), old, table_size);
-    ok = ok && grow_zeroed(&p->min_share, sizeof(*p->min_share), old, table_size);
-    ok = ok && grow_zeroed(&s->admit_order, sizeof(int), old, table_size);
-    ok = ok && grow_zeroed(&s->blocked_order, sizeof(int), old, table_size);
-    ok = ok && grow_zeroed(&s->limit_counted, sizeof(bool), old, table_size);
-    ok = ok && grow_zeroed(&s->waiting_counted, sizeof(bool), old, table_size);
-    ok = ok && grow_zeroed(&s->taking_part, sizeof(bool), old, table_size);
-    ok = ok && grow_zeroed(&s->budgets, sizeof(uint64_t), old, table_size);
-    ok = ok && grow_zeroed(&s->gang_considered, sizeof(bool), old, table_size);
-    ok = ok && grow_zeroed(&p->gang_of, sizeof(int), old, table_size);
-    ok = ok && grow_zeroed(&p->gangs, sizeof(struct gang), old, table_size);
-    for (int gpu = 0; ok && gpu < p->n_gpus; gpu++) {
-        struct gpu_sched *g = &p->gpus[gpu];
-        ok = grow_zeroed(&g->queue, sizeof(int), old, table_size) &&
-             grow_zeroed(&g->members, sizeof(struct member), old, table_size) &&
-             grow_zeroed(&g->usage, sizeof(struct account_usage), old, table_size) &&
-             grow_zeroed(&g->stats, sizeof(struct policy_account_stats), old,
-                         table_size);
-    }
-    if (ok)
-        p->table_size = table_size;
-    return ok;
-}
-
-void policy_destroy(struct policy *p)
-{
-    struct policy_scratch *s = &p->scratch;
-
-    free(p->core_limit);
-    free(p->priority);
-    free(p->min_share);
-    free(s->admit_order);
-    free(s->blocked_order);
-    free(s->limit_counted);
-    free(s->waiting_counted);
-    free(s->taking_part);
-    free(s->budgets);
-    free(s->gang_considered);
-    *s = (struct policy_scratch){0};
-    free(p->gang_of);
-    free(p->gangs);
-    p->gang_of = NULL;
-    p->gangs = NULL;
-    p->gang_slots = 0;
-    p->core_limit = NULL;
-    p->priority = NULL;
-    p->min_share = NULL;
-    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
-        struct gpu_sched *g = &p->gpus[gpu];
-        free(g->queue);
-        free(g->members);
-        free(g->usage);
-        free(g->stats);
-        g->stats = NULL;
-        g->queue = NULL;
-        g->members = NULL;
-        g->usage = NULL;
-    }
-    p->table_size = 0;
-}
-
-void policy_join(struct policy *p, int gpu, int client, int account,
-                 uint64_t now)
-{
-    struct gpu_sched *g = &p->gpus[gpu];
-    struct member *m = &g->members[client];
-
-    if (client >= g->slots)
-        g->slots = client + 1;
-    memset(m, 0, sizeof(*m));
-    m->present = true;
-    m->account = account;
-    set_state(m, MEMBER_IDLE, now);
-}
-
 /* ---- load -------------------------------------------------------------- */
-
-/* Time held so far, including a hold in progress. */
-uint64_t held_total(const struct member *m, uint64_t now)
-{
-    return m->held_ns + (running(m) ? now - m->granted_at : 0);
-}
 
 /* Until its first load report a client gets a trial of one quantum of GPU
  * time beside others rather than a wait; after that it counts as heavy
@@ -133,7 +15,7 @@ uint64_t held_total(const struct member *m, uint64_t now)
 static uint64_t trial_end(const struct policy *p, const struct gpu_sched *g,
                           const struct member *m, uint64_t now)
 {
-    uint64_t held = held_total(m, now), quantum = gpu_quantum(p, g);
+    uint64_t held = pol_held_total(m, now), quantum = pol_gpu_quantum(p, g);
 
     if (m->load_known || held >= quantum)
         return 0;
@@ -163,7 +45,7 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
         /* A higher class need not wait for the lower-class holders it
          * dropped to drain: the GPU time-slices its first kernels with
          * their last ones, finer than a kernel. */
-        if (beside_draining(p, g, client))
+        if (pol_beside_draining(p, g, client))
             return true;
         /* A client known (or taken) to be heavy runs alone. */
         if (!maybe_light(p, g, &g->members[client], now))
@@ -171,11 +53,11 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
         bool runners_paced = true;
         for (int c = 0; c < g->slots; c++) {
             const struct member *r = &g->members[c];
-            if (!running(r))
+            if (!pol_running(r))
                 continue;
             if (!maybe_light(p, g, r, now))
                 return false;
-            runners_paced = runners_paced && core_limited(p, r->account);
+            runners_paced = runners_paced && pol_core_limited(p, r->account);
         }
         /* A trial spares a newcomer a quantum's wait. Runners under a core
          * limit give the GPU up within a pace slice anyway, and two heavy
@@ -185,63 +67,7 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
     }
 }
 
-/* ---- grants and releases ------------------------------------------------ */
-
-void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
-           struct policy_actions *out)
-{
-    struct member *m = &g->members[client];
-
-    histogram_observe(&g->stats[m->account].lock_wait, now - m->since);
-    if (m->told_wait_mem)
-        emit(out, ACTION_MEM_AVAILABLE, gpu, client, 0)->mem.wait_ns =
-            now - m->since;
-    bill_runners(g, now);
-    if (g->last_granted >= 0 && g->last_granted != client)
-        g->switches++;
-    quantum_on_grant(g, m);
-    g->last_granted = client;
-    g->n_running++;
-    m->lease = ++g->lease;
-    m->grant_seq = ++g->grant_seq;
-    m->granted_at = now;
-    start_billing(g, m, now);
-    m->grants++;
-    m->wait_reason = WAIT_NONE;
-    m->told_wait_mem = false;
-    m->fresh = false;
-    m->evict_after_release = false;
-    if (m->evictable)
-        m->resident = true;
-    set_state(m, MEMBER_HOLDING, now);
-    emit(out, ACTION_GRANT, gpu, client, m->lease);
-}
-
-static void dequeue(struct gpu_sched *g, int client)
-{
-    for (int i = 0; i < g->n_waiting; i++) {
-        if (g->queue[i] != client)
-            continue;
-        memmove(&g->queue[i], &g->queue[i + 1],
-                (size_t)(g->n_waiting - i - 1) * sizeof(g->queue[0]));
-        g->n_waiting--;
-        return;
-    }
-}
-
-/* Ends client's hold, crediting its duration and billing its account. Its
- * memory stays resident until it is evicted. */
-static void end_hold(struct policy *p, struct gpu_sched *g, int client,
-                     uint64_t now)
-{
-    struct member *m = &g->members[client];
-
-    bill_runners(g, now);
-    m->held_ns += now - m->granted_at;
-    g->n_running--;
-    throttle_if_spent(p, g, m->account, now);
-    set_state(m, MEMBER_IDLE, now);
-}
+/* ---- admission ---------------------------------------------------------- */
 
 /* The quantum a runner gets while `waiter` waits for the reason it has. */
 static uint64_t quantum_for(const struct policy *p, const struct gpu_sched *g,
@@ -250,8 +76,8 @@ static uint64_t quantum_for(const struct policy *p, const struct gpu_sched *g,
     bool measured;
 
     if (waiter->wait_reason == WAIT_MEMORY)
-        return switch_time(p, g, waiter->evictable, &measured);
-    return gpu_quantum(p, g);
+        return pol_switch_time(p, g, waiter->evictable, &measured);
+    return pol_gpu_quantum(p, g);
 }
 
 /* When the earliest runner's quantum ends (0: nobody runs). */
@@ -273,11 +99,11 @@ static void tell_waits_for_memory(const struct policy *p, struct gpu_sched *g,
                                   struct policy_actions *out)
 {
     struct member *m = &g->members[client];
-    uint64_t limit = policy_memory_limit(p, gpu), resident = resident_bytes(g);
+    uint64_t limit = policy_memory_limit(p, gpu), resident = pol_resident_bytes(g);
     uint64_t due = next_rotation(g, quantum_for(p, g, m));
 
     m->told_wait_mem = true;
-    struct policy_action *a = emit(out, ACTION_WAIT_FOR_MEM, gpu, client, 0);
+    struct policy_action *a = pol_emit(out, ACTION_WAIT_FOR_MEM, gpu, client, 0);
     a->mem.need = m->footprint;
     a->mem.free = limit > resident ? limit - resident : 0;
     a->mem.limit = limit;
@@ -292,42 +118,42 @@ static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
                         uint64_t now, struct policy_actions *out)
 {
     int *order = p->scratch.admit_order;
-    int n = waiter_order(p, g, now, order);
+    int n = pol_waiter_order(p, g, now, order);
     bool blocked_seen = false;
 
-    gang_census(p);
-    prepare_if_oversubscribed(p, g, gpu, out);
+    pol_gang_census(p);
+    pol_prepare_if_oversubscribed(p, g, gpu, out);
     for (int i = 0; i < n; i++) {
         int c = order[i];
         struct member *m = &g->members[c];
-        if (!room_for(out, 3)) {
+        if (!pol_room_for(out, 3)) {
             out->truncated = true;
             return;
         }
         /* Lower classes run only while no higher one wants the GPU; they
          * hold nobody back, so they are not the blocked waiter either.
          * p->ranked first: without priorities no call on this path. */
-        if (p->ranked && outranked(p, g, gpu, c, now)) {
+        if (p->ranked && pol_outranked(p, g, gpu, c, now)) {
             m->wait_reason = WAIT_PRIORITY;
             continue;
         }
         /* Gangs age on their own (policy_gang.c): a wait for one holds
          * nobody back here. A rank that does not fit gets room made as
          * any waiter would: its gang is granted only once all fit. */
-        if (!gang_allows(p, gpu, c, now)) {
-            bool rank_without_room = gang_member(p, c) && !fits(p, g, gpu, c);
+        if (!pol_gang_allows(p, gpu, c, now)) {
+            bool rank_without_room = pol_gang_member(p, c) && !pol_fits(p, g, gpu, c);
             m->wait_reason = rank_without_room ? WAIT_MEMORY : WAIT_LOCK;
             if (rank_without_room && !m->told_wait_mem)
                 tell_waits_for_memory(p, g, gpu, c, now, out);
-            if (rank_without_room && room_possible(p, g, gpu, c))
-                evict_for(p, g, gpu, c, m->footprint - occupied_bytes(m), now,
-                          out);
+            if (rank_without_room && pol_room_possible(p, g, gpu, c))
+                pol_evict_for(p, g, gpu, c, m->footprint - pol_occupied_bytes(m), now,
+                              out);
             continue;
         }
-        bool ok_mode = compatible(p, g, c, now), ok_memory = fits(p, g, gpu, c);
+        bool ok_mode = compatible(p, g, c, now), ok_memory = pol_fits(p, g, gpu, c);
         if (ok_mode && ok_memory) {
-            dequeue(g, c);
-            grant(g, gpu, c, now, out);
+            pol_dequeue(g, c);
+            pol_grant(g, gpu, c, now, out);
             continue;
         }
         /* Memory is the reason whenever it does not fit: even once the
@@ -337,19 +163,19 @@ static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
         if (!ok_memory && !m->told_wait_mem)
             tell_waits_for_memory(p, g, gpu, c, now, out);
         /* Until memory that cannot move goes, it holds nobody back. */
-        if (blocked_seen || (!ok_memory && !room_possible(p, g, gpu, c)))
+        if (blocked_seen || (!ok_memory && !pol_room_possible(p, g, gpu, c)))
             continue;
         blocked_seen = true;
         if (!ok_memory) {
-            evict_for(p, g, gpu, c, m->footprint - occupied_bytes(m), now, out);
+            pol_evict_for(p, g, gpu, c, m->footprint - pol_occupied_bytes(m), now, out);
         }
         if (now - m->since >= quantum_for(p, g, m))
             return; /* aged: nobody passes it any more */
     }
 }
 
-void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
-           struct policy_actions *out)
+static void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
+                  struct policy_actions *out)
 {
     admit_queue(p, g, gpu, now, out);
     if (!p->gangs_spanning)
@@ -358,7 +184,7 @@ void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
     for (int other = 0; other < p->n_gpus; other++)
         if (other != gpu)
             admit_queue(p, &p->gpus[other], other, now, out);
-    gang_admit(p, now, out);
+    pol_gang_admit(p, now, out);
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -371,16 +197,16 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
 
     if (!p->anti_thrash || !m->present || m->state != MEMBER_IDLE)
         return; /* a request crossing SCHED_OFF, or a duplicate */
-    roll_window(p, g, now);
-    start_accruing(p, g, m->account, now);
-    m->fresh = arrives_fresh(p, m, now); /* before set_state ends its idle */
-    set_state(m, MEMBER_WAITING, now);
+    pol_roll_window(p, g, now);
+    pol_start_accruing(p, g, m->account, now);
+    m->fresh = pol_arrives_fresh(p, m, now); /* before set_state ends its idle */
+    pol_set_state(m, MEMBER_WAITING, now);
     m->wait_reason = WAIT_LOCK;
     if (!m->requested)
-        gang_requested(p, gpu, client);
+        pol_gang_requested(p, gpu, client);
     /* Fresh arrivals first, in the order they came; then holders cut
      * short, who keep their turn; then everyone else. */
-    int at = m->fresh || m->cut_short ? fresh_queue_position(g) : g->n_waiting;
+    int at = m->fresh || m->cut_short ? pol_fresh_queue_position(g) : g->n_waiting;
     memmove(&g->queue[at + 1], &g->queue[at],
             (size_t)(g->n_waiting - at) * sizeof(g->queue[0]));
     g->queue[at] = client;
@@ -408,9 +234,10 @@ void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
     if (m->state != MEMBER_HOLDING || m->lease != lease ||
         now <= m->billed_until)
         return;
-    roll_window(p, g, now);
-    quantum_on_first_submission(p, g, client, client_time(m, submitted_at, now));
-    start_billing(g, m, client_time(m, submitted_at, now));
+    pol_roll_window(p, g, now);
+    pol_quantum_on_first_submission(g, m, pol_gang_member(p, client),
+                                    client_time(m, submitted_at, now));
+    pol_start_billing(g, m, client_time(m, submitted_at, now));
 }
 
 void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
@@ -420,12 +247,12 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
     struct gpu_sched *g = &p->gpus[gpu];
     struct member *m = &g->members[client];
 
-    if (!running(m) || m->lease != lease)
+    if (!pol_running(m) || m->lease != lease)
         return; /* it crossed a DROP or a revocation: already handled */
-    roll_window(p, g, now);
+    pol_roll_window(p, g, now);
     /* Billed up to the end of its drain; end_hold bills nothing after. */
     uint64_t drained = client_time(m, drained_at, now);
-    bill_runners(g, drained);
+    pol_bill_runners(g, drained);
     m->billed_until = now;
     m->last_drain_ns = drain_ns;
     if (m->state == MEMBER_DRAINING) {
@@ -433,7 +260,8 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
         m->recent_preempt_ns[m->n_recent_preempts++ % POLICY_DRAIN_HISTORY] =
             m->last_preempt_ns;
         histogram_observe(&g->stats[m->account].drain, m->last_preempt_ns);
-        quantum_on_release(p, g, client, drained, now);
+        pol_quantum_on_release(g, client, pol_gang_member(p, client), drained,
+                               now);
         m->preempt_estimate_ns = m->preempt_estimate_ns
             ? (3 * m->preempt_estimate_ns + m->last_preempt_ns) / 4
             : m->last_preempt_ns;
@@ -442,8 +270,8 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
         m->cut_short = false;
         m->quantum_used_ns = 0;
     }
-    end_hold(p, g, client, now);
-    evict_if_asked(g, gpu, client, now, out);
+    pol_end_hold(p, g, client, now);
+    pol_evict_if_asked(g, gpu, client, now, out);
     admit(p, g, gpu, now, out);
 }
 
@@ -458,16 +286,26 @@ void policy_leave(struct policy *p, int client, uint64_t now,
         struct gpu_sched *g = &p->gpus[gpu];
         if (!(was_member[gpu] = g->members[client].present))
             continue;
-        roll_window(p, g, now);
-        dequeue(g, client);
-        if (running(&g->members[client]))
-            end_hold(p, g, client, now);
+        pol_roll_window(p, g, now);
+        pol_dequeue(g, client);
+        if (pol_running(&g->members[client]))
+            pol_end_hold(p, g, client, now);
         g->members[client].present = false;
     }
     p->gang_of[client] = 0;
     for (int gpu = 0; gpu < p->n_gpus; gpu++)
         if (was_member[gpu])
             admit(p, &p->gpus[gpu], gpu, now, out);
+}
+
+void policy_swapped(struct policy *p, int gpu, int client, int direction,
+                    uint64_t bytes, uint64_t duration_ns, uint64_t now,
+                    struct policy_actions *out)
+{
+    struct gpu_sched *g = &p->gpus[gpu];
+
+    if (pol_swap_done(g, client, direction, bytes, duration_ns))
+        admit(p, g, gpu, now, out);
 }
 
 /* ---- ticks -------------------------------------------------------------- */
@@ -480,32 +318,19 @@ static const struct member *blocked_waiter(const struct policy *p,
                                            uint64_t now)
 {
     int *order = p->scratch.blocked_order;
-    int n = waiter_order(p, g, now, order);
+    int n = pol_waiter_order(p, g, now, order);
 
     for (int i = 0; i < n; i++)
-        if ((fits(p, g, gpu, order[i]) || room_possible(p, g, gpu, order[i])) &&
-            !(p->ranked && outranked(p, g, gpu, order[i], now)))
+        if ((pol_fits(p, g, gpu, order[i]) || pol_room_possible(p, g, gpu, order[i])) &&
+            !(p->ranked && pol_outranked(p, g, gpu, order[i], now)))
             return &g->members[order[i]];
     return NULL;
-}
-
-void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
-          struct policy_actions *out)
-{
-    struct member *m = &g->members[client];
-
-    set_state(m, MEMBER_DRAINING, now);
-    m->drop_sent_at = now;
-    m->draining_heard_at = 0;
-    m->pointed = m->drain_to_sent = false;
-    g->stats[m->account].preemptions++;
-    emit(out, ACTION_DROP, gpu, client, m->lease);
 }
 
 /* When a draining member is revoked (see POLICY_DRAIN_QUIET_NS). */
 static uint64_t drain_deadline(const struct policy *p, const struct member *m)
 {
-    uint64_t quiet = 4 * recent_preempts(m).longest;
+    uint64_t quiet = 4 * pol_recent_preempts(m).longest;
     uint64_t due = m->drop_sent_at +
                    (quiet > POLICY_DRAIN_QUIET_NS ? quiet : POLICY_DRAIN_QUIET_NS);
     uint64_t limit = m->drop_sent_at + p->drain_timeout_ns;
@@ -563,11 +388,11 @@ static bool drop_misfits(const struct policy *p, struct gpu_sched *g, int gpu,
         if (!m->present || m->state != MEMBER_HOLDING || c == oldest ||
             !misfit(p, g, c, oldest, now))
             continue;
-        if (!room_for(out, 1)) {
+        if (!pol_room_for(out, 1)) {
             out->truncated = true;
             break;
         }
-        drop(g, gpu, c, now, out);
+        pol_drop(g, gpu, c, now, out);
         dropped = true;
     }
     return dropped;
@@ -585,9 +410,9 @@ void policy_draining(struct policy *p, int gpu, int client, uint32_t lease,
 static void revoke(struct policy *p, struct gpu_sched *g, int gpu, int client,
                    uint64_t now, struct policy_actions *out)
 {
-    emit(out, ACTION_REVOKE, gpu, client, g->members[client].lease);
-    end_hold(p, g, client, now);
-    evict_if_asked(g, gpu, client, now, out);
+    pol_emit(out, ACTION_REVOKE, gpu, client, g->members[client].lease);
+    pol_end_hold(p, g, client, now);
+    pol_evict_if_asked(g, gpu, client, now, out);
 }
 
 void policy_revoke(struct policy *p, int gpu, int client, uint64_t now,
@@ -596,11 +421,11 @@ void policy_revoke(struct policy *p, int gpu, int client, uint64_t now,
     struct gpu_sched *g = &p->gpus[gpu];
     struct member *m = &g->members[client];
 
-    if (!running(m) || !room_for(out, 3))
+    if (!pol_running(m) || !pol_room_for(out, 3))
         return; /* out of room: the daemon asks again at its next check */
-    roll_window(p, g, now);
+    pol_roll_window(p, g, now);
     if (m->state == MEMBER_HOLDING)
-        drop(g, gpu, client, now, out);
+        pol_drop(g, gpu, client, now, out);
     revoke(p, g, gpu, client, now, out);
     admit(p, g, gpu, now, out);
 }
@@ -611,7 +436,7 @@ static void revoke_overdue(struct policy *p, struct gpu_sched *g, int gpu,
 {
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
-        if (!room_for(out, 3)) {
+        if (!pol_room_for(out, 3)) {
             out->truncated = true;
             break;
         }
@@ -629,12 +454,12 @@ static void shed_runners(const struct policy *p, struct gpu_sched *g, int gpu,
     /* Growth is judged on the set that the misfits leave. */
     if (drop_misfits(p, g, gpu, now, out))
         return;
-    int overgrown = overgrown_runner(p, g, gpu);
+    int overgrown = pol_overgrown_runner(p, g, gpu);
     /* It prepares while it drains: its EVICT follows the release. */
-    if (overgrown >= 0 && room_for(out, 2)) {
+    if (overgrown >= 0 && pol_room_for(out, 2)) {
         g->members[overgrown].evict_after_release = true;
-        prepare(g, gpu, overgrown, out);
-        drop(g, gpu, overgrown, now, out);
+        pol_prepare(g, gpu, overgrown, out);
+        pol_drop(g, gpu, overgrown, now, out);
     }
 }
 
@@ -648,16 +473,41 @@ static void preempt_outranked(struct policy *p, struct gpu_sched *g, int gpu,
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         if (!m->present || m->state != MEMBER_HOLDING ||
-            !outranked(p, g, gpu, c, now))
+            !pol_outranked(p, g, gpu, c, now))
             continue;
-        if (!room_for(out, 1)) {
+        if (!pol_room_for(out, 1)) {
             out->truncated = true;
             return;
         }
         m->cut_short = true;
         m->quantum_used_ns += now - m->granted_at;
-        drop(g, gpu, c, now, out);
+        pol_drop(g, gpu, c, now, out);
     }
+}
+
+/* When holder m's turn ends while waiter waits: its quantum, less what it
+ * ran before it was last cut short, or sooner for a fresh arrival or for
+ * limited pods that need room (it is then cut short: *keeps_turn). */
+static uint64_t turn_end(const struct policy *p, const struct gpu_sched *g,
+                         const struct member *m, const struct member *waiter,
+                         uint64_t quantum, uint64_t now, bool *keeps_turn)
+{
+    uint64_t tq_due = m->granted_at + quantum -
+        (m->quantum_used_ns < quantum ? m->quantum_used_ns : quantum);
+    uint64_t fresh_due = m->granted_at + pol_fresh_quantum(g);
+    uint64_t room_due = pol_room_due_for_waiters(p, g, m, now);
+
+    /* Only a wait for the lock: a memory wait keeps the switch time,
+     * so that a fresh arrival never causes a swap before its time. */
+    if (waiter->fresh && waiter->wait_reason == WAIT_LOCK && fresh_due < tq_due) {
+        tq_due = fresh_due;
+        *keeps_turn = true;
+    }
+    if (room_due && room_due < tq_due) {
+        tq_due = room_due;
+        *keeps_turn = true;
+    }
+    return tq_due;
 }
 
 /* Drops holder c if its pace or (while waiter waits) its quantum says so;
@@ -668,8 +518,8 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
                           struct policy_actions *out, uint64_t *next)
 {
     struct member *m = &g->members[c];
-    uint64_t due = pace_due(p, g, m, now), accrues_at = 0,
-             end = slice_end(p, g, now);
+    uint64_t due = pol_pace_due(p, g, m, now), accrues_at = 0,
+             end = pol_slice_end(p, g, now);
 
     /* More budget accrues at the end of the slice: a drop due after that
      * is judged again then. So is one whose budget lasts to within the
@@ -681,50 +531,37 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
     if (due && end < g->window_start + p->window_ns &&
         (due > end ||
          (due + 2 * latency >= end &&
-          !drain_outlasts_slice(latency, budget_ns(p, g, m->account))))) {
+          !pol_drain_outlasts_slice(latency, pol_budget_ns(p, g, m->account))))) {
         accrues_at = end;
         due = 0;
     }
     bool limit = due && now >= due, keeps_turn = false;
-    if (!limit && yields_at_slice_start(p, g, m, waiter, now))
+    if (!limit && pol_yields_at_slice_start(p, g, m, waiter, now))
         due = now;
     else if (!limit && waiter) {
-        uint64_t tq_due = m->granted_at + quantum -
-            (m->quantum_used_ns < quantum ? m->quantum_used_ns : quantum);
-        uint64_t fresh_due = m->granted_at + fresh_quantum(g);
-        uint64_t room_due = room_due_for_waiters(p, g, m, now);
-        /* Only a wait for the lock: a memory wait keeps the switch time,
-         * so that a fresh arrival never causes a swap before its time. */
-        if (waiter->fresh && waiter->wait_reason == WAIT_LOCK && fresh_due < tq_due) {
-            tq_due = fresh_due;
-            keeps_turn = true;
-        }
-        if (room_due && room_due < tq_due) {
-            tq_due = room_due;
-            keeps_turn = true;
-        }
+        uint64_t tq_due = turn_end(p, g, m, waiter, quantum, now, &keeps_turn);
         if (!due || tq_due < due)
             due = tq_due;
     }
     if (due && now >= due) {
         if (limit)
-            hold_back(p, g, m->account, now);
+            pol_hold_back(p, g, m->account, now);
         /* Cut short, it keeps its turn and the rest of its
          * quantum: whoever holds when limited pods or fresh arrivals
          * are due would otherwise always be the one cut short. */
         m->cut_short = keeps_turn && !limit;
         m->quantum_used_ns = m->cut_short
             ? m->quantum_used_ns + (now - m->granted_at) : 0;
-        drop(g, gpu, c, now, out);
+        pol_drop(g, gpu, c, now, out);
         due = drain_deadline(p, m);
     }
     if (due)
-        earliest(next, due);
+        pol_earliest(next, due);
     if (accrues_at)
-        earliest(next, accrues_at);
+        pol_earliest(next, accrues_at);
     if (g->mode == SCHED_MODE_AUTO && g->n_running > 1 &&
         (due = trial_end(p, g, m, now)))
-        earliest(next, due);
+        pol_earliest(next, due);
 }
 
 static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
@@ -732,10 +569,10 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
 {
     uint64_t next = 0;
 
-    roll_window(p, g, now);
+    pol_roll_window(p, g, now);
     admit(p, g, gpu, now, out); /* a throttle may have been lifted */
-    if (has_spent_waiter(p, g, now))
-        earliest(&next, slice_end(p, g, now)); /* more budget accrues */
+    if (pol_has_spent_waiter(p, g, now))
+        pol_earliest(&next, pol_slice_end(p, g, now)); /* more budget accrues */
 
     /* Revocations first: who may keep running is judged on the set that
      * is left. */
@@ -743,28 +580,28 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
     shed_runners(p, g, gpu, now, out);
     if (p->ranked) {
         preempt_outranked(p, g, gpu, now, out);
-        uint64_t rank_due = rank_change_due(p, g, now);
+        uint64_t rank_due = pol_rank_change_due(p, g, now);
         if (rank_due)
-            earliest(&next, rank_due);
+            pol_earliest(&next, rank_due);
     }
 
     const struct member *waiter = blocked_waiter(p, g, gpu, now);
     uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
-    gang_census(p);
-    if (!waiter && (waiter = gang_waiter(p, gpu)))
-        quantum = gpu_quantum(p, g);
+    pol_gang_census(p);
+    if (!waiter && (waiter = pol_gang_waiter(p, gpu)))
+        quantum = pol_gpu_quantum(p, g);
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
-        if (!room_for(out, 2)) {
+        if (!pol_room_for(out, 2)) {
             out->truncated = true;
             break;
         }
         if (m->present && m->state == MEMBER_HOLDING)
             rotate_holder(p, g, gpu, c, waiter, quantum, now, out, &next);
         else if (m->present && m->state == MEMBER_DRAINING)
-            earliest(&next, drain_deadline(p, m));
+            pol_earliest(&next, drain_deadline(p, m));
     }
-    expire_evictions(p, g, now, &next);
+    pol_expire_evictions(p, g, now, &next);
     admit(p, g, gpu, now, out); /* revocations and evictions made room */
     return next;
 }
@@ -776,20 +613,15 @@ uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         uint64_t due = tick_gpu(p, &p->gpus[gpu], gpu, now, out);
         if (due)
-            earliest(&next, due);
+            pol_earliest(&next, due);
     }
-    uint64_t due = gang_drain(p, now, out);
+    uint64_t due = pol_gang_drain(p, now, out);
     if (due)
-        earliest(&next, due);
+        pol_earliest(&next, due);
     return next;
 }
 
 /* ---- settings ------------------------------------------------------------ */
-
-void policy_set_tq(struct policy *p, uint64_t tq_ns)
-{
-    p->tq_ns = tq_ns;
-}
 
 void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now)
 {
@@ -799,53 +631,23 @@ void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now)
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
         for (int c = 0; c < g->slots; c++)
-            if (running(&g->members[c]))
-                end_hold(p, g, c, now);
+            if (pol_running(&g->members[c]))
+                pol_end_hold(p, g, c, now);
         for (int i = 0; i < g->n_waiting; i++)
-            set_state(&g->members[g->queue[i]], MEMBER_IDLE, now);
+            pol_set_state(&g->members[g->queue[i]], MEMBER_IDLE, now);
         g->n_waiting = 0;
     }
 }
 
-void policy_set_load(struct policy *p, int gpu, int client,
-                     unsigned busy_permille)
+/* Every rule forgets the account: its limit, its class and floor, its
+ * time. */
+void policy_reset_account(struct policy *p, int account)
 {
-    struct member *m = &p->gpus[gpu].members[client];
-
-    m->load_known = true;
-    m->load_permille = (uint16_t)(busy_permille > 1000 ? 1000 : busy_permille);
-}
-
-void policy_set_mode(struct policy *p, int gpu, enum sched_mode mode)
-{
-    for (int g = 0; g < p->n_gpus; g++)
-        if (gpu < 0 || g == gpu)
-            p->gpus[g].mode = (uint8_t)mode;
-}
-
-/* ---- queries -------------------------------------------------------------- */
-
-uint64_t policy_held_ns(const struct policy *p, int gpu, int client,
-                        uint64_t now)
-{
-    const struct member *m = &p->gpus[gpu].members[client];
-
-    return held_total(m, now);
-}
-
-int policy_holder(const struct policy *p, int gpu)
-{
-    const struct gpu_sched *g = &p->gpus[gpu];
-    int oldest = -1;
-
-    for (int c = 0; c < g->slots && g->n_running; c++)
-        if (running(&g->members[c]) &&
-            (oldest < 0 || g->members[c].grant_seq < g->members[oldest].grant_seq))
-            oldest = c;
-    return oldest;
-}
-
-bool policy_is_running(const struct policy *p, int gpu, int client)
-{
-    return running(&p->gpus[gpu].members[client]);
+    p->core_limit[account] = 0;
+    policy_set_priority(p, account, PRIORITY_UNSET);
+    policy_set_min_share(p, account, 0);
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        p->gpus[gpu].usage[account] = (struct account_usage){0};
+        p->gpus[gpu].stats[account] = (struct policy_account_stats){0};
+    }
 }

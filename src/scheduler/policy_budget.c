@@ -11,13 +11,13 @@ static int billed_runners(const struct gpu_sched *g)
 }
 
 /* Time billed to account in this window, including holds in progress. */
-uint64_t used_ns(const struct gpu_sched *g, int account, uint64_t now)
+uint64_t pol_used_ns(const struct gpu_sched *g, int account, uint64_t now)
 {
     uint64_t used = g->usage[account].used_ns;
 
     for (int c = 0; c < g->slots && g->n_running; c++) {
         const struct member *m = &g->members[c];
-        if (running(m) && m->account == account && now > m->billed_until)
+        if (pol_running(m) && m->account == account && now > m->billed_until)
             used += (now - m->billed_until) / (uint64_t)billed_runners(g);
     }
     return used;
@@ -40,7 +40,7 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
         const struct member *m = &g->members[c];
         int a = m->account;
         bool takes_part = m->present && m->state != MEMBER_IDLE;
-        if (!counted[a] && core_limited(p, a) &&
+        if (!counted[a] && pol_core_limited(p, a) &&
             (takes_part || g->usage[a].used_ns)) {
             counted[a] = true;
             sum += p->core_limit[a];
@@ -59,28 +59,28 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
  * are scaled by 100/sum: the ratios hold and the GPU stays busy. */
 static uint64_t budget_for(const struct policy *p, int account, unsigned sum)
 {
-    if (!core_limited(p, account))
+    if (!pol_core_limited(p, account))
         return 0;
     return p->window_ns * p->core_limit[account] / (sum > 100 ? sum : 100);
 }
 
-uint64_t budget_ns(const struct policy *p, const struct gpu_sched *g,
-                   int account)
+uint64_t pol_budget_ns(const struct policy *p, const struct gpu_sched *g,
+                       int account)
 {
-    return core_limited(p, account)
+    return pol_core_limited(p, account)
                ? budget_for(p, account, limit_sum(p, g, account))
                : 0;
 }
 
 /* Bills every runner for the time since its billed_until. Called before
  * the running set changes, so that each share is of the right size. */
-void bill_runners(struct gpu_sched *g, uint64_t now)
+void pol_bill_runners(struct gpu_sched *g, uint64_t now)
 {
     int n = billed_runners(g);
 
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
-        if (!running(m) || now <= m->billed_until)
+        if (!pol_running(m) || now <= m->billed_until)
             continue;
         uint64_t share = (now - m->billed_until) / (uint64_t)n;
         g->usage[m->account].used_ns += share;
@@ -93,7 +93,7 @@ void bill_runners(struct gpu_sched *g, uint64_t now)
 /* Billing of runner m starts now. On a GPU where nothing has been billed
  * for a whole window, the first billing also starts the window: a pod's
  * first window then begins at its first submission. */
-void start_billing(struct gpu_sched *g, struct member *m, uint64_t now)
+void pol_start_billing(struct gpu_sched *g, struct member *m, uint64_t now)
 {
     if (g->window_idle && g->n_running == 1)
         g->window_start = now;
@@ -118,13 +118,13 @@ static void note_held_back(struct gpu_sched *g, int account, uint64_t now,
 /* Starts a new window if the current one is over: what each account used
  * beyond its budget is carried over (in part), throttles are lifted, and
  * the budgets of the accounts taking part accrue from the new start. */
-void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
+void pol_roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
 {
     uint64_t end = g->window_start + p->window_ns;
 
     if (now < end)
         return;
-    bill_runners(g, end);
+    pol_bill_runners(g, end);
     bool consecutive = now < end + p->window_ns, billed = false;
     bool *taking_part = p->scratch.taking_part;
     uint64_t *budgets = p->scratch.budgets;
@@ -134,7 +134,7 @@ void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
             taking_part[g->members[c].account] = true;
     /* Budgets first: they depend on who used time in the ending window. */
     for (int a = 0; a < p->table_size; a++)
-        budgets[a] = g->usage[a].used_ns ? budget_ns(p, g, a) : 0;
+        budgets[a] = g->usage[a].used_ns ? pol_budget_ns(p, g, a) : 0;
     g->window_start = now - (now - g->window_start) % p->window_ns;
     for (int a = 0; a < p->table_size; a++) {
         struct account_usage *u = &g->usage[a];
@@ -162,19 +162,19 @@ void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
         struct member *m = &g->members[c];
         /* A runner across windows pays the current window from its start;
          * what it ran in skipped windows is past any budget's reach. */
-        if (running(m) && m->billed_until < g->window_start)
+        if (pol_running(m) && m->billed_until < g->window_start)
             m->billed_until = g->window_start;
     }
 }
 
 /* Throttles the account of a client if it has used its budget. */
-void throttle_if_spent(struct policy *p, struct gpu_sched *g,
-                       int account, uint64_t now)
+void pol_throttle_if_spent(struct policy *p, struct gpu_sched *g,
+                           int account, uint64_t now)
 {
-    uint64_t budget = budget_ns(p, g, account);
+    uint64_t budget = pol_budget_ns(p, g, account);
 
     if (budget && !g->usage[account].throttled &&
-        used_ns(g, account, now) >= budget) {
+        pol_used_ns(g, account, now) >= budget) {
         g->usage[account].throttled = true;
         note_held_back(g, account, now, g->window_start + p->window_ns);
     }
@@ -199,8 +199,8 @@ static uint64_t slice_start(const struct policy *p, const struct gpu_sched *g,
 }
 
 /* When the slice that contains now ends: the budget accrues another step. */
-uint64_t slice_end(const struct policy *p, const struct gpu_sched *g,
-                   uint64_t now)
+uint64_t pol_slice_end(const struct policy *p, const struct gpu_sched *g,
+                       uint64_t now)
 {
     uint64_t end = slice_start(p, g, now) + slice_ns(p);
     uint64_t window_end = g->window_start + p->window_ns;
@@ -215,7 +215,7 @@ static uint64_t allowance(const struct policy *p, const struct gpu_sched *g,
                           int account, uint64_t budget, uint64_t now)
 {
     const struct account_usage *u = &g->usage[account];
-    uint64_t from = slice_start(p, g, now), to = slice_end(p, g, now);
+    uint64_t from = slice_start(p, g, now), to = pol_slice_end(p, g, now);
 
     if (u->accruing && u->accrues_from < from)
         from = u->accrues_from > g->window_start ? u->accrues_from
@@ -225,8 +225,8 @@ static uint64_t allowance(const struct policy *p, const struct gpu_sched *g,
 
 /* The account starts taking part in this window: its budget accrues from
  * the current slice on. */
-void start_accruing(const struct policy *p, struct gpu_sched *g,
-                    int account, uint64_t now)
+void pol_start_accruing(const struct policy *p, struct gpu_sched *g,
+                        int account, uint64_t now)
 {
     struct account_usage *u = &g->usage[account];
 
@@ -239,23 +239,23 @@ void start_accruing(const struct policy *p, struct gpu_sched *g,
 /* Whether account may not run now: its budget is used until the window
  * rolls, it was dropped at its pace until the slice ends, or it has used
  * all that has accrued. */
-bool spent(const struct policy *p, const struct gpu_sched *g,
-           int account, uint64_t now)
+bool pol_spent(const struct policy *p, const struct gpu_sched *g,
+               int account, uint64_t now)
 {
     const struct account_usage *u = &g->usage[account];
-    uint64_t budget = budget_ns(p, g, account);
+    uint64_t budget = pol_budget_ns(p, g, account);
 
     if (u->throttled || now < u->paced_until)
         return true;
-    return budget && used_ns(g, account, now) >= allowance(p, g, account, budget, now);
+    return budget && pol_used_ns(g, account, now) >= allowance(p, g, account, budget, now);
 }
 
 /* A runner dropped at its pace waits for the next slice; once the whole
  * budget has accrued, for the next window. */
-void hold_back(const struct policy *p, struct gpu_sched *g, int account,
-               uint64_t now)
+void pol_hold_back(const struct policy *p, struct gpu_sched *g, int account,
+                   uint64_t now)
 {
-    uint64_t budget = budget_ns(p, g, account);
+    uint64_t budget = pol_budget_ns(p, g, account);
 
     struct account_usage *u = &g->usage[account];
 
@@ -264,19 +264,19 @@ void hold_back(const struct policy *p, struct gpu_sched *g, int account,
             note_held_back(g, account, now, g->window_start + p->window_ns);
         u->throttled = true;
     } else {
-        u->paced_until = slice_end(p, g, now);
+        u->paced_until = pol_slice_end(p, g, now);
         note_held_back(g, account, now, u->paced_until);
     }
 }
 
 /* What account may still use in this window; 0 if it has no limit or has
  * used its budget. */
-uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
-                     int account, uint64_t now)
+uint64_t pol_budget_left(const struct policy *p, const struct gpu_sched *g,
+                         int account, uint64_t now)
 {
-    if (!core_limited(p, account))
+    if (!pol_core_limited(p, account))
         return 0;
-    uint64_t budget = budget_ns(p, g, account), used = used_ns(g, account, now);
+    uint64_t budget = pol_budget_ns(p, g, account), used = pol_used_ns(g, account, now);
 
     return budget > used ? budget - used : 0;
 }
@@ -286,19 +286,19 @@ uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
  * that queued behind long quanta would otherwise see the window end before
  * its turn. Then the others in queue order. Pods that have used what
  * their budget has accrued so far are left out. */
-int waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now,
-                 int *order)
+int pol_waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now,
+                     int *order)
 {
     int n = 0;
 
     for (int i = 0; i < g->n_waiting; i++) {
         int c = g->queue[i], account = g->members[c].account;
-        if (!spent(p, g, account, now) && budget_left(p, g, account, now))
+        if (!pol_spent(p, g, account, now) && pol_budget_left(p, g, account, now))
             order[n++] = c;
     }
     for (int i = 0; i < g->n_waiting; i++) {
         int c = g->queue[i], account = g->members[c].account;
-        if (!spent(p, g, account, now) && !budget_left(p, g, account, now))
+        if (!pol_spent(p, g, account, now) && !pol_budget_left(p, g, account, now))
             order[n++] = c;
     }
     return n;
@@ -316,7 +316,7 @@ static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g
         int account = g->members[g->queue[i]].account;
         if (!counted[account] && !g->usage[account].throttled) {
             counted[account] = true;
-            need += budget_left(p, g, account, now);
+            need += pol_budget_left(p, g, account, now);
         }
     }
     for (int i = 0; i < g->n_waiting; i++)
@@ -327,15 +327,15 @@ static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g
 /* When runner m must be dropped to stay within what its account's budget
  * has accrued by the end of this slice (0: never), leading by its measured
  * DROP-to-release latency. */
-uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
-                  const struct member *m, uint64_t now)
+uint64_t pol_pace_due(const struct policy *p, const struct gpu_sched *g,
+                      const struct member *m, uint64_t now)
 {
-    uint64_t budget = budget_ns(p, g, m->account);
+    uint64_t budget = pol_budget_ns(p, g, m->account);
 
     if (!budget)
         return 0;
     uint64_t allowed = allowance(p, g, m->account, budget, now);
-    uint64_t used = used_ns(g, m->account, now);
+    uint64_t used = pol_used_ns(g, m->account, now);
     uint64_t left = allowed > used ? allowed - used : 0;
 
     /* Shared time is billed at 1/n: the budget lasts n times as long. */
@@ -354,10 +354,10 @@ uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
      * so that drains that vary (a CUDA graph's: 4-15 ms) overrun rather than
      * fall short: led by their average, such a pod used 0.1-0.2 points less
      * than its limit at every limit. */
-    bool last_slice = slice_end(p, g, now) == g->window_start + p->window_ns;
-    uint64_t latency = last_slice ? recent_preempts(m).shortest
+    bool last_slice = pol_slice_end(p, g, now) == g->window_start + p->window_ns;
+    uint64_t latency = last_slice ? pol_recent_preempts(m).shortest
                                   : m->preempt_estimate_ns;
-    uint64_t most = drain_outlasts_slice(latency, budget) ? left / 2 : left;
+    uint64_t most = pol_drain_outlasts_slice(latency, budget) ? left / 2 : left;
     return now + left - (latency < most ? latency : most);
 }
 
@@ -369,27 +369,27 @@ uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
  * a window (a 50 + 60 % pair read 53.50 for 54.55). A holder granted too
  * recently to have used half a slice's share runs on: it was granted just
  * before the slice ended, and yielding at once would hand over twice. */
-bool yields_at_slice_start(const struct policy *p, const struct gpu_sched *g,
-                           const struct member *m, const struct member *waiter,
-                           uint64_t now)
+bool pol_yields_at_slice_start(const struct policy *p, const struct gpu_sched *g,
+                               const struct member *m, const struct member *waiter,
+                               uint64_t now)
 {
-    uint64_t budget = budget_ns(p, g, m->account);
+    uint64_t budget = pol_budget_ns(p, g, m->account);
 
-    return waiter && budget && budget_ns(p, g, waiter->account) &&
+    return waiter && budget && pol_budget_ns(p, g, waiter->account) &&
            m->granted_at < slice_start(p, g, now) &&
-           now - m->granted_at >= slice_share(budget) / 2;
+           now - m->granted_at >= pol_slice_share(budget) / 2;
 }
 
 /* When a runner without a budget of its own to use up must make room so
  * that waiting limited pods still get their budgets in this window (0: no
  * need). */
-uint64_t room_due_for_waiters(const struct policy *p,
-                              const struct gpu_sched *g,
-                              const struct member *m, uint64_t now)
+uint64_t pol_room_due_for_waiters(const struct policy *p,
+                                  const struct gpu_sched *g,
+                                  const struct member *m, uint64_t now)
 {
     uint64_t need, end = g->window_start + p->window_ns;
 
-    if (budget_left(p, g, m->account, now))
+    if (pol_budget_left(p, g, m->account, now))
         return 0;
     need = waiting_budget(p, g, now);
     if (!need)
@@ -398,11 +398,11 @@ uint64_t room_due_for_waiters(const struct policy *p,
     return end > need ? end - need : 1;
 }
 
-bool has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
-                      uint64_t now)
+bool pol_has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
+                          uint64_t now)
 {
     for (int i = 0; i < g->n_waiting; i++)
-        if (spent(p, g, g->members[g->queue[i]].account, now))
+        if (pol_spent(p, g, g->members[g->queue[i]].account, now))
             return true;
     return false;
 }
@@ -418,26 +418,15 @@ void policy_set_core_limit(struct policy *p, int account, unsigned limit,
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
         struct account_usage *u = &g->usage[account];
-        roll_window(p, g, now);
-        uint64_t budget = budget_ns(p, g, account);
+        pol_roll_window(p, g, now);
+        uint64_t budget = pol_budget_ns(p, g, account);
         /* Used time is kept: only the budget it is measured against moves. */
-        u->throttled = budget && used_ns(g, account, now) >= budget;
+        u->throttled = budget && pol_used_ns(g, account, now) >= budget;
         u->paced_until = 0;
         if (!u->throttled && g->stats[account].held_until > now)
             g->stats[account].held_until = now; /* released early */
         if (p->core_limit[account] && (!old || p->core_limit[account] < old))
             u->limit_lowered = true;
-    }
-}
-
-void policy_reset_account(struct policy *p, int account)
-{
-    p->core_limit[account] = 0;
-    policy_set_priority(p, account, PRIORITY_UNSET);
-    policy_set_min_share(p, account, 0);
-    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
-        p->gpus[gpu].usage[account] = (struct account_usage){0};
-        p->gpus[gpu].stats[account] = (struct policy_account_stats){0};
     }
 }
 
@@ -450,18 +439,18 @@ void policy_set_window(struct policy *p, uint64_t window_ns,
 
 uint64_t policy_budget_ns(const struct policy *p, int gpu, int account)
 {
-    return budget_ns(p, &p->gpus[gpu], account);
+    return pol_budget_ns(p, &p->gpus[gpu], account);
 }
 
 uint64_t policy_used_ns(const struct policy *p, int gpu, int account,
                         uint64_t now)
 {
-    return used_ns(&p->gpus[gpu], account, now);
+    return pol_used_ns(&p->gpus[gpu], account, now);
 }
 
 bool policy_spent(const struct policy *p, int gpu, int account, uint64_t now)
 {
-    return spent(p, &p->gpus[gpu], account, now);
+    return pol_spent(p, &p->gpus[gpu], account, now);
 }
 
 unsigned policy_limit_sum(const struct policy *p, int gpu)

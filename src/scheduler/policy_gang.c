@@ -80,7 +80,7 @@ static bool spans(const struct gang *gang)
     return gang->gpus & (gang->gpus - 1);
 }
 
-void gang_requested(struct policy *p, int gpu, int client)
+void pol_gang_requested(struct policy *p, int gpu, int client)
 {
     p->gpus[gpu].members[client].requested = true;
     if (!p->gang_of[client] || p->gangs_spanning)
@@ -96,9 +96,9 @@ void gang_requested(struct policy *p, int gpu, int client)
     }
 }
 
-/* Only a first request can make a gang span GPUs (gang_requested): until
+/* Only a first request can make a gang span GPUs (pol_gang_requested): until
  * one does, the census is not taken. */
-void gang_census(struct policy *p)
+void pol_gang_census(struct policy *p)
 {
     if (!p->gangs_spanning)
         return;
@@ -147,7 +147,7 @@ static uint64_t gang_quantum(const struct policy *p, uint32_t gpus)
     uint64_t longest = 0;
 
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
-        uint64_t q = gpu_quantum(p, &p->gpus[gpu]);
+        uint64_t q = pol_gpu_quantum(p, &p->gpus[gpu]);
         if ((gpus & (1u << gpu)) && q > longest)
             longest = q;
     }
@@ -171,7 +171,7 @@ static bool held_back(const struct policy *p, int i, uint64_t now)
         for (int c = 0; c < g->slots; c++) {
             const struct member *m = &g->members[c];
             if (m->present && m->requested && p->gang_of[c] == i + 1 &&
-                spent(p, g, m->account, now))
+                pol_spent(p, g, m->account, now))
                 return true;
         }
     }
@@ -196,7 +196,7 @@ static bool reserved(const struct policy *p, int gpu, uint64_t since,
     return false;
 }
 
-bool gang_member(const struct policy *p, int client)
+bool pol_gang_member(const struct policy *p, int client)
 {
     return p->gangs_spanning && gang_of(p, client);
 }
@@ -207,12 +207,12 @@ static bool only_mates_run(const struct policy *p, int gpu, int client)
     const struct gpu_sched *g = &p->gpus[gpu];
 
     for (int c = 0; c < g->slots && g->n_running; c++)
-        if (running(&g->members[c]) && p->gang_of[c] != p->gang_of[client])
+        if (pol_running(&g->members[c]) && p->gang_of[c] != p->gang_of[client])
             return false;
     return true;
 }
 
-bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
+bool pol_gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
 {
     const struct gang *gang;
 
@@ -227,7 +227,7 @@ bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
     return !reserved(p, gpu, p->gpus[gpu].members[client].since, now);
 }
 
-const struct member *gang_waiter(const struct policy *p, int gpu)
+const struct member *pol_gang_waiter(const struct policy *p, int gpu)
 {
     if (!p->gangs_spanning)
         return NULL;
@@ -260,7 +260,7 @@ static bool members_ready(const struct policy *p, int i, uint64_t now)
         const struct gpu_sched *g = &p->gpus[gpu];
         for (int q = 0; q < g->n_waiting; q++) {
             int c = g->queue[q];
-            if (p->gang_of[c] == i + 1 && !fits(p, g, gpu, c))
+            if (p->gang_of[c] == i + 1 && !pol_fits(p, g, gpu, c))
                 return false;
         }
     }
@@ -278,7 +278,7 @@ static void grant_rank(struct policy *p, int i, int gpu, int q, uint64_t now,
     memmove(&g->queue[q], &g->queue[q + 1],
             (size_t)(g->n_waiting - q - 1) * sizeof(g->queue[0]));
     g->n_waiting--;
-    grant(g, gpu, c, now, out);
+    pol_grant(g, gpu, c, now, out);
     p->gangs[i].n_waiting--;
     p->gangs[i].n_running++;
 }
@@ -298,14 +298,14 @@ static void grant_gang(struct policy *p, int i, uint64_t now,
     }
 }
 
-void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out)
+void pol_gang_admit(struct policy *p, uint64_t now, struct policy_actions *out)
 {
     uint32_t busy = 0, kept = 0;
     bool *considered = p->scratch.gang_considered;
 
     if (!p->gang_slots)
         return;
-    gang_census(p);
+    pol_gang_census(p);
     if (!p->gangs_spanning)
         return;
     for (int gpu = 0; gpu < p->n_gpus; gpu++)
@@ -335,7 +335,7 @@ void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out)
                 kept |= gang->gpus;
             continue;
         }
-        if (!room_for(out, 2 * gang->n_waiting)) {
+        if (!pol_room_for(out, 2 * gang->n_waiting)) {
             out->truncated = true;
             break;
         }
@@ -374,7 +374,7 @@ static uint64_t gang_quantum_end(const struct policy *p, int i)
         const struct gpu_sched *g = &p->gpus[gpu];
         for (int c = 0; c < g->slots; c++) {
             const struct member *m = &g->members[c];
-            if (running(m) && p->gang_of[c] == i + 1 && m->granted_at < first)
+            if (pol_running(m) && p->gang_of[c] == i + 1 && m->granted_at < first)
                 first = m->granted_at;
         }
     }
@@ -417,12 +417,12 @@ static bool admit_to_drain(struct policy *p, int i, uint64_t now,
                 q++;
                 continue;
             }
-            if (!room_for(out, 3)) {
+            if (!pol_room_for(out, 3)) {
                 out->truncated = true;
                 return false;
             }
             grant_rank(p, i, gpu, q, now, out);
-            drop(g, gpu, c, now, out);
+            pol_drop(g, gpu, c, now, out);
             p->gangs[i].n_draining++;
         }
     }
@@ -457,7 +457,7 @@ static void settle_drain_point(struct policy *p, int i,
         }
     if (!untold)
         return;
-    if (!room_for(out, untold)) {
+    if (!pol_room_for(out, untold)) {
         out->truncated = true;
         return;
     }
@@ -467,19 +467,19 @@ static void settle_drain_point(struct policy *p, int i,
             if (rank->present && p->gang_of[c] == i + 1 &&
                 rank->state == MEMBER_DRAINING && !rank->drain_to_sent) {
                 rank->drain_to_sent = true;
-                emit(out, ACTION_DRAIN_TO, gpu, c, rank->lease)->collectives =
+                pol_emit(out, ACTION_DRAIN_TO, gpu, c, rank->lease)->collectives =
                     point;
             }
         }
 }
 
-uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
+uint64_t pol_gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
 {
     uint64_t next = 0;
 
     if (!p->gang_slots)
         return 0;
-    gang_census(p);
+    pol_gang_census(p);
     if (!p->gangs_spanning)
         return 0;
     for (int i = 0; i < p->gang_slots; i++) {
@@ -498,7 +498,7 @@ uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
             if (!due)
                 continue;
             if (now < due) {
-                earliest(&next, due);
+                pol_earliest(&next, due);
                 continue;
             }
         }
@@ -509,14 +509,14 @@ uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out)
                 if (!m->present || m->state != MEMBER_HOLDING ||
                     p->gang_of[c] != i + 1)
                     continue;
-                if (!room_for(out, 1)) {
+                if (!pol_room_for(out, 1)) {
                     out->truncated = true;
                     return next;
                 }
-                drop(g, gpu, c, now, out);
+                pol_drop(g, gpu, c, now, out);
                 gang->n_draining++;
                 /* Its drain deadline is judged by the next tick. */
-                earliest(&next, now + POLICY_DRAIN_QUIET_NS);
+                pol_earliest(&next, now + POLICY_DRAIN_QUIET_NS);
             }
         }
         if (!admit_to_drain(p, i, now, out))

@@ -1,9 +1,27 @@
 /* policy_internal.h - the policy's state and what its files share.
  *
- * Only policy.c (admission, rotation, ticks), policy_budget.c (compute
- * limits), policy_memory.c (memory and switch time) and policy_view.c
- * include it; the daemon reads the state through the views of policy.h.
- * Unit tests may include it to check internals. */
+ * The policy is built in layers. A file calls only files listed below it,
+ * so that no two of them call each other, even through others
+ * (tests/shape/call_graph.sh checks it on the objects):
+ *
+ *   policy.c           the top: the events, admission, rotation and the
+ *                      tick, which combine the rules below into actions
+ *   policy_view.c      the state as status reads it
+ *   policy_gang.c      gangs: the GPUs of a multi-GPU job go together
+ *   policy_hold.c      a hold of a GPU: its grant, its DROP, its end
+ *   policy_swap.c      making room: PREPARE_SWAP and EVICT
+ *   policy_priority.c  priority classes and floors
+ *   policy_budget.c    compute limits: billing, windows, pacing
+ *   policy_memory.c    footprints, what fits, the switch time
+ *   policy_quantum.c   the TQ: hand-overs and fresh arrivals
+ *   policy_core.c      the bottom: the tables, their members and queues
+ *
+ * The inline helpers below belong to the bottom layer. Each rule in the
+ * middle decides one thing; only the top calls them in turn for an event
+ * or a tick. Names shared among these files start with pol_, those of the
+ * daemon's interface (policy.h) with policy_. Only these files include
+ * this header, and unit tests that check internals; the daemon reads the
+ * state through the views of policy.h. */
 #ifndef NVSHARE_POLICY_INTERNAL_H
 #define NVSHARE_POLICY_INTERNAL_H
 
@@ -99,12 +117,12 @@ struct policy_scratch {
     int *admit_order, *blocked_order;  /* admit(), blocked_waiter() */
     bool *limit_counted;               /* limit_sum() */
     bool *waiting_counted;             /* waiting_budget() */
-    bool *taking_part;                 /* roll_window() */
-    uint64_t *budgets;                 /* roll_window() */
-    bool *gang_considered;             /* gang_admit() */
+    bool *taking_part;                 /* pol_roll_window() */
+    uint64_t *budgets;                 /* pol_roll_window() */
+    bool *gang_considered;             /* pol_gang_admit() */
 };
 
-/* A gang as gang_census() last counted it (policy_gang.c). */
+/* A gang as pol_gang_census() last counted it (policy_gang.c). */
 struct gang {
     uint32_t gpus;          /* bit per GPU its clients are members of */
     int n_waiting, n_running, n_draining; /* members, over all GPUs */
@@ -140,18 +158,18 @@ struct policy {
     struct gpu_sched gpus[POLICY_MAX_GPUS];
 };
 
-/* ---- helpers shared by every file ---------------------------------------- */
+/* ---- helpers shared by every file (the bottom layer) ------------------- */
 
-static inline bool room_for(const struct policy_actions *out, int n)
+static inline bool pol_room_for(const struct policy_actions *out, int n)
 {
     return out->n + n <= POLICY_MAX_ACTIONS;
 }
 
-static inline struct policy_action *emit(struct policy_actions *out,
-                                         enum action_kind kind, int gpu,
-                                         int client, uint32_t lease)
+static inline struct policy_action *pol_emit(struct policy_actions *out,
+                                             enum action_kind kind, int gpu,
+                                             int client, uint32_t lease)
 {
-    /* Callers check room_for() before they change any state. */
+    /* Callers check pol_room_for() before they change any state. */
     struct policy_action *a = &out->list[out->n++];
 
     *a = (struct policy_action){.kind = kind, .gpu = gpu, .client = client,
@@ -159,36 +177,36 @@ static inline struct policy_action *emit(struct policy_actions *out,
     return a;
 }
 
-static inline void set_state(struct member *m, enum member_state state,
-                             uint64_t now)
+static inline void pol_set_state(struct member *m, enum member_state state,
+                                 uint64_t now)
 {
     m->state = (uint8_t)state;
     m->since = now;
 }
 
-static inline bool running(const struct member *m)
+static inline bool pol_running(const struct member *m)
 {
     return m->present &&
            (m->state == MEMBER_HOLDING || m->state == MEMBER_DRAINING);
 }
 
 /* Whether account's time on a GPU is capped (and therefore paced). */
-static inline bool core_limited(const struct policy *p, int account)
+static inline bool pol_core_limited(const struct policy *p, int account)
 {
     return p->core_limit[account] > 0 && p->core_limit[account] < 100;
 }
 
 /* What a budget per window accrues in one pace slice. */
-static inline uint64_t slice_share(uint64_t budget)
+static inline uint64_t pol_slice_share(uint64_t budget)
 {
     return budget / POLICY_PACE_SLICES;
 }
 
 /* Whether a runner's DROP-to-release latency outlasts what its budget
  * accrues in a pace slice: the drain cannot land inside the slice. */
-static inline bool drain_outlasts_slice(uint64_t latency, uint64_t budget)
+static inline bool pol_drain_outlasts_slice(uint64_t latency, uint64_t budget)
 {
-    return latency >= slice_share(budget);
+    return latency >= pol_slice_share(budget);
 }
 
 /* The shortest and the longest of the member's recent DROP-to-release
@@ -197,7 +215,7 @@ struct preempt_range {
     uint64_t shortest, longest;
 };
 
-static inline struct preempt_range recent_preempts(const struct member *m)
+static inline struct preempt_range pol_recent_preempts(const struct member *m)
 {
     int n = m->n_recent_preempts < POLICY_DRAIN_HISTORY ? m->n_recent_preempts
                                                        : POLICY_DRAIN_HISTORY;
@@ -213,7 +231,7 @@ static inline struct preempt_range recent_preempts(const struct member *m)
     return r;
 }
 
-static inline void earliest(uint64_t *next, uint64_t due)
+static inline void pol_earliest(uint64_t *next, uint64_t due)
 {
     if (*next == 0 || due < *next)
         *next = due;
@@ -227,161 +245,174 @@ static inline void earliest(uint64_t *next, uint64_t due)
 /* Functions marked pure only read the state: the compiler may then merge
  * calls with the same arguments, as it did when they were static. */
 
-/* ---- policy.c ------------------------------------------------------------ */
+/* ---- policy_core.c ----------------------------------------------------- */
 
-void admit(struct policy *p, struct gpu_sched *g, int gpu, uint64_t now,
-           struct policy_actions *out);
-void grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
-           struct policy_actions *out);
-void drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
-          struct policy_actions *out);
-uint64_t held_total(const struct member *m, uint64_t now)
+uint64_t pol_held_total(const struct member *m, uint64_t now)
     __attribute__((pure));
+void pol_dequeue(struct gpu_sched *g, int client);
 
-/* ---- policy_budget.c ----------------------------------------------------- */
-
-uint64_t used_ns(const struct gpu_sched *g, int account, uint64_t now)
-    __attribute__((pure));
-uint64_t budget_ns(const struct policy *p, const struct gpu_sched *g,
-                   int account)
-    __attribute__((pure));
-uint64_t budget_left(const struct policy *p, const struct gpu_sched *g,
-                     int account, uint64_t now)
-    __attribute__((pure));
-/* Waiters in the order admit() considers them; returns how many. */
-int waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now,
-                 int *order);
-bool spent(const struct policy *p, const struct gpu_sched *g, int account,
-           uint64_t now)
-    __attribute__((pure));
-void bill_runners(struct gpu_sched *g, uint64_t now);
-void start_billing(struct gpu_sched *g, struct member *m, uint64_t now);
-void start_accruing(const struct policy *p, struct gpu_sched *g, int account,
-                    uint64_t now);
-void roll_window(struct policy *p, struct gpu_sched *g, uint64_t now);
-void throttle_if_spent(struct policy *p, struct gpu_sched *g, int account,
-                       uint64_t now);
-void hold_back(const struct policy *p, struct gpu_sched *g, int account,
-               uint64_t now);
-uint64_t slice_end(const struct policy *p, const struct gpu_sched *g,
-                   uint64_t now)
-    __attribute__((pure));
-uint64_t pace_due(const struct policy *p, const struct gpu_sched *g,
-                  const struct member *m, uint64_t now)
-    __attribute__((pure));
-uint64_t room_due_for_waiters(const struct policy *p, const struct gpu_sched *g,
-                              const struct member *m, uint64_t now)
-    __attribute__((pure));
-bool yields_at_slice_start(const struct policy *p, const struct gpu_sched *g,
-                           const struct member *m, const struct member *waiter,
-                           uint64_t now)
-    __attribute__((pure));
-bool has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
-                      uint64_t now)
-    __attribute__((pure));
-
-/* ---- policy_memory.c ----------------------------------------------------- */
-
-uint64_t occupied_bytes(const struct member *m)
-    __attribute__((pure));
-uint64_t resident_bytes(const struct gpu_sched *g)
-    __attribute__((pure));
-uint64_t held_bytes(const struct gpu_sched *g)
-    __attribute__((pure));
-bool fits(const struct policy *p, const struct gpu_sched *g, int gpu,
-          int client)
-    __attribute__((pure));
-bool room_possible(const struct policy *p, const struct gpu_sched *g, int gpu,
-                   int client)
-    __attribute__((pure));
-uint64_t switch_time(const struct policy *p, const struct gpu_sched *g,
-                     uint64_t incoming, bool *measured);
-void prepare(struct gpu_sched *g, int gpu, int client,
-             struct policy_actions *out);
-void prepare_if_oversubscribed(const struct policy *p, struct gpu_sched *g,
-                               int gpu, struct policy_actions *out);
-void evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
-               int waiter, uint64_t need, uint64_t now,
-               struct policy_actions *out);
-void evict_if_asked(struct gpu_sched *g, int gpu, int client, uint64_t now,
-                    struct policy_actions *out);
-int overgrown_runner(const struct policy *p, const struct gpu_sched *g,
-                     int gpu)
-    __attribute__((pure));
-void expire_evictions(const struct policy *p, struct gpu_sched *g,
-                      uint64_t now, uint64_t *next);
-
-/* ---- policy_priority.c --------------------------------------------------- */
-
-unsigned class_of(const struct policy *p, int account)
-    __attribute__((pure));
-uint64_t floor_ns(const struct policy *p, int account)
-    __attribute__((pure));
-bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
-               int client, uint64_t now)
-    __attribute__((pure));
-/* Whether every runner of g is of a class below client's and draining (it
- * was dropped for a higher class): client may start beside them. */
-bool beside_draining(const struct policy *p, const struct gpu_sched *g,
-                     int client) __attribute__((pure));
-uint64_t rank_change_due(const struct policy *p, const struct gpu_sched *g,
-                         uint64_t now)
-    __attribute__((pure));
-
-/* ---- policy_quantum.c ---------------------------------------------------- */
+/* ---- policy_quantum.c -------------------------------------------------- */
 
 /* A hand-over cost g ns: the auto TQ follows. */
-void quantum_observe_handover(struct gpu_sched *g, uint64_t ns);
+void pol_quantum_observe_handover(struct gpu_sched *g, uint64_t ns);
 /* The hand-over's three moments: client, dropped, gave g back at now,
- * its drain done at drained_at (our clock); a client was granted g; a
- * granted client submitted its first work at `at`. */
-void quantum_on_release(const struct policy *p, struct gpu_sched *g,
-                        int client, uint64_t drained_at, uint64_t now);
-void quantum_on_grant(struct gpu_sched *g, struct member *m);
-void quantum_on_first_submission(const struct policy *p, struct gpu_sched *g,
-                                 int client, uint64_t at);
+ * its drain done at drained_at (our clock; a gang's rank counts its whole
+ * drain); a client was granted g; a granted client submitted its first
+ * work at `at`. */
+void pol_quantum_on_release(struct gpu_sched *g, int client, bool gang_rank,
+                            uint64_t drained_at, uint64_t now);
+void pol_quantum_on_grant(struct gpu_sched *g, struct member *m);
+void pol_quantum_on_first_submission(struct gpu_sched *g, struct member *m,
+                                     bool gang_rank, uint64_t at);
 /* The TQ in force on g, and why. */
-uint64_t gpu_quantum(const struct policy *p, const struct gpu_sched *g)
+uint64_t pol_gpu_quantum(const struct policy *p, const struct gpu_sched *g)
     __attribute__((pure));
-enum quantum_reason gpu_quantum_reason(const struct policy *p,
-                                       const struct gpu_sched *g)
+enum quantum_reason pol_gpu_quantum_reason(const struct policy *p,
+                                           const struct gpu_sched *g)
     __attribute__((pure));
 /* How long a holder keeps g, at least, while a fresh arrival waits. */
-uint64_t fresh_quantum(const struct gpu_sched *g) __attribute__((pure));
+uint64_t pol_fresh_quantum(const struct gpu_sched *g) __attribute__((pure));
 /* Whether m, asking for the GPU now, arrives fresh: never while the
  * operator pins the quantum, which is then nobody's to cut short. */
-bool arrives_fresh(const struct policy *p, const struct member *m, uint64_t now)
+bool pol_arrives_fresh(const struct policy *p, const struct member *m, uint64_t now)
     __attribute__((pure));
 /* Where in g's queue a fresh arrival or a holder cut short goes: behind
  * the fresh arrivals already at its head. */
-int fresh_queue_position(const struct gpu_sched *g) __attribute__((pure));
+int pol_fresh_queue_position(const struct gpu_sched *g) __attribute__((pure));
 
-/* ---- policy_gang.c ------------------------------------------------------- */
+/* ---- policy_memory.c --------------------------------------------------- */
+
+uint64_t pol_occupied_bytes(const struct member *m)
+    __attribute__((pure));
+uint64_t pol_resident_bytes(const struct gpu_sched *g)
+    __attribute__((pure));
+uint64_t pol_held_bytes(const struct gpu_sched *g)
+    __attribute__((pure));
+bool pol_fits(const struct policy *p, const struct gpu_sched *g, int gpu,
+              int client)
+    __attribute__((pure));
+bool pol_room_possible(const struct policy *p, const struct gpu_sched *g, int gpu,
+                       int client)
+    __attribute__((pure));
+uint64_t pol_switch_time(const struct policy *p, const struct gpu_sched *g,
+                         uint64_t incoming, bool *measured);
+
+/* ---- policy_budget.c --------------------------------------------------- */
+
+uint64_t pol_used_ns(const struct gpu_sched *g, int account, uint64_t now)
+    __attribute__((pure));
+uint64_t pol_budget_ns(const struct policy *p, const struct gpu_sched *g,
+                       int account)
+    __attribute__((pure));
+uint64_t pol_budget_left(const struct policy *p, const struct gpu_sched *g,
+                         int account, uint64_t now)
+    __attribute__((pure));
+/* Waiters in the order admit() (policy.c) considers them; returns how many. */
+int pol_waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now,
+                     int *order);
+bool pol_spent(const struct policy *p, const struct gpu_sched *g, int account,
+               uint64_t now)
+    __attribute__((pure));
+void pol_bill_runners(struct gpu_sched *g, uint64_t now);
+void pol_start_billing(struct gpu_sched *g, struct member *m, uint64_t now);
+void pol_start_accruing(const struct policy *p, struct gpu_sched *g, int account,
+                        uint64_t now);
+void pol_roll_window(struct policy *p, struct gpu_sched *g, uint64_t now);
+void pol_throttle_if_spent(struct policy *p, struct gpu_sched *g, int account,
+                           uint64_t now);
+void pol_hold_back(const struct policy *p, struct gpu_sched *g, int account,
+                   uint64_t now);
+uint64_t pol_slice_end(const struct policy *p, const struct gpu_sched *g,
+                       uint64_t now)
+    __attribute__((pure));
+uint64_t pol_pace_due(const struct policy *p, const struct gpu_sched *g,
+                      const struct member *m, uint64_t now)
+    __attribute__((pure));
+uint64_t pol_room_due_for_waiters(const struct policy *p, const struct gpu_sched *g,
+                                  const struct member *m, uint64_t now)
+    __attribute__((pure));
+bool pol_yields_at_slice_start(const struct policy *p, const struct gpu_sched *g,
+                               const struct member *m, const struct member *waiter,
+                               uint64_t now)
+    __attribute__((pure));
+bool pol_has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
+                          uint64_t now)
+    __attribute__((pure));
+
+/* ---- policy_priority.c ------------------------------------------------- */
+
+unsigned pol_class_of(const struct policy *p, int account)
+    __attribute__((pure));
+uint64_t pol_floor_ns(const struct policy *p, int account)
+    __attribute__((pure));
+bool pol_outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
+                   int client, uint64_t now)
+    __attribute__((pure));
+/* Whether every runner of g is of a class below client's and draining (it
+ * was dropped for a higher class): client may start beside them. */
+bool pol_beside_draining(const struct policy *p, const struct gpu_sched *g,
+                         int client) __attribute__((pure));
+uint64_t pol_rank_change_due(const struct policy *p, const struct gpu_sched *g,
+                             uint64_t now)
+    __attribute__((pure));
+
+/* ---- policy_swap.c ----------------------------------------------------- */
+
+void pol_prepare(struct gpu_sched *g, int gpu, int client,
+                 struct policy_actions *out);
+void pol_prepare_if_oversubscribed(const struct policy *p, struct gpu_sched *g,
+                                   int gpu, struct policy_actions *out);
+void pol_evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
+                   int waiter, uint64_t need, uint64_t now,
+                   struct policy_actions *out);
+void pol_evict_if_asked(struct gpu_sched *g, int gpu, int client, uint64_t now,
+                        struct policy_actions *out);
+int pol_overgrown_runner(const struct policy *p, const struct gpu_sched *g,
+                         int gpu)
+    __attribute__((pure));
+void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
+                          uint64_t now, uint64_t *next);
+/* A swap of client's memory on g was done; true when it ended an eviction. */
+bool pol_swap_done(struct gpu_sched *g, int client, int direction,
+                   uint64_t bytes, uint64_t duration_ns);
+
+/* ---- policy_hold.c ----------------------------------------------------- */
+
+/* The hold of client on g begins, ends, is asked back; each emits its
+ * action. */
+void pol_grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
+               struct policy_actions *out);
+void pol_drop(struct gpu_sched *g, int gpu, int client, uint64_t now,
+              struct policy_actions *out);
+void pol_end_hold(struct policy *p, struct gpu_sched *g, int client,
+                  uint64_t now);
+
+/* ---- policy_gang.c ----------------------------------------------------- */
 
 /* The client asked for gpu for the first time in its membership: its gang
  * may now span GPUs. */
-void gang_requested(struct policy *p, int gpu, int client);
+void pol_gang_requested(struct policy *p, int gpu, int client);
 /* Recounts the gangs from their members while any may span GPUs;
- * gang_allows and gang_waiter read the latest count. */
-void gang_census(struct policy *p);
+ * pol_gang_allows and pol_gang_waiter read the latest count. */
+void pol_gang_census(struct policy *p);
 /* Whether client may be admitted on gpu as far as gangs go: a member of a
  * gang that goes together only while its gang holds; anyone else only
  * where no gang holds or has waited its quantum. */
-bool gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
+bool pol_gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
     __attribute__((pure));
 /* Whether the client is a rank of a gang that goes together. */
-bool gang_member(const struct policy *p, int client)
+bool pol_gang_member(const struct policy *p, int client)
     __attribute__((pure));
 /* A waiting member of a gang that needs gpu and does not run, or NULL:
  * gpu's runners rotate for it as for a waiter of their own. */
-const struct member *gang_waiter(const struct policy *p, int gpu)
+const struct member *pol_gang_waiter(const struct policy *p, int gpu)
     __attribute__((pure));
 /* Grants the waiting gangs whose GPUs are all free, oldest wait first. */
-void gang_admit(struct policy *p, uint64_t now, struct policy_actions *out);
+void pol_gang_admit(struct policy *p, uint64_t now, struct policy_actions *out);
 /* Drops every holder of a gang one of whose members was dropped, or whose
  * quantum ended while others wait for a GPU it holds with no rank running
  * there. Returns when it must be called again (0: no need). */
-uint64_t gang_drain(struct policy *p, uint64_t now, struct policy_actions *out);
+uint64_t pol_gang_drain(struct policy *p, uint64_t now, struct policy_actions *out);
 
 #pragma GCC visibility pop
 

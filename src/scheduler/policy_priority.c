@@ -2,12 +2,12 @@
  * "Priorities" in policy.h). */
 #include "policy_internal.h"
 
-unsigned class_of(const struct policy *p, int account)
+unsigned pol_class_of(const struct policy *p, int account)
 {
     return p->priority[account] ? p->priority[account] : PRIORITY_NORMAL;
 }
 
-uint64_t floor_ns(const struct policy *p, int account)
+uint64_t pol_floor_ns(const struct policy *p, int account)
 {
     return p->window_ns * p->min_share[account] / 100;
 }
@@ -19,15 +19,15 @@ static bool floor_due(const struct policy *p, const struct gpu_sched *g,
                       int account, uint64_t now)
 {
     return p->min_share[account] &&
-           used_ns(g, account, now) < floor_ns(p, account) &&
-           !spent(p, g, account, now);
+           pol_used_ns(g, account, now) < pol_floor_ns(p, account) &&
+           !pol_spent(p, g, account, now);
 }
 
 /* Higher ranks win: the class, above every class while a floor is due. */
 static unsigned rank_of(const struct policy *p, const struct gpu_sched *g,
                         const struct member *m, uint64_t now)
 {
-    unsigned cls = class_of(p, m->account);
+    unsigned cls = pol_class_of(p, m->account);
 
     return floor_due(p, g, m->account, now) ? PRIORITY_HIGHEST + cls : cls;
 }
@@ -45,24 +45,24 @@ static bool wants(const struct policy *p, const struct gpu_sched *g, int gpu,
         return false;
     if (m->state == MEMBER_HOLDING)
         return true;
-    return m->state == MEMBER_WAITING && !spent(p, g, m->account, now) &&
-           (fits(p, g, gpu, c) || room_possible(p, g, gpu, c));
+    return m->state == MEMBER_WAITING && !pol_spent(p, g, m->account, now) &&
+           (pol_fits(p, g, gpu, c) || pol_room_possible(p, g, gpu, c));
 }
 
 /* Whether another client that wants gpu outranks client c: one of another
  * class (within a class the TQ rotates as without priorities) and of a
  * higher rank. */
-bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
-               int c, uint64_t now)
+bool pol_outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
+                   int c, uint64_t now)
 {
     if (!p->ranked)
         return false;
-    unsigned cls = class_of(p, g->members[c].account);
+    unsigned cls = pol_class_of(p, g->members[c].account);
     unsigned rank = rank_of(p, g, &g->members[c], now);
 
     for (int x = 0; x < g->slots; x++) {
         const struct member *m = &g->members[x];
-        if (x == c || !m->present || class_of(p, m->account) == cls ||
+        if (x == c || !m->present || pol_class_of(p, m->account) == cls ||
             rank_of(p, g, m, now) <= rank || !wants(p, g, gpu, x, now))
             continue;
         return true;
@@ -70,17 +70,17 @@ bool outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
     return false;
 }
 
-bool beside_draining(const struct policy *p, const struct gpu_sched *g,
+bool pol_beside_draining(const struct policy *p, const struct gpu_sched *g,
                      int client)
 {
-    unsigned cls = class_of(p, g->members[client].account);
+    unsigned cls = pol_class_of(p, g->members[client].account);
 
     if (!p->ranked)
         return false;
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
-        if (running(m) && (m->state != MEMBER_DRAINING ||
-                           class_of(p, m->account) >= cls))
+        if (pol_running(m) && (m->state != MEMBER_DRAINING ||
+                           pol_class_of(p, m->account) >= cls))
             return false;
     }
     return true;
@@ -99,12 +99,12 @@ struct policy_yield policy_yield_terms(const struct policy *p, int gpu,
 
     if (!p->ranked)
         return terms;
-    unsigned cls = class_of(p, g->members[client].account);
+    unsigned cls = pol_class_of(p, g->members[client].account);
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         if (c == client || !m->present)
             continue;
-        unsigned other = class_of(p, m->account);
+        unsigned other = pol_class_of(p, m->account);
         if (other < cls)
             terms.idle_release_ns = POLICY_LEND_IDLE_NS;
         else if (other > cls)
@@ -116,8 +116,8 @@ struct policy_yield policy_yield_terms(const struct policy *p, int gpu,
 /* When the rank of a client of g changes by itself: a running floor ends
  * when it is used, a used floor is owed again at the next window (0:
  * never). */
-uint64_t rank_change_due(const struct policy *p, const struct gpu_sched *g,
-                         uint64_t now)
+uint64_t pol_rank_change_due(const struct policy *p, const struct gpu_sched *g,
+                             uint64_t now)
 {
     uint64_t next = 0;
 
@@ -129,13 +129,13 @@ uint64_t rank_change_due(const struct policy *p, const struct gpu_sched *g,
             m->state == MEMBER_IDLE)
             continue;
         if (!floor_due(p, g, m->account, now)) {
-            earliest(&next, g->window_start + p->window_ns);
-        } else if (running(m)) {
+            pol_earliest(&next, g->window_start + p->window_ns);
+        } else if (pol_running(m)) {
             /* Shared time is billed at 1/n: the floor lasts n times as
              * long. */
-            uint64_t left = floor_ns(p, m->account) -
-                            used_ns(g, m->account, now);
-            earliest(&next, now + left * (uint64_t)g->n_running);
+            uint64_t left = pol_floor_ns(p, m->account) -
+                            pol_used_ns(g, m->account, now);
+            pol_earliest(&next, now + left * (uint64_t)g->n_running);
         }
     }
     return next;
@@ -173,7 +173,7 @@ void policy_set_min_share(struct policy *p, int account, unsigned percent)
 
 unsigned policy_priority(const struct policy *p, int account)
 {
-    return class_of(p, account);
+    return pol_class_of(p, account);
 }
 
 unsigned policy_min_share(const struct policy *p, int account)

@@ -39,7 +39,7 @@
 #include "policy_internal.h"
 
 
-void quantum_observe_handover(struct gpu_sched *g, uint64_t ns)
+void pol_quantum_observe_handover(struct gpu_sched *g, uint64_t ns)
 {
     const uint64_t prior_sum = POLICY_HANDOVER_PRIOR_N * POLICY_HANDOVER_PRIOR_NS;
     unsigned slot = g->n_handovers % POLICY_HANDOVER_HISTORY, n;
@@ -65,50 +65,48 @@ void quantum_observe_handover(struct gpu_sched *g, uint64_t ns)
                                                     : q;
 }
 
-void quantum_on_release(const struct policy *p, struct gpu_sched *g,
-                        int client, uint64_t drained_at, uint64_t now)
+void pol_quantum_on_release(struct gpu_sched *g, int client, bool gang_rank,
+                            uint64_t drained_at, uint64_t now)
 {
     const struct member *m = &g->members[client];
 
     g->handover_open = false;
-    if (gang_member(p, client)) {
-        quantum_observe_handover(g, now - m->drop_sent_at);
+    if (gang_rank) {
+        pol_quantum_observe_handover(g, now - m->drop_sent_at);
     } else {
         g->handover_open = true;
         g->handover_from = drained_at;
     }
 }
 
-void quantum_on_grant(struct gpu_sched *g, struct member *m)
+void pol_quantum_on_grant(struct gpu_sched *g, struct member *m)
 {
     /* Beside a runner the GPU did not idle: nothing to time. */
     m->times_handover = g->handover_open && g->n_running == 0;
     g->handover_open = false;
 }
 
-void quantum_on_first_submission(const struct policy *p, struct gpu_sched *g,
-                                 int client, uint64_t at)
+void pol_quantum_on_first_submission(struct gpu_sched *g, struct member *m,
+                                     bool gang_rank, uint64_t at)
 {
-    struct member *m = &g->members[client];
-
     /* A rank is granted with its gang, whether or not it has work queued
      * (during DDP's start-up it may submit seconds later): its cost is
      * its whole drain, counted at its release. */
-    if (!m->times_handover || gang_member(p, client)) {
+    if (!m->times_handover || gang_rank) {
         m->times_handover = false;
         return;
     }
     m->times_handover = false;
-    quantum_observe_handover(g, at > g->handover_from ? at - g->handover_from : 0);
+    pol_quantum_observe_handover(g, at > g->handover_from ? at - g->handover_from : 0);
 }
 
-uint64_t gpu_quantum(const struct policy *p, const struct gpu_sched *g)
+uint64_t pol_gpu_quantum(const struct policy *p, const struct gpu_sched *g)
 {
     return p->tq_ns != POLICY_TQ_AUTO ? p->tq_ns : g->auto_quantum_ns;
 }
 
-enum quantum_reason gpu_quantum_reason(const struct policy *p,
-                                       const struct gpu_sched *g)
+enum quantum_reason pol_gpu_quantum_reason(const struct policy *p,
+                                           const struct gpu_sched *g)
 {
     uint64_t q = g->handover_mean_ns * POLICY_TQ_DRAIN_MULTIPLE;
 
@@ -119,13 +117,13 @@ enum quantum_reason gpu_quantum_reason(const struct policy *p,
                                        : QUANTUM_DRAIN;
 }
 
-uint64_t fresh_quantum(const struct gpu_sched *g)
+uint64_t pol_fresh_quantum(const struct gpu_sched *g)
 {
     return g->auto_quantum_ns < POLICY_TQ_FLOOR_NS ? g->auto_quantum_ns
                                                    : POLICY_TQ_FLOOR_NS;
 }
 
-bool arrives_fresh(const struct policy *p, const struct member *m, uint64_t now)
+bool pol_arrives_fresh(const struct policy *p, const struct member *m, uint64_t now)
 {
     /* Under a pinned quantum the queue is first come, first served. */
     if (p->tq_ns != POLICY_TQ_AUTO)
@@ -133,7 +131,7 @@ bool arrives_fresh(const struct policy *p, const struct member *m, uint64_t now)
     return m->grants == 0 || now - m->since >= POLICY_FRESH_IDLE_NS;
 }
 
-int fresh_queue_position(const struct gpu_sched *g)
+int pol_fresh_queue_position(const struct gpu_sched *g)
 {
     int i = 0;
 

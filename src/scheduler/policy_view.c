@@ -28,12 +28,12 @@ void policy_view_gpu(const struct policy *p, int gpu,
     v->mode = g->mode;
     v->capacity = g->capacity;
     v->memory_limit = policy_memory_limit(p, gpu);
-    v->held = held_bytes(g);
+    v->held = pol_held_bytes(g);
     v->running_footprint = policy_running_footprint(p, gpu);
-    v->resident = resident_bytes(g);
+    v->resident = pol_resident_bytes(g);
     v->switch_time_ns = policy_switch_time(p, gpu, &v->switch_measured);
-    v->quantum_ns = gpu_quantum(p, g);
-    v->quantum_reason = (uint8_t)gpu_quantum_reason(p, g);
+    v->quantum_ns = pol_gpu_quantum(p, g);
+    v->quantum_reason = (uint8_t)pol_gpu_quantum_reason(p, g);
     v->handover_mean_ns = g->handover_mean_ns;
     v->switches = g->switches;
     v->swap_out = g->swap_out;
@@ -49,7 +49,7 @@ int policy_view_waiting(const struct policy *p, int gpu, uint64_t now,
         const struct member *m = &g->members[g->queue[i]];
         w[i] = (struct policy_waiter_view){
             g->queue[i],
-            spent(p, g, m->account, now) ? WAIT_THROTTLED : m->wait_reason};
+            pol_spent(p, g, m->account, now) ? WAIT_THROTTLED : m->wait_reason};
     }
     return g->n_waiting;
 }
@@ -66,11 +66,11 @@ bool policy_view_member(const struct policy *p, int gpu, int client,
     *v = (struct policy_member_view){
         .state = m->state,
         .wait_reason = !waiting ? WAIT_NONE
-                       : spent(p, g, m->account, now) ? WAIT_THROTTLED
+                       : pol_spent(p, g, m->account, now) ? WAIT_THROTTLED
                                                       : m->wait_reason,
         .lease = m->lease,
         .wait_ns = waiting ? now - m->since : 0,
-        .held_ns = held_total(m, now),
+        .held_ns = pol_held_total(m, now),
         .grants = m->grants,
         .last_drain_ns = m->last_drain_ns,
         .last_preempt_ns = m->last_preempt_ns,
@@ -79,7 +79,7 @@ bool policy_view_member(const struct policy *p, int gpu, int client,
         .evicting = m->evicting,
         /* Never granted: nothing of it was ever on the GPU to swap. */
         .swapped_out = m->evictable && m->grants && !m->resident &&
-                       !m->evicting && !running(m),
+                       !m->evicting && !pol_running(m),
         .load_permille = m->load_known ? m->load_permille : 0xffff,
     };
     return true;
@@ -99,5 +99,5 @@ void policy_view_account(const struct policy *p, int gpu, int account,
     if (v->held_until > v->held_from && now > v->held_from)
         v->throttled_ns += (now < v->held_until ? now : v->held_until) - v->held_from;
     /* Holds in progress are billed at their end: add what they ran so far. */
-    v->billed_ns += used_ns(g, account, now) - g->usage[account].used_ns;
+    v->billed_ns += pol_used_ns(g, account, now) - g->usage[account].used_ns;
 }

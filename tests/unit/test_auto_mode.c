@@ -28,8 +28,6 @@
 #define REPORT_AFTER (750 * MS)
 #define MAX_TENANTS 8
 
-static struct policy p;
-static struct policy_actions out;
 
 struct tenant {
     uint64_t release_at; /* DROP answered then; 0: not draining */
@@ -45,19 +43,14 @@ struct run {
     uint64_t shared_ns;  /* two or more ran */
 };
 
-static const struct member *member(int c)
-{
-    return &p.gpus[0].members[c];
-}
-
 static bool holding(int c)
 {
-    return member(c)->state == MEMBER_HOLDING;
+    return mem(c)->state == MEMBER_HOLDING;
 }
 
 static bool measured_heavy(int c)
 {
-    return member(c)->load_known && member(c)->load_permille >= p.light_permille;
+    return mem(c)->load_known && mem(c)->load_permille >= p.light_permille;
 }
 
 static void carry_out(struct run *r, uint64_t now)
@@ -76,7 +69,7 @@ static void step_clients(struct run *r, uint64_t now)
         struct tenant *t = &r->t[c];
         if (t->release_at && now >= t->release_at) {
             t->release_at = 0;
-            policy_release(&p, 0, c, member(c)->lease, DRAIN, 0, now, &out);
+            policy_release(&p, 0, c, mem(c)->lease, DRAIN, 0, now, &out);
             carry_out(r, now);
             policy_request(&p, 0, c, now, &out);
             carry_out(r, now);
@@ -108,7 +101,7 @@ static void account(struct run *r)
     if (runners > 1) {
         r->shared_ns += r->step;
         for (int c = 0; c < r->n; c++)
-            if (policy_is_running(&p, 0, c) && !member(c)->load_known)
+            if (policy_is_running(&p, 0, c) && !mem(c)->load_known)
                 r->t[c].trial_ns += r->step;
     }
 }
@@ -182,7 +175,7 @@ static void test_trial_is_one_quantum_then_alone(void **state)
     assert_int_equal(out.list[0].kind, ACTION_DROP);
     assert_int_equal(out.list[0].client, 1);
     policy_actions_clear(&out);
-    policy_release(&p, 0, 1, member(1)->lease, 0, 0, tq + 1 * MS, &out);
+    policy_release(&p, 0, 1, mem(1)->lease, 0, 0, tq + 1 * MS, &out);
     policy_request(&p, 0, 1, tq + 1 * MS, &out);
     assert_int_equal(out.n, 0); /* unmeasured past its trial: it waits */
     /* Still not measured: they take turns, never together. */
@@ -191,7 +184,7 @@ static void test_trial_is_one_quantum_then_alone(void **state)
         for (int i = 0; i < out.n; i++)
             if (out.list[i].kind == ACTION_DROP) {
                 int c = out.list[i].client;
-                policy_release(&p, 0, c, member(c)->lease, 0, 0, now, &out);
+                policy_release(&p, 0, c, mem(c)->lease, 0, 0, now, &out);
                 policy_request(&p, 0, c, now, &out);
             }
         policy_actions_clear(&out);
@@ -233,23 +226,23 @@ static void test_no_trial_beside_paced_runners(void **state)
     policy_set_core_limit(&p, 2, 60, 0);
     policy_actions_clear(&out);
     policy_request(&p, 0, 0, 0, &out);
-    policy_in_use(&p, 0, 0, member(0)->lease, 0, 0);
+    policy_in_use(&p, 0, 0, mem(0)->lease, 0, 0);
     policy_request(&p, 0, 1, 10 * MS, &out);
     assert_int_equal(out.n, 1); /* client 0 only */
     assert_int_equal(out.list[0].client, 0);
     policy_actions_clear(&out);
-    for (now = 11 * MS; member(1)->state != MEMBER_HOLDING; now += 1 * MS) {
+    for (now = 11 * MS; mem(1)->state != MEMBER_HOLDING; now += 1 * MS) {
         assert_true(now <= p.window_ns / 10 + 2 * MS);
         policy_tick(&p, now, &out);
         for (int i = 0; i < out.n; i++)
             if (out.list[i].kind == ACTION_DROP)
-                policy_release(&p, 0, 0, member(0)->lease, DRAIN, 0, now, &out);
+                policy_release(&p, 0, 0, mem(0)->lease, DRAIN, 0, now, &out);
         policy_actions_clear(&out);
         assert_true(p.gpus[0].n_running <= 1);
     }
     policy_set_load(&p, 0, 2, 200);
     policy_request(&p, 0, 2, now, &out);
-    assert_int_equal(member(2)->state, MEMBER_HOLDING);
+    assert_int_equal(mem(2)->state, MEMBER_HOLDING);
 }
 
 struct heavy_case {

@@ -26,7 +26,6 @@
 #define MAX_SIM 4
 #define MAX_RUNS 4096
 
-static struct policy p;
 
 struct sim {
     uint64_t now;

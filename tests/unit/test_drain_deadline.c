@@ -18,8 +18,6 @@
 #define TQ (100 * MS)
 #define DRAIN_TIMEOUT (10 * SEC)
 
-static struct policy p;
-static struct policy_actions out;
 
 static int setup(void **state)
 {
@@ -29,21 +27,6 @@ static int setup(void **state)
     for (int c = 0; c < 3; c++)
         policy_join(&p, 0, c, c, 0);
     return 0;
-}
-
-static uint64_t tick(uint64_t now)
-{
-    policy_actions_clear(&out);
-    return policy_tick(&p, now, &out);
-}
-
-static int count(enum action_kind kind, int client)
-{
-    int n = 0;
-
-    for (int i = 0; i < out.n; i++)
-        n += out.list[i].kind == kind && out.list[i].client == client;
-    return n;
 }
 
 /* Client 0 holds from `at`, client 1 waits; the DROP goes out at at + TQ.

@@ -19,37 +19,6 @@
 #define TQ (100 * MS)
 #define DRAIN_TIMEOUT (10 * SEC)
 
-static struct policy p;
-static struct policy_actions out;
-
-static int count(enum action_kind kind, int gpu, int client)
-{
-    int n = 0;
-
-    for (int i = 0; i < out.n; i++)
-        n += out.list[i].kind == kind && out.list[i].gpu == gpu &&
-             out.list[i].client == client;
-    return n;
-}
-
-static void request(int gpu, int client, uint64_t now)
-{
-    policy_actions_clear(&out);
-    policy_request(&p, gpu, client, now, &out);
-}
-
-static void release(int gpu, int client, uint64_t now)
-{
-    policy_actions_clear(&out);
-    policy_release(&p, gpu, client, p.gpus[gpu].members[client].lease, 0, 0,
-                   now, &out);
-}
-
-static uint64_t tick(uint64_t now)
-{
-    policy_actions_clear(&out);
-    return policy_tick(&p, now, &out);
-}
 
 /* A gang's GPUs are those its ranks asked for: as if each had asked once
  * before the test. */
@@ -84,20 +53,20 @@ static int setup(void **unused)
 static void test_grant_is_all_or_none(void **unused)
 {
     (void)unused;
-    request(1, 4, 0); /* the single client takes GPU 1 */
-    assert_int_equal(count(ACTION_GRANT, 1, 4), 1);
-    request(0, 0, 1 * MS);
+    request_on(1, 4, 0); /* the single client takes GPU 1 */
+    assert_int_equal(count_on(ACTION_GRANT, 1, 4), 1);
+    request_on(0, 0, 1 * MS);
     /* GPU 0 is free, but the gang's GPU 1 is not: no part of it. */
     assert_int_equal(out.n, 0);
     assert_int_equal(state(0, 0), MEMBER_WAITING);
-    request(1, 1, 2 * MS);
+    request_on(1, 1, 2 * MS);
     assert_int_equal(out.n, 0);
     tick(TQ);
-    assert_int_equal(count(ACTION_DROP, 1, 4), 1);
-    release(1, 4, TQ + 1 * MS);
+    assert_int_equal(count_on(ACTION_DROP, 1, 4), 1);
+    release_on(1, 4, TQ + 1 * MS);
     /* One decision grants both ranks. */
-    assert_int_equal(count(ACTION_GRANT, 0, 0), 1);
-    assert_int_equal(count(ACTION_GRANT, 1, 1), 1);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 1), 1);
     assert_int_equal(p.gpus[0].members[0].granted_at,
                      p.gpus[1].members[1].granted_at);
 }
@@ -107,41 +76,41 @@ static void test_crossed_requests_cannot_deadlock(void **unused)
     (void)unused;
     /* The crossed case of per-GPU locks: A asks for GPU 0, B for GPU 1,
      * then each for the other. */
-    request(0, 0, 0);
-    assert_int_equal(count(ACTION_GRANT, 0, 0), 1); /* A holds both */
-    request(1, 3, 1 * MS);
+    request_on(0, 0, 0);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 0), 1); /* A holds both */
+    request_on(1, 3, 1 * MS);
     assert_int_equal(out.n, 0); /* B gets no part of them */
-    request(1, 1, 2 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1, 1), 1); /* A's GPU 1 was kept */
-    request(0, 2, 3 * MS);
+    request_on(1, 1, 2 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 1), 1); /* A's GPU 1 was kept */
+    request_on(0, 2, 3 * MS);
     assert_int_equal(out.n, 0);
     /* A's quantum ends: both ranks go, then B gets both. */
     tick(TQ);
-    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
-    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
-    release(0, 0, TQ + 1 * MS);
+    assert_int_equal(count_on(ACTION_DROP, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_DROP, 1, 1), 1);
+    release_on(0, 0, TQ + 1 * MS);
     assert_int_equal(out.n, 0);
-    release(1, 1, TQ + 2 * MS);
-    assert_int_equal(count(ACTION_GRANT, 0, 2), 1);
-    assert_int_equal(count(ACTION_GRANT, 1, 3), 1);
+    release_on(1, 1, TQ + 2 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 2), 1);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 3), 1);
 }
 
 static void test_preemption_drains_every_rank_first(void **unused)
 {
     (void)unused;
-    request(0, 0, 0);
-    request(1, 1, 0);
+    request_on(0, 0, 0);
+    request_on(1, 1, 0);
     assert_int_equal(state(1, 1), MEMBER_HOLDING);
-    request(0, 5, 1 * MS); /* a single client waits on GPU 0 only */
+    request_on(0, 5, 1 * MS); /* a single client waits on GPU 0 only */
     tick(TQ);
     /* Its quantum ends on GPU 0; GPU 1's rank is dropped with it. */
-    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
-    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
-    release(0, 0, TQ + 1 * MS);
+    assert_int_equal(count_on(ACTION_DROP, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_DROP, 1, 1), 1);
+    release_on(0, 0, TQ + 1 * MS);
     /* GPU 0 goes on only when the last rank has drained. */
-    assert_int_equal(count(ACTION_GRANT, 0, 5), 0);
-    release(1, 1, TQ + 2 * MS);
-    assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 5), 0);
+    release_on(1, 1, TQ + 2 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 5), 1);
 }
 
 /* A rank's whole drain is what a hand-over costs its peers, who wait at
@@ -152,13 +121,13 @@ static void test_auto_quantum_counts_a_rank_s_whole_drain(void **unused)
 
     (void)unused;
     policy_set_tq(&p, POLICY_TQ_AUTO);
-    request(0, 0, 0);
-    request(1, 1, 0);
-    request(0, 5, 1 * MS);
+    request_on(0, 0, 0);
+    request_on(1, 1, 0);
+    request_on(0, 5, 1 * MS);
     tick(POLICY_TQ_FLOOR_NS);
-    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
-    release(0, 0, POLICY_TQ_FLOOR_NS + 3 * MS);
-    release(1, 1, POLICY_TQ_FLOOR_NS + 5 * MS);
+    assert_int_equal(count_on(ACTION_DROP, 1, 1), 1);
+    release_on(0, 0, POLICY_TQ_FLOOR_NS + 3 * MS);
+    release_on(1, 1, POLICY_TQ_FLOOR_NS + 5 * MS);
     /* One sample each, beside the prior's hand-overs of the floor's cost. */
     const uint64_t prior = POLICY_HANDOVER_PRIOR_N * POLICY_HANDOVER_PRIOR_NS;
     policy_view_gpu(&p, 0, &v);
@@ -172,14 +141,14 @@ static void test_auto_quantum_counts_a_rank_s_whole_drain(void **unused)
 static void test_rank_dropped_alone_drops_the_gang(void **unused)
 {
     (void)unused;
-    request(0, 0, 0);
-    request(1, 1, 0);
+    request_on(0, 0, 0);
+    request_on(1, 1, 0);
     /* A single client waits on GPU 1: its rotation drops rank 1, and
      * rank 0, whose GPU nobody else wants, goes with it. */
-    request(1, 4, 1 * MS);
+    request_on(1, 4, 1 * MS);
     tick(TQ);
-    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
-    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_DROP, 1, 1), 1);
+    assert_int_equal(count_on(ACTION_DROP, 0, 0), 1);
 }
 
 static uint64_t drain_to(int gpu, int client)
@@ -202,22 +171,22 @@ static void drain_point(int gpu, int client, uint64_t collectives)
  * both ranks are dropped. */
 static void gang_0_dropped_for_client_5(void)
 {
-    request(0, 0, 0);
-    request(1, 1, 0);
-    request(0, 5, 1 * MS);
+    request_on(0, 0, 0);
+    request_on(1, 1, 0);
+    request_on(0, 5, 1 * MS);
     tick(TQ);
-    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
-    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
+    assert_int_equal(count_on(ACTION_DROP, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_DROP, 1, 1), 1);
 }
 
 /* Rank 0 of gang 0 runs alone (rank 1 has not asked yet) until client 5
  * has waited for GPU 0 a quantum, and says where it stands. */
 static void rank_0_alone_dropped_for_client_5(uint64_t collectives)
 {
-    request(0, 0, 0);
-    request(0, 5, 1 * MS);
+    request_on(0, 0, 0);
+    request_on(0, 5, 1 * MS);
     tick(TQ);
-    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_DROP, 0, 0), 1);
     drain_point(0, 0, collectives);
 }
 
@@ -236,9 +205,9 @@ static void test_ranks_agree_on_the_furthest_drain_point(void **unused)
     assert_int_equal(out.n, 2);
     drain_point(0, 0, 7); /* a duplicate changes nothing */
     assert_int_equal(out.n, 0);
-    release(0, 0, TQ + 2 * MS);
-    release(1, 1, TQ + 3 * MS);
-    assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
+    release_on(0, 0, TQ + 2 * MS);
+    release_on(1, 1, TQ + 3 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 5), 1);
 }
 
 static void test_rank_waiting_during_the_drain_joins_it(void **unused)
@@ -248,16 +217,16 @@ static void test_rank_waiting_during_the_drain_joins_it(void **unused)
     assert_int_equal(drain_to(0, 0), 4);
     /* Rank 0's fourth collective needs rank 1's, which now asks for its
      * GPU: it joins the drain and is told to reach the same point. */
-    request(1, 1, TQ + 1 * MS);
+    request_on(1, 1, TQ + 1 * MS);
     tick(TQ + 2 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1, 1), 1);
-    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 1), 1);
+    assert_int_equal(count_on(ACTION_DROP, 1, 1), 1);
     drain_point(1, 1, 3);
     assert_int_equal(drain_to(1, 1), 4);
     assert_int_equal(out.n, 1);
-    release(0, 0, TQ + 5 * MS);
-    release(1, 1, TQ + 6 * MS);
-    assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
+    release_on(0, 0, TQ + 5 * MS);
+    release_on(1, 1, TQ + 6 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 5), 1);
 }
 
 static void test_swapped_out_rank_does_not_join_the_drain(void **unused)
@@ -268,10 +237,10 @@ static void test_swapped_out_rank_does_not_join_the_drain(void **unused)
      * back beside client 4 (on GPU 1), which the GPU may not hold. */
     p.gpus[1].members[1].evictable = 1ull << 30;
     p.gpus[1].members[1].resident = false;
-    request(1, 4, TQ + 1 * MS);
-    request(1, 1, TQ + 1 * MS);
+    request_on(1, 4, TQ + 1 * MS);
+    request_on(1, 1, TQ + 1 * MS);
     tick(TQ + 2 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1, 1), 0);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 1), 0);
     assert_int_equal(state(1, 1), MEMBER_WAITING);
 }
 
@@ -281,15 +250,15 @@ static void test_rank_that_drained_waits_for_the_next_grant(void **unused)
     gang_0_dropped_for_client_5();
     drain_point(0, 0, 3);
     drain_point(1, 1, 3);
-    release(1, 1, TQ + 1 * MS);
+    release_on(1, 1, TQ + 1 * MS);
     /* Rank 1 drained to the point and asks again while rank 0 still
      * drains: it is not admitted into this drain again. */
-    request(1, 1, TQ + 2 * MS);
+    request_on(1, 1, TQ + 2 * MS);
     tick(TQ + 3 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1, 1), 0);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 1), 0);
     assert_int_equal(state(1, 1), MEMBER_WAITING);
-    release(0, 0, TQ + 4 * MS);
-    assert_int_equal(count(ACTION_GRANT, 0, 5), 1);
+    release_on(0, 0, TQ + 4 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 5), 1);
 }
 
 static void test_revoked_rank_does_not_block_the_agreement(void **unused)
@@ -302,7 +271,7 @@ static void test_revoked_rank_does_not_block_the_agreement(void **unused)
      * (after a second), rank 0 is told. */
     policy_draining(&p, 0, 0, p.gpus[0].members[0].lease, TQ + 900 * MS);
     tick(TQ + SEC + 1 * MS);
-    assert_int_equal(count(ACTION_REVOKE, 1, 1), 1);
+    assert_int_equal(count_on(ACTION_REVOKE, 1, 1), 1);
     assert_int_equal(state(0, 0), MEMBER_DRAINING);
     assert_int_equal(drain_to(0, 0), 3);
 }
@@ -313,17 +282,17 @@ static void test_revoked_rank_does_not_block_the_agreement(void **unused)
 static void test_idle_rank_does_not_keep_its_gpu_forever(void **unused)
 {
     (void)unused;
-    request(0, 0, 0);
-    request(1, 1, 0);
-    release(1, 1, 10 * MS);    /* rank 1 idles */
-    request(1, 4, 20 * MS);
+    request_on(0, 0, 0);
+    request_on(1, 1, 0);
+    release_on(1, 1, 10 * MS);    /* rank 1 idles */
+    request_on(1, 4, 20 * MS);
     assert_int_equal(state(1, 4), MEMBER_WAITING); /* the gang holds GPU 1 */
     assert_int_equal(tick(30 * MS), TQ);
     assert_int_equal(out.n, 0);
     tick(TQ);
-    assert_int_equal(count(ACTION_DROP, 0, 0), 1);
-    release(0, 0, TQ + 1 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1, 4), 1);
+    assert_int_equal(count_on(ACTION_DROP, 0, 0), 1);
+    release_on(0, 0, TQ + 1 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 4), 1);
 }
 
 /* A gang that its pod's core limit holds back keeps no GPU from others:
@@ -339,17 +308,17 @@ static void test_throttled_gang_keeps_no_gpu(void **unused)
     for (uint64_t now = 0; now < 350 * MS; now += 1 * MS) {
         for (int c = 0; c < 2; c++)
             if (state(c, c) == MEMBER_IDLE)
-                request(c, c, now);
+                request_on(c, c, now);
         tick(now);
         for (int c = 0; c < 2; c++)
             if (state(c, c) == MEMBER_DRAINING)
-                release(c, c, now);
+                release_on(c, c, now);
     }
     /* Ahead of its pace mid-slice, long past its quantum of wait. */
     assert_int_equal(state(1, 1), MEMBER_WAITING);
     assert_true(policy_spent(&p, 1, 1, 350 * MS));
-    request(1, 4, 350 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1, 4), 1);
+    request_on(1, 4, 350 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 4), 1);
 }
 
 /* A rank that is out of budget holds its gang back even while it is not
@@ -359,21 +328,21 @@ static void test_spent_rank_holds_back_its_gang(void **unused)
 {
     (void)unused;
     policy_set_core_limit(&p, 1, 10, 0); /* rank 1's account */
-    request(0, 0, 0);
-    request(1, 1, 0);
+    request_on(0, 0, 0);
+    request_on(1, 1, 0);
     tick(20 * MS); /* rank 1 is past its 10 ms for this slice */
-    assert_int_equal(count(ACTION_DROP, 1, 1), 1);
-    release(0, 0, 21 * MS);
-    release(1, 1, 21 * MS);
+    assert_int_equal(count_on(ACTION_DROP, 1, 1), 1);
+    release_on(0, 0, 21 * MS);
+    release_on(1, 1, 21 * MS);
     assert_true(policy_spent(&p, 1, 1, 22 * MS));
-    request(0, 0, 22 * MS);
+    request_on(0, 0, 22 * MS);
     tick(23 * MS);
-    assert_int_equal(count(ACTION_GRANT, 0, 0), 0);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 0), 0);
     /* Rank 0 is granted once rank 1's budget has accrued again. */
     uint64_t now = 23 * MS;
-    while (count(ACTION_GRANT, 0, 0) == 0 && now < 1 * SEC)
+    while (count_on(ACTION_GRANT, 0, 0) == 0 && now < 1 * SEC)
         tick(now += 1 * MS);
-    assert_int_equal(count(ACTION_GRANT, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 0), 1);
     assert_false(policy_spent(&p, 1, 1, now));
     assert_true(policy_spent(&p, 1, 1, now - 1 * MS));
 }
@@ -388,18 +357,18 @@ static void test_rank_without_room_gets_it_made(void **unused)
     policy_set_capacity(&p, 1, 10 * GiB); /* 9 GiB admitted */
     policy_set_footprint(&p, 1, 4, 6 * GiB, 6 * GiB);
     policy_set_footprint(&p, 1, 1, 4 * GiB, 4 * GiB);
-    request(1, 4, 0);
-    release(1, 4, 10 * MS); /* idle, its 6 GiB still on the GPU */
-    request(1, 1, 20 * MS);
+    request_on(1, 4, 0);
+    release_on(1, 4, 10 * MS); /* idle, its 6 GiB still on the GPU */
+    request_on(1, 1, 20 * MS);
     /* The gang cannot be granted until rank 1 fits: room is made. */
-    assert_int_equal(count(ACTION_EVICT, 1, 4), 1);
-    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1, 1), 1);
-    request(0, 0, 30 * MS);
+    assert_int_equal(count_on(ACTION_EVICT, 1, 4), 1);
+    assert_int_equal(count_on(ACTION_WAIT_FOR_MEM, 1, 1), 1);
+    request_on(0, 0, 30 * MS);
     assert_int_equal(out.n, 0);
     policy_actions_clear(&out);
     policy_swapped(&p, 1, 4, SWAP_OUT, 6 * GiB, 50 * MS, 80 * MS, &out);
-    assert_int_equal(count(ACTION_GRANT, 0, 0), 1);
-    assert_int_equal(count(ACTION_GRANT, 1, 1), 1);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 1), 1);
 }
 
 /* A process registers every GPU it sees: its gang needs only those its
@@ -417,20 +386,20 @@ static void test_gang_learns_its_gpus_from_requests(void **unused)
     policy_set_gang(&p, 4, -1);
     policy_join(&p, 1, 4, 4, 0);
     policy_join(&p, 0, 5, 5, 0);
-    request(1, 4, 0);
-    request(0, 0, 1 * MS);
+    request_on(1, 4, 0);
+    request_on(0, 0, 1 * MS);
     /* Nobody of the gang asked for GPU 1 yet: GPU 0 alone is its need. */
-    assert_int_equal(count(ACTION_GRANT, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_GRANT, 0, 0), 1);
     assert_int_equal(policy_gang(&p, 0), -1);
-    request(1, 1, 2 * MS);
+    request_on(1, 1, 2 * MS);
     assert_int_equal(policy_gang(&p, 1), 0);
     assert_int_equal(state(1, 1), MEMBER_WAITING);
-    request(0, 5, 3 * MS);
+    request_on(0, 5, 3 * MS);
     assert_int_equal(state(0, 5), MEMBER_WAITING); /* the gang holds GPU 0 */
     tick(TQ);
-    assert_int_equal(count(ACTION_DROP, 1, 4), 1);
-    release(1, 4, TQ + 1 * MS);
-    assert_int_equal(count(ACTION_GRANT, 1, 1), 1);
+    assert_int_equal(count_on(ACTION_DROP, 1, 4), 1);
+    release_on(1, 4, TQ + 1 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 1), 1);
 }
 
 /* A process alone on two GPUs is a gang of its own. Leaving while it
@@ -442,9 +411,9 @@ static void test_leaving_gang_is_granted_nothing(void **unused)
     policy_set_gang(&p, 6, 2);
     policy_join(&p, 0, 6, 6, 0);
     policy_join(&p, 1, 6, 6, 0);
-    request(0, 5, 0);          /* a single client holds GPU 0 */
-    request(0, 6, 1 * MS);
-    request(1, 6, 2 * MS);     /* GPU 1 is free, but GPU 0 is not */
+    request_on(0, 5, 0);          /* a single client holds GPU 0 */
+    request_on(0, 6, 1 * MS);
+    request_on(1, 6, 2 * MS);     /* GPU 1 is free, but GPU 0 is not */
     assert_int_equal(out.n, 0);
     assert_int_equal(policy_gang(&p, 6), 2);
     policy_actions_clear(&out);
@@ -463,33 +432,33 @@ static void test_aging_bounds_the_wait(void **unused)
     int runner = 4, next = -1;
 
     join(1, 6, -1);
-    request(1, 4, now);
-    request(0, 0, 10 * MS); /* the gang waits from here */
-    request(1, 1, 10 * MS);
+    request_on(1, 4, now);
+    request_on(0, 0, 10 * MS); /* the gang waits from here */
+    request_on(1, 1, 10 * MS);
     for (now = 20 * MS; now < 5 * SEC && !granted_at; now += 10 * MS) {
         /* The single clients hand GPU 1 to each other every 50 ms,
          * the other one always asking first. */
         next = runner == 4 ? 6 : 4;
         if (state(1, next) == MEMBER_IDLE)
-            request(1, next, now);
-        if (granted_at == 0 && count(ACTION_GRANT, 0, 0))
+            request_on(1, next, now);
+        if (granted_at == 0 && count_on(ACTION_GRANT, 0, 0))
             granted_at = now;
         if (state(1, runner) == MEMBER_HOLDING &&
             now - p.gpus[1].members[runner].granted_at >= 50 * MS) {
-            release(1, runner, now);
-            if (count(ACTION_GRANT, 1, next))
+            release_on(1, runner, now);
+            if (count_on(ACTION_GRANT, 1, next))
                 runner = next;
-            if (count(ACTION_GRANT, 0, 0))
+            if (count_on(ACTION_GRANT, 0, 0))
                 granted_at = now;
         }
         tick(now);
-        struct policy_actions ticked = out; /* release() clears out */
+        struct policy_actions ticked = out; /* release_on() clears out */
         for (int i = 0; i < ticked.n; i++)
             if (ticked.list[i].kind == ACTION_DROP) {
-                release(ticked.list[i].gpu, ticked.list[i].client, now);
-                if (count(ACTION_GRANT, 0, 0))
+                release_on(ticked.list[i].gpu, ticked.list[i].client, now);
+                if (count_on(ACTION_GRANT, 0, 0))
                     granted_at = now;
-                if (count(ACTION_GRANT, 1, next))
+                if (count_on(ACTION_GRANT, 1, next))
                     runner = next;
             }
         if (state(0, 0) == MEMBER_HOLDING && !granted_at)
@@ -598,7 +567,7 @@ static void test_random_schedules_never_deadlock(void **unused)
             policy_request(&p, gpu, c, now, &out);
             waiting_since[c] = now;
             events++;
-        } else if (running(m) && release_at[c] && now >= release_at[c]) {
+        } else if (pol_running(m) && release_at[c] && now >= release_at[c]) {
             /* Work ran out, or a DROP was answered. */
             policy_release(&p, gpu, c, m->lease, 0, 0, now, &out);
             release_at[c] = 0;

@@ -15,7 +15,6 @@
 #define TQ (100 * MS)
 #define DRAIN_TIMEOUT (1000 * MS)
 
-static struct policy p;
 
 static int setup(void **state)
 {
@@ -41,19 +40,18 @@ static uint32_t expect_one(const struct policy_actions *out,
     return out->list[0].lease;
 }
 
-static uint32_t request(int gpu, int client, uint64_t now)
+/* Requests gpu: whatever answers at once is a grant to the client; returns
+ * its lease, or 0 if nothing answers. */
+static uint32_t request_lease(int gpu, int client, uint64_t now)
 {
-    struct policy_actions out;
-    policy_actions_clear(&out);
-
-    policy_request(&p, gpu, client, now, &out);
+    request_on(gpu, client, now);
     return out.n ? expect_one(&out, ACTION_GRANT, gpu, client) : 0;
 }
 
 static void test_free_gpu_is_granted_at_once(void **state)
 {
     (void)state;
-    assert_int_not_equal(request(0, 0, 0), 0);
+    assert_int_not_equal(request_lease(0, 0, 0), 0);
     assert_int_equal(policy_holder(&p, 0), 0);
     assert_int_equal(p.gpus[0].members[0].state, MEMBER_HOLDING);
 }
@@ -62,12 +60,12 @@ static void test_waiters_are_served_in_fcfs_order(void **state)
 {
     struct policy_actions out;
     policy_actions_clear(&out);
-    uint32_t lease = request(0, 0, 0);
+    uint32_t lease = request_lease(0, 0, 0);
 
     (void)state;
-    assert_int_equal(request(0, 3, 1 * MS), 0);
-    assert_int_equal(request(0, 1, 2 * MS), 0);
-    assert_int_equal(request(0, 2, 3 * MS), 0);
+    assert_int_equal(request_lease(0, 3, 1 * MS), 0);
+    assert_int_equal(request_lease(0, 1, 2 * MS), 0);
+    assert_int_equal(request_lease(0, 2, 3 * MS), 0);
     int expected[] = {3, 1, 2};
     for (int i = 0; i < 3; i++) {
         out.n = 0;
@@ -83,7 +81,7 @@ static void test_no_preemption_without_waiters(void **state)
     policy_actions_clear(&out);
 
     (void)state;
-    request(0, 0, 0);
+    request_lease(0, 0, 0);
     assert_int_equal(policy_tick(&p, 100 * TQ, &out), 0);
     assert_int_equal(out.n, 0);
     assert_int_equal(policy_holder(&p, 0), 0);
@@ -93,10 +91,10 @@ static void test_holder_is_dropped_after_its_quantum(void **state)
 {
     struct policy_actions out;
     policy_actions_clear(&out);
-    uint32_t lease = request(0, 0, 0);
+    uint32_t lease = request_lease(0, 0, 0);
 
     (void)state;
-    request(0, 1, 10 * MS);
+    request_lease(0, 1, 10 * MS);
     assert_int_equal(policy_tick(&p, 10 * MS, &out), TQ);
     assert_int_equal(out.n, 0);
     policy_tick(&p, TQ, &out);
@@ -121,8 +119,8 @@ static void test_waiter_arriving_late_preempts_at_once(void **state)
     policy_actions_clear(&out);
 
     (void)state;
-    request(0, 0, 0);
-    request(0, 1, 5 * TQ);
+    request_lease(0, 0, 0);
+    request_lease(0, 1, 5 * TQ);
     policy_tick(&p, 5 * TQ, &out);
     expect_one(&out, ACTION_DROP, 0, 0);
 }
@@ -134,8 +132,8 @@ static void test_tq_change_applies_to_current_holder(void **state)
 
     (void)state;
     policy_set_tq(&p, 30000 * MS);
-    request(0, 0, 0);
-    request(0, 1, 1 * MS);
+    request_lease(0, 0, 0);
+    request_lease(0, 1, 1 * MS);
     assert_int_equal(policy_tick(&p, 50 * MS, &out), 30000 * MS);
     policy_set_tq(&p, 100 * MS);
     assert_int_equal(policy_tick(&p, 50 * MS, &out), 100 * MS);
@@ -182,8 +180,8 @@ static void test_auto_quantum_follows_the_mean_hand_over(void **state)
 
     /* Two heavy clients take turns; a hand-over costs 2 ms, one in four
      * 6 ms: a mean of 3 ms, a quantum of 300 ms. */
-    lease[0] = request(0, 0, now);
-    request(0, 1, now + 1);
+    lease[0] = request_lease(0, 0, now);
+    request_lease(0, 1, now + 1);
     for (int turn = 0; turn < 200; turn++) {
         int holder = turn % 2;
         uint64_t gap = turn % 4 == 3 ? 6 * MS : 2 * MS;
@@ -224,8 +222,8 @@ static void test_long_drains_keep_the_floor(void **state)
 
     (void)state;
     policy_set_tq(&p, POLICY_TQ_AUTO);
-    lease = request(0, 0, 0);
-    request(0, 1, 1);
+    lease = request_lease(0, 0, 0);
+    request_lease(0, 1, 1);
     for (int turn = 0; turn < 20; turn++) {
         int holder = turn % 2;
         uint64_t at = p.gpus[0].members[holder].granted_at + POLICY_TQ_FLOOR_NS;
@@ -257,24 +255,24 @@ static void test_auto_quantum_stays_within_its_bounds(void **state)
     (void)state;
     policy_set_tq(&p, POLICY_TQ_AUTO);
     for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
-        quantum_observe_handover(&p.gpus[0], 10 * 1000); /* 10 us */
+        pol_quantum_observe_handover(&p.gpus[0], 10 * 1000); /* 10 us */
     policy_view_gpu(&p, 0, &v);
     assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
     assert_int_equal(v.quantum_reason, QUANTUM_FLOOR);
     /* A host busy for a moment: a few slow hand-overs among 128 move the
      * mean, not the quantum. */
     for (int i = 0; i < 3; i++)
-        quantum_observe_handover(&p.gpus[0], 20 * MS);
+        pol_quantum_observe_handover(&p.gpus[0], 20 * MS);
     policy_view_gpu(&p, 0, &v);
     assert_int_equal(v.handover_mean_ns, (125 * 10 * 1000 + 3 * 20 * MS) / 128);
     assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
     /* One wild sample counts as 300 ms at most: what the ceiling needs. */
-    quantum_observe_handover(&p.gpus[0], 3600000 * MS);
+    pol_quantum_observe_handover(&p.gpus[0], 3600000 * MS);
     policy_view_gpu(&p, 0, &v);
     assert_int_equal(v.handover_mean_ns, (124 * 10 * 1000 + 3 * 20 * MS + 300 * MS) / 128);
     /* Hand-overs of a whole second: capped, so a waiter waits at most 30 s. */
     for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
-        quantum_observe_handover(&p.gpus[0], 1000 * MS);
+        pol_quantum_observe_handover(&p.gpus[0], 1000 * MS);
     policy_view_gpu(&p, 0, &v);
     assert_int_equal(v.quantum_ns, POLICY_TQ_CEILING_NS);
     assert_int_equal(v.quantum_reason, QUANTUM_CEILING);
@@ -290,9 +288,9 @@ static void test_auto_quantum_shrugs_off_an_early_long_idle(void **state)
 
     (void)state;
     policy_set_tq(&p, POLICY_TQ_AUTO);
-    quantum_observe_handover(&p.gpus[0], 200 * 1000);
-    quantum_observe_handover(&p.gpus[0], 150 * MS);
-    quantum_observe_handover(&p.gpus[0], 200 * 1000);
+    pol_quantum_observe_handover(&p.gpus[0], 200 * 1000);
+    pol_quantum_observe_handover(&p.gpus[0], 150 * MS);
+    pol_quantum_observe_handover(&p.gpus[0], 200 * 1000);
     policy_view_gpu(&p, 0, &v);
     /* Without the prior: a mean of 50 ms, turns of 5 s. */
     assert_true(v.quantum_ns < 1000 * MS);
@@ -311,16 +309,16 @@ static void test_fresh_arrival_waits_at_most_the_floor(void **state)
     /* Hand-overs of 100 ms: a quantum of 10 s. */
     policy_set_tq(&p, POLICY_TQ_AUTO);
     for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
-        quantum_observe_handover(&p.gpus[0], 100 * MS);
+        pol_quantum_observe_handover(&p.gpus[0], 100 * MS);
     /* Clients 0 and 1 take turns; 1 waits for its next one. */
-    policy_release(&p, 0, 1, request(0, 1, 0), 0, 0, 1 * MS, &out);
-    lease = request(0, 0, 1 * MS);
-    request(0, 1, 2 * MS);
+    policy_release(&p, 0, 1, request_lease(0, 1, 0), 0, 0, 1 * MS, &out);
+    lease = request_lease(0, 0, 1 * MS);
+    request_lease(0, 1, 2 * MS);
     assert_int_equal(policy_tick(&p, 3 * MS, &out), 10001 * MS);
 
     /* A new job arrives: it goes ahead of client 1, and client 0 is
      * dropped once it has held the floor. */
-    request(0, 2, 50 * MS);
+    request_lease(0, 2, 50 * MS);
     assert_int_equal(p.gpus[0].queue[0], 2);
     assert_int_equal(policy_tick(&p, 50 * MS, &out), 1 * MS + POLICY_TQ_FLOOR_NS);
     lease = hand_over(0, 0, lease, 1 * MS + POLICY_TQ_FLOOR_NS, 200 * 1000, 2);
@@ -348,8 +346,8 @@ static void test_pinned_quantum_is_not_cut_for_a_fresh_arrival(void **state)
 
     (void)state;
     policy_set_tq(&p, 2000 * MS);
-    request(0, 0, 0);
-    request(0, 1, 10 * MS);
+    request_lease(0, 0, 0);
+    request_lease(0, 1, 10 * MS);
     assert_false(p.gpus[0].members[1].fresh);
     assert_int_equal(policy_tick(&p, 10 * MS, &out), 2000 * MS);
     assert_int_equal(out.n, 0);
@@ -385,9 +383,9 @@ static void test_death_of_holder_passes_lock_at_once(void **state)
     policy_actions_clear(&out);
 
     (void)state;
-    request(0, 0, 0);
-    request(0, 1, 1 * MS);
-    request(0, 2, 2 * MS);
+    request_lease(0, 0, 0);
+    request_lease(0, 1, 1 * MS);
+    request_lease(0, 2, 2 * MS);
     policy_leave(&p, 0, 3 * MS, &out);
     expect_one(&out, ACTION_GRANT, 0, 1);
     assert_false(p.gpus[0].members[0].present);
@@ -398,11 +396,11 @@ static void test_death_of_waiter_leaves_queue(void **state)
 {
     struct policy_actions out;
     policy_actions_clear(&out);
-    uint32_t lease = request(0, 0, 0);
+    uint32_t lease = request_lease(0, 0, 0);
 
     (void)state;
-    request(0, 1, 1 * MS);
-    request(0, 2, 2 * MS);
+    request_lease(0, 1, 1 * MS);
+    request_lease(0, 2, 2 * MS);
     policy_leave(&p, 1, 3 * MS, &out);
     assert_int_equal(out.n, 0);
     policy_release(&p, 0, 0, lease, 0, 0, 4 * MS, &out);
@@ -413,10 +411,10 @@ static void test_release_crossing_drop_is_not_counted_twice(void **state)
 {
     struct policy_actions out;
     policy_actions_clear(&out);
-    uint32_t first = request(0, 0, 0);
+    uint32_t first = request_lease(0, 0, 0);
 
     (void)state;
-    request(0, 1, 1 * MS);
+    request_lease(0, 1, 1 * MS);
     policy_tick(&p, TQ, &out);          /* DROP(first) is on the wire ... */
     out.n = 0;
     policy_release(&p, 0, 0, first, 0, 0, TQ, &out); /* ... as A releases */
@@ -426,7 +424,7 @@ static void test_release_crossing_drop_is_not_counted_twice(void **state)
     /* A asks again and, later, a duplicate release of its old lease
      * arrives: it must not free B's GPU. */
     out.n = 0;
-    request(0, 0, TQ + 1 * MS);
+    request_lease(0, 0, TQ + 1 * MS);
     policy_release(&p, 0, 0, first, 0, 0, TQ + 2 * MS, &out);
     assert_int_equal(out.n, 0);
     assert_int_equal(policy_holder(&p, 0), 1);
@@ -441,10 +439,10 @@ static void test_stuck_holder_is_revoked(void **state)
 {
     struct policy_actions out;
     policy_actions_clear(&out);
-    uint32_t lease = request(0, 0, 0);
+    uint32_t lease = request_lease(0, 0, 0);
 
     (void)state;
-    request(0, 1, 1 * MS);
+    request_lease(0, 1, 1 * MS);
     policy_tick(&p, TQ, &out);
     out.n = 0;
     assert_int_equal(policy_tick(&p, TQ + 10 * MS, &out), TQ + DRAIN_TIMEOUT);
@@ -474,9 +472,9 @@ static void test_gpus_are_independent(void **state)
         policy_join(&p, g, 100 + g, 100 + g, 0);
     }
     for (int g = 0; g < POLICY_MAX_GPUS; g++)
-        assert_int_not_equal(request(g, g, 0), 0);
+        assert_int_not_equal(request_lease(g, g, 0), 0);
     /* Contention on GPU 7 only. */
-    request(7, 107, 1 * MS);
+    request_lease(7, 107, 1 * MS);
     policy_tick(&p, TQ, &out);
     expect_one(&out, ACTION_DROP, 7, 7);
     for (int g = 0; g < POLICY_MAX_GPUS; g++)
@@ -496,13 +494,13 @@ static void test_thousand_clients_are_served_in_order(void **state)
     for (int c = 8; c < TEST_TABLE_SIZE; c++)
         policy_join(&p, 0, c, c, 0);
     for (int c = 0; c < TEST_TABLE_SIZE; c++)
-        request(0, c, now += MS);
+        request_lease(0, c, now += MS);
     assert_true(policy_grow(&p, 1024));
     /* kept through the growth */
     assert_int_equal(p.gpus[0].n_waiting, TEST_TABLE_SIZE - 1);
     for (int c = TEST_TABLE_SIZE; c < N; c++) {
         policy_join(&p, 0, c, c, now);
-        request(0, c, now += MS);
+        request_lease(0, c, now += MS);
     }
     assert_int_equal(p.gpus[0].n_waiting, N - 1);
     uint32_t lease = p.gpus[0].members[0].lease;
@@ -520,9 +518,9 @@ static void test_client_on_two_gpus_holds_two_locks(void **state)
     policy_actions_clear(&out);
 
     (void)state;
-    request(0, 0, 0);
-    request(1, 0, 0);
-    request(1, 1, 1 * MS);
+    request_lease(0, 0, 0);
+    request_lease(1, 0, 0);
+    request_lease(1, 1, 1 * MS);
     policy_leave(&p, 0, 2 * MS, &out);
     expect_one(&out, ACTION_GRANT, 1, 1);
     assert_int_equal(policy_holder(&p, 0), -1);
@@ -534,8 +532,8 @@ static void test_anti_thrash_off_clears_and_ignores(void **state)
     policy_actions_clear(&out);
 
     (void)state;
-    request(0, 0, 0);
-    request(0, 1, 1 * MS);
+    request_lease(0, 0, 0);
+    request_lease(0, 1, 1 * MS);
     policy_set_anti_thrash(&p, false, 10 * MS);
     assert_int_equal(policy_holder(&p, 0), -1);
     assert_int_equal(p.gpus[0].n_waiting, 0);
@@ -543,7 +541,7 @@ static void test_anti_thrash_off_clears_and_ignores(void **state)
     policy_request(&p, 0, 2, 11 * MS, &out);
     assert_int_equal(out.n, 0);
     policy_set_anti_thrash(&p, true, 12 * MS);
-    assert_int_not_equal(request(0, 2, 13 * MS), 0);
+    assert_int_not_equal(request_lease(0, 2, 13 * MS), 0);
 }
 
 static void test_duplicate_and_foreign_requests_are_ignored(void **state)
@@ -552,8 +550,8 @@ static void test_duplicate_and_foreign_requests_are_ignored(void **state)
     policy_actions_clear(&out);
 
     (void)state;
-    request(0, 0, 0);
-    request(0, 1, 1 * MS);
+    request_lease(0, 0, 0);
+    request_lease(0, 1, 1 * MS);
     policy_request(&p, 0, 1, 2 * MS, &out);
     policy_request(&p, 0, 0, 2 * MS, &out);
     policy_request(&p, 0, 50, 2 * MS, &out); /* never joined */
@@ -564,14 +562,14 @@ static void test_duplicate_and_foreign_requests_are_ignored(void **state)
 static void test_held_time_counts_a_hold_in_progress(void **state)
 {
     (void)state;
-    request(0, 0, 10 * MS);
+    request_lease(0, 0, 10 * MS);
     assert_int_equal(policy_held_ns(&p, 0, 0, 35 * MS), 25 * MS);
     assert_int_equal(policy_held_ns(&p, 0, 1, 35 * MS), 0);
 }
 
 static void test_wakeup_before_first_submission_is_not_billed(void **state)
 {
-    uint32_t lease = request(0, 0, 10 * MS);
+    uint32_t lease = request_lease(0, 0, 10 * MS);
 
     (void)state;
     policy_in_use(&p, 0, 0, lease, 0, 12 * MS);

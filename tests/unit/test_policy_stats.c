@@ -14,7 +14,6 @@
 #define MS 1000000ull
 #define WINDOW (1000 * MS)
 
-static struct policy p;
 
 /* The lease of the grant to client in out, or 0. */
 static uint32_t granted(const struct policy_actions *out, int client)

@@ -25,8 +25,6 @@
 #define CAPACITY (16 * GiB)
 #define N_CLIENTS 8
 
-static struct policy p;
-static struct policy_actions out;
 
 static int setup(void **state)
 {
@@ -36,38 +34,6 @@ static int setup(void **state)
     for (int c = 0; c < N_CLIENTS; c++)
         policy_join(&p, 0, c, c, 0);
     return 0;
-}
-
-static struct member *mem(int c)
-{
-    return &p.gpus[0].members[c];
-}
-
-static void request(int c, uint64_t now)
-{
-    policy_actions_clear(&out);
-    policy_request(&p, 0, c, now, &out);
-}
-
-static void release(int c, uint64_t now)
-{
-    policy_actions_clear(&out);
-    policy_release(&p, 0, c, mem(c)->lease, 0, 0, now, &out);
-}
-
-static uint64_t tick(uint64_t now)
-{
-    policy_actions_clear(&out);
-    return policy_tick(&p, now, &out);
-}
-
-static int count(enum action_kind kind, int client)
-{
-    int n = 0;
-
-    for (int i = 0; i < out.n; i++)
-        n += out.list[i].kind == kind && out.list[i].client == client;
-    return n;
 }
 
 static void test_higher_class_preempts_at_once(void **state)
@@ -459,7 +425,7 @@ static void test_random_events_keep_classes_apart(void **state)
             policy_tick(&p, now, &out);
             for (int x = 0; x < N_CLIENTS; x++)
                 if (mem(x)->state == MEMBER_HOLDING)
-                    assert_false(outranked(&p, &p.gpus[0], 0, x, now));
+                    assert_false(pol_outranked(&p, &p.gpus[0], 0, x, now));
             break;
         case 5:
             policy_set_priority(&p, c, (unsigned)(rand_r(&seed) % 4));
@@ -494,8 +460,8 @@ static void test_random_events_keep_classes_apart(void **state)
         assert_int_equal(waiting, p.gpus[0].n_waiting);
         for (int i = 0; i < out.n; i++) {
             if (out.list[i].kind == ACTION_GRANT)
-                assert_false(outranked(&p, &p.gpus[0], 0, out.list[i].client,
-                                       now));
+                assert_false(pol_outranked(&p, &p.gpus[0], 0, out.list[i].client,
+                                           now));
             if (out.list[i].kind == ACTION_EVICT)
                 assert_false(policy_is_running(&p, 0, out.list[i].client));
             drops += out.list[i].kind == ACTION_DROP;

@@ -1,0 +1,225 @@
+/* policy_swap.c - making room on a GPU: PREPARE_SWAP, EVICT and what
+ * their answers say (see "Memory" in policy.h). What fits is
+ * policy_memory.c's to say; which client goes first follows the priority
+ * classes (policy_priority.c). */
+#include "policy_internal.h"
+
+/* Memory on its way out (EVICT sent, SWAPPED not yet received). */
+static uint64_t evicting_bytes(const struct gpu_sched *g)
+{
+    uint64_t sum = 0;
+
+    for (int c = 0; c < g->slots; c++)
+        if (g->members[c].present && g->members[c].evicting)
+            sum += g->members[c].evictable;
+    return sum;
+}
+
+/* PREPARE_SWAP, once per membership: the client then makes the pinned host
+ * copies of what it allocates later by itself. */
+void pol_prepare(struct gpu_sched *g, int gpu, int client,
+                 struct policy_actions *out)
+{
+    struct member *m = &g->members[client];
+
+    if (m->prepare_sent)
+        return;
+    m->prepare_sent = true;
+    pol_emit(out, ACTION_PREPARE_SWAP, gpu, client, m->lease);
+}
+
+/* Room for an EVICT and the PREPARE_SWAP that may have to precede it. */
+static bool room_for_evict(const struct policy_actions *out,
+                           const struct member *m)
+{
+    return pol_room_for(out, m->prepare_sent ? 1 : 2);
+}
+
+static void evict(struct gpu_sched *g, int gpu, int client, uint64_t now,
+                  struct policy_actions *out)
+{
+    struct member *m = &g->members[client];
+
+    pol_prepare(g, gpu, client, out);
+    m->evicting = true;
+    m->evict_sent_at = now;
+    pol_emit(out, ACTION_EVICT, gpu, client, m->lease);
+}
+
+/* The GPU's clients hold more than it admits: sooner or later they swap,
+ * so every evictable one prepares now. Pinning is slow (~1.7 GB/s on an
+ * H100): started when the jobs allocate, it is done before most of their
+ * swap-outs, not only a switch time ahead of the first. */
+void pol_prepare_if_oversubscribed(const struct policy *p,
+                                   struct gpu_sched *g, int gpu,
+                                   struct policy_actions *out)
+{
+    if (!g->capacity || pol_held_bytes(g) <= policy_memory_limit(p, gpu))
+        return;
+    for (int c = 0; c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        if (!m->present || !m->evictable || m->prepare_sent)
+            continue;
+        if (!pol_room_for(out, 1)) {
+            out->truncated = true;
+            return;
+        }
+        pol_prepare(g, gpu, c, out);
+    }
+}
+
+/* Eviction order: lower priority classes first, then the oldest hold. */
+static bool goes_before(const struct policy *p, const struct member *a,
+                        const struct member *b)
+{
+    unsigned ca = pol_class_of(p, a->account), cb = pol_class_of(p, b->account);
+
+    return ca != cb ? ca < cb : a->grant_seq < b->grant_seq;
+}
+
+/* Whether client c may be swapped out to make room for waiter: an idle
+ * evictable client whose memory is on the GPU, or a runner of a lower
+ * class that the waiter preempts (it swaps out once it has released). */
+static bool may_evict(const struct policy *p, const struct gpu_sched *g,
+                      int gpu, int c, int waiter, uint64_t now)
+{
+    const struct member *m = &g->members[c];
+
+    if (c == waiter || !m->present || !m->evictable || !m->resident ||
+        m->evicting || m->evict_after_release)
+        return false;
+    if (!pol_running(m))
+        return true;
+    return pol_class_of(p, m->account) < pol_class_of(p, g->members[waiter].account) &&
+           pol_outranked(p, g, gpu, c, now);
+}
+
+/* Memory on its way out: EVICT sent, or a runner's after its release. */
+static uint64_t leaving_bytes(const struct gpu_sched *g)
+{
+    uint64_t sum = evicting_bytes(g);
+
+    for (int c = 0; c < g->slots; c++)
+        if (pol_running(&g->members[c]) && g->members[c].evict_after_release)
+            sum += g->members[c].evictable;
+    return sum;
+}
+
+/* Asks evictable clients other than the waiter that still occupy the GPU
+ * to swap out, lowest class and oldest hold first, until `need` more bytes
+ * would fit (all of them for a waiter bigger than the limit, see pol_fits()).
+ * A lower-class runner that the waiter preempts goes before the idle
+ * clients of higher classes. */
+void pol_evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
+                   int waiter, uint64_t need, uint64_t now,
+                   struct policy_actions *out)
+{
+    uint64_t limit = policy_memory_limit(p, gpu);
+    uint64_t resident = pol_resident_bytes(g), leaving = leaving_bytes(g);
+    bool alone = g->members[waiter].footprint > limit;
+
+    if (!pol_room_possible(p, g, gpu, waiter))
+        return;
+    while (alone || resident - leaving + need > limit) {
+        int first = -1;
+        for (int c = 0; c < g->slots; c++)
+            if (may_evict(p, g, gpu, c, waiter, now) &&
+                (first < 0 || goes_before(p, &g->members[c], &g->members[first])))
+                first = c;
+        if (first < 0 || !room_for_evict(out, &g->members[first]))
+            return;
+        struct member *m = &g->members[first];
+        leaving += m->evictable;
+        if (pol_running(m)) {
+            /* It prepares while it drains: its EVICT follows the release. */
+            m->evict_after_release = true;
+            pol_prepare(g, gpu, first, out);
+        } else {
+            evict(g, gpu, first, now, out);
+        }
+    }
+}
+
+/* A runner dropped because the running set outgrew the GPU swaps out as
+ * soon as it has stopped (released or revoked). */
+void pol_evict_if_asked(struct gpu_sched *g, int gpu, int client,
+                        uint64_t now, struct policy_actions *out)
+{
+    struct member *m = &g->members[client];
+
+    if (m->evict_after_release && m->evictable && room_for_evict(out, m))
+        evict(g, gpu, client, now, out);
+    m->evict_after_release = false;
+}
+
+/* The newest evictable runner, when the runners' memory grew past the
+ * limit (-1: it did not, or nobody can leave). */
+int pol_overgrown_runner(const struct policy *p, const struct gpu_sched *g,
+                         int gpu)
+{
+    int newest = -1, holding = 0;
+
+    /* Memory on its way out does not count: one growth drops one runner. */
+    if (!g->capacity ||
+        pol_resident_bytes(g) - evicting_bytes(g) <= policy_memory_limit(p, gpu))
+        return -1;
+    for (int c = 0; c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        if (!m->present || m->state != MEMBER_HOLDING)
+            continue;
+        holding++;
+        if (m->evictable &&
+            (newest < 0 || m->grant_seq > g->members[newest].grant_seq))
+            newest = c;
+    }
+    return holding >= 2 && g->n_running == holding ? newest : -1;
+}
+
+/* Records a swap of client's memory on g; true when it ends an eviction:
+ * room was made, and the waiters may be admitted. */
+bool pol_swap_done(struct gpu_sched *g, int client, int direction,
+                   uint64_t bytes, uint64_t duration_ns)
+{
+    struct member *m = &g->members[client];
+    struct swap_stats *s = direction == SWAP_OUT ? &g->swap_out : &g->swap_in;
+
+    if (!m->present)
+        return false;
+    s->count++;
+    s->bytes += bytes;
+    s->ns += duration_ns;
+    s->last_ns = duration_ns;
+    /* Small swaps measure latency, not bandwidth: only those of 64 MiB or
+     * more move the estimate. */
+    if (bytes >= (64ull << 20)) {
+        double rate = (double)duration_ns / (double)bytes;
+        s->ns_per_byte = s->ns_per_byte > 0 ? (3 * s->ns_per_byte + rate) / 4
+                                            : rate;
+    }
+    if (direction != SWAP_OUT || !m->evicting)
+        return false;
+    m->evicting = false;
+    m->resident = pol_running(m);
+    return true;
+}
+
+/* A client that does not answer EVICT within the drain timeout is taken as
+ * swapped out; next: the earliest such timeout still to come. */
+void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
+                          uint64_t now, uint64_t *next)
+{
+    for (int c = 0; c < g->slots; c++) {
+        struct member *m = &g->members[c];
+        if (!m->present || !m->evicting)
+            continue;
+        /* A client that does not answer EVICT cannot hold the room
+         * forever; its managed memory is the driver's to page out. */
+        uint64_t due = m->evict_sent_at + p->drain_timeout_ns;
+        if (now >= due) {
+            m->evicting = false;
+            m->resident = false;
+        } else {
+            pol_earliest(next, due);
+        }
+    }
+}
