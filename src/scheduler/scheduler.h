@@ -168,8 +168,12 @@ void footprint_forget(struct scheduler *s, int slot);
 void pod_facts_handle(struct scheduler *s, const struct msg *m,
                       struct msg_ctl_reply *reply);
 
-/* Persists s->state, if a state file is configured. */
-void scheduler_save_state(struct scheduler *s);
+/* Persists s->state, if a state file is configured (state.c writes it). */
+static inline void scheduler_save_state(const struct scheduler *s)
+{
+    if (s->state_path)
+        state_save(s->state_path, &s->state);
+}
 /* unhooked.c */
 /* One NVML sample of gpu's processes (compute and graphics; a pid may
  * appear twice): the ones that are neither a client nor the scheduler
