@@ -191,7 +191,7 @@ bool process_stopped(pid_t pid);
 uint64_t holders_revoke_stopped(struct scheduler *s, uint64_t now,
                                 struct policy_actions *out);
 
-/* metrics.c */
+/* metrics.c, metrics_http.c */
 /* Serves /metrics on addr (host:port; NULL: the default, and silence where
  * the build has no HTTP server). A bad address is an error (-1); an address
  * that cannot be bound only turns metrics off (one line). */
@@ -204,6 +204,8 @@ void metrics_stop(void);
  * memory ran out. */
 char *metrics_render(struct scheduler *s, size_t *len);
 void metrics_text_free(void *text);
+/* Frees the buffers metrics_text_free() kept for the next scrapes. */
+void metrics_text_free_spares(void);
 /* A client message of type was handled in ns. */
 void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns);
 /* Counts a connection closed unserved for want of file descriptors
