@@ -48,7 +48,7 @@ struct client {
     uint64_t partial_since; /* a frame begun and not finished since, or 0 */
 };
 
-/* Refusals of one uid, logged once per burst (clients.c). */
+/* Refusals of one uid, logged once per burst (clients_accept.c). */
 struct refusal_note {
     uid_t uid;
     uint64_t logged_at;  /* 0: slot unused */
@@ -126,7 +126,7 @@ struct scheduler {
 bool scheduler_grow(struct scheduler *s, int table_size);
 #define SCHEDULER_INITIAL_TABLE_SIZE 64 /* doubles as clients arrive */
 
-/* clients.c */
+/* clients*.c: the client socket (clients.c says which file does what) */
 void clients_on_listen(struct event_loop *loop, int fd, void *data);
 /* Carry out the pure modules' actions. A client that cannot be sent to is
  * only marked doomed; clients_reap() closes it. */
