@@ -327,30 +327,35 @@ static uint64_t gangs_count(const struct scheduler *s)
     return n;
 }
 
+/* A family of one sample, without labels. */
+static void single(struct text *t, const char *name, const char *type,
+                   const char *help, uint64_t v)
+{
+    family(t, name, type, help);
+    sample_u64(t, name, "", v);
+}
+
 static void render_node(struct text *t, const struct scheduler *s)
 {
     const struct metrics_counters *m = &s->counters;
 
-    family(t, "nvshare_clients", "gauge", "Registered clients.");
-    sample_u64(t, "nvshare_clients", "", (uint64_t)clients_count(s));
-    family(t, "nvshare_gangs", "gauge",
-           "Jobs spanning several GPUs, whose GPUs are granted together.");
-    sample_u64(t, "nvshare_gangs", "", gangs_count(s));
-    family(t, "nvshare_unregistered_connections", "gauge",
-           "Connections that have not registered yet.");
-    sample_u64(t, "nvshare_unregistered_connections", "", (uint64_t)clients_pending(s));
-    family(t, "nvshare_refused_connections_total", "counter",
-           "Client connections refused (per-uid connection limit, or out of memory).");
-    sample_u64(t, "nvshare_refused_connections_total", "", s->refused);
-    family(t, "nvshare_log_lines_suppressed_total", "counter",
-           "Log lines about clients suppressed by the per-uid and global rate limits.");
-    sample_u64(t, "nvshare_log_lines_suppressed_total", "", log_suppressed_total());
-    family(t, "nvshare_unhooked_processes", "gauge",
-           "Processes using a GPU without libnvshare, now.");
-    sample_u64(t, "nvshare_unhooked_processes", "", (uint64_t)unhooked_count(s));
-    family(t, "nvshare_unhooked_processes_seen_total", "counter",
-           "Processes seen using a GPU without libnvshare.");
-    sample_u64(t, "nvshare_unhooked_processes_seen_total", "", s->unhooked_seen);
+    single(t, "nvshare_clients", "gauge", "Registered clients.",
+           (uint64_t)clients_count(s));
+    single(t, "nvshare_gangs", "gauge",
+           "Jobs spanning several GPUs, whose GPUs are granted together.",
+           gangs_count(s));
+    single(t, "nvshare_unregistered_connections", "gauge",
+           "Connections that have not registered yet.", (uint64_t)clients_pending(s));
+    single(t, "nvshare_refused_connections_total", "counter",
+           "Client connections refused (per-uid connection limit, or out of memory).",
+           s->refused);
+    single(t, "nvshare_log_lines_suppressed_total", "counter",
+           "Log lines about clients suppressed by the per-uid and global rate limits.",
+           log_suppressed_total());
+    single(t, "nvshare_unhooked_processes", "gauge",
+           "Processes using a GPU without libnvshare, now.", (uint64_t)unhooked_count(s));
+    single(t, "nvshare_unhooked_processes_seen_total", "counter",
+           "Processes seen using a GPU without libnvshare.", s->unhooked_seen);
     family(t, "nvshare_messages_total", "counter", "Client messages handled, by type.");
     for (int type = 0; type < METRICS_MSG_TYPES; type++) {
         if (!m->messages[type])
@@ -365,9 +370,8 @@ static void render_node(struct text *t, const struct scheduler *s)
            "Time the event loop took to handle one client message: decision and "
            "the messages it sends.");
     histogram_lines(t, "nvshare_decision_seconds", "", &m->decision);
-    family(t, "nvshare_metrics_scrapes_total", "counter",
-           "Requests for /metrics, this one included.");
-    sample_u64(t, "nvshare_metrics_scrapes_total", "", m->scrapes);
+    single(t, "nvshare_metrics_scrapes_total", "counter",
+           "Requests for /metrics, this one included.", m->scrapes);
     family(t, "nvshare_metrics_serve_seconds_total", "counter",
            "Event-loop time spent serving HTTP (accepting, parsing, rendering, "
            "sending), up to the previous event.");
