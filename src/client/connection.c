@@ -400,11 +400,39 @@ static void handle_lock_ok(int gpu, uint32_t lease)
     pthread_mutex_unlock(&client.mu);
 }
 
-/* Returns 0, or -1 if the message breaks the protocol. */
+/* The GPU index a scheduler message names, or -1 where it names none. */
+static int message_gpu(const struct msg *m)
+{
+    switch (m->type) {
+    case MSG_LOCK_OK:
+    case MSG_DROP_LOCK:
+    case MSG_DROP_GANG_LOCK:
+        return m->u.lock.gpu;
+    case MSG_DRAIN_TO:
+        return m->u.drain.gpu;
+    case MSG_UPDATE_LIMIT:
+    case MSG_MEM_GRANT:
+    case MSG_MEM_RECLAIM:
+        return m->u.mem.gpu;
+    case MSG_EVICT:
+    case MSG_PREPARE_SWAP:
+        return m->u.swap.gpu;
+    case MSG_WAIT_FOR_MEM:
+    case MSG_MEM_AVAILABLE:
+        return m->u.wait.gpu;
+    default:
+        return -1;
+    }
+}
+
+/* Returns 0, or -1 if the message breaks the protocol (an unknown type, or
+ * a GPU index beyond those it registered). */
 static int handle_message(const struct msg *m)
 {
-    int gpu = m->u.lock.gpu;
+    int gpu = message_gpu(m);
 
+    if (gpu >= client.n_gpus)
+        return -1;
     switch (m->type) {
     case MSG_SCHED_ON:
         handle_sched_on();
@@ -413,31 +441,20 @@ static int handle_message(const struct msg *m)
         handle_sched_off();
         return 0;
     case MSG_LOCK_OK:
-        if (gpu >= client.n_gpus)
-            return -1;
         handle_lock_ok(gpu, m->u.lock.lease);
         return 0;
     case MSG_DROP_LOCK:
-        if (gpu >= client.n_gpus)
-            return -1;
         gate_release_lease(gpu, m->u.lock.lease, "preempted");
         return 0;
     case MSG_DROP_GANG_LOCK:
-        if (gpu >= client.n_gpus)
-            return -1;
         gate_agree_drain_point(gpu, m->u.lock.lease);
         return 0;
     case MSG_DRAIN_TO:
-        if (m->u.drain.gpu >= client.n_gpus)
-            return -1;
-        gate_drain_to(m->u.drain.gpu, m->u.drain.lease,
-                      m->u.drain.collectives);
+        gate_drain_to(gpu, m->u.drain.lease, m->u.drain.collectives);
         return 0;
     case MSG_UPDATE_LIMIT:
     case MSG_MEM_GRANT:
     case MSG_MEM_RECLAIM:
-        if (m->u.mem.gpu >= client.n_gpus)
-            return -1;
         observer->message(m);
         return 0;
     case MSG_UPDATE_YIELD:
@@ -452,20 +469,14 @@ static int handle_message(const struct msg *m)
         pthread_mutex_unlock(&client.mu);
         return 0;
     case MSG_EVICT:
-        if (m->u.swap.gpu >= client.n_gpus)
-            return -1;
-        swap_out(m->u.swap.gpu);
+        swap_out(gpu);
         return 0;
     case MSG_PREPARE_SWAP:
-        if (m->u.swap.gpu >= client.n_gpus)
-            return -1;
         if (client.ops.prepare_swap)
-            client.ops.prepare_swap(m->u.swap.gpu, client.ops.user);
+            client.ops.prepare_swap(gpu, client.ops.user);
         return 0;
     case MSG_WAIT_FOR_MEM:
     case MSG_MEM_AVAILABLE:
-        if (m->u.wait.gpu >= client.n_gpus)
-            return -1;
         log_memory_wait(m);
         return 0;
     default:
@@ -560,6 +571,46 @@ static void release_idle_gpus(void)
     }
 }
 
+/* Runs what is due while away or behind (pacing, catch-ups) and returns
+ * how long the thread may sleep: until the next reconnection, pace slice
+ * or catch-up, or half the idle release time while connected. */
+static int next_wake_ms(uint64_t now, uint64_t next_connect)
+{
+    int timeout_ms = (int)(idle_release_ns() / 2 / NS_PER_MS) + 1;
+
+    if (client.fd < 0) {
+        uint64_t wait = next_connect > now ? next_connect - now : 0;
+        timeout_ms = (int)(wait / NS_PER_MS) + 1;
+    }
+    uint64_t pace_due = pace_while_away(now);
+    if (pace_due) {
+        uint64_t pace_ms = (pace_due > now ? pace_due - now : 0) / NS_PER_MS + 1;
+        if (pace_ms < (uint64_t)timeout_ms)
+            timeout_ms = (int)pace_ms;
+    }
+    uint64_t catch_up_left = gate_finish_catch_ups();
+    uint64_t catch_up_ms = catch_up_left / NS_PER_MS + 1;
+    if (catch_up_left && catch_up_ms < (uint64_t)timeout_ms)
+        timeout_ms = (int)catch_up_ms;
+    return timeout_ms;
+}
+
+/* Handles what the scheduler sent; a message that breaks the protocol, or
+ * a lost connection, disconnects until *next_connect. */
+static void read_messages(struct frame_reader *reader, uint64_t *next_connect)
+{
+    struct msg m;
+    int got = frame_reader_fill(reader, client.fd);
+
+    while (got >= 0 && (got = frame_reader_next(reader, &m)) > 0)
+        if (handle_message(&m))
+            got = PROTO_E_TYPE;
+    if (got < 0) {
+        disconnect(proto_strerror(got));
+        *next_connect = now_ns() + client.reconnect_ns;
+    }
+}
+
 void *conn_thread(void *arg)
 {
     struct frame_reader *reader = malloc(sizeof(*reader));
@@ -573,7 +624,6 @@ void *conn_thread(void *arg)
                                 {.fd = -1, .events = POLLIN},
                                 {.fd = client.catch_up_fd, .events = POLLIN}};
         uint64_t now = now_ns();
-        int timeout_ms;
 
         if (client.fd < 0 && now >= next_connect) {
             uint64_t wait = try_connect();
@@ -581,22 +631,7 @@ void *conn_thread(void *arg)
             next_connect = now + wait;
         }
         fds[1].fd = client.fd;
-        timeout_ms = (int)(idle_release_ns() / 2 / NS_PER_MS) + 1;
-        if (client.fd < 0) {
-            uint64_t wait = next_connect > now ? next_connect - now : 0;
-            timeout_ms = (int)(wait / NS_PER_MS) + 1;
-        }
-        uint64_t pace_due = pace_while_away(now);
-        if (pace_due) {
-            uint64_t pace_ms = (pace_due > now ? pace_due - now : 0) / NS_PER_MS + 1;
-            if (pace_ms < (uint64_t)timeout_ms)
-                timeout_ms = (int)pace_ms;
-        }
-        uint64_t catch_up_left = gate_finish_catch_ups();
-        uint64_t catch_up_ms = catch_up_left / NS_PER_MS + 1;
-        if (catch_up_left && catch_up_ms < (uint64_t)timeout_ms)
-            timeout_ms = (int)catch_up_ms;
-        int rc = poll(fds, 3, timeout_ms);
+        int rc = poll(fds, 3, next_wake_ms(now, next_connect));
         if (rc < 0 && errno != EINTR)
             break;
         if (fds[0].revents)
@@ -606,17 +641,8 @@ void *conn_thread(void *arg)
             if (read(client.catch_up_fd, &count, sizeof(count)) < 0)
                 log_debug("catch-up wake-up: %s", strerror(errno));
         }
-        if (fds[1].revents) {
-            struct msg m;
-            int got = frame_reader_fill(reader, client.fd);
-            while (got >= 0 && (got = frame_reader_next(reader, &m)) > 0)
-                if (handle_message(&m))
-                    got = PROTO_E_TYPE;
-            if (got < 0) {
-                disconnect(proto_strerror(got));
-                next_connect = now_ns() + client.reconnect_ns;
-            }
-        }
+        if (fds[1].revents)
+            read_messages(reader, &next_connect);
         if (client.connected) {
             release_idle_gpus();
             observer->tick(client.n_gpus);

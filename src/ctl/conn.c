@@ -112,74 +112,80 @@ static int append(void *list, int *n, int *cap, size_t size, const void *item)
     return 0;
 }
 
-/* Checks the records in order: NODE, exactly n_gpus GPUs, CLIENTs, exactly
- * n_unhooked UNHOOKEDs, PODs, END. */
+/* The NODE record opens the status and says how many GPUs and unhooked
+ * processes follow. */
+static int take_node(const struct ctl_target *t, const struct msg *m,
+                     struct ctl_status *st, char *err)
+{
+    if (m->type != MSG_CTL_STATUS_NODE)
+        return unexpected(t, m, err);
+    st->node = m->u.node;
+    st->gpus = calloc(st->node.n_gpus ? st->node.n_gpus : 1, sizeof(*st->gpus));
+    st->unhooked = calloc(st->node.n_unhooked ? st->node.n_unhooked : 1,
+                          sizeof(*st->unhooked));
+    if (!st->gpus || !st->unhooked) {
+        snprintf(err, CTL_ERR_LEN, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+enum record { RECORD_TAKEN, RECORD_END, RECORD_OUT_OF_PLACE, RECORD_NO_MEMORY };
+
+/* A record after NODE, taken where the order allows it: exactly n_gpus
+ * GPUs, CLIENTs, exactly n_unhooked UNHOOKEDs, PODs, END. */
+static enum record take_record(const struct msg *m, struct ctl_status *st)
+{
+    bool gpus_done = st->n_gpus == st->node.n_gpus;
+    bool unhooked_done = st->n_unhooked == st->node.n_unhooked;
+
+    if (m->type == MSG_CTL_STATUS_GPU && st->n_clients == 0 && !gpus_done) {
+        st->gpus[st->n_gpus++] = m->u.gpu;
+    } else if (m->type == MSG_CTL_STATUS_CLIENT && gpus_done && st->n_unhooked == 0 &&
+               st->n_pods == 0) {
+        if (append(&st->clients, &st->n_clients, &st->cap_clients,
+                   sizeof(*st->clients), &m->u.client))
+            return RECORD_NO_MEMORY;
+    } else if (m->type == MSG_CTL_STATUS_POD && gpus_done && unhooked_done) {
+        if (append(&st->pods, &st->n_pods, &st->cap_pods, sizeof(*st->pods),
+                   &m->u.pod))
+            return RECORD_NO_MEMORY;
+    } else if (m->type == MSG_CTL_STATUS_UNHOOKED && gpus_done && !unhooked_done) {
+        st->unhooked[st->n_unhooked++] = m->u.unhooked;
+    } else if (m->type == MSG_CTL_STATUS_END && gpus_done && unhooked_done) {
+        return RECORD_END;
+    } else {
+        return RECORD_OUT_OF_PLACE;
+    }
+    return RECORD_TAKEN;
+}
+
 static int read_status(const struct ctl_target *t, int fd,
                        struct ctl_status *st, char *err)
 {
     struct msg *m = malloc(sizeof(*m));
+    enum record r = RECORD_TAKEN;
+    int got = PROTO_OK;
     bool first = true;
-    int rc = -1;
 
     if (!m) {
         snprintf(err, CTL_ERR_LEN, "out of memory");
         return -1;
     }
-    for (;;) {
-        int got = msg_recv(fd, m, t->timeout_ms);
-        if (got != PROTO_OK) {
-            explain_recv(t, got, first, err);
-            goto out;
-        }
-        if (first) {
-            if (m->type != MSG_CTL_STATUS_NODE) {
-                unexpected(t, m, err);
-                goto out;
-            }
-            st->node = m->u.node;
-            st->gpus = calloc(st->node.n_gpus ? st->node.n_gpus : 1,
-                              sizeof(*st->gpus));
-            st->unhooked = calloc(st->node.n_unhooked ? st->node.n_unhooked : 1,
-                                  sizeof(*st->unhooked));
-            if (!st->gpus || !st->unhooked) {
-                snprintf(err, CTL_ERR_LEN, "out of memory");
-                goto out;
-            }
-            first = false;
-        } else if (m->type == MSG_CTL_STATUS_GPU && st->n_clients == 0 &&
-                   st->n_gpus < st->node.n_gpus) {
-            st->gpus[st->n_gpus++] = m->u.gpu;
-        } else if (m->type == MSG_CTL_STATUS_CLIENT &&
-                   st->n_gpus == st->node.n_gpus && st->n_unhooked == 0 &&
-                   st->n_pods == 0) {
-            if (append(&st->clients, &st->n_clients, &st->cap_clients,
-                       sizeof(*st->clients), &m->u.client)) {
-                snprintf(err, CTL_ERR_LEN, "out of memory");
-                goto out;
-            }
-        } else if (m->type == MSG_CTL_STATUS_POD && st->n_gpus == st->node.n_gpus &&
-                   st->n_unhooked == st->node.n_unhooked) {
-            if (append(&st->pods, &st->n_pods, &st->cap_pods, sizeof(*st->pods),
-                       &m->u.pod)) {
-                snprintf(err, CTL_ERR_LEN, "out of memory");
-                goto out;
-            }
-        } else if (m->type == MSG_CTL_STATUS_UNHOOKED &&
-                   st->n_gpus == st->node.n_gpus &&
-                   st->n_unhooked < st->node.n_unhooked) {
-            st->unhooked[st->n_unhooked++] = m->u.unhooked;
-        } else if (m->type == MSG_CTL_STATUS_END && st->n_gpus == st->node.n_gpus &&
-                   st->n_unhooked == st->node.n_unhooked) {
-            rc = 0;
-            goto out;
-        } else {
-            unexpected(t, m, err);
-            goto out;
-        }
+    while (r == RECORD_TAKEN && (got = msg_recv(fd, m, t->timeout_ms)) == PROTO_OK) {
+        if (first && take_node(t, m, st, err) < 0)
+            break;
+        r = first ? RECORD_TAKEN : take_record(m, st);
+        first = false;
     }
-out:
+    if (got != PROTO_OK)
+        explain_recv(t, got, first, err);
+    else if (r == RECORD_OUT_OF_PLACE)
+        unexpected(t, m, err);
+    else if (r == RECORD_NO_MEMORY)
+        snprintf(err, CTL_ERR_LEN, "out of memory");
     free(m);
-    return rc;
+    return got == PROTO_OK && r == RECORD_END ? 0 : -1;
 }
 
 int ctl_fetch_status(const struct ctl_target *t, struct ctl_status *st,

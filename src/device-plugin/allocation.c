@@ -131,23 +131,110 @@ static int by_load(const void *a, const void *b)
     return ga - gb;
 }
 
+/* A preferred allocation being made. Lists run to thousands of gpu-memory
+ * devices: per available device its GPU and whether it is in out already,
+ * so that no scan is quadratic. */
+struct pick {
+    char *const *available;
+    size_t n_available;
+    int *gpu_of;
+    bool *taken;
+    unsigned free_on[PLUGIN_MAX_GPUS], picked_on[PLUGIN_MAX_GPUS];
+    int order[PLUGIN_MAX_GPUS]; /* GPUs, in the order the policy prefers */
+    const char **out;
+    size_t n_out;
+};
+
+/* The devices the container must have come first. */
+static void pick_required(struct pick *k, char *const *must, const int *must_gpu,
+                          size_t n_must)
+{
+    for (size_t m = 0; m < n_must; m++) {
+        int g = must_gpu[m];
+
+        for (size_t i = 0; i < k->n_available; i++)
+            if (k->gpu_of[i] == g && strcmp(k->available[i], must[m]) == 0)
+                k->taken[i] = true;
+        k->out[k->n_out++] = must[m];
+        k->picked_on[g]++;
+    }
+}
+
+/* Orders the GPUs by load (by_load), from what the free devices say is in
+ * use. */
+static void order_gpus(struct plugin *p, enum resource r, struct pick *k)
+{
+    unsigned used[PLUGIN_MAX_GPUS] = {0};
+
+    for (size_t i = 0; i < k->n_available; i++)
+        k->free_on[k->gpu_of[i]]++;
+    for (int g = 0; g < p->gpu_count; g++) {
+        unsigned total = devices_per_gpu(p, r, &p->gpus[g]);
+
+        used[g] = total > k->free_on[g] ? total - k->free_on[g] : 0;
+        if (r == RESOURCE_MEMORY) /* the exact picture: see the top of the file */
+            p->gpus[g].memory_ids_allocated = used[g];
+        k->order[g] = g;
+    }
+    order_plugin = p;
+    order_gpus_used = used;
+    order_sign = p->pack ? -1 : 1;
+    qsort(k->order, (size_t)p->gpu_count, sizeof(k->order[0]), by_load);
+}
+
+/* All of a container's memory from one GPU where one has room: the first
+ * in policy order (packing: the fullest that fits) moves to the front. */
+static void prefer_one_gpu(const struct plugin *p, struct pick *k, size_t size)
+{
+    size_t need = size - k->n_out;
+
+    for (int i = 0; i < p->gpu_count; i++) {
+        int g = k->order[i];
+        if (k->free_on[g] >= need + k->picked_on[g]) {
+            k->order[i] = k->order[0];
+            k->order[0] = g;
+            return;
+        }
+    }
+}
+
+/* Rounds: one device per GPU per round for virtual GPUs (a container
+ * asking for 2 gets 2 physical GPUs when there are), a whole GPU at a
+ * time for memory. */
+static void pick_rounds(const struct plugin *p, enum resource r, struct pick *k,
+                        size_t size)
+{
+    for (unsigned round = 0; k->n_out < size; round++) {
+        size_t before = k->n_out;
+        for (int i = 0; i < p->gpu_count && k->n_out < size; i++) {
+            int g = k->order[i];
+            for (size_t a = 0; a < k->n_available && k->n_out < size; a++) {
+                if (r == RESOURCE_GPU && k->picked_on[g] > round)
+                    break;
+                if (k->gpu_of[a] != g || k->taken[a])
+                    continue;
+                k->taken[a] = true;
+                k->out[k->n_out++] = k->available[a];
+                k->picked_on[g]++;
+            }
+        }
+        if (k->n_out == before)
+            break; /* nothing left to pick */
+    }
+}
+
 int preferred_allocation(struct plugin *p, enum resource r,
                          char *const *available, size_t n_available,
                          char *const *must, size_t n_must, long size,
                          const char **out, char err[PLUGIN_ERR_LEN])
 {
-    unsigned free_on[PLUGIN_MAX_GPUS] = {0}, used[PLUGIN_MAX_GPUS] = {0};
-    unsigned picked_on[PLUGIN_MAX_GPUS] = {0};
-    int order[PLUGIN_MAX_GPUS];
-    /* Per available device: its GPU, and whether it is in out already.
-     * Lists run to thousands of gpu-memory devices: no quadratic scans. */
-    int *gpu_of = calloc(n_available + 1, sizeof(*gpu_of));
+    struct pick k = {.available = available, .n_available = n_available, .out = out};
     int *must_gpu = calloc(n_must + 1, sizeof(*must_gpu));
-    bool *taken = calloc(n_available + 1, sizeof(*taken));
-    size_t n_out = 0;
     int rc = -1;
 
-    if (!gpu_of || !must_gpu || !taken) {
+    k.gpu_of = calloc(n_available + 1, sizeof(*k.gpu_of));
+    k.taken = calloc(n_available + 1, sizeof(*k.taken));
+    if (!k.gpu_of || !must_gpu || !k.taken) {
         snprintf(err, PLUGIN_ERR_LEN, "out of memory");
         goto done;
     }
@@ -157,76 +244,24 @@ int preferred_allocation(struct plugin *p, enum resource r,
                  size, n_available, n_must);
         goto done;
     }
-    if (resolve_ids(p, r, available, n_available, gpu_of, err) ||
+    if (resolve_ids(p, r, available, n_available, k.gpu_of, err) ||
         resolve_ids(p, r, must, n_must, must_gpu, err))
         goto done;
-    for (size_t i = 0; i < n_available; i++)
-        free_on[gpu_of[i]]++;
-    for (size_t m = 0; m < n_must; m++) {
-        int g = must_gpu[m];
-
-        for (size_t i = 0; i < n_available; i++)
-            if (gpu_of[i] == g && strcmp(available[i], must[m]) == 0)
-                taken[i] = true;
-        out[n_out++] = must[m];
-        picked_on[g]++;
-    }
-    for (int g = 0; g < p->gpu_count; g++) {
-        unsigned total = devices_per_gpu(p, r, &p->gpus[g]);
-
-        used[g] = total > free_on[g] ? total - free_on[g] : 0;
-        if (r == RESOURCE_MEMORY) /* the exact picture: see the top of the file */
-            p->gpus[g].memory_ids_allocated = used[g];
-        order[g] = g;
-    }
-    order_plugin = p;
-    order_gpus_used = used;
-    order_sign = p->pack ? -1 : 1;
-    qsort(order, (size_t)p->gpu_count, sizeof(order[0]), by_load);
-
-    if (r == RESOURCE_MEMORY && n_out < (size_t)size) {
-        /* All of a container's memory from one GPU where one has room:
-         * the first in policy order (packing: the fullest that fits). */
-        size_t need = (size_t)size - n_out;
-        for (int i = 0; i < p->gpu_count; i++) {
-            int g = order[i];
-            if (free_on[g] >= need + picked_on[g]) {
-                order[i] = order[0];
-                order[0] = g;
-                break;
-            }
-        }
-    }
-    /* Rounds: one device per GPU per round for virtual GPUs (a container
-     * asking for 2 gets 2 physical GPUs when there are), a whole GPU at a
-     * time for memory. */
-    for (unsigned round = 0; n_out < (size_t)size; round++) {
-        size_t before = n_out;
-        for (int i = 0; i < p->gpu_count && n_out < (size_t)size; i++) {
-            int g = order[i];
-            for (size_t a = 0; a < n_available && n_out < (size_t)size; a++) {
-                if (r == RESOURCE_GPU && picked_on[g] > round)
-                    break;
-                if (gpu_of[a] != g || taken[a])
-                    continue;
-                taken[a] = true;
-                out[n_out++] = available[a];
-                picked_on[g]++;
-            }
-        }
-        if (n_out == before)
-            break; /* nothing left to pick */
-    }
-    if (n_out < (size_t)size) {
+    pick_required(&k, must, must_gpu, n_must);
+    order_gpus(p, r, &k);
+    if (r == RESOURCE_MEMORY && k.n_out < (size_t)size)
+        prefer_one_gpu(p, &k, (size_t)size);
+    pick_rounds(p, r, &k, (size_t)size);
+    if (k.n_out < (size_t)size) {
         snprintf(err, PLUGIN_ERR_LEN, "only %zu distinct devices for allocation_size %ld",
-                 n_out, size);
+                 k.n_out, size);
         goto done;
     }
     rc = 0;
 done:
-    free(gpu_of);
+    free(k.gpu_of);
     free(must_gpu);
-    free(taken);
+    free(k.taken);
     return rc;
 }
 

@@ -1,5 +1,5 @@
-/* nvml.c - NUMA nodes and health from NVML, reached through dlopen like the
- * scheduler's gpus.c so that nothing needs nvml.h or the driver to build. A
+/* nvml.c - NUMA nodes and health from NVML, reached through dlopen like
+ * common/gpus.c so that nothing needs nvml.h or the driver to build. A
  * GPU whose handle or memory NVML cannot read any more (fallen off the bus,
  * "GPU is lost") is unhealthy until NVML reads it again. */
 #include "plugin.h"

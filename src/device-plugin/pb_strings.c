@@ -61,3 +61,25 @@ bool pb_string_holds_nul(const ProtobufCMessageDescriptor *desc, const unsigned 
     }
     return false;
 }
+
+const char *pb_request_flaw(bool decoded, const char *count_flaw, const char *nul_flaw,
+                            const ProtobufCMessageDescriptor *desc,
+                            const unsigned char *data, size_t len)
+{
+    if (!decoded)
+        return "request does not decode";
+    if (count_flaw)
+        return count_flaw;
+    return pb_string_holds_nul(desc, data, len) ? nul_flaw : NULL;
+}
+
+bool pb_decodes(const ProtobufCMessageDescriptor *desc, const unsigned char *data,
+                size_t len)
+{
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, data);
+
+    if (!m)
+        return false;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return true;
+}

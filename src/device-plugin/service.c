@@ -100,6 +100,9 @@ void service_register_request(enum resource r, struct reply *out)
     reply_pack(out, &req.base);
 }
 
+/* protobuf-c would hand over the ID's prefix: another device's ID. */
+#define NUL_IN_ID "a device ID holds a NUL byte"
+
 static void preferred(struct plugin *p, enum resource r, const unsigned char *data,
                       size_t len, struct reply *out)
 {
@@ -110,14 +113,12 @@ static void preferred(struct plugin *p, enum resource r, const unsigned char *da
     const char **picked = NULL;
     char err[PLUGIN_ERR_LEN];
     size_t used = 0;
+    const char *why = pb_request_flaw(
+        req != NULL, req && !req->n_container_requests ? "no container requests" : NULL,
+        NUL_IN_ID, &v1beta1__preferred_allocation_request__descriptor, data, len);
 
-    if (!req || req->n_container_requests == 0) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: %s",
-             req ? "no container requests" : "request does not decode");
-        goto done;
-    }
-    if (pb_string_holds_nul(&v1beta1__preferred_allocation_request__descriptor, data, len)) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: a device ID holds a NUL byte");
+    if (why) {
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: %s", why);
         goto done;
     }
     containers = calloc(req->n_container_requests, sizeof(*containers));
@@ -227,14 +228,12 @@ static void allocate(struct plugin *p, enum resource r, const unsigned char *dat
     struct container_reply *containers = NULL;
     V1beta1__ContainerAllocateResponse **ptrs = NULL;
     char err[PLUGIN_ERR_LEN];
+    const char *why = pb_request_flaw(
+        req != NULL, req && !req->n_container_requests ? "no container requests" : NULL,
+        NUL_IN_ID, &v1beta1__allocate_request__descriptor, data, len);
 
-    if (!req || req->n_container_requests == 0) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: %s",
-             req ? "no container requests" : "request does not decode");
-        goto done;
-    }
-    if (pb_string_holds_nul(&v1beta1__allocate_request__descriptor, data, len)) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: a device ID holds a NUL byte");
+    if (why) {
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: %s", why);
         goto done;
     }
     containers = calloc(req->n_container_requests, sizeof(*containers));
@@ -275,18 +274,15 @@ void service_call(struct plugin *p, enum resource r, enum method m,
 {
     V1beta1__DevicePluginOptions options = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
     V1beta1__PreStartContainerResponse pre_start = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
-    V1beta1__Empty *empty;
 
     memset(out, 0, sizeof(*out));
     switch (m) {
     case METHOD_OPTIONS:
     case METHOD_LIST_AND_WATCH:
-        empty = v1beta1__empty__unpack(NULL, len, request);
-        if (!empty) {
+        if (!pb_decodes(&v1beta1__empty__descriptor, request, len)) {
             reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Empty does not decode");
             return;
         }
-        v1beta1__empty__free_unpacked(empty, NULL);
         if (m == METHOD_LIST_AND_WATCH) {
             service_device_list(p, r, out);
             return;

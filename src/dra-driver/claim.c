@@ -211,11 +211,68 @@ static int parse_config(const cJSON *configs, struct dra_claim *c, char err[DRA_
     return 0;
 }
 
+/* This driver's results of the allocation (another driver may have devices
+ * in the same claim), one share each. */
+static int parse_results(const struct driver *d, const cJSON *results,
+                         struct dra_claim *c, char err[DRA_ERR_LEN])
+{
+    const cJSON *r;
+
+    if (!cJSON_IsArray(results)) {
+        snprintf(err, DRA_ERR_LEN, "the claim is not allocated");
+        return -1;
+    }
+    cJSON_ArrayForEach(r, results) {
+        const char *driver = string_at(r, "driver");
+
+        if (!driver || strcmp(driver, DRA_DRIVER_NAME))
+            continue;
+        if (c->n_shares == DRA_MAX_RESULTS) {
+            snprintf(err, DRA_ERR_LEN, "more than %d allocation results", DRA_MAX_RESULTS);
+            return -1;
+        }
+        if (parse_result(d, r, &c->shares[c->n_shares], err))
+            return -1;
+        c->n_shares++;
+    }
+    if (!c->n_shares) {
+        snprintf(err, DRA_ERR_LEN, "no device of %s is allocated to the claim", DRA_DRIVER_NAME);
+        return -1;
+    }
+    return 0;
+}
+
+/* The pods the claim is reserved for (other kinds of consumer are not
+ * ours to prepare). */
+static int parse_reserved(const cJSON *reserved, struct dra_claim *c,
+                          char err[DRA_ERR_LEN])
+{
+    const cJSON *p;
+
+    cJSON_ArrayForEach(p, reserved) {
+        const char *resource = string_at(p, "resource"), *api_group = string_at(p, "apiGroup");
+
+        if (!resource || strcmp(resource, "pods") || (api_group && *api_group))
+            continue;
+        if (c->n_pods == DRA_MAX_PODS ||
+            !copy(c->pods[c->n_pods], sizeof(c->pods[0]), string_at(p, "uid"))) {
+            snprintf(err, DRA_ERR_LEN, "a reservedFor entry lacks a pod's uid");
+            return -1;
+        }
+        c->n_pods++;
+    }
+    if (!c->n_pods) {
+        snprintf(err, DRA_ERR_LEN, "the claim is reserved for no pod");
+        return -1;
+    }
+    return 0;
+}
+
 int claim_parse(const struct driver *d, const char *json, const char *uid,
                 struct dra_claim *c, char err[DRA_ERR_LEN])
 {
     cJSON *root = cJSON_Parse(json);
-    const cJSON *meta, *status, *results, *r, *reserved, *p;
+    const cJSON *meta, *status, *devices;
     int rc = -1;
 
     memset(c, 0, sizeof(*c));
@@ -233,54 +290,12 @@ int claim_parse(const struct driver *d, const char *json, const char *uid,
     copy(c->namespace_, sizeof(c->namespace_), string_at(meta, "namespace"));
     copy(c->name, sizeof(c->name), string_at(meta, "name"));
     status = cJSON_GetObjectItemCaseSensitive(root, "status");
-    results = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(status, "allocation"), "devices"),
-        "results");
-    if (!cJSON_IsArray(results)) {
-        snprintf(err, DRA_ERR_LEN, "the claim is not allocated");
+    devices = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(status, "allocation"), "devices");
+    if (parse_results(d, cJSON_GetObjectItemCaseSensitive(devices, "results"), c, err) ||
+        parse_config(cJSON_GetObjectItemCaseSensitive(devices, "config"), c, err) ||
+        parse_reserved(cJSON_GetObjectItemCaseSensitive(status, "reservedFor"), c, err))
         goto out;
-    }
-    cJSON_ArrayForEach(r, results) {
-        const char *driver = string_at(r, "driver");
-
-        if (!driver || strcmp(driver, DRA_DRIVER_NAME))
-            continue; /* another driver's device in the same claim */
-        if (c->n_shares == DRA_MAX_RESULTS) {
-            snprintf(err, DRA_ERR_LEN, "more than %d allocation results", DRA_MAX_RESULTS);
-            goto out;
-        }
-        if (parse_result(d, r, &c->shares[c->n_shares], err))
-            goto out;
-        c->n_shares++;
-    }
-    if (!c->n_shares) {
-        snprintf(err, DRA_ERR_LEN, "no device of %s is allocated to the claim", DRA_DRIVER_NAME);
-        goto out;
-    }
-    if (parse_config(cJSON_GetObjectItemCaseSensitive(
-                         cJSON_GetObjectItemCaseSensitive(
-                             cJSON_GetObjectItemCaseSensitive(status, "allocation"), "devices"),
-                         "config"),
-                     c, err))
-        goto out;
-    reserved = cJSON_GetObjectItemCaseSensitive(status, "reservedFor");
-    cJSON_ArrayForEach(p, reserved) {
-        const char *resource = string_at(p, "resource"), *api_group = string_at(p, "apiGroup");
-
-        if (!resource || strcmp(resource, "pods") || (api_group && *api_group))
-            continue;
-        if (c->n_pods == DRA_MAX_PODS ||
-            !copy(c->pods[c->n_pods], sizeof(c->pods[0]), string_at(p, "uid"))) {
-            snprintf(err, DRA_ERR_LEN, "a reservedFor entry lacks a pod's uid");
-            goto out;
-        }
-        c->n_pods++;
-    }
-    if (!c->n_pods) {
-        snprintf(err, DRA_ERR_LEN, "the claim is reserved for no pod");
-        goto out;
-    }
     rc = 0;
 out:
     cJSON_Delete(root);

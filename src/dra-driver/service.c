@@ -128,10 +128,9 @@ static bool refused(const char *method, bool decoded, size_t n_claims,
                     const ProtobufCMessageDescriptor *descriptor,
                     const unsigned char *data, size_t len, struct reply *out)
 {
-    const char *why = !decoded                     ? "request does not decode"
-                      : n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims"
-                      : pb_string_holds_nul(descriptor, data, len) ? "a string holds a NUL byte"
-                                                                   : NULL;
+    const char *why = pb_request_flaw(
+        decoded, n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims" : NULL,
+        "a string holds a NUL byte", descriptor, data, len);
 
     if (why)
         reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "%s: %s", method, why);
@@ -248,16 +247,13 @@ done:
 void dra_service_call(struct driver *d, enum dra_method m, const unsigned char *request,
                       size_t len, struct reply *out)
 {
-    Pluginregistration__InfoRequest *info;
-
     memset(out, 0, sizeof(*out));
     switch (m) {
     case DRA_GET_INFO:
-        if (!(info = pluginregistration__info_request__unpack(NULL, len, request))) {
+        if (!pb_decodes(&pluginregistration__info_request__descriptor, request, len)) {
             reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "InfoRequest does not decode");
             return;
         }
-        pluginregistration__info_request__free_unpacked(info, NULL);
         get_info(d, out);
         return;
     case DRA_NOTIFY_REGISTRATION:

@@ -394,78 +394,101 @@ static void status_text(const struct kube_body *b, char *out, size_t len)
     cJSON_Delete(s);
 }
 
+/* A list in progress: the pods so far, and where the next page starts. */
+struct listing {
+    struct watched_pod *list;
+    size_t n, cap;
+    char rv[64];
+    char cont[1024]; /* the continue token: empty after the last page */
+};
+
+/* One page of the list, parsed into *doc (NULL if it is not JSON: take_page
+ * says so). -1, with a line, if the API server did not answer it. */
+static int get_page(struct watcher *w, const struct listing *l, cJSON **doc)
+{
+    char path[2048], err[KUBE_ERR_LEN], why[256];
+    struct kube_body body = {0};
+
+    snprintf(path, sizeof(path), "/api/v1/pods?fieldSelector=%s&limit=%d%s%s",
+             w->selector, LIST_PAGE, l->cont[0] ? "&continue=" : "", l->cont);
+    long status = kube_request(&w->kube, "GET", path, NULL, &body, err);
+    if (status != 200) {
+        if (status < 0)
+            log_warn("cannot list pods: %s", err);
+        else {
+            status_text(&body, why, sizeof(why));
+            log_warn("cannot list pods: HTTP %ld: %s", status, why);
+        }
+        kube_body_free(&body);
+        return -1;
+    }
+    *doc = cJSON_ParseWithLength(body.data, body.len);
+    kube_body_free(&body);
+    return 0;
+}
+
+/* Adds a page's pods (those that concern nvshare, or did) to l, and takes
+ * its resourceVersion and continue token. 0 or -1. */
+static int take_page(struct watcher *w, const cJSON *doc, struct listing *l)
+{
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(doc, "metadata");
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(doc, "items");
+    const cJSON *item, *c = cJSON_GetObjectItemCaseSensitive(meta, "continue");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
+
+    if (!cJSON_IsArray(items) || !cJSON_IsString(v) ||
+        strlen(v->valuestring) >= sizeof(l->rv) ||
+        (cJSON_IsString(c) && strlen(c->valuestring) >= sizeof(l->cont))) {
+        log_warn("cannot list pods: the answer is not a PodList (or its "
+                 "resourceVersion or continue token is over %zu bytes)",
+                 sizeof(l->rv) - 1);
+        return -1;
+    }
+    snprintf(l->rv, sizeof(l->rv), "%s", v->valuestring);
+    snprintf(l->cont, sizeof(l->cont), "%s", cJSON_IsString(c) ? c->valuestring : "");
+    cJSON_ArrayForEach(item, items) {
+        struct watched_pod p, *old;
+        if (pod_from_json(item, w->memory_unit, &p) == 0 &&
+            ((old = find_pod(w, p.facts.pod_uid)) || p.concerns_nvshare)) {
+            report_problems(w, &p, old);
+            if (add_pod(&l->list, &l->n, &l->cap, &p)) {
+                log_error("out of memory listing pods");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Lists this node's pods, page by page, into a fresh cache. The previous
  * cache tells which problems were already reported. 0 or -1. */
 static int list_pods(struct watcher *w)
 {
-    struct watched_pod *list = NULL;
-    size_t n = 0, cap = 0;
-    char path[2048], cont[1024] = "", err[KUBE_ERR_LEN], why[256];
-    char rv[64] = "";
+    struct listing l = {0};
     int pages = 0;
 
     do {
-        struct kube_body body = {0};
         if (++pages > LIST_PAGES_MAX) {
             log_warn("cannot list pods: more than %d pages of %d (a continue token "
                      "that never ends?)", LIST_PAGES_MAX, LIST_PAGE);
-            free(list);
+            free(l.list);
             return -1;
         }
-        snprintf(path, sizeof(path), "/api/v1/pods?fieldSelector=%s&limit=%d%s%s",
-                 w->selector, LIST_PAGE, cont[0] ? "&continue=" : "", cont);
-        long status = kube_request(&w->kube, "GET", path, NULL, &body, err);
-        if (status != 200) {
-            if (status < 0)
-                log_warn("cannot list pods: %s", err);
-            else {
-                status_text(&body, why, sizeof(why));
-                log_warn("cannot list pods: HTTP %ld: %s", status, why);
-            }
-            kube_body_free(&body);
-            free(list);
-            return -1;
-        }
-        cJSON *doc = cJSON_ParseWithLength(body.data, body.len);
-        kube_body_free(&body);
-        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(doc, "metadata");
-        const cJSON *items = cJSON_GetObjectItemCaseSensitive(doc, "items");
-        const cJSON *item, *c = cJSON_GetObjectItemCaseSensitive(meta, "continue");
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
-        if (!cJSON_IsArray(items) || !cJSON_IsString(v) ||
-            strlen(v->valuestring) >= sizeof(rv) ||
-            (cJSON_IsString(c) && strlen(c->valuestring) >= sizeof(cont))) {
-            log_warn("cannot list pods: the answer is not a PodList (or its "
-                     "resourceVersion or continue token is over %zu bytes)",
-                     sizeof(rv) - 1);
-            cJSON_Delete(doc);
-            free(list);
-            return -1;
-        }
-        snprintf(rv, sizeof(rv), "%s", v->valuestring);
-        snprintf(cont, sizeof(cont), "%s", cJSON_IsString(c) ? c->valuestring : "");
-        cJSON_ArrayForEach(item, items) {
-            struct watched_pod p, *old;
-            if (pod_from_json(item, w->memory_unit, &p) == 0 &&
-                ((old = find_pod(w, p.facts.pod_uid)) || p.concerns_nvshare)) {
-                report_problems(w, &p, old);
-                if (add_pod(&list, &n, &cap, &p)) {
-                    log_error("out of memory listing pods");
-                    cJSON_Delete(doc);
-                    free(list);
-                    return -1;
-                }
-            }
-        }
+        cJSON *doc = NULL;
+        int rc = get_page(w, &l, &doc) < 0 ? -1 : take_page(w, doc, &l);
         cJSON_Delete(doc);
-    } while (cont[0]);
+        if (rc < 0) {
+            free(l.list);
+            return -1;
+        }
+    } while (l.cont[0]);
     free(w->pods);
-    w->pods = list;
-    w->n = n;
-    w->cap = cap;
+    w->pods = l.list;
+    w->n = l.n;
+    w->cap = l.cap;
     w->listed = true;
-    snprintf(w->resource_version, sizeof(w->resource_version), "%s", rv);
-    log_info("listed %zu pod(s) on node %s at resourceVersion %s", n, w->node, rv);
+    snprintf(w->resource_version, sizeof(w->resource_version), "%s", l.rv);
+    log_info("listed %zu pod(s) on node %s at resourceVersion %s", l.n, w->node, l.rv);
     return 0;
 }
 

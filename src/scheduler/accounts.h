@@ -2,8 +2,8 @@
  *
  * Pure like policy.h and quota.h: no I/O, no clock. Functions change the
  * accounts and return actions (what the policy and the quota arbiter must
- * be told); clients.c carries them out, so limits flow one way: accounts ->
- * policy / quota -> clients.c -> messages. */
+ * be told); clients_actions.c carries them out, so limits flow one way:
+ * accounts -> policy / quota -> clients_actions.c -> messages. */
 #ifndef NVSHARE_ACCOUNTS_H
 #define NVSHARE_ACCOUNTS_H
 

@@ -54,8 +54,6 @@ static void print_usage(FILE *out)
           out);
 }
 
-static struct scheduler sched;
-
 static void on_signal(struct event_loop *loop, int fd, void *data)
 {
     struct signalfd_siginfo info;
@@ -151,7 +149,8 @@ static int lock_sock_dir(void)
     return fd;
 }
 
-static int listen_on(const char *name, mode_t mode, fd_handler handler)
+static int listen_on(struct scheduler *s, const char *name, mode_t mode,
+                     fd_handler handler)
 {
     char path[256];
     int fd;
@@ -161,7 +160,7 @@ static int listen_on(const char *name, mode_t mode, fd_handler handler)
         return -1;
     }
     fd = unix_listen(path, mode);
-    if (fd < 0 || event_loop_add(sched.loop, fd, handler, &sched) < 0) {
+    if (fd < 0 || event_loop_add(s->loop, fd, handler, s) < 0) {
         log_error("cannot listen on %s: %s", path, strerror(errno));
         return -1;
     }
@@ -172,9 +171,9 @@ static int listen_on(const char *name, mode_t mode, fd_handler handler)
 /* The state file's settings replace the environment's: they are what the
  * operator set last. Where the environment said otherwise, one warning
  * says so, and how to let the environment's value apply again. */
-static void apply_state_settings(uint64_t v[SETTING_COUNT])
+static void apply_state_settings(const struct scheduler *s, uint64_t v[SETTING_COUNT])
 {
-    const struct node_state *st = &sched.state;
+    const struct node_state *st = &s->state;
     char env[160], value[32];
 
     for (int id = 0; id < SETTING_COUNT; id++) {
@@ -199,28 +198,28 @@ static void apply_state_settings(uint64_t v[SETTING_COUNT])
     }
 }
 
-static void warn_mode_override(int gpu, uint8_t mode)
+static void warn_mode_override(const struct scheduler *s, int gpu, uint8_t mode)
 {
     char env[160];
 
     setting_env_text(SETTING_SCHEDULING_MODE, env, sizeof(env));
-    if (*env && mode != sched.env_settings[SETTING_SCHEDULING_MODE])
+    if (*env && mode != s->env_settings[SETTING_SCHEDULING_MODE])
         log_warn("%s is overridden on gpu %d by the state file's mode %s (set with "
                  "nvsharectl): 'nvsharectl reset mode' lets the environment's value "
                  "apply", env, gpu, sched_mode_names[mode]);
 }
 
-static void apply_state_modes(void)
+static void apply_state_modes(struct scheduler *s)
 {
-    const struct node_state *st = &sched.state;
+    const struct node_state *st = &s->state;
 
     for (int i = 0; i < st->n_modes; i++) {
         int g = 0;
-        while (g < sched.n_gpus && strcmp(sched.gpus[g].uuid, st->modes[i].uuid))
+        while (g < s->n_gpus && strcmp(s->gpus[g].uuid, st->modes[i].uuid))
             g++;
-        if (g < sched.n_gpus) {
-            policy_set_mode(sched.policy, g, (enum sched_mode)st->modes[i].mode);
-            warn_mode_override(g, st->modes[i].mode);
+        if (g < s->n_gpus) {
+            policy_set_mode(s->policy, g, (enum sched_mode)st->modes[i].mode);
+            warn_mode_override(s, g, st->modes[i].mode);
         } else
             log_warn("state file: GPU %s is not on this node: its mode is kept "
                      "for when it is", st->modes[i].uuid);
@@ -228,7 +227,7 @@ static void apply_state_modes(void)
 }
 
 /* The operator's state, before any client can register. */
-static int load_state(void)
+static int load_state(struct scheduler *s)
 {
     const char *path = getenv("NVSHARE_STATE_FILE");
     char text[256];
@@ -241,72 +240,66 @@ static int load_state(void)
                  "at run time are lost on restart");
         return 0;
     }
-    if (state_load(path, &sched.state) < 0)
+    if (state_load(path, &s->state) < 0)
         return -1;
     /* Written back at once: a state file that cannot be written is found
      * now, with one line, not at the operator's first change. */
-    if (state_save(path, &sched.state) < 0) {
+    if (state_save(path, &s->state) < 0) {
         log_warn("settings made at run time will not survive a restart "
                  "(set NVSHARE_STATE_FILE to a writable path)");
         return 0;
     }
-    sched.state_path = path;
+    s->state_path = path;
     for (int id = 0; id < SETTING_COUNT && n < sizeof(text); id++)
-        if (sched.state.set[id])
+        if (s->state.set[id])
             n += (size_t)snprintf(text + n, sizeof(text) - n, " %s",
                                   settings_table[id].name);
-    for (size_t i = 0; i < sched.state.pods.n; i++)
-        pods += pod_configured(&sched.state.pods.list[i]);
+    for (size_t i = 0; i < s->state.pods.n; i++)
+        pods += pod_configured(&s->state.pods.list[i]);
     log_info("state file %s: %zu pod(s) with limits; settings from it:%s", path,
              pods, n ? text : " none");
     return 0;
 }
 
-void scheduler_save_state(struct scheduler *s)
-{
-    if (s->state_path)
-        state_save(s->state_path, &s->state);
-}
-
 /* The policy, with its settings from the environment (settings.c) and the
  * state file. */
-static int configure_policy(void)
+static int configure_policy(struct scheduler *s)
 {
     uint64_t v[SETTING_COUNT];
 
-    if (settings_load(v) < 0 || load_state() < 0)
+    if (settings_load(v) < 0 || load_state(s) < 0)
         return -1;
-    memcpy(sched.env_settings, v, sizeof(sched.env_settings));
-    apply_state_settings(v);
+    memcpy(s->env_settings, v, sizeof(s->env_settings));
+    apply_state_settings(s, v);
     /* Only the policy knows its layout: the daemon holds it by pointer. */
-    sched.policy = calloc(1, policy_size());
-    if (!sched.policy) {
+    s->policy = calloc(1, policy_size());
+    if (!s->policy) {
         log_error("out of memory");
         return -1;
     }
-    policy_init(sched.policy, sched.n_gpus, v[SETTING_TQ], v[SETTING_DRAIN_TIMEOUT]);
+    policy_init(s->policy, s->n_gpus, v[SETTING_TQ], v[SETTING_DRAIN_TIMEOUT]);
     /* Nobody has joined yet: nothing to drop. */
-    policy_set_anti_thrash(sched.policy, v[SETTING_ANTI_THRASH], 0);
-    policy_set_window(sched.policy, v[SETTING_COMPUTE_WINDOW_MS] * NS_PER_MS,
+    policy_set_anti_thrash(s->policy, v[SETTING_ANTI_THRASH], 0);
+    policy_set_window(s->policy, v[SETTING_COMPUTE_WINDOW_MS] * NS_PER_MS,
                       (unsigned)v[SETTING_QUOTA_CARRYOVER_PERCENT]);
-    policy_set_mode(sched.policy, -1, (enum sched_mode)v[SETTING_SCHEDULING_MODE]);
-    apply_state_modes();
-    policy_set_reserve(sched.policy, (unsigned)v[SETTING_MEMORY_RESERVE_PERCENT]);
-    sched.context_overhead = v[SETTING_CONTEXT_OVERHEAD];
+    policy_set_mode(s->policy, -1, (enum sched_mode)v[SETTING_SCHEDULING_MODE]);
+    apply_state_modes(s);
+    policy_set_reserve(s->policy, (unsigned)v[SETTING_MEMORY_RESERVE_PERCENT]);
+    s->context_overhead = v[SETTING_CONTEXT_OVERHEAD];
     /* A fixed switch time of 0 tells the policy to measure it. */
-    policy_set_switch_time(sched.policy,
+    policy_set_switch_time(s->policy,
                            v[SETTING_SWITCH_TIME_MODE] == SWITCH_TIME_FIXED
                                ? v[SETTING_SWITCH_TIME_FIXED] : 0,
                            (unsigned)v[SETTING_SWITCH_TIME_MULTIPLIER]);
-    sched.oversub_default = v[SETTING_ENABLE_OVERSUB];
-    sched.oversub_ratio = (unsigned)v[SETTING_OVERSUB_RATIO];
-    sched.declared_limits = v[SETTING_DECLARED_LIMITS];
-    sched.proc_root = getenv("NVSHARE_PROC_ROOT");
-    if (sched.proc_root && !*sched.proc_root)
-        sched.proc_root = NULL;
-    sched.max_connections_per_uid = (unsigned)v[SETTING_MAX_CONNECTIONS_PER_UID];
-    for (int i = 0; i < sched.n_gpus; i++)
-        policy_set_capacity(sched.policy, i, sched.gpus[i].memory_total);
+    s->oversub_default = v[SETTING_ENABLE_OVERSUB];
+    s->oversub_ratio = (unsigned)v[SETTING_OVERSUB_RATIO];
+    s->declared_limits = v[SETTING_DECLARED_LIMITS];
+    s->proc_root = getenv("NVSHARE_PROC_ROOT");
+    if (s->proc_root && !*s->proc_root)
+        s->proc_root = NULL;
+    s->max_connections_per_uid = (unsigned)v[SETTING_MAX_CONNECTIONS_PER_UID];
+    for (int i = 0; i < s->n_gpus; i++)
+        policy_set_capacity(s->policy, i, s->gpus[i].memory_total);
     settings_log(v);
     return 0;
 }
@@ -324,74 +317,100 @@ static void raise_fd_limit(void)
     }
 }
 
-static int setup(void)
+/* The GPUs to schedule, each logged once: without any there is nothing to
+ * do, and saying so beats a daemon that waits for ever. */
+static int discover_gpus(struct scheduler *s)
 {
     char err[256];
-    sigset_t mask;
-    int sfd;
 
-    sched.n_gpus = gpus_discover(sched.gpus, POLICY_MAX_GPUS, err, sizeof(err));
-    if (sched.n_gpus < 0) {
+    s->n_gpus = gpus_discover(s->gpus, POLICY_MAX_GPUS, err, sizeof(err));
+    if (s->n_gpus < 0) {
         log_error("%s", err);
         return -1;
     }
-    if (sched.n_gpus == 0) {
+    if (s->n_gpus == 0) {
         log_error("no GPUs found (no NVIDIA driver?); set NVSHARE_GPUS=UUID:MiB "
                   "to schedule configured GPUs");
         return -1;
     }
-    for (int i = 0; i < sched.n_gpus; i++) {
+    for (int i = 0; i < s->n_gpus; i++) {
         char size[32];
-        format_size(sched.gpus[i].memory_total, size, sizeof(size));
-        log_info("gpu %d: %s (%s, %s)", i, sched.gpus[i].uuid,
-                 sched.gpus[i].name, size);
+        format_size(s->gpus[i].memory_total, size, sizeof(size));
+        log_info("gpu %d: %s (%s, %s)", i, s->gpus[i].uuid,
+                 s->gpus[i].name, size);
     }
-    quota_init(&sched.quota, sched.n_gpus);
-    if (configure_policy() < 0)
-        return -1;
-    raise_fd_limit();
-    if (unix_keep_spare() < 0)
-        log_warn("no spare file descriptor (%s): out of them, the scheduler "
-                 "would spin on a pending connection", strerror(errno));
-    sched.started_at = now_ns();
-    sched.uid = getuid();
-    if (!scheduler_grow(&sched, SCHEDULER_INITIAL_TABLE_SIZE)) {
-        log_error("out of memory");
-        return -1;
-    }
+    return 0;
+}
 
-    if (mkdir(env_sock_dir(), 0755) < 0 && errno != EEXIST) {
-        log_error("cannot create %s: %s", env_sock_dir(), strerror(errno));
-        return -1;
-    }
-    if (lock_sock_dir() < 0)
-        return -1;
-    sched.loop = event_loop_create(on_tick, &sched);
-    if (!sched.loop) {
-        log_error("event loop: %s", strerror(errno));
-        return -1;
-    }
+/* SIGINT and SIGTERM arrive as events of the loop, so that the loop ends
+ * between two handlers and never inside one. */
+static int watch_signals(struct scheduler *s)
+{
+    sigset_t mask;
+    int sfd;
+
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0 || event_loop_add(sched.loop, sfd, on_signal, NULL) < 0) {
+    if (sfd < 0 || event_loop_add(s->loop, sfd, on_signal, NULL) < 0) {
         log_error("signalfd: %s", strerror(errno));
         return -1;
     }
-    if (listen_on(CLIENT_SOCKET_NAME, 0666, clients_on_listen) < 0 ||
-        listen_on(CONTROL_SOCKET_NAME, 0600, control_on_listen) < 0)
+    return 0;
+}
+
+/* The loop and what it listens on: the sockets last, once everything a
+ * client's first message needs is in place. */
+static int open_loop(struct scheduler *s)
+{
+    if (mkdir(env_sock_dir(), 0755) < 0 && errno != EEXIST) {
+        log_error("cannot create %s: %s", env_sock_dir(), strerror(errno));
+        return -1;
+    }
+    if (lock_sock_dir() < 0)
+        return -1;
+    s->loop = event_loop_create(on_tick, s);
+    if (!s->loop) {
+        log_error("event loop: %s", strerror(errno));
+        return -1;
+    }
+    if (watch_signals(s) < 0 ||
+        listen_on(s, CLIENT_SOCKET_NAME, 0666, clients_on_listen) < 0 ||
+        listen_on(s, CONTROL_SOCKET_NAME, 0600, control_on_listen) < 0)
         return -1;
     const char *metrics_addr = getenv("NVSHARE_METRICS_ADDR");
     if (metrics_addr && !strcmp(metrics_addr, "off"))
         return 0;
-    return metrics_start(&sched, metrics_addr);
+    return metrics_start(s, metrics_addr);
+}
+
+static int setup(struct scheduler *s)
+{
+    if (discover_gpus(s) < 0)
+        return -1;
+    quota_init(&s->quota, s->n_gpus);
+    if (configure_policy(s) < 0)
+        return -1;
+    raise_fd_limit();
+    if (unix_keep_spare() < 0)
+        log_warn("no spare file descriptor (%s): out of them, the scheduler "
+                 "would spin on a pending connection", strerror(errno));
+    s->started_at = now_ns();
+    s->uid = getuid();
+    if (!scheduler_grow(s, SCHEDULER_INITIAL_TABLE_SIZE)) {
+        log_error("out of memory");
+        return -1;
+    }
+    return open_loop(s);
 }
 
 int main(int argc, char **argv)
 {
+    /* Static: it is large (the GPUs' quotas, the state), and starts zeroed. */
+    static struct scheduler sched;
     char path[256];
 
     log_init("scheduler", LOG_INFO);
@@ -421,7 +440,7 @@ int main(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
-    if (setup() < 0)
+    if (setup(&sched) < 0)
         return 1;
     event_loop_run(sched.loop);
     metrics_stop();

@@ -49,7 +49,7 @@ struct client {
     uint64_t partial_since; /* a frame begun and not finished since, or 0 */
 };
 
-/* Refusals of one uid, logged once per burst (clients.c). */
+/* Refusals of one uid, logged once per burst (clients_accept.c). */
 struct refusal_note {
     uid_t uid;
     uint64_t logged_at;  /* 0: slot unused */
@@ -128,7 +128,7 @@ struct scheduler {
 bool scheduler_grow(struct scheduler *s, int table_size);
 #define SCHEDULER_INITIAL_TABLE_SIZE 64 /* doubles as clients arrive */
 
-/* clients.c */
+/* clients*.c: the client socket (clients.c says which file does what) */
 void clients_on_listen(struct event_loop *loop, int fd, void *data);
 /* Carry out the pure modules' actions. A client that cannot be sent to is
  * only marked doomed; clients_reap() closes it. */
@@ -173,8 +173,12 @@ void footprint_forget(struct scheduler *s, int slot);
 void pod_facts_handle(struct scheduler *s, const struct msg *m,
                       struct msg_ctl_reply *reply);
 
-/* Persists s->state, if a state file is configured. */
-void scheduler_save_state(struct scheduler *s);
+/* Persists s->state, if a state file is configured (state.c writes it). */
+static inline void scheduler_save_state(const struct scheduler *s)
+{
+    if (s->state_path)
+        state_save(s->state_path, &s->state);
+}
 /* unhooked.c */
 /* One NVML sample of gpu's processes (compute and graphics; a pid may
  * appear twice): the ones that are neither a client nor the scheduler
@@ -192,7 +196,7 @@ bool process_stopped(pid_t pid);
 uint64_t holders_revoke_stopped(struct scheduler *s, uint64_t now,
                                 struct policy_actions *out);
 
-/* metrics.c */
+/* metrics.c, metrics_http.c */
 /* Serves /metrics on addr (host:port; NULL: the default, and silence where
  * the build has no HTTP server). A bad address is an error (-1); an address
  * that cannot be bound only turns metrics off (one line). */
@@ -205,6 +209,8 @@ void metrics_stop(void);
  * memory ran out. */
 char *metrics_render(struct scheduler *s, size_t *len);
 void metrics_text_free(void *text);
+/* Frees the buffers metrics_text_free() kept for the next scrapes. */
+void metrics_text_free_spares(void);
 /* A client message of type was handled in ns. */
 void metrics_note_message(struct scheduler *s, uint16_t type, uint64_t ns);
 /* Counts a connection closed unserved for want of file descriptors

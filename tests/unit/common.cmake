@@ -1,5 +1,5 @@
-# common.cmake - unit tests for src/common (wire protocol, parsing) and the
-# scheduler's NVSHARE_GPUS parser, plus the protocol fuzz target.
+# common.cmake - unit tests for src/common (wire protocol, parsing, the
+# NVSHARE_GPUS parser), plus the protocol fuzz target.
 # Included from tests/unit/CMakeLists.txt after it has found cmocka
 # (CMOCKA_LIBRARY, CMOCKA_INCLUDE_DIR).
 
@@ -19,9 +19,8 @@ nvshare_common_test(test_parse)
 nvshare_common_test(test_protocol_doc)
 target_compile_definitions(test_protocol_doc PRIVATE
   PROTOCOL_DOC="${PROJECT_SOURCE_DIR}/docs/protocol.md")
-nvshare_common_test(test_gpus ${PROJECT_SOURCE_DIR}/src/scheduler/gpus.c)
-target_include_directories(test_gpus PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
-target_link_libraries(test_gpus PRIVATE ${CMAKE_DL_LIBS})
+nvshare_common_test(test_gpus)
+target_link_libraries(test_gpus PRIVATE nvshare_gpus)
 # the scheduler's settings table, alone
 nvshare_common_test(test_settings ${PROJECT_SOURCE_DIR}/src/scheduler/settings.c)
 target_include_directories(test_settings PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)

@@ -1,0 +1,40 @@
+/* clients_internal.h - what the client socket's files (clients*.c) share
+ * among themselves; scheduler.h has what the rest of the daemon calls. */
+#ifndef NVSHARE_CLIENTS_INTERNAL_H
+#define NVSHARE_CLIENTS_INTERNAL_H
+
+#include <stdint.h>
+
+#include "scheduler.h"
+
+/* No client holds more than this many times its GPU's capacity (clients.c,
+ * "Bounds"). */
+#define CLIENT_BYTES_PER_CAPACITY 64
+
+/* clients.c */
+/* The pod c is billed to, as logs show it ("ns/name", "uid:...", "-"). One
+ * buffer: one call per log line. */
+const char *client_pod(const struct client *c);
+/* The most bytes a client of gpu may report holding. */
+uint64_t client_bytes_bound(const struct scheduler *s, int gpu);
+/* Reads and handles c's messages (the event loop's handler of its fd). */
+void client_on_readable(struct event_loop *loop, int fd, void *data);
+
+/* clients_actions.c */
+/* Sends m to c; if it cannot, dooms c with one line (nothing is sent to a
+ * doomed client). */
+void client_send(struct client *c, const struct msg *m);
+/* Tells c its pod's core limit in force (percent, 0: none), once it has
+ * been welcomed. */
+void client_tell_core_limit(struct client *c, unsigned percent);
+
+/* clients_register.c */
+void client_register(struct scheduler *s, struct client *c,
+                     const struct msg_register *reg);
+
+/* clients_memory.c */
+/* MEM_RESERVE, MEM_RETURN, MEM_UPDATE of c on node GPU gpu. */
+void client_handle_memory(struct scheduler *s, struct client *c, int gpu,
+                          const struct msg *m);
+
+#endif
