@@ -7,7 +7,8 @@
 # The core needs only a C compiler, make and CMake (and the CUDA headers for
 # libnvshare, which come with the CUDA toolkit). nvshare-pod-watcher needs
 # libcurl and cJSON; the scheduler's /metrics, libmicrohttpd. The tests also
-# use cmocka, python3, kubectl, curl, prometheus (promtool), jq and tmux.
+# use cmocka, python3, kubectl, curl, prometheus (promtool), jq and tmux;
+# scripts/lint.sh, clang-format and cppcheck.
 # Where nothing can be installed (a machine without a package registry) a
 # missing test dependency is reported and its tests are skipped; a missing
 # build tool is an error.
@@ -45,6 +46,9 @@ if [ "$mode" = test ]; then
     command -v jq >/dev/null || optional+=(jq)
     # ctl_top drives nvsharectl top in a terminal.
     command -v tmux >/dev/null || optional+=(tmux)
+    # scripts/lint.sh, which .ci/run calls: the format check and cppcheck.
+    command -v clang-format >/dev/null || optional+=(clang-format)
+    command -v cppcheck >/dev/null || optional+=(cppcheck)
     # slurm_shards: a real single-node Slurm (slurmctld, slurmd, munged).
     command -v slurmctld >/dev/null && command -v slurmd >/dev/null &&
         command -v munged >/dev/null && command -v srun >/dev/null ||

@@ -3,6 +3,7 @@
 #include "log.h"
 
 #include "clock.h"
+#include "text.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -96,29 +97,6 @@ static void format_time(uint64_t ns, char *buf, size_t len)
              (unsigned)(ns / 1000000ull % 1000));
 }
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 if it is not one. */
-static int utf8_len(const unsigned char *p)
-{
-    int n = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2
-          : p[0] >= 0xe0 && p[0] < 0xf0 ? 3 : p[0] >= 0xf0 && p[0] < 0xf5 ? 4 : 0;
-
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
-}
-
-/* The code point of the n-byte sequence at p, valid per utf8_len. */
-static uint32_t utf8_decode(const unsigned char *p, int n)
-{
-    static const unsigned char lead_bits[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
-    uint32_t cp = p[0] & lead_bits[n];
-
-    for (int i = 1; i < n; i++)
-        cp = cp << 6 | (p[i] & 0x3f);
-    return cp;
-}
-
 /* Code points that would break a text line or mislead its reader: C0 and
  * C1 controls, DEL, the line and paragraph separators, and the
  * bidirectional embeddings, overrides and isolates. */
@@ -129,45 +107,47 @@ static bool breaks_text(uint32_t cp)
            (cp >= 0x2066 && cp <= 0x2069);
 }
 
+/* How the character at s goes on a text line (see log.h): the bytes to
+ * write, either esc or s itself, as json_escape_char gives them. */
+static const char *text_escape_char(const unsigned char *s,
+                                    char esc[TEXT_ESC_MAX], size_t *n,
+                                    size_t *used)
+{
+    int seq = utf8_seq_len(s);
+    uint32_t cp = seq ? utf8_decode(s, seq) : 0;
+
+    *used = seq ? (size_t)seq : 1;
+    if (seq == 0)
+        snprintf(esc, TEXT_ESC_MAX, "\\x%02x", *s);
+    else if (cp == '\n' || cp == '\t' || cp == '\r')
+        snprintf(esc, TEXT_ESC_MAX, "\\%c", cp == '\n' ? 'n' : cp == '\t' ? 't' : 'r');
+    else if (breaks_text(cp))
+        snprintf(esc, TEXT_ESC_MAX, cp < 0x80 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
+    else {
+        *n = (size_t)seq;
+        return (const char *)s;
+    }
+    *n = strlen(esc);
+    return esc;
+}
+
 /* Appends s to buf[*len..cap) so that it cannot escape its place: for JSON
- * the inside of a string (quotes, backslashes and control characters
- * escaped, broken UTF-8 as U+FFFD), for text the rest of one line (see
- * log.h). Stops (leaving room for the line's end) rather than overflow. */
+ * the inside of a string, for text the rest of one line. Stops (leaving
+ * room for the line's end) rather than overflow. */
 static void append_escaped(char *buf, size_t *len, size_t cap, const char *s,
                            bool json)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        char esc[8];
-        const char *out = esc;
-        size_t n;
-        int seq = utf8_len(p);
-        uint32_t cp = seq ? utf8_decode(p, seq) : 0;
+        char esc[TEXT_ESC_MAX];
+        size_t n, used;
+        const char *out = json ? json_escape_char(p, esc, &n, &used)
+                               : text_escape_char(p, esc, &n, &used);
 
-        if (json && (*p == '"' || *p == '\\'))
-            snprintf(esc, sizeof(esc), "\\%c", *p);
-        else if (seq == 0)
-            snprintf(esc, sizeof(esc), json ? "\\ufffd" : "\\x%02x", *p);
-        else if (cp == '\n')
-            snprintf(esc, sizeof(esc), "\\n");
-        else if (!json && (cp == '\t' || cp == '\r'))
-            snprintf(esc, sizeof(esc), cp == '\t' ? "\\t" : "\\r");
-        else if (json ? cp < 0x20 || cp == 0x7f : breaks_text(cp))
-            snprintf(esc, sizeof(esc), !json && cp < 0x80 ? "\\x%02x" : "\\u%04x",
-                     (unsigned)cp);
-        else
-            out = NULL;
-        if (out) {
-            n = strlen(out);
-            p += seq ? seq : 1;
-        } else {
-            out = (const char *)p;
-            n = (size_t)seq;
-            p += seq;
-        }
         if (*len + n + 3 > cap) /* room for "}\n */
             return;
         memcpy(buf + *len, out, n);
         *len += n;
+        p += used;
     }
 }
 

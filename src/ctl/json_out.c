@@ -4,6 +4,8 @@
 
 #include <inttypes.h>
 
+#include "text.h"
+
 void json_init(struct json_out *j, FILE *out)
 {
     j->out = out;
@@ -11,66 +13,16 @@ void json_init(struct json_out *j, FILE *out)
     j->has_items[0] = false;
 }
 
-/* Rejects overlong forms, surrogates and code points above U+10FFFF. */
-int utf8_seq_len(const unsigned char *s)
-{
-    int n;
-    uint32_t cp;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        n = 2, cp = s[0] & 0x1f;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        n = 3, cp = s[0] & 0x0f;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        n = 4, cp = s[0] & 0x07;
-    else
-        return 0;
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) /* also stops at the NUL */
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
 void json_write_string(FILE *out, const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
-
     fputc('"', out);
-    while (*p) {
-        int n = utf8_seq_len(p);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        char esc[TEXT_ESC_MAX];
+        size_t n, used;
+        const char *bytes = json_escape_char(p, esc, &n, &used);
 
-        if (n == 0) {
-            fputs("\\ufffd", out);
-            p++;
-            continue;
-        }
-        if (n > 1) {
-            fwrite(p, 1, (size_t)n, out);
-            p += n;
-            continue;
-        }
-        switch (*p) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
-        case '\b': fputs("\\b", out); break;
-        case '\f': fputs("\\f", out); break;
-        default:
-            if (*p < 0x20 || *p == 0x7f)
-                fprintf(out, "\\u%04x", *p);
-            else
-                fputc(*p, out);
-        }
-        p++;
+        fwrite(bytes, 1, n, out);
+        p += used;
     }
     fputc('"', out);
 }

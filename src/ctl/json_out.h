@@ -36,10 +36,6 @@ void json_null(struct json_out *j, const char *key);
 void json_decimal(struct json_out *j, const char *key, uint64_t value,
                   unsigned decimals);
 
-/* Length of the valid UTF-8 sequence that starts at s (1-4), or 0 if the
- * bytes there are not one (overlong forms and surrogates included). */
-int utf8_seq_len(const unsigned char *s);
-
 /* Writes s as a JSON string literal, quotes included. */
 void json_write_string(FILE *out, const char *s);
 

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "ctl.h"
-#include "json_out.h"
 #include "parse.h"
+#include "text.h"
 
 #define TABLE_MAX_COLS 16
 #define CELL_LEN 600 /* namespace/pod: two names of at most 253 bytes */

@@ -196,7 +196,7 @@ static void bar(double fraction, double limit, char *buf)
 
     buf[0] = '[';
     for (int i = 0; i < BAR_WIDTH; i++)
-        buf[1 + i] = i == mark && i >= fill ? '|' : i < fill ? '#' : '.';
+        buf[1 + i] = i < fill ? '#' : i == mark ? '|' : '.';
     if (mark == BAR_WIDTH && fill < BAR_WIDTH)
         buf[BAR_WIDTH] = '|';
     buf[BAR_WIDTH + 1] = ']';

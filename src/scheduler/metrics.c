@@ -417,6 +417,7 @@ static void render_gpu_memory(struct text *t, const struct scheduler *s,
 {
     PER_GPU("nvshare_gpu_memory_capacity_bytes", "gauge", "Memory of the GPU.",
             sample_u64, s->gpus[g].memory_total)
+    /* cppcheck-suppress uninitvar ; the loop above fills v[0 .. n_gpus) */
     PER_GPU("nvshare_gpu_memory_reserve_bytes", "gauge",
             "Memory kept free: never admitted against.", sample_u64,
             gs->v[g].capacity - gs->v[g].memory_limit)

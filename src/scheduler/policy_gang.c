@@ -71,7 +71,7 @@ int policy_gang(const struct policy *p, int client)
                 break;
             }
     }
-    return gpus & (gpus - 1) ? gang - 1 : -1;
+    return (gpus & (gpus - 1)) ? gang - 1 : -1;
 }
 
 /* Whether the gang spans several GPUs: only then does it go together. */

@@ -15,6 +15,8 @@ endfunction()
 
 nvshare_common_test(test_protocol)
 nvshare_common_test(test_parse)
+# the UTF-8 checker and JSON escaper of the log and nvsharectl
+nvshare_common_test(test_text)
 # docs/protocol.md's payload tables against protocol.def
 nvshare_common_test(test_protocol_doc)
 target_compile_definitions(test_protocol_doc PRIVATE

@@ -63,6 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include "protocol_sample.h"
+
 static const struct {
     const char *prefix;
     int code;
@@ -154,144 +156,49 @@ static void put_file(const char *name, const uint8_t *body, size_t len)
     }
 }
 
-static void fill(char *dst, size_t len)
+static uint8_t enc[PROTO_MAX_FRAME + 8], enc_other[PROTO_MAX_FRAME + 8];
+
+/* Where two encodings first differ after the frame's length: the offset
+ * of the one field set differently in them. */
+static size_t first_difference(int len, int other_len)
 {
-    memset(dst, 'n', len);
-    dst[len] = '\0';
+    size_t n = (size_t)(len < other_len ? len : other_len), i = 4;
+
+    while (i < n && enc[i] == enc_other[i])
+        i++;
+    return i;
 }
 
-static void sample(struct msg *m, uint16_t type, int big)
+/* Writes enc[4 .. len) with width bytes at off replaced by value,
+ * little-endian, as the case name. */
+static void put_patched(const char *name, int len, size_t off, int width,
+                        uint64_t value)
 {
-    memset(m, 0, sizeof(*m));
-    m->type = type;
-    switch (type) {
-    case MSG_REGISTER:
-        m->u.reg.pid = 1234;
-        strcpy(m->u.reg.pod_namespace, "default");
-        strcpy(m->u.reg.pod_name, "pod");
-        m->u.reg.core_limit = 50;
-        m->u.reg.oversub = big ? OVERSUB_NODE_DEFAULT : OVERSUB_ON;
-        m->u.reg.memory_limit = 4ull << 30;
-        m->u.reg.n_gpus = big ? PROTO_MAX_GPUS : 1;
-        for (int i = 0; i < m->u.reg.n_gpus; i++)
-            big ? fill(m->u.reg.gpu_uuids[i], PROTO_UUID_MAX - 1)
-                : (void)strcpy(m->u.reg.gpu_uuids[i], "GPU-0");
-        if (big)
-            fill(m->u.reg.container_name, PROTO_NAME_MAX - 1);
-        break;
-    case MSG_REGISTER_OK:
-        m->u.reg_ok.client_id = 9;
-        m->u.reg_ok.oversub_default = 1;
-        m->u.reg_ok.n_gpus = big ? PROTO_MAX_GPUS : 1;
-        m->u.reg_ok.gpu_known[0] = 1;
-        break;
-    case MSG_REQ_LOCK: case MSG_LOCK_OK: case MSG_DROP_LOCK:
-    case MSG_LOCK_RELEASED: case MSG_LOCK_IN_USE: case MSG_DRAINING:
-        m->u.lock.gpu = 1;
-        m->u.lock.lease = 7;
-        m->u.lock.drain_ns = big ? UINT64_MAX : 0;
-        m->u.lock.at_ns = big ? UINT64_MAX : 0;
-        break;
-    case MSG_MEM_UPDATE: case MSG_UPDATE_LIMIT: case MSG_MEM_RESERVE:
-    case MSG_MEM_GRANT: case MSG_MEM_RETURN: case MSG_MEM_RECLAIM:
-        m->u.mem.gpu = 1;
-        m->u.mem.seq = 5;
-        m->u.mem.bytes = big ? UINT64_MAX : 64ull << 20;
-        m->u.mem.allocated = big ? UINT64_MAX : 6ull << 30;
-        m->u.mem.evictable = big ? UINT64_MAX : 5ull << 30;
-        m->u.mem.quota = 4ull << 30;
-        break;
-    case MSG_WAIT_FOR_MEM: case MSG_MEM_AVAILABLE:
-        m->u.wait.gpu = 1;
-        m->u.wait.need = big ? UINT64_MAX : 12ull << 30;
-        m->u.wait.free = 3ull << 30;
-        m->u.wait.limit = 76ull << 30;
-        m->u.wait.wait_ns = big ? UINT64_MAX : 4000000000ull;
-        break;
-    case MSG_EVICT: case MSG_PREPARE_SWAP: case MSG_SWAPPED:
-        m->u.swap.gpu = 1;
-        m->u.swap.direction = type != MSG_SWAPPED ? 0 : big ? SWAP_IN : SWAP_OUT;
-        m->u.swap.bytes = big ? UINT64_MAX : 6ull << 30;
-        m->u.swap.duration_ns = 450000000ull;
-        break;
-    case MSG_UPDATE_CORE_LIMIT:
-        m->u.core.percent = big ? 100 : 30;
-        break;
-    case MSG_UPDATE_YIELD:
-        m->u.yield.idle_release_ns = big ? UINT64_MAX : 1000000ull;
-        m->u.yield.max_backlog_ns = 1000000ull;
-        break;
-    case MSG_LOAD:
-        m->u.load.gpu = 1;
-        m->u.load.busy_permille = big ? 1000 : 437;
-        m->u.load.span_ns = big ? UINT64_MAX : 500000000ull;
-        break;
-    case MSG_CTL_SET:
-        m->u.set.key = big ? CTL_SET_MODE : CTL_SET_TQ;
-        m->u.set.value = big ? SCHED_MODE_AUTO : 30000000000ull;
-        if (big)
-            fill(m->u.set.target, PROTO_NAME_MAX - 1);
-        break;
-    case MSG_CTL_REPLY:
-        m->u.reply.status = -22;
-        big ? fill(m->u.reply.text, PROTO_TEXT_MAX - 1)
-            : (void)strcpy(m->u.reply.text, "ok");
-        break;
-    case MSG_CTL_STATUS_NODE:
-        m->u.node.tq_ns = 30000000000ull;
-        m->u.node.n_gpus = 2;
-        m->u.node.switch_multiplier = 4;
-        m->u.node.reserve_percent = 10;
-        m->u.node.oversub_default = 1;
-        m->u.node.n_unhooked = 1;
-        m->u.node.unhooked_seen = big ? UINT64_MAX : 3;
-        break;
-    case MSG_CTL_STATUS_UNHOOKED:
-        m->u.unhooked.pid = 4242;
-        m->u.unhooked.used = big ? UINT64_MAX : 300ull << 20;
-        m->u.unhooked.origin = IDENTITY_POD;
-        m->u.unhooked.qos = big ? POD_QOS_BESTEFFORT : POD_QOS_BURSTABLE;
-        strcpy(m->u.unhooked.pod_uid, "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901");
-        if (big)
-            fill(m->u.unhooked.container_id, PROTO_CONTAINER_ID_MAX - 1);
-        break;
-    case MSG_CTL_STATUS_GPU:
-        strcpy(m->u.gpu.uuid, "GPU-0");
-        strcpy(m->u.gpu.name, "H100");
-        m->u.gpu.mode = big ? SCHED_MODE_AUTO : SCHED_MODE_CONCURRENT;
-        m->u.gpu.reserve = 8ull << 30;
-        m->u.gpu.switch_time_ns = 2000000000ull;
-        m->u.gpu.switch_measured = 1;
-        m->u.gpu.swaps_out = 3;
-        m->u.gpu.swap_out_bytes = big ? UINT64_MAX : 18ull << 30;
-        m->u.gpu.n_running = big ? PROTO_MAX_WAITERS : 1;
-        for (int i = 0; i < m->u.gpu.n_running; i++)
-            m->u.gpu.running[i] = (uint64_t)i + 100;
-        m->u.gpu.n_waiting = big ? PROTO_MAX_WAITERS : 2;
-        m->u.gpu.truncated_waiting = big ? 7 : 0;
-        for (int i = 0; i < m->u.gpu.n_waiting; i++) {
-            m->u.gpu.waiting[i].client_id = (uint64_t)i + 1;
-            m->u.gpu.waiting[i].reason = (uint8_t)(WAIT_THROTTLED - i % 4);
-        }
-        break;
-    case MSG_CTL_STATUS_CLIENT:
-        m->u.client.client_id = 3;
-        m->u.client.state = CLIENT_HOLDING;
-        m->u.client.core_limit = 30;
-        m->u.client.limit_source = LIMIT_DECLARED;
-        m->u.client.budget_ns = 300000000ull;
-        m->u.client.footprint = 5ull << 30;
-        m->u.client.evictable = 4ull << 30;
-        m->u.client.oversubscribed = 1;
-        m->u.client.load_permille = big ? 0xffff : 250;
-        m->u.client.wait_reason = big ? WAIT_THROTTLED : WAIT_NONE;
-        if (big)
-            fill(m->u.client.pod_name, PROTO_NAME_MAX - 1);
-        break;
-    default:
-        break;
-    }
+    for (int i = 0; i < width; i++)
+        enc[off + (size_t)i] = (uint8_t)(value >> (8 * i));
+    put_file(name, enc + 4, (size_t)len - 4);
 }
+
+/* A "field-" case: the typical sample of type with width bytes, at bytes
+ * past the start of field (an integer lvalue of struct msg m), set to
+ * value on the wire. Where the field starts is found by encoding it at 0
+ * and at 1, so no wire layout is written out here. */
+#define FIELD_CASE(name, type, field, at, width, value)                        \
+    do {                                                                       \
+        struct msg m;                                                          \
+        int len, other;                                                        \
+        sample(&m, type, SAMPLE_TYPICAL);                                      \
+        m.field = 1;                                                           \
+        other = msg_encode(&m, enc_other, sizeof(enc_other));                  \
+        m.field = 0;                                                           \
+        len = msg_encode(&m, enc, sizeof(enc));                                \
+        size_t off = first_difference(len, other);                             \
+        sample(&m, type, SAMPLE_TYPICAL);                                      \
+        len = msg_encode(&m, enc, sizeof(enc));                                \
+        if (len < 0 || other < 0 || off + (at) + (width) > (size_t)len)        \
+            return 1;                                                          \
+        put_patched(name, len, off + (at), width, value);                      \
+    } while (0)
 
 static int generate(void)
 {
@@ -301,34 +208,34 @@ static int generate(void)
 #define PROTO_MSG_EMPTY(name, number) MSG_##name,
 #include "protocol.def"
     };
-    static uint8_t buf[PROTO_MAX_FRAME + 8];
+    static const char *const variants[N_SAMPLES] = {
+        [SAMPLE_TYPICAL] = "typical", [SAMPLE_MAX] = "max", [SAMPLE_ZERO] = "zero"};
     struct msg m;
     char name[128];
 
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-        for (int big = 0; big <= 1; big++) {
+        for (int v = 0; v < N_SAMPLES; v++) {
             int len;
-            sample(&m, types[t], big);
-            len = msg_encode(&m, buf, sizeof(buf));
+            sample(&m, types[t], v);
+            len = msg_encode(&m, enc, sizeof(enc));
             if (len < 0)
                 return 1;
             snprintf(name, sizeof(name), "ok-%s-%s", msg_type_name(types[t]),
-                     big ? "max" : "typical");
-            put_file(name, buf + 4, (size_t)len - 4);
-            if (big)
+                     variants[v]);
+            put_file(name, enc + 4, (size_t)len - 4);
+            if (v != SAMPLE_TYPICAL)
                 continue;
             /* mutants of the typical encoding */
             snprintf(name, sizeof(name), "short-%s", msg_type_name(types[t]));
-            put_file(name, buf + 4, (size_t)(len - 4) / 2);
-            buf[len] = 0;
+            put_file(name, enc + 4, (size_t)(len - 4) / 2);
+            enc[len] = 0;
             snprintf(name, sizeof(name), "trailing-%s", msg_type_name(types[t]));
-            put_file(name, buf + 4, (size_t)len - 3);
-            buf[4] = 2;
+            put_file(name, enc + 4, (size_t)len - 3);
+            enc[4] = 2;
             snprintf(name, sizeof(name), "version-%s", msg_type_name(types[t]));
-            put_file(name, buf + 4, (size_t)len - 4);
+            put_file(name, enc + 4, (size_t)len - 4);
         }
     }
-    /* field mutants, patched at known offsets of typical encodings */
     static const uint8_t unnamed[] = {1, 0, 19, 0}; /* between the ranges */
     put_file("type-19", unnamed, sizeof(unnamed));
     static const uint8_t unused[] = {1, 0, MSG_UPDATE_YIELD + 1, 0}; /* first unused */
@@ -338,107 +245,47 @@ static int generate(void)
     static const uint8_t ffff[] = {1, 0, 0xff, 0xff, 0, 0};
     put_file("type-ffff", ffff, sizeof(ffff));
 
-    int len;
-    sample(&m, MSG_REGISTER, 0);
-    len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver 2, type 2, pid 4, "default" 2+7, "pod" 2+3, "" 2 (container),
-     * "" 2 (job), mem 8, then core_limit 1, oversub 1, GPU count 2 */
-    size_t core = 4 + 4 + 9 + 5 + 2 + 2 + 8;
-    buf[4 + core] = 101;
-    put_file("field-REGISTER-core-limit-101", buf + 4, (size_t)len - 4);
-    buf[4 + core] = 50;
-    buf[4 + core + 1] = OVERSUB_NODE_DEFAULT + 1;
-    put_file("field-REGISTER-oversub-3", buf + 4, (size_t)len - 4);
-    buf[4 + core + 1] = OVERSUB_ON;
-    buf[4 + core + 2] = PROTO_MAX_GPUS + 1; /* count, no items follow */
-    put_file("field-REGISTER-too-many-gpus", buf + 4, (size_t)len - 4);
-    buf[4 + core + 2] = 1;
-    buf[4 + 8 + 2 + 3] = '\0'; /* inside "default" */
-    put_file("field-REGISTER-embedded-nul", buf + 4, (size_t)len - 4);
-    buf[4 + 8 + 2 + 3] = 'a';
-    buf[4 + 8] = 0xfe; /* namespace length 254 */
-    put_file("field-REGISTER-name-too-long", buf + 4, (size_t)len - 4);
-
-    sample(&m, MSG_CTL_STATUS_CLIENT, 0);
-    len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver/type 4, id 8, pid 4, three empty strings 6, gpu 2 */
-    size_t st = 4 + 8 + 4 + 6 + 2;
-    buf[4 + st] = CLIENT_DRAINING + 1;
-    put_file("field-CTL_STATUS_CLIENT-state", buf + 4, (size_t)len - 4);
-    buf[4 + st] = CLIENT_HOLDING;
-    /* then held, wait, grants, last_drain, last_preempt (5 x 8), core_limit */
-    buf[4 + st + 1 + 40] = 101;
-    put_file("field-CTL_STATUS_CLIENT-core-limit-101", buf + 4, (size_t)len - 4);
-    buf[4 + st + 1 + 40] = 30;
-    buf[4 + st + 1 + 41] = LIMIT_REQUEST + 1;
-    put_file("field-CTL_STATUS_CLIENT-limit-source", buf + 4, (size_t)len - 4);
-    buf[4 + st + 1 + 41] = LIMIT_DECLARED;
-    /* wait_reason is followed by uid, pod_source, pod_uid, container_id,
-     * priority, priority_source, min_share and gang */
-    size_t wait_reason = (size_t)len - 4 - 3 - (2 + strlen(m.u.client.container_id)) -
-                         (2 + strlen(m.u.client.pod_uid)) - 1 - 4 - 1;
-    buf[wait_reason] = WAIT_PRIORITY + 1;
-    put_file("field-CTL_STATUS_CLIENT-wait-reason", buf + 4, (size_t)len - 4);
-
-    sample(&m, MSG_CTL_STATUS_GPU, 0);
-    len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver/type 4, index 2, "GPU-0" 2+5, "H100" 2+4, memory_total 8,
-     * then mode; it ends with n_running u16 + running ids (u64 each),
-     * n_waiting u16, truncated_waiting u32 and waiters (u64 id, u8 reason) */
-    size_t mode = 4 + 2 + 7 + 6 + 8;
-    size_t waiters = 2 + 4 + 9 * (size_t)m.u.gpu.n_waiting;
-    size_t running = 2 + 8 * (size_t)m.u.gpu.n_running;
-    buf[4 + mode] = SCHED_MODE_AUTO + 1;
-    put_file("field-CTL_STATUS_GPU-mode", buf + 4, (size_t)len - 4);
-    buf[4 + mode] = m.u.gpu.mode;
-    buf[len - 1] = WAIT_PRIORITY + 1; /* the last waiter's reason */
-    put_file("field-CTL_STATUS_GPU-waiter-reason", buf + 4, (size_t)len - 4);
-    buf[len - 1] = m.u.gpu.waiting[m.u.gpu.n_waiting - 1].reason;
-    buf[len - waiters] = (uint8_t)((PROTO_MAX_WAITERS + 1) & 0xff);
-    buf[len - waiters + 1] = (uint8_t)((PROTO_MAX_WAITERS + 1) >> 8);
-    put_file("field-CTL_STATUS_GPU-too-many-waiters", buf + 4, (size_t)len - 4);
-    buf[len - waiters] = (uint8_t)m.u.gpu.n_waiting;
-    buf[len - waiters + 1] = 0;
-    buf[len - waiters - running] = (uint8_t)((PROTO_MAX_WAITERS + 1) & 0xff);
-    buf[len - waiters - running + 1] = (uint8_t)((PROTO_MAX_WAITERS + 1) >> 8);
-    put_file("field-CTL_STATUS_GPU-too-many-running", buf + 4, (size_t)len - 4);
-
-    sample(&m, MSG_CTL_STATUS_UNHOOKED, 0);
-    len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver/type 4, gpu 2, pid 4, used 8, seen_ns 8, then origin, qos */
-    size_t origin = 4 + 2 + 4 + 8 + 8;
-    buf[4 + origin] = IDENTITY_POD + 1;
-    put_file("field-CTL_STATUS_UNHOOKED-origin", buf + 4, (size_t)len - 4);
-    buf[4 + origin] = IDENTITY_POD;
-    buf[4 + origin + 1] = POD_QOS_BESTEFFORT + 1;
-    put_file("field-CTL_STATUS_UNHOOKED-qos", buf + 4, (size_t)len - 4);
-
-    sample(&m, MSG_SWAPPED, 0);
-    len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver/type 4, gpu 1, direction 1 */
-    buf[4 + 5] = SWAP_IN + 1;
-    put_file("field-SWAPPED-direction-3", buf + 4, (size_t)len - 4);
-
-    sample(&m, MSG_LOAD, 0);
-    len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver/type 4, gpu 1, busy_permille u16 */
-    buf[4 + 5] = 1001 & 0xff;
-    buf[4 + 6] = 1001 >> 8;
-    put_file("field-LOAD-busy-1001", buf + 4, (size_t)len - 4);
-
-    sample(&m, MSG_MEM_UPDATE, 0);
-    len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver/type 4, gpu 1, seq 4, bytes 8, extra 8, allocated 8, then
-     * evictable u64: its top byte set puts it over allocated's 6 GiB */
-    buf[4 + 33 + 7] = 0xff;
-    put_file("field-MEM_UPDATE-evictable-over-allocated", buf + 4,
-             (size_t)len - 4);
-
-    sample(&m, MSG_REFUSED, 0);
-    len = msg_encode(&m, buf, sizeof(buf));
-    /* body: ver/type 4, then reason u8 */
-    buf[4 + 4] = REFUSED_BAD_NAME + 1;
-    put_file("field-REFUSED-reason-4", buf + 4, (size_t)len - 4);
+    /* fields out of range, one per case */
+    FIELD_CASE("field-REGISTER-core-limit-101", MSG_REGISTER, u.reg.core_limit,
+               0, 1, 101);
+    FIELD_CASE("field-REGISTER-oversub-3", MSG_REGISTER, u.reg.oversub, 0, 1,
+               OVERSUB_NODE_DEFAULT + 1);
+    FIELD_CASE("field-REGISTER-too-many-gpus", MSG_REGISTER, u.reg.n_gpus, 0, 2,
+               PROTO_MAX_GPUS + 1); /* items for the sample's count follow */
+    /* a string's first byte at 0 changes its length: the case writes the
+     * length (u16), or the first byte of the text after it */
+    FIELD_CASE("field-REGISTER-name-too-long", MSG_REGISTER,
+               u.reg.pod_namespace[0], 0, 2, PROTO_NAME_MAX);
+    FIELD_CASE("field-REGISTER-embedded-nul", MSG_REGISTER,
+               u.reg.pod_namespace[0], 2, 1, 0);
+    FIELD_CASE("field-CTL_STATUS_CLIENT-state", MSG_CTL_STATUS_CLIENT,
+               u.client.state, 0, 1, CLIENT_DRAINING + 1);
+    FIELD_CASE("field-CTL_STATUS_CLIENT-core-limit-101", MSG_CTL_STATUS_CLIENT,
+               u.client.core_limit, 0, 1, 101);
+    FIELD_CASE("field-CTL_STATUS_CLIENT-limit-source", MSG_CTL_STATUS_CLIENT,
+               u.client.limit_source, 0, 1, LIMIT_REQUEST + 1);
+    FIELD_CASE("field-CTL_STATUS_CLIENT-wait-reason", MSG_CTL_STATUS_CLIENT,
+               u.client.wait_reason, 0, 1, WAIT_PRIORITY + 1);
+    FIELD_CASE("field-CTL_STATUS_GPU-mode", MSG_CTL_STATUS_GPU, u.gpu.mode, 0, 1,
+               SCHED_MODE_AUTO + 1);
+    FIELD_CASE("field-CTL_STATUS_GPU-waiter-reason", MSG_CTL_STATUS_GPU,
+               u.gpu.waiting[0].reason, 0, 1, WAIT_PRIORITY + 1);
+    FIELD_CASE("field-CTL_STATUS_GPU-too-many-waiters", MSG_CTL_STATUS_GPU,
+               u.gpu.n_waiting, 0, 2, PROTO_MAX_WAITERS + 1);
+    FIELD_CASE("field-CTL_STATUS_GPU-too-many-running", MSG_CTL_STATUS_GPU,
+               u.gpu.n_running, 0, 2, PROTO_MAX_WAITERS + 1);
+    FIELD_CASE("field-CTL_STATUS_UNHOOKED-origin", MSG_CTL_STATUS_UNHOOKED,
+               u.unhooked.origin, 0, 1, IDENTITY_POD + 1);
+    FIELD_CASE("field-CTL_STATUS_UNHOOKED-qos", MSG_CTL_STATUS_UNHOOKED,
+               u.unhooked.qos, 0, 1, POD_QOS_BESTEFFORT + 1);
+    FIELD_CASE("field-SWAPPED-direction-3", MSG_SWAPPED, u.swap.direction, 0, 1,
+               SWAP_IN + 1);
+    FIELD_CASE("field-LOAD-busy-1001", MSG_LOAD, u.load.busy_permille, 0, 2, 1001);
+    /* evictable's top byte set puts it over the sample's allocated */
+    FIELD_CASE("field-MEM_UPDATE-evictable-over-allocated", MSG_MEM_UPDATE,
+               u.mem.evictable, 7, 1, 0xff);
+    FIELD_CASE("field-REFUSED-reason-4", MSG_REFUSED, u.refused.reason, 0, 1,
+               REFUSED_BAD_NAME + 1);
     return 0;
 }
 
