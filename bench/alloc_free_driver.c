@@ -19,14 +19,15 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUdeviceptr p;
 
-    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
-        cuCtxSetCurrent(ctx)) {
+    if (cuInit(0) || cuDeviceGet(&dev, 0) ||
+        cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) {
         fprintf(stderr, "alloc_free_driver: no usable GPU\n");
         return 1;
     }
     for (long i = 0; i < rounds; i++) {
         if (cuMemAlloc(&p, bytes) != CUDA_SUCCESS) {
-            fprintf(stderr, "alloc_free_driver: cuMemAlloc failed in round %ld\n", i);
+            fprintf(stderr,
+                    "alloc_free_driver: cuMemAlloc failed in round %ld\n", i);
             return 1;
         }
         cuMemFree(p);

@@ -123,11 +123,13 @@ int main(int argc, char **argv)
         lat[e] = mono_ns() - start;
     }
     qsort(lat, (size_t)events, sizeof(lat[0]), cmp_u64);
-    double p50 = (double)lat[events / 2] / 1e3, p99 = (double)lat[events * 99 / 100] / 1e3;
+    double p50 = (double)lat[events / 2] / 1e3,
+           p99 = (double)lat[events * 99 / 100] / 1e3;
     double max = (double)lat[events - 1] / 1e3;
-    printf("gpus=%d clients_per_gpu=%d events=%d p50_us=%.2f p99_us=%.2f max_us=%.2f "
-           "target_us=50 %s\n", gpus, per_gpu, events, p50, p99, max,
-           p99 < 50 ? "ok" : "OVER");
+    printf("gpus=%d clients_per_gpu=%d events=%d p50_us=%.2f p99_us=%.2f "
+           "max_us=%.2f "
+           "target_us=50 %s\n",
+           gpus, per_gpu, events, p50, p99, max, p99 < 50 ? "ok" : "OVER");
     free(lat);
     policy_destroy(p);
     free(p);

@@ -64,7 +64,8 @@ static double busy_percent(__typeof__(nvmlGpmMetricsGet) *metrics_get,
     query.sample1 = from;
     query.sample2 = to;
     query.metrics[0].metricId = NVML_GPM_METRIC_GRAPHICS_UTIL;
-    if (metrics_get(&query) != NVML_SUCCESS || query.metrics[0].nvmlReturn != NVML_SUCCESS)
+    if (metrics_get(&query) != NVML_SUCCESS ||
+        query.metrics[0].nvmlReturn != NVML_SUCCESS)
         return -1;
     return query.metrics[0].value;
 }
@@ -95,9 +96,11 @@ int main(int argc, char **argv)
         nvml_symbol("nvmlDeviceGetHandleByIndex_v2");
     __typeof__(nvmlGpmQueryDeviceSupport) *query_support =
         nvml_symbol("nvmlGpmQueryDeviceSupport");
-    __typeof__(nvmlGpmSampleAlloc) *sample_alloc = nvml_symbol("nvmlGpmSampleAlloc");
+    __typeof__(nvmlGpmSampleAlloc) *sample_alloc =
+        nvml_symbol("nvmlGpmSampleAlloc");
     __typeof__(nvmlGpmSampleGet) *sample_get = nvml_symbol("nvmlGpmSampleGet");
-    __typeof__(nvmlGpmMetricsGet) *metrics_get = nvml_symbol("nvmlGpmMetricsGet");
+    __typeof__(nvmlGpmMetricsGet) *metrics_get =
+        nvml_symbol("nvmlGpmMetricsGet");
 
     nvmlDevice_t device;
     nvmlGpmSupport_t support = {.version = NVML_GPM_SUPPORT_VERSION};
@@ -105,15 +108,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpm_busy: no GPU %u\n", gpu);
         return 2;
     }
-    if (query_support(device, &support) != NVML_SUCCESS || !support.isSupportedDevice) {
+    if (query_support(device, &support) != NVML_SUCCESS ||
+        !support.isSupportedDevice) {
         fprintf(stderr, "gpm_busy: GPU %u has no GPM counters\n", gpu);
         return 2;
     }
     /* older: the sample of the line before the last; last: of the last
      * line; next: the one being taken. */
     nvmlGpmSample_t older, last, next;
-    if (sample_alloc(&older) != NVML_SUCCESS || sample_alloc(&last) != NVML_SUCCESS ||
-        sample_alloc(&next) != NVML_SUCCESS || sample_get(device, last) != NVML_SUCCESS) {
+    if (sample_alloc(&older) != NVML_SUCCESS ||
+        sample_alloc(&last) != NVML_SUCCESS ||
+        sample_alloc(&next) != NVML_SUCCESS ||
+        sample_get(device, last) != NVML_SUCCESS) {
         fprintf(stderr, "gpm_busy: cannot take a GPM sample\n");
         return 2;
     }

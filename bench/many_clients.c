@@ -55,7 +55,8 @@ int main(int argc, char **argv)
     bool idle, pods;
 
     if (argc < 4 || (n = atoi(argv[2])) < 1) {
-        fprintf(stderr, "usage: %s SOCKET_DIR N GPU_UUID [idle | pods]\n", argv[0]);
+        fprintf(stderr, "usage: %s SOCKET_DIR N GPU_UUID [idle | pods]\n",
+                argv[0]);
         return 2;
     }
     idle = argc > 4 && !strcmp(argv[4], "idle");

@@ -70,8 +70,7 @@ static void job_from_launcher(char *dst, size_t len)
         ssize_t n = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
         netns[n > 0 ? n : 0] = '\0';
     }
-    snprintf(dst, len, "torch:%s:%s%s%s", addr, port, *netns ? "@" : "",
-             netns);
+    snprintf(dst, len, "torch:%s:%s%s%s", addr, port, *netns ? "@" : "", netns);
 }
 
 static void read_settings(void)
@@ -82,8 +81,9 @@ static void read_settings(void)
     /* On Kubernetes the device plugin sets the DEFAULT for every pod with a
      * GPU and NVSHARE_GPU_MEMORY_LIMIT for pods that asked for gpu-memory:
      * kubelet merges the two resources' envs, so they cannot share a name. */
-    s->memory_limit = env_size_bytes("NVSHARE_GPU_MEMORY_LIMIT",
-                                     env_size_bytes("NVSHARE_GPU_MEMORY_DEFAULT_LIMIT", 0));
+    s->memory_limit =
+        env_size_bytes("NVSHARE_GPU_MEMORY_LIMIT",
+                       env_size_bytes("NVSHARE_GPU_MEMORY_DEFAULT_LIMIT", 0));
     /* 0 is how the wire says "no limit": taken as the limit it reads as,
      * it would fail every allocation; taken silently, it hides a typo. */
     if (s->memory_limit == 0 && getenv("NVSHARE_GPU_MEMORY_LIMIT") &&
@@ -92,8 +92,8 @@ static void read_settings(void)
                  "0 (unset it for no limit)");
     s->core_limit = (uint8_t)env_int_range("NVSHARE_GPU_CORE_LIMIT", 1, 100, 0);
     s->priority = (uint8_t)env_priority("NVSHARE_PRIORITY", PRIORITY_UNSET);
-    s->oversub = oversub && *oversub
-                     ? env_switch("NVSHARE_ENABLE_OVERSUB", false) : -1;
+    s->oversub =
+        oversub && *oversub ? env_switch("NVSHARE_ENABLE_OVERSUB", false) : -1;
     s->fail_closed = env_switch("NVSHARE_FAIL_CLOSED", false);
     s->idle_release_ns = env_duration_ns("NVSHARE_IDLE_RELEASE", 250 * NS_PER_MS);
     s->reconnect_ns = env_duration_ns("NVSHARE_RECONNECT_INTERVAL", NS_PER_SEC);
@@ -110,7 +110,8 @@ static void read_settings(void)
         job_from_launcher(s->job_id, sizeof(s->job_id));
     if (*s->pod_name)
         snprintf(s->pod_label, sizeof(s->pod_label), "%.*s/%.*s",
-                 PROTO_NAME_MAX - 1, s->pod_namespace, PROTO_NAME_MAX - 1, s->pod_name);
+                 PROTO_NAME_MAX - 1, s->pod_namespace, PROTO_NAME_MAX - 1,
+                 s->pod_name);
     else
         snprintf(s->pod_label, sizeof(s->pod_label), "-");
 }
@@ -128,7 +129,8 @@ static void declare(struct msg_register *reg, const struct client_settings *s)
     reg->core_limit = s->core_limit;
     reg->priority = s->priority;
     reg->oversub = s->oversub < 0 ? OVERSUB_NODE_DEFAULT
-                   : s->oversub ? OVERSUB_ON : OVERSUB_OFF;
+                   : s->oversub   ? OVERSUB_ON
+                                  : OVERSUB_OFF;
     memcpy(reg->pod_namespace, s->pod_namespace, sizeof(reg->pod_namespace));
     memcpy(reg->pod_name, s->pod_name, sizeof(reg->pod_name));
     memcpy(reg->container_name, s->container_name, sizeof(reg->container_name));
@@ -196,9 +198,9 @@ int nvshare_client_start(const struct nvshare_client_config *config)
     client.fail_closed = s->fail_closed;
     client.idle_release_ns = s->idle_release_ns;
     client.reconnect_ns = s->reconnect_ns;
-    client.membarrier_ok =
-        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
-                0) == 0;
+    client.membarrier_ok = syscall(SYS_membarrier,
+                                   MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+                                   0) == 0;
     if (!client.membarrier_ok)
         log_debug("membarrier unavailable: preemption uses a fence");
     client.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

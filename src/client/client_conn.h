@@ -16,12 +16,12 @@
 
 /* The process's settings, read from the environment once, at first use. */
 struct client_settings {
-    uint64_t memory_limit;  /* NVSHARE_GPU_MEMORY_LIMIT; 0 = none */
-    uint8_t core_limit;     /* NVSHARE_GPU_CORE_LIMIT; 0 = none */
-    uint8_t priority;       /* NVSHARE_PRIORITY; 0 = none (can only lower
+    uint64_t memory_limit; /* NVSHARE_GPU_MEMORY_LIMIT; 0 = none */
+    uint8_t core_limit;    /* NVSHARE_GPU_CORE_LIMIT; 0 = none */
+    uint8_t priority;      /* NVSHARE_PRIORITY; 0 = none (can only lower
                                the pod's) */
-    int oversub;            /* NVSHARE_ENABLE_OVERSUB: 0, 1, or -1 (unset) */
-    bool fail_closed;       /* NVSHARE_FAIL_CLOSED */
+    int oversub;           /* NVSHARE_ENABLE_OVERSUB: 0, 1, or -1 (unset) */
+    bool fail_closed;      /* NVSHARE_FAIL_CLOSED */
     uint64_t idle_release_ns;
     uint64_t reconnect_ns;
     char pod_namespace[PROTO_NAME_MAX];
@@ -42,7 +42,7 @@ int conn_send(const struct msg *m);
 struct conn_observer {
     void (*connecting)(void); /* a first connection attempt starts */
     void (*registered)(int n_gpus, const uint8_t *managed);
-    void (*disconnected)(void); /* also: an attempt failed */
+    void (*disconnected)(void);           /* also: an attempt failed */
     void (*message)(const struct msg *m); /* UPDATE_LIMIT, MEM_GRANT, MEM_RECLAIM */
     void (*tick)(int n_gpus); /* report allocated bytes that changed */
     /* On an application thread about to wait at gpu's gate: a lock request

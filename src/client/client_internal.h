@@ -14,7 +14,7 @@
 #include "protocol.h"
 
 struct gpu_lock {
-    bool known;       /* the scheduler manages this GPU */
+    bool known; /* the scheduler manages this GPU */
     bool held;
     bool requested;   /* REQ_LOCK sent, LOCK_OK not yet received */
     bool in_use_sent; /* LOCK_IN_USE sent under the current lease */
@@ -25,7 +25,7 @@ struct gpu_lock {
     bool complete_seen;    /* its work had completed at the last poll */
     bool swapped_out;      /* its memory went to the host on EVICT */
     uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
-    uint64_t load_sent_at; /* 0: no report yet */
+    uint64_t load_sent_at;               /* 0: no report yet */
     /* Giving the lock back after DROP_LOCK, which the drain beat announces
      * (DRAINING) from drain_since on (0: not draining). */
     uint64_t drain_since;
@@ -42,8 +42,8 @@ struct client_state {
     pthread_cond_t changed; /* connection, scheduling or a lock changed */
     pthread_cond_t beat;    /* a drain began or ended, or stop */
     bool started;
-    bool attempted;   /* the first connection attempt has finished */
-    bool connected;   /* registered with the scheduler */
+    bool attempted; /* the first connection attempt has finished */
+    bool connected; /* registered with the scheduler */
     bool scheduling_on;
     bool warned_absent;
     bool warned_refused; /* since the last registration */
@@ -51,8 +51,8 @@ struct client_state {
     bool fail_closed;
     bool membarrier_ok;
     int fd;
-    int wake_fd;      /* eventfd: stop request */
-    int catch_up_fd;  /* eventfd: a catch-up reached its drain point */
+    int wake_fd;     /* eventfd: stop request */
+    int catch_up_fd; /* eventfd: a catch-up reached its drain point */
     pthread_t thread;
     pthread_t beat_thread;
     bool beat_running;
@@ -66,13 +66,13 @@ struct client_state {
     _Atomic uint64_t yield_idle_release_ns;
     _Atomic uint64_t yield_max_backlog_ns;
     uint64_t reconnect_ns;
-    uint64_t retry_ns;   /* after a refusal: doubles up to RETRY_MAX_NS */
+    uint64_t retry_ns; /* after a refusal: doubles up to RETRY_MAX_NS */
     struct msg_register reg;
     uint8_t core_limit; /* the pod's, as the scheduler last told (percent;
                            0: none): paced to while it is away */
     bool paced_shut;    /* while away: in the shut part of a pace slice */
-    int oversub_env;   /* NVSHARE_ENABLE_OVERSUB: 0, 1, or -1 (unset) */
-    bool oversub_node; /* the scheduler's default, from REGISTER_OK */
+    int oversub_env;    /* NVSHARE_ENABLE_OVERSUB: 0, 1, or -1 (unset) */
+    bool oversub_node;  /* the scheduler's default, from REGISTER_OK */
 };
 
 extern struct client_state client;

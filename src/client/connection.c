@@ -154,7 +154,8 @@ static void registered(int fd, const struct msg_register_ok *ok)
     for (int i = 0; i < client.n_gpus; i++) {
         client.gpus[i].known = ok->gpu_known[i];
         if (!client.gpus[i].known)
-            log_warn("the scheduler does not manage GPU %s: it runs unscheduled",
+            log_warn("the scheduler does not manage GPU %s: it runs "
+                     "unscheduled",
                      client.uuids[i]);
     }
     log_info("registered with the scheduler as client %llu%s",
@@ -193,22 +194,23 @@ static void refused_locked(const char *path, int rc, const struct msg *m)
     client.warned_refused = true;
     if (rc)
         log_warn("scheduler at %s refused registration: %s; %s, retrying "
-                 "with a back-off up to %.0f s", path, proto_strerror(rc),
-                 meanwhile, (double)RETRY_MAX_NS / 1e9);
+                 "with a back-off up to %.0f s",
+                 path, proto_strerror(rc), meanwhile, (double)RETRY_MAX_NS / 1e9);
     else if (r->reason == REFUSED_UID_LIMIT)
         log_warn("scheduler at %s refused this process: uid %u has %u "
                  "connections already (NVSHARE_MAX_CONNECTIONS_PER_UID); %s, "
-                 "retrying with a back-off up to %.0f s", path, r->uid,
-                 r->limit, meanwhile, (double)RETRY_MAX_NS / 1e9);
+                 "retrying with a back-off up to %.0f s",
+                 path, r->uid, r->limit, meanwhile, (double)RETRY_MAX_NS / 1e9);
     else if (r->reason == REFUSED_BAD_NAME)
         log_warn("scheduler at %s refused this process: a name it declares "
                  "(pod, namespace, container, NVSHARE_JOB_ID or GPU UUID) has "
                  "a control character; %s, retrying with a back-off up to "
-                 "%.0f s", path, meanwhile, (double)RETRY_MAX_NS / 1e9);
+                 "%.0f s",
+                 path, meanwhile, (double)RETRY_MAX_NS / 1e9);
     else
         log_warn("scheduler at %s refused this process: it is out of memory; "
-                 "%s, retrying with a back-off up to %.0f s", path, meanwhile,
-                 (double)RETRY_MAX_NS / 1e9);
+                 "%s, retrying with a back-off up to %.0f s",
+                 path, meanwhile, (double)RETRY_MAX_NS / 1e9);
 }
 
 /* Connects and registers; returns how long to wait before the next
@@ -272,8 +274,8 @@ static void send_swapped(int gpu, enum swap_direction direction, uint64_t bytes,
 {
     struct msg m = {.type = MSG_SWAPPED};
 
-    m.u.swap = (struct msg_swap){(uint8_t)gpu, (uint8_t)direction, bytes,
-                                 duration_ns};
+    m.u.swap =
+        (struct msg_swap){(uint8_t)gpu, (uint8_t)direction, bytes, duration_ns};
     conn_send(&m);
     log_info("gpu %d: swapped %s %.1f MiB in %.3f s (%.1f GB/s)", gpu,
              direction == SWAP_OUT ? "out" : "in", (double)bytes / (1 << 20),
@@ -325,8 +327,8 @@ static void log_memory_wait(const struct msg *m)
     }
     log_info("gpu %d: waiting for GPU memory: this process needs %.1f MiB, "
              "%.1f MiB of the %.1f MiB the scheduler admits are free; the "
-             "running clients rotate in %.1f s at the latest", w->gpu,
-             (double)w->need / (1 << 20), (double)w->free / (1 << 20),
+             "running clients rotate in %.1f s at the latest",
+             w->gpu, (double)w->need / (1 << 20), (double)w->free / (1 << 20),
              (double)w->limit / (1 << 20), (double)w->wait_ns / 1e9);
 }
 
@@ -351,8 +353,10 @@ static void report_load(void)
         struct gpu_lock *g = &client.gpus[i];
         if (!g->known)
             continue; /* the scheduler would take it for a protocol error */
-        uint64_t busy = atomic_load_explicit(&busy_total_ns[i], memory_order_relaxed);
-        uint64_t span = atomic_load_explicit(&span_total_ns[i], memory_order_relaxed);
+        uint64_t busy =
+            atomic_load_explicit(&busy_total_ns[i], memory_order_relaxed);
+        uint64_t span =
+            atomic_load_explicit(&span_total_ns[i], memory_order_relaxed);
         bool first = g->load_sent_at == 0;
         if (first && span < LOAD_SKIP_NS) {
             g->load_busy_ns = busy;
@@ -497,8 +501,8 @@ static uint64_t pace_while_away(uint64_t now)
 
     pthread_mutex_lock(&client.mu);
     uint8_t limit = client.core_limit;
-    bool pacing = !client.connected && client.attempted && !client.fail_closed &&
-                  limit > 0 && limit < 100;
+    bool pacing = !client.connected && client.attempted &&
+                  !client.fail_closed && limit > 0 && limit < 100;
     if (!pacing || now >= slice_start + PACE_SLICE_NS) {
         if (client.paced_shut) {
             client.paced_shut = false;
@@ -529,7 +533,8 @@ static uint64_t idle_release_ns(void)
     uint64_t terms = atomic_load_explicit(&client.yield_idle_release_ns,
                                           memory_order_relaxed);
 
-    return terms && terms < client.idle_release_ns ? terms : client.idle_release_ns;
+    return terms && terms < client.idle_release_ns ? terms
+                                                   : client.idle_release_ns;
 }
 
 /* Gives back GPUs nobody has submitted to for idle_release_ns() once their
@@ -655,7 +660,8 @@ void *conn_thread(void *arg)
 
 uint64_t nvshare_max_backlog_ns(void)
 {
-    return atomic_load_explicit(&client.yield_max_backlog_ns, memory_order_relaxed);
+    return atomic_load_explicit(&client.yield_max_backlog_ns,
+                                memory_order_relaxed);
 }
 
 void nvshare_note_busy(int gpu, uint64_t busy_ns, uint64_t span_ns)

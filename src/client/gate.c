@@ -233,8 +233,10 @@ static void finish_release(int gpu, uint32_t lease, const char *why)
     /* The GPU idles from drained_at on: the pod is billed up to there, not
      * for the message's way to the scheduler. */
     struct msg m = {.type = MSG_LOCK_RELEASED,
-                    .u.lock = {.gpu = (uint8_t)gpu, .lease = lease,
-                               .drain_ns = drain_ns, .at_ns = drained_at}};
+                    .u.lock = {.gpu = (uint8_t)gpu,
+                               .lease = lease,
+                               .drain_ns = drain_ns,
+                               .at_ns = drained_at}};
 
     pthread_mutex_lock(&client.mu);
     struct gpu_lock *g = &client.gpus[gpu];
@@ -266,7 +268,8 @@ void gate_agree_drain_point(int gpu, uint32_t lease)
      * (a collective is counted inside its submission). */
     wait_inflight(gpu);
     struct msg m = {.type = MSG_DRAIN_POINT,
-                    .u.drain = {.gpu = (uint8_t)gpu, .lease = lease,
+                    .u.drain = {.gpu = (uint8_t)gpu,
+                                .lease = lease,
                                 .collectives = atomic_load(&collectives[gpu])}};
     pthread_mutex_lock(&client.mu);
     struct gpu_lock *g = &client.gpus[gpu];
@@ -292,7 +295,8 @@ void gate_drain_to(int gpu, uint32_t lease, uint64_t target)
         /* Behind the gang: run on until our collective number target is
          * launched, or peers' collectives queued up to it never end. */
         log_debug("gpu %d: launching collectives %llu to %llu before the "
-                  "drain", gpu, (unsigned long long)launched + 1,
+                  "drain",
+                  gpu, (unsigned long long)launched + 1,
                   (unsigned long long)target);
         atomic_store(&catch_up_to[gpu], target);
         g->catch_up_until = now_ns() + CATCH_UP_MAX_NS;

@@ -36,14 +36,14 @@
 
 struct gpu_ledger {
     uint64_t allocated;
-    uint64_t evictable;     /* of allocated: what a swap-out moves */
-    uint64_t credit;        /* granted by the scheduler, not allocated */
-    bool arbitrated;        /* the scheduler decides (see above) */
-    bool awaiting_limit;    /* registered, its UPDATE_LIMIT not read yet */
-    uint64_t quota;         /* the pod's, from the scheduler; 0 = none */
-    uint64_t others_held;   /* the pod's other processes, as last heard */
-    bool dirty;             /* allocated changed since the last report */
-    bool refusing;          /* in a burst of refusals: log once */
+    uint64_t evictable;   /* of allocated: what a swap-out moves */
+    uint64_t credit;      /* granted by the scheduler, not allocated */
+    bool arbitrated;      /* the scheduler decides (see above) */
+    bool awaiting_limit;  /* registered, its UPDATE_LIMIT not read yet */
+    uint64_t quota;       /* the pod's, from the scheduler; 0 = none */
+    uint64_t others_held; /* the pod's other processes, as last heard */
+    bool dirty;           /* allocated changed since the last report */
+    bool refusing;        /* in a burst of refusals: log once */
     /* The one request in flight for this GPU. */
     bool asking;
     uint32_t seq;
@@ -54,7 +54,7 @@ struct gpu_ledger {
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t answered;
-    bool connecting;       /* the first connection attempt is under way */
+    bool connecting; /* the first connection attempt is under way */
     uint32_t next_seq;
     struct gpu_ledger gpus[NVSHARE_MAX_GPUS];
 } ledger = {
@@ -105,9 +105,10 @@ static void log_refusal(int gpu, struct gpu_ledger *g, uint64_t quota,
     format_size(quota, q, sizeof(q));
     format_size(used, u, sizeof(u));
     format_size(bytes, b, sizeof(b));
-    log_warn("GPU memory quota exceeded on gpu %d (pod %s): limit %s, in use %s, "
-             "requested %s: CUDA_ERROR_OUT_OF_MEMORY", gpu,
-             client_settings()->pod_label, q, u, b);
+    log_warn("GPU memory quota exceeded on gpu %d (pod %s): limit %s, in use "
+             "%s, "
+             "requested %s: CUDA_ERROR_OUT_OF_MEMORY",
+             gpu, client_settings()->pod_label, q, u, b);
 }
 
 /* What the scheduler is told with allocated: the interposer updates the
@@ -123,8 +124,11 @@ static void send_mem(uint16_t type, int gpu, uint32_t seq, uint64_t bytes,
 {
     struct msg m = {.type = type};
 
-    m.u.mem = (struct msg_mem){.gpu = (uint8_t)gpu, .seq = seq, .bytes = bytes,
-                               .extra = extra, .allocated = allocated,
+    m.u.mem = (struct msg_mem){.gpu = (uint8_t)gpu,
+                               .seq = seq,
+                               .bytes = bytes,
+                               .extra = extra,
+                               .allocated = allocated,
                                .evictable = evictable};
     conn_send(&m);
 }
@@ -235,8 +239,8 @@ int nvshare_mem_reserve(int gpu, uint64_t bytes)
             continue; /* it went away: the static path decides */
         }
         if (g->granted == 0) {
-            log_refusal(gpu, g, g->quota, g->others_held + g->allocated + g->credit,
-                        bytes);
+            log_refusal(gpu, g, g->quota,
+                        g->others_held + g->allocated + g->credit, bytes);
             rc = -1;
             break;
         }
@@ -360,8 +364,7 @@ static void memory_on_message(const struct msg *m)
     evictable = evictable_part(g);
     pthread_mutex_unlock(&ledger.mu);
     if (give_back)
-        send_mem(MSG_MEM_RETURN, mem->gpu, 0, give_back, 0, allocated,
-                 evictable);
+        send_mem(MSG_MEM_RETURN, mem->gpu, 0, give_back, 0, allocated, evictable);
 }
 
 static void memory_expect_scheduler(void)

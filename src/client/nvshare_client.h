@@ -82,8 +82,8 @@ void nvshare_client_stop(void);
  * read by the client thread. Never freed (threads come and go; slots of
  * exited threads are reused). */
 struct nvshare_thread {
-    volatile int inflight_gpu;  /* gpu + 1 while submitting, else 0 */
-    volatile uint64_t submits;  /* submissions begun, for idle detection */
+    volatile int inflight_gpu; /* gpu + 1 while submitting, else 0 */
+    volatile uint64_t submits; /* submissions begun, for idle detection */
     _Atomic int in_use;
     struct nvshare_thread *next;
 };
@@ -105,9 +105,9 @@ static inline void nvshare_submit_begin(int gpu)
     self->inflight_gpu = gpu + 1;
     self->submits = self->submits + 1;
     atomic_signal_fence(memory_order_seq_cst); /* see membarrier above */
-    if (__builtin_expect(
-            !atomic_load_explicit(&nvshare_gate_open[gpu], memory_order_relaxed),
-            0))
+    if (__builtin_expect(!atomic_load_explicit(&nvshare_gate_open[gpu],
+                                               memory_order_relaxed),
+                         0))
         nvshare_gate_wait(gpu, self);
 }
 

@@ -22,8 +22,8 @@ int cli_standard_args(int argc, char **argv, const char *program,
         }
     }
     if (argc > 1) {
-        fprintf(stderr, "%s: unknown argument '%s' (see %s --help)\n", program, argv[1],
-                program);
+        fprintf(stderr, "%s: unknown argument '%s' (see %s --help)\n", program,
+                argv[1], program);
         return CLI_EXIT_USAGE;
     }
     return -1;

@@ -30,7 +30,9 @@ uint64_t env_duration_ns(const char *name, uint64_t fallback)
     char err[PARSE_ERR_LEN];
     uint64_t ns;
 
-    return text && !refused(name, parse_duration_ns(text, &ns, err), err) ? ns : fallback;
+    return text && !refused(name, parse_duration_ns(text, &ns, err), err)
+               ? ns
+               : fallback;
 }
 
 uint64_t env_size_bytes(const char *name, uint64_t fallback)
@@ -39,8 +41,9 @@ uint64_t env_size_bytes(const char *name, uint64_t fallback)
     char err[PARSE_ERR_LEN];
     uint64_t bytes;
 
-    return text && !refused(name, parse_size_bytes(text, &bytes, err), err) ? bytes
-                                                                            : fallback;
+    return text && !refused(name, parse_size_bytes(text, &bytes, err), err)
+               ? bytes
+               : fallback;
 }
 
 long env_int_range(const char *name, long min, long max, long fallback)
@@ -49,7 +52,8 @@ long env_int_range(const char *name, long min, long max, long fallback)
     char err[PARSE_ERR_LEN];
     long value;
 
-    return text && !refused(name, parse_int_range(text, min, max, &value, err), err)
+    return text && !refused(name, parse_int_range(text, min, max, &value, err),
+                            err)
                ? value
                : fallback;
 }
@@ -60,7 +64,8 @@ bool env_switch(const char *name, bool fallback)
     char err[PARSE_ERR_LEN];
     int on;
 
-    return text && !refused(name, parse_switch(text, &on, err), err) ? on : fallback;
+    return text && !refused(name, parse_switch(text, &on, err), err) ? on
+                                                                     : fallback;
 }
 
 unsigned env_priority(const char *name, unsigned fallback)
@@ -70,7 +75,8 @@ unsigned env_priority(const char *name, unsigned fallback)
     unsigned priority;
 
     return text && !refused(name, parse_priority(text, &priority, err), err)
-               ? priority : fallback;
+               ? priority
+               : fallback;
 }
 
 const char *env_sock_dir(void)

@@ -29,22 +29,27 @@ int gpus_parse(const char *spec, struct node_gpu *out, int max, char *err,
         long mib;
 
         if (n == max) {
-            snprintf(err, (size_t)err_len, "NVSHARE_GPUS: more than %d GPUs", max);
+            snprintf(err, (size_t)err_len, "NVSHARE_GPUS: more than %d GPUs",
+                     max);
             goto fail;
         }
-        if (!colon || colon == item || strlen(item) - strlen(colon) >= PROTO_UUID_MAX) {
+        if (!colon || colon == item ||
+            strlen(item) - strlen(colon) >= PROTO_UUID_MAX) {
             snprintf(err, (size_t)err_len,
-                     "NVSHARE_GPUS: '%s' is not UUID:MiB (e.g. GPU-1234:81920)", item);
+                     "NVSHARE_GPUS: '%s' is not UUID:MiB (e.g. GPU-1234:81920)",
+                     item);
             goto fail;
         }
         *colon = '\0';
         if (parse_int_range(colon + 1, 1, 1L << 40, &mib, perr)) {
-            snprintf(err, (size_t)err_len, "NVSHARE_GPUS: memory of %s: %s", item, perr);
+            snprintf(err, (size_t)err_len, "NVSHARE_GPUS: memory of %s: %s",
+                     item, perr);
             goto fail;
         }
         for (int i = 0; i < n; i++) {
             if (strcmp(out[i].uuid, item) == 0) {
-                snprintf(err, (size_t)err_len, "NVSHARE_GPUS: %s listed twice", item);
+                snprintf(err, (size_t)err_len, "NVSHARE_GPUS: %s listed twice",
+                         item);
                 goto fail;
             }
         }
@@ -94,7 +99,8 @@ static int nvml_discover(struct node_gpu *out, int max, char *err, int err_len)
      * a void ** that cppcheck does not follow */
     if (!api.init || !api.shutdown || !api.count || !api.handle || !api.uuid ||
         !api.name || !api.memory) {
-        snprintf(err, (size_t)err_len, "libnvidia-ml.so.1 lacks a needed function");
+        snprintf(err, (size_t)err_len,
+                 "libnvidia-ml.so.1 lacks a needed function");
         dlclose(lib);
         return -1;
     }

@@ -12,7 +12,7 @@
 static inline bool grow_zeroed(void *array, size_t size, int old, int new)
 {
     void **a = array;
-    char *grown = realloc(*a, size * (size_t)new);
+    char *grown = realloc(*a, size * (size_t) new);
 
     if (!grown)
         return false;

@@ -82,7 +82,8 @@ void rpc_free(struct rpc *rpc)
     server_in_flight--;
 }
 
-void rpc_start_batch(struct rpc *rpc, const grpc_op *ops, size_t n, struct tag *tag)
+void rpc_start_batch(struct rpc *rpc, const grpc_op *ops, size_t n,
+                     struct tag *tag)
 {
     grpc_call_error e = grpc_call_start_batch(rpc->call, ops, n, tag, NULL);
 
@@ -190,8 +191,9 @@ static void accept_next(struct endpoint *ep)
     grpc_call_details_init(&rpc->details);
     grpc_metadata_array_init(&rpc->metadata);
     rpc->step.handle = on_call;
-    if (grpc_server_request_call(ep->server, &rpc->call, &rpc->details, &rpc->metadata,
-                                 server_cq, server_cq, &rpc->step) != GRPC_CALL_OK) {
+    if (grpc_server_request_call(ep->server, &rpc->call, &rpc->details,
+                                 &rpc->metadata, server_cq, server_cq,
+                                 &rpc->step) != GRPC_CALL_OK) {
         log_error("%s: gRPC refused to accept calls", ep->what);
         rpc_free(rpc);
     }
@@ -234,8 +236,10 @@ void endpoint_serve(struct endpoint *ep)
     if (!grpc_server_add_http2_port(ep->server, address, creds)) {
         grpc_server_credentials_release(creds);
         if (!ep->listen_failing)
-            log_error("%s: cannot listen on %s (does the directory exist?); retrying every "
-                      "%d ms", ep->what, ep->path, SERVER_TICK_MS);
+            log_error("%s: cannot listen on %s (does the directory exist?); "
+                      "retrying every "
+                      "%d ms",
+                      ep->what, ep->path, SERVER_TICK_MS);
         ep->listen_failing = true;
         grpc_server_destroy(ep->server);
         ep->server = NULL;
@@ -263,8 +267,8 @@ bool endpoint_check(struct endpoint *ep)
     }
     if (stat(ep->path, &st) == 0 && st.st_ino == ep->inode)
         return false;
-    log_info("%s: socket %s was deleted (kubelet restarted?): serving again", ep->what,
-             ep->path);
+    log_info("%s: socket %s was deleted (kubelet restarted?): serving again",
+             ep->what, ep->path);
     endpoint_stop(ep); /* on_shutdown serves again */
     return true;
 }
@@ -329,12 +333,14 @@ int server_drain(struct endpoint *const *eps, int n)
     for (int e = 0; e < n; e++)
         unlink(eps[e]->path);
     if (busy(eps, n)) {
-        log_error("%d calls still open after %d s: exiting without a clean gRPC shutdown",
+        log_error("%d calls still open after %d s: exiting without a clean "
+                  "gRPC shutdown",
                   server_in_flight, DRAIN_TIMEOUT_S);
         return 1;
     }
     grpc_completion_queue_shutdown(server_cq);
-    while (grpc_completion_queue_next(server_cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
+    while (grpc_completion_queue_next(server_cq,
+                                      gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
                .type != GRPC_QUEUE_SHUTDOWN)
         ;
     grpc_completion_queue_destroy(server_cq);

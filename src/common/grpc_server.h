@@ -26,12 +26,13 @@
 struct tag {
     void (*handle)(struct tag *tag, bool ok);
 };
-#define CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define CONTAINER_OF(ptr, type, member)                                        \
+    ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* A method's answer as bytes: the packed message, or a status and why. */
 struct reply {
     grpc_status_code status;
-    char message[256]; /* why, when status is not OK */
+    char message[256];   /* why, when status is not OK */
     unsigned char *data; /* malloc'd packed response */
     size_t len;
 };
@@ -80,7 +81,8 @@ grpc_byte_buffer *byte_buffer_from(const unsigned char *data, size_t len);
 
 void rpc_free(struct rpc *rpc);
 /* Starts ops on the call with tag; a refused batch drops the call. */
-void rpc_start_batch(struct rpc *rpc, const grpc_op *ops, size_t n, struct tag *tag);
+void rpc_start_batch(struct rpc *rpc, const grpc_op *ops, size_t n,
+                     struct tag *tag);
 /* Answers and closes the call: the message when status is OK, else the
  * status and its sentence. */
 void rpc_finish(struct rpc *rpc, const struct reply *reply, bool metadata_sent);

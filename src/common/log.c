@@ -55,15 +55,17 @@ void log_init(const char *component, enum log_level default_level)
     int named = -1;
 
     log_component = component;
-    max_level = debug && strcmp(debug, "0") != 0 && debug[0] != '\0' ? LOG_DEBUG
-                                                                      : default_level;
+    max_level = debug && strcmp(debug, "0") != 0 && debug[0] != '\0'
+                    ? LOG_DEBUG
+                    : default_level;
     for (int i = 0; level && *level && i <= LOG_DEBUG; i++)
         if (!strcmp(level, level_names[i]))
             named = i;
     if (named >= 0)
         max_level = (enum log_level)named;
     else if (level && *level)
-        log_warn("NVSHARE_LOG_LEVEL=%s is not error, warning, info or debug", level);
+        log_warn("NVSHARE_LOG_LEVEL=%s is not error, warning, info or debug",
+                 level);
     if (format && *format && log_set_format(format) < 0)
         log_warn("NVSHARE_LOG_FORMAT=%s is not text or json: using text", format);
     if (!flush_at_exit)
@@ -120,9 +122,13 @@ static const char *text_escape_char(const unsigned char *s,
     if (seq == 0)
         snprintf(esc, TEXT_ESC_MAX, "\\x%02x", *s);
     else if (cp == '\n' || cp == '\t' || cp == '\r')
-        snprintf(esc, TEXT_ESC_MAX, "\\%c", cp == '\n' ? 'n' : cp == '\t' ? 't' : 'r');
+        snprintf(esc, TEXT_ESC_MAX, "\\%c",
+                 cp == '\n'   ? 'n'
+                 : cp == '\t' ? 't'
+                              : 'r');
     else if (breaks_text(cp))
-        snprintf(esc, TEXT_ESC_MAX, cp < 0x80 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
+        snprintf(esc, TEXT_ESC_MAX, cp < 0x80 ? "\\x%02x" : "\\u%04x",
+                 (unsigned)cp);
     else {
         *n = (size_t)seq;
         return (const char *)s;
@@ -160,7 +166,8 @@ static void emit(enum log_level level, const char *msg)
 
     format_time(realtime_ns(), stamp, sizeof(stamp));
     if (json_format) {
-        n = snprintf(line, sizeof(line), "{\"time\":\"%s\",\"level\":\"%s\",\"component\":\"",
+        n = snprintf(line, sizeof(line),
+                     "{\"time\":\"%s\",\"level\":\"%s\",\"component\":\"",
                      stamp, level_names[level]);
         len = (size_t)n;
         append_escaped(line, &len, sizeof(line), log_component, true);
@@ -189,8 +196,8 @@ static void repeat_report(struct repeat *r, uint64_t now)
         double span = (double)(now - r->first_ns) / 1e9;
         /* The precision bounds what -O3's truncation check cannot see. */
         snprintf(msg, sizeof(msg), "%.*s (repeated %lu time%s in %.0f s)",
-                 LOG_LINE_MAX - 1, r->msg, r->count,
-                 r->count == 1 ? "" : "s", span < 1 ? 1 : span);
+                 LOG_LINE_MAX - 1, r->msg, r->count, r->count == 1 ? "" : "s",
+                 span < 1 ? 1 : span);
         emit(LOG_WARN, msg);
     }
     r->msg[0] = '\0';
@@ -260,8 +267,8 @@ struct budget {
     bool used;
     uint32_t uid;
     uint64_t tat;
-    uint64_t last_ns;          /* its latest line: who is forgotten first */
-    uint64_t suppressed;       /* lines suppressed since suppressed_since */
+    uint64_t last_ns;    /* its latest line: who is forgotten first */
+    uint64_t suppressed; /* lines suppressed since suppressed_since */
     uint64_t suppressed_since;
 };
 
@@ -293,17 +300,21 @@ static void budget_report(struct budget *b, uint64_t now)
     double span = (double)(now - b->suppressed_since) / 1e9;
 
     if (b == &all_uids)
-        snprintf(msg, sizeof(msg), "%llu lines about clients of all uids "
-                 "suppressed in the last %.0f s", (unsigned long long)b->suppressed,
-                 span < 1 ? 1 : span);
-    else if (b->uid == LOG_UID_ANY)
-        snprintf(msg, sizeof(msg), "%llu lines about clients together "
-                 "suppressed in the last %.0f s", (unsigned long long)b->suppressed,
-                 span < 1 ? 1 : span);
-    else
-        snprintf(msg, sizeof(msg), "uid %u: %llu lines about its clients "
-                 "suppressed in the last %.0f s", (unsigned)b->uid,
+        snprintf(msg, sizeof(msg),
+                 "%llu lines about clients of all uids "
+                 "suppressed in the last %.0f s",
                  (unsigned long long)b->suppressed, span < 1 ? 1 : span);
+    else if (b->uid == LOG_UID_ANY)
+        snprintf(msg, sizeof(msg),
+                 "%llu lines about clients together "
+                 "suppressed in the last %.0f s",
+                 (unsigned long long)b->suppressed, span < 1 ? 1 : span);
+    else
+        snprintf(msg, sizeof(msg),
+                 "uid %u: %llu lines about its clients "
+                 "suppressed in the last %.0f s",
+                 (unsigned)b->uid, (unsigned long long)b->suppressed,
+                 span < 1 ? 1 : span);
     emit(LOG_WARN, msg);
     b->suppressed = 0;
 }

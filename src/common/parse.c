@@ -26,9 +26,9 @@ static void set_err(char *err, const char *fmt, const char *text)
  * and nothing goes through floating point. Only decimal digits and one '.'
  * are accepted (no signs, exponents, hex or spaces). Sets *exact to whether
  * the scaled value is a whole number; the result is rounded to nearest. */
-static int parse_scaled(const char *text, const struct unit *units, uint64_t max,
-                        uint64_t *out, bool *exact, char *err, const char *what,
-                        const char *units_help)
+static int parse_scaled(const char *text, const struct unit *units,
+                        uint64_t max, uint64_t *out, bool *exact, char *err,
+                        const char *what, const char *units_help)
 {
     unsigned __int128 mantissa = 0, divisor = 1;
     const char *p = text;
@@ -44,7 +44,8 @@ static int parse_scaled(const char *text, const struct unit *units, uint64_t max
             continue;
         }
         digits = true;
-        if (mantissa > (unsigned __int128)max * 10 || divisor > (unsigned __int128)max * 10) {
+        if (mantissa > (unsigned __int128)max * 10 ||
+            divisor > (unsigned __int128)max * 10) {
             if (err)
                 snprintf(err, PARSE_ERR_LEN, "%s '%s' is too large", what, text);
             return -1;
@@ -55,8 +56,8 @@ static int parse_scaled(const char *text, const struct unit *units, uint64_t max
     }
     if (!digits) {
         if (err)
-            snprintf(err, PARSE_ERR_LEN, "invalid %s '%s': must start with a number",
-                     what, text);
+            snprintf(err, PARSE_ERR_LEN,
+                     "invalid %s '%s': must start with a number", what, text);
         return -1;
     }
     for (const struct unit *u = units; u->suffix; u++) {
@@ -74,10 +75,11 @@ static int parse_scaled(const char *text, const struct unit *units, uint64_t max
         return 0;
     }
     if (err && !*p)
-        snprintf(err, PARSE_ERR_LEN, "%s '%s' needs a unit: %s", what, text, units_help);
+        snprintf(err, PARSE_ERR_LEN, "%s '%s' needs a unit: %s", what, text,
+                 units_help);
     else if (err)
-        snprintf(err, PARSE_ERR_LEN, "invalid %s '%s': unknown unit '%s': %s", what,
-                 text, p, units_help);
+        snprintf(err, PARSE_ERR_LEN, "invalid %s '%s': unknown unit '%s': %s",
+                 what, text, p, units_help);
     return -1;
 }
 
@@ -86,9 +88,13 @@ int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
     /* No bare number: "500" would be read as seconds by some and as
      * milliseconds by others. */
     static const struct unit units[] = {
-        {"s", 1000000000ull}, {"ms", 1000000ull},
-        {"us", 1000ull}, {"ns", 1ull}, {"m", 60000000000ull},
-        {"h", 3600000000000ull}, {NULL, 0},
+        {"s", 1000000000ull},
+        {"ms", 1000000ull},
+        {"us", 1000ull},
+        {"ns", 1ull},
+        {"m", 60000000000ull},
+        {"h", 3600000000000ull},
+        {NULL, 0},
     };
     uint64_t ns;
     bool exact;
@@ -111,10 +117,17 @@ int parse_size_bytes(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
      * suffixes (Ki = 2^10) and decimal ones (k = 10^3; "K" is not one). */
     static const struct unit units[] = {
         {"", 1},
-        {"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30},
-        {"Ti", 1ull << 40}, {"Pi", 1ull << 50}, {"Ei", 1ull << 60},
-        {"k", 1000ull}, {"M", 1000000ull}, {"G", 1000000000ull},
-        {"T", 1000000000000ull}, {"P", 1000000000000000ull},
+        {"Ki", 1ull << 10},
+        {"Mi", 1ull << 20},
+        {"Gi", 1ull << 30},
+        {"Ti", 1ull << 40},
+        {"Pi", 1ull << 50},
+        {"Ei", 1ull << 60},
+        {"k", 1000ull},
+        {"M", 1000000ull},
+        {"G", 1000000000ull},
+        {"T", 1000000000000ull},
+        {"P", 1000000000000000ull},
         {"E", 1000000000000000000ull},
         {NULL, 0},
     };
@@ -123,7 +136,8 @@ int parse_size_bytes(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 
     /* 2^63: keeps every later sum of sizes from overflowing uint64_t. */
     if (parse_scaled(text, units, (1ull << 63) - 1, &bytes, &exact, err, "size",
-                     "Kubernetes quantities: 4G = 4x10^9 bytes, 4Gi = 4x2^30 bytes "
+                     "Kubernetes quantities: 4G = 4x10^9 bytes, 4Gi = 4x2^30 "
+                     "bytes "
                      "(k M G T P E, Ki Mi Gi Ti Pi Ei)"))
         return -1;
     if (!exact) {
@@ -152,8 +166,8 @@ int parse_int_range(const char *text, long min, long max, long *out,
     }
     if (value < min || value > max) {
         if (err)
-            snprintf(err, PARSE_ERR_LEN, "%ld is out of range [%ld, %ld]", value,
-                     min, max);
+            snprintf(err, PARSE_ERR_LEN, "%ld is out of range [%ld, %ld]",
+                     value, min, max);
         return -1;
     }
     *out = value;
@@ -236,18 +250,23 @@ static void format_exact(uint64_t v, const struct exact_unit *u, char *buf,
 
 void format_duration_exact(uint64_t ns, char *buf, size_t len)
 {
-    static const struct exact_unit units[] = {
-        {3600000000000ull, "h"}, {60000000000ull, "m"}, {1000000000ull, "s"},
-        {1000000ull, "ms"}, {1000ull, "us"}, {1, "ns"}};
+    static const struct exact_unit units[] = {{3600000000000ull, "h"},
+                                              {60000000000ull, "m"},
+                                              {1000000000ull, "s"},
+                                              {1000000ull, "ms"},
+                                              {1000ull, "us"},
+                                              {1, "ns"}};
 
     format_exact(ns, units, buf, len);
 }
 
 void format_size_exact(uint64_t bytes, char *buf, size_t len)
 {
-    static const struct exact_unit units[] = {
-        {1ull << 40, "Ti"}, {1ull << 30, "Gi"}, {1ull << 20, "Mi"},
-        {1ull << 10, "Ki"}, {1, ""}};
+    static const struct exact_unit units[] = {{1ull << 40, "Ti"},
+                                              {1ull << 30, "Gi"},
+                                              {1ull << 20, "Mi"},
+                                              {1ull << 10, "Ki"},
+                                              {1, ""}};
 
     format_exact(bytes, units, buf, len);
 }
@@ -255,7 +274,8 @@ void format_size_exact(uint64_t bytes, char *buf, size_t len)
 int parse_priority(const char *text, unsigned *out, char err[PARSE_ERR_LEN])
 {
     static const char *const names[] = {
-        [PRIORITY_LOW] = "low", [PRIORITY_NORMAL] = "normal",
+        [PRIORITY_LOW] = "low",
+        [PRIORITY_NORMAL] = "normal",
         [PRIORITY_HIGH] = "high",
     };
     long number;
@@ -266,10 +286,12 @@ int parse_priority(const char *text, unsigned *out, char err[PARSE_ERR_LEN])
             return 0;
         }
     }
-    if (!text || parse_int_range(text, PRIORITY_LOWEST, PRIORITY_HIGHEST, &number,
-                                 NULL)) {
-        set_err(err, "priority must be high, normal, low or a class 1-9 "
-                     "(9 highest), not '%s'", text ? text : "");
+    if (!text || parse_int_range(text, PRIORITY_LOWEST, PRIORITY_HIGHEST,
+                                 &number, NULL)) {
+        set_err(err,
+                "priority must be high, normal, low or a class 1-9 "
+                "(9 highest), not '%s'",
+                text ? text : "");
         return -1;
     }
     *out = (unsigned)number;
@@ -279,9 +301,17 @@ int parse_priority(const char *text, unsigned *out, char err[PARSE_ERR_LEN])
 void format_priority(unsigned priority, char *buf, size_t len)
 {
     switch (priority) {
-    case PRIORITY_LOW: snprintf(buf, len, "low"); break;
-    case PRIORITY_NORMAL: snprintf(buf, len, "normal"); break;
-    case PRIORITY_HIGH: snprintf(buf, len, "high"); break;
-    default: snprintf(buf, len, "%u", priority); break;
+    case PRIORITY_LOW:
+        snprintf(buf, len, "low");
+        break;
+    case PRIORITY_NORMAL:
+        snprintf(buf, len, "normal");
+        break;
+    case PRIORITY_HIGH:
+        snprintf(buf, len, "high");
+        break;
+    default:
+        snprintf(buf, len, "%u", priority);
+        break;
     }
 }

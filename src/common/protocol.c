@@ -42,8 +42,14 @@ static void put_uint(struct writer *w, uint64_t v, int bytes)
     put_bytes(w, le, (size_t)bytes);
 }
 
-static void put_u16(struct writer *w, uint16_t v) { put_uint(w, v, 2); }
-static void put_u32(struct writer *w, uint32_t v) { put_uint(w, v, 4); }
+static void put_u16(struct writer *w, uint16_t v)
+{
+    put_uint(w, v, 2);
+}
+static void put_u32(struct writer *w, uint32_t v)
+{
+    put_uint(w, v, 4);
+}
 
 static void put_str(struct writer *w, const char *s, size_t max)
 {
@@ -73,7 +79,10 @@ static uint64_t get_uint(struct reader *r, int bytes)
     return v;
 }
 
-static uint16_t get_u16(struct reader *r) { return (uint16_t)get_uint(r, 2); }
+static uint16_t get_u16(struct reader *r)
+{
+    return (uint16_t)get_uint(r, 2);
+}
 
 static void get_str(struct reader *r, char *dst, size_t max)
 {
@@ -144,9 +153,11 @@ static uint64_t get_checked(struct reader *r, int bytes, uint64_t max)
     for (size_t i = 0; i < m->count && i < (capacity); i++)
 
 #define PROTO_PAYLOAD(type, member)                                            \
-    static void put_##member(struct writer *w, const struct type *m) {
+    static void put_##member(struct writer *w, const struct type *m)           \
+    {
 #define PROTO_RECORD(type)                                                     \
-    static void put_##type(struct writer *w, const struct type *m) {
+    static void put_##type(struct writer *w, const struct type *m)             \
+    {
 #define PROTO_END() }
 #define PROTO_FIELD(kind, name, bound)                                         \
     put_checked(w, (uint64_t)m->name, PROTO_BYTES_##kind, PROTO_BOUND_##bound);
@@ -164,16 +175,17 @@ static uint64_t get_checked(struct reader *r, int bytes, uint64_t max)
 /* get_count answers 0 for a count over the capacity, so item loops stay
  * inside the arrays. */
 #define PROTO_PAYLOAD(type, member)                                            \
-    static void get_##member(struct reader *r, struct type *m) {
+    static void get_##member(struct reader *r, struct type *m)                 \
+    {
 #define PROTO_RECORD(type)                                                     \
-    static void get_##type(struct reader *r, struct type *m) {
+    static void get_##type(struct reader *r, struct type *m)                   \
+    {
 #define PROTO_END() }
 #define PROTO_FIELD(kind, name, bound)                                         \
     m->name = (PROTO_CTYPE_##kind)get_checked(r, PROTO_BYTES_##kind,           \
                                               PROTO_BOUND_##bound);
 #define PROTO_STR(name, size) get_str(r, m->name, size);
-#define PROTO_COUNT(name, list)                                                \
-    m->name = get_count(r, PROTO_NELEM(m->list));
+#define PROTO_COUNT(name, list) m->name = get_count(r, PROTO_NELEM(m->list));
 #define PROTO_LIST(kind, name, count, capacity)                                \
     for (size_t i = 0; i < m->count; i++)                                      \
         m->name[i] = (PROTO_CTYPE_##kind)get_uint(r, PROTO_BYTES_##kind);
@@ -216,9 +228,12 @@ const char *sched_mode_name(uint8_t mode)
 const char *pod_qos_name(uint8_t qos)
 {
     switch (qos) {
-    case POD_QOS_GUARANTEED: return "guaranteed";
-    case POD_QOS_BURSTABLE: return "burstable";
-    case POD_QOS_BESTEFFORT: return "besteffort";
+    case POD_QOS_GUARANTEED:
+        return "guaranteed";
+    case POD_QOS_BURSTABLE:
+        return "burstable";
+    case POD_QOS_BESTEFFORT:
+        return "besteffort";
     }
     return "unknown";
 }
@@ -226,15 +241,24 @@ const char *pod_qos_name(uint8_t qos)
 const char *proto_strerror(int err)
 {
     switch (err) {
-    case PROTO_OK: return "ok";
-    case PROTO_E_SHORT: return "truncated message";
-    case PROTO_E_VERSION: return "unsupported protocol version";
-    case PROTO_E_TYPE: return "unknown message type";
-    case PROTO_E_TRAILING: return "trailing bytes after message";
-    case PROTO_E_FIELD: return "field out of range";
-    case PROTO_E_SPACE: return "message too large";
-    case PROTO_E_IO: return "connection closed";
-    case PROTO_E_TIMEOUT: return "timed out";
+    case PROTO_OK:
+        return "ok";
+    case PROTO_E_SHORT:
+        return "truncated message";
+    case PROTO_E_VERSION:
+        return "unsupported protocol version";
+    case PROTO_E_TYPE:
+        return "unknown message type";
+    case PROTO_E_TRAILING:
+        return "trailing bytes after message";
+    case PROTO_E_FIELD:
+        return "field out of range";
+    case PROTO_E_SPACE:
+        return "message too large";
+    case PROTO_E_IO:
+        return "connection closed";
+    case PROTO_E_TIMEOUT:
+        return "timed out";
     }
     return "unknown error";
 }
@@ -248,10 +272,15 @@ int msg_encode(const struct msg *m, uint8_t *buf, size_t cap)
     put_u16(&w, m->type);
     switch (m->type) {
 #define PROTO_MSG(name, number, payload)                                       \
-    case MSG_##name: put_##payload(&w, &m->u.payload); break;
-#define PROTO_MSG_EMPTY(name, number) case MSG_##name: break;
+    case MSG_##name:                                                           \
+        put_##payload(&w, &m->u.payload);                                      \
+        break;
+#define PROTO_MSG_EMPTY(name, number)                                          \
+    case MSG_##name:                                                           \
+        break;
 #include "protocol.def"
-    default: return PROTO_E_TYPE;
+    default:
+        return PROTO_E_TYPE;
     }
     if (w.err)
         return w.err;
@@ -275,13 +304,17 @@ int msg_decode(const uint8_t *body, size_t len, struct msg *out)
         return PROTO_E_VERSION;
     switch (out->type) {
 #define PROTO_MSG(name, number, payload)                                       \
-    case MSG_##name: get_##payload(&r, &out->u.payload); break;
-#define PROTO_MSG_EMPTY(name, number) case MSG_##name: break;
+    case MSG_##name:                                                           \
+        get_##payload(&r, &out->u.payload);                                    \
+        break;
+#define PROTO_MSG_EMPTY(name, number)                                          \
+    case MSG_##name:                                                           \
+        break;
 #include "protocol.def"
-    default: return PROTO_E_TYPE;
+    default:
+        return PROTO_E_TYPE;
     }
     if (r.err)
         return r.err;
     return r.pos == r.len ? PROTO_OK : PROTO_E_TRAILING;
 }
-

@@ -24,11 +24,11 @@
 #include <stdint.h>
 
 #define PROTO_VERSION 1
-#define PROTO_HEADER_LEN 8        /* length + version + type */
+#define PROTO_HEADER_LEN 8 /* length + version + type */
 #define PROTO_MAX_FRAME (64 * 1024)
-#define PROTO_MAX_GPUS 32         /* GPUs one client may register */
-#define PROTO_NAME_MAX 254        /* Kubernetes names are at most 253 bytes */
-#define PROTO_UUID_MAX 96         /* "GPU-<36>" and "MIG-GPU-<36>/<gi>/<ci>" */
+#define PROTO_MAX_GPUS 32  /* GPUs one client may register */
+#define PROTO_NAME_MAX 254 /* Kubernetes names are at most 253 bytes */
+#define PROTO_UUID_MAX 96  /* "GPU-<36>" and "MIG-GPU-<36>/<gi>/<ci>" */
 #define PROTO_TEXT_MAX 512
 #define PROTO_MAX_WAITERS 256     /* waiters listed per GPU in a status reply */
 #define PROTO_POD_UID_MAX 37      /* a pod UID, 8-4-4-4-12 */
@@ -74,17 +74,17 @@ enum refused_reason {
 /* Why a client waits (status). */
 enum wait_reason {
     WAIT_NONE = 0,
-    WAIT_LOCK = 1,     /* the GPU is held exclusively (mode, load) */
-    WAIT_MEMORY = 2,   /* its footprint does not fit beside the running set */
+    WAIT_LOCK = 1,      /* the GPU is held exclusively (mode, load) */
+    WAIT_MEMORY = 2,    /* its footprint does not fit beside the running set */
     WAIT_THROTTLED = 3, /* its pod used its compute budget for this window */
-    WAIT_PRIORITY = 4  /* a client of a higher priority class wants the GPU */
+    WAIT_PRIORITY = 4   /* a client of a higher priority class wants the GPU */
 };
 
 /* Why a GPU's time quantum is what it is (status). */
 enum quantum_reason {
-    QUANTUM_PINNED = 0,  /* the operator set it: nvsharectl set tq, NVSHARE_TQ */
-    QUANTUM_FLOOR = 1,   /* auto: hand-overs are cheap (or not measured yet) */
-    QUANTUM_DRAIN = 2,   /* auto: a multiple of the mean hand-over */
+    QUANTUM_PINNED = 0, /* the operator set it: nvsharectl set tq, NVSHARE_TQ */
+    QUANTUM_FLOOR = 1,  /* auto: hand-overs are cheap (or not measured yet) */
+    QUANTUM_DRAIN = 2,  /* auto: a multiple of the mean hand-over */
     QUANTUM_CEILING = 3, /* auto: hand-overs so slow that the cap applies */
 };
 
@@ -102,31 +102,31 @@ enum priority_class {
 };
 
 enum ctl_key {
-    CTL_SET_TQ = 1,          /* value: nanoseconds */
-    CTL_SET_ANTI_THRASH = 2, /* value: 0 or 1 */
-    CTL_SET_CORE_LIMIT = 3,  /* target: pod or client; value: 1-100, 0 = drop
+    CTL_SET_TQ = 1,           /* value: nanoseconds */
+    CTL_SET_ANTI_THRASH = 2,  /* value: 0 or 1 */
+    CTL_SET_CORE_LIMIT = 3,   /* target: pod or client; value: 1-100, 0 = drop
                                 the run-time limit (back to the declared one) */
     CTL_SET_MEMORY_LIMIT = 4, /* target: pod or client; value: bytes, 0 = drop
                                  the run-time limit */
-    CTL_SET_MODE = 5,        /* target: GPU index or UUID, "" = every GPU;
+    CTL_SET_MODE = 5,         /* target: GPU index or UUID, "" = every GPU;
                                 value: enum sched_mode */
-    CTL_SET_SWITCH_TIME = 6, /* value: nanoseconds, 0 = auto (measured) */
-    CTL_SET_PRIORITY = 7,    /* target: pod or client; value: enum
+    CTL_SET_SWITCH_TIME = 6,  /* value: nanoseconds, 0 = auto (measured) */
+    CTL_SET_PRIORITY = 7,     /* target: pod or client; value: enum
                                 priority_class, 0 = drop the operator's */
-    CTL_SET_MIN_SHARE = 8,   /* target: pod or client; value: percent of
+    CTL_SET_MIN_SHARE = 8,    /* target: pod or client; value: percent of
                                 each window, 0 = none */
-    CTL_SET_OWNER = 9,       /* target: a plain host's pod; value: the uid
+    CTL_SET_OWNER = 9,        /* target: a plain host's pod; value: the uid
                                 it belongs to, 0 = none */
-    CTL_RESET = 10,          /* target: a node setting's name (tq, ...):
+    CTL_RESET = 10,           /* target: a node setting's name (tq, ...):
                                 forget its run-time value; value: unused */
 };
 
 enum limit_source {
     LIMIT_NONE = 0,
-    LIMIT_DECLARED = 1, /* NVSHARE_GPU_CORE_LIMIT at registration */
-    LIMIT_RUNTIME = 2,  /* nvsharectl */
+    LIMIT_DECLARED = 1,   /* NVSHARE_GPU_CORE_LIMIT at registration */
+    LIMIT_RUNTIME = 2,    /* nvsharectl */
     LIMIT_ANNOTATION = 3, /* the pod's nvshare.com/gpu-*-limit annotation */
-    LIMIT_REQUEST = 4,  /* the pod's nvshare.com/gpu-memory request */
+    LIMIT_REQUEST = 4,    /* the pod's nvshare.com/gpu-memory request */
 };
 
 /* CTL_POD_FACTS: annotations the watcher could not read (kept as they
@@ -178,11 +178,14 @@ enum pod_qos {
 
 #define PROTO_PAYLOAD(type, member) struct type {
 #define PROTO_RECORD(type) struct type {
-#define PROTO_END() };
+#define PROTO_END()                                                            \
+    }                                                                          \
+    ;
 #define PROTO_FIELD(kind, name, bound) PROTO_CTYPE_##kind name;
 #define PROTO_STR(name, size) char name[size];
 #define PROTO_COUNT(name, list) uint16_t name;
-#define PROTO_LIST(kind, name, count, capacity) PROTO_CTYPE_##kind name[capacity];
+#define PROTO_LIST(kind, name, count, capacity)                                \
+    PROTO_CTYPE_##kind name[capacity];
 #define PROTO_STR_LIST(name, count, capacity, size) char name[capacity][size];
 #define PROTO_RECORD_LIST(record, name, count, capacity)                       \
     struct record name[capacity];

@@ -116,8 +116,8 @@ int msg_recv(int fd, struct msg *out, int timeout_ms)
 int frame_reader_fill(struct frame_reader *r, int fd)
 {
     for (;;) {
-        ssize_t n = recv(fd, r->buf + r->len, sizeof(r->buf) - r->len,
-                         MSG_DONTWAIT);
+        ssize_t n =
+            recv(fd, r->buf + r->len, sizeof(r->buf) - r->len, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))

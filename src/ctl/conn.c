@@ -22,18 +22,19 @@ static void explain_connect(const struct ctl_target *t, int e, char *err)
         snprintf(err, CTL_ERR_LEN,
                  "cannot reach the scheduler at %s: %s (the control socket is "
                  "for root and the scheduler's own user: run as one of them, "
-                 "e.g. with sudo)", t->path, strerror(e));
+                 "e.g. with sudo)",
+                 t->path, strerror(e));
     else
         snprintf(err, CTL_ERR_LEN,
                  "cannot reach the scheduler at %s: %s (is nvshare-scheduler "
-                 "running? %s)", t->path, strerror(e), t->dir_from);
+                 "running? %s)",
+                 t->path, strerror(e), t->dir_from);
 }
 
 /* Explains a reply that did not come. A connection the scheduler closes
  * before answering is most often its refusal of a user who is neither root
  * nor its own: the socket's owner tells us whether that is likely. */
-static void explain_recv(const struct ctl_target *t, int rc, bool first,
-                         char *err)
+static void explain_recv(const struct ctl_target *t, int rc, bool first, char *err)
 {
     struct stat sb;
 
@@ -46,7 +47,8 @@ static void explain_recv(const struct ctl_target *t, int rc, bool first,
         snprintf(err, CTL_ERR_LEN,
                  "the scheduler at %s closed the connection: it serves only "
                  "root and its own user (uid %u); run as one of them, e.g. "
-                 "with sudo", t->path, (unsigned)sb.st_uid);
+                 "with sudo",
+                 t->path, (unsigned)sb.st_uid);
     } else if (rc == PROTO_E_IO) {
         snprintf(err, CTL_ERR_LEN,
                  "the scheduler at %s closed the connection before answering",
@@ -141,8 +143,8 @@ static enum record take_record(const struct msg *m, struct ctl_status *st)
 
     if (m->type == MSG_CTL_STATUS_GPU && st->n_clients == 0 && !gpus_done) {
         st->gpus[st->n_gpus++] = m->u.gpu;
-    } else if (m->type == MSG_CTL_STATUS_CLIENT && gpus_done && st->n_unhooked == 0 &&
-               st->n_pods == 0) {
+    } else if (m->type == MSG_CTL_STATUS_CLIENT && gpus_done &&
+               st->n_unhooked == 0 && st->n_pods == 0) {
         if (append(&st->clients, &st->n_clients, &st->cap_clients,
                    sizeof(*st->clients), &m->u.client))
             return RECORD_NO_MEMORY;
@@ -172,7 +174,8 @@ static int read_status(const struct ctl_target *t, int fd,
         snprintf(err, CTL_ERR_LEN, "out of memory");
         return -1;
     }
-    while (r == RECORD_TAKEN && (got = msg_recv(fd, m, t->timeout_ms)) == PROTO_OK) {
+    while (r == RECORD_TAKEN &&
+           (got = msg_recv(fd, m, t->timeout_ms)) == PROTO_OK) {
         if (first && take_node(t, m, st, err) < 0)
             break;
         r = first ? RECORD_TAKEN : take_record(m, st);
@@ -252,7 +255,8 @@ out:
 }
 
 const struct msg_status_client *ctl_status_client(const struct ctl_status *st,
-                                                  uint64_t client_id, uint16_t gpu)
+                                                  uint64_t client_id,
+                                                  uint16_t gpu)
 {
     for (int i = 0; i < st->n_clients; i++)
         if (st->clients[i].client_id == client_id && st->clients[i].gpu == gpu)
@@ -263,10 +267,14 @@ const struct msg_status_client *ctl_status_client(const struct ctl_status *st,
 const char *ctl_state_name(uint8_t state)
 {
     switch (state) {
-    case CLIENT_IDLE: return "idle";
-    case CLIENT_WAITING: return "waiting";
-    case CLIENT_HOLDING: return "holding";
-    case CLIENT_DRAINING: return "draining";
+    case CLIENT_IDLE:
+        return "idle";
+    case CLIENT_WAITING:
+        return "waiting";
+    case CLIENT_HOLDING:
+        return "holding";
+    case CLIENT_DRAINING:
+        return "draining";
     }
     return "unknown";
 }
@@ -284,8 +292,10 @@ int ctl_parse_mode(const char *text, uint8_t *mode)
 const char *ctl_origin_name(uint8_t origin)
 {
     switch (origin) {
-    case IDENTITY_POD: return "pod";
-    case IDENTITY_HOST: return "host";
+    case IDENTITY_POD:
+        return "pod";
+    case IDENTITY_HOST:
+        return "host";
     }
     return "unknown";
 }
@@ -293,11 +303,16 @@ const char *ctl_origin_name(uint8_t origin)
 const char *ctl_wait_reason_name(uint8_t reason)
 {
     switch (reason) {
-    case WAIT_NONE: return "none";
-    case WAIT_LOCK: return "lock";
-    case WAIT_MEMORY: return "memory";
-    case WAIT_THROTTLED: return "throttled";
-    case WAIT_PRIORITY: return "priority";
+    case WAIT_NONE:
+        return "none";
+    case WAIT_LOCK:
+        return "lock";
+    case WAIT_MEMORY:
+        return "memory";
+    case WAIT_THROTTLED:
+        return "throttled";
+    case WAIT_PRIORITY:
+        return "priority";
     }
     return "unknown";
 }
@@ -305,10 +320,14 @@ const char *ctl_wait_reason_name(uint8_t reason)
 const char *ctl_quantum_reason_name(uint8_t reason)
 {
     switch (reason) {
-    case QUANTUM_PINNED: return "pinned";
-    case QUANTUM_FLOOR: return "floor";
-    case QUANTUM_DRAIN: return "drain";
-    case QUANTUM_CEILING: return "ceiling";
+    case QUANTUM_PINNED:
+        return "pinned";
+    case QUANTUM_FLOOR:
+        return "floor";
+    case QUANTUM_DRAIN:
+        return "drain";
+    case QUANTUM_CEILING:
+        return "ceiling";
     }
     return "unknown";
 }

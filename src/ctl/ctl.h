@@ -49,7 +49,8 @@ int ctl_set(const struct ctl_target *t, uint16_t key, uint64_t value,
 
 /* The record of client_id on GPU index gpu, or NULL. */
 const struct msg_status_client *ctl_status_client(const struct ctl_status *st,
-                                                  uint64_t client_id, uint16_t gpu);
+                                                  uint64_t client_id,
+                                                  uint16_t gpu);
 
 /* Names of wire enums as nvsharectl prints them (tables and JSON alike);
  * "unknown" for a value this nvsharectl does not know. */
@@ -83,8 +84,8 @@ struct top_history;
 struct top_history *top_history_new(void);
 void top_history_free(struct top_history *h);
 void top_history_add(struct top_history *h, const struct ctl_status *st);
-void render_top(FILE *out, const struct ctl_status *st, const struct top_history *h,
-                int width, int height);
+void render_top(FILE *out, const struct ctl_status *st,
+                const struct top_history *h, int width, int height);
 
 /* render_json.c: one JSON document, documented in docs/nvsharectl.md. */
 void render_json(FILE *out, const struct ctl_status *st);

@@ -64,10 +64,22 @@ static void end(struct json_out *j, char close)
         fputc('\n', j->out);
 }
 
-void json_begin_object(struct json_out *j, const char *key) { begin(j, key, '{'); }
-void json_end_object(struct json_out *j) { end(j, '}'); }
-void json_begin_array(struct json_out *j, const char *key) { begin(j, key, '['); }
-void json_end_array(struct json_out *j) { end(j, ']'); }
+void json_begin_object(struct json_out *j, const char *key)
+{
+    begin(j, key, '{');
+}
+void json_end_object(struct json_out *j)
+{
+    end(j, '}');
+}
+void json_begin_array(struct json_out *j, const char *key)
+{
+    begin(j, key, '[');
+}
+void json_end_array(struct json_out *j)
+{
+    end(j, ']');
+}
 
 void json_string(struct json_out *j, const char *key, const char *value)
 {

@@ -31,7 +31,8 @@
 #define EXIT_REFUSED 1
 #define EXIT_USAGE 2
 #define HELP_SHOWN (-1) /* from argument checks: --help was printed, exit 0 */
-#define WATCH_MIN_INTERVAL_NS 100000000ull /* each status briefly holds the daemon's loop */
+#define WATCH_MIN_INTERVAL_NS                                                  \
+    100000000ull /* each status briefly holds the daemon's loop */
 
 struct command {
     const char *name;
@@ -43,35 +44,42 @@ struct command {
 static struct ctl_target target;
 static char dir_from[300];
 
-static const char top_usage[] =
-    "usage: nvsharectl [--sock-dir DIR] [--timeout DURATION] <command> [<args>]\n"
-    "       nvsharectl --help | --version\n";
+static const char top_usage[] = "usage: nvsharectl [--sock-dir DIR] [--timeout "
+                                "DURATION] <command> [<args>]\n"
+                                "       nvsharectl --help | --version\n";
 
 static const char top_help[] =
     "\n"
     "Operate the nvshare scheduler of this node.\n"
     "\n"
     "Commands:\n"
-    "  status [--json]          GPUs (mode, memory, swaps, running clients, wait\n"
+    "  status [--json]          GPUs (mode, memory, swaps, running clients, "
+    "wait\n"
     "                           queue) and clients\n"
     "  watch [--interval 1s]    redraw the status every interval until Ctrl-C\n"
-    "  top [--interval 1s]      live per-GPU view: holders, waiters, share over\n"
+    "  top [--interval 1s]      live per-GPU view: holders, waiters, share "
+    "over\n"
     "                           the last windows and memory against limits\n"
     "  set tq <duration>|auto   pin the time quantum (100ms, 2s) or let each\n"
     "                           GPU's hand-over cost choose it (the default)\n"
     "  set core-limit POD PCT   limit a pod to PCT % of each GPU's time\n"
-    "  set memory-limit POD SZ  limit a pod's GPU memory on each GPU, e.g. 4Gi\n"
+    "  set memory-limit POD SZ  limit a pod's GPU memory on each GPU, e.g. "
+    "4Gi\n"
     "  set priority POD CLASS   high, normal or low: a higher class preempts\n"
     "  set min-share POD PCT    a floor of each window under higher classes\n"
     "  set owner POD USER       on a plain host, the user the pod belongs to:\n"
-    "                           only its processes get the pod's priority and floor\n"
-    "  set mode MODE [--gpu G]  scheduling mode serial, concurrent or auto, of\n"
+    "                           only its processes get the pod's priority and "
+    "floor\n"
+    "  set mode MODE [--gpu G]  scheduling mode serial, concurrent or auto, "
+    "of\n"
     "                           one GPU or (without --gpu) of every GPU\n"
     "  set switch-time D|auto   how long clients that swap keep a GPU before\n"
     "                           rotating: fixed, e.g. 45s, or auto (measured)\n"
     "  reset SETTING            forget a run-time tq, anti-thrash, mode or\n"
-    "                           switch-time: the environment's value (else the\n"
-    "                           default) applies again, now and after restarts\n"
+    "                           switch-time: the environment's value (else "
+    "the\n"
+    "                           default) applies again, now and after "
+    "restarts\n"
     "  anti-thrash on|off       clients take turns on each GPU (on) or run\n"
     "                           freely (off)\n"
     "  completion bash|zsh      shell completion, for source <(...)\n"
@@ -80,7 +88,8 @@ static const char top_help[] =
     "Global options:\n"
     "  --sock-dir DIR           the scheduler's socket directory (default\n"
     "                           $NVSHARE_SOCK_DIR, else " DEFAULT_SOCK_DIR ")\n"
-    "  --timeout DURATION       wait at most this long for each reply (default 5s)\n"
+    "  --timeout DURATION       wait at most this long for each reply (default "
+    "5s)\n"
     "  -h, --help               show this help\n"
     "  --version                show the version\n"
     "\n"
@@ -109,7 +118,8 @@ static void print_synopsis(const struct command *cmd)
             line += strspn(line, "\n ");
             size_t len = strcspn(line, "\n");
             if (!strncmp(line, prefix, strlen(prefix))) {
-                fprintf(stderr, "%s%.*s\n", found ? "       " : "usage: ", (int)len, line);
+                fprintf(stderr, "%s%.*s\n",
+                        found ? "       " : "usage: ", (int)len, line);
                 found = true;
             }
         }
@@ -265,7 +275,8 @@ static int parse_interval(const struct command *cmd, const char *text,
     if (parse_duration_ns(text, interval, err))
         return usage_error(cmd, "%s", err);
     if (*interval < WATCH_MIN_INTERVAL_NS)
-        return usage_error(cmd, "interval '%s' is below the minimum of 100ms", text);
+        return usage_error(cmd, "interval '%s' is below the minimum of 100ms",
+                           text);
     return 0;
 }
 
@@ -455,7 +466,8 @@ static int run_top(const struct command *cmd, int argc, char **argv)
         }
     }
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
-        return fail("top needs a terminal: use 'nvsharectl watch' or 'status' in scripts");
+        return fail("top needs a terminal: use 'nvsharectl watch' or 'status' "
+                    "in scripts");
     /* Reach the scheduler before taking the screen, so a mistake reads as
      * one line on the normal screen. */
     if (ctl_fetch_status(&target, &st, err))
@@ -544,8 +556,8 @@ static int run_anti_thrash(const struct command *cmd, int argc, char **argv)
 
 /* A per-pod percentage: "none" removes the operator's setting (a lower
  * limit the pod's processes declared still holds); otherwise 1-100. */
-static int set_percent(const struct command *cmd, uint16_t key, const char *what,
-                       const char *subject, const char *text)
+static int set_percent(const struct command *cmd, uint16_t key,
+                       const char *what, const char *subject, const char *text)
 {
     char err[PARSE_ERR_LEN];
     long pct = 0;
@@ -606,7 +618,8 @@ static int set_owner(const struct command *cmd, const char *subject,
         return apply(CTL_SET_OWNER, 0, subject);
     if (strspn(text, "0123456789") == strlen(text)) {
         if (parse_int_range(text, 0, UINT32_MAX - 1, &uid, err))
-            return usage_error(cmd, "owner: %s (a user name, a uid or none)", err);
+            return usage_error(cmd, "owner: %s (a user name, a uid or none)",
+                               err);
     } else {
         struct passwd *pw = getpwnam(text);
         if (!pw)
@@ -614,7 +627,8 @@ static int set_owner(const struct command *cmd, const char *subject,
         uid = (long)pw->pw_uid;
     }
     if (uid == 0)
-        return usage_error(cmd, "owner: root's processes may join any pod; name "
+        return usage_error(cmd,
+                           "owner: root's processes may join any pod; name "
                            "the user that runs it");
     return apply(CTL_SET_OWNER, (uint64_t)uid, subject);
 }
@@ -691,9 +705,11 @@ static int run_set(const struct command *cmd, int argc, char **argv)
     if (mode)
         return set_mode(cmd, argc, argv, gpu);
 
-    int rc = plain_args(cmd, argc, argv, per_pod ? 3 : 2,
-                        per_pod ? "a pod setting needs a pod (or client id) and a value"
-                                       : "which setting, and to what?");
+    int rc =
+        plain_args(cmd, argc, argv, per_pod ? 3 : 2,
+                   per_pod
+                       ? "a pod setting needs a pod (or client id) and a value"
+                       : "which setting, and to what?");
 
     if (rc)
         return rc == HELP_SHOWN ? 0 : rc;
@@ -718,7 +734,8 @@ static int run_set(const struct command *cmd, int argc, char **argv)
         return set_switch_time(cmd, argv[2]);
     if (!strcmp(argv[1], "anti-thrash"))
         return set_anti_thrash(cmd, argv[2]);
-    return usage_error(cmd, "unknown setting '%s' (tq, anti-thrash, core-limit, "
+    return usage_error(cmd,
+                       "unknown setting '%s' (tq, anti-thrash, core-limit, "
                        "memory-limit, priority, min-share, owner, mode or "
                        "switch-time)",
                        argv[1]);
@@ -750,14 +767,15 @@ static void add_word(char *list, size_t len, const char *word, size_t n)
         if (strcspn(p, " ") == n && !strncmp(p, word, n))
             return;
     if (n && used + n + 2 < len)
-        snprintf(list + used, len - used, "%s%.*s", used ? " " : "", (int)n, word);
+        snprintf(list + used, len - used, "%s%.*s", used ? " " : "", (int)n,
+                 word);
 }
 
 /* The words a synopsis allows right after the command: literals among the
  * alternatives of its first argument ("tq|anti-thrash", "<duration>|auto"),
  * command names for "<command>"; and every --option in it. */
-static void synopsis_words(const struct command *cmd, char *first, char *options,
-                           size_t len)
+static void synopsis_words(const struct command *cmd, char *first,
+                           char *options, size_t len)
 {
     size_t n_commands;
     const struct command *list = all_commands(&n_commands);
@@ -770,12 +788,14 @@ static void synopsis_words(const struct command *cmd, char *first, char *options
         for (const char *t = line; t < line + line_len; token++) {
             size_t n = strcspn(t, " \n");
             for (const char *o = t; (o = strstr(o, "--")) && o < t + n; o += 2)
-                add_word(options, len, o, strspn(o, "-abcdefghijklmnopqrstuvwxyz"));
+                add_word(options, len, o,
+                         strspn(o, "-abcdefghijklmnopqrstuvwxyz"));
             if (token == 2 && n >= 9 && !strncmp(t, "[<command>", 10))
                 for (size_t c = 0; c < n_commands; c++)
                     add_word(first, len, list[c].name, strlen(list[c].name));
             else if (token == 2 && *t != '[' && *t != '-')
-                for (const char *a = t; a < t + n; a += strcspn(a, "| \n"), a += *a == '|')
+                for (const char *a = t; a < t + n;
+                     a += strcspn(a, "| \n"), a += *a == '|')
                     if (*a != '<')
                         add_word(first, len, a, strcspn(a, "| \n"));
             t += n;
@@ -794,28 +814,32 @@ static void print_bash_completion(void)
 
     for (size_t i = 0; i < n; i++)
         add_word(names, sizeof(names), list[i].name, strlen(list[i].name));
-    printf("# nvsharectl completion, made by 'nvsharectl completion' from its commands.\n"
-           "_nvsharectl() {\n"
-           "    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}\n"
-           "    local cmd= at=0 i words\n"
-           "    case $prev in\n"
-           "        --sock-dir) COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n"
-           "        --timeout|--interval|--count|--gpu) COMPREPLY=(); return ;;\n"
-           "    esac\n"
-           "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
-           "        case ${COMP_WORDS[i]} in\n"
-           "            --sock-dir|--timeout) ((i++)) ;;\n"
-           "            -*) ;;\n"
-           "            *) cmd=${COMP_WORDS[i]}; at=$i; break ;;\n"
-           "        esac\n"
-           "    done\n"
-           "    case $cmd in\n"
-           "        '') words='%s --sock-dir --timeout --help --version' ;;\n", names);
+    printf(
+        "# nvsharectl completion, made by 'nvsharectl completion' from its "
+        "commands.\n"
+        "_nvsharectl() {\n"
+        "    local cur=${COMP_WORDS[COMP_CWORD]} "
+        "prev=${COMP_WORDS[COMP_CWORD-1]}\n"
+        "    local cmd= at=0 i words\n"
+        "    case $prev in\n"
+        "        --sock-dir) COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n"
+        "        --timeout|--interval|--count|--gpu) COMPREPLY=(); return ;;\n"
+        "    esac\n"
+        "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
+        "        case ${COMP_WORDS[i]} in\n"
+        "            --sock-dir|--timeout) ((i++)) ;;\n"
+        "            -*) ;;\n"
+        "            *) cmd=${COMP_WORDS[i]}; at=$i; break ;;\n"
+        "        esac\n"
+        "    done\n"
+        "    case $cmd in\n"
+        "        '') words='%s --sock-dir --timeout --help --version' ;;\n",
+        names);
     for (size_t i = 0; i < n; i++) {
         synopsis_words(&list[i], first, options, sizeof(first));
         printf("        %s) if ((COMP_CWORD == at + 1)); then words='%s%s%s'; "
-               "else words='%s'; fi ;;\n", list[i].name, first, *first ? " " : "",
-               options, options);
+               "else words='%s'; fi ;;\n",
+               list[i].name, first, *first ? " " : "", options, options);
     }
     printf("    esac\n"
            "    COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
@@ -871,7 +895,8 @@ static const struct command commands[] = {
      "             sizes in bytes; schema in docs/nvsharectl.md)\n"},
     {"watch", run_watch, "nvsharectl watch [--interval DURATION] [--count N]",
      "Redraws the status every interval until Ctrl-C. The screen is cleared\n"
-     "between frames only when the output is a terminal. If the scheduler goes\n"
+     "between frames only when the output is a terminal. If the scheduler "
+     "goes\n"
      "away after the first frame, the view says so and keeps retrying.\n"
      "\n"
      "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"
@@ -880,68 +905,95 @@ static const struct command commands[] = {
      "A live view of each GPU, like top: who holds it, who waits and on what\n"
      "(lock, memory, throttled), each client's share of the GPU over the last\n"
      "three accounting windows against its pod's core limit ('|' marks the\n"
-     "limit) and its pod's memory against its quota. Fits the terminal's width\n"
+     "limit) and its pod's memory against its quota. Fits the terminal's "
+     "width\n"
      "(narrower ones drop PID, the bars, PRIO). Redraws every interval and at\n"
-     "once on a resize; q quits (Ctrl-C too), space redraws. Needs a terminal;\n"
+     "once on a resize; q quits (Ctrl-C too), space redraws. Needs a "
+     "terminal;\n"
      "the terminal is restored on exit.\n"
      "\n"
-     "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"},
+     "  --interval DURATION  time between frames (default 1s, at least "
+     "100ms)\n"},
     {"set", run_set,
-     "nvsharectl set tq <duration>|auto\n       nvsharectl set anti-thrash on|off\n"
-     "       nvsharectl set core-limit <pod|namespace/pod|client-id> <1-100|none>\n"
-     "       nvsharectl set memory-limit <pod|namespace/pod|client-id> <size|none>\n"
-     "       nvsharectl set priority <pod|namespace/pod|client-id> <high|normal|low|1-9|none>\n"
-     "       nvsharectl set min-share <pod|namespace/pod|client-id> <1-100|none>\n"
+     "nvsharectl set tq <duration>|auto\n       nvsharectl set anti-thrash "
+     "on|off\n"
+     "       nvsharectl set core-limit <pod|namespace/pod|client-id> "
+     "<1-100|none>\n"
+     "       nvsharectl set memory-limit <pod|namespace/pod|client-id> "
+     "<size|none>\n"
+     "       nvsharectl set priority <pod|namespace/pod|client-id> "
+     "<high|normal|low|1-9|none>\n"
+     "       nvsharectl set min-share <pod|namespace/pod|client-id> "
+     "<1-100|none>\n"
      "       nvsharectl set owner <pod|namespace/pod> <user|uid|none>\n"
      "       nvsharectl set mode serial|concurrent|auto [--gpu INDEX|UUID]\n"
      "       nvsharectl set switch-time <duration>|auto",
      "Changes a setting of the running scheduler and prints its answer.\n"
      "\n"
-     "  tq <duration>|auto   the time quantum a holder keeps a GPU while others\n"
-     "                       wait. auto (the default): per GPU, 100 x the mean\n"
-     "                       cost of its recent hand-overs, within 100ms-30s; a\n"
+     "  tq <duration>|auto   the time quantum a holder keeps a GPU while "
+     "others\n"
+     "                       wait. auto (the default): per GPU, 100 x the "
+     "mean\n"
+     "                       cost of its recent hand-overs, within 100ms-30s; "
+     "a\n"
      "                       duration (100ms, 2s; 1ms to 1h) pins it. Applies\n"
      "                       to the current holders at once\n"
      "  anti-thrash on|off   same as 'nvsharectl anti-thrash on|off'\n"
      "  core-limit POD PCT   the share of each GPU's time the pod may use per\n"
      "                       accounting window; applies at once and keeps the\n"
      "                       time already used; 'none' removes the run-time\n"
-     "                       limit (back to NVSHARE_GPU_CORE_LIMIT, if declared)\n"
-     "  memory-limit POD SIZE the pod's GPU memory quota on each GPU (4Gi, 512Mi,\n"
-     "                       plain bytes): raising applies to the next allocation,\n"
-     "                       lowering refuses new ones until usage falls under it\n"
+     "                       limit (back to NVSHARE_GPU_CORE_LIMIT, if "
+     "declared)\n"
+     "  memory-limit POD SIZE the pod's GPU memory quota on each GPU (4Gi, "
+     "512Mi,\n"
+     "                       plain bytes): raising applies to the next "
+     "allocation,\n"
+     "                       lowering refuses new ones until usage falls under "
+     "it\n"
      "                       (nothing is revoked); 'none' falls back to\n"
      "                       NVSHARE_GPU_MEMORY_LIMIT, if declared\n"
-     "  priority POD CLASS   high, normal (default) or low, or a class 1-9 (low 1,\n"
+     "  priority POD CLASS   high, normal (default) or low, or a class 1-9 "
+     "(low 1,\n"
      "                       normal 2, high 3): a pod of a higher class that\n"
-     "                       wants a GPU preempts lower ones at once, and lower\n"
+     "                       wants a GPU preempts lower ones at once, and "
+     "lower\n"
      "                       classes run only while no higher one wants it;\n"
-     "                       also before the pod connects; 'none' falls back to\n"
-     "                       the nvshare.com/priority annotation, else normal;\n"
+     "                       also before the pod connects; 'none' falls back "
+     "to\n"
+     "                       the nvshare.com/priority annotation, else "
+     "normal;\n"
      "                       NVSHARE_PRIORITY in a process can only lower it\n"
      "  min-share POD PCT    a floor: the pod gets PCT % of each accounting\n"
      "                       window even while higher classes want the GPU\n"
-     "                       (its core limit still caps it); 'none' removes it\n"
+     "                       (its core limit still caps it); 'none' removes "
+     "it\n"
      "  owner POD USER       on a plain host, the user (name or uid) the pod\n"
      "                       belongs to: only its processes (and root's) join\n"
      "                       it; others are billed on their own. Without an\n"
      "                       owner, a pod with settings binds no one: each\n"
      "                       user's processes of it are held to its limits\n"
-     "                       apart, and only root's get a priority above normal\n"
-     "                       or the floor. Kept across restarts; 'none' removes it\n"
+     "                       apart, and only root's get a priority above "
+     "normal\n"
+     "                       or the floor. Kept across restarts; 'none' "
+     "removes it\n"
      "  mode MODE            how clients share a GPU: serial (one at a time),\n"
-     "                       concurrent (all whose memory fits run at once) or\n"
+     "                       concurrent (all whose memory fits run at once) "
+     "or\n"
      "                       auto (light clients that fit run together, heavy\n"
-     "                       ones take turns); every GPU unless --gpu names one\n"
+     "                       ones take turns); every GPU unless --gpu names "
+     "one\n"
      "    --gpu INDEX|UUID   the scheduler's GPU index (as in status) or UUID\n"
-     "  switch-time D|auto   how long a client keeps a GPU before it rotates out\n"
+     "  switch-time D|auto   how long a client keeps a GPU before it rotates "
+     "out\n"
      "                       for one that waits for memory (swapping costs\n"
-     "                       seconds): a fixed duration (100ms to 1h) or auto,\n"
+     "                       seconds): a fixed duration (100ms to 1h) or "
+     "auto,\n"
      "                       the measured swap time times the multiplier\n"
      "\n"
      "Exit status 1 if the scheduler refuses the value.\n"},
     {"reset", run_reset, "nvsharectl reset tq|anti-thrash|mode|switch-time",
-     "Forgets what 'nvsharectl set' made of a node setting. A value set at run\n"
+     "Forgets what 'nvsharectl set' made of a node setting. A value set at "
+     "run\n"
      "time is kept in the state file and wins over the environment at every\n"
      "start (state file > environment > default): reset sets the value the\n"
      "environment gave the scheduler (NVSHARE_TQ, ...), else the default, and\n"
@@ -993,7 +1045,8 @@ static int global_options(int *argc, char **argv)
             dashdash = true;
             continue;
         }
-        if (!dashdash && (got = option_value("--sock-dir", *argc, argv, &i, &v)) > 0)
+        if (!dashdash &&
+            (got = option_value("--sock-dir", *argc, argv, &i, &v)) > 0)
             sock_dir = v;
         else if (!dashdash && got == 0 &&
                  (got = option_value("--timeout", *argc, argv, &i, &v)) > 0)
@@ -1017,7 +1070,8 @@ static int global_options(int *argc, char **argv)
         setenv("NVSHARE_SOCK_DIR", sock_dir, 1);
         snprintf(dir_from, sizeof(dir_from), "--sock-dir %s", sock_dir);
     } else if (getenv("NVSHARE_SOCK_DIR") && *getenv("NVSHARE_SOCK_DIR")) {
-        snprintf(dir_from, sizeof(dir_from), "NVSHARE_SOCK_DIR=%s", env_sock_dir());
+        snprintf(dir_from, sizeof(dir_from), "NVSHARE_SOCK_DIR=%s",
+                 env_sock_dir());
     } else {
         snprintf(dir_from, sizeof(dir_from),
                  "NVSHARE_SOCK_DIR is unset: default %s", env_sock_dir());
@@ -1054,7 +1108,8 @@ int main(int argc, char **argv)
         return usage_error(NULL, "unknown command '%s'", argv[0]);
     rc = cmd->run(cmd, argc, argv);
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "nvsharectl: cannot write the output: %s\n", strerror(errno));
+        fprintf(stderr, "nvsharectl: cannot write the output: %s\n",
+                strerror(errno));
         return EXIT_REFUSED;
     }
     return rc;

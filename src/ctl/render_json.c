@@ -8,7 +8,8 @@
 #include "json_out.h"
 #include "parse.h"
 
-#define JSON_SCHEMA_VERSION 2 /* 2: memory-aware scheduling; the GPU's
+#define JSON_SCHEMA_VERSION                                                    \
+    2 /* 2: memory-aware scheduling; the GPU's
                                  holder_client_id and draining gave way to
                                  running_client_ids */
 
@@ -93,10 +94,14 @@ static void unhooked_json(struct json_out *j, const struct ctl_status *st,
 static const char *limit_source_name(uint8_t source)
 {
     switch (source) {
-    case LIMIT_DECLARED: return "declared";
-    case LIMIT_RUNTIME: return "runtime";
-    case LIMIT_ANNOTATION: return "annotation";
-    case LIMIT_REQUEST: return "request";
+    case LIMIT_DECLARED:
+        return "declared";
+    case LIMIT_RUNTIME:
+        return "runtime";
+    case LIMIT_ANNOTATION:
+        return "annotation";
+    case LIMIT_REQUEST:
+        return "request";
     }
     return "none";
 }
@@ -113,8 +118,10 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
     json_string(j, "pod", c->pod_name);
     json_string(j, "container", c->container_name);
     json_uint(j, "uid", c->uid);
-    json_string(j, "pod_source", c->pod_source == POD_SOURCE_CGROUP ? "cgroup"
-                : c->pod_source == POD_SOURCE_DECLARED ? "declared" : "none");
+    json_string(j, "pod_source",
+                c->pod_source == POD_SOURCE_CGROUP     ? "cgroup"
+                : c->pod_source == POD_SOURCE_DECLARED ? "declared"
+                                                       : "none");
     json_string(j, "pod_uid", c->pod_uid);
     json_string(j, "container_id", c->container_id);
     json_uint(j, "gpu_index", c->gpu);

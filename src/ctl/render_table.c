@@ -19,7 +19,7 @@
 #include "text.h"
 
 #define TABLE_MAX_COLS 16
-#define CELL_LEN 600 /* namespace/pod: two names of at most 253 bytes */
+#define CELL_LEN 600   /* namespace/pod: two names of at most 253 bytes */
 #define LINE_WIDTH 120 /* GPU blocks wrap their client lists here */
 
 struct table {
@@ -211,7 +211,8 @@ static void gpu_members(FILE *out, const struct ctl_status *st,
 
     wrap_begin(&w, out, "running");
     for (int i = 0; i < g->n_running; i++) {
-        const struct msg_status_client *r = ctl_status_client(st, g->running[i], g->index);
+        const struct msg_status_client *r =
+            ctl_status_client(st, g->running[i], g->index);
         client_label(st, g->running[i], g->index, text, sizeof(text));
         if (r && r->state == CLIENT_DRAINING)
             strncat(text, " (draining)", sizeof(text) - strlen(text) - 1);
@@ -310,7 +311,8 @@ static void pod_memory_label(const struct msg_status_client *c, char *buf,
         n = snprintf(buf, len, "%s (peak %s", held, peak);
     }
     if (n > 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, c->pod_mem_refused ? ", %llu refused)" : ")",
+        snprintf(buf + n, len - (size_t)n,
+                 c->pod_mem_refused ? ", %llu refused)" : ")",
                  (unsigned long long)c->pod_mem_refused);
 }
 
@@ -354,8 +356,9 @@ static void priority_label(const struct msg_status_client *c, char *buf,
 
     format_priority(c->priority, name, sizeof(name));
     n = snprintf(buf, len, "%s%s", name,
-                 c->priority_source == LIMIT_DECLARED ? " declared"
-                 : c->priority_source == LIMIT_ANNOTATION ? " annotation" : "");
+                 c->priority_source == LIMIT_DECLARED     ? " declared"
+                 : c->priority_source == LIMIT_ANNOTATION ? " annotation"
+                                                          : "");
     if (c->min_share && n > 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, " %u%%", c->min_share);
 }
@@ -373,9 +376,9 @@ static void without_gang(const char *const *row, const char **out)
  * column shows only while some job spans several GPUs. */
 static void client_sched_table(FILE *out, const struct ctl_status *st)
 {
-    static const char *const header[SCHED_COLS] = {
-        "CLIENT", "PID", "POD", "CONTAINER", "GPU", "GANG", "PRIO", "STATE",
-        "LOAD", "HELD", "WAIT", "GRANTS", "LAST DRAIN"};
+    static const char *const header[SCHED_COLS] =
+        {"CLIENT", "PID",  "POD",  "CONTAINER", "GPU",    "GANG",      "PRIO",
+         "STATE",  "LOAD", "HELD", "WAIT",      "GRANTS", "LAST DRAIN"};
     const char *narrow[SCHED_COLS];
     bool gangs = false;
 
@@ -386,8 +389,9 @@ static void client_sched_table(FILE *out, const struct ctl_status *st)
     table_row(&t, gangs ? header : narrow);
     for (int i = 0; i < st->n_clients; i++) {
         const struct msg_status_client *c = &st->clients[i];
-        char id[24], pid[16], pod[CELL_LEN], gpu[8], gang[16] = "-", state[48],
-            load[8], held[32], wait[32] = "-", grants[24], drain[32] = "-", prio[40];
+        char id[24], pid[16], pod[CELL_LEN], gpu[8],
+            gang[16] = "-", state[48], load[8], held[32], wait[32] = "-",
+            grants[24], drain[32] = "-", prio[40];
 
         snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
         snprintf(pid, sizeof(pid), "%" PRIu32, c->pid);
@@ -404,10 +408,11 @@ static void client_sched_table(FILE *out, const struct ctl_status *st)
         snprintf(grants, sizeof(grants), "%" PRIu64, c->grants);
         if (c->last_drain_ns)
             format_duration(c->last_drain_ns, drain, sizeof(drain));
-        const char *row[SCHED_COLS] = {id, pid, pod,
-                                       c->container_name[0] ? c->container_name : "-",
-                                       gpu, gang, prio, state, load, held, wait,
-                                       grants, drain};
+        const char *row[SCHED_COLS] =
+            {id,   pid,  pod,  c->container_name[0] ? c->container_name : "-",
+             gpu,  gang, prio, state,
+             load, held, wait, grants,
+             drain};
         without_gang(row, narrow);
         table_row(&t, gangs ? row : narrow);
     }
@@ -418,17 +423,19 @@ static void client_sched_table(FILE *out, const struct ctl_status *st)
  * part leaves the GPU when the client swaps out; the rest stays. */
 static void client_resource_table(FILE *out, const struct ctl_status *st)
 {
-    static const char *const header[] = {"CLIENT", "GPU", "LIMIT",
-                                         "USED/WINDOW", "FOOTPRINT",
-                                         "EVICTABLE", "NON-EVICTABLE",
-                                         "ALLOCATED", "FLAGS", "POD MEM"};
+    static const char *const header[] = {"CLIENT",        "GPU",
+                                         "LIMIT",         "USED/WINDOW",
+                                         "FOOTPRINT",     "EVICTABLE",
+                                         "NON-EVICTABLE", "ALLOCATED",
+                                         "FLAGS",         "POD MEM"};
     struct table t = {.n_cols = 10};
 
     table_row(&t, header);
     for (int i = 0; i < st->n_clients; i++) {
         const struct msg_status_client *c = &st->clients[i];
         char id[24], gpu[8], limit[32] = "-", used[32], footprint[32],
-            evictable[32], fixed[32], allocated[32], flags[32], pod_mem[96];
+                             evictable[32], fixed[32], allocated[32], flags[32],
+                             pod_mem[96];
 
         snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
         snprintf(gpu, sizeof(gpu), "%u", c->gpu);
@@ -450,18 +457,20 @@ static void client_resource_table(FILE *out, const struct ctl_status *st)
 /* The lowest core limit and memory quota the pod's clients declared
  * (NVSHARE_GPU_CORE_LIMIT, NVSHARE_GPU_MEMORY_LIMIT) where they hold: what
  * the pod runs under when neither the operator nor an annotation set one. */
-static void declared_limits(const struct ctl_status *st, const struct msg_status_pod *p,
-                            unsigned *core, uint64_t *memory)
+static void declared_limits(const struct ctl_status *st,
+                            const struct msg_status_pod *p, unsigned *core,
+                            uint64_t *memory)
 {
     *core = 0, *memory = 0;
     for (int i = 0; i < st->n_clients; i++) {
         const struct msg_status_client *c = &st->clients[i];
-        if (strcmp(c->pod_namespace, p->pod_namespace) || strcmp(c->pod_name, p->pod_name) ||
-            strcmp(c->pod_uid, p->pod_uid))
+        if (strcmp(c->pod_namespace, p->pod_namespace) ||
+            strcmp(c->pod_name, p->pod_name) || strcmp(c->pod_uid, p->pod_uid))
             continue;
         if (c->limit_source == LIMIT_DECLARED && (!*core || c->core_limit < *core))
             *core = c->core_limit;
-        if (c->mem_quota_source == LIMIT_DECLARED && (!*memory || c->mem_quota < *memory))
+        if (c->mem_quota_source == LIMIT_DECLARED &&
+            (!*memory || c->mem_quota < *memory))
             *memory = c->mem_quota;
     }
 }
@@ -470,16 +479,18 @@ static void declared_limits(const struct ctl_status *st, const struct msg_status
  * connected show here before their first process does. */
 static void pod_table(FILE *out, const struct ctl_status *st)
 {
-    static const char *const head[] = {"POD", "OWNER", "CORE LIMIT", "MEMORY LIMIT",
-                                        "PRIORITY", "MIN SHARE", "CLIENTS"};
+    static const char *const head[] = {"POD",          "OWNER",    "CORE LIMIT",
+                                       "MEMORY LIMIT", "PRIORITY", "MIN SHARE",
+                                       "CLIENTS"};
     struct table t = {.n_cols = 7};
 
     table_row(&t, head);
     for (int i = 0; i < st->n_pods; i++) {
         const struct msg_status_pod *p = &st->pods[i];
-        char pod[CELL_LEN], owner[24], core[32], memory[48], size[32], clients[16],
-            priority[32] = "-", name[16], floor[8] = "-";
-        ctl_pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod, sizeof(pod));
+        char pod[CELL_LEN], owner[24], core[32], memory[48], size[32],
+            clients[16], priority[32] = "-", name[16], floor[8] = "-";
+        ctl_pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod,
+                           sizeof(pod));
         snprintf(owner, sizeof(owner), p->bound ? "uid %u" : "-", p->owner);
         /* The source that holds (kubernetes.md's order), named unless it
          * is the operator's. */
@@ -488,20 +499,24 @@ static void pod_table(FILE *out, const struct ctl_status *st)
         declared_limits(st, p, &declared_core, &declared_memory);
         if (p->core_limit || p->annotation_core_limit || declared_core)
             snprintf(core, sizeof(core), "%u%%%s",
-                     p->core_limit ? p->core_limit
-                     : p->annotation_core_limit ? p->annotation_core_limit : declared_core,
-                     p->core_limit ? "" : p->annotation_core_limit ? " annotation"
-                                                                   : " declared");
+                     p->core_limit              ? p->core_limit
+                     : p->annotation_core_limit ? p->annotation_core_limit
+                                                : declared_core,
+                     p->core_limit              ? ""
+                     : p->annotation_core_limit ? " annotation"
+                                                : " declared");
         else
             snprintf(core, sizeof(core), "-");
-        uint64_t bytes = p->memory_limit ? p->memory_limit
+        uint64_t bytes = p->memory_limit              ? p->memory_limit
                          : p->annotation_memory_limit ? p->annotation_memory_limit
-                         : p->memory_request ? p->memory_request : declared_memory;
+                         : p->memory_request          ? p->memory_request
+                                                      : declared_memory;
         format_size(bytes, size, sizeof(size));
         snprintf(memory, sizeof(memory), "%s%s", bytes ? size : "-",
-                 p->memory_limit || !bytes ? ""
+                 p->memory_limit || !bytes    ? ""
                  : p->annotation_memory_limit ? " annotation"
-                 : p->memory_request ? " request" : " declared");
+                 : p->memory_request          ? " request"
+                                              : " declared");
         if (p->priority || p->annotation_priority) {
             format_priority(p->priority ? p->priority : p->annotation_priority,
                             name, sizeof(name));
@@ -511,7 +526,8 @@ static void pod_table(FILE *out, const struct ctl_status *st)
         if (p->min_share)
             snprintf(floor, sizeof(floor), "%u%%", p->min_share);
         snprintf(clients, sizeof(clients), "%u", p->clients);
-        const char *row[] = {pod, owner, core, memory, priority, floor, clients};
+        const char *row[] = {pod,      owner, core,   memory,
+                             priority, floor, clients};
         table_row(&t, row);
     }
     table_flush(out, &t);
@@ -520,12 +536,14 @@ static void pod_table(FILE *out, const struct ctl_status *st)
 /* Processes that escaped libnvshare, with the pod their cgroup names. */
 static void unhooked_table(FILE *out, const struct ctl_status *st)
 {
-    static const char *const header[] = {"PID", "GPU", "USED", "SEEN", "ORIGIN",
-                                         "QOS", "CONTAINER"};
+    static const char *const header[] = {"PID",    "GPU", "USED",     "SEEN",
+                                         "ORIGIN", "QOS", "CONTAINER"};
     struct table t = {.n_cols = 7};
 
-    fprintf(out, "Using a GPU without nvshare (not scheduled, not limited; %" PRIu64
-            " seen since start):\n", st->node.unhooked_seen);
+    fprintf(out,
+            "Using a GPU without nvshare (not scheduled, not limited; %" PRIu64
+            " seen since start):\n",
+            st->node.unhooked_seen);
     table_row(&t, header);
     for (int i = 0; i < st->n_unhooked; i++) {
         const struct msg_status_unhooked *u = &st->unhooked[i];
@@ -538,9 +556,13 @@ static void unhooked_table(FILE *out, const struct ctl_status *st)
         format_duration(u->seen_ns, seen, sizeof(seen));
         snprintf(container, sizeof(container), "%.12s",
                  u->container_id[0] ? u->container_id : "-");
-        const char *row[] = {pid, gpu, used, seen,
+        const char *row[] = {pid,
+                             gpu,
+                             used,
+                             seen,
                              pod ? u->pod_uid : ctl_origin_name(u->origin),
-                             pod ? pod_qos_name(u->qos) : "-", container};
+                             pod ? pod_qos_name(u->qos) : "-",
+                             container};
         table_row(&t, row);
     }
     table_flush(out, &t);
@@ -556,10 +578,11 @@ void render_table(FILE *out, const struct ctl_status *st)
         snprintf(tq, sizeof(tq), "auto");
     format_duration(st->node.uptime_ns, up, sizeof(up));
     format_duration(st->node.window_ns, window, sizeof(window));
-    fprintf(out, "TQ %s   anti-thrash %s   window %s   uptime %s   clients %u   "
-            "gpus %u   unregistered %u   refused %llu\n", tq,
-            st->node.anti_thrash ? "on" : "off", window, up, st->node.n_clients,
-            st->node.n_gpus, st->node.n_pending,
+    fprintf(out,
+            "TQ %s   anti-thrash %s   window %s   uptime %s   clients %u   "
+            "gpus %u   unregistered %u   refused %llu\n",
+            tq, st->node.anti_thrash ? "on" : "off", window, up,
+            st->node.n_clients, st->node.n_gpus, st->node.n_pending,
             (unsigned long long)st->node.refused);
     if (st->node.switch_time_fixed_ns) {
         format_duration(st->node.switch_time_fixed_ns, sw, sizeof(sw));

@@ -75,8 +75,10 @@ void top_history_free(struct top_history *h)
 
 void top_history_add(struct top_history *h, const struct ctl_status *st)
 {
-    struct snapshot *last = h->n ? &h->ring[(h->first + h->n - 1) % TOP_HISTORY_MAX] : NULL;
-    struct held_sample *held = malloc(((size_t)st->n_clients + 1) * sizeof(*held));
+    struct snapshot *last =
+        h->n ? &h->ring[(h->first + h->n - 1) % TOP_HISTORY_MAX] : NULL;
+    struct held_sample *held =
+        malloc(((size_t)st->n_clients + 1) * sizeof(*held));
 
     if (!held)
         return;
@@ -87,7 +89,8 @@ void top_history_add(struct top_history *h, const struct ctl_status *st)
     if (h->n == TOP_HISTORY_MAX)
         drop_oldest(h);
     for (int i = 0; i < st->n_clients; i++)
-        held[i] = (struct held_sample){st->clients[i].client_id, st->clients[i].held_ns,
+        held[i] = (struct held_sample){st->clients[i].client_id,
+                                       st->clients[i].held_ns,
                                        st->clients[i].gpu};
     h->ring[(h->first + h->n) % TOP_HISTORY_MAX] =
         (struct snapshot){st->node.uptime_ns, held, st->n_clients};
@@ -109,7 +112,8 @@ static const struct held_sample *sample_of(const struct snapshot *s,
 static double share_of(const struct top_history *h, const struct ctl_status *st,
                        const struct msg_status_client *c)
 {
-    uint64_t now = st->node.uptime_ns, span = TOP_SHARE_WINDOWS * st->node.window_ns;
+    uint64_t now = st->node.uptime_ns,
+             span = TOP_SHARE_WINDOWS * st->node.window_ns;
 
     for (int k = 0; h && k < h->n; k++) {
         const struct snapshot *s = &h->ring[(h->first + k) % TOP_HISTORY_MAX];
@@ -119,10 +123,12 @@ static double share_of(const struct top_history *h, const struct ctl_status *st,
             continue;
         if (!(then = sample_of(s, c)) || c->held_ns < then->held_ns)
             continue;
-        double share = (double)(c->held_ns - then->held_ns) / (double)(now - s->uptime_ns);
+        double share =
+            (double)(c->held_ns - then->held_ns) / (double)(now - s->uptime_ns);
         return share > 1 ? 1 : share;
     }
-    return st->node.window_ns ? (double)c->used_ns / (double)st->node.window_ns : 0;
+    return st->node.window_ns ? (double)c->used_ns / (double)st->node.window_ns
+                              : 0;
 }
 
 /* ---- the screen ---------------------------------------------------------- */
@@ -168,7 +174,8 @@ struct part {
     int rank;
 };
 
-static void parts_line(struct screen *s, const char *lead, const struct part *parts, int n)
+static void parts_line(struct screen *s, const char *lead,
+                       const struct part *parts, int n)
 {
     bool shown[16] = {false};
     int used = (int)strlen(lead);
@@ -177,14 +184,16 @@ static void parts_line(struct screen *s, const char *lead, const struct part *pa
 
     for (int rank = 0; rank < 16; rank++)
         for (int i = 0; i < n && i < 16; i++)
-            if (parts[i].rank == rank && used + 2 + (int)strlen(parts[i].text) <= s->width) {
+            if (parts[i].rank == rank &&
+                used + 2 + (int)strlen(parts[i].text) <= s->width) {
                 shown[i] = true;
                 used += 2 + (int)strlen(parts[i].text);
             }
     len = (size_t)snprintf(line, sizeof(line), "%s", lead);
     for (int i = 0; i < n && i < 16 && len < sizeof(line); i++)
         if (shown[i])
-            len += (size_t)snprintf(line + len, sizeof(line) - len, "  %s", parts[i].text);
+            len += (size_t)snprintf(line + len, sizeof(line) - len, "  %s",
+                                    parts[i].text);
     screen_line(s, "%s", line);
 }
 
@@ -211,12 +220,13 @@ static double ratio(uint64_t part, uint64_t whole)
 
 /* The rows' columns, chosen once per frame from the width. */
 struct columns {
-    int pod;       /* the pod's width */
+    int pod; /* the pod's width */
     bool pid, prio, waits, share_bar, memory_bar;
 };
 
 enum {
-    BASE_WIDTH = 2 + POD_MIN + 1 + 8 + 1 + 12 + 1 + 22, /* pod, state, share, memory */
+    BASE_WIDTH =
+        2 + POD_MIN + 1 + 8 + 1 + 12 + 1 + 22, /* pod, state, share, memory */
     BAR_COLS = BAR_WIDTH + 3,
 };
 
@@ -225,9 +235,14 @@ static struct columns choose_columns(int width)
     struct columns c = {.pod = POD_MIN};
     int used = BASE_WIDTH;
     /* Kept in this order while they fit: the most useful first. */
-    struct { bool *on; int cols; } optional[] = {
-        {&c.waits, 10}, {&c.prio, 7}, {&c.share_bar, BAR_COLS},
-        {&c.memory_bar, BAR_COLS}, {&c.pid, 8}};
+    struct {
+        bool *on;
+        int cols;
+    } optional[] = {{&c.waits, 10},
+                    {&c.prio, 7},
+                    {&c.share_bar, BAR_COLS},
+                    {&c.memory_bar, BAR_COLS},
+                    {&c.pid, 8}};
 
     for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++)
         if (used + optional[i].cols <= width) {
@@ -235,7 +250,8 @@ static struct columns choose_columns(int width)
             used += optional[i].cols;
         }
     c.pod += width - used > POD_MAX - POD_MIN ? POD_MAX - POD_MIN
-                                              : width > used ? width - used : 0;
+             : width > used                   ? width - used
+                                              : 0;
     return c;
 }
 
@@ -249,10 +265,12 @@ static void cell(char *line, size_t *len, size_t cap, int width, const char *tex
 /* One row, or with c NULL the titles. */
 static void client_row(struct screen *s, const struct columns *cols,
                        const struct ctl_status *st, const struct top_history *h,
-                       const struct msg_status_gpu *g, const struct msg_status_client *c)
+                       const struct msg_status_gpu *g,
+                       const struct msg_status_client *c)
 {
     char label[2 * PROTO_NAME_MAX + 24], *pod, pid[16] = "PID", prio[16] = "PRIO";
-    char share[32] = "SHARE/LIMIT", share_bar[BAR_WIDTH + 3] = "", held[32], quota[32];
+    char share[32] = "SHARE/LIMIT", share_bar[BAR_WIDTH + 3] = "", held[32],
+         quota[32];
     char memory[80] = "POD MEMORY/QUOTA", memory_bar[BAR_WIDTH + 3] = "";
     const char *state = "STATE", *why = "WAITS ON";
     char line[512];
@@ -260,23 +278,27 @@ static void client_row(struct screen *s, const struct columns *cols,
 
     if (c) {
         double used = share_of(h, st, c);
-        double limit = c->core_limit ? ratio(c->budget_ns, st->node.window_ns) : -1;
+        double limit = c->core_limit ? ratio(c->budget_ns, st->node.window_ns)
+                                     : -1;
 
         ctl_pod_name_label(c->pod_namespace, c->pod_name, c->pod_uid, label,
                            sizeof(label));
         /* A rank of a multi-GPU job: its GPUs go together. */
         if (c->gang) {
             size_t n = strlen(label);
-            snprintf(label + n, sizeof(label) - n, " [gang %" PRIu32 "]", c->gang - 1);
+            snprintf(label + n, sizeof(label) - n, " [gang %" PRIu32 "]",
+                     c->gang - 1);
         }
         snprintf(pid, sizeof(pid), "%" PRIu32, c->pid);
         format_priority(c->priority, prio, sizeof(prio));
         state = ctl_state_name(c->state);
         why = c->state == CLIENT_WAITING && c->wait_reason != WAIT_NONE
-                  ? ctl_wait_reason_name(c->wait_reason) : "";
+                  ? ctl_wait_reason_name(c->wait_reason)
+                  : "";
         bar(used, limit, share_bar);
         if (c->core_limit)
-            snprintf(share, sizeof(share), "%3.0f%% of %u%%", 100 * used, c->core_limit);
+            snprintf(share, sizeof(share), "%3.0f%% of %u%%", 100 * used,
+                     c->core_limit);
         else
             snprintf(share, sizeof(share), "%3.0f%%", 100 * used);
         format_size(c->pod_mem_held, held, sizeof(held));
@@ -292,7 +314,8 @@ static void client_row(struct screen *s, const struct columns *cols,
         snprintf(label, sizeof(label), "POD");
     }
     pod = ctl_printable(label);
-    line_len = (size_t)snprintf(line, sizeof(line), "  %-*.*s", cols->pod, cols->pod, pod);
+    line_len = (size_t)snprintf(line, sizeof(line), "  %-*.*s", cols->pod,
+                                cols->pod, pod);
     free(pod);
     if (cols->pid)
         cell(line, &line_len, sizeof(line), 7, pid);
@@ -325,7 +348,8 @@ static void gpu_section(struct screen *s, const struct columns *cols,
                         const struct ctl_status *st, const struct top_history *h,
                         const struct msg_status_gpu *g)
 {
-    char b[BAR_WIDTH + 3], used[32], total[32], lead[32], *uuid = ctl_printable(g->uuid);
+    char b[BAR_WIDTH + 3], used[32], total[32], lead[32],
+        *uuid = ctl_printable(g->uuid);
     char quantum[96];
     struct part parts[6];
     int n = 0;
@@ -338,14 +362,16 @@ static void gpu_section(struct screen *s, const struct columns *cols,
     parts[n] = (struct part){.rank = 5};
     snprintf(parts[n++].text, sizeof(parts[0].text), "%s", uuid);
     parts[n] = (struct part){.rank = 0};
-    snprintf(parts[n++].text, sizeof(parts[0].text), "%s", sched_mode_name(g->mode));
+    snprintf(parts[n++].text, sizeof(parts[0].text), "%s",
+             sched_mode_name(g->mode));
     parts[n] = (struct part){.rank = 1};
     snprintf(parts[n++].text, sizeof(parts[0].text), "memory %s/%s", used,
              g->memory_total ? total : "?");
     parts[n] = (struct part){.rank = 4};
     snprintf(parts[n++].text, sizeof(parts[0].text), "%s", b);
     parts[n] = (struct part){.rank = 2};
-    snprintf(parts[n++].text, sizeof(parts[0].text), "%" PRIu64 " switches", g->switches);
+    snprintf(parts[n++].text, sizeof(parts[0].text), "%" PRIu64 " switches",
+             g->switches);
     parts[n] = (struct part){.rank = 3};
     snprintf(parts[n++].text, sizeof(parts[0].text), "%" PRIu64 " swaps",
              g->swaps_out + g->swaps_in);
@@ -355,9 +381,11 @@ static void gpu_section(struct screen *s, const struct columns *cols,
     screen_line(s, "  quantum %s", quantum);
     client_row(s, cols, st, h, g, NULL);
     for (int i = 0; i < g->n_running; i++)
-        client_row(s, cols, st, h, g, ctl_status_client(st, g->running[i], g->index));
+        client_row(s, cols, st, h, g,
+                   ctl_status_client(st, g->running[i], g->index));
     for (int i = 0; i < g->n_waiting; i++)
-        client_row(s, cols, st, h, g, ctl_status_client(st, g->waiting[i].client_id, g->index));
+        client_row(s, cols, st, h, g,
+                   ctl_status_client(st, g->waiting[i].client_id, g->index));
     if (g->truncated_waiting)
         screen_line(s, "  (+%" PRIu32 " more waiting)", g->truncated_waiting);
     for (int i = 0; i < st->n_clients; i++)
@@ -368,8 +396,8 @@ static void gpu_section(struct screen *s, const struct columns *cols,
     screen_line(s, "%s", "");
 }
 
-void render_top(FILE *out, const struct ctl_status *st, const struct top_history *h,
-                int width, int height)
+void render_top(FILE *out, const struct ctl_status *st,
+                const struct top_history *h, int width, int height)
 {
     struct screen s = {.out = out, .width = width, .height = height};
     struct columns cols = choose_columns(width);
@@ -379,7 +407,8 @@ void render_top(FILE *out, const struct ctl_status *st, const struct top_history
     struct tm tm;
     int n = 0;
 
-    if (!localtime_r(&now, &tm) || !strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm))
+    if (!localtime_r(&now, &tm) ||
+        !strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm))
         stamp[0] = '\0';
     snprintf(lead, sizeof(lead), "nvshare top - %s", stamp);
     parts[n] = (struct part){.rank = 1};
@@ -391,17 +420,20 @@ void render_top(FILE *out, const struct ctl_status *st, const struct top_history
         snprintf(parts[n++].text, sizeof(parts[0].text), "tq auto");
     }
     parts[n] = (struct part){.rank = 2};
-    format_duration(st->node.window_ns, parts[n].text + 7, sizeof(parts[0].text) - 7);
+    format_duration(st->node.window_ns, parts[n].text + 7,
+                    sizeof(parts[0].text) - 7);
     memcpy(parts[n++].text, "window ", 7);
     parts[n] = (struct part){.rank = 3};
     snprintf(parts[n++].text, sizeof(parts[0].text), "anti-thrash %s",
              st->node.anti_thrash ? "on" : "off");
     parts[n] = (struct part){.rank = 4};
-    snprintf(parts[n++].text, sizeof(parts[0].text), "clients %u", st->node.n_clients);
+    snprintf(parts[n++].text, sizeof(parts[0].text), "clients %u",
+             st->node.n_clients);
     parts[n] = (struct part){.rank = 5};
     snprintf(parts[n++].text, sizeof(parts[0].text), "GPUs %u", st->node.n_gpus);
     parts[n] = (struct part){.rank = 6};
-    format_duration(st->node.uptime_ns, parts[n].text + 3, sizeof(parts[0].text) - 3);
+    format_duration(st->node.uptime_ns, parts[n].text + 3,
+                    sizeof(parts[0].text) - 3);
     memcpy(parts[n++].text, "up ", 3);
     parts[n] = (struct part){.rank = 0};
     snprintf(parts[n++].text, sizeof(parts[0].text), "(q quits)");

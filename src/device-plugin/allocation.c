@@ -14,8 +14,8 @@
 
 const char *const resource_names[RESOURCE_COUNT] = {"nvshare.com/gpu",
                                                     "nvshare.com/gpu-memory"};
-const char *const resource_sockets[RESOURCE_COUNT] = {"nvshare-gpu.sock",
-                                                      "nvshare-gpu-memory.sock"};
+const char *const resource_sockets[RESOURCE_COUNT] =
+    {"nvshare-gpu.sock", "nvshare-gpu-memory.sock"};
 static const char id_letter[RESOURCE_COUNT] = {'v', 'm'};
 
 void device_id(enum resource r, const struct plugin_gpu *gpu, unsigned k,
@@ -32,7 +32,8 @@ unsigned devices_per_gpu(const struct plugin *p, enum resource r,
 
 /* The GPU an ID names and the device's index on it (*k), or -1. Only the
  * spelling device_id writes: "...-v01" would be a second name for "...-v1". */
-static int device_of(const struct plugin *p, enum resource r, const char *id, unsigned *k)
+static int device_of(const struct plugin *p, enum resource r, const char *id,
+                     unsigned *k)
 {
     const char *dash = strrchr(id, '-');
     char *end;
@@ -80,8 +81,8 @@ static int resolve_ids(const struct plugin *p, enum resource r, char *const *ids
         total += devices_per_gpu(p, r, &p->gpus[g]);
     }
     if (n > total) {
-        snprintf(err, PLUGIN_ERR_LEN, "%zu %s devices named, the node has %zu", n,
-                 resource_names[r], total);
+        snprintf(err, PLUGIN_ERR_LEN, "%zu %s devices named, the node has %zu",
+                 n, resource_names[r], total);
         return -1;
     }
     if (!(seen = calloc(total / 8 + 1, 1))) {
@@ -93,8 +94,8 @@ static int resolve_ids(const struct plugin *p, enum resource r, char *const *ids
         size_t bit;
 
         if ((gpu_of[i] = device_of(p, r, ids[i], &k)) < 0) {
-            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'", resource_names[r],
-                     ids[i]);
+            snprintf(err, PLUGIN_ERR_LEN, "unknown %s device '%.64s'",
+                     resource_names[r], ids[i]);
             goto done;
         }
         bit = first[gpu_of[i]] + k;
@@ -146,8 +147,8 @@ struct pick {
 };
 
 /* The devices the container must have come first. */
-static void pick_required(struct pick *k, char *const *must, const int *must_gpu,
-                          size_t n_must)
+static void pick_required(struct pick *k, char *const *must,
+                          const int *must_gpu, size_t n_must)
 {
     for (size_t m = 0; m < n_must; m++) {
         int g = must_gpu[m];
@@ -228,7 +229,9 @@ int preferred_allocation(struct plugin *p, enum resource r,
                          char *const *must, size_t n_must, long size,
                          const char **out, char err[PLUGIN_ERR_LEN])
 {
-    struct pick k = {.available = available, .n_available = n_available, .out = out};
+    struct pick k = {.available = available,
+                     .n_available = n_available,
+                     .out = out};
     int *must_gpu = calloc(n_must + 1, sizeof(*must_gpu));
     int rc = -1;
 
@@ -238,9 +241,10 @@ int preferred_allocation(struct plugin *p, enum resource r,
         snprintf(err, PLUGIN_ERR_LEN, "out of memory");
         goto done;
     }
-    if (size <= 0 || (size_t)size > n_available + n_must || (size_t)size < n_must) {
-        snprintf(err, PLUGIN_ERR_LEN,
-                 "allocation_size %ld does not fit %zu available and %zu required devices",
+    if (size <= 0 || (size_t)size > n_available + n_must ||
+        (size_t)size < n_must) {
+        snprintf(err,
+                 PLUGIN_ERR_LEN, "allocation_size %ld does not fit %zu available and %zu required devices",
                  size, n_available, n_must);
         goto done;
     }
@@ -253,8 +257,9 @@ int preferred_allocation(struct plugin *p, enum resource r,
         prefer_one_gpu(p, &k, (size_t)size);
     pick_rounds(p, r, &k, (size_t)size);
     if (k.n_out < (size_t)size) {
-        snprintf(err, PLUGIN_ERR_LEN, "only %zu distinct devices for allocation_size %ld",
-                 k.n_out, size);
+        snprintf(err, PLUGIN_ERR_LEN,
+                 "only %zu distinct devices for allocation_size %ld", k.n_out,
+                 size);
         goto done;
     }
     rc = 0;
@@ -289,8 +294,8 @@ int allocate_container(struct plugin *p, enum resource r, char *const *ids,
         int g = gpu_of[i];
 
         if (!p->gpus[g].healthy) {
-            snprintf(err, PLUGIN_ERR_LEN, "device %s is on unhealthy GPU %s", ids[i],
-                     p->gpus[g].uuid);
+            snprintf(err, PLUGIN_ERR_LEN, "device %s is on unhealthy GPU %s",
+                     ids[i], p->gpus[g].uuid);
             goto done;
         }
         count_on[g]++;
@@ -309,14 +314,16 @@ int allocate_container(struct plugin *p, enum resource r, char *const *ids,
      * least of those on all of them, so no GPU is promised more than its
      * capacity however its virtual GPUs are shared out. */
     for (int g = 0; g < p->gpu_count; g++) {
-        uint64_t share = p->gpus[g].capacity_bytes / p->virtual_gpus * count_on[g];
+        uint64_t share =
+            p->gpus[g].capacity_bytes / p->virtual_gpus * count_on[g];
 
         if (!count_on[g])
             continue;
         if (out->memory_limit == 0 || share < out->memory_limit)
             out->memory_limit = share;
-        len += (size_t)snprintf(out->visible_devices + len, sizeof(out->visible_devices) - len,
-                                "%s%s", len ? "," : "", p->gpus[g].uuid);
+        len += (size_t)snprintf(out->visible_devices + len,
+                                sizeof(out->visible_devices) - len, "%s%s",
+                                len ? "," : "", p->gpus[g].uuid);
     }
 done:
     free(gpu_of);

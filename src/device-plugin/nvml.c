@@ -29,8 +29,10 @@ bool nvml_open(void)
     *(void **)&nvml.by_uuid = dlsym(nvml.lib, "nvmlDeviceGetHandleByUUID");
     *(void **)&nvml.memory = dlsym(nvml.lib, "nvmlDeviceGetMemoryInfo");
     *(void **)&nvml.numa = dlsym(nvml.lib, "nvmlDeviceGetNumaNodeId");
-    if (!init || !nvml.shutdown || !nvml.by_uuid || !nvml.memory || init() != NVML_SUCCESS) {
-        log_warn("libnvidia-ml.so.1 is unusable: no health checks or NUMA nodes");
+    if (!init || !nvml.shutdown || !nvml.by_uuid || !nvml.memory ||
+        init() != NVML_SUCCESS) {
+        log_warn(
+            "libnvidia-ml.so.1 is unusable: no health checks or NUMA nodes");
         dlclose(nvml.lib);
         nvml.lib = NULL;
         return false;
@@ -56,7 +58,8 @@ bool nvml_healthy(const char *uuid)
 
     if (!nvml.lib)
         return true;
-    return nvml.by_uuid(uuid, &dev) == NVML_SUCCESS && nvml.memory(dev, &mem) == NVML_SUCCESS;
+    return nvml.by_uuid(uuid, &dev) == NVML_SUCCESS &&
+           nvml.memory(dev, &mem) == NVML_SUCCESS;
 }
 
 void nvml_close(void)

@@ -18,8 +18,8 @@ static bool varint(const unsigned char **p, const unsigned char *end, uint64_t *
     return false;
 }
 
-bool pb_string_holds_nul(const ProtobufCMessageDescriptor *desc, const unsigned char *data,
-                         size_t len)
+bool pb_string_holds_nul(const ProtobufCMessageDescriptor *desc,
+                         const unsigned char *data, size_t len)
 {
     const unsigned char *p = data, *end = data + len;
     uint64_t key, n;
@@ -45,7 +45,8 @@ bool pb_string_holds_nul(const ProtobufCMessageDescriptor *desc, const unsigned 
             if (!varint(&p, end, &n) || n > (size_t)(end - p))
                 return false;
             f = key >> 3 <= UINT32_MAX
-                    ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3))
+                    ? protobuf_c_message_descriptor_get_field(desc,
+                                                              (unsigned)(key >> 3))
                     : NULL;
             if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, n))
                 return true;
@@ -62,7 +63,8 @@ bool pb_string_holds_nul(const ProtobufCMessageDescriptor *desc, const unsigned 
     return false;
 }
 
-const char *pb_request_flaw(bool decoded, const char *count_flaw, const char *nul_flaw,
+const char *pb_request_flaw(bool decoded, const char *count_flaw,
+                            const char *nul_flaw,
                             const ProtobufCMessageDescriptor *desc,
                             const unsigned char *data, size_t len)
 {
@@ -73,8 +75,8 @@ const char *pb_request_flaw(bool decoded, const char *count_flaw, const char *nu
     return pb_string_holds_nul(desc, data, len) ? nul_flaw : NULL;
 }
 
-bool pb_decodes(const ProtobufCMessageDescriptor *desc, const unsigned char *data,
-                size_t len)
+bool pb_decodes(const ProtobufCMessageDescriptor *desc,
+                const unsigned char *data, size_t len)
 {
     ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, data);
 

@@ -25,8 +25,8 @@ enum resource { RESOURCE_GPU, RESOURCE_MEMORY, RESOURCE_COUNT };
 
 struct plugin_gpu {
     char uuid[PROTO_UUID_MAX];
-    uint64_t capacity_bytes;       /* physical memory x oversubscription ratio */
-    unsigned memory_ids;           /* capacity_bytes / memory unit */
+    uint64_t capacity_bytes; /* physical memory x oversubscription ratio */
+    unsigned memory_ids;     /* capacity_bytes / memory unit */
     unsigned memory_ids_allocated; /* as last seen from kubelet, see allocation.c */
     int numa_node;                 /* -1: unknown */
     bool healthy;
@@ -37,11 +37,11 @@ struct plugin {
     int gpu_count;
     unsigned virtual_gpus; /* nvshare.com/gpu devices per GPU */
     uint64_t memory_unit;  /* bytes of one nvshare.com/gpu-memory device */
-    bool pack;             /* prefer the fullest GPU that fits, not the emptiest */
-    bool oversubscribed;   /* gpu-memory capacity above physical memory */
+    bool pack; /* prefer the fullest GPU that fits, not the emptiest */
+    bool oversubscribed; /* gpu-memory capacity above physical memory */
     char kubelet_dir[PATH_MAX - 64]; /* room for "/<socket name>" in a path */
-    char sock_dir[PATH_MAX];  /* the scheduler's, on the host */
-    char lib_dir[PATH_MAX];   /* libnvshare.so's, on the host */
+    char sock_dir[PATH_MAX];         /* the scheduler's, on the host */
+    char lib_dir[PATH_MAX];          /* libnvshare.so's, on the host */
 };
 
 extern const char *const resource_names[RESOURCE_COUNT];
@@ -78,7 +78,7 @@ int preferred_allocation(struct plugin *p, enum resource r,
 /* What Allocate gives one container. */
 struct container_allocation {
     char visible_devices[PLUGIN_MAX_GPUS * PROTO_UUID_MAX]; /* RESOURCE_GPU */
-    uint64_t memory_limit; /* bytes per GPU */
+    uint64_t memory_limit;                                  /* bytes per GPU */
 };
 
 int allocate_container(struct plugin *p, enum resource r, char *const *ids,

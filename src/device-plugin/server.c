@@ -28,13 +28,13 @@ struct endpoint_of_resource {
     struct endpoint base;
     enum resource resource;
     struct watch *watchers;
-    bool registering;        /* a Register call is in flight */
+    bool registering; /* a Register call is in flight */
     bool registered;
     long long register_at_ms; /* when to (re)try Register; 0: not due */
     bool register_failing;    /* the last Register failed: logged once */
     long long lost_at_ms;     /* when the socket was found gone */
     grpc_call *register_call;
-    unsigned generation;      /* servings so far: a Register is for one */
+    unsigned generation; /* servings so far: a Register is for one */
 };
 #define RESOURCE_EP(ep) CONTAINER_OF(ep, struct endpoint_of_resource, base)
 
@@ -68,7 +68,8 @@ static void watch_write(struct watch *w);
 
 static void watcher_unlink(struct watch *w)
 {
-    for (struct watch **p = &RESOURCE_EP(w->rpc.ep)->watchers; *p; p = &(*p)->next_watcher) {
+    for (struct watch **p = &RESOURCE_EP(w->rpc.ep)->watchers; *p;
+         p = &(*p)->next_watcher) {
         if (*p == w) {
             *p = w->next_watcher;
             return;
@@ -121,7 +122,8 @@ static void watch_write(struct watch *w)
     op.data.send_message.send_message = w->rpc.response;
     w->writing = true;
     w->rpc.step.handle = on_watch_written;
-    if (grpc_call_start_batch(w->rpc.call, &op, 1, &w->rpc.step, NULL) != GRPC_CALL_OK) {
+    if (grpc_call_start_batch(w->rpc.call, &op, 1, &w->rpc.step, NULL) !=
+        GRPC_CALL_OK) {
         log_error("gRPC refused a ListAndWatch update");
         grpc_byte_buffer_destroy(w->rpc.response);
         w->rpc.response = NULL;
@@ -142,7 +144,8 @@ static void watch(struct watch *w)
     w->closed.handle = on_watch_closed;
     w->next_watcher = ep->watchers;
     ep->watchers = w;
-    if (grpc_call_start_batch(w->rpc.call, &op, 1, &w->closed, NULL) != GRPC_CALL_OK) {
+    if (grpc_call_start_batch(w->rpc.call, &op, 1, &w->closed, NULL) !=
+        GRPC_CALL_OK) {
         log_error("gRPC refused to watch a ListAndWatch call");
         watcher_unlink(w);
         grpc_call_cancel(w->rpc.call, NULL);
@@ -195,7 +198,8 @@ static void on_registered(struct tag *tag, bool ok)
     } else if (ok && reg->status == GRPC_STATUS_OK) {
         ep->registered = true;
         if (ep->lost_at_ms)
-            log_info("%s: registered again %lld ms after its socket was deleted",
+            log_info("%s: registered again %lld ms after its socket was "
+                     "deleted",
                      ep->base.what, now_ms() - ep->lost_at_ms);
         else
             log_info("%s: registered with kubelet", ep->base.what);
@@ -206,7 +210,8 @@ static void on_registered(struct tag *tag, bool ok)
         char *why = grpc_slice_to_c_string(reg->details);
         /* One line per failure streak: kubelet may be down for minutes. */
         if (!ep->register_failing)
-            log_warn("%s: Register failed (status %d: %s); retrying every %d ms",
+            log_warn("%s: Register failed (status %d: %s); retrying every %d "
+                     "ms",
                      ep->base.what, (int)reg->status, why, REGISTER_RETRY_MS);
         gpr_free(why);
         ep->register_failing = true;
@@ -254,10 +259,11 @@ static void start_register(struct endpoint_of_resource *ep)
     creds = grpc_insecure_credentials_create();
     reg->channel = grpc_channel_create(target, creds, NULL);
     grpc_channel_credentials_release(creds);
-    deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                            gpr_time_from_seconds(REGISTER_TIMEOUT_S, GPR_TIMESPAN));
-    reg->call = grpc_channel_create_call(reg->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
-                                         server_cq,
+    deadline =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                     gpr_time_from_seconds(REGISTER_TIMEOUT_S, GPR_TIMESPAN));
+    reg->call = grpc_channel_create_call(reg->channel, NULL,
+                                         GRPC_PROPAGATE_DEFAULTS, server_cq,
                                          grpc_slice_from_static_string(
                                              "/v1beta1.Registration/Register"),
                                          NULL, deadline, NULL);
@@ -275,7 +281,8 @@ static void start_register(struct endpoint_of_resource *ep)
     ops[5].data.recv_status_on_client.trailing_metadata = &reg->trailing;
     ops[5].data.recv_status_on_client.status = &reg->status;
     ops[5].data.recv_status_on_client.status_details = &reg->details;
-    if (grpc_call_start_batch(reg->call, ops, 6, &reg->done, NULL) != GRPC_CALL_OK) {
+    if (grpc_call_start_batch(reg->call, ops, 6, &reg->done, NULL) !=
+        GRPC_CALL_OK) {
         log_error("gRPC refused the Register call");
         reg->status = GRPC_STATUS_INTERNAL;
         on_registered(&reg->done, false);
@@ -307,8 +314,8 @@ static void check_socket(struct endpoint_of_resource *ep, long long now)
 
 static void check_register(struct endpoint_of_resource *ep, long long now)
 {
-    if (!ep->base.server || ep->base.stopping || ep->registering || ep->registered ||
-        !ep->register_at_ms || now < ep->register_at_ms)
+    if (!ep->base.server || ep->base.stopping || ep->registering ||
+        ep->registered || !ep->register_at_ms || now < ep->register_at_ms)
         return;
     start_register(ep);
 }
@@ -322,7 +329,8 @@ static void check_health(void)
         bool healthy = nvml_healthy(gpu->uuid);
 
         if (healthy != gpu->healthy) {
-            log_warn("GPU %s is now %s", gpu->uuid, healthy ? "healthy" : "unhealthy");
+            log_warn("GPU %s is now %s", gpu->uuid,
+                     healthy ? "healthy" : "unhealthy");
             gpu->healthy = healthy;
             changed = true;
         }

@@ -32,12 +32,14 @@ enum method method_from_path(const char *path, size_t len)
     path += sizeof(prefix) - 1;
     len -= sizeof(prefix) - 1;
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-        if (strlen(methods[i].name) == len && memcmp(methods[i].name, path, len) == 0)
+        if (strlen(methods[i].name) == len &&
+            memcmp(methods[i].name, path, len) == 0)
             return methods[i].method;
     return METHOD_UNKNOWN;
 }
 
-void service_device_list(const struct plugin *p, enum resource r, struct reply *out)
+void service_device_list(const struct plugin *p, enum resource r,
+                         struct reply *out)
 {
     V1beta1__ListAndWatchResponse list = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
     V1beta1__NUMANode numa[PLUGIN_MAX_GPUS];
@@ -103,30 +105,40 @@ void service_register_request(enum resource r, struct reply *out)
 /* protobuf-c would hand over the ID's prefix: another device's ID. */
 #define NUL_IN_ID "a device ID holds a NUL byte"
 
-static void preferred(struct plugin *p, enum resource r, const unsigned char *data,
-                      size_t len, struct reply *out)
+static void preferred(struct plugin *p, enum resource r,
+                      const unsigned char *data, size_t len, struct reply *out)
 {
     V1beta1__PreferredAllocationRequest *req =
         v1beta1__preferred_allocation_request__unpack(NULL, len, data);
-    V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
-    V1beta1__ContainerPreferredAllocationResponse *containers = NULL, **container_ptrs = NULL;
+    V1beta1__PreferredAllocationResponse resp =
+        V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+    V1beta1__ContainerPreferredAllocationResponse *containers = NULL,
+                                                  **container_ptrs = NULL;
     const char **picked = NULL;
     char err[PLUGIN_ERR_LEN];
     size_t used = 0;
-    const char *why = pb_request_flaw(
-        req != NULL, req && !req->n_container_requests ? "no container requests" : NULL,
-        NUL_IN_ID, &v1beta1__preferred_allocation_request__descriptor, data, len);
+    const char *why =
+        pb_request_flaw(req != NULL,
+                        req && !req->n_container_requests
+                            ? "no container requests"
+                            : NULL,
+                        NUL_IN_ID,
+                        &v1beta1__preferred_allocation_request__descriptor,
+                        data, len);
 
     if (why) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: %s", why);
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT,
+                   "GetPreferredAllocation: %s", why);
         goto done;
     }
     containers = calloc(req->n_container_requests, sizeof(*containers));
     container_ptrs = calloc(req->n_container_requests, sizeof(*container_ptrs));
     for (size_t c = 0; c < req->n_container_requests; c++) {
-        V1beta1__ContainerPreferredAllocationRequest *cr = req->container_requests[c];
+        V1beta1__ContainerPreferredAllocationRequest *cr =
+            req->container_requests[c];
         long size = cr->allocation_size;
-        if (size > 0 && (size_t)size <= cr->n_available_deviceids + cr->n_must_include_deviceids)
+        if (size > 0 && (size_t)size <= cr->n_available_deviceids +
+                                            cr->n_must_include_deviceids)
             used += (size_t)size;
     }
     picked = calloc(used + 1, sizeof(*picked));
@@ -136,12 +148,16 @@ static void preferred(struct plugin *p, enum resource r, const unsigned char *da
     }
     used = 0;
     for (size_t c = 0; c < req->n_container_requests; c++) {
-        V1beta1__ContainerPreferredAllocationRequest *cr = req->container_requests[c];
+        V1beta1__ContainerPreferredAllocationRequest *cr =
+            req->container_requests[c];
 
-        if (preferred_allocation(p, r, cr->available_deviceids, cr->n_available_deviceids,
-                                 cr->must_include_deviceids, cr->n_must_include_deviceids,
+        if (preferred_allocation(p, r, cr->available_deviceids,
+                                 cr->n_available_deviceids,
+                                 cr->must_include_deviceids,
+                                 cr->n_must_include_deviceids,
                                  cr->allocation_size, picked + used, err)) {
-            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "GetPreferredAllocation: %s", err);
+            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT,
+                       "GetPreferredAllocation: %s", err);
             goto done;
         }
         v1beta1__container_preferred_allocation_response__init(&containers[c]);
@@ -197,7 +213,8 @@ static void add_mount(struct container_reply *c, const char *container_path,
 
 /* The two resources' envs never share a name: kubelet merges them in no
  * set order and keeps the first of two values. */
-static void fill_container(const struct plugin *p, enum resource r, struct container_reply *c)
+static void fill_container(const struct plugin *p, enum resource r,
+                           struct container_reply *c)
 {
     v1beta1__container_allocate_response__init(&c->resp);
     c->resp.envs = c->env_ptrs;
@@ -207,7 +224,8 @@ static void fill_container(const struct plugin *p, enum resource r, struct conta
         add_env(c, "NVSHARE_GPU_MEMORY_LIMIT", c->limit);
         return;
     }
-    snprintf(c->lib_path, sizeof(c->lib_path), "%s/libnvshare.so", CONTAINER_LIB_DIR);
+    snprintf(c->lib_path, sizeof(c->lib_path), "%s/libnvshare.so",
+             CONTAINER_LIB_DIR);
     add_env(c, "NVIDIA_VISIBLE_DEVICES", c->alloc.visible_devices);
     add_env(c, "LD_PRELOAD", c->lib_path);
     add_env(c, "NVSHARE_SOCK_DIR", CONTAINER_SOCK_DIR);
@@ -220,17 +238,22 @@ static void fill_container(const struct plugin *p, enum resource r, struct conta
     add_mount(c, CONTAINER_SOCK_DIR, p->sock_dir, 0);
 }
 
-static void allocate(struct plugin *p, enum resource r, const unsigned char *data,
-                     size_t len, struct reply *out)
+static void allocate(struct plugin *p, enum resource r,
+                     const unsigned char *data, size_t len, struct reply *out)
 {
-    V1beta1__AllocateRequest *req = v1beta1__allocate_request__unpack(NULL, len, data);
+    V1beta1__AllocateRequest *req =
+        v1beta1__allocate_request__unpack(NULL, len, data);
     V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
     struct container_reply *containers = NULL;
     V1beta1__ContainerAllocateResponse **ptrs = NULL;
     char err[PLUGIN_ERR_LEN];
-    const char *why = pb_request_flaw(
-        req != NULL, req && !req->n_container_requests ? "no container requests" : NULL,
-        NUL_IN_ID, &v1beta1__allocate_request__descriptor, data, len);
+    const char *why = pb_request_flaw(req != NULL,
+                                      req && !req->n_container_requests
+                                          ? "no container requests"
+                                          : NULL,
+                                      NUL_IN_ID,
+                                      &v1beta1__allocate_request__descriptor,
+                                      data, len);
 
     if (why) {
         reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: %s", why);
@@ -253,8 +276,10 @@ static void allocate(struct plugin *p, enum resource r, const unsigned char *dat
         fill_container(p, r, &containers[c]);
         ptrs[c] = &containers[c].resp;
         if (r == RESOURCE_GPU)
-            log_info("Allocate: GPUs %s, default memory limit %" PRIu64 " bytes per GPU",
-                     containers[c].alloc.visible_devices, containers[c].alloc.memory_limit);
+            log_info("Allocate: GPUs %s, default memory limit %" PRIu64
+                     " bytes per GPU",
+                     containers[c].alloc.visible_devices,
+                     containers[c].alloc.memory_limit);
         else
             log_info("Allocate: memory limit %" PRIu64 " bytes per GPU",
                      containers[c].alloc.memory_limit);
@@ -273,14 +298,16 @@ void service_call(struct plugin *p, enum resource r, enum method m,
                   const unsigned char *request, size_t len, struct reply *out)
 {
     V1beta1__DevicePluginOptions options = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
-    V1beta1__PreStartContainerResponse pre_start = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+    V1beta1__PreStartContainerResponse pre_start =
+        V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
 
     memset(out, 0, sizeof(*out));
     switch (m) {
     case METHOD_OPTIONS:
     case METHOD_LIST_AND_WATCH:
         if (!pb_decodes(&v1beta1__empty__descriptor, request, len)) {
-            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Empty does not decode");
+            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT,
+                       "Empty does not decode");
             return;
         }
         if (m == METHOD_LIST_AND_WATCH) {

@@ -24,7 +24,8 @@ void service_call(struct plugin *p, enum resource r, enum method m,
                   const unsigned char *request, size_t len, struct reply *out);
 
 /* ListAndWatchResponse with every device of r, packed. */
-void service_device_list(const struct plugin *p, enum resource r, struct reply *out);
+void service_device_list(const struct plugin *p, enum resource r,
+                         struct reply *out);
 
 /* RegisterRequest for r, packed. */
 void service_register_request(enum resource r, struct reply *out);

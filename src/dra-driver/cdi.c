@@ -20,12 +20,14 @@
 
 #include "log.h"
 
-static void spec_path(const struct driver *d, const char *uid, char *buf, size_t len)
+static void spec_path(const struct driver *d, const char *uid, char *buf,
+                      size_t len)
 {
     snprintf(buf, len, "%s/%s-claim_%s.json", d->cdi_dir, DRA_DRIVER_NAME, uid);
 }
 
-static void device_name(const struct dra_claim *c, int share, char *buf, size_t len)
+static void device_name(const struct dra_claim *c, int share, char *buf,
+                        size_t len)
 {
     snprintf(buf, len, "%s-gpu-%d-%d", c->uid, c->shares[share].gpu, share);
 }
@@ -46,7 +48,8 @@ static void add_env(cJSON *env, const char *key, const char *value)
     cJSON_AddItemToArray(env, cJSON_CreateString(line));
 }
 
-static void add_mount(cJSON *mounts, const char *host, const char *container, bool read_only)
+static void add_mount(cJSON *mounts, const char *host, const char *container,
+                      bool read_only)
 {
     cJSON *m = cJSON_CreateObject();
     cJSON *options = cJSON_AddArrayToObject(m, "options");
@@ -60,7 +63,8 @@ static void add_mount(cJSON *mounts, const char *host, const char *container, bo
     cJSON_AddItemToArray(mounts, m);
 }
 
-static cJSON *device_json(const struct driver *d, const struct dra_claim *c, int share)
+static cJSON *device_json(const struct driver *d, const struct dra_claim *c,
+                          int share)
 {
     const struct dra_share *s = &c->shares[share];
     cJSON *dev = cJSON_CreateObject(), *edits, *env, *mounts;
@@ -89,7 +93,8 @@ static cJSON *device_json(const struct driver *d, const struct dra_claim *c, int
     return dev;
 }
 
-int cdi_write(const struct driver *d, const struct dra_claim *c, char err[DRA_ERR_LEN])
+int cdi_write(const struct driver *d, const struct dra_claim *c,
+              char err[DRA_ERR_LEN])
 {
     cJSON *spec = cJSON_CreateObject(), *devices;
     char path[PATH_MAX];

@@ -34,14 +34,16 @@ int file_replace(const char *path, const char *text, char err[DRA_ERR_LEN])
     }
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     if (!(f = fopen(tmp, "w"))) {
-        snprintf(err, DRA_ERR_LEN, "cannot write %.150s: %s", tmp, strerror(errno));
+        snprintf(err, DRA_ERR_LEN, "cannot write %.150s: %s", tmp,
+                 strerror(errno));
         return -1;
     }
     failed = fputs(text, f) < 0;
     failed |= fflush(f) != 0 || fsync(fileno(f)) != 0;
     failed |= fclose(f) != 0;
     if (failed || rename(tmp, path)) {
-        snprintf(err, DRA_ERR_LEN, "cannot write %.150s: %s", path, strerror(errno));
+        snprintf(err, DRA_ERR_LEN, "cannot write %.150s: %s", path,
+                 strerror(errno));
         unlink(tmp);
         return -1;
     }
@@ -68,7 +70,9 @@ int checkpoint_save(const struct driver *d, char err[DRA_ERR_LEN])
         cJSON_AddStringToObject(o, "uid", c->uid);
         cJSON_AddStringToObject(o, "namespace", c->namespace_);
         cJSON_AddStringToObject(o, "name", c->name);
-        cJSON_AddStringToObject(o, "state", c->completed ? "PrepareCompleted" : "PrepareStarted");
+        cJSON_AddStringToObject(o, "state",
+                                c->completed ? "PrepareCompleted"
+                                             : "PrepareStarted");
         cJSON_AddNumberToObject(o, "priority", c->priority);
         shares = cJSON_AddArrayToObject(o, "shares");
         for (int s = 0; s < c->n_shares; s++) {
@@ -110,7 +114,8 @@ static double number(const cJSON *obj, const char *key)
 
 /* An entry that does not read back whole is dropped with a warning: its
  * Unprepare then finds nothing and succeeds, as for an unknown claim. */
-static bool load_claim(const struct driver *d, const cJSON *o, struct dra_claim *c)
+static bool load_claim(const struct driver *d, const cJSON *o,
+                       struct dra_claim *c)
 {
     const cJSON *j;
 
@@ -118,20 +123,25 @@ static bool load_claim(const struct driver *d, const cJSON *o, struct dra_claim 
     copy_string(c->uid, sizeof(c->uid), o, "uid");
     copy_string(c->namespace_, sizeof(c->namespace_), o, "namespace");
     copy_string(c->name, sizeof(c->name), o, "name");
-    c->completed = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "state")) &&
-                   !strcmp(cJSON_GetObjectItemCaseSensitive(o, "state")->valuestring,
-                           "PrepareCompleted");
-    double priority = cJSON_GetObjectItemCaseSensitive(o, "priority") ? number(o, "priority") : 0;
+    c->completed =
+        cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "state")) &&
+        !strcmp(cJSON_GetObjectItemCaseSensitive(o, "state")->valuestring,
+                "PrepareCompleted");
+    double priority = cJSON_GetObjectItemCaseSensitive(o, "priority")
+                          ? number(o, "priority")
+                          : 0;
     if (priority < 0 || priority > PRIORITY_HIGHEST)
         return false;
     c->priority = (unsigned)priority;
-    cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(o, "shares")) {
+    cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(o, "shares"))
+    {
         struct dra_share *s = &c->shares[c->n_shares];
         double gpu = number(j, "gpu"), memory = number(j, "memory"),
                compute = number(j, "compute");
 
-        if (c->n_shares == DRA_MAX_RESULTS || gpu < 0 || gpu >= d->gpus.gpu_count ||
-            memory < 0 || compute < 0 || compute > 100)
+        if (c->n_shares == DRA_MAX_RESULTS || gpu < 0 ||
+            gpu >= d->gpus.gpu_count || memory < 0 || compute < 0 ||
+            compute > 100)
             return false;
         s->gpu = (int)gpu;
         s->memory = (uint64_t)memory;
@@ -140,7 +150,8 @@ static bool load_claim(const struct driver *d, const cJSON *o, struct dra_claim 
         copy_string(s->share_id, sizeof(s->share_id), j, "shareID");
         c->n_shares++;
     }
-    cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(o, "pods")) {
+    cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(o, "pods"))
+    {
         if (c->n_pods == DRA_MAX_PODS || !cJSON_IsString(j) ||
             strlen(j->valuestring) >= sizeof(c->pods[0]))
             return false;
@@ -160,9 +171,12 @@ int checkpoint_load(struct driver *d)
 
     path_of(d, path, sizeof(path));
     if (!(f = fopen(path, "r")))
-        return errno == ENOENT ? 0 : (log_error("cannot read %s: %s", path, strerror(errno)), -1);
-    if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || size > (long)CHECKPOINT_MAX ||
-        fseek(f, 0, SEEK_SET) || !(text = calloc(1, (size_t)size + 1)) ||
+        return errno == ENOENT
+                   ? 0
+                   : (log_error("cannot read %s: %s", path, strerror(errno)), -1);
+    if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 ||
+        size > (long)CHECKPOINT_MAX || fseek(f, 0, SEEK_SET) ||
+        !(text = calloc(1, (size_t)size + 1)) ||
         fread(text, 1, (size_t)size, f) != (size_t)size) {
         log_error("cannot read %s (over %u MiB?)", path, CHECKPOINT_MAX >> 20);
         fclose(f);
@@ -173,10 +187,13 @@ int checkpoint_load(struct driver *d)
     root = cJSON_Parse(text);
     free(text);
     if (!root) {
-        log_error("%s is not JSON: move it away to start with no claims prepared", path);
+        log_error("%s is not JSON: move it away to start with no claims "
+                  "prepared",
+                  path);
         return -1;
     }
-    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(root, "claims")) {
+    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(root, "claims"))
+    {
         if (d->n_claims == DRA_MAX_CLAIMS)
             break;
         if (load_claim(d, o, &d->claims[d->n_claims]))

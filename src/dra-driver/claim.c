@@ -15,10 +15,19 @@ static const struct {
     const char *suffix;
     uint64_t multiplier;
 } suffixes[] = {
-    {"Ki", 1ULL << 10}, {"Mi", 1ULL << 20}, {"Gi", 1ULL << 30}, {"Ti", 1ULL << 40},
-    {"Pi", 1ULL << 50}, {"Ei", 1ULL << 60}, {"k", 1000ULL}, {"M", 1000000ULL},
-    {"G", 1000000000ULL}, {"T", 1000000000000ULL}, {"P", 1000000000000000ULL},
-    {"E", 1000000000000000000ULL}, {"", 1},
+    {"Ki", 1ULL << 10},
+    {"Mi", 1ULL << 20},
+    {"Gi", 1ULL << 30},
+    {"Ti", 1ULL << 40},
+    {"Pi", 1ULL << 50},
+    {"Ei", 1ULL << 60},
+    {"k", 1000ULL},
+    {"M", 1000000ULL},
+    {"G", 1000000000ULL},
+    {"T", 1000000000000ULL},
+    {"P", 1000000000000000ULL},
+    {"E", 1000000000000000000ULL},
+    {"", 1},
 };
 
 /* Quantities come back canonical ("4096Mi" may read "4Gi"): they are
@@ -48,16 +57,18 @@ bool quantity_parse(const char *text, uint64_t *out)
         multiplier = 1;
         divisor = 1000;
     }
-    for (size_t i = 0; !multiplier && i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+    for (size_t i = 0;
+         !multiplier && i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
         if (!strcmp(p, suffixes[i].suffix))
             multiplier = suffixes[i].multiplier;
     if (!multiplier || (whole && whole > UINT64_MAX / multiplier))
         return false;
     /* value = (whole + frac / frac_scale) * multiplier / divisor, up */
     uint64_t value = whole * multiplier;
-    uint64_t part = frac ? (multiplier / frac_scale) * frac +
-                               ((multiplier % frac_scale) * frac + frac_scale - 1) / frac_scale
-                         : 0;
+    uint64_t part =
+        frac ? (multiplier / frac_scale) * frac +
+                   ((multiplier % frac_scale) * frac + frac_scale - 1) / frac_scale
+             : 0;
     if (value > UINT64_MAX - part)
         return false;
     value += part;
@@ -99,7 +110,8 @@ static int device_gpu_index(const struct driver *d, const char *name)
 static int consumed(const cJSON *result, const char *key, uint64_t *out,
                     char err[DRA_ERR_LEN])
 {
-    const cJSON *caps = cJSON_GetObjectItemCaseSensitive(result, "consumedCapacity");
+    const cJSON *caps =
+        cJSON_GetObjectItemCaseSensitive(result, "consumedCapacity");
     const char *text = caps ? string_at(caps, key) : NULL;
 
     *out = 0;
@@ -110,38 +122,44 @@ static int consumed(const cJSON *result, const char *key, uint64_t *out,
     if (!text)
         return 0;
     if (!quantity_parse(text, out)) {
-        snprintf(err, DRA_ERR_LEN, "consumedCapacity %s '%.40s' is not a quantity", key, text);
+        snprintf(err, DRA_ERR_LEN,
+                 "consumedCapacity %s '%.40s' is not a quantity", key, text);
         return -1;
     }
     return 0;
 }
 
-static int parse_result(const struct driver *d, const cJSON *r, struct dra_share *s,
-                        char err[DRA_ERR_LEN])
+static int parse_result(const struct driver *d, const cJSON *r,
+                        struct dra_share *s, char err[DRA_ERR_LEN])
 {
     const char *request = string_at(r, "request"), *pool = string_at(r, "pool");
-    const char *device = string_at(r, "device"), *share = string_at(r, "shareID");
+    const char *device = string_at(r, "device"),
+               *share = string_at(r, "shareID");
     uint64_t compute;
     size_t base;
 
     memset(s, 0, sizeof(*s));
     if (!request || !pool || !device) {
-        snprintf(err, DRA_ERR_LEN, "an allocation result lacks request, pool or device");
+        snprintf(err, DRA_ERR_LEN,
+                 "an allocation result lacks request, pool or device");
         return -1;
     }
     if (strcmp(pool, d->node) || (s->gpu = device_gpu_index(d, device)) < 0) {
-        snprintf(err, DRA_ERR_LEN, "device %.60s of pool %.60s is not one of node %.60s's",
+        snprintf(err, DRA_ERR_LEN,
+                 "device %.60s of pool %.60s is not one of node %.60s's",
                  device, pool, d->node);
         return -1;
     }
     /* kubelet matches containers by the base request name */
     base = strcspn(request, "/");
-    if (base >= sizeof(s->request) || (share && !copy(s->share_id, sizeof(s->share_id), share))) {
+    if (base >= sizeof(s->request) ||
+        (share && !copy(s->share_id, sizeof(s->share_id), share))) {
         snprintf(err, DRA_ERR_LEN, "request name or shareID too long");
         return -1;
     }
     memcpy(s->request, request, base);
-    if (consumed(r, "memory", &s->memory, err) || consumed(r, "computePercent", &compute, err))
+    if (consumed(r, "memory", &s->memory, err) ||
+        consumed(r, "computePercent", &compute, err))
         return -1;
     if (compute > 100 || s->memory > d->gpus.gpus[s->gpu].capacity_bytes) {
         snprintf(err, DRA_ERR_LEN, "consumed capacity above %s's", device);
@@ -158,7 +176,8 @@ static bool config_applies(const cJSON *requests, const struct dra_claim *c)
 
     if (cJSON_GetArraySize(requests) == 0)
         return true;
-    cJSON_ArrayForEach(r, requests) {
+    cJSON_ArrayForEach(r, requests)
+    {
         size_t base = cJSON_IsString(r) ? strcspn(r->valuestring, "/") : 0;
 
         for (int s = 0; base && s < c->n_shares; s++)
@@ -174,34 +193,43 @@ static bool config_applies(const cJSON *requests, const struct dra_claim *c)
  * parameters hold "priority" (high, normal, low or 1-9) besides apiVersion
  * and kind; anything else is refused rather than ignored, so a misspelt
  * setting is not silently without effect. */
-static int parse_config(const cJSON *configs, struct dra_claim *c, char err[DRA_ERR_LEN])
+static int parse_config(const cJSON *configs, struct dra_claim *c,
+                        char err[DRA_ERR_LEN])
 {
     const cJSON *cfg, *field;
 
-    cJSON_ArrayForEach(cfg, configs) {
+    cJSON_ArrayForEach(cfg, configs)
+    {
         const cJSON *opaque = cJSON_GetObjectItemCaseSensitive(cfg, "opaque");
-        const cJSON *params = cJSON_GetObjectItemCaseSensitive(opaque, "parameters");
+        const cJSON *params =
+            cJSON_GetObjectItemCaseSensitive(opaque, "parameters");
         const char *driver = string_at(opaque, "driver");
 
         if (!driver || strcmp(driver, DRA_DRIVER_NAME) ||
             !config_applies(cJSON_GetObjectItemCaseSensitive(cfg, "requests"), c))
             continue;
         if (!cJSON_IsObject(params)) {
-            snprintf(err, DRA_ERR_LEN, "opaque config of %s: parameters is not an object",
+            snprintf(err, DRA_ERR_LEN,
+                     "opaque config of %s: parameters is not an object",
                      DRA_DRIVER_NAME);
             return -1;
         }
-        cJSON_ArrayForEach(field, params) {
+        cJSON_ArrayForEach(field, params)
+        {
             char why[PARSE_ERR_LEN];
 
-            if (!strcmp(field->string, "apiVersion") || !strcmp(field->string, "kind"))
+            if (!strcmp(field->string, "apiVersion") ||
+                !strcmp(field->string, "kind"))
                 continue;
             if (strcmp(field->string, "priority")) {
-                snprintf(err, DRA_ERR_LEN, "opaque config: unknown parameter '%.40s' "
-                         "(known: priority)", field->string);
+                snprintf(err, DRA_ERR_LEN,
+                         "opaque config: unknown parameter '%.40s' "
+                         "(known: priority)",
+                         field->string);
                 return -1;
             }
-            if (!cJSON_IsString(field) || parse_priority(field->valuestring, &c->priority, why)) {
+            if (!cJSON_IsString(field) ||
+                parse_priority(field->valuestring, &c->priority, why)) {
                 snprintf(err, DRA_ERR_LEN, "opaque config: priority: %s",
                          cJSON_IsString(field) ? why : "not a string");
                 return -1;
@@ -222,13 +250,15 @@ static int parse_results(const struct driver *d, const cJSON *results,
         snprintf(err, DRA_ERR_LEN, "the claim is not allocated");
         return -1;
     }
-    cJSON_ArrayForEach(r, results) {
+    cJSON_ArrayForEach(r, results)
+    {
         const char *driver = string_at(r, "driver");
 
         if (!driver || strcmp(driver, DRA_DRIVER_NAME))
             continue;
         if (c->n_shares == DRA_MAX_RESULTS) {
-            snprintf(err, DRA_ERR_LEN, "more than %d allocation results", DRA_MAX_RESULTS);
+            snprintf(err, DRA_ERR_LEN, "more than %d allocation results",
+                     DRA_MAX_RESULTS);
             return -1;
         }
         if (parse_result(d, r, &c->shares[c->n_shares], err))
@@ -236,7 +266,8 @@ static int parse_results(const struct driver *d, const cJSON *results,
         c->n_shares++;
     }
     if (!c->n_shares) {
-        snprintf(err, DRA_ERR_LEN, "no device of %s is allocated to the claim", DRA_DRIVER_NAME);
+        snprintf(err, DRA_ERR_LEN, "no device of %s is allocated to the claim",
+                 DRA_DRIVER_NAME);
         return -1;
     }
     return 0;
@@ -249,8 +280,10 @@ static int parse_reserved(const cJSON *reserved, struct dra_claim *c,
 {
     const cJSON *p;
 
-    cJSON_ArrayForEach(p, reserved) {
-        const char *resource = string_at(p, "resource"), *api_group = string_at(p, "apiGroup");
+    cJSON_ArrayForEach(p, reserved)
+    {
+        const char *resource = string_at(p, "resource"),
+                   *api_group = string_at(p, "apiGroup");
 
         if (!resource || strcmp(resource, "pods") || (api_group && *api_group))
             continue;
@@ -290,11 +323,14 @@ int claim_parse(const struct driver *d, const char *json, const char *uid,
     copy(c->namespace_, sizeof(c->namespace_), string_at(meta, "namespace"));
     copy(c->name, sizeof(c->name), string_at(meta, "name"));
     status = cJSON_GetObjectItemCaseSensitive(root, "status");
-    devices = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(status, "allocation"), "devices");
-    if (parse_results(d, cJSON_GetObjectItemCaseSensitive(devices, "results"), c, err) ||
+    devices =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(status, "allocation"),
+                                         "devices");
+    if (parse_results(d, cJSON_GetObjectItemCaseSensitive(devices, "results"),
+                      c, err) ||
         parse_config(cJSON_GetObjectItemCaseSensitive(devices, "config"), c, err) ||
-        parse_reserved(cJSON_GetObjectItemCaseSensitive(status, "reservedFor"), c, err))
+        parse_reserved(cJSON_GetObjectItemCaseSensitive(status, "reservedFor"),
+                       c, err))
         goto out;
     rc = 0;
 out:

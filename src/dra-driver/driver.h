@@ -24,20 +24,20 @@
 #define DRA_DRIVER_NAME "gpu.nvshare.com"
 #define DRA_CDI_KIND "k8s.gpu.nvshare.com/claim"
 #define DRA_ERR_LEN 256
-#define DRA_UID_MAX 64      /* a Kubernetes UID is 36 characters */
-#define DRA_NAME_MAX 254    /* DNS subdomain, and its NUL */
+#define DRA_UID_MAX 64       /* a Kubernetes UID is 36 characters */
+#define DRA_NAME_MAX 254     /* DNS subdomain, and its NUL */
 #define DRA_NAMESPACE_MAX 64 /* DNS label, and its NUL */
-#define DRA_MAX_RESULTS 32  /* allocation results per claim (API limit) */
-#define DRA_MAX_PODS 256    /* reservedFor entries (API limit) */
-#define DRA_MAX_CLAIMS 512  /* prepared on this node at once */
+#define DRA_MAX_RESULTS 32   /* allocation results per claim (API limit) */
+#define DRA_MAX_PODS 256     /* reservedFor entries (API limit) */
+#define DRA_MAX_CLAIMS 512   /* prepared on this node at once */
 
 /* One device a claim was allocated, as Prepare returns it. */
 struct dra_share {
-    int gpu;                 /* index into driver.gpus.gpus */
-    char request[64];        /* base request name (no /subrequest) */
+    int gpu;          /* index into driver.gpus.gpus */
+    char request[64]; /* base request name (no /subrequest) */
     char share_id[DRA_UID_MAX];
-    uint64_t memory;         /* bytes consumed; 0: the whole device */
-    unsigned compute;        /* percent consumed; 0: the whole device */
+    uint64_t memory;  /* bytes consumed; 0: the whole device */
+    unsigned compute; /* percent consumed; 0: the whole device */
 };
 
 /* A prepared claim, or one being prepared. */
@@ -50,22 +50,22 @@ struct dra_claim {
     char pods[DRA_MAX_PODS][DRA_UID_MAX]; /* UIDs of those reserving it */
     int n_pods;
     unsigned priority; /* enum priority_class from opaque config; 0: none */
-    bool completed; /* false: a Prepare began and may have set limits */
+    bool completed;    /* false: a Prepare began and may have set limits */
 };
 
 struct driver {
     struct plugin gpus; /* the device plugin's view: GPUs, unit, paths */
     struct kube kube;
     char node[DRA_NAME_MAX];
-    char node_uid[DRA_UID_MAX];  /* "" until the Node was read */
+    char node_uid[DRA_UID_MAX];       /* "" until the Node was read */
     char plugin_dir[PATH_MAX - 64];   /* dra.sock, checkpoint.json */
     char registry_dir[PATH_MAX - 64]; /* kubelet's plugins_registry */
     char cdi_dir[PATH_MAX - 128];
-    uint64_t default_memory;     /* what a claim that names none consumes */
+    uint64_t default_memory; /* what a claim that names none consumes */
     unsigned default_compute;
-    struct dra_claim *claims;    /* prepared, as in the checkpoint */
+    struct dra_claim *claims; /* prepared, as in the checkpoint */
     int n_claims;
-    long long slice_generation;  /* the pool's, as last published */
+    long long slice_generation;    /* the pool's, as last published */
     char slice_name[DRA_NAME_MAX]; /* "" when none is known to exist */
 };
 
@@ -88,7 +88,8 @@ int claim_parse(const struct driver *d, const char *json, const char *uid,
 
 /* prepare.c */
 int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
-                  const char *name, const struct dra_claim **out, char err[DRA_ERR_LEN]);
+                  const char *name, const struct dra_claim **out,
+                  char err[DRA_ERR_LEN]);
 int unprepare_claim(struct driver *d, const char *uid, char err[DRA_ERR_LEN]);
 
 /* checkpoint.c: prepared claims on disk, written whole and renamed. */
@@ -99,7 +100,8 @@ int checkpoint_save(const struct driver *d, char err[DRA_ERR_LEN]);
 int file_replace(const char *path, const char *text, char err[DRA_ERR_LEN]);
 
 /* cdi.c: one spec file per claim, one CDI device per share. */
-int cdi_write(const struct driver *d, const struct dra_claim *c, char err[DRA_ERR_LEN]);
+int cdi_write(const struct driver *d, const struct dra_claim *c,
+              char err[DRA_ERR_LEN]);
 bool cdi_exists(const struct driver *d, const char *uid);
 void cdi_remove(const struct driver *d, const char *uid);
 void cdi_device_id(const struct dra_claim *c, int share, char *buf, size_t len);

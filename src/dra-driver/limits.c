@@ -19,8 +19,8 @@
 #define REPLY_TIMEOUT_MS 2000
 
 /* One CTL_SET of key to value for each pod of c on one connection. */
-static int send_all(const struct dra_claim *c, const uint16_t *keys, const uint64_t *values,
-                    int n_keys, char err[DRA_ERR_LEN])
+static int send_all(const struct dra_claim *c, const uint16_t *keys,
+                    const uint64_t *values, int n_keys, char err[DRA_ERR_LEN])
 {
     char path[PATH_MAX];
     struct msg *m = calloc(1, sizeof(*m));
@@ -32,7 +32,8 @@ static int send_all(const struct dra_claim *c, const uint16_t *keys, const uint6
     }
     if (socket_path(CONTROL_SOCKET_NAME, path, sizeof(path)) ||
         (fd = unix_connect(path)) < 0) {
-        snprintf(err, DRA_ERR_LEN, "nvshare's scheduler is unreachable at %.150s: %s", path,
+        snprintf(err, DRA_ERR_LEN,
+                 "nvshare's scheduler is unreachable at %.150s: %s", path,
                  strerror(errno));
         goto out;
     }
@@ -42,14 +43,18 @@ static int send_all(const struct dra_claim *c, const uint16_t *keys, const uint6
             m->type = MSG_CTL_SET;
             m->u.set.key = keys[k];
             m->u.set.value = values[k];
-            snprintf(m->u.set.target, sizeof(m->u.set.target), "uid:%s", c->pods[p]);
-            if ((got = msg_send(fd, m)) || (got = msg_recv(fd, m, REPLY_TIMEOUT_MS))) {
-                snprintf(err, DRA_ERR_LEN, "nvshare's scheduler: %s", proto_strerror(got));
+            snprintf(m->u.set.target, sizeof(m->u.set.target), "uid:%s",
+                     c->pods[p]);
+            if ((got = msg_send(fd, m)) ||
+                (got = msg_recv(fd, m, REPLY_TIMEOUT_MS))) {
+                snprintf(err, DRA_ERR_LEN, "nvshare's scheduler: %s",
+                         proto_strerror(got));
                 goto out;
             }
             if (m->type != MSG_CTL_REPLY || m->u.reply.status) {
                 snprintf(err, DRA_ERR_LEN, "nvshare's scheduler refused: %.200s",
-                         m->type == MSG_CTL_REPLY ? m->u.reply.text : "an unexpected answer");
+                         m->type == MSG_CTL_REPLY ? m->u.reply.text
+                                                  : "an unexpected answer");
                 goto out;
             }
         }
@@ -65,7 +70,8 @@ out:
 /* A pod's limit is per GPU: with shares of several GPUs it gets the
  * largest (the scheduler keeps one memory and one core limit a pod). A
  * share of the whole device sets none. */
-static void claim_limits(const struct dra_claim *c, uint64_t *memory, uint64_t *compute)
+static void claim_limits(const struct dra_claim *c, uint64_t *memory,
+                         uint64_t *compute)
 {
     *memory = *compute = 0;
     for (int s = 0; s < c->n_shares; s++) {

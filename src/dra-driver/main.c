@@ -34,13 +34,14 @@ static void read_node_uid(struct driver *d)
     snprintf(path, sizeof(path), "/api/v1/nodes/%s", d->node);
     status = kube_request(&d->kube, "GET", path, NULL, &body, err);
     node = status == 200 ? cJSON_Parse(body.data) : NULL;
-    const cJSON *uid = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(node, "metadata"), "uid");
+    const cJSON *uid =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "metadata"),
+                                         "uid");
     if (cJSON_IsString(uid) && strlen(uid->valuestring) < sizeof(d->node_uid))
         snprintf(d->node_uid, sizeof(d->node_uid), "%s", uid->valuestring);
     else
-        log_warn("cannot read Node %s (%s): its ResourceSlice gets no owner", d->node,
-                 status < 0 ? err : "HTTP error or no uid");
+        log_warn("cannot read Node %s (%s): its ResourceSlice gets no owner",
+                 d->node, status < 0 ? err : "HTTP error or no uid");
     cJSON_Delete(node);
     kube_body_free(&body);
 }
@@ -53,18 +54,21 @@ int driver_configure(struct driver *d)
         return -1;
     if (!node || !*node || strlen(node) >= sizeof(d->node) ||
         strspn(node, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(node)) {
-        log_error("NODE_NAME must name this node (a DNS subdomain): set it from "
-                  "spec.nodeName in the DaemonSet");
+        log_error(
+            "NODE_NAME must name this node (a DNS subdomain): set it from "
+            "spec.nodeName in the DaemonSet");
         return -1;
     }
     snprintf(d->node, sizeof(d->node), "%s", node);
-    env_path("NVSHARE_DRA_PLUGIN_DIR", "/var/lib/kubelet/plugins/" DRA_DRIVER_NAME,
-             d->plugin_dir, sizeof(d->plugin_dir));
-    env_path("NVSHARE_DRA_REGISTRY_DIR", "/var/lib/kubelet/plugins_registry", d->registry_dir,
-             sizeof(d->registry_dir));
+    env_path("NVSHARE_DRA_PLUGIN_DIR",
+             "/var/lib/kubelet/plugins/" DRA_DRIVER_NAME, d->plugin_dir,
+             sizeof(d->plugin_dir));
+    env_path("NVSHARE_DRA_REGISTRY_DIR", "/var/lib/kubelet/plugins_registry",
+             d->registry_dir, sizeof(d->registry_dir));
     env_path("NVSHARE_CDI_DIR", "/var/run/cdi", d->cdi_dir, sizeof(d->cdi_dir));
     d->default_memory = env_size_bytes("NVSHARE_DRA_DEFAULT_MEMORY", 1ULL << 30);
-    d->default_compute = (unsigned)env_int_range("NVSHARE_DRA_DEFAULT_COMPUTE", 1, 100, 10);
+    d->default_compute =
+        (unsigned)env_int_range("NVSHARE_DRA_DEFAULT_COMPUTE", 1, 100, 10);
     if (!(d->claims = calloc(DRA_MAX_CLAIMS, sizeof(*d->claims)))) {
         log_error("out of memory for the claim table");
         return -1;
@@ -80,22 +84,29 @@ static void print_usage(FILE *out)
 {
     fputs("usage: nvshare-dra-driver [--help | --version]\n"
           "\n"
-          "Kubernetes DRA driver for gpu.nvshare.com (docs/dra.md): publishes this\n"
-          "node's GPUs as a ResourceSlice and, for each prepared claim, sets its\n"
-          "pod's memory quota and core limit in the scheduler. Settings, from the\n"
+          "Kubernetes DRA driver for gpu.nvshare.com (docs/dra.md): publishes "
+          "this\n"
+          "node's GPUs as a ResourceSlice and, for each prepared claim, sets "
+          "its\n"
+          "pod's memory quota and core limit in the scheduler. Settings, from "
+          "the\n"
           "environment:\n"
           "  NODE_NAME               this node's name (the downward API's\n"
           "                          spec.nodeName); required\n"
-          "  NVSHARE_API_SERVER      the API server's URL (default: the in-cluster\n"
+          "  NVSHARE_API_SERVER      the API server's URL (default: the "
+          "in-cluster\n"
           "                          KUBERNETES_SERVICE_HOST/_PORT)\n"
           "  NVSHARE_DRA_PLUGIN_DIR  its kubelet plugin directory (default\n"
-          "                          /var/lib/kubelet/plugins/" DRA_DRIVER_NAME ")\n"
+          "                          /var/lib/kubelet/plugins/" DRA_DRIVER_NAME
+          ")\n"
           "  NVSHARE_DRA_REGISTRY_DIR kubelet's plugin registry (default\n"
           "                          /var/lib/kubelet/plugins_registry)\n"
-          "  NVSHARE_CDI_DIR         where CDI specs go (default /var/run/cdi)\n"
+          "  NVSHARE_CDI_DIR         where CDI specs go (default "
+          "/var/run/cdi)\n"
           "  NVSHARE_DRA_DEFAULT_MEMORY a claim's memory when it names none\n"
           "                          (default 1Gi)\n"
-          "  NVSHARE_DRA_DEFAULT_COMPUTE a claim's compute when it names none, percent\n"
+          "  NVSHARE_DRA_DEFAULT_COMPUTE a claim's compute when it names none, "
+          "percent\n"
           "                          (1-100, default 10)\n"
           "  NVSHARE_SOCK_DIR        the scheduler's socket directory\n"
           "  NVSHARE_LOG_FORMAT      text (default) or json\n",

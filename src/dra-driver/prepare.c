@@ -48,7 +48,8 @@ static int fetch(struct driver *d, const char *namespace_, const char *name,
     char path[512], why[KUBE_ERR_LEN] = "";
     long status = -1;
 
-    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
+    snprintf(path, sizeof(path),
+             "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
              namespace_, name);
     for (int attempt = 0; attempt < FETCH_ATTEMPTS; attempt++) {
         if (attempt)
@@ -63,11 +64,14 @@ static int fetch(struct driver *d, const char *namespace_, const char *name,
             snprintf(why, sizeof(why), "HTTP %ld", status);
     }
     if (status == 404)
-        snprintf(err, DRA_ERR_LEN, "claim %s/%s not found in the API server", namespace_, name);
+        snprintf(err, DRA_ERR_LEN, "claim %s/%s not found in the API server",
+                 namespace_, name);
     else if (status > 0)
-        snprintf(err, DRA_ERR_LEN, "reading claim %s/%s: HTTP %ld", namespace_, name, status);
+        snprintf(err, DRA_ERR_LEN, "reading claim %s/%s: HTTP %ld", namespace_,
+                 name, status);
     else
-        snprintf(err, DRA_ERR_LEN, "reading claim %s/%s: %.180s", namespace_, name, why);
+        snprintf(err, DRA_ERR_LEN, "reading claim %s/%s: %.180s", namespace_,
+                 name, why);
     kube_body_free(body);
     return -1;
 }
@@ -75,7 +79,8 @@ static int fetch(struct driver *d, const char *namespace_, const char *name,
 /* Whether the shares of c fit beside the claims prepared already. The
  * scheduler of Kubernetes keeps the sum within the capacity; this guards
  * against what it cannot see (a stale allocation, a changed GPU). */
-static bool fits(const struct driver *d, const struct dra_claim *c, char err[DRA_ERR_LEN])
+static bool fits(const struct driver *d, const struct dra_claim *c,
+                 char err[DRA_ERR_LEN])
 {
     for (int s = 0; s < c->n_shares; s++) {
         int gpu = c->shares[s].gpu;
@@ -93,8 +98,10 @@ static bool fits(const struct driver *d, const struct dra_claim *c, char err[DRA
             }
         }
         if (memory > capacity || compute > 100) {
-            snprintf(err, DRA_ERR_LEN, "gpu-%d has not enough capacity left: the claims "
-                     "prepared on it and this one need %llu MiB and %u%% of %llu MiB and 100%%",
+            snprintf(err, DRA_ERR_LEN,
+                     "gpu-%d has not enough capacity left: the claims "
+                     "prepared on it and this one need %llu MiB and %u%% of "
+                     "%llu MiB and 100%%",
                      gpu, (unsigned long long)(memory >> 20), compute,
                      (unsigned long long)(capacity >> 20));
             return false;
@@ -133,11 +140,13 @@ static int undo(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN])
 }
 
 int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
-                  const char *name, const struct dra_claim **out, char err[DRA_ERR_LEN])
+                  const char *name, const struct dra_claim **out,
+                  char err[DRA_ERR_LEN])
 {
     static const char dns[] = "abcdefghijklmnopqrstuvwxyz0123456789-.";
-    static const char uid_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                    "0123456789-";
+    static const char uid_chars[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        "0123456789-";
     struct kube_body body = {0};
     struct dra_claim *c = find(d, uid);
     char why[DRA_ERR_LEN];
@@ -145,17 +154,20 @@ int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
     if (!valid_chars(uid, DRA_UID_MAX, uid_chars) ||
         !valid_chars(namespace_, DRA_NAMESPACE_MAX, dns) ||
         !valid_chars(name, DRA_NAME_MAX, dns)) {
-        snprintf(err, DRA_ERR_LEN, "malformed claim reference (namespace, uid or name)");
+        snprintf(err, DRA_ERR_LEN,
+                 "malformed claim reference (namespace, uid or name)");
         return -1;
     }
     if (c) { /* prepared, or begun before a restart */
-        if (c->completed && cdi_exists(d, uid) ? limits_set(c, err) : complete(d, c, err))
+        if (c->completed && cdi_exists(d, uid) ? limits_set(c, err)
+                                               : complete(d, c, err))
             return -1;
         *out = c;
         return 0;
     }
     if (d->n_claims == DRA_MAX_CLAIMS) {
-        snprintf(err, DRA_ERR_LEN, "%d claims are prepared on this node already", DRA_MAX_CLAIMS);
+        snprintf(err, DRA_ERR_LEN,
+                 "%d claims are prepared on this node already", DRA_MAX_CLAIMS);
         return -1;
     }
     if (fetch(d, namespace_, name, &body, err))
@@ -179,9 +191,11 @@ int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
         return -1;
     }
     for (int s = 0; s < c->n_shares; s++)
-        log_info("prepared claim %s/%s (%s) for %d pods: gpu-%d, %llu MiB, %u%%", namespace_,
-                 name, uid, c->n_pods, c->shares[s].gpu,
-                 (unsigned long long)(c->shares[s].memory >> 20), c->shares[s].compute);
+        log_info("prepared claim %s/%s (%s) for %d pods: gpu-%d, %llu MiB, "
+                 "%u%%",
+                 namespace_, name, uid, c->n_pods, c->shares[s].gpu,
+                 (unsigned long long)(c->shares[s].memory >> 20),
+                 c->shares[s].compute);
     *out = c;
     return 0;
 }

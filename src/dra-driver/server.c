@@ -26,7 +26,8 @@ static struct endpoint endpoints[2]; /* the DRA service first */
 
 static enum dra_method method_of(const struct rpc *rpc)
 {
-    return dra_method_from_path((const char *)GRPC_SLICE_START_PTR(rpc->details.method),
+    return dra_method_from_path((const char *)GRPC_SLICE_START_PTR(
+                                    rpc->details.method),
                                 GRPC_SLICE_LENGTH(rpc->details.method));
 }
 
@@ -55,7 +56,8 @@ static bool health_changed(void)
         bool healthy = nvml_healthy(gpu->uuid);
 
         if (healthy != gpu->healthy) {
-            log_warn("GPU %s is now %s", gpu->uuid, healthy ? "healthy" : "unhealthy");
+            log_warn("GPU %s is now %s", gpu->uuid,
+                     healthy ? "healthy" : "unhealthy");
             gpu->healthy = healthy;
             changed = true;
         }
@@ -65,7 +67,8 @@ static bool health_changed(void)
 
 int server_run(struct driver *d)
 {
-    long long slice_every = env_duration_ns("NVSHARE_DRA_SLICE_CHECK", 10000000000ULL) / 1000000;
+    long long slice_every =
+        env_duration_ns("NVSHARE_DRA_SLICE_CHECK", 10000000000ULL) / 1000000;
     long long next_health = 0, next_slice = 0;
     bool slice_ok = false;
     struct endpoint *eps[2] = {&endpoints[0], &endpoints[1]};
@@ -73,10 +76,11 @@ int server_run(struct driver *d)
     driver = d;
     server_setup();
     endpoints[0].what = "DRA service";
-    snprintf(endpoints[0].path, sizeof(endpoints[0].path), "%s/dra.sock", d->plugin_dir);
+    snprintf(endpoints[0].path, sizeof(endpoints[0].path), "%s/dra.sock",
+             d->plugin_dir);
     endpoints[1].what = "registration";
-    snprintf(endpoints[1].path, sizeof(endpoints[1].path), "%s/%s-reg.sock", d->registry_dir,
-             DRA_DRIVER_NAME);
+    snprintf(endpoints[1].path, sizeof(endpoints[1].path), "%s/%s-reg.sock",
+             d->registry_dir, DRA_DRIVER_NAME);
     for (int e = 0; e < 2; e++) {
         endpoints[e].rpc_size = sizeof(struct rpc);
         endpoints[e].knows = knows;

@@ -26,11 +26,16 @@ static const struct {
     enum dra_method method;
 } methods[] = {
     {"/pluginregistration.Registration/GetInfo", DRA_GET_INFO},
-    {"/pluginregistration.Registration/NotifyRegistrationStatus", DRA_NOTIFY_REGISTRATION},
-    {"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources", DRA_PREPARE},
-    {"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources", DRA_UNPREPARE},
-    {"/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources", DRA_PREPARE},
-    {"/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources", DRA_UNPREPARE},
+    {"/pluginregistration.Registration/NotifyRegistrationStatus",
+     DRA_NOTIFY_REGISTRATION},
+    {"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
+     DRA_PREPARE},
+    {"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources",
+     DRA_UNPREPARE},
+    {"/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources",
+     DRA_PREPARE},
+    {"/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources",
+     DRA_UNPREPARE},
 };
 
 enum dra_method dra_method_from_path(const char *path, size_t len)
@@ -65,7 +70,8 @@ static void notify(const unsigned char *data, size_t len, struct reply *out)
         PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
 
     if (!st) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "RegistrationStatus does not decode");
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT,
+                   "RegistrationStatus does not decode");
         return;
     }
     if (st->plugin_registered)
@@ -98,7 +104,8 @@ struct prepared {
     char error[DRA_ERR_LEN];
 };
 
-static void answer_claim(struct driver *d, const struct dra_claim *c, struct prepared *p)
+static void answer_claim(struct driver *d, const struct dra_claim *c,
+                         struct prepared *p)
 {
     for (int s = 0; s < c->n_shares; s++) {
         Dra__Device *dev = &p->devices[s];
@@ -108,7 +115,8 @@ static void answer_claim(struct driver *d, const struct dra_claim *c, struct pre
         dev->n_request_names = c->shares[s].request[0] ? 1 : 0;
         dev->request_names = &p->request_ptrs[s];
         dev->pool_name = d->node;
-        snprintf(p->device_names[s], sizeof(p->device_names[s]), "gpu-%d", c->shares[s].gpu);
+        snprintf(p->device_names[s], sizeof(p->device_names[s]), "gpu-%d",
+                 c->shares[s].gpu);
         dev->device_name = p->device_names[s];
         cdi_device_id(c, s, p->cdi_ids[s], sizeof(p->cdi_ids[s]));
         p->cdi_ptrs[s] = p->cdi_ids[s];
@@ -128,9 +136,12 @@ static bool refused(const char *method, bool decoded, size_t n_claims,
                     const ProtobufCMessageDescriptor *descriptor,
                     const unsigned char *data, size_t len, struct reply *out)
 {
-    const char *why = pb_request_flaw(
-        decoded, n_claims > CALL_MAX_CLAIMS ? "more than " STR(CALL_MAX_CLAIMS) " claims" : NULL,
-        "a string holds a NUL byte", descriptor, data, len);
+    const char *why =
+        pb_request_flaw(decoded,
+                        n_claims > CALL_MAX_CLAIMS
+                            ? "more than " STR(CALL_MAX_CLAIMS) " claims"
+                            : NULL,
+                        "a string holds a NUL byte", descriptor, data, len);
 
     if (why)
         reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "%s: %s", method, why);
@@ -142,14 +153,16 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
 {
     Dra__NodePrepareResourcesRequest *req =
         dra__node_prepare_resources_request__unpack(NULL, len, data);
-    Dra__NodePrepareResourcesResponse resp = DRA__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
+    Dra__NodePrepareResourcesResponse resp =
+        DRA__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
     Dra__NodePrepareResourcesResponse__ClaimsEntry **entries = NULL;
     struct prepared *answers = NULL;
     long long deadline = now_ms() + CALL_BUDGET_MS;
     size_t n = 0;
 
     if (refused("NodePrepareResources", req, req ? req->n_claims : 0,
-                &dra__node_prepare_resources_request__descriptor, data, len, out)) {
+                &dra__node_prepare_resources_request__descriptor, data, len,
+                out)) {
         if (req)
             dra__node_prepare_resources_request__free_unpacked(req, NULL);
         return;
@@ -175,14 +188,17 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
         p->entry.value = &p->resp;
         entries[n++] = &p->entry;
         if (now_ms() > deadline)
-            snprintf(p->error, sizeof(p->error), "not tried: the call ran out of time "
-                     "(%d ms) on the claims before it", CALL_BUDGET_MS);
-        else if (prepare_claim(d, claim->namespace_, claim->uid, claim->name, &c, p->error) == 0)
+            snprintf(p->error, sizeof(p->error),
+                     "not tried: the call ran out of time "
+                     "(%d ms) on the claims before it",
+                     CALL_BUDGET_MS);
+        else if (prepare_claim(d, claim->namespace_, claim->uid, claim->name,
+                               &c, p->error) == 0)
             answer_claim(d, c, p);
         if (p->error[0]) {
             p->resp.error = p->error;
-            log_warn("cannot prepare claim %.63s/%.100s (%.63s): %s", claim->namespace_,
-                     claim->name, claim->uid, p->error);
+            log_warn("cannot prepare claim %.63s/%.100s (%.63s): %s",
+                     claim->namespace_, claim->name, claim->uid, p->error);
         }
     }
     resp.n_claims = n;
@@ -199,14 +215,17 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
 {
     Dra__NodeUnprepareResourcesRequest *req =
         dra__node_unprepare_resources_request__unpack(NULL, len, data);
-    Dra__NodeUnprepareResourcesResponse resp = DRA__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
-    Dra__NodeUnprepareResourcesResponse__ClaimsEntry *entries = NULL, **entry_ptrs = NULL;
+    Dra__NodeUnprepareResourcesResponse resp =
+        DRA__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
+    Dra__NodeUnprepareResourcesResponse__ClaimsEntry *entries = NULL,
+                                                     **entry_ptrs = NULL;
     Dra__NodeUnprepareResourceResponse *answers = NULL;
-    char (*errors)[DRA_ERR_LEN] = NULL;
+    char(*errors)[DRA_ERR_LEN] = NULL;
     size_t n = 0;
 
     if (refused("NodeUnprepareResources", req, req ? req->n_claims : 0,
-                &dra__node_unprepare_resources_request__descriptor, data, len, out)) {
+                &dra__node_unprepare_resources_request__descriptor, data, len,
+                out)) {
         if (req)
             dra__node_unprepare_resources_request__free_unpacked(req, NULL);
         return;
@@ -228,7 +247,8 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
         entries[n].value = &answers[n];
         if (unprepare_claim(d, req->claims[i]->uid, errors[n])) {
             answers[n].error = errors[n];
-            log_warn("cannot unprepare claim %.63s: %s", req->claims[i]->uid, errors[n]);
+            log_warn("cannot unprepare claim %.63s: %s", req->claims[i]->uid,
+                     errors[n]);
         }
         entry_ptrs[n] = &entries[n];
         n++;
@@ -244,14 +264,16 @@ done:
     dra__node_unprepare_resources_request__free_unpacked(req, NULL);
 }
 
-void dra_service_call(struct driver *d, enum dra_method m, const unsigned char *request,
-                      size_t len, struct reply *out)
+void dra_service_call(struct driver *d, enum dra_method m,
+                      const unsigned char *request, size_t len, struct reply *out)
 {
     memset(out, 0, sizeof(*out));
     switch (m) {
     case DRA_GET_INFO:
-        if (!pb_decodes(&pluginregistration__info_request__descriptor, request, len)) {
-            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "InfoRequest does not decode");
+        if (!pb_decodes(&pluginregistration__info_request__descriptor, request,
+                        len)) {
+            reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT,
+                       "InfoRequest does not decode");
             return;
         }
         get_info(d, out);

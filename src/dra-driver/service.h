@@ -19,7 +19,8 @@ enum dra_method {
 enum dra_method dra_method_from_path(const char *path, size_t len);
 
 /* Answers one unary call. */
-void dra_service_call(struct driver *d, enum dra_method m, const unsigned char *request,
-                      size_t len, struct reply *out);
+void dra_service_call(struct driver *d, enum dra_method m,
+                      const unsigned char *request, size_t len,
+                      struct reply *out);
 
 #endif

@@ -29,7 +29,8 @@ static void format_mib(uint64_t bytes, char *buf, size_t len)
 }
 
 static void add_capacity(cJSON *caps, const char *name, const char *value,
-                         const char *def, const char *min, const char *max, const char *step)
+                         const char *def, const char *min, const char *max,
+                         const char *step)
 {
     cJSON *c = cJSON_AddObjectToObject(caps, name);
     cJSON *policy, *range;
@@ -43,7 +44,8 @@ static void add_capacity(cJSON *caps, const char *name, const char *value,
     cJSON_AddStringToObject(range, "step", step);
 }
 
-static void add_attribute(cJSON *attrs, const char *name, const char *type, cJSON *value)
+static void add_attribute(cJSON *attrs, const char *name, const char *type,
+                          cJSON *value)
 {
     cJSON_AddItemToObject(cJSON_AddObjectToObject(attrs, name), type, value);
 }
@@ -135,28 +137,36 @@ static int list_slices(struct driver *d, char names[][DRA_NAME_MAX], int max,
     long status;
     int n = 0;
 
-    snprintf(path, sizeof(path), "%s?fieldSelector=spec.nodeName%%3D%s%%2Cspec.driver%%3D%s",
+    snprintf(path, sizeof(path),
+             "%s?fieldSelector=spec.nodeName%%3D%s%%2Cspec.driver%%3D%s",
              SLICES_PATH, d->node, DRA_DRIVER_NAME);
     status = kube_request(&d->kube, "GET", path, NULL, &body, err);
     if (status != 200 || !(root = cJSON_Parse(body.data))) {
-        log_warn("cannot list ResourceSlices: %s",
-                 status < 0 ? err : status == 200 ? "not JSON" : "HTTP error");
+        log_warn("cannot list ResourceSlices: %s", status < 0 ? err
+                                                   : status == 200
+                                                       ? "not JSON"
+                                                       : "HTTP error");
         kube_body_free(&body);
         return -1;
     }
     kube_body_free(&body);
     *generation = 0;
-    cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(root, "items")) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(item, "metadata"), "name");
+    cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(root, "items"))
+    {
+        const cJSON *name =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(item,
+                                                                              "metadata"),
+                                             "name");
         const cJSON *gen = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(item, "spec"), "pool"),
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(item,
+                                                                              "spec"),
+                                             "pool"),
             "generation");
 
         if (cJSON_IsNumber(gen) && gen->valuedouble > (double)*generation)
             *generation = (long long)gen->valuedouble;
-        if (n < max && cJSON_IsString(name) && strlen(name->valuestring) < DRA_NAME_MAX)
+        if (n < max && cJSON_IsString(name) &&
+            strlen(name->valuestring) < DRA_NAME_MAX)
             snprintf(names[n++], DRA_NAME_MAX, "%s", name->valuestring);
     }
     cJSON_Delete(root);
@@ -167,7 +177,8 @@ enum { MAX_OLD_SLICES = 16 };
 
 int slice_publish(struct driver *d)
 {
-    char old[MAX_OLD_SLICES][DRA_NAME_MAX], err[KUBE_ERR_LEN], path[DRA_NAME_MAX + 64];
+    char old[MAX_OLD_SLICES][DRA_NAME_MAX], err[KUBE_ERR_LEN],
+        path[DRA_NAME_MAX + 64];
     struct kube_body body = {0};
     long long generation;
     int n = list_slices(d, old, MAX_OLD_SLICES, &generation);
@@ -177,36 +188,40 @@ int slice_publish(struct driver *d)
 
     if (n < 0)
         return -1;
-    d->slice_generation = (generation > d->slice_generation ? generation
-                                                            : d->slice_generation) + 1;
+    d->slice_generation =
+        (generation > d->slice_generation ? generation : d->slice_generation) + 1;
     json = slice_json(d);
-    status = json ? kube_request(&d->kube, "POST", SLICES_PATH, json, &body, err) : -1;
+    status = json ? kube_request(&d->kube, "POST", SLICES_PATH, json, &body, err)
+                  : -1;
     cJSON_free(json);
     created = status == 201 || status == 200 ? cJSON_Parse(body.data) : NULL;
     if (!created) {
         log_warn("cannot create the ResourceSlice: %s",
                  status < 0 ? (json ? err : "out of memory")
                  : status == 201 || status == 200 ? "answer not JSON"
-                 : body.data ? body.data : "HTTP error");
+                 : body.data                      ? body.data
+                                                  : "HTTP error");
         kube_body_free(&body);
         return -1;
     }
     kube_body_free(&body);
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(created, "metadata"), "name");
+    const cJSON *name =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(created, "metadata"),
+                                         "name");
     snprintf(d->slice_name, sizeof(d->slice_name), "%s",
              cJSON_IsString(name) ? name->valuestring : "");
     cJSON_Delete(created);
     for (int i = 0; i < n; i++) {
-        snprintf(path, sizeof(path), "%s/%.*s", SLICES_PATH, DRA_NAME_MAX - 1, old[i]);
+        snprintf(path, sizeof(path), "%s/%.*s", SLICES_PATH, DRA_NAME_MAX - 1,
+                 old[i]);
         status = kube_request(&d->kube, "DELETE", path, NULL, &body, err);
         kube_body_free(&body);
         if (status != 200 && status != 404)
             log_warn("cannot delete the old ResourceSlice %s: %s", old[i],
                      status < 0 ? err : "HTTP error");
     }
-    log_info("published ResourceSlice %s (pool %s, generation %lld)", d->slice_name, d->node,
-             d->slice_generation);
+    log_info("published ResourceSlice %s (pool %s, generation %lld)",
+             d->slice_name, d->node, d->slice_generation);
     return 0;
 }
 
@@ -220,6 +235,8 @@ int slice_check(struct driver *d)
         return -1;
     if (n == 1 && d->slice_name[0] && !strcmp(names[0], d->slice_name))
         return 0;
-    log_info("this node's ResourceSlice is gone or has company (%d found): publishing again", n);
+    log_info("this node's ResourceSlice is gone or has company (%d found): "
+             "publishing again",
+             n);
     return slice_publish(d);
 }

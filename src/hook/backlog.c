@@ -71,12 +71,12 @@
 #define MARKS 4 /* ring size: > the 3 a thread may have pending */
 
 struct backlog {
-    CUcontext ctx;                /* the marks' context */
+    CUcontext ctx; /* the marks' context */
     CUevent marks[MARKS];
-    CUstream streams[MARKS];      /* where each mark was recorded */
-    int submissions[MARKS];       /* submissions ended by each mark */
-    unsigned oldest, pending;     /* ring of pending marks */
-    int last_retired;             /* slot of the last retired mark, or -1 */
+    CUstream streams[MARKS];  /* where each mark was recorded */
+    int submissions[MARKS];   /* submissions ended by each mark */
+    unsigned oldest, pending; /* ring of pending marks */
+    int last_retired;         /* slot of the last retired mark, or -1 */
     int interval;
     bool one_behind; /* at most one mark pending beside the running one */
 };
@@ -86,13 +86,13 @@ HOOK_TLS CUgraphExec hook_backlog_graph;
 static HOOK_TLS struct backlog *thread_backlog;
 
 /* Busy measure, per thread: the span since the previous check. */
-HOOK_TLS bool hook_busy_mark_live;       /* busy_mark not seen complete yet */
-static HOOK_TLS CUevent busy_mark;       /* recorded at the previous check */
+HOOK_TLS bool hook_busy_mark_live;        /* busy_mark not seen complete yet */
+static HOOK_TLS CUevent busy_mark;        /* recorded at the previous check */
 static HOOK_TLS uint64_t busy_span_start; /* the previous check, 0: none */
-static HOOK_TLS uint64_t busy_until;     /* busy_mark seen pending until */
-static HOOK_TLS uint64_t busy_sync_ns;   /* waited in syncs after that */
-static HOOK_TLS uint64_t busy_releases;  /* releases[gpu] at span start */
-static HOOK_TLS bool busy_gated;         /* the gate was closed then */
+static HOOK_TLS uint64_t busy_until;      /* busy_mark seen pending until */
+static HOOK_TLS uint64_t busy_sync_ns;    /* waited in syncs after that */
+static HOOK_TLS uint64_t busy_releases;   /* releases[gpu] at span start */
+static HOOK_TLS bool busy_gated;          /* the gate was closed then */
 static _Atomic uint64_t releases[NVSHARE_MAX_GPUS]; /* drains so far */
 
 static double budget_ms = 5.0;
@@ -283,8 +283,8 @@ static void report_busy(const struct hook_driver *drv, uint64_t now)
     int gpu = hook_current_gpu;
     uint64_t span, busy,
         released = atomic_load_explicit(&releases[gpu], memory_order_relaxed);
-    bool gated = !atomic_load_explicit(&nvshare_gate_open[gpu],
-                                       memory_order_relaxed);
+    bool gated =
+        !atomic_load_explicit(&nvshare_gate_open[gpu], memory_order_relaxed);
 
     if (busy_span_start != 0 && (busy_gated || released != busy_releases)) {
         hook_count(&hook_stat_events[HOOK_EV_BUSY_SKIPPED], 1);

@@ -55,8 +55,7 @@ static bool is_collective(CUfunction f)
 
     if (drv == NULL)
         return false;
-    if (drv->func_get_name && drv->func_get_name(&name, f) == CUDA_SUCCESS &&
-        name)
+    if (drv->func_get_name && drv->func_get_name(&name, f) == CUDA_SUCCESS && name)
         return named_collective(name);
     if (drv->kernel_get_name &&
         drv->kernel_get_name(&name, (void *)f) == CUDA_SUCCESS && name)
@@ -73,8 +72,8 @@ void hook_kernel_launched_slow(int gpu, CUfunction f)
         return;
     for (int probe = 0; probe < MAX_PROBES;
          probe++, i = (i + 1) & (HOOK_KERNEL_SLOTS - 1)) {
-        uintptr_t slot = atomic_load_explicit(&hook_kernel_table[i],
-                                              memory_order_acquire);
+        uintptr_t slot =
+            atomic_load_explicit(&hook_kernel_table[i], memory_order_acquire);
         if (slot == 0) {
             uintptr_t entry = address << 1 | (is_collective(f) ? 1 : 0);
             /* Another thread may have taken the slot meanwhile, for f or

@@ -52,8 +52,7 @@ static void add_locked(CUcontext ctx, int gpu, int primary_refs)
                  MAX_CONTEXTS, (void *)ctx);
         return;
     }
-    contexts[n_contexts++] =
-        (struct tracked_context){ctx, gpu, primary_refs};
+    contexts[n_contexts++] = (struct tracked_context){ctx, gpu, primary_refs};
 }
 
 static void remove_locked(struct tracked_context *entry)
@@ -127,8 +126,7 @@ HOOK_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags,
                                     CUdevice dev)
 {
     hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxCreate_v2], 1);
-    return created(HOOK_CALL_REAL(cuCtxCreate_v2, (pctx, flags, dev)), pctx,
-                   dev);
+    return created(HOOK_CALL_REAL(cuCtxCreate_v2, (pctx, flags, dev)), pctx, dev);
 }
 
 HOOK_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx,
@@ -173,8 +171,7 @@ HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     pthread_mutex_lock(&registry_lock);
     rc = HOOK_CALL_REAL(cuDevicePrimaryCtxRelease_v2, (dev));
     for (int i = 0; i < n_contexts && entry == NULL; i++)
-        if (contexts[i].primary_refs > 0 &&
-            contexts[i].gpu == gpu_of_device(dev))
+        if (contexts[i].primary_refs > 0 && contexts[i].gpu == gpu_of_device(dev))
             entry = &contexts[i];
     if (rc == CUDA_SUCCESS && entry != NULL && --entry->primary_refs == 0)
         remove_locked(entry);
@@ -255,8 +252,7 @@ bool hook_for_each_context(int gpu,
     pthread_mutex_lock(&registry_lock);
     for (int i = 0; i < n_contexts && all; i++) {
         if (contexts[i].gpu != gpu ||
-            HOOK_CALL_REAL(cuCtxPushCurrent_v2, (contexts[i].ctx)) !=
-                CUDA_SUCCESS)
+            HOOK_CALL_REAL(cuCtxPushCurrent_v2, (contexts[i].ctx)) != CUDA_SUCCESS)
             continue;
         all = fn(drv, contexts[i].ctx, arg);
         HOOK_CALL_REAL(cuCtxPopCurrent_v2, (&popped));

@@ -57,8 +57,7 @@ static const struct {
     {offsetof(struct hook_driver, event_create), "cuEventCreate", NULL},
     {offsetof(struct hook_driver, event_record), "cuEventRecord", NULL},
     {offsetof(struct hook_driver, event_query), "cuEventQuery", NULL},
-    {offsetof(struct hook_driver, event_synchronize), "cuEventSynchronize",
-     NULL},
+    {offsetof(struct hook_driver, event_synchronize), "cuEventSynchronize", NULL},
     {offsetof(struct hook_driver, event_elapsed), "cuEventElapsedTime_v2",
      "cuEventElapsedTime"},
     {offsetof(struct hook_driver, event_destroy), "cuEventDestroy_v2", NULL},
@@ -80,8 +79,8 @@ static const struct {
      "cuMemPoolGetAttribute", NULL},
     {offsetof(struct hook_driver, graph_mem_attribute),
      "cuDeviceGetGraphMemAttribute", NULL},
-    {offsetof(struct hook_driver, device_get_attribute),
-     "cuDeviceGetAttribute", NULL},
+    {offsetof(struct hook_driver, device_get_attribute), "cuDeviceGetAttribute",
+     NULL},
     {offsetof(struct hook_driver, stream_create), "cuStreamCreate", NULL},
     {offsetof(struct hook_driver, stream_destroy), "cuStreamDestroy_v2",
      "cuStreamDestroy"},
@@ -113,8 +112,7 @@ static void load_driver(void)
             log_debug("driver does not export %s", hook_symbols[i].name);
         atomic_store_explicit(&hook_real[i], fn, memory_order_relaxed);
     }
-    for (size_t i = 0; i < sizeof(helper_names) / sizeof(helper_names[0]);
-         i++) {
+    for (size_t i = 0; i < sizeof(helper_names) / sizeof(helper_names[0]); i++) {
         void *fn = hook_real_dlsym(handle, helper_names[i].name);
 
         if (fn == NULL && helper_names[i].fallback)

@@ -162,8 +162,8 @@ void hook_kernel_launched_slow(int gpu, CUfunction f);
  * counts it if it is a collective (nvshare_collective_submitted). */
 static inline void hook_kernel_launched(int gpu, CUfunction f)
 {
-    uintptr_t slot = atomic_load_explicit(
-        &hook_kernel_table[hook_kernel_slot(f)], memory_order_relaxed);
+    uintptr_t slot = atomic_load_explicit(&hook_kernel_table[hook_kernel_slot(f)],
+                                          memory_order_relaxed);
 
     if (hook_unlikely(slot != (uintptr_t)f << 1))
         hook_kernel_launched_slow(gpu, f);
@@ -290,16 +290,23 @@ struct mem_path {
 /* One allocation in flight: made before the driver call from its
  * arguments, settled after it. */
 struct mem_claim {
-    int gpu;                      /* -1: not device memory, not charged */
-    uint64_t bytes;               /* charged before the call */
-    enum mem_kind kind;           /* of the output, for the map */
-    const void *out;              /* where the driver writes the output */
-    const struct mem_path *path;  /* NULL: the plain pattern */
-    bool managed;                 /* managed memory: evictable (swap.c) */
-    bool converted;               /* ... made so for oversubscription */
+    int gpu;                     /* -1: not device memory, not charged */
+    uint64_t bytes;              /* charged before the call */
+    enum mem_kind kind;          /* of the output, for the map */
+    const void *out;             /* where the driver writes the output */
+    const struct mem_path *path; /* NULL: the plain pattern */
+    bool managed;                /* managed memory: evictable (swap.c) */
+    bool converted;              /* ... made so for oversubscription */
     union {
-        struct { const size_t *pitch; size_t width, height; } pitch;
-        struct { CUmemoryPool pool; CUstream stream; bool pt; } pool;
+        struct {
+            const size_t *pitch;
+            size_t width, height;
+        } pitch;
+        struct {
+            CUmemoryPool pool;
+            CUstream stream;
+            bool pt;
+        } pool;
         CUdevice dev;
     } u;
 };
@@ -339,8 +346,7 @@ void mem_for_each_managed(int gpu, CUcontext ctx,
 void mem_for_each_managed_on_gpu(int gpu,
                                  void (*fn)(CUdeviceptr ptr, uint64_t bytes,
                                             CUcontext ctx,
-                                            struct mem_swap_slot *slot,
-                                            void *arg),
+                                            struct mem_swap_slot *slot, void *arg),
                                  void *arg);
 /* If the live managed allocation at ptr is on gpu and has exactly bytes:
  * returns fn(ctx, slot, arg), called with the map locked. Else false. */
@@ -419,24 +425,24 @@ extern _Atomic uint64_t hook_stat_calls[NVSHARE_SYMBOL_COUNT];
 extern _Atomic uint64_t hook_stat_gated[NVSHARE_SYMBOL_COUNT];
 
 enum hook_event {
-    HOOK_EV_DLSYM_SUBSTITUTED,  /* dlsym answered with a wrapper */
-    HOOK_EV_PROC_SUBSTITUTED,   /* cuGetProcAddress answered with a wrapper */
-    HOOK_EV_PROC_UNMAPPED,      /* ... with a wrapped API we could not map */
+    HOOK_EV_DLSYM_SUBSTITUTED, /* dlsym answered with a wrapper */
+    HOOK_EV_PROC_SUBSTITUTED,  /* cuGetProcAddress answered with a wrapper */
+    HOOK_EV_PROC_UNMAPPED,     /* ... with a wrapped API we could not map */
     HOOK_EV_BACKLOG_CHECKS,
     HOOK_EV_BACKLOG_WAITS,
     HOOK_EV_BACKLOG_WAIT_US,
-    HOOK_EV_BUSY_NS,            /* busy time reported (nvshare_note_busy) */
-    HOOK_EV_BUSY_SPAN_NS,       /* ... of this much wall time */
-    HOOK_EV_BUSY_SKIPPED,       /* spans not reported: a gate wait possible */
-    HOOK_EV_OVERSUB_CONVERTED,  /* device allocations made managed */
+    HOOK_EV_BUSY_NS,           /* busy time reported (nvshare_note_busy) */
+    HOOK_EV_BUSY_SPAN_NS,      /* ... of this much wall time */
+    HOOK_EV_BUSY_SKIPPED,      /* spans not reported: a gate wait possible */
+    HOOK_EV_OVERSUB_CONVERTED, /* device allocations made managed */
     HOOK_EV_SWAP_OUTS,
     HOOK_EV_SWAP_OUT_BYTES,
     HOOK_EV_SWAP_OUT_US,
     HOOK_EV_SWAP_INS,
     HOOK_EV_SWAP_IN_BYTES,
     HOOK_EV_SWAP_IN_US,
-    HOOK_EV_SWAP_PINNED_AHEAD,    /* pinned copies made before an EVICT */
-    HOOK_EV_SWAP_UNPINNED,        /* prefetched: its copy not made yet */
+    HOOK_EV_SWAP_PINNED_AHEAD, /* pinned copies made before an EVICT */
+    HOOK_EV_SWAP_UNPINNED,     /* prefetched: its copy not made yet */
     HOOK_EV_COUNT
 };
 extern _Atomic uint64_t hook_stat_events[HOOK_EV_COUNT];

@@ -63,8 +63,7 @@ static void managed_changed(int gpu)
 }
 
 /* Returns false if there was no memory to remember it. */
-static bool map_put(enum mem_kind kind, uint64_t key,
-                    const struct mem_record *rec)
+static bool map_put(enum mem_kind kind, uint64_t key, const struct mem_record *rec)
 {
     struct mem_entry *e = malloc(sizeof(*e)), **head;
 
@@ -127,8 +126,8 @@ void mem_for_each_managed(int gpu, CUcontext ctx,
     pthread_mutex_lock(&map_lock);
     for (int b = 0; b < MAP_BUCKETS && managed_bytes[gpu] > 0; b++)
         for (struct mem_entry *e = buckets[b]; e; e = e->next)
-            if (e->kind == MEM_DEVPTR && e->rec.managed &&
-                e->rec.gpu == gpu && e->rec.ctx == ctx)
+            if (e->kind == MEM_DEVPTR && e->rec.managed && e->rec.gpu == gpu &&
+                e->rec.ctx == ctx)
                 fn((CUdeviceptr)e->key, e->rec.bytes, &e->rec.swap, arg);
     done(arg);
     pthread_mutex_unlock(&map_lock);
@@ -137,8 +136,7 @@ void mem_for_each_managed(int gpu, CUcontext ctx,
 void mem_for_each_managed_on_gpu(int gpu,
                                  void (*fn)(CUdeviceptr ptr, uint64_t bytes,
                                             CUcontext ctx,
-                                            struct mem_swap_slot *slot,
-                                            void *arg),
+                                            struct mem_swap_slot *slot, void *arg),
                                  void *arg)
 {
     if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
@@ -147,8 +145,8 @@ void mem_for_each_managed_on_gpu(int gpu,
     for (int b = 0; b < MAP_BUCKETS && managed_bytes[gpu] > 0; b++)
         for (struct mem_entry *e = buckets[b]; e; e = e->next)
             if (e->kind == MEM_DEVPTR && e->rec.managed && e->rec.gpu == gpu)
-                fn((CUdeviceptr)e->key, e->rec.bytes, e->rec.ctx,
-                   &e->rec.swap, arg);
+                fn((CUdeviceptr)e->key, e->rec.bytes, e->rec.ctx, &e->rec.swap,
+                   arg);
     pthread_mutex_unlock(&map_lock);
 }
 
@@ -209,15 +207,17 @@ static bool concurrent_managed_access(int gpu)
 {
     const struct hook_driver *drv;
     signed char known = atomic_load_explicit(&managed_capable[gpu],
-                                             memory_order_relaxed), expected = 0;
+                                             memory_order_relaxed),
+                expected = 0;
     int value = 0;
 
     if (known != 0)
         return known > 0;
     drv = hook_driver();
     if (drv && drv->device_get_attribute)
-        drv->device_get_attribute(
-            &value, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, (CUdevice)gpu);
+        drv->device_get_attribute(&value,
+                                  CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+                                  (CUdevice)gpu);
     known = value ? 1 : -1;
     if (atomic_compare_exchange_strong(&managed_capable[gpu], &expected, known) &&
         known < 0)
@@ -230,8 +230,7 @@ static bool concurrent_managed_access(int gpu)
 bool hook_oversub(int gpu)
 {
     return gpu >= 0 && gpu < NVSHARE_MAX_GPUS &&
-           nvshare_oversub_for_allocation() &&
-           concurrent_managed_access(gpu);
+           nvshare_oversub_for_allocation() && concurrent_managed_access(gpu);
 }
 
 static void finish(struct mem_claim *claim)
@@ -287,7 +286,10 @@ CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc)
     } else {
         /* Every output (CUdeviceptr, CUarray, CUmipmappedArray,
          * CUmemGenericAllocationHandle) is 8 bytes. */
-        struct mem_record rec = {claim->gpu, actual, claim->managed, NULL,
+        struct mem_record rec = {claim->gpu,
+                                 actual,
+                                 claim->managed,
+                                 NULL,
                                  {.converted = claim->converted}};
         const struct hook_driver *drv;
 

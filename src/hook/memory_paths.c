@@ -26,8 +26,8 @@ static int gpu_of_location(const CUmemLocation *location)
 static struct mem_claim plain(int gpu, uint64_t bytes, enum mem_kind kind,
                               const void *out)
 {
-    return (struct mem_claim){
-        .gpu = gpu, .bytes = bytes, .kind = kind, .out = out};
+    return (
+        struct mem_claim){.gpu = gpu, .bytes = bytes, .kind = kind, .out = out};
 }
 
 /* ---- linear memory ------------------------------------------------------ */
@@ -75,8 +75,7 @@ struct mem_claim mem_claim_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 }
 
 /* Managed memory is charged in full: it may all become resident. */
-struct mem_claim mem_claim_cuMemAllocManaged(CUdeviceptr *dptr,
-                                             size_t bytesize,
+struct mem_claim mem_claim_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
                                              unsigned int flags)
 {
     struct mem_claim claim = plain(hook_alloc_gpu(), bytesize, MEM_DEVPTR, dptr);
@@ -118,16 +117,14 @@ static CUresult allocate_managed_pitch(const struct mem_claim *claim)
     return rc;
 }
 
-static const struct mem_path managed_pitch_path = {
-    .allocate = allocate_managed_pitch,
-    .measure = pitched_size,
-    .undo = free_pointer,
-    .finish = prepare_if_asked};
+static const struct mem_path managed_pitch_path = {.allocate =
+                                                       allocate_managed_pitch,
+                                                   .measure = pitched_size,
+                                                   .undo = free_pointer,
+                                                   .finish = prepare_if_asked};
 
-struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr,
-                                              size_t *pPitch,
-                                              size_t WidthInBytes,
-                                              size_t Height,
+struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
+                                              size_t WidthInBytes, size_t Height,
                                               unsigned int ElementSizeBytes)
 {
     struct mem_claim claim = plain(hook_alloc_gpu(),
@@ -224,18 +221,15 @@ struct mem_claim mem_claim_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize,
 {
     int gpu = hook_alloc_gpu();
 
-    return mem_pool_claim(current_pool(gpu), gpu, bytesize, hStream, false,
-                          dptr);
+    return mem_pool_claim(current_pool(gpu), gpu, bytesize, hStream, false, dptr);
 }
 
 struct mem_claim mem_claim_cuMemAllocAsync_ptsz(CUdeviceptr *dptr,
-                                                size_t bytesize,
-                                                CUstream hStream)
+                                                size_t bytesize, CUstream hStream)
 {
     int gpu = hook_alloc_gpu();
 
-    return mem_pool_claim(current_pool(gpu), gpu, bytesize, hStream, true,
-                          dptr);
+    return mem_pool_claim(current_pool(gpu), gpu, bytesize, hStream, true, dptr);
 }
 
 struct mem_claim mem_claim_cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
@@ -243,8 +237,7 @@ struct mem_claim mem_claim_cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
                                                    CUmemoryPool pool,
                                                    CUstream hStream)
 {
-    return mem_pool_claim(pool, hook_alloc_gpu(), bytesize, hStream, false,
-                          dptr);
+    return mem_pool_claim(pool, hook_alloc_gpu(), bytesize, hStream, false, dptr);
 }
 
 struct mem_claim mem_claim_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
@@ -252,8 +245,7 @@ struct mem_claim mem_claim_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
                                                         CUmemoryPool pool,
                                                         CUstream hStream)
 {
-    return mem_pool_claim(pool, hook_alloc_gpu(), bytesize, hStream, true,
-                          dptr);
+    return mem_pool_claim(pool, hook_alloc_gpu(), bytesize, hStream, true, dptr);
 }
 
 /* A new pool holds nothing yet; it is tracked with its device from then on
@@ -357,8 +349,8 @@ static uint64_t array_requirement(const struct mem_claim *claim)
         rc = drv->array_requirements(&req, *(const CUarray *)claim->out,
                                      claim->u.dev);
     else if (claim->kind == MEM_MIPMAP && drv && drv->mipmap_requirements)
-        rc = drv->mipmap_requirements(
-            &req, *(const CUmipmappedArray *)claim->out, claim->u.dev);
+        rc = drv->mipmap_requirements(&req, *(const CUmipmappedArray *)claim->out,
+                                      claim->u.dev);
     return rc == CUDA_SUCCESS && req.size > claim->bytes ? req.size
                                                          : claim->bytes;
 }
@@ -464,8 +456,7 @@ struct mem_free mem_free_cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArra
     return by_key(MEM_MIPMAP, (uint64_t)(uintptr_t)hMipmappedArray);
 }
 
-struct mem_free mem_free_cuMemPoolTrimTo(CUmemoryPool pool,
-                                         size_t minBytesToKeep)
+struct mem_free mem_free_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     (void)minBytesToKeep;
     return (struct mem_free){.pool = pool, .after = mem_pool_after_trim};

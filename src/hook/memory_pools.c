@@ -85,8 +85,8 @@ static struct tracked_pool *track_locked(CUmemoryPool pool, int gpu)
     if (p != NULL)
         return p;
     if (pools.n_pools == MAX_POOLS) {
-        log_warn("more than %d memory pools: pool %p is not charged",
-                 MAX_POOLS, (void *)pool);
+        log_warn("more than %d memory pools: pool %p is not charged", MAX_POOLS,
+                 (void *)pool);
         return NULL;
     }
     p = &pools.pools[pools.n_pools++];
@@ -205,8 +205,8 @@ struct mem_claim mem_pool_claim(CUmemoryPool pool, int gpu, size_t bytes,
     need = bytes > unused ? bytes - unused : 0;
     claim = (struct mem_claim){
         .gpu = p->gpu,
-        .bytes = (need + POOL_GRANULARITY - 1) / POOL_GRANULARITY *
-                 POOL_GRANULARITY,
+        .bytes =
+            (need + POOL_GRANULARITY - 1) / POOL_GRANULARITY * POOL_GRANULARITY,
         .out = out,
         .path = &pool_path,
         .u.pool = {pool, stream, pt},

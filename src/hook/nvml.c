@@ -48,12 +48,13 @@ static void load_real(void)
         log_error("cannot load libnvidia-ml.so.1: %s", dlerror());
         return;
     }
-    real.get_memory = (__typeof__(real.get_memory))hook_real_dlsym(
-        handle, "nvmlDeviceGetMemoryInfo");
-    real.get_memory_v2 = (__typeof__(real.get_memory_v2))hook_real_dlsym(
-        handle, "nvmlDeviceGetMemoryInfo_v2");
-    real.get_uuid = (__typeof__(real.get_uuid))hook_real_dlsym(
-        handle, "nvmlDeviceGetUUID");
+    real.get_memory =
+        (__typeof__(real.get_memory))hook_real_dlsym(handle,
+                                                     "nvmlDeviceGetMemoryInfo");
+    real.get_memory_v2 = (__typeof__(real.get_memory_v2))
+        hook_real_dlsym(handle, "nvmlDeviceGetMemoryInfo_v2");
+    real.get_uuid =
+        (__typeof__(real.get_uuid))hook_real_dlsym(handle, "nvmlDeviceGetUUID");
 }
 
 static int gpu_of(nvmlDevice_t device)
@@ -122,8 +123,7 @@ HOOK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
     if (real.get_memory_v2 == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     rc = real.get_memory_v2(device, memory);
-    if (rc == NVML_SUCCESS &&
-        quota_of(device, &memory->total, &memory->used)) {
+    if (rc == NVML_SUCCESS && quota_of(device, &memory->total, &memory->used)) {
         memory->reserved = 0;
         memory->free = memory->total - memory->used;
     }

@@ -43,13 +43,15 @@ static CUresult substitute(const char *symbol, void **pfn, int version,
          * Work submitted through one would bypass the gate: say so loudly;
          * the others are counted and logged for debugging. */
         if (category == NVSHARE_CAT_SUBMIT || category == NVSHARE_CAT_KERNEL ||
-            category == NVSHARE_CAT_GRAPH ||
-            category == NVSHARE_CAT_SUBMIT_SYNC)
+            category == NVSHARE_CAT_GRAPH || category == NVSHARE_CAT_SUBMIT_SYNC)
             log_warn("cuGetProcAddress(%s, %d) returned an unexported variant: "
-                     "not intercepted", symbol, version);
+                     "not intercepted",
+                     symbol, version);
         else
-            log_debug("cuGetProcAddress(%s, %d) returned an unexported variant: "
-                      "not intercepted", symbol, version);
+            log_debug("cuGetProcAddress(%s, %d) returned an unexported "
+                      "variant: "
+                      "not intercepted",
+                      symbol, version);
         hook_count(&hook_stat_events[HOOK_EV_PROC_UNMAPPED], 1);
     }
     return rc;

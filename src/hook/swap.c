@@ -88,13 +88,13 @@ struct batch {
 struct swap {
     int gpu;
     bool to_device;
-    bool copies;          /* the driver has what copying needs */
+    bool copies; /* the driver has what copying needs */
     CUstream streams[SWAP_STREAMS];
     int n_streams;
     unsigned next_stream;
-    struct batch batch;   /* converted allocations copied in this context */
-    uint64_t prefetched;  /* bytes prefetched in this context */
-    uint64_t moved;       /* bytes moved and waited for, all contexts */
+    struct batch batch;  /* converted allocations copied in this context */
+    uint64_t prefetched; /* bytes prefetched in this context */
+    uint64_t moved;      /* bytes moved and waited for, all contexts */
     int failures;
     CUresult first_error;
 };
@@ -105,8 +105,7 @@ static void failed(struct swap *job, CUresult rc)
         job->first_error = rc;
 }
 
-static CUresult prefetch(const struct swap *job, CUdeviceptr ptr,
-                         uint64_t bytes)
+static CUresult prefetch(const struct swap *job, CUdeviceptr ptr, uint64_t bytes)
 {
     __typeof__(&cuMemPrefetchAsync_v2) v2 = HOOK_REAL(cuMemPrefetchAsync_v2);
     CUmemLocation location = {
@@ -124,8 +123,7 @@ static CUresult prefetch(const struct swap *job, CUdeviceptr ptr,
 }
 
 /* Queues the copies of one allocation, chunk by chunk over the streams. */
-static CUresult copy(struct swap *job, CUdeviceptr ptr, uint64_t bytes,
-                     void *host)
+static CUresult copy(struct swap *job, CUdeviceptr ptr, uint64_t bytes, void *host)
 {
     CUresult rc = CUDA_SUCCESS;
 
@@ -186,8 +184,8 @@ static bool copy_out(struct swap *job, CUdeviceptr ptr, uint64_t bytes,
     return true;
 }
 
-static void move_one(CUdeviceptr ptr, uint64_t bytes, struct mem_swap_slot *slot,
-                     void *arg)
+static void move_one(CUdeviceptr ptr, uint64_t bytes,
+                     struct mem_swap_slot *slot, void *arg)
 {
     struct swap *job = arg;
     CUresult rc;
@@ -314,8 +312,7 @@ static void finish_context(void *arg)
 }
 
 /* With ctx current: move its managed allocations and wait for them. */
-static bool swap_context(const struct hook_driver *drv, CUcontext ctx,
-                         void *arg)
+static bool swap_context(const struct hook_driver *drv, CUcontext ctx, void *arg)
 {
     struct swap *job = arg;
 
@@ -365,24 +362,21 @@ static uint64_t swap(int gpu, bool to_device)
      * already shut down, which ends its memory anyway; no one to warn. */
     if (job.failures > 0 && job.first_error == CUDA_ERROR_DEINITIALIZED)
         log_debug("swap %s gpu %d: the driver is shutting down (the process "
-                  "exits): %d moves not made", to_device ? "in" : "out", gpu,
-                  job.failures);
+                  "exits): %d moves not made",
+                  to_device ? "in" : "out", gpu, job.failures);
     else if (job.failures > 0)
         log_warn("swap %s gpu %d: %d moves of managed memory failed (first "
                  "error %d)",
                  to_device ? "in" : "out", gpu, job.failures,
                  (int)job.first_error);
-    log_debug("swap %s gpu %d: %llu bytes in %llu us",
-              to_device ? "in" : "out", gpu, (unsigned long long)job.moved,
-              (unsigned long long)us);
-    hook_count(&hook_stat_events[to_device ? HOOK_EV_SWAP_INS
-                                           : HOOK_EV_SWAP_OUTS],
+    log_debug("swap %s gpu %d: %llu bytes in %llu us", to_device ? "in" : "out",
+              gpu, (unsigned long long)job.moved, (unsigned long long)us);
+    hook_count(&hook_stat_events[to_device ? HOOK_EV_SWAP_INS : HOOK_EV_SWAP_OUTS],
                1);
     hook_count(&hook_stat_events[to_device ? HOOK_EV_SWAP_IN_BYTES
                                            : HOOK_EV_SWAP_OUT_BYTES],
                job.moved);
-    hook_count(&hook_stat_events[to_device ? HOOK_EV_SWAP_IN_US
-                                           : HOOK_EV_SWAP_OUT_US],
+    hook_count(&hook_stat_events[to_device ? HOOK_EV_SWAP_IN_US : HOOK_EV_SWAP_OUT_US],
                us);
     return job.moved;
 }
@@ -445,8 +439,7 @@ static void collect_unprepared(CUdeviceptr ptr, uint64_t bytes, CUcontext ctx,
 }
 
 /* The allocation still needs a copy: in which context to make it. */
-static bool still_unprepared(CUcontext ctx, struct mem_swap_slot *slot,
-                             void *arg)
+static bool still_unprepared(CUcontext ctx, struct mem_swap_slot *slot, void *arg)
 {
     *(CUcontext *)arg = ctx;
     return slot->converted && slot->backing == NULL && ctx != NULL;
@@ -560,8 +553,8 @@ static void kick_locked(int gpu)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     p->running = rc == 0;
     if (rc != 0)
-        log_debug("prepare swap gpu %d: no thread (%d): the swap-out pins",
-                  gpu, rc);
+        log_debug("prepare swap gpu %d: no thread (%d): the swap-out pins", gpu,
+                  rc);
 }
 
 void hook_prepare_swap(int gpu, void *user)

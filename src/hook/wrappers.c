@@ -70,9 +70,9 @@
         claim = mem_claim_##e args;                                            \
         if (!mem_claim_reserve(&claim))                                        \
             return mem_claim_refused(&claim);                                  \
-        return mem_claim_settle(&claim, claim.path && claim.path->allocate    \
-                                            ? claim.path->allocate(&claim)    \
-                                            : real args);                     \
+        return mem_claim_settle(&claim, claim.path && claim.path->allocate     \
+                                            ? claim.path->allocate(&claim)     \
+                                            : real args);                      \
     }
 
 #define WRAP_FREE(e, pt, stream, params, args)                                 \

@@ -13,8 +13,9 @@
 #include "log.h"
 
 #define CONNECT_TIMEOUT_S 5L
-#define REQUEST_TIMEOUT_S 30L  /* a list or an event post */
-#define STREAM_STALL_S 90L     /* a watch quiet this long (bookmarks come
+#define REQUEST_TIMEOUT_S 30L /* a list or an event post */
+#define STREAM_STALL_S                                                         \
+    90L /* a watch quiet this long (bookmarks come
                                   every minute or so) is dead */
 
 int kube_config(struct kube *k)
@@ -31,11 +32,12 @@ int kube_config(struct kube *k)
     } else if (host && *host) {
         /* An IPv6 service address needs brackets in a URL. */
         bool v6 = strchr(host, ':') != NULL;
-        snprintf(k->api, sizeof(k->api), "https://%s%s%s:%s", v6 ? "[" : "", host,
-                 v6 ? "]" : "", port && *port ? port : "443");
+        snprintf(k->api, sizeof(k->api), "https://%s%s%s:%s", v6 ? "[" : "",
+                 host, v6 ? "]" : "", port && *port ? port : "443");
     } else {
-        log_error("no API server: set KUBERNETES_SERVICE_HOST (set in every pod) "
-                  "or NVSHARE_API_SERVER");
+        log_error(
+            "no API server: set KUBERNETES_SERVICE_HOST (set in every pod) "
+            "or NVSHARE_API_SERVER");
         return -1;
     }
     size_t n = strlen(k->api);
@@ -99,7 +101,8 @@ static void read_token(const struct kube *k, char *token, size_t len)
     n = fread(token, 1, len - 1, f);
     fclose(f);
     token[n] = '\0';
-    while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
+    while (n > 0 &&
+           (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
         token[--n] = '\0';
 }
 
@@ -162,7 +165,8 @@ long kube_request(const struct kube *k, const char *method, const char *path,
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
     }
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, k->timeout_s ? k->timeout_s : REQUEST_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT,
+                     k->timeout_s ? k->timeout_s : REQUEST_TIMEOUT_S);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &c);
     if ((rc = curl_easy_perform(h)) == CURLE_OK)
@@ -196,7 +200,8 @@ static size_t stream_data(char *data, size_t size, size_t n, void *userdata)
         curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &s->status);
     /* An error body is kept whole for the caller's Status; a line is
      * bounded below, once the lines it ends are taken out. */
-    s->failure = append(&s->pending, data, len, s->status == 200 ? SIZE_MAX : KUBE_BODY_MAX);
+    s->failure = append(&s->pending, data, len,
+                        s->status == 200 ? SIZE_MAX : KUBE_BODY_MAX);
     if (s->failure)
         return 0;
     if (s->status != 200)
@@ -204,11 +209,13 @@ static size_t stream_data(char *data, size_t size, size_t n, void *userdata)
     /* One event per line; a line may span chunks. The bytes kept from
      * earlier chunks hold no newline, so only the new ones are searched:
      * a long line costs its length once, not once per chunk. */
-    while ((nl = memchr(s->pending.data + scanned, '\n', s->pending.len - scanned))) {
+    while ((nl = memchr(s->pending.data + scanned, '\n',
+                        s->pending.len - scanned))) {
         size_t end = (size_t)(nl - s->pending.data);
-        int stop = end > done ? s->calls->line(s->calls->ctx, s->pending.data + done,
-                                               end - done)
-                              : 0;
+        int stop = end > done
+                       ? s->calls->line(s->calls->ctx, s->pending.data + done,
+                                        end - done)
+                       : 0;
         done = scanned = end + 1;
         if (stop) {
             s->stopped = true;
@@ -285,7 +292,8 @@ long kube_stream(const struct kube *k, const char *path,
     }
     if (s.failure) {
         if (s.status == 200)
-            bound_error(k, s.failure, "a watch event (a line)", KUBE_LINE_MAX, err);
+            bound_error(k, s.failure, "a watch event (a line)", KUBE_LINE_MAX,
+                        err);
         else
             bound_error(k, s.failure, "an answer", KUBE_BODY_MAX, err);
         kube_body_free(&s.pending);

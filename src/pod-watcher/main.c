@@ -52,13 +52,14 @@
 #include "sock.h"
 
 #define BACKOFF_MIN_NS (250 * NS_PER_MS)
-#define BACKOFF_MAX_NS (60 * NS_PER_SEC)        /* the API server: as client-go */
-#define SCHED_BACKOFF_MAX_NS (1 * NS_PER_SEC)   /* the scheduler, local */
-#define WATCH_TIMEOUT_S 300 /* one watch per 5 min when quiet; the token is
+#define BACKOFF_MAX_NS (60 * NS_PER_SEC)      /* the API server: as client-go */
+#define SCHED_BACKOFF_MAX_NS (1 * NS_PER_SEC) /* the scheduler, local */
+#define WATCH_TIMEOUT_S                                                        \
+    300 /* one watch per 5 min when quiet; the token is
                                read again as often */
 #define WATCH_HEALTHY_NS (30 * NS_PER_SEC)
-#define LIST_PAGE 250     /* a node runs 110 pods by default */
-#define LIST_PAGES_MAX 4  /* 1,000 pods: more is an endless continue token */
+#define LIST_PAGE 250    /* a node runs 110 pods by default */
+#define LIST_PAGES_MAX 4 /* 1,000 pods: more is an endless continue token */
 #define REPLY_TIMEOUT_MS 5000
 
 struct watcher {
@@ -68,13 +69,13 @@ struct watcher {
     uint64_t memory_unit;
     struct watched_pod *pods; /* this node's, as last listed or watched */
     size_t n, cap;
-    bool listed;       /* pods holds a list: the scheduler may have it */
+    bool listed; /* pods holds a list: the scheduler may have it */
     char resource_version[64];
-    int sched_fd;      /* control socket, -1 when not connected */
-    uint64_t sched_retry_at;  /* now_ns() when to connect again */
+    int sched_fd;            /* control socket, -1 when not connected */
+    uint64_t sched_retry_at; /* now_ns() when to connect again */
     uint64_t sched_backoff;
-    bool sched_down;   /* unreachable, said once: quiet until a sync */
-    bool relist;       /* start, or 410 Gone: the resourceVersion is too old */
+    bool sched_down; /* unreachable, said once: quiet until a sync */
+    bool relist;     /* start, or 410 Gone: the resourceVersion is too old */
 };
 
 static volatile sig_atomic_t stopping;
@@ -99,7 +100,8 @@ static uint64_t backoff_next(uint64_t *backoff, uint64_t max)
  * with failures gets no more than two watches a WATCH_HEALTHY_NS. */
 static void backoff_calm(uint64_t *backoff, uint64_t lasted)
 {
-    for (; lasted >= WATCH_HEALTHY_NS && *backoff > BACKOFF_MIN_NS; lasted -= WATCH_HEALTHY_NS)
+    for (; lasted >= WATCH_HEALTHY_NS && *backoff > BACKOFF_MIN_NS;
+         lasted -= WATCH_HEALTHY_NS)
         *backoff = *backoff / 2 < BACKOFF_MIN_NS ? BACKOFF_MIN_NS : *backoff / 2;
 }
 
@@ -122,9 +124,11 @@ static int sched_call(struct watcher *w, const struct msg *m)
 
     if (w->sched_fd < 0)
         return -1;
-    if ((rc = msg_send(w->sched_fd, m)) || (rc = msg_recv(w->sched_fd, &reply, REPLY_TIMEOUT_MS))) {
+    if ((rc = msg_send(w->sched_fd, m)) ||
+        (rc = msg_recv(w->sched_fd, &reply, REPLY_TIMEOUT_MS))) {
         if (!w->sched_down)
-            log_warn("scheduler connection lost (%s): reconnecting", proto_strerror(rc));
+            log_warn("scheduler connection lost (%s): reconnecting",
+                     proto_strerror(rc));
         w->sched_down = true;
         sched_close(w);
         return -1;
@@ -132,13 +136,15 @@ static int sched_call(struct watcher *w, const struct msg *m)
     if (reply.type == MSG_CTL_REPLY && reply.u.reply.status == EACCES) {
         /* Not root nor the scheduler's user: said once, tried again. */
         if (!w->sched_down)
-            log_error("the scheduler refuses this watcher: %s", reply.u.reply.text);
+            log_error("the scheduler refuses this watcher: %s",
+                      reply.u.reply.text);
         w->sched_down = true;
         sched_close(w);
         return -1;
     }
     if (reply.type == MSG_CTL_REPLY && reply.u.reply.status)
-        log_warn("scheduler refused %s: %s", msg_type_name(m->type), reply.u.reply.text);
+        log_warn("scheduler refused %s: %s", msg_type_name(m->type),
+                 reply.u.reply.text);
     return 0;
 }
 
@@ -164,8 +170,8 @@ static void sched_sync(struct watcher *w)
     else if (w->sched_fd < 0)
         w->sched_fd = unix_connect(path);
     if (w->sched_fd < 0 && !w->sched_down) {
-        log_warn("cannot reach the scheduler at %s: %s (retrying every second)", path,
-                 strerror(errno));
+        log_warn("cannot reach the scheduler at %s: %s (retrying every second)",
+                 path, strerror(errno));
         w->sched_down = true;
     }
     if (sched_call(w, &m) == 0) {
@@ -179,7 +185,8 @@ static void sched_sync(struct watcher *w)
             return;
         }
     }
-    w->sched_retry_at = now_ns() + backoff_next(&w->sched_backoff, SCHED_BACKOFF_MAX_NS);
+    w->sched_retry_at =
+        now_ns() + backoff_next(&w->sched_backoff, SCHED_BACKOFF_MAX_NS);
 }
 
 /* Keeps the scheduler told: notices its end (it never writes unasked, so
@@ -243,7 +250,8 @@ static void post_event(struct watcher *w, const struct msg_pod_facts *pod,
     clock_gettime(CLOCK_REALTIME, &now);
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now.tv_sec));
     snprintf(name, sizeof(name), "%.200s.%llx", pod->pod_name,
-             (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec);
+             (unsigned long long)now.tv_sec * 1000000000ull +
+                 (unsigned long long)now.tv_nsec);
     cJSON_AddStringToObject(e, "apiVersion", "v1");
     cJSON_AddStringToObject(e, "kind", "Event");
     meta = cJSON_AddObjectToObject(e, "metadata");
@@ -268,11 +276,12 @@ static void post_event(struct watcher *w, const struct msg_pod_facts *pod,
     cJSON_Delete(e);
     if (!json)
         return;
-    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", pod->pod_namespace);
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events",
+             pod->pod_namespace);
     status = kube_request(&w->kube, "POST", path, json, &body, err);
     if (status < 0)
-        log_warn("cannot post event %s on pod %s/%s: %s", reason, pod->pod_namespace,
-                 pod->pod_name, err);
+        log_warn("cannot post event %s on pod %s/%s: %s", reason,
+                 pod->pod_namespace, pod->pod_name, err);
     else if (status >= 300)
         log_warn("cannot post event %s on pod %s/%s: HTTP %ld", reason,
                  pod->pod_namespace, pod->pod_name, status);
@@ -298,8 +307,10 @@ static void report_bad(struct watcher *w, const struct watched_pod *p,
 
     if (!a->bad || (was && was->bad && !strcmp(was->raw, a->raw)))
         return;
-    snprintf(message, sizeof(message), "annotation %s=\"%s\" ignored: %s; the "
-             "previous value stays in force", key, a->raw, a->why);
+    snprintf(message, sizeof(message),
+             "annotation %s=\"%s\" ignored: %s; the "
+             "previous value stays in force",
+             key, a->raw, a->why);
     log_warn("pod %s/%s: %s", p->facts.pod_namespace, p->facts.pod_name, message);
     post_event(w, &p->facts, "NvshareInvalidAnnotation", message);
 }
@@ -362,8 +373,8 @@ static void pod_update(struct watcher *w, const struct watched_pod *p)
     if (old)
         *old = *p;
     else if (add_pod(&w->pods, &w->n, &w->cap, p)) {
-        log_error("out of memory: pod %s/%s not tracked", p->facts.pod_namespace,
-                  p->facts.pod_name);
+        log_error("out of memory: pod %s/%s not tracked",
+                  p->facts.pod_namespace, p->facts.pod_name);
         return;
     }
     sched_send_pod(w, p);
@@ -378,7 +389,8 @@ static void pod_delete(struct watcher *w, const struct watched_pod *p)
         return;
     log_info("pod %s/%s deleted", p->facts.pod_namespace, p->facts.pod_name);
     *old = w->pods[--w->n];
-    snprintf(m.u.facts.pod_uid, sizeof(m.u.facts.pod_uid), "%s", p->facts.pod_uid);
+    snprintf(m.u.facts.pod_uid, sizeof(m.u.facts.pod_uid), "%s",
+             p->facts.pod_uid);
     sched_call(w, &m);
 }
 
@@ -390,7 +402,8 @@ static void status_text(const struct kube_body *b, char *out, size_t len)
     cJSON *s = b->data ? cJSON_Parse(b->data) : NULL;
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(s, "message");
 
-    snprintf(out, len, "%s", cJSON_IsString(msg) ? msg->valuestring : "no message");
+    snprintf(out, len, "%s",
+             cJSON_IsString(msg) ? msg->valuestring : "no message");
     cJSON_Delete(s);
 }
 
@@ -445,8 +458,10 @@ static int take_page(struct watcher *w, const cJSON *doc, struct listing *l)
         return -1;
     }
     snprintf(l->rv, sizeof(l->rv), "%s", v->valuestring);
-    snprintf(l->cont, sizeof(l->cont), "%s", cJSON_IsString(c) ? c->valuestring : "");
-    cJSON_ArrayForEach(item, items) {
+    snprintf(l->cont, sizeof(l->cont), "%s",
+             cJSON_IsString(c) ? c->valuestring : "");
+    cJSON_ArrayForEach(item, items)
+    {
         struct watched_pod p, *old;
         if (pod_from_json(item, w->memory_unit, &p) == 0 &&
             ((old = find_pod(w, p.facts.pod_uid)) || p.concerns_nvshare)) {
@@ -469,8 +484,10 @@ static int list_pods(struct watcher *w)
 
     do {
         if (++pages > LIST_PAGES_MAX) {
-            log_warn("cannot list pods: more than %d pages of %d (a continue token "
-                     "that never ends?)", LIST_PAGES_MAX, LIST_PAGE);
+            log_warn("cannot list pods: more than %d pages of %d (a continue "
+                     "token "
+                     "that never ends?)",
+                     LIST_PAGES_MAX, LIST_PAGE);
             free(l.list);
             return -1;
         }
@@ -488,7 +505,8 @@ static int list_pods(struct watcher *w)
     w->cap = l.cap;
     w->listed = true;
     snprintf(w->resource_version, sizeof(w->resource_version), "%s", l.rv);
-    log_info("listed %zu pod(s) on node %s at resourceVersion %s", l.n, w->node, l.rv);
+    log_info("listed %zu pod(s) on node %s at resourceVersion %s", l.n, w->node,
+             l.rv);
     return 0;
 }
 
@@ -511,18 +529,23 @@ static int on_event(void *ctx, const char *line, size_t len)
         const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
         const cJSON *msg = cJSON_GetObjectItemCaseSensitive(obj, "message");
         if (cJSON_IsNumber(code) && code->valueint == 410) {
-            log_info("watch: resourceVersion %s is too old (410 Gone): listing again",
+            log_info("watch: resourceVersion %s is too old (410 Gone): listing "
+                     "again",
                      w->resource_version);
             w->relist = true;
         } else {
-            log_warn("watch: error event: %s", cJSON_IsString(msg) ? msg->valuestring : "?");
+            log_warn("watch: error event: %s",
+                     cJSON_IsString(msg) ? msg->valuestring : "?");
         }
         stop = 1;
     } else {
-        if (cJSON_IsString(rv) && strlen(rv->valuestring) < sizeof(w->resource_version))
-            snprintf(w->resource_version, sizeof(w->resource_version), "%s", rv->valuestring);
+        if (cJSON_IsString(rv) &&
+            strlen(rv->valuestring) < sizeof(w->resource_version))
+            snprintf(w->resource_version, sizeof(w->resource_version), "%s",
+                     rv->valuestring);
         if (!strcmp(type->valuestring, "BOOKMARK")) {
-            log_debug("watch: bookmark at resourceVersion %s", w->resource_version);
+            log_debug("watch: bookmark at resourceVersion %s",
+                      w->resource_version);
         } else if (pod_from_json(obj, w->memory_unit, &p)) {
             log_warn("watch: a pod without a UID or name: ignored");
         } else if (!strcmp(type->valuestring, "DELETED")) {
@@ -557,12 +580,14 @@ static uint64_t watch_pods(struct watcher *w)
     uint64_t started = now_ns();
     long status;
 
-    snprintf(path, sizeof(path), "/api/v1/pods?watch=1&allowWatchBookmarks=true"
+    snprintf(path, sizeof(path),
+             "/api/v1/pods?watch=1&allowWatchBookmarks=true"
              "&fieldSelector=%s&resourceVersion=%s&timeoutSeconds=%d",
              w->selector, w->resource_version, WATCH_TIMEOUT_S);
     status = kube_stream(&w->kube, path, &calls, &body, err);
     if (status == 410) {
-        log_info("watch: resourceVersion %s is too old (410 Gone): listing again",
+        log_info("watch: resourceVersion %s is too old (410 Gone): listing "
+                 "again",
                  w->resource_version);
         w->relist = true;
     } else if (status == -1) {
@@ -599,25 +624,27 @@ static int configure(struct watcher *w)
 
 static void print_usage(FILE *out)
 {
-    fputs("usage: nvshare-pod-watcher [--help | --version]\n"
-          "\n"
-          "Watches this node's pods at the API server and tells the nvshare\n"
-          "scheduler their annotations and gpu-memory requests. Runs beside the\n"
-          "scheduler (same pod); configured by the environment:\n"
-          "\n"
-          "  NODE_NAME               this node's name (required; the downward\n"
-          "                          API's spec.nodeName)\n"
-          "  KUBERNETES_SERVICE_HOST the API server (set in every pod), with\n"
-          "  KUBERNETES_SERVICE_PORT its port (default 443)\n"
-          "  NVSHARE_API_SERVER      the API server's URL instead\n"
-          "  NVSHARE_SA_DIR          the service account's token and CA (default\n"
-          "                          " KUBE_SA_DIR ")\n"
-          "  NVSHARE_GPU_MEMORY_UNIT one nvshare.com/gpu-memory device (default\n"
-          "                          256Mi; as the device plugin's)\n"
-          "  NVSHARE_SOCK_DIR        the scheduler's socket directory (default\n"
-          "                          " DEFAULT_SOCK_DIR ")\n"
-          "  NVSHARE_LOG_FORMAT      text (default) or json\n",
-          out);
+    fputs(
+        "usage: nvshare-pod-watcher [--help | --version]\n"
+        "\n"
+        "Watches this node's pods at the API server and tells the nvshare\n"
+        "scheduler their annotations and gpu-memory requests. Runs beside the\n"
+        "scheduler (same pod); configured by the environment:\n"
+        "\n"
+        "  NODE_NAME               this node's name (required; the downward\n"
+        "                          API's spec.nodeName)\n"
+        "  KUBERNETES_SERVICE_HOST the API server (set in every pod), with\n"
+        "  KUBERNETES_SERVICE_PORT its port (default 443)\n"
+        "  NVSHARE_API_SERVER      the API server's URL instead\n"
+        "  NVSHARE_SA_DIR          the service account's token and CA "
+        "(default\n"
+        "                          " KUBE_SA_DIR ")\n"
+        "  NVSHARE_GPU_MEMORY_UNIT one nvshare.com/gpu-memory device (default\n"
+        "                          256Mi; as the device plugin's)\n"
+        "  NVSHARE_SOCK_DIR        the scheduler's socket directory (default\n"
+        "                          " DEFAULT_SOCK_DIR ")\n"
+        "  NVSHARE_LOG_FORMAT      text (default) or json\n",
+        out);
 }
 
 int main(int argc, char **argv)
@@ -640,8 +667,8 @@ int main(int argc, char **argv)
         log_error("cannot initialise libcurl");
         return 1;
     }
-    log_info("watching pods of node %s at %s, scheduler at %s", w.node, w.kube.api,
-             env_sock_dir());
+    log_info("watching pods of node %s at %s, scheduler at %s", w.node,
+             w.kube.api, env_sock_dir());
     while (!stopping) {
         if (w.relist) {
             if (list_pods(&w)) {

@@ -15,8 +15,8 @@ static const char *string_at(const cJSON *object, const char *key)
 
 /* The annotation's text and value; a value that does not parse leaves
  * *value 0 and a reason in a->why. */
-static void read_annotation(const cJSON *annotations, const char *key, bool core,
-                            struct annotation *a, uint64_t *value)
+static void read_annotation(const cJSON *annotations, const char *key,
+                            bool core, struct annotation *a, uint64_t *value)
 {
     const char *text = string_at(annotations, key);
     char err[PARSE_ERR_LEN];
@@ -37,7 +37,8 @@ static void read_annotation(const cJSON *annotations, const char *key, bool core
         *value = priority;
     } else if (is_priority) {
         a->bad = true;
-        snprintf(a->why, sizeof(a->why), "high, normal, low or a class 1-9 is "
+        snprintf(a->why, sizeof(a->why),
+                 "high, normal, low or a class 1-9 is "
                  "expected");
     } else if (core && parse_int_range(text, 1, 100, &percent, err) == 0) {
         *value = (uint64_t)percent;
@@ -46,7 +47,8 @@ static void read_annotation(const cJSON *annotations, const char *key, bool core
         a->bad = true;
         *value = 0;
         snprintf(a->why, sizeof(a->why), "%s",
-                 core ? "a percent 1-100 is expected" : "a size such as 4Gi is expected");
+                 core ? "a percent 1-100 is expected"
+                      : "a size such as 4Gi is expected");
     }
 }
 
@@ -55,14 +57,17 @@ static void read_annotation(const cJSON *annotations, const char *key, bool core
  * *saturated when the sum does not fit. */
 static uint64_t memory_units(const cJSON *spec, bool *saturated)
 {
-    const cJSON *containers = cJSON_GetObjectItemCaseSensitive(spec, "containers");
+    const cJSON *containers =
+        cJSON_GetObjectItemCaseSensitive(spec, "containers");
     const cJSON *c;
     uint64_t units = 0;
 
-    cJSON_ArrayForEach(c, containers) {
+    cJSON_ArrayForEach(c, containers)
+    {
         const cJSON *res = cJSON_GetObjectItemCaseSensitive(c, "resources");
-        const char *text = string_at(cJSON_GetObjectItemCaseSensitive(res, "limits"),
-                                     RESOURCE_GPU_MEMORY);
+        const char *text =
+            string_at(cJSON_GetObjectItemCaseSensitive(res, "limits"),
+                      RESOURCE_GPU_MEMORY);
         char err[PARSE_ERR_LEN];
         long n;
 
@@ -83,9 +88,10 @@ static bool has_nvshare_key(const cJSON *object)
 {
     const cJSON *item;
 
-    cJSON_ArrayForEach(item, object)
-        if (item->string && !strncmp(item->string, NVSHARE_PREFIX, strlen(NVSHARE_PREFIX)))
-            return true;
+    cJSON_ArrayForEach(item,
+                       object) if (item->string &&
+                                   !strncmp(item->string, NVSHARE_PREFIX,
+                                            strlen(NVSHARE_PREFIX))) return true;
     return false;
 }
 
@@ -97,7 +103,8 @@ static bool concerns_nvshare(const cJSON *annotations, const cJSON *spec)
 
     if (has_nvshare_key(annotations))
         return true;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers")) {
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers"))
+    {
         const cJSON *res = cJSON_GetObjectItemCaseSensitive(c, "resources");
         if (has_nvshare_key(cJSON_GetObjectItemCaseSensitive(res, "limits")) ||
             has_nvshare_key(cJSON_GetObjectItemCaseSensitive(res, "requests")))
@@ -109,31 +116,37 @@ static bool concerns_nvshare(const cJSON *annotations, const cJSON *spec)
 int pod_from_json(const cJSON *pod, uint64_t unit, struct watched_pod *out)
 {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
-    const cJSON *annotations = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+    const cJSON *annotations =
+        cJSON_GetObjectItemCaseSensitive(meta, "annotations");
     const char *uid = string_at(meta, "uid"), *name = string_at(meta, "name");
-    const char *ns = string_at(meta, "namespace"), *rv = string_at(meta, "resourceVersion");
+    const char *ns = string_at(meta, "namespace"),
+               *rv = string_at(meta, "resourceVersion");
     struct msg_pod_facts *f = &out->facts;
     uint64_t value;
 
     memset(out, 0, sizeof(*out));
-    if (!uid || !name || !uid[0] || !name[0] || strlen(uid) >= sizeof(f->pod_uid) ||
-        strlen(name) >= sizeof(f->pod_name))
+    if (!uid || !name || !uid[0] || !name[0] ||
+        strlen(uid) >= sizeof(f->pod_uid) || strlen(name) >= sizeof(f->pod_name))
         return -1;
     snprintf(f->pod_uid, sizeof(f->pod_uid), "%s", uid);
     snprintf(f->pod_name, sizeof(f->pod_name), "%s", name);
     snprintf(f->pod_namespace, sizeof(f->pod_namespace), "%s", ns ? ns : "");
-    snprintf(out->resource_version, sizeof(out->resource_version), "%s", rv ? rv : "");
+    snprintf(out->resource_version, sizeof(out->resource_version), "%s",
+             rv ? rv : "");
     read_annotation(annotations, ANNOTATION_CORE_LIMIT, true, &out->core, &value);
     f->core_limit = (uint8_t)value;
-    read_annotation(annotations, ANNOTATION_MEMORY_LIMIT, false, &out->memory, &value);
+    read_annotation(annotations, ANNOTATION_MEMORY_LIMIT, false, &out->memory,
+                    &value);
     f->memory_limit = value;
-    read_annotation(annotations, ANNOTATION_PRIORITY, false, &out->priority, &value);
+    read_annotation(annotations, ANNOTATION_PRIORITY, false, &out->priority,
+                    &value);
     f->priority = (uint8_t)value;
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
     /* More than 2^64 bytes is more than any GPU: the most that fits says
      * so, where a wrapped product would be any size, small ones too. */
     uint64_t units = memory_units(spec, &out->request_saturated);
-    if (out->request_saturated || __builtin_mul_overflow(units, unit, &f->memory_request)) {
+    if (out->request_saturated ||
+        __builtin_mul_overflow(units, unit, &f->memory_request)) {
         out->request_saturated = true;
         f->memory_request = UINT64_MAX;
     }
@@ -151,5 +164,6 @@ bool pod_facts_differ(const struct watched_pod *a, const struct watched_pod *b)
     return strcmp(x->pod_namespace, y->pod_namespace) ||
            strcmp(x->pod_name, y->pod_name) || x->core_limit != y->core_limit ||
            x->memory_limit != y->memory_limit || x->priority != y->priority ||
-           x->memory_request != y->memory_request || x->unreadable != y->unreadable;
+           x->memory_request != y->memory_request ||
+           x->unreadable != y->unreadable;
 }

@@ -36,7 +36,7 @@ struct annotation {
 struct watched_pod {
     struct msg_pod_facts facts;
     struct annotation core, memory, priority;
-    bool concerns_nvshare; /* an nvshare.com/ annotation or resource */
+    bool concerns_nvshare;  /* an nvshare.com/ annotation or resource */
     bool request_saturated; /* the gpu-memory request overflowed 64 bits:
                                facts.memory_request is UINT64_MAX */
     char resource_version[64];

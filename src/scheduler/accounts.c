@@ -38,7 +38,9 @@ uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)
 
     if (!authority) {
         authority = l->annotation ? l->annotation : l->request;
-        from = l->annotation ? LIMIT_ANNOTATION : l->request ? LIMIT_REQUEST : LIMIT_NONE;
+        from = l->annotation ? LIMIT_ANNOTATION
+               : l->request  ? LIMIT_REQUEST
+                             : LIMIT_NONE;
     }
     if (l->declared && (!authority || l->declared < authority)) {
         *source = LIMIT_DECLARED;
@@ -52,8 +54,9 @@ unsigned priority_effective(const struct limit_setting *l, uint8_t *source)
 {
     uint64_t authority = l->runtime ? l->runtime : l->annotation;
 
-    *source = l->runtime ? LIMIT_RUNTIME
-              : l->annotation ? LIMIT_ANNOTATION : LIMIT_NONE;
+    *source = l->runtime      ? LIMIT_RUNTIME
+              : l->annotation ? LIMIT_ANNOTATION
+                              : LIMIT_NONE;
     if (!authority)
         authority = PRIORITY_NORMAL;
     if (l->declared && l->declared < authority) {
@@ -81,7 +84,8 @@ static void take_sources(struct account *a, const struct pod *record)
     a->memory.annotation = record->annotation_memory;
     a->memory.request = record->memory_request;
     a->priority.runtime = privileged || record->priority < PRIORITY_NORMAL
-                              ? record->priority : PRIORITY_NORMAL;
+                              ? record->priority
+                              : PRIORITY_NORMAL;
     a->priority.annotation = record->annotation_priority;
     a->min_share = privileged ? record->min_share : 0;
 }
@@ -113,7 +117,8 @@ static int account_of_share(const struct account *accounts, int n_accounts,
         return -1;
     for (int i = 0; i < n_accounts; i++)
         if (accounts[i].refs && accounts[i].member == claim->member &&
-            !pod_id_empty(&accounts[i].pod) && pod_id_equal(&accounts[i].pod, &claim->pod))
+            !pod_id_empty(&accounts[i].pod) &&
+            pod_id_equal(&accounts[i].pod, &claim->pod))
             return i;
     return -1;
 }
@@ -166,11 +171,20 @@ void account_set_runtime(struct account *accounts, int account,
     struct account *a = &accounts[account];
 
     switch (which) {
-    case POD_CORE_LIMIT: a->core.runtime = value; break;
-    case POD_MEMORY_LIMIT: a->memory.runtime = value; break;
-    case POD_PRIORITY: a->priority.runtime = value; break;
-    case POD_MIN_SHARE: a->min_share = value; break;
-    case POD_OWNER: break;
+    case POD_CORE_LIMIT:
+        a->core.runtime = value;
+        break;
+    case POD_MEMORY_LIMIT:
+        a->memory.runtime = value;
+        break;
+    case POD_PRIORITY:
+        a->priority.runtime = value;
+        break;
+    case POD_MIN_SHARE:
+        a->min_share = value;
+        break;
+    case POD_OWNER:
+        break;
     }
     emit(out, ACCOUNT_LIMITS, accounts, account);
 }

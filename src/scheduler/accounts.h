@@ -31,23 +31,23 @@ struct limit_setting {
  * are the policy's and the quota's account numbers; there are as many
  * accounts as client slots, so attaching always finds one. */
 struct account {
-    int refs; /* registered clients; 0 = free */
-    struct pod_id pod; /* empty: a client on its own */
-    uint32_t member;   /* with a pod: whose share of it (pod_member) */
-    struct limit_setting core;   /* percent */
-    struct limit_setting memory; /* bytes per GPU */
+    int refs;                  /* registered clients; 0 = free */
+    struct pod_id pod;         /* empty: a client on its own */
+    uint32_t member;           /* with a pod: whose share of it (pod_member) */
+    struct limit_setting core; /* percent */
+    struct limit_setting memory;   /* bytes per GPU */
     struct limit_setting priority; /* enum priority_class (no request) */
-    uint64_t min_share;          /* the operator's floor, percent */
+    uint64_t min_share;            /* the operator's floor, percent */
 };
 
 /* What a registering client is billed as and limited to. */
 struct account_claim {
-    struct pod_id pod;         /* empty: bill it on its own */
-    uint32_t member;           /* with a pod: pod_member of the client */
-    uint64_t core_declared;    /* percent; 0 = none (or not honoured) */
-    uint64_t memory_declared;  /* bytes; 0 = none (or not honoured) */
+    struct pod_id pod;          /* empty: bill it on its own */
+    uint32_t member;            /* with a pod: pod_member of the client */
+    uint64_t core_declared;     /* percent; 0 = none (or not honoured) */
+    uint64_t memory_declared;   /* bytes; 0 = none (or not honoured) */
     uint64_t priority_declared; /* enum priority_class; 0 = none */
-    const struct pod *record;  /* the pod's record (pods.h), or NULL */
+    const struct pod *record;   /* the pod's record (pods.h), or NULL */
 };
 
 enum account_action_kind {
@@ -75,7 +75,8 @@ struct account_actions {
  * n_accounts is the table's size: it holds one more than the registered
  * clients, so attaching always finds one. */
 int account_attach(struct account *accounts, int n_accounts,
-                   const struct account_claim *claim, struct account_actions *out);
+                   const struct account_claim *claim,
+                   struct account_actions *out);
 
 /* The pod's first account (a Kubernetes pod has one), or -1 when none of
  * its clients is registered. */

@@ -55,7 +55,8 @@ static void close_client(struct scheduler *s, struct client *c,
         account_detach(s->accounts, c->account, &account_out);
     clients_apply_accounts(s, &account_out);
     footprint_forget(s, slot);
-    s->yield_told -= c->yield_sent.idle_release_ns || c->yield_sent.max_backlog_ns;
+    s->yield_told -= c->yield_sent.idle_release_ns ||
+                     c->yield_sent.max_backlog_ns;
     *c = (struct client){.slot = slot, .fd = -1};
     clients_apply_quota(s, &quota_out);
     clients_retell_yield(s);
@@ -110,10 +111,11 @@ static bool within(struct client *c, const struct msg *m, const char *field,
 {
     if (value <= bound)
         return true;
-    log_uid_warn(c->uid, "client %llu (pid %d): %s %s %llu is above the bound %llu: "
-                 "disconnecting", (unsigned long long)c->id, (int)c->pid,
-                 msg_type_name(m->type), field, (unsigned long long)value,
-                 (unsigned long long)bound);
+    log_uid_warn(c->uid,
+                 "client %llu (pid %d): %s %s %llu is above the bound %llu: "
+                 "disconnecting",
+                 (unsigned long long)c->id, (int)c->pid, msg_type_name(m->type),
+                 field, (unsigned long long)value, (unsigned long long)bound);
     c->doomed = true;
     return false;
 }
@@ -139,8 +141,7 @@ static bool in_bounds(const struct scheduler *s, struct client *c, int gpu,
                within(c, m, "duration_ns", m->u.swap.duration_ns,
                       CLIENT_DURATION_MAX_NS);
     case MSG_LOAD:
-        return within(c, m, "span_ns", m->u.load.span_ns,
-                      CLIENT_DURATION_MAX_NS);
+        return within(c, m, "span_ns", m->u.load.span_ns, CLIENT_DURATION_MAX_NS);
     default:
         return true;
     }
@@ -163,7 +164,8 @@ static void release(struct scheduler *s, struct client *c, int gpu,
     /* Benchmarks read preemption latency from these lines. */
     if (preempted && lock->lease == lease_before)
         log_debug("gpu %d: client %llu released lease %u: preempt %.3f ms, "
-                  "drain %.3f ms", gpu, (unsigned long long)c->id, lock->lease,
+                  "drain %.3f ms",
+                  gpu, (unsigned long long)c->id, lock->lease,
                   (double)m.last_preempt_ns / 1e6, (double)lock->drain_ns / 1e6);
 }
 
@@ -203,11 +205,15 @@ static int message_gpu(const struct client *c, const struct msg *m)
         return -1;
     }
     if (index >= c->n_gpus)
-        snprintf(violation, sizeof(violation), "names GPU index %d, but it "
-                 "registered %d GPU(s)", index, c->n_gpus);
+        snprintf(violation, sizeof(violation),
+                 "names GPU index %d, but it "
+                 "registered %d GPU(s)",
+                 index, c->n_gpus);
     else if (c->node_gpu[index] < 0)
-        snprintf(violation, sizeof(violation), "names GPU index %d (%s), which "
-                 "this scheduler does not manage", index, c->reg.gpu_uuids[index]);
+        snprintf(violation, sizeof(violation),
+                 "names GPU index %d (%s), which "
+                 "this scheduler does not manage",
+                 index, c->reg.gpu_uuids[index]);
     else
         return c->node_gpu[index];
     return -1;
@@ -237,10 +243,11 @@ static bool swap_solicited(struct scheduler *s, struct client *c, int gpu,
     else if (swap->bytes / SWAP_BYTES_PER_NS_MAX > swap->duration_ns)
         why = "faster than any GPU's link to its host";
     if (why) {
-        log_uid_warn(c->uid, "gpu %d: client %llu (pid %d): SWAPPED %s of %llu "
-                     "bytes in %llu ns ignored: %s", gpu,
-                     (unsigned long long)c->id, (int)c->pid, out ? "out" : "in",
-                     (unsigned long long)swap->bytes,
+        log_uid_warn(c->uid,
+                     "gpu %d: client %llu (pid %d): SWAPPED %s of %llu "
+                     "bytes in %llu ns ignored: %s",
+                     gpu, (unsigned long long)c->id, (int)c->pid,
+                     out ? "out" : "in", (unsigned long long)swap->bytes,
                      (unsigned long long)swap->duration_ns, why);
         return false;
     }
@@ -266,14 +273,16 @@ static void request(struct scheduler *s, struct client *c, int gpu,
 
 /* SWAPPED. Returns NULL, or why it breaks the protocol. */
 static const char *swapped(struct scheduler *s, struct client *c, int gpu,
-                           const struct msg_swap *swap, struct policy_actions *out)
+                           const struct msg_swap *swap,
+                           struct policy_actions *out)
 {
     if (swap->direction == 0)
         return "without a direction";
     if (!swap_solicited(s, c, gpu, swap))
         return NULL;
     log_debug("gpu %d: client %llu swapped %s %llu bytes in %.3f ms", gpu,
-              (unsigned long long)c->id, swap->direction == SWAP_OUT ? "out" : "in",
+              (unsigned long long)c->id,
+              swap->direction == SWAP_OUT ? "out" : "in",
               (unsigned long long)swap->bytes, (double)swap->duration_ns / 1e6);
     policy_swapped(s->policy, gpu, c->slot, swap->direction, swap->bytes,
                    swap->duration_ns, now_ns(), out);
@@ -376,7 +385,8 @@ void client_on_readable(struct event_loop *loop, int fd, void *data)
             return;
     }
     if (rc < 0 && rc != PROTO_E_IO)
-        log_uid_warn(c->uid, "client %llu (pid %d): bad message (%s): disconnecting",
+        log_uid_warn(c->uid,
+                     "client %llu (pid %d): bad message (%s): disconnecting",
                      (unsigned long long)c->id, (int)c->pid, proto_strerror(rc));
     if (rc < 0)
         c->doomed = true;

@@ -44,9 +44,11 @@ uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now)
         }
         c->doomed = true;
         if (c->registered) {
-            log_uid_warn(c->uid, "client %llu (pid %d): a frame unfinished for "
-                         "%.1f s: disconnecting", (unsigned long long)c->id,
-                         (int)c->pid, (double)CLIENT_STALL_NS / 1e9);
+            log_uid_warn(c->uid,
+                         "client %llu (pid %d): a frame unfinished for "
+                         "%.1f s: disconnecting",
+                         (unsigned long long)c->id, (int)c->pid,
+                         (double)CLIENT_STALL_NS / 1e9);
         } else if (unregistered++ == 0) {
             first_unregistered = c;
         }
@@ -54,9 +56,9 @@ uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now)
     /* A line per batch, not per connection. */
     if (unregistered)
         log_warn("%d connection(s) not registered for %.1f s (the first from "
-                 "pid %d, uid %u): disconnecting", unregistered,
-                 (double)CLIENT_STALL_NS / 1e9, (int)first_unregistered->pid,
-                 (unsigned)first_unregistered->uid);
+                 "pid %d, uid %u): disconnecting",
+                 unregistered, (double)CLIENT_STALL_NS / 1e9,
+                 (int)first_unregistered->pid, (unsigned)first_unregistered->uid);
     return next;
 }
 
@@ -110,17 +112,20 @@ void clients_note_out_of_fds(struct scheduler *s, const char *socket_name)
     struct rlimit rl = {0};
 
     s->refused++;
-    if (s->out_of_fds_logged_at && now - s->out_of_fds_logged_at < REFUSAL_LOG_NS) {
+    if (s->out_of_fds_logged_at &&
+        now - s->out_of_fds_logged_at < REFUSAL_LOG_NS) {
         s->out_of_fds_unlogged++;
         return;
     }
     getrlimit(RLIMIT_NOFILE, &rl);
     if (s->out_of_fds_unlogged)
         log_warn("out of file descriptors: closed %llu more new connection(s) "
-                 "unserved in the last %.0f s", (unsigned long long)s->out_of_fds_unlogged,
+                 "unserved in the last %.0f s",
+                 (unsigned long long)s->out_of_fds_unlogged,
                  (double)(now - s->out_of_fds_logged_at) / 1e9);
     log_warn("out of file descriptors (limit %llu): closed a new connection on "
-             "%s unserved", (unsigned long long)rl.rlim_cur, socket_name);
+             "%s unserved",
+             (unsigned long long)rl.rlim_cur, socket_name);
     s->out_of_fds_logged_at = now;
     s->out_of_fds_unlogged = 0;
 }
@@ -132,11 +137,13 @@ static void refuse(struct scheduler *s, int fd, uid_t uid, uint8_t reason)
     struct msg m = {.type = MSG_REFUSED};
     char why[128];
 
-    m.u.refused = (struct msg_refused){reason, (uint32_t)uid,
-                                       s->max_connections_per_uid};
+    m.u.refused =
+        (struct msg_refused){reason, (uint32_t)uid, s->max_connections_per_uid};
     if (reason == REFUSED_UID_LIMIT)
-        snprintf(why, sizeof(why), "it has %u connections already "
-                 "(NVSHARE_MAX_CONNECTIONS_PER_UID)", s->max_connections_per_uid);
+        snprintf(why, sizeof(why),
+                 "it has %u connections already "
+                 "(NVSHARE_MAX_CONNECTIONS_PER_UID)",
+                 s->max_connections_per_uid);
     else
         snprintf(why, sizeof(why), "out of memory for another client");
     msg_send(fd, &m); /* best effort: it is closed either way */
@@ -200,8 +207,7 @@ void clients_on_listen(struct event_loop *loop, int fd, void *data)
         return;
     }
     int slot = c->slot;
-    *c = (struct client){.sched = s, .slot = slot, .fd = cfd, .pid = pid,
-                         .uid = uid};
+    *c = (struct client){.sched = s, .slot = slot, .fd = cfd, .pid = pid, .uid = uid};
     c->reader = malloc(sizeof(*c->reader));
     if (!c->reader || event_loop_add(loop, cfd, client_on_readable, c)) {
         log_warn("refusing a client: %s", strerror(errno));

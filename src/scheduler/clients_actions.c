@@ -27,7 +27,8 @@ void client_send(struct client *c, const struct msg *m)
     }
 }
 
-static void tell_wait_for_memory(const struct client *c, const struct policy_action *a)
+static void tell_wait_for_memory(const struct client *c,
+                                 const struct policy_action *a)
 {
     char need[32], free_bytes[32], limit[32], wait[32];
 
@@ -35,10 +36,11 @@ static void tell_wait_for_memory(const struct client *c, const struct policy_act
     format_size(a->mem.free, free_bytes, sizeof(free_bytes));
     format_size(a->mem.limit, limit, sizeof(limit));
     format_duration(a->mem.wait_ns, wait, sizeof(wait));
-    log_uid_info(c->uid, "gpu %d: client %llu (pod %s) waits for memory: needs "
-                 "%s, %s free of %s; next rotation in %s", a->gpu,
-                 (unsigned long long)c->id, client_pod(c), need, free_bytes, limit,
-                 a->mem.wait_ns ? wait : "-");
+    log_uid_info(c->uid,
+                 "gpu %d: client %llu (pod %s) waits for memory: needs "
+                 "%s, %s free of %s; next rotation in %s",
+                 a->gpu, (unsigned long long)c->id, client_pod(c), need,
+                 free_bytes, limit, a->mem.wait_ns ? wait : "-");
 }
 
 /* GRANT, DROP and DRAIN_TO: the lock messages. A gang's ranks agree where
@@ -50,21 +52,18 @@ static void send_lock(struct scheduler *s, struct client *c,
     bool grant = a->kind == ACTION_GRANT;
 
     if (a->kind == ACTION_DRAIN_TO) {
-        log_debug("gpu %d: client %llu drains after collective %llu",
-                  a->gpu, (unsigned long long)c->id,
-                  (unsigned long long)a->collectives);
+        log_debug("gpu %d: client %llu drains after collective %llu", a->gpu,
+                  (unsigned long long)c->id, (unsigned long long)a->collectives);
         m = (struct msg){.type = MSG_DRAIN_TO};
         m.u.drain = (struct msg_drain){gpu, a->lease, a->collectives};
         client_send(c, &m);
         return;
     }
-    log_debug("gpu %d: %slease %u %s client %llu", a->gpu,
-              grant ? "" : "drop ", a->lease, grant ? "to" : "of",
-              (unsigned long long)c->id);
-    m.type = grant ? MSG_LOCK_OK
-             : policy_gang(s->policy, a->client) >= 0
-                 ? MSG_DROP_GANG_LOCK
-                 : MSG_DROP_LOCK;
+    log_debug("gpu %d: %slease %u %s client %llu", a->gpu, grant ? "" : "drop ",
+              a->lease, grant ? "to" : "of", (unsigned long long)c->id);
+    m.type = grant                                    ? MSG_LOCK_OK
+             : policy_gang(s->policy, a->client) >= 0 ? MSG_DROP_GANG_LOCK
+                                                      : MSG_DROP_LOCK;
     client_send(c, &m);
 }
 
@@ -107,16 +106,20 @@ static void tell_yield_terms(struct scheduler *s, struct client *c)
     for (int i = 0; i < c->n_gpus; i++) {
         if (c->node_gpu[i] < 0)
             continue;
-        struct policy_yield t = policy_yield_terms(s->policy, c->node_gpu[i], c->slot);
-        if (t.idle_release_ns && (!y->idle_release_ns || t.idle_release_ns < y->idle_release_ns))
+        struct policy_yield t =
+            policy_yield_terms(s->policy, c->node_gpu[i], c->slot);
+        if (t.idle_release_ns &&
+            (!y->idle_release_ns || t.idle_release_ns < y->idle_release_ns))
             y->idle_release_ns = t.idle_release_ns;
-        if (t.max_backlog_ns && (!y->max_backlog_ns || t.max_backlog_ns < y->max_backlog_ns))
+        if (t.max_backlog_ns &&
+            (!y->max_backlog_ns || t.max_backlog_ns < y->max_backlog_ns))
             y->max_backlog_ns = t.max_backlog_ns;
     }
     if (y->idle_release_ns == c->yield_sent.idle_release_ns &&
         y->max_backlog_ns == c->yield_sent.max_backlog_ns)
         return;
-    s->yield_told += !c->yield_sent.idle_release_ns && !c->yield_sent.max_backlog_ns;
+    s->yield_told += !c->yield_sent.idle_release_ns &&
+                     !c->yield_sent.max_backlog_ns;
     c->yield_sent = *y;
     s->yield_told -= !y->idle_release_ns && !y->max_backlog_ns;
     client_send(c, &m);
@@ -146,12 +149,12 @@ void clients_apply(struct scheduler *s, const struct policy_actions *actions)
             send_lock(s, c, a, gpu);
             break;
         case ACTION_REVOKE:
-            log_uid_warn(c->uid,
-                         "gpu %d: client %llu (pid %d, pod %s) %s: lock revoked",
-                         a->gpu, (unsigned long long)c->id, (int)c->pid, client_pod(c),
+            log_uid_warn(c->uid, "gpu %d: client %llu (pid %d, pod %s) %s: lock revoked",
+                         a->gpu, (unsigned long long)c->id, (int)c->pid,
+                         client_pod(c),
                          process_stopped(c->pid)
-                         ? "is stopped"
-                         : "did not answer DROP_LOCK in time");
+                             ? "is stopped"
+                             : "did not answer DROP_LOCK in time");
             break;
         case ACTION_WAIT_FOR_MEM:
         case ACTION_MEM_AVAILABLE:
@@ -210,7 +213,8 @@ void clients_apply_quota(struct scheduler *s, struct quota_actions *actions)
  * its limit. */
 void client_tell_core_limit(struct client *c, unsigned percent)
 {
-    struct msg m = {.type = MSG_UPDATE_CORE_LIMIT, .u.core.percent = (uint8_t)percent};
+    struct msg m = {.type = MSG_UPDATE_CORE_LIMIT,
+                    .u.core.percent = (uint8_t)percent};
 
     if (c->welcomed)
         client_send(c, &m);
@@ -230,7 +234,8 @@ void clients_apply_accounts(struct scheduler *s,
         case ACCOUNT_LIMITS:
             policy_set_core_limit(s->policy, a->account, a->core_limit, now_ns());
             for (int slot = 0; slot < s->table_size; slot++)
-                if (s->clients[slot]->used && s->clients[slot]->account == a->account)
+                if (s->clients[slot]->used &&
+                    s->clients[slot]->account == a->account)
                     client_tell_core_limit(s->clients[slot], a->core_limit);
             policy_set_priority(s->policy, a->account, a->priority);
             policy_set_min_share(s->policy, a->account, a->min_share);
@@ -254,4 +259,3 @@ void clients_broadcast(struct scheduler *s, uint16_t type)
         if (s->clients[i]->used && s->clients[i]->registered)
             client_send(s->clients[i], &m);
 }
-

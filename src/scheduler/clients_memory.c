@@ -30,19 +30,21 @@ static bool oversub_allows(struct scheduler *s, const struct client *c, int gpu,
     if (m.footprint + need > limit) {
         format_size(m.footprint + need, want, sizeof(want));
         format_size(limit, max, sizeof(max));
-        log_uid_warn(c->uid, "gpu %d: client %llu (pod %s): allocation refused: its "
+        log_uid_warn(c->uid,
+                     "gpu %d: client %llu (pod %s): allocation refused: its "
                      "footprint would be %s, more than the %s this GPU admits "
-                     "(capacity minus the reserve), even alone", gpu,
-                     (unsigned long long)c->id, client_pod(c), want, max);
+                     "(capacity minus the reserve), even alone",
+                     gpu, (unsigned long long)c->id, client_pod(c), want, max);
         return false;
     }
     if (total + need > g.capacity * s->oversub_ratio) {
         format_size(total + need, want, sizeof(want));
         format_size(g.capacity * s->oversub_ratio, max, sizeof(max));
-        log_uid_warn(c->uid, "gpu %d: client %llu (pod %s): allocation refused: "
+        log_uid_warn(c->uid,
+                     "gpu %d: client %llu (pod %s): allocation refused: "
                      "the GPU's clients would hold %s, more than "
-                     "NVSHARE_OVERSUB_RATIO=%u x its capacity (%s)", gpu,
-                     (unsigned long long)c->id, client_pod(c), want,
+                     "NVSHARE_OVERSUB_RATIO=%u x its capacity (%s)",
+                     gpu, (unsigned long long)c->id, client_pod(c), want,
                      s->oversub_ratio, max);
         return false;
     }
@@ -63,10 +65,12 @@ static bool reserve_possible(const struct scheduler *s, const struct client *c,
         return true;
     format_size(bytes, want, sizeof(want));
     format_size(held, has, sizeof(has));
-    log_uid_warn(c->uid, "gpu %d: client %llu (pod %s): allocation of %s refused: "
+    log_uid_warn(c->uid,
+                 "gpu %d: client %llu (pod %s): allocation of %s refused: "
                  "it holds %s, and no client may hold more than %d x the GPU's "
-                 "capacity", gpu, (unsigned long long)c->id, client_pod(c), want,
-                 has, CLIENT_BYTES_PER_CAPACITY);
+                 "capacity",
+                 gpu, (unsigned long long)c->id, client_pod(c), want, has,
+                 CLIENT_BYTES_PER_CAPACITY);
     return false;
 }
 
@@ -85,9 +89,8 @@ void client_handle_memory(struct scheduler *s, struct client *c, int gpu,
     uint64_t room = mem->bytes < most ? most - mem->bytes : 0;
     uint64_t extra = mem->extra < room ? mem->extra : room;
 
-    if (m->type == MSG_MEM_RESERVE &&
-        (!reserve_possible(s, c, gpu, mem->bytes) ||
-         !oversub_allows(s, c, gpu, mem->bytes)))
+    if (m->type == MSG_MEM_RESERVE && (!reserve_possible(s, c, gpu, mem->bytes) ||
+                                       !oversub_allows(s, c, gpu, mem->bytes)))
         quota_refuse(&s->quota, gpu, slot, mem->seq, &out);
     else if (m->type == MSG_MEM_RESERVE)
         quota_request(&s->quota, gpu, slot, mem->seq, mem->bytes,

@@ -30,12 +30,14 @@ static void claim_of(struct scheduler *s, struct client *c,
     /* A declared priority can only lower the pod's: always honoured. */
     claim->priority_declared = reg->priority;
     if (kind == IDENTITY_POD) {
-        snprintf(claim->pod.uid, sizeof(claim->pod.uid), "%s", c->identity.pod_uid);
+        snprintf(claim->pod.uid, sizeof(claim->pod.uid), "%s",
+                 c->identity.pod_uid);
     } else if (kind == IDENTITY_HOST && c->identity.slurm_job[0]) {
         /* A Slurm job's cgroup names its pod (docs/slurm.md), whatever the
          * process declares; its owner, set by nvshare_spank.so, still
          * decides who may join it. */
-        snprintf(claim->pod.pod_namespace, sizeof(claim->pod.pod_namespace), "slurm");
+        snprintf(claim->pod.pod_namespace, sizeof(claim->pod.pod_namespace),
+                 "slurm");
         snprintf(claim->pod.pod_name, sizeof(claim->pod.pod_name), "%s",
                  c->identity.slurm_job);
     } else if (kind == IDENTITY_HOST) {
@@ -44,22 +46,27 @@ static void claim_of(struct scheduler *s, struct client *c,
         memcpy(claim->pod.pod_name, reg->pod_name, sizeof(claim->pod.pod_name));
         pod_id_default_namespace(&claim->pod);
     } else if (reg->pod_name[0]) {
-        log_uid_warn(c->uid, "client pid %d: cannot read its cgroup under %s: "
-                     "billed on its own, not as the pod it declares", (int)c->pid,
-                     s->proc_root ? s->proc_root : "/proc");
+        log_uid_warn(c->uid,
+                     "client pid %d: cannot read its cgroup under %s: "
+                     "billed on its own, not as the pod it declares",
+                     (int)c->pid, s->proc_root ? s->proc_root : "/proc");
     }
     if (pod_id_empty(&claim->pod))
         return;
-    if (pods_join(&s->state.pods, &claim->pod, (uint32_t)c->uid, &pod, &owner) < 0) {
+    if (pods_join(&s->state.pods, &claim->pod, (uint32_t)c->uid, &pod, &owner) <
+        0) {
         pod_id_format(&claim->pod, declared, sizeof(declared));
         if (owner == (uint32_t)c->uid)
-            log_error("client pid %d: out of memory for pod %s: billed on its own",
+            log_error("client pid %d: out of memory for pod %s: billed on its "
+                      "own",
                       (int)c->pid, declared);
         else
-            log_uid_warn(c->uid, "client pid %d (uid %u) declares pod %s, which "
+            log_uid_warn(c->uid,
+                         "client pid %d (uid %u) declares pod %s, which "
                          "belongs to uid %u: billed on its own, with none of "
-                         "that pod's quota, budget or limits", (int)c->pid,
-                         (unsigned)c->uid, declared, (unsigned)owner);
+                         "that pod's quota, budget or limits",
+                         (int)c->pid, (unsigned)c->uid, declared,
+                         (unsigned)owner);
         memset(&claim->pod, 0, sizeof(claim->pod));
         return;
     }
@@ -98,7 +105,8 @@ static int job_number(struct scheduler *s, const struct client *c)
             taken[o->gang] = true;
     }
     if (!taken) {
-        log_warn("client %llu: out of memory: its GPUs are not granted together",
+        log_warn("client %llu: out of memory: its GPUs are not granted "
+                 "together",
                  (unsigned long long)c->id);
         return -1;
     }
@@ -120,7 +128,8 @@ static const char *name_with_control(const struct msg_register *reg)
         names[4 + i] = reg->gpu_uuids[i];
     for (int i = 0; i < 4 + reg->n_gpus; i++)
         for (const unsigned char *p = (const unsigned char *)names[i]; *p; p++)
-            if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
+            if (*p < 0x20 || *p == 0x7f ||
+                (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
                 return names[i];
     return NULL;
 }
@@ -132,9 +141,10 @@ static void refuse_registration(struct client *c, const char *name)
     struct msg m = {.type = MSG_REFUSED};
 
     m.u.refused = (struct msg_refused){REFUSED_BAD_NAME, (uint32_t)c->uid, 0};
-    log_uid_warn(c->uid, "client pid %d (uid %u) declares a name with a control "
-                 "character (\"%s\"): registration refused", (int)c->pid,
-                 (unsigned)c->uid, name);
+    log_uid_warn(c->uid,
+                 "client pid %d (uid %u) declares a name with a control "
+                 "character (\"%s\"): registration refused",
+                 (int)c->pid, (unsigned)c->uid, name);
     client_send(c, &m);
     c->doomed = true;
 }
@@ -142,7 +152,8 @@ static void refuse_registration(struct client *c, const char *name)
 /* Joins c to the node GPUs it names, marking them known in reply; a GPU
  * this scheduler does not manage is said once and left to run unscheduled. */
 static void join_gpus(struct scheduler *s, struct client *c,
-                      const struct msg_register *reg, struct msg_register_ok *reply,
+                      const struct msg_register *reg,
+                      struct msg_register_ok *reply,
                       struct quota_actions *quota_out)
 {
     uint64_t now = now_ns();
@@ -153,9 +164,11 @@ static void join_gpus(struct scheduler *s, struct client *c,
             if (strcmp(reg->gpu_uuids[i], s->gpus[g].uuid) == 0)
                 c->node_gpu[i] = g;
         if (c->node_gpu[i] < 0) {
-            log_uid_warn(c->uid, "client %llu (pid %d) uses GPU %s, which this "
-                         "scheduler does not manage", (unsigned long long)c->id,
-                         (int)c->pid, reg->gpu_uuids[i]);
+            log_uid_warn(c->uid,
+                         "client %llu (pid %d) uses GPU %s, which this "
+                         "scheduler does not manage",
+                         (unsigned long long)c->id, (int)c->pid,
+                         reg->gpu_uuids[i]);
             continue;
         }
         policy_join(s->policy, c->node_gpu[i], c->slot, c->account, now);
@@ -193,17 +206,22 @@ void client_register(struct scheduler *s, struct client *c,
     reply.u.reg_ok.client_id = c->id;
     reply.u.reg_ok.scheduling_on = settings.anti_thrash;
     reply.u.reg_ok.oversub_default = s->oversub_default;
-    c->oversubscribed = reg->oversub == OVERSUB_ON ||
-                        (reg->oversub == OVERSUB_NODE_DEFAULT && s->oversub_default);
+    c->oversubscribed =
+        reg->oversub == OVERSUB_ON ||
+        (reg->oversub == OVERSUB_NODE_DEFAULT && s->oversub_default);
     reply.u.reg_ok.n_gpus = reg->n_gpus;
     join_gpus(s, c, reg, &reply.u.reg_ok, &quota_out);
-    log_uid_info(c->uid, "client %llu registered: pid %d, uid %u, pod %s (%s), "
-                 "container %s, %d GPU(s)%s", (unsigned long long)c->id, (int)c->pid,
-                 (unsigned)c->uid, client_pod(c),
+    log_uid_info(c->uid,
+                 "client %llu registered: pid %d, uid %u, pod %s (%s), "
+                 "container %s, %d GPU(s)%s",
+                 (unsigned long long)c->id, (int)c->pid, (unsigned)c->uid,
+                 client_pod(c),
                  c->identity.kind == IDENTITY_POD || c->identity.slurm_job[0]
-                     ? "from its cgroup" : "declared",
+                     ? "from its cgroup"
+                     : "declared",
                  c->identity.container_id[0] ? c->identity.container_id
-                 : reg->container_name[0]    ? reg->container_name : "-",
+                 : reg->container_name[0]    ? reg->container_name
+                                             : "-",
                  reg->n_gpus, c->oversubscribed ? ", oversubscribed" : "");
     client_send(c, &reply);
     c->welcomed = true;

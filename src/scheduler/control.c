@@ -77,7 +77,8 @@ uint64_t control_expire_idle(struct scheduler *s, uint64_t now)
     /* A line per batch, not per connection. */
     if (closed)
         log_warn("control: %d connection(s) sent no request for %.1f s: "
-                 "disconnecting", closed, (double)CONTROL_IDLE_NS / 1e9);
+                 "disconnecting",
+                 closed, (double)CONTROL_IDLE_NS / 1e9);
     return next_due;
 }
 
@@ -142,8 +143,9 @@ static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
             gpu->running[gpu->n_running++] = s->clients[c]->id;
     int n_waiting = policy_view_waiting(p, g, now, waiting, PROTO_MAX_WAITERS);
     for (int i = 0; i < n_waiting && i < PROTO_MAX_WAITERS; i++)
-        gpu->waiting[gpu->n_waiting++] = (struct status_waiter){
-            s->clients[waiting[i].client]->id, waiting[i].reason};
+        gpu->waiting[gpu->n_waiting++] =
+            (struct status_waiter){s->clients[waiting[i].client]->id,
+                                   waiting[i].reason};
     if (n_waiting > PROTO_MAX_WAITERS)
         gpu->truncated_waiting = (uint32_t)(n_waiting - PROTO_MAX_WAITERS);
     return msg_send(fd, &m);
@@ -151,8 +153,7 @@ static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
 
 /* One line per client and GPU it uses: nothing is sent for a GPU it does
  * not use. */
-static int send_client(struct scheduler *s, int fd, int slot, int g,
-                       uint64_t now)
+static int send_client(struct scheduler *s, int fd, int slot, int g, uint64_t now)
 {
     const struct policy *p = s->policy;
     const struct client *c = s->clients[slot];
@@ -168,10 +169,10 @@ static int send_client(struct scheduler *s, int fd, int slot, int g,
     memcpy(cl->pod_namespace, pod->pod_namespace, sizeof(cl->pod_namespace));
     memcpy(cl->pod_name, pod->pod_name, sizeof(cl->pod_name));
     memcpy(cl->pod_uid, pod->uid, sizeof(cl->pod_uid));
-    cl->pod_source = pod->uid[0]           ? POD_SOURCE_CGROUP
-                     : pod_id_empty(pod) ? POD_SOURCE_NONE : POD_SOURCE_DECLARED;
-    memcpy(cl->container_name, c->reg.container_name,
-           sizeof(cl->container_name));
+    cl->pod_source = pod->uid[0]         ? POD_SOURCE_CGROUP
+                     : pod_id_empty(pod) ? POD_SOURCE_NONE
+                                         : POD_SOURCE_DECLARED;
+    memcpy(cl->container_name, c->reg.container_name, sizeof(cl->container_name));
     snprintf(cl->container_id, sizeof(cl->container_id), "%s",
              c->identity.container_id);
     cl->uid = (uint32_t)c->uid;
@@ -200,7 +201,8 @@ static int send_client(struct scheduler *s, int fd, int slot, int g,
     cl->swapped_out = v.swapped_out;
     cl->load_permille = v.load_permille;
     cl->wait_reason = v.wait_reason;
-    cl->priority = (uint8_t)priority_effective(&a->priority, &cl->priority_source);
+    cl->priority =
+        (uint8_t)priority_effective(&a->priority, &cl->priority_source);
     cl->min_share = (uint8_t)a->min_share;
     return msg_send(fd, &m);
 }
@@ -248,7 +250,8 @@ static int send_unhooked(struct scheduler *s, int fd, uint64_t now)
                 .qos = (uint8_t)u->identity.qos,
             };
             memcpy(r->pod_uid, u->identity.pod_uid, sizeof(r->pod_uid));
-            memcpy(r->container_id, u->identity.container_id, sizeof(r->container_id));
+            memcpy(r->container_id, u->identity.container_id,
+                   sizeof(r->container_id));
             if ((rc = msg_send(fd, &m)))
                 return rc;
         }
@@ -317,7 +320,8 @@ static int pod_find(const struct scheduler *s, const char *target,
                      : *target && strlen(target) < sizeof(id->pod_name)) {
         if (slash)
             memcpy(id->pod_namespace, target, (size_t)(slash - target));
-        snprintf(id->pod_name, sizeof(id->pod_name), "%s", slash ? slash + 1 : target);
+        snprintf(id->pod_name, sizeof(id->pod_name), "%s",
+                 slash ? slash + 1 : target);
         pod_id_default_namespace(id);
         /* A Kubernetes pod the watcher named is set by its UID. */
         for (size_t i = 0; i < s->state.pods.n; i++) {
@@ -327,8 +331,10 @@ static int pod_find(const struct scheduler *s, const char *target,
                 *id = *p;
         }
     } else {
-        snprintf(err, err_len, "'%s' is not a pod: give namespace/pod, pod, "
-                 "uid:<pod-uid> or a client id from nvsharectl status", target);
+        snprintf(err, err_len,
+                 "'%s' is not a pod: give namespace/pod, pod, "
+                 "uid:<pod-uid> or a client id from nvsharectl status",
+                 target);
         return -1;
     }
     *account = account_of_pod(s->accounts, s->table_size, id);
@@ -340,7 +346,7 @@ static const struct {
     enum ctl_key key;
     enum pod_setting which;
     const char *name;
-    uint64_t max;     /* 0: any */
+    uint64_t max; /* 0: any */
     const char *range;
 } pod_settings[] = {
     {CTL_SET_CORE_LIMIT, POD_CORE_LIMIT, "core limit", 100, "1-100 %"},
@@ -357,10 +363,18 @@ static void format_pod_setting(enum pod_setting which, uint64_t value,
                                char *buf, size_t len)
 {
     switch (which) {
-    case POD_MEMORY_LIMIT: format_size(value, buf, len); break;
-    case POD_PRIORITY: format_priority((unsigned)value, buf, len); break;
-    case POD_OWNER: snprintf(buf, len, "uid %u", (unsigned)value); break;
-    default: snprintf(buf, len, "%u%%", (unsigned)value); break;
+    case POD_MEMORY_LIMIT:
+        format_size(value, buf, len);
+        break;
+    case POD_PRIORITY:
+        format_priority((unsigned)value, buf, len);
+        break;
+    case POD_OWNER:
+        snprintf(buf, len, "uid %u", (unsigned)value);
+        break;
+    default:
+        snprintf(buf, len, "%u%%", (unsigned)value);
+        break;
     }
 }
 
@@ -369,11 +383,17 @@ static uint64_t pod_setting_effective(const struct account *a,
                                       enum pod_setting which, uint8_t *source)
 {
     switch (which) {
-    case POD_CORE_LIMIT: return limit_effective(&a->core, source);
-    case POD_MEMORY_LIMIT: return limit_effective(&a->memory, source);
-    case POD_PRIORITY: return priority_effective(&a->priority, source);
-    case POD_MIN_SHARE: break;
-    case POD_OWNER: *source = LIMIT_NONE; return 0;
+    case POD_CORE_LIMIT:
+        return limit_effective(&a->core, source);
+    case POD_MEMORY_LIMIT:
+        return limit_effective(&a->memory, source);
+    case POD_PRIORITY:
+        return priority_effective(&a->priority, source);
+    case POD_MIN_SHARE:
+        break;
+    case POD_OWNER:
+        *source = LIMIT_NONE;
+        return 0;
     }
     *source = a->min_share ? LIMIT_RUNTIME : LIMIT_NONE;
     return a->min_share;
@@ -408,14 +428,18 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
     if (pod_settings[k].max && set->value > pod_settings[k].max) {
         reply->status = EINVAL;
         snprintf(reply->text, sizeof(reply->text),
-                 "%s must be %s (or 0 to remove it)", what, pod_settings[k].range);
+                 "%s must be %s (or 0 to remove it)", what,
+                 pod_settings[k].range);
         return;
     }
     if (which == POD_OWNER && (pod_id_empty(&id) || id.uid[0])) {
         reply->status = EINVAL;
-        snprintf(reply->text, sizeof(reply->text), "%.200s has no owner to name: "
-                 "%s", set->target, id.uid[0] ? "a Kubernetes pod is its cgroup's"
-                                              : "the client is in no pod");
+        snprintf(reply->text, sizeof(reply->text),
+                 "%.200s has no owner to name: "
+                 "%s",
+                 set->target,
+                 id.uid[0] ? "a Kubernetes pod is its cgroup's"
+                           : "the client is in no pod");
         return;
     }
     if (!pod_id_empty(&id)) {
@@ -449,13 +473,14 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                  set->target);
     else
         pod_id_format(&id, name, sizeof(name));
-    format_pod_setting(which, set->value ? set->value : limit, value, sizeof(value));
+    format_pod_setting(which, set->value ? set->value : limit, value,
+                       sizeof(value));
     if (set->value)
         snprintf(reply->text, sizeof(reply->text), "%s of %.200s set to %s%s",
                  what, name, value, account < 0 ? " (not connected)" : "");
     else
-        snprintf(reply->text, sizeof(reply->text), "%s of %.200s removed",
-                 what, name);
+        snprintf(reply->text, sizeof(reply->text), "%s of %.200s removed", what,
+                 name);
     if (source == LIMIT_DECLARED) {
         size_t n = strlen(reply->text);
         format_pod_setting(which, limit, value, sizeof(value));
@@ -471,8 +496,8 @@ static void set_pod_limit(struct scheduler *s, const struct msg_ctl_set *set,
                  "; with no owner named, only root's processes get it "
                  "(nvsharectl set owner)");
     else if (set->value && which == POD_OWNER)
-        snprintf(reply->text + n, sizeof(reply->text) - n,
-                 ": other uids' processes (root's aside) are billed on their own");
+        snprintf(reply->text + n,
+                 sizeof(reply->text) - n, ": other uids' processes (root's aside) are billed on their own");
     log_info("%s", reply->text);
 }
 
@@ -513,8 +538,8 @@ static void set_mode(struct scheduler *s, const struct msg_ctl_set *set,
                    (uint8_t)set->value);
     scheduler_save_state(s);
     if (gpu < 0)
-        snprintf(reply->text, sizeof(reply->text), "scheduling mode %s on every GPU",
-                 sched_mode_names[set->value]);
+        snprintf(reply->text, sizeof(reply->text),
+                 "scheduling mode %s on every GPU", sched_mode_names[set->value]);
     else
         snprintf(reply->text, sizeof(reply->text), "scheduling mode %s on gpu %d",
                  sched_mode_names[set->value], gpu);
@@ -538,20 +563,26 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
 static void reset_setting(struct scheduler *s, const char *name,
                           struct msg_ctl_reply *reply)
 {
-    static const uint16_t keys[SETTING_COUNT] = {
-        [SETTING_TQ] = CTL_SET_TQ, [SETTING_ANTI_THRASH] = CTL_SET_ANTI_THRASH,
-        [SETTING_SCHEDULING_MODE] = CTL_SET_MODE,
-        [SETTING_SWITCH_TIME_FIXED] = CTL_SET_SWITCH_TIME};
+    static const uint16_t keys[SETTING_COUNT] = {[SETTING_TQ] = CTL_SET_TQ,
+                                                 [SETTING_ANTI_THRASH] =
+                                                     CTL_SET_ANTI_THRASH,
+                                                 [SETTING_SCHEDULING_MODE] =
+                                                     CTL_SET_MODE,
+                                                 [SETTING_SWITCH_TIME_FIXED] =
+                                                     CTL_SET_SWITCH_TIME};
     struct msg_ctl_set set = {0};
     char env[160];
     int id = 0;
 
-    while (id < SETTING_COUNT && (!keys[id] || strcmp(settings_table[id].name, name)))
+    while (id < SETTING_COUNT &&
+           (!keys[id] || strcmp(settings_table[id].name, name)))
         id++;
     if (id == SETTING_COUNT) {
         reply->status = EINVAL;
-        snprintf(reply->text, sizeof(reply->text), "cannot reset '%.200s': "
-                 "tq, anti-thrash, mode or switch-time", name);
+        snprintf(reply->text, sizeof(reply->text),
+                 "cannot reset '%.200s': "
+                 "tq, anti-thrash, mode or switch-time",
+                 name);
         return;
     }
     set.key = keys[id];
@@ -565,8 +596,10 @@ static void reset_setting(struct scheduler *s, const char *name,
     scheduler_save_state(s);
     setting_env_text(id, env, sizeof(env));
     size_t n = strlen(reply->text);
-    snprintf(reply->text + n, sizeof(reply->text) - n, " (%s%s; no longer a run-time "
-             "setting)", *env ? "from " : "the default", env);
+    snprintf(reply->text + n, sizeof(reply->text) - n,
+             " (%s%s; no longer a run-time "
+             "setting)",
+             *env ? "from " : "the default", env);
     log_info("%s reset: %s", settings_table[id].name, reply->text);
 }
 
@@ -578,7 +611,8 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
 
     switch (set->key) {
     case CTL_SET_TQ:
-        if (setting_check(SETTING_TQ, set->value, reply->text, sizeof(reply->text))) {
+        if (setting_check(SETTING_TQ, set->value, reply->text,
+                          sizeof(reply->text))) {
             reply->status = EINVAL;
             return;
         }
@@ -586,10 +620,13 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         remember(s, SETTING_TQ, set->value);
         format_duration(set->value, text, sizeof(text));
         if (set->value == POLICY_TQ_AUTO)
-            snprintf(reply->text, sizeof(reply->text), "time quantum auto: per GPU, "
-                     "%d x its mean hand-over, within 100ms-30s", POLICY_TQ_DRAIN_MULTIPLE);
+            snprintf(reply->text, sizeof(reply->text),
+                     "time quantum auto: per GPU, "
+                     "%d x its mean hand-over, within 100ms-30s",
+                     POLICY_TQ_DRAIN_MULTIPLE);
         else
-            snprintf(reply->text, sizeof(reply->text), "time quantum pinned at %s", text);
+            snprintf(reply->text, sizeof(reply->text),
+                     "time quantum pinned at %s", text);
         log_info("%s", reply->text);
         return;
     case CTL_SET_ANTI_THRASH:
@@ -602,7 +639,8 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         remember(s, SETTING_ANTI_THRASH, set->value);
         clients_broadcast(s, set->value ? MSG_SCHED_ON : MSG_SCHED_OFF);
         snprintf(reply->text, sizeof(reply->text), "anti-thrashing %s",
-                 set->value ? "on: clients take turns" : "off: clients run freely");
+                 set->value ? "on: clients take turns"
+                            : "off: clients run freely");
         log_info("%s", reply->text);
         return;
     case CTL_SET_CORE_LIMIT:
@@ -617,8 +655,8 @@ static void apply_setting(struct scheduler *s, const struct msg_ctl_set *set,
         return;
     case CTL_SET_SWITCH_TIME:
         /* 0 is auto: measured swap time x multiplier. */
-        if (set->value && setting_check(SETTING_SWITCH_TIME_FIXED, set->value, text,
-                                        sizeof(text))) {
+        if (set->value && setting_check(SETTING_SWITCH_TIME_FIXED, set->value,
+                                        text, sizeof(text))) {
             reply->status = EINVAL;
             snprintf(reply->text, sizeof(reply->text), "%s, or auto", text);
             return;
@@ -660,7 +698,8 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
             pod_facts_handle(conn->sched, &m, &reply.u.reply);
             rc = msg_send(fd, &reply);
         } else {
-            log_warn("control: unexpected %s: disconnecting", msg_type_name(m.type));
+            log_warn("control: unexpected %s: disconnecting",
+                     msg_type_name(m.type));
             rc = PROTO_E_TYPE;
         }
         if (rc < 0)
@@ -690,7 +729,8 @@ void control_on_listen(struct event_loop *loop, int fd, void *data)
         snprintf(refusal.u.reply.text, sizeof(refusal.u.reply.text),
                  "the control socket serves root and uid %d only", (int)s->uid);
         log_warn("control: refusing pid %d (uid %d): not root or the "
-                 "scheduler's user", (int)pid, (int)uid);
+                 "scheduler's user",
+                 (int)pid, (int)uid);
         msg_send(cfd, &refusal);
         close(cfd);
         return;

@@ -52,14 +52,14 @@ void event_loop_destroy(struct event_loop *loop)
     free(loop);
 }
 
-int event_loop_add(struct event_loop *loop, int fd, fd_handler handler,
-                   void *data)
+int event_loop_add(struct event_loop *loop, int fd, fd_handler handler, void *data)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
 
     if (fd >= loop->n_regs) {
         int n = fd * 2 + 16;
-        struct registration *regs = realloc(loop->regs, (size_t)n * sizeof(*regs));
+        struct registration *regs =
+            realloc(loop->regs, (size_t)n * sizeof(*regs));
         if (!regs)
             return -1;
         for (int i = loop->n_regs; i < n; i++)
@@ -97,9 +97,9 @@ void event_loop_run(struct event_loop *loop)
         if (deadline) {
             uint64_t now = now_ns();
             /* Round up: waking early would spin until the deadline. */
-            timeout = deadline <= now ? 0
-                                      : (int)((deadline - now + NS_PER_MS - 1) /
-                                              NS_PER_MS);
+            timeout = deadline <= now
+                          ? 0
+                          : (int)((deadline - now + NS_PER_MS - 1) / NS_PER_MS);
         }
         int n = epoll_wait(loop->epfd, events, MAX_BATCH, timeout);
         if (n < 0 && errno != EINTR)

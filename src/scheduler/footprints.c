@@ -47,8 +47,10 @@ static void load_nvml(void)
         return;
     *(void **)&init = dlsym(lib, "nvmlInit_v2");
     *(void **)&nvml.by_uuid = dlsym(lib, "nvmlDeviceGetHandleByUUID");
-    *(void **)&nvml.processes = dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
-    *(void **)&nvml.graphics = dlsym(lib, "nvmlDeviceGetGraphicsRunningProcesses_v3");
+    *(void **)&nvml.processes =
+        dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+    *(void **)&nvml.graphics =
+        dlsym(lib, "nvmlDeviceGetGraphicsRunningProcesses_v3");
     nvml.ok = init && nvml.by_uuid && nvml.processes && init() == NVML_SUCCESS;
     if (!nvml.ok)
         dlclose(lib); /* kept open for the daemon's life otherwise */
@@ -62,7 +64,7 @@ void footprint_update(struct scheduler *s, int gpu, int slot)
      * those it uses: a rank of an 8-GPU job would otherwise weigh a
      * context on each of the other seven. */
     bool uses = held || (s->clients[slot]->asked_gpus >> gpu & 1);
-    uint64_t overhead = !uses                  ? 0
+    uint64_t overhead = !uses                    ? 0
                         : s->overhead[gpu][slot] ? s->overhead[gpu][slot]
                                                  : s->context_overhead;
 
@@ -80,13 +82,15 @@ static void sample_gpu(struct scheduler *s, int gpu, uint64_t now)
         nvml.processes(dev, &n, procs) != NVML_SUCCESS)
         return;
     n = n < MAX_PROCS ? n : MAX_PROCS; /* NVML says how many there were */
-    if (!nvml.graphics || nvml.graphics(dev, &n_graphics, procs + n) != NVML_SUCCESS)
+    if (!nvml.graphics ||
+        nvml.graphics(dev, &n_graphics, procs + n) != NVML_SUCCESS)
         n_graphics = 0;
     n_graphics = n_graphics < MAX_PROCS ? n_graphics : MAX_PROCS;
     unhooked_observe(s, gpu, procs, n + n_graphics, now);
     for (int slot = 0; slot < s->table_size; slot++) {
         const struct client *c = s->clients[slot];
-        if (!c->used || !c->registered || !policy_is_running(s->policy, gpu, slot))
+        if (!c->used || !c->registered ||
+            !policy_is_running(s->policy, gpu, slot))
             continue;
         uint64_t allocated = s->quota.gpus[gpu].clients[slot].allocated;
         for (unsigned int i = 0; i < n; i++) {

@@ -90,8 +90,8 @@ static enum pod_qos qos_of_word(struct span s)
 /* systemd: [<anything>-]kubepods[-burstable|-besteffort]-pod<uid>.slice */
 static bool systemd_pod(struct span c, struct pod_identity *out)
 {
-    static const char *const classes[] = {"kubepods-burstable", "kubepods-besteffort",
-                                          "kubepods"};
+    static const char *const classes[] = {"kubepods-burstable",
+                                          "kubepods-besteffort", "kubepods"};
     static const enum pod_qos qos[] = {POD_QOS_BURSTABLE, POD_QOS_BESTEFFORT,
                                        POD_QOS_GUARANTEED};
     struct span stem, uid;
@@ -119,8 +119,8 @@ static bool systemd_pod(struct span c, struct pod_identity *out)
 /* cgroupfs: kubepods/[burstable|besteffort/]pod<uid>. A reader in its own
  * cgroup namespace may see ".." where kubepods (or the QoS level) is: the
  * class is then what the path still shows. */
-static bool cgroupfs_pod(struct span c, struct span parent, struct span grandparent,
-                         struct pod_identity *out)
+static bool cgroupfs_pod(struct span c, struct span parent,
+                         struct span grandparent, struct pod_identity *out)
 {
     enum pod_qos qos = qos_of_word(parent);
 
@@ -156,8 +156,8 @@ static void container_of(struct span c, struct pod_identity *out)
         return;
     for (size_t i = 0; i < sizeof(scopes) / sizeof(scopes[0]); i++) {
         size_t n = strlen(scopes[i]);
-        if (c.len == n + 64 + strlen(".scope") && span_starts_with(c, scopes[i]) &&
-            all_hex(c.p + n, 64)) {
+        if (c.len == n + 64 + strlen(".scope") &&
+            span_starts_with(c, scopes[i]) && all_hex(c.p + n, 64)) {
             copy_lower(out->container_id, c.p + n, 64);
             return;
         }
@@ -180,13 +180,14 @@ static bool job_number(struct span s, char out[IDENTITY_SLURM_JOB_MAX])
 
 /* Slurm's task/cgroup: v2 .../slurmstepd.scope/job_<id>/..., v1
  * /slurm[_<node>]/uid_<uid>/job_<id>/... */
-static bool slurm_job(struct span c, struct span parent, struct span grandparent,
-                      struct pod_identity *out)
+static bool slurm_job(struct span c, struct span parent,
+                      struct span grandparent, struct pod_identity *out)
 {
     if (span_is(parent, "slurmstepd.scope"))
         return job_number(c, out->slurm_job);
     if (!span_starts_with(parent, "uid_") ||
-        !(span_is(grandparent, "slurm") || span_starts_with(grandparent, "slurm_")))
+        !(span_is(grandparent, "slurm") ||
+          span_starts_with(grandparent, "slurm_")))
         return false;
     return job_number(c, out->slurm_job);
 }
@@ -224,7 +225,8 @@ static enum identity_kind parse_path(struct span path, struct pod_identity *out)
     return pod ? IDENTITY_POD : IDENTITY_HOST;
 }
 
-enum identity_kind identity_parse_cgroup(const char *text, struct pod_identity *out)
+enum identity_kind identity_parse_cgroup(const char *text,
+                                         struct pod_identity *out)
 {
     struct pod_identity best = {.kind = IDENTITY_UNKNOWN};
 
@@ -232,13 +234,13 @@ enum identity_kind identity_parse_cgroup(const char *text, struct pod_identity *
         const char *eol = strchr(line, '\n');
         const char *line_end = eol ? eol : line + strlen(line);
         const char *first = memchr(line, ':', (size_t)(line_end - line));
-        const char *second = first ? memchr(first + 1, ':', (size_t)(line_end - first - 1))
-                                   : NULL;
+        const char *second =
+            first ? memchr(first + 1, ':', (size_t)(line_end - first - 1)) : NULL;
         struct pod_identity id = {0};
 
         /* "<hierarchy id>:<controllers>:/<path>" */
-        bool well_formed = first && first > line && second && second + 1 < line_end &&
-                           second[1] == '/';
+        bool well_formed = first && first > line && second &&
+                           second + 1 < line_end && second[1] == '/';
         for (const char *d = line; well_formed && d < first; d++)
             well_formed = isdigit((unsigned char)*d);
         const char *path = second ? second + 1 : NULL;
@@ -249,7 +251,8 @@ enum identity_kind identity_parse_cgroup(const char *text, struct pod_identity *
         /* A pod beats the host; a pod with its container beats one without;
          * a Slurm job's line beats the v1 controllers Slurm left alone. */
         if (id.kind > best.kind ||
-            (id.kind == IDENTITY_POD && !best.container_id[0] && id.container_id[0]) ||
+            (id.kind == IDENTITY_POD && !best.container_id[0] &&
+             id.container_id[0]) ||
             (id.kind == IDENTITY_HOST && best.kind == IDENTITY_HOST &&
              !best.slurm_job[0] && id.slurm_job[0]))
             best = id;
@@ -273,8 +276,8 @@ enum identity_kind identity_of_pid(const char *proc_root, pid_t pid,
     int fd;
 
     *out = (struct pod_identity){.kind = IDENTITY_UNKNOWN};
-    if (snprintf(path, sizeof(path), "%s/%d/cgroup", proc_root ? proc_root : "/proc",
-                 (int)pid) >= (int)sizeof(path))
+    if (snprintf(path, sizeof(path), "%s/%d/cgroup",
+                 proc_root ? proc_root : "/proc", (int)pid) >= (int)sizeof(path))
         return IDENTITY_UNKNOWN;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)

@@ -33,7 +33,7 @@
 
 struct pod_identity {
     enum identity_kind kind;
-    enum pod_qos qos;                            /* IDENTITY_POD only */
+    enum pod_qos qos; /* IDENTITY_POD only */
     /* Lower-case, dashed 8-4-4-4-12 as in the pod's metadata.uid (a static
      * pod's 32-hex UID stays as kubelet wrote it). "" unless IDENTITY_POD. */
     char pod_uid[PROTO_POD_UID_MAX];
@@ -48,7 +48,8 @@ struct pod_identity {
 /* Parses the text of a /proc/PID/cgroup file (NUL-terminated; any size,
  * newline or not). Fills *out and returns out->kind; malformed text gives
  * IDENTITY_UNKNOWN, never a crash. */
-enum identity_kind identity_parse_cgroup(const char *text, struct pod_identity *out);
+enum identity_kind identity_parse_cgroup(const char *text,
+                                         struct pod_identity *out);
 
 /* Reads <proc_root>/<pid>/cgroup (proc_root NULL: "/proc"; tests point it
  * at fixtures, a containerised daemon at the host's /proc) and parses it.

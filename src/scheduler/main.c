@@ -25,24 +25,32 @@
  * where they are used (env.c, gpus.c, log.c). */
 static void print_usage(FILE *out)
 {
-    fputs("usage: nvshare-scheduler [--log-format text|json] [--help | --version]\n"
-          "\n"
-          "  --log-format json       one JSON object per log line (time, level,\n"
-          "                          component, pid, msg); also NVSHARE_LOG_FORMAT\n"
-          "\n"
-          "The nvshare node daemon: time-slices each GPU of this node among the\n"
-          "processes that run with libnvshare.so. Configured by the environment:\n"
-          "\n"
-          "  NVSHARE_SOCK_DIR        socket directory (default " DEFAULT_SOCK_DIR ")\n"
-          "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n"
-          "  NVSHARE_STATE_FILE      where nvsharectl's settings and pod limits are\n"
-          "                          kept across restarts (default " STATE_DEFAULT_PATH ";\n"
-          "                          empty: not kept)\n"
-          "  NVSHARE_METRICS_ADDR    host:port of /metrics (Prometheus; default\n"
-          "                          " METRICS_DEFAULT_ADDR "; off: none)\n"
-          "  NVSHARE_PROC_ROOT       the host's /proc, for clients' cgroups (default\n"
-          "                          /proc)\n",
-          out);
+    fputs(
+        "usage: nvshare-scheduler [--log-format text|json] [--help | "
+        "--version]\n"
+        "\n"
+        "  --log-format json       one JSON object per log line (time, level,\n"
+        "                          component, pid, msg); also "
+        "NVSHARE_LOG_FORMAT\n"
+        "\n"
+        "The nvshare node daemon: time-slices each GPU of this node among the\n"
+        "processes that run with libnvshare.so. Configured by the "
+        "environment:\n"
+        "\n"
+        "  NVSHARE_SOCK_DIR        socket directory (default " DEFAULT_SOCK_DIR
+        ")\n"
+        "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n"
+        "  NVSHARE_STATE_FILE      where nvsharectl's settings and pod limits "
+        "are\n"
+        "                          kept across restarts "
+        "(default " STATE_DEFAULT_PATH ";\n"
+        "                          empty: not kept)\n"
+        "  NVSHARE_METRICS_ADDR    host:port of /metrics (Prometheus; default\n"
+        "                          " METRICS_DEFAULT_ADDR "; off: none)\n"
+        "  NVSHARE_PROC_ROOT       the host's /proc, for clients' cgroups "
+        "(default\n"
+        "                          /proc)\n",
+        out);
     settings_usage(out);
     fputs("  NVSHARE_DEBUG           1: log every scheduling decision\n"
           "\n"
@@ -76,11 +84,15 @@ static void log_limit_scaling(struct scheduler *s)
             continue;
         s->limits_scaled[g] = scaled;
         if (scaled)
-            log_uid_info(LOG_UID_ANY, "gpu %d: core limits sum to %u %%: "
-                         "scaled by 100/%u", g, sum, sum);
+            log_uid_info(LOG_UID_ANY,
+                         "gpu %d: core limits sum to %u %%: "
+                         "scaled by 100/%u",
+                         g, sum, sum);
         else
-            log_uid_info(LOG_UID_ANY, "gpu %d: core limits no longer scaled "
-                         "(sum %u %%)", g, sum);
+            log_uid_info(LOG_UID_ANY,
+                         "gpu %d: core limits no longer scaled "
+                         "(sum %u %%)",
+                         g, sum);
     }
 }
 
@@ -94,7 +106,8 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
 {
     struct scheduler *s = data;
     static struct policy_actions out; /* large: off the stack */
-    uint64_t next, quota_next, stall_next, stop_next, idle_next, log_next, sample_next;
+    uint64_t next, quota_next, stall_next, stop_next, idle_next, log_next,
+        sample_next;
 
     (void)loop;
     /* A flood of warnings that stopped still shows, at its window's end. */
@@ -171,7 +184,8 @@ static int listen_on(struct scheduler *s, const char *name, mode_t mode,
 /* The state file's settings replace the environment's: they are what the
  * operator set last. Where the environment said otherwise, one warning
  * says so, and how to let the environment's value apply again. */
-static void apply_state_settings(const struct scheduler *s, uint64_t v[SETTING_COUNT])
+static void apply_state_settings(const struct scheduler *s,
+                                 uint64_t v[SETTING_COUNT])
 {
     const struct node_state *st = &s->state;
     char env[160], value[32];
@@ -184,17 +198,21 @@ static void apply_state_settings(const struct scheduler *s, uint64_t v[SETTING_C
             setting_format(id, st->value[id], value, sizeof(value));
             if (id == SETTING_SWITCH_TIME_FIXED && !st->value[id])
                 snprintf(value, sizeof(value), "auto");
-            log_warn("%s is overridden by the state file's %s %s (set with nvsharectl): "
+            log_warn("%s is overridden by the state file's %s %s (set with "
+                     "nvsharectl): "
                      "'nvsharectl reset %s' lets the environment's value apply",
-                     env, settings_table[id].name, value, settings_table[id].name);
+                     env, settings_table[id].name, value,
+                     settings_table[id].name);
         }
         v[id] = st->value[id];
     }
     if (st->set[SETTING_SWITCH_TIME_FIXED]) {
         bool fixed = st->value[SETTING_SWITCH_TIME_FIXED] != 0;
-        v[SETTING_SWITCH_TIME_MODE] = fixed ? SWITCH_TIME_FIXED : SWITCH_TIME_AUTO;
+        v[SETTING_SWITCH_TIME_MODE] = fixed ? SWITCH_TIME_FIXED
+                                            : SWITCH_TIME_AUTO;
         if (!fixed)
-            v[SETTING_SWITCH_TIME_FIXED] = settings_table[SETTING_SWITCH_TIME_FIXED].fallback;
+            v[SETTING_SWITCH_TIME_FIXED] =
+                settings_table[SETTING_SWITCH_TIME_FIXED].fallback;
     }
 }
 
@@ -204,9 +222,11 @@ static void warn_mode_override(const struct scheduler *s, int gpu, uint8_t mode)
 
     setting_env_text(SETTING_SCHEDULING_MODE, env, sizeof(env));
     if (*env && mode != s->env_settings[SETTING_SCHEDULING_MODE])
-        log_warn("%s is overridden on gpu %d by the state file's mode %s (set with "
-                 "nvsharectl): 'nvsharectl reset mode' lets the environment's value "
-                 "apply", env, gpu, sched_mode_names[mode]);
+        log_warn(
+            "%s is overridden on gpu %d by the state file's mode %s (set with "
+            "nvsharectl): 'nvsharectl reset mode' lets the environment's value "
+            "apply",
+            env, gpu, sched_mode_names[mode]);
 }
 
 static void apply_state_modes(struct scheduler *s)
@@ -222,7 +242,8 @@ static void apply_state_modes(struct scheduler *s)
             warn_mode_override(s, g, st->modes[i].mode);
         } else
             log_warn("state file: GPU %s is not on this node: its mode is kept "
-                     "for when it is", st->modes[i].uuid);
+                     "for when it is",
+                     st->modes[i].uuid);
     }
 }
 
@@ -236,8 +257,9 @@ static int load_state(struct scheduler *s)
     if (!path)
         path = STATE_DEFAULT_PATH;
     if (!*path) {
-        log_info("state file: none (NVSHARE_STATE_FILE is empty): settings made "
-                 "at run time are lost on restart");
+        log_info(
+            "state file: none (NVSHARE_STATE_FILE is empty): settings made "
+            "at run time are lost on restart");
         return 0;
     }
     if (state_load(path, &s->state) < 0)
@@ -289,7 +311,8 @@ static int configure_policy(struct scheduler *s)
     /* A fixed switch time of 0 tells the policy to measure it. */
     policy_set_switch_time(s->policy,
                            v[SETTING_SWITCH_TIME_MODE] == SWITCH_TIME_FIXED
-                               ? v[SETTING_SWITCH_TIME_FIXED] : 0,
+                               ? v[SETTING_SWITCH_TIME_FIXED]
+                               : 0,
                            (unsigned)v[SETTING_SWITCH_TIME_MULTIPLIER]);
     s->oversub_default = v[SETTING_ENABLE_OVERSUB];
     s->oversub_ratio = (unsigned)v[SETTING_OVERSUB_RATIO];
@@ -329,15 +352,16 @@ static int discover_gpus(struct scheduler *s)
         return -1;
     }
     if (s->n_gpus == 0) {
-        log_error("no GPUs found (no NVIDIA driver?); set NVSHARE_GPUS=UUID:MiB "
-                  "to schedule configured GPUs");
+        log_error(
+            "no GPUs found (no NVIDIA driver?); set NVSHARE_GPUS=UUID:MiB "
+            "to schedule configured GPUs");
         return -1;
     }
     for (int i = 0; i < s->n_gpus; i++) {
         char size[32];
         format_size(s->gpus[i].memory_total, size, sizeof(size));
-        log_info("gpu %d: %s (%s, %s)", i, s->gpus[i].uuid,
-                 s->gpus[i].name, size);
+        log_info("gpu %d: %s (%s, %s)", i, s->gpus[i].uuid, s->gpus[i].name,
+                 size);
     }
     return 0;
 }
@@ -397,7 +421,8 @@ static int setup(struct scheduler *s)
     raise_fd_limit();
     if (unix_keep_spare() < 0)
         log_warn("no spare file descriptor (%s): out of them, the scheduler "
-                 "would spin on a pending connection", strerror(errno));
+                 "would spin on a pending connection",
+                 strerror(errno));
     s->started_at = now_ns();
     s->uid = getuid();
     if (!scheduler_grow(s, SCHEDULER_INITIAL_TABLE_SIZE)) {
@@ -430,8 +455,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--log-format"))
             format = i + 1 < argc ? argv[++i] : "";
         if (!format) {
-            fprintf(stderr, "nvshare-scheduler: unknown argument '%s' (see "
-                    "nvshare-scheduler --help)\n", argv[i]);
+            fprintf(stderr,
+                    "nvshare-scheduler: unknown argument '%s' (see "
+                    "nvshare-scheduler --help)\n",
+                    argv[i]);
             return CLI_EXIT_USAGE;
         }
         if (log_set_format(format) < 0) {

@@ -186,8 +186,8 @@ static const char *bound_label(int i)
 }
 
 /* name is the family's: its lines are name_bucket, name_sum, name_count. */
-static void histogram_lines(struct text *t, const char *name, const char *labels,
-                            const struct histogram *h)
+static void histogram_lines(struct text *t, const char *name,
+                            const char *labels, const struct histogram *h)
 {
     uint64_t cumulative = 0;
 
@@ -280,15 +280,18 @@ static struct pod_series *pod_series_list(const struct scheduler *s,
         return NULL;
     for (int slot = 0; slot < s->table_size; slot++) {
         const struct client *c = s->clients[slot];
-        if (!c->used || !c->registered || pod_id_empty(&s->accounts[c->account].pod))
+        if (!c->used || !c->registered ||
+            pod_id_empty(&s->accounts[c->account].pod))
             continue;
         for (int g = 0; g < s->n_gpus; g++) {
-            bool *mark = &seen[(size_t)c->account * (size_t)s->n_gpus + (size_t)g];
+            bool *mark =
+                &seen[(size_t)c->account * (size_t)s->n_gpus + (size_t)g];
             if (*mark || !policy_is_member(s->policy, g, slot))
                 continue;
             if (count == size) {
                 size = size ? 2 * size : 16;
-                struct pod_series *grown = realloc(list, (size_t)size * sizeof(*list));
+                struct pod_series *grown =
+                    realloc(list, (size_t)size * sizeof(*list));
                 if (!grown) {
                     free(list);
                     free(seen);
@@ -345,18 +348,21 @@ static void render_node(struct text *t, const struct scheduler *s)
            "Jobs spanning several GPUs, whose GPUs are granted together.",
            gangs_count(s));
     single(t, "nvshare_unregistered_connections", "gauge",
-           "Connections that have not registered yet.", (uint64_t)clients_pending(s));
-    single(t, "nvshare_refused_connections_total", "counter",
-           "Client connections refused (per-uid connection limit, or out of memory).",
+           "Connections that have not registered yet.",
+           (uint64_t)clients_pending(s));
+    single(t, "nvshare_refused_connections_total",
+           "counter", "Client connections refused (per-uid connection limit, or out of memory).",
            s->refused);
-    single(t, "nvshare_log_lines_suppressed_total", "counter",
-           "Log lines about clients suppressed by the per-uid and global rate limits.",
+    single(t, "nvshare_log_lines_suppressed_total",
+           "counter", "Log lines about clients suppressed by the per-uid and global rate limits.",
            log_suppressed_total());
     single(t, "nvshare_unhooked_processes", "gauge",
-           "Processes using a GPU without libnvshare, now.", (uint64_t)unhooked_count(s));
+           "Processes using a GPU without libnvshare, now.",
+           (uint64_t)unhooked_count(s));
     single(t, "nvshare_unhooked_processes_seen_total", "counter",
            "Processes seen using a GPU without libnvshare.", s->unhooked_seen);
-    family(t, "nvshare_messages_total", "counter", "Client messages handled, by type.");
+    family(t, "nvshare_messages_total", "counter",
+           "Client messages handled, by type.");
     for (int type = 0; type < METRICS_MSG_TYPES; type++) {
         if (!m->messages[type])
             continue;
@@ -367,7 +373,8 @@ static void render_node(struct text *t, const struct scheduler *s)
         put(t, "\n");
     }
     family(t, "nvshare_decision_seconds", "histogram",
-           "Time the event loop took to handle one client message: decision and "
+           "Time the event loop took to handle one client message: decision "
+           "and "
            "the messages it sends.");
     histogram_lines(t, "nvshare_decision_seconds", "", &m->decision);
     single(t, "nvshare_metrics_scrapes_total", "counter",
@@ -387,16 +394,17 @@ struct gpu_series {
 
 static void gpu_series_fill(const struct scheduler *s, struct gpu_series *gs)
 {
-    static const char *const direction[2] = {"direction=\"out\"", "direction=\"in\""};
+    static const char *const direction[2] = {"direction=\"out\"",
+                                             "direction=\"in\""};
 
     for (int g = 0; g < s->n_gpus; g++) {
         policy_view_gpu(s->policy, g, &gs->v[g]);
-        snprintf(gs->labels[g], sizeof(gs->labels[g]), "gpu=\"%s\",index=\"%d\"",
-                 s->gpus[g].uuid, g);
+        snprintf(gs->labels[g], sizeof(gs->labels[g]),
+                 "gpu=\"%s\",index=\"%d\"", s->gpus[g].uuid, g);
         for (int d = 0; d < 2; d++)
-            snprintf(gs->swap_labels[g][d], sizeof(gs->swap_labels[g][d]), "%.*s,%s",
-                     (int)strnlen(gs->labels[g], PROTO_UUID_MAX + 31), gs->labels[g],
-                     direction[d]);
+            snprintf(gs->swap_labels[g][d], sizeof(gs->swap_labels[g][d]),
+                     "%.*s,%s", (int)strnlen(gs->labels[g], PROTO_UUID_MAX + 31),
+                     gs->labels[g], direction[d]);
     }
 }
 
@@ -431,14 +439,14 @@ static void render_gpu_memory(struct text *t, const struct scheduler *s,
 static void render_gpu_scheduling(struct text *t, const struct scheduler *s,
                                   const struct gpu_series *gs)
 {
-    family(t, "nvshare_gpu_mode", "gauge",
-           "Scheduling mode of the GPU: 1 for the mode in force, 0 for the others.");
+    family(t, "nvshare_gpu_mode",
+           "gauge", "Scheduling mode of the GPU: 1 for the mode in force, 0 for the others.");
     for (int g = 0; g < s->n_gpus; g++) {
         for (int m = 0; sched_mode_names[m]; m++) {
             char mode_labels[PROTO_UUID_MAX + 64];
             snprintf(mode_labels, sizeof(mode_labels), "%.*s,mode=\"%s\"",
-                     (int)strnlen(gs->labels[g], PROTO_UUID_MAX + 31), gs->labels[g],
-                     sched_mode_names[m]);
+                     (int)strnlen(gs->labels[g], PROTO_UUID_MAX + 31),
+                     gs->labels[g], sched_mode_names[m]);
             sample_u64(t, "nvshare_gpu_mode", mode_labels, gs->v[g].mode == m);
         }
     }
@@ -448,8 +456,8 @@ static void render_gpu_scheduling(struct text *t, const struct scheduler *s,
     PER_GPU("nvshare_gpu_time_quantum_pinned", "gauge",
             "1 where the operator pinned the time quantum, 0 where it is auto.",
             sample_u64, gs->v[g].quantum_reason == QUANTUM_PINNED)
-    PER_GPU("nvshare_gpu_handover_mean_seconds", "gauge",
-            "Mean cost of the GPU's last 128 hand-overs, the GPU idle between holders (0: none yet).",
+    PER_GPU("nvshare_gpu_handover_mean_seconds",
+            "gauge", "Mean cost of the GPU's last 128 hand-overs, the GPU idle between holders (0: none yet).",
             sample_seconds, gs->v[g].handover_mean_ns)
     PER_GPU("nvshare_gpu_holder_changes_total", "counter",
             "Grants of the GPU to another client than the previous holder.",
@@ -494,7 +502,8 @@ static unsigned priority_of(const struct account *a)
     for (int i = 0; i < n; i++) {                                              \
         const struct pod_series *p = &list[i];                                 \
         const struct account *a = &s->accounts[p->account];                    \
-        const struct quota_account *q = &s->quota.gpus[p->gpu].accounts[p->account]; \
+        const struct quota_account *q =                                        \
+            &s->quota.gpus[p->gpu].accounts[p->account];                       \
         (void)a, (void)q;                                                      \
         sample_fn(t, name, p->labels, __VA_ARGS__);                            \
     }
@@ -511,8 +520,8 @@ static void render_pod_memory(struct text *t, const struct scheduler *s,
     PER_POD("nvshare_pod_memory_peak_bytes", "gauge",
             "The most memory the pod had allocated on the GPU at once.",
             sample_u64, q->peak)
-    PER_POD("nvshare_pod_allocations_refused_total", "counter",
-            "The pod's allocation requests refused (quota or oversubscription).",
+    PER_POD("nvshare_pod_allocations_refused_total",
+            "counter", "The pod's allocation requests refused (quota or oversubscription).",
             sample_u64, q->refused)
 }
 
@@ -523,21 +532,24 @@ static void render_pod_limits(struct text *t, const struct scheduler *s,
     struct policy_settings_view settings;
 
     policy_view_settings(s->policy, &settings);
-    PER_POD("nvshare_pod_core_limit_ratio", "gauge",
-            "The pod's core limit in force, as a fraction of the GPU's time (1: none).",
-            sample_ratio, limit_of(&a->core) % 100 ? (double)limit_of(&a->core) / 100
-                                                  : 1.0)
+    PER_POD("nvshare_pod_core_limit_ratio",
+            "gauge", "The pod's core limit in force, as a fraction of the GPU's time (1: none).",
+            sample_ratio,
+            limit_of(&a->core) % 100 ? (double)limit_of(&a->core) / 100 : 1.0)
     PER_POD("nvshare_pod_core_share_ratio", "gauge",
-            "The fraction of each window the pod's limit buys now, after scaling "
+            "The fraction of each window the pod's limit buys now, after "
+            "scaling "
             "limits that sum above 100 % (1: unlimited).",
-            sample_ratio, p->budget_ns && settings.window_ns
-                              ? (double)p->budget_ns / (double)settings.window_ns
-                              : 1.0)
-    PER_POD("nvshare_pod_priority", "gauge",
-            "The pod's priority class in force: 1 low, 2 normal, 3 high, up to 9.",
+            sample_ratio,
+            p->budget_ns && settings.window_ns
+                ? (double)p->budget_ns / (double)settings.window_ns
+                : 1.0)
+    PER_POD("nvshare_pod_priority",
+            "gauge", "The pod's priority class in force: 1 low, 2 normal, 3 high, up to 9.",
             sample_u64, (uint64_t)priority_of(a))
     PER_POD("nvshare_pod_min_share_ratio", "gauge",
-            "The pod's floor: the fraction of each window it gets under a busier "
+            "The pod's floor: the fraction of each window it gets under a "
+            "busier "
             "higher class (0: none).",
             sample_ratio, (double)a->min_share / 100)
 }
@@ -546,8 +558,8 @@ static void render_pod_limits(struct text *t, const struct scheduler *s,
 static void render_pod_time(struct text *t, const struct scheduler *s,
                             const struct pod_series *list, int n)
 {
-    PER_POD("nvshare_pod_gpu_seconds_total", "counter",
-            "GPU time billed to the pod (co-running clients share the wall time).",
+    PER_POD("nvshare_pod_gpu_seconds_total",
+            "counter", "GPU time billed to the pod (co-running clients share the wall time).",
             sample_seconds, p->stats.billed_ns)
     PER_POD("nvshare_pod_throttled_seconds_total", "counter",
             "Time the pod was held back by its core limit.", sample_seconds,
@@ -555,8 +567,8 @@ static void render_pod_time(struct text *t, const struct scheduler *s,
     PER_POD("nvshare_pod_preemptions_total", "counter",
             "Requests to the pod's clients to give the GPU back (DROP).",
             sample_u64, p->stats.preemptions)
-    family(t, "nvshare_pod_lock_wait_seconds", "histogram",
-           "Time the pod's clients waited from asking for the GPU to getting it.");
+    family(t, "nvshare_pod_lock_wait_seconds",
+           "histogram", "Time the pod's clients waited from asking for the GPU to getting it.");
     for (int i = 0; i < n; i++)
         histogram_lines(t, "nvshare_pod_lock_wait_seconds", list[i].labels,
                         &list[i].stats.lock_wait);

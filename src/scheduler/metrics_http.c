@@ -52,7 +52,8 @@ static struct http_slot {
 static void set_state(struct http_slot *slot, enum http_state state)
 {
     slot->state = state;
-    slot->deadline = now_ns() + (state == HTTP_ANSWERING ? HTTP_ANSWER_NS : HTTP_REQUEST_NS);
+    slot->deadline =
+        now_ns() + (state == HTTP_ANSWERING ? HTTP_ANSWER_NS : HTTP_REQUEST_NS);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **context,
@@ -150,7 +151,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     }
     if (status != MHD_HTTP_OK) {
         static char body[] = "nvshare-scheduler serves /metrics only\n";
-        r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_PERSISTENT);
+        r = MHD_create_response_from_buffer(strlen(body), body,
+                                            MHD_RESPMEM_PERSISTENT);
     } else {
         r = MHD_create_response_from_buffer_with_free_callback(len, text,
                                                                metrics_text_free);
@@ -159,9 +161,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         metrics_text_free(text);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", status == MHD_HTTP_OK
-                            ? "text/plain; version=0.0.4; charset=utf-8"
-                            : "text/plain");
+    MHD_add_response_header(r, "Content-Type",
+                            status == MHD_HTTP_OK
+                                ? "text/plain; version=0.0.4; charset=utf-8"
+                                : "text/plain");
     rc = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return rc;
@@ -178,8 +181,10 @@ static int resolve(const char *addr, struct sockaddr_storage *sa)
 {
     char host[128];
     const char *colon = strrchr(addr, ':');
-    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV,
-                             .ai_socktype = SOCK_STREAM}, *res;
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICHOST |
+                                         AI_NUMERICSERV,
+                             .ai_socktype = SOCK_STREAM},
+                    *res;
     size_t n;
 
     if (!colon || !colon[1])
@@ -210,18 +215,22 @@ int metrics_start(struct scheduler *s, const char *addr)
     if (!addr)
         addr = METRICS_DEFAULT_ADDR;
     if (resolve(addr, &sa) < 0) {
-        log_error("NVSHARE_METRICS_ADDR '%s' is not host:port (e.g. 127.0.0.1:9402, "
-                  "[::1]:9402, :9402) or off", addr);
+        log_error("NVSHARE_METRICS_ADDR '%s' is not host:port (e.g. "
+                  "127.0.0.1:9402, "
+                  "[::1]:9402, :9402) or off",
+                  addr);
         return -1;
     }
     /* MHD_USE_EPOLL without an internal thread: MHD_run, from our loop, does
      * the work its epoll fd announces. */
-    daemon_ = MHD_start_daemon(
-        MHD_USE_EPOLL | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0, NULL,
-        NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTIONS,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+    daemon_ =
+        MHD_start_daemon(MHD_USE_EPOLL |
+                             (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+                         0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)HTTP_CONNECTIONS, MHD_OPTION_NOTIFY_CONNECTION,
+                         on_connection, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+                         on_completed, NULL, MHD_OPTION_END);
     if (!daemon_) {
         /* Not fatal: scheduling matters more than its metrics. */
         log_error("metrics: cannot listen on %s (%s): /metrics is off", addr,
@@ -256,8 +265,9 @@ uint64_t metrics_tick(struct scheduler *s, uint64_t now)
         if (MHD_get_timeout(daemon_, &ms) != MHD_YES)
             return next;
     }
-    return next && next < now + (uint64_t)ms * NS_PER_MS ? next
-                                                          : now + (uint64_t)ms * NS_PER_MS;
+    return next && next < now + (uint64_t)ms * NS_PER_MS
+               ? next
+               : now + (uint64_t)ms * NS_PER_MS;
 }
 
 void metrics_stop(void)
@@ -272,8 +282,10 @@ int metrics_start(struct scheduler *s, const char *addr)
 {
     (void)s;
     if (addr)
-        log_warn("NVSHARE_METRICS_ADDR=%s: metrics are not built in (build with "
-                 "libmicrohttpd: scripts/install-deps.sh build)", addr);
+        log_warn("NVSHARE_METRICS_ADDR=%s: metrics are not built in (build "
+                 "with "
+                 "libmicrohttpd: scripts/install-deps.sh build)",
+                 addr);
     return 0;
 }
 

@@ -38,7 +38,8 @@ static void learn(struct scheduler *s, const struct msg_pod_facts *f,
 
     if (!f->pod_uid[0] || !f->pod_name[0]) {
         reply->status = EINVAL;
-        snprintf(reply->text, sizeof(reply->text), "pod facts need a UID and a name");
+        snprintf(reply->text, sizeof(reply->text),
+                 "pod facts need a UID and a name");
         return;
     }
     snprintf(id.uid, sizeof(id.uid), "%s", f->pod_uid);
@@ -54,20 +55,24 @@ static void learn(struct scheduler *s, const struct msg_pod_facts *f,
         scheduler_save_state(s);
     if (dropped & POD_FACT_CORE_UNREADABLE)
         log_info("pod %s: its core-limit annotation changed: the operator's "
-                 "override ends", name);
+                 "override ends",
+                 name);
     if (dropped & POD_FACT_MEMORY_UNREADABLE)
         log_info("pod %s: its memory-limit annotation changed: the operator's "
-                 "override ends", name);
+                 "override ends",
+                 name);
     if (dropped & POD_FACT_PRIORITY_UNREADABLE)
         log_info("pod %s: its priority annotation changed: the operator's "
-                 "override ends", name);
+                 "override ends",
+                 name);
     /* One line when something changed, not one per status update. */
     if (!before.listed || before.annotation_core != p->annotation_core ||
         before.annotation_memory != p->annotation_memory ||
         before.memory_request != p->memory_request ||
         before.annotation_priority != p->annotation_priority)
         log_info("pod %s (uid %s): core-limit annotation %llu%%, memory-limit "
-                 "annotation %llu bytes, gpu-memory request %llu bytes, priority "
+                 "annotation %llu bytes, gpu-memory request %llu bytes, "
+                 "priority "
                  "annotation class %llu (0 = none)",
                  name, p->id.uid, (unsigned long long)p->annotation_core,
                  (unsigned long long)p->annotation_memory,
@@ -113,7 +118,8 @@ void pod_facts_handle(struct scheduler *s, const struct msg *m,
     case MSG_CTL_POD_SYNC_END:
         /* Backwards: forgetting moves the last record into the hole. */
         for (size_t i = s->state.pods.n; i-- > 0;) {
-            if (i >= s->state.pods.n || !pod_gone_after_relist(&s->state.pods.list[i]))
+            if (i >= s->state.pods.n ||
+                !pod_gone_after_relist(&s->state.pods.list[i]))
                 continue;
             id = s->state.pods.list[i].id;
             forget(s, &id, "is no longer on this node");

@@ -22,7 +22,8 @@ bool pod_id_equal(const struct pod_id *a, const struct pod_id *b)
 void pod_id_default_namespace(struct pod_id *id)
 {
     if (id->pod_name[0] && !id->pod_namespace[0])
-        snprintf(id->pod_namespace, sizeof(id->pod_namespace), POD_DEFAULT_NAMESPACE);
+        snprintf(id->pod_namespace, sizeof(id->pod_namespace),
+                 POD_DEFAULT_NAMESPACE);
 }
 
 void pod_id_format(const struct pod_id *id, char *buf, size_t len)
@@ -202,8 +203,7 @@ void pods_leave(struct pod_table *t, const struct pod_id *id)
 }
 
 struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
-                           enum pod_setting which, uint64_t value,
-                           bool *failed)
+                           enum pod_setting which, uint64_t value, bool *failed)
 {
     struct pod *p = value ? pods_get(t, id) : pods_find(t, id);
 
@@ -211,10 +211,18 @@ struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
     if (!p)
         return NULL;
     switch (which) {
-    case POD_CORE_LIMIT: p->core_limit = value; break;
-    case POD_MEMORY_LIMIT: p->memory_limit = value; break;
-    case POD_PRIORITY: p->priority = value; break;
-    case POD_MIN_SHARE: p->min_share = value; break;
+    case POD_CORE_LIMIT:
+        p->core_limit = value;
+        break;
+    case POD_MEMORY_LIMIT:
+        p->memory_limit = value;
+        break;
+    case POD_PRIORITY:
+        p->priority = value;
+        break;
+    case POD_MIN_SHARE:
+        p->min_share = value;
+        break;
     case POD_OWNER:
         p->bound = p->owner_named = value != 0;
         p->owner = (uint32_t)value;
@@ -249,14 +257,15 @@ struct pod *pods_learn(struct pod_table *t, const struct msg_pod_facts *f,
     snprintf(id.uid, sizeof(id.uid), "%s", f->pod_uid);
     if (!(p = pods_get(t, &id)))
         return NULL;
-    snprintf(p->id.pod_namespace, sizeof(p->id.pod_namespace), "%s", f->pod_namespace);
+    snprintf(p->id.pod_namespace, sizeof(p->id.pod_namespace), "%s",
+             f->pod_namespace);
     snprintf(p->id.pod_name, sizeof(p->id.pod_name), "%s", f->pod_name);
     if (!(f->unreadable & POD_FACT_CORE_UNREADABLE))
         learn(&p->annotation_core, f->core_limit, &p->core_limit, !p->listed,
               POD_FACT_CORE_UNREADABLE, dropped);
     if (!(f->unreadable & POD_FACT_MEMORY_UNREADABLE))
-        learn(&p->annotation_memory, f->memory_limit, &p->memory_limit, !p->listed,
-              POD_FACT_MEMORY_UNREADABLE, dropped);
+        learn(&p->annotation_memory, f->memory_limit, &p->memory_limit,
+              !p->listed, POD_FACT_MEMORY_UNREADABLE, dropped);
     if (!(f->unreadable & POD_FACT_PRIORITY_UNREADABLE))
         learn(&p->annotation_priority, f->priority, &p->priority, !p->listed,
               POD_FACT_PRIORITY_UNREADABLE, dropped);

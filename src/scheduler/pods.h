@@ -32,27 +32,27 @@
 #include "protocol.h" /* PROTO_NAME_MAX, PROTO_POD_UID_MAX */
 
 struct pod_id {
-    char uid[PROTO_POD_UID_MAX];              /* Kubernetes pod UID, or "" */
+    char uid[PROTO_POD_UID_MAX];        /* Kubernetes pod UID, or "" */
     char pod_namespace[PROTO_NAME_MAX]; /* plain host: as declared */
     char pod_name[PROTO_NAME_MAX];      /* "" with a uid: not known yet */
 };
 
 struct pod {
     struct pod_id id;
-    bool bound;         /* plain host: owner is set */
-    bool owner_named;   /* by the operator, not by a first join */
-    uint32_t owner;     /* the uid allowed to join (root always may) */
+    bool bound;            /* plain host: owner is set */
+    bool owner_named;      /* by the operator, not by a first join */
+    uint32_t owner;        /* the uid allowed to join (root always may) */
     uint64_t core_limit;   /* the operator's, percent; 0 = none */
     uint64_t memory_limit; /* the operator's, bytes per GPU; 0 = none */
     uint64_t priority;     /* the operator's, enum priority_class; 0 = none */
     uint64_t min_share;    /* the operator's floor, percent; 0 = none */
     int clients;           /* registered clients billed to it */
     /* From the API server (Kubernetes pods only), 0 = none. */
-    bool listed;                /* the pod watcher named it */
-    bool stale;                 /* a re-list began and has not named it */
-    uint64_t annotation_core;   /* nvshare.com/gpu-core-limit, percent */
-    uint64_t annotation_memory; /* nvshare.com/gpu-memory-limit, bytes */
-    uint64_t memory_request;    /* nvshare.com/gpu-memory, bytes per GPU */
+    bool listed;                  /* the pod watcher named it */
+    bool stale;                   /* a re-list began and has not named it */
+    uint64_t annotation_core;     /* nvshare.com/gpu-core-limit, percent */
+    uint64_t annotation_memory;   /* nvshare.com/gpu-memory-limit, bytes */
+    uint64_t memory_request;      /* nvshare.com/gpu-memory, bytes per GPU */
     uint64_t annotation_priority; /* nvshare.com/priority, priority_class */
 };
 
@@ -118,8 +118,7 @@ void pods_leave(struct pod_table *t, const struct pod_id *id);
  * its first setting drops a binding made by a first join. Returns the
  * record, or NULL when it is forgotten or memory ran out (*failed). */
 struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
-                           enum pod_setting which, uint64_t value,
-                           bool *failed);
+                           enum pod_setting which, uint64_t value, bool *failed);
 
 /* The pod watcher's facts about a Kubernetes pod: its name, annotations
  * and request, unreadable annotations left as they were. An annotation

@@ -99,7 +99,8 @@ static void tell_waits_for_memory(const struct policy *p, struct gpu_sched *g,
                                   struct policy_actions *out)
 {
     struct member *m = &g->members[client];
-    uint64_t limit = policy_memory_limit(p, gpu), resident = pol_resident_bytes(g);
+    uint64_t limit = policy_memory_limit(p, gpu),
+             resident = pol_resident_bytes(g);
     uint64_t due = next_rotation(g, quantum_for(p, g, m));
 
     m->told_wait_mem = true;
@@ -141,16 +142,18 @@ static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
          * nobody back here. A rank that does not fit gets room made as
          * any waiter would: its gang is granted only once all fit. */
         if (!pol_gang_allows(p, gpu, c, now)) {
-            bool rank_without_room = pol_gang_member(p, c) && !pol_fits(p, g, gpu, c);
+            bool rank_without_room = pol_gang_member(p, c) &&
+                                     !pol_fits(p, g, gpu, c);
             m->wait_reason = rank_without_room ? WAIT_MEMORY : WAIT_LOCK;
             if (rank_without_room && !m->told_wait_mem)
                 tell_waits_for_memory(p, g, gpu, c, now, out);
             if (rank_without_room && pol_room_possible(p, g, gpu, c))
-                pol_evict_for(p, g, gpu, c, m->footprint - pol_occupied_bytes(m), now,
-                              out);
+                pol_evict_for(p, g, gpu, c,
+                              m->footprint - pol_occupied_bytes(m), now, out);
             continue;
         }
-        bool ok_mode = compatible(p, g, c, now), ok_memory = pol_fits(p, g, gpu, c);
+        bool ok_mode = compatible(p, g, c, now),
+             ok_memory = pol_fits(p, g, gpu, c);
         if (ok_mode && ok_memory) {
             pol_dequeue(g, c);
             pol_grant(g, gpu, c, now, out);
@@ -167,7 +170,8 @@ static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
             continue;
         blocked_seen = true;
         if (!ok_memory) {
-            pol_evict_for(p, g, gpu, c, m->footprint - pol_occupied_bytes(m), now, out);
+            pol_evict_for(p, g, gpu, c, m->footprint - pol_occupied_bytes(m),
+                          now, out);
         }
         if (now - m->since >= quantum_for(p, g, m))
             return; /* aged: nobody passes it any more */
@@ -206,7 +210,8 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
         pol_gang_requested(p, gpu, client);
     /* Fresh arrivals first, in the order they came; then holders cut
      * short, who keep their turn; then everyone else. */
-    int at = m->fresh || m->cut_short ? pol_fresh_queue_position(g) : g->n_waiting;
+    int at = m->fresh || m->cut_short ? pol_fresh_queue_position(g)
+                                      : g->n_waiting;
     memmove(&g->queue[at + 1], &g->queue[at],
             (size_t)(g->n_waiting - at) * sizeof(g->queue[0]));
     g->queue[at] = client;
@@ -231,8 +236,7 @@ void policy_in_use(struct policy *p, int gpu, int client, uint32_t lease,
     struct gpu_sched *g = &p->gpus[gpu];
     struct member *m = &g->members[client];
 
-    if (m->state != MEMBER_HOLDING || m->lease != lease ||
-        now <= m->billed_until)
+    if (m->state != MEMBER_HOLDING || m->lease != lease || now <= m->billed_until)
         return;
     pol_roll_window(p, g, now);
     pol_quantum_on_first_submission(g, m, pol_gang_member(p, client),
@@ -262,9 +266,10 @@ void policy_release(struct policy *p, int gpu, int client, uint32_t lease,
         histogram_observe(&g->stats[m->account].drain, m->last_preempt_ns);
         pol_quantum_on_release(g, client, pol_gang_member(p, client), drained,
                                now);
-        m->preempt_estimate_ns = m->preempt_estimate_ns
-            ? (3 * m->preempt_estimate_ns + m->last_preempt_ns) / 4
-            : m->last_preempt_ns;
+        m->preempt_estimate_ns =
+            m->preempt_estimate_ns
+                ? (3 * m->preempt_estimate_ns + m->last_preempt_ns) / 4
+                : m->last_preempt_ns;
     } else {
         /* Given back unasked: its quantum is over. */
         m->cut_short = false;
@@ -321,7 +326,8 @@ static const struct member *blocked_waiter(const struct policy *p,
     int n = pol_waiter_order(p, g, now, order);
 
     for (int i = 0; i < n; i++)
-        if ((pol_fits(p, g, gpu, order[i]) || pol_room_possible(p, g, gpu, order[i])) &&
+        if ((pol_fits(p, g, gpu, order[i]) ||
+             pol_room_possible(p, g, gpu, order[i])) &&
             !(p->ranked && pol_outranked(p, g, gpu, order[i], now)))
             return &g->members[order[i]];
     return NULL;
@@ -331,8 +337,9 @@ static const struct member *blocked_waiter(const struct policy *p,
 static uint64_t drain_deadline(const struct policy *p, const struct member *m)
 {
     uint64_t quiet = 4 * pol_recent_preempts(m).longest;
-    uint64_t due = m->drop_sent_at +
-                   (quiet > POLICY_DRAIN_QUIET_NS ? quiet : POLICY_DRAIN_QUIET_NS);
+    uint64_t due =
+        m->drop_sent_at +
+        (quiet > POLICY_DRAIN_QUIET_NS ? quiet : POLICY_DRAIN_QUIET_NS);
     uint64_t limit = m->drop_sent_at + p->drain_timeout_ns;
 
     if (m->draining_heard_at &&
@@ -492,7 +499,8 @@ static uint64_t turn_end(const struct policy *p, const struct gpu_sched *g,
                          const struct member *m, const struct member *waiter,
                          uint64_t quantum, uint64_t now, bool *keeps_turn)
 {
-    uint64_t tq_due = m->granted_at + quantum -
+    uint64_t tq_due =
+        m->granted_at + quantum -
         (m->quantum_used_ns < quantum ? m->quantum_used_ns : quantum);
     uint64_t fresh_due = m->granted_at + pol_fresh_quantum(g);
     uint64_t room_due = pol_room_due_for_waiters(p, g, m, now);
@@ -512,10 +520,10 @@ static uint64_t turn_end(const struct policy *p, const struct gpu_sched *g,
 
 /* Drops holder c if its pace or (while waiter waits) its quantum says so;
  * next: when it must be judged again. */
-static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
-                          int c, const struct member *waiter,
-                          uint64_t quantum, uint64_t now,
-                          struct policy_actions *out, uint64_t *next)
+static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu, int c,
+                          const struct member *waiter, uint64_t quantum,
+                          uint64_t now, struct policy_actions *out,
+                          uint64_t *next)
 {
     struct member *m = &g->members[c];
     uint64_t due = pol_pace_due(p, g, m, now), accrues_at = 0,
@@ -550,8 +558,8 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu,
          * quantum: whoever holds when limited pods or fresh arrivals
          * are due would otherwise always be the one cut short. */
         m->cut_short = keeps_turn && !limit;
-        m->quantum_used_ns = m->cut_short
-            ? m->quantum_used_ns + (now - m->granted_at) : 0;
+        m->quantum_used_ns =
+            m->cut_short ? m->quantum_used_ns + (now - m->granted_at) : 0;
         pol_drop(g, gpu, c, now, out);
         due = drain_deadline(p, m);
     }

@@ -136,8 +136,8 @@
  * to release; a DRAINING message buys POLICY_DRAINING_GRACE_NS more, up to
  * the drain timeout. Clients send DRAINING every 250 ms while they drain:
  * the grace forgives three lost beats. */
-#define POLICY_DRAIN_QUIET_NS 1000000000ull     /* 1 s */
-#define POLICY_DRAINING_GRACE_NS 1000000000ull  /* 1 s */
+#define POLICY_DRAIN_QUIET_NS 1000000000ull    /* 1 s */
+#define POLICY_DRAINING_GRACE_NS 1000000000ull /* 1 s */
 #define POLICY_DRAIN_HISTORY 16
 
 /* The time quantum. Pinned by the operator (nvsharectl set tq 2s), or auto
@@ -151,14 +151,14 @@
  * quantum is never cut short for one). Memory rotations keep
  * the switch time, so a short quantum never causes a swap. */
 #define POLICY_TQ_AUTO 0
-#define POLICY_TQ_FLOOR_NS 100000000ull        /* 100 ms */
-#define POLICY_TQ_CEILING_NS 30000000000ull    /* 30 s */
+#define POLICY_TQ_FLOOR_NS 100000000ull     /* 100 ms */
+#define POLICY_TQ_CEILING_NS 30000000000ull /* 30 s */
 #define POLICY_TQ_DRAIN_MULTIPLE 100
 #define POLICY_HANDOVER_HISTORY 128
 /* Counted until the history is full (policy_quantum.c): the floor's cost. */
 #define POLICY_HANDOVER_PRIOR_N 16
 #define POLICY_HANDOVER_PRIOR_NS (POLICY_TQ_FLOOR_NS / POLICY_TQ_DRAIN_MULTIPLE)
-#define POLICY_FRESH_IDLE_NS 1000000000ull     /* 1 s */
+#define POLICY_FRESH_IDLE_NS 1000000000ull /* 1 s */
 
 enum member_state {
     MEMBER_IDLE = 0, /* values match enum client_gpu_state in protocol.h */
@@ -169,18 +169,18 @@ enum member_state {
 
 /* Swaps of one direction on a GPU. */
 struct swap_stats {
-    uint64_t count, bytes, ns;    /* totals */
+    uint64_t count, bytes, ns; /* totals */
     uint64_t last_ns;
-    double ns_per_byte;           /* moving average; 0 = not measured */
+    double ns_per_byte; /* moving average; 0 = not measured */
 };
 
 /* A latency histogram with fixed bounds (the metrics endpoint's buckets):
  * bucket[i] counts observations <= histogram_bounds_ns[i]; count and sum
  * cover all of them. */
 #define HISTOGRAM_BUCKETS 9
-static const uint64_t histogram_bounds_ns[HISTOGRAM_BUCKETS] = {
-    100000ull, 1000000ull, 10000000ull, 100000000ull, 500000000ull,
-    1000000000ull, 5000000000ull, 30000000000ull, 120000000000ull};
+static const uint64_t histogram_bounds_ns[HISTOGRAM_BUCKETS] =
+    {100000ull,     1000000ull,    10000000ull,    100000000ull,   500000000ull,
+     1000000000ull, 5000000000ull, 30000000000ull, 120000000000ull};
 
 struct histogram {
     uint64_t count, sum_ns;
@@ -202,15 +202,15 @@ static inline void histogram_observe(struct histogram *h, uint64_t ns)
 /* What an account did on a GPU since its number was given out, for the
  * metrics endpoint: counters only grow until policy_reset_account(). */
 struct policy_account_stats {
-    uint64_t billed_ns;     /* GPU time billed, holds in progress included
+    uint64_t billed_ns;    /* GPU time billed, holds in progress included
                                (in the view) */
-    uint64_t throttled_ns;  /* held back by its core limit (pace or budget),
+    uint64_t throttled_ns; /* held back by its core limit (pace or budget),
                                up to held_from */
     uint64_t held_from, held_until; /* the latest hold-back (view: counted
                                        up to now) */
-    uint64_t preemptions;   /* DROPs sent to its clients */
-    struct histogram lock_wait; /* request to grant */
-    struct histogram drain;     /* DROP to release */
+    uint64_t preemptions;           /* DROPs sent to its clients */
+    struct histogram lock_wait;     /* request to grant */
+    struct histogram drain;         /* DROP to release */
 };
 
 /* The state; its fields are the policy's own (policy_internal.h): outside
@@ -224,8 +224,8 @@ struct policy;
 #define POLICY_RESERVE_PERCENT 10
 #define POLICY_LIGHT_PERMILLE 500
 #define POLICY_SWITCH_MULTIPLIER 30
-#define POLICY_SWITCH_MIN_NS 5000000000ull       /* 5 s */
-#define POLICY_SWITCH_MAX_NS 300000000000ull     /* 5 min */
+#define POLICY_SWITCH_MIN_NS 5000000000ull         /* 5 s */
+#define POLICY_SWITCH_MAX_NS 300000000000ull       /* 5 min */
 #define POLICY_SWITCH_UNMEASURED_NS 60000000000ull /* before any swap */
 
 enum action_kind {
@@ -371,8 +371,8 @@ unsigned policy_min_share(const struct policy *p, int account);
  * its own settings): after idle_release_ns idle, when it is of a class
  * above another client of gpu; with at most max_backlog_ns of work queued,
  * when it is of a class below another. */
-#define POLICY_LEND_IDLE_NS 1000000ull     /* 1 ms */
-#define POLICY_LENT_BACKLOG_NS 1000000ull  /* 1 ms */
+#define POLICY_LEND_IDLE_NS 1000000ull    /* 1 ms */
+#define POLICY_LENT_BACKLOG_NS 1000000ull /* 1 ms */
 struct policy_yield {
     uint64_t idle_release_ns, max_backlog_ns;
 };
@@ -451,7 +451,7 @@ size_t policy_size(void);
 struct policy_settings_view {
     uint64_t tq_ns, window_ns;
     bool anti_thrash;
-    uint64_t switch_fixed_ns;      /* 0: auto */
+    uint64_t switch_fixed_ns; /* 0: auto */
     unsigned switch_multiplier;
     unsigned reserve_percent;
 };
@@ -462,37 +462,35 @@ struct policy_waiter_view {
 };
 
 struct policy_gpu_view {
-    uint8_t mode;                  /* enum sched_mode */
+    uint8_t mode; /* enum sched_mode */
     uint64_t capacity, memory_limit;
-    uint64_t held;                 /* footprints of all its clients */
+    uint64_t held; /* footprints of all its clients */
     uint64_t running_footprint, resident;
     uint64_t switch_time_ns;
     bool switch_measured;
-    uint64_t quantum_ns;           /* the TQ in force on this GPU */
-    uint8_t quantum_reason;        /* enum quantum_reason: why */
-    uint64_t handover_mean_ns;      /* of its recent hand-overs (and the
+    uint64_t quantum_ns;       /* the TQ in force on this GPU */
+    uint8_t quantum_reason;    /* enum quantum_reason: why */
+    uint64_t handover_mean_ns; /* of its recent hand-overs (and the
                                        prior's); 0: none */
     uint64_t switches;
     struct swap_stats swap_out, swap_in;
 };
 
 struct policy_member_view {
-    uint8_t state;                 /* enum member_state */
-    uint8_t wait_reason;           /* WAIT_NONE unless waiting */
-    uint32_t lease;                /* of its current (or last) grant */
-    uint64_t wait_ns;              /* while waiting: since it asked */
+    uint8_t state;       /* enum member_state */
+    uint8_t wait_reason; /* WAIT_NONE unless waiting */
+    uint32_t lease;      /* of its current (or last) grant */
+    uint64_t wait_ns;    /* while waiting: since it asked */
     uint64_t held_ns, grants;
     uint64_t last_drain_ns, last_preempt_ns;
     uint64_t footprint, evictable;
-    bool evicting;                 /* EVICT sent, SWAPPED not yet received */
+    bool evicting; /* EVICT sent, SWAPPED not yet received */
     bool swapped_out;
-    uint16_t load_permille;        /* 0xffff: not measured yet */
+    uint16_t load_permille; /* 0xffff: not measured yet */
 };
 
-void policy_view_settings(const struct policy *p,
-                          struct policy_settings_view *v);
-void policy_view_gpu(const struct policy *p, int gpu,
-                     struct policy_gpu_view *v);
+void policy_view_settings(const struct policy *p, struct policy_settings_view *v);
+void policy_view_gpu(const struct policy *p, int gpu, struct policy_gpu_view *v);
 /* Returns false (v untouched) if the client does not use gpu. */
 /* Writes up to max waiters of gpu in queue order; returns how many wait. */
 int policy_view_waiting(const struct policy *p, int gpu, uint64_t now,

@@ -109,8 +109,8 @@ static void note_held_back(struct gpu_sched *g, int account, uint64_t now,
     struct policy_account_stats *st = &g->stats[account];
 
     if (st->held_until > st->held_from)
-        st->throttled_ns += (now < st->held_until ? now : st->held_until) -
-                            st->held_from;
+        st->throttled_ns +=
+            (now < st->held_until ? now : st->held_until) - st->held_from;
     st->held_from = now;
     st->held_until = until;
 }
@@ -168,8 +168,8 @@ void pol_roll_window(struct policy *p, struct gpu_sched *g, uint64_t now)
 }
 
 /* Throttles the account of a client if it has used its budget. */
-void pol_throttle_if_spent(struct policy *p, struct gpu_sched *g,
-                           int account, uint64_t now)
+void pol_throttle_if_spent(struct policy *p, struct gpu_sched *g, int account,
+                           uint64_t now)
 {
     uint64_t budget = pol_budget_ns(p, g, account);
 
@@ -239,15 +239,16 @@ void pol_start_accruing(const struct policy *p, struct gpu_sched *g,
 /* Whether account may not run now: its budget is used until the window
  * rolls, it was dropped at its pace until the slice ends, or it has used
  * all that has accrued. */
-bool pol_spent(const struct policy *p, const struct gpu_sched *g,
-               int account, uint64_t now)
+bool pol_spent(const struct policy *p, const struct gpu_sched *g, int account,
+               uint64_t now)
 {
     const struct account_usage *u = &g->usage[account];
     uint64_t budget = pol_budget_ns(p, g, account);
 
     if (u->throttled || now < u->paced_until)
         return true;
-    return budget && pol_used_ns(g, account, now) >= allowance(p, g, account, budget, now);
+    return budget && pol_used_ns(g, account, now) >=
+                         allowance(p, g, account, budget, now);
 }
 
 /* A runner dropped at its pace waits for the next slice; once the whole
@@ -276,7 +277,8 @@ uint64_t pol_budget_left(const struct policy *p, const struct gpu_sched *g,
 {
     if (!pol_core_limited(p, account))
         return 0;
-    uint64_t budget = pol_budget_ns(p, g, account), used = pol_used_ns(g, account, now);
+    uint64_t budget = pol_budget_ns(p, g, account),
+             used = pol_used_ns(g, account, now);
 
     return budget > used ? budget - used : 0;
 }
@@ -286,8 +288,8 @@ uint64_t pol_budget_left(const struct policy *p, const struct gpu_sched *g,
  * that queued behind long quanta would otherwise see the window end before
  * its turn. Then the others in queue order. Pods that have used what
  * their budget has accrued so far are left out. */
-int pol_waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now,
-                     int *order)
+int pol_waiter_order(const struct policy *p, const struct gpu_sched *g,
+                     uint64_t now, int *order)
 {
     int n = 0;
 
@@ -306,8 +308,8 @@ int pol_waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t
 
 /* The budget that waiting limited pods still need in this window, each pod
  * counted once. */
-static uint64_t waiting_budget(const struct policy *p, const struct gpu_sched *g,
-                               uint64_t now)
+static uint64_t waiting_budget(const struct policy *p,
+                               const struct gpu_sched *g, uint64_t now)
 {
     bool *counted = p->scratch.waiting_counted; /* all false between calls */
     uint64_t need = 0;
@@ -369,9 +371,9 @@ uint64_t pol_pace_due(const struct policy *p, const struct gpu_sched *g,
  * a window (a 50 + 60 % pair read 53.50 for 54.55). A holder granted too
  * recently to have used half a slice's share runs on: it was granted just
  * before the slice ended, and yielding at once would hand over twice. */
-bool pol_yields_at_slice_start(const struct policy *p, const struct gpu_sched *g,
-                               const struct member *m, const struct member *waiter,
-                               uint64_t now)
+bool pol_yields_at_slice_start(const struct policy *p,
+                               const struct gpu_sched *g, const struct member *m,
+                               const struct member *waiter, uint64_t now)
 {
     uint64_t budget = pol_budget_ns(p, g, m->account);
 
@@ -442,8 +444,7 @@ uint64_t policy_budget_ns(const struct policy *p, int gpu, int account)
     return pol_budget_ns(p, &p->gpus[gpu], account);
 }
 
-uint64_t policy_used_ns(const struct policy *p, int gpu, int account,
-                        uint64_t now)
+uint64_t policy_used_ns(const struct policy *p, int gpu, int account, uint64_t now)
 {
     return pol_used_ns(&p->gpus[gpu], account, now);
 }

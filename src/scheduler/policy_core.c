@@ -42,7 +42,8 @@ bool policy_grow(struct policy *p, int table_size)
         return true;
     /* Each array that grew is valid at its new size, so a failure halfway
      * only keeps the old table size: the next call grows the rest. */
-    ok = ok && grow_zeroed(&p->core_limit, sizeof(*p->core_limit), old, table_size);
+    ok = ok &&
+         grow_zeroed(&p->core_limit, sizeof(*p->core_limit), old, table_size);
     ok = ok && grow_zeroed(&p->priority, sizeof(*p->priority), old, table_size);
     ok = ok && grow_zeroed(&p->min_share, sizeof(*p->min_share), old, table_size);
     ok = ok && grow_zeroed(&s->admit_order, sizeof(int), old, table_size);
@@ -58,7 +59,8 @@ bool policy_grow(struct policy *p, int table_size)
         struct gpu_sched *g = &p->gpus[gpu];
         ok = grow_zeroed(&g->queue, sizeof(int), old, table_size) &&
              grow_zeroed(&g->members, sizeof(struct member), old, table_size) &&
-             grow_zeroed(&g->usage, sizeof(struct account_usage), old, table_size) &&
+             grow_zeroed(&g->usage, sizeof(struct account_usage), old,
+                         table_size) &&
              grow_zeroed(&g->stats, sizeof(struct policy_account_stats), old,
                          table_size);
     }
@@ -104,8 +106,7 @@ void policy_destroy(struct policy *p)
     p->table_size = 0;
 }
 
-void policy_join(struct policy *p, int gpu, int client, int account,
-                 uint64_t now)
+void policy_join(struct policy *p, int gpu, int client, int account, uint64_t now)
 {
     struct gpu_sched *g = &p->gpus[gpu];
     struct member *m = &g->members[client];
@@ -146,8 +147,7 @@ void policy_set_tq(struct policy *p, uint64_t tq_ns)
     p->tq_ns = tq_ns;
 }
 
-void policy_set_load(struct policy *p, int gpu, int client,
-                     unsigned busy_permille)
+void policy_set_load(struct policy *p, int gpu, int client, unsigned busy_permille)
 {
     struct member *m = &p->gpus[gpu].members[client];
 
@@ -162,8 +162,7 @@ void policy_set_mode(struct policy *p, int gpu, enum sched_mode mode)
             p->gpus[g].mode = (uint8_t)mode;
 }
 
-uint64_t policy_held_ns(const struct policy *p, int gpu, int client,
-                        uint64_t now)
+uint64_t policy_held_ns(const struct policy *p, int gpu, int client, uint64_t now)
 {
     const struct member *m = &p->gpus[gpu].members[client];
 

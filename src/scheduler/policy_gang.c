@@ -156,7 +156,8 @@ static uint64_t gang_quantum(const struct policy *p, uint32_t gpus)
 
 static bool aged(const struct policy *p, const struct gang *gang, uint64_t now)
 {
-    return gang->n_waiting && now - gang->wait_since >= gang_quantum(p, gang->gpus);
+    return gang->n_waiting &&
+           now - gang->wait_since >= gang_quantum(p, gang->gpus);
 }
 
 /* Whether a rank of gang number i may not run for its compute limit: the
@@ -182,15 +183,13 @@ static bool held_back(const struct policy *p, int i, uint64_t now)
  * `since`: the gang runs there, or it has waited its quantum for it and
  * longer than the client (first come, first served among the aged: a gang
  * may not starve a single-GPU client either) and may run. */
-static bool reserved(const struct policy *p, int gpu, uint64_t since,
-                     uint64_t now)
+static bool reserved(const struct policy *p, int gpu, uint64_t since, uint64_t now)
 {
     for (int i = 0; i < p->gang_slots; i++) {
         const struct gang *gang = &p->gangs[i];
         if (spans(gang) && (gang->gpus & (1u << gpu)) &&
-            (gang->n_running ||
-             (aged(p, gang, now) && gang->wait_since <= since &&
-              !held_back(p, i, now))))
+            (gang->n_running || (aged(p, gang, now) && gang->wait_since <= since &&
+                                 !held_back(p, i, now))))
             return true;
     }
     return false;
@@ -435,8 +434,7 @@ static bool admit_to_drain(struct policy *p, int i, uint64_t now,
  * none of its collectives is queued, and if it is behind, it asks for its
  * GPU before it can catch up, and joins the drain then. A revoked one no
  * longer counts. */
-static void settle_drain_point(struct policy *p, int i,
-                               struct policy_actions *out)
+static void settle_drain_point(struct policy *p, int i, struct policy_actions *out)
 {
     uint64_t point = 0;
     int untold = 0;

@@ -39,8 +39,7 @@ void pol_grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
 
 /* Ends client's hold, crediting its duration and billing its account. Its
  * memory stays resident until it is evicted. */
-void pol_end_hold(struct policy *p, struct gpu_sched *g, int client,
-                  uint64_t now)
+void pol_end_hold(struct policy *p, struct gpu_sched *g, int client, uint64_t now)
 {
     struct member *m = &g->members[client];
 

@@ -28,22 +28,22 @@
 #include "policy.h"
 
 struct member {
-    bool present;      /* the client uses this GPU */
-    bool requested;    /* it asked for it at least once: its gang needs it */
-    int account;       /* billed to; 0 .. table_size - 1 */
-    uint8_t state;     /* enum member_state */
-    uint8_t wait_reason;  /* enum wait_reason (protocol.h) while waiting */
-    bool told_wait_mem;   /* WAIT_FOR_MEM sent during this wait */
-    uint64_t since;    /* when state was entered */
-    uint64_t held_ns;  /* completed holds; see policy_held_ns() */
+    bool present;        /* the client uses this GPU */
+    bool requested;      /* it asked for it at least once: its gang needs it */
+    int account;         /* billed to; 0 .. table_size - 1 */
+    uint8_t state;       /* enum member_state */
+    uint8_t wait_reason; /* enum wait_reason (protocol.h) while waiting */
+    bool told_wait_mem;  /* WAIT_FOR_MEM sent during this wait */
+    uint64_t since;      /* when state was entered */
+    uint64_t held_ns;    /* completed holds; see policy_held_ns() */
     uint64_t grants;
-    uint32_t lease;        /* of its current (or last) grant */
-    uint64_t grant_seq;    /* order of grants: oldest runner first */
+    uint32_t lease;     /* of its current (or last) grant */
+    uint64_t grant_seq; /* order of grants: oldest runner first */
     uint64_t granted_at;
-    uint64_t billed_until; /* a running client is billed from here on */
-    uint64_t drop_sent_at; /* valid while draining */
-    uint64_t last_drain_ns;   /* drain time the client measured */
-    uint64_t last_preempt_ns; /* DROP sent to release received */
+    uint64_t billed_until;        /* a running client is billed from here on */
+    uint64_t drop_sent_at;        /* valid while draining */
+    uint64_t last_drain_ns;       /* drain time the client measured */
+    uint64_t last_preempt_ns;     /* DROP sent to release received */
     uint64_t preempt_estimate_ns; /* moving average of the above */
     uint64_t recent_preempt_ns[POLICY_DRAIN_HISTORY]; /* the latest, ring */
     uint8_t n_recent_preempts;
@@ -52,20 +52,20 @@ struct member {
     bool pointed;
     bool drain_to_sent;
     uint64_t drain_point;
-    bool cut_short;        /* dropped before its quantum to make room for
+    bool cut_short;           /* dropped before its quantum to make room for
                               limited pods or a fresh arrival: its next
                               request goes first after fresh ones */
-    bool fresh;            /* waiting, arrived fresh (policy_quantum.c) */
-    bool times_handover;   /* granted after a hand-over: its first
+    bool fresh;               /* waiting, arrived fresh (policy_quantum.c) */
+    bool times_handover;      /* granted after a hand-over: its first
                               submission ends it (policy_quantum.c) */
     uint64_t quantum_used_ns; /* of its quantum, before it was cut short */
     /* memory */
-    uint64_t footprint;    /* bytes: held + context overhead */
-    uint64_t evictable;    /* of the footprint: bytes a swap-out moves */
-    bool resident;         /* its evictable memory is on the GPU */
-    bool evicting;         /* EVICT sent, SWAPPED not yet received */
+    uint64_t footprint;       /* bytes: held + context overhead */
+    uint64_t evictable;       /* of the footprint: bytes a swap-out moves */
+    bool resident;            /* its evictable memory is on the GPU */
+    bool evicting;            /* EVICT sent, SWAPPED not yet received */
     bool evict_after_release; /* dropped because the runners outgrew it */
-    bool prepare_sent;     /* PREPARE_SWAP sent during this membership */
+    bool prepare_sent;        /* PREPARE_SWAP sent during this membership */
     uint64_t evict_sent_at;
     /* load */
     bool load_known;
@@ -73,39 +73,39 @@ struct member {
 };
 
 struct account_usage {
-    uint64_t used_ns; /* billed in the current window (incl. carry-over) */
-    bool throttled;   /* at its budget until the window rolls over */
-    bool accruing;    /* its budget accrues in this window ... */
+    uint64_t used_ns;      /* billed in the current window (incl. carry-over) */
+    bool throttled;        /* at its budget until the window rolls over */
+    bool accruing;         /* its budget accrues in this window ... */
     uint64_t accrues_from; /* ... from here (a slice start) */
     uint64_t paced_until;  /* dropped at its pace: waits until then */
     bool limit_lowered;    /* during this window: carry at most one budget */
 };
 
 struct gpu_sched {
-    uint8_t mode;          /* enum sched_mode */
-    uint64_t capacity;     /* bytes admitted against; 0 = not known */
-    int n_running;         /* holding or draining */
-    uint32_t lease;        /* of the latest grant */
+    uint8_t mode;      /* enum sched_mode */
+    uint64_t capacity; /* bytes admitted against; 0 = not known */
+    int n_running;     /* holding or draining */
+    uint32_t lease;    /* of the latest grant */
     uint64_t grant_seq;
-    int *queue;            /* table_size entries, n_waiting in use */
+    int *queue; /* table_size entries, n_waiting in use */
     int n_waiting;
-    int slots;             /* members[] in use are below this */
-    uint64_t switches;     /* grants that followed another holder */
+    int slots;         /* members[] in use are below this */
+    uint64_t switches; /* grants that followed another holder */
     int last_granted;
     uint64_t window_start;
-    bool window_idle;      /* nothing billed: the next billing starts it */
+    bool window_idle; /* nothing billed: the next billing starts it */
     struct swap_stats swap_out, swap_in;
     /* DROP-to-release latencies, a ring, and what they make of the TQ
      * (policy_quantum.c) */
     uint64_t handover_ns[POLICY_HANDOVER_HISTORY];
     unsigned n_handovers;
     uint64_t handover_sum_ns; /* of the ring's samples */
-    bool handover_open;     /* a dropped holder released; nobody granted */
-    uint64_t handover_from; /* its drain's end */
+    bool handover_open;       /* a dropped holder released; nobody granted */
+    uint64_t handover_from;   /* its drain's end */
     uint64_t handover_mean_ns;
     uint64_t auto_quantum_ns;
-    struct member *members;        /* by client slot, table_size of them */
-    struct account_usage *usage;   /* by account, table_size of them */
+    struct member *members;             /* by client slot, table_size of them */
+    struct account_usage *usage;        /* by account, table_size of them */
     struct policy_account_stats *stats; /* by account: for metrics only */
 };
 
@@ -114,19 +114,19 @@ struct gpu_sched {
  * so the compiler's reading of `pure` stays true for everything it sees.
  * The flags are all false between calls (each clears what it set). */
 struct policy_scratch {
-    int *admit_order, *blocked_order;  /* admit(), blocked_waiter() */
-    bool *limit_counted;               /* limit_sum() */
-    bool *waiting_counted;             /* waiting_budget() */
-    bool *taking_part;                 /* pol_roll_window() */
-    uint64_t *budgets;                 /* pol_roll_window() */
-    bool *gang_considered;             /* pol_gang_admit() */
+    int *admit_order, *blocked_order; /* admit(), blocked_waiter() */
+    bool *limit_counted;              /* limit_sum() */
+    bool *waiting_counted;            /* waiting_budget() */
+    bool *taking_part;                /* pol_roll_window() */
+    uint64_t *budgets;                /* pol_roll_window() */
+    bool *gang_considered;            /* pol_gang_admit() */
 };
 
 /* A gang as pol_gang_census() last counted it (policy_gang.c). */
 struct gang {
-    uint32_t gpus;          /* bit per GPU its clients are members of */
+    uint32_t gpus; /* bit per GPU its clients are members of */
     int n_waiting, n_running, n_draining; /* members, over all GPUs */
-    uint64_t wait_since;    /* its earliest waiting member's request */
+    uint64_t wait_since; /* its earliest waiting member's request */
 };
 
 struct policy {
@@ -135,23 +135,23 @@ struct policy {
     bool anti_thrash;
     uint64_t window_ns;
     unsigned carryover_percent;
-    unsigned reserve_percent;      /* of capacity, kept free */
-    unsigned light_permille;       /* auto: busier than this is heavy */
-    uint64_t switch_fixed_ns;      /* 0: auto */
+    unsigned reserve_percent; /* of capacity, kept free */
+    unsigned light_permille;  /* auto: busier than this is heavy */
+    uint64_t switch_fixed_ns; /* 0: auto */
     unsigned switch_multiplier;
-    int table_size;                /* client slots and account numbers
+    int table_size;      /* client slots and account numbers
                                       are below it: policy_grow() */
-    uint8_t *core_limit;           /* by account; 0 = unlimited */
-    uint8_t *priority;             /* by account; enum priority_class */
-    uint8_t *min_share;            /* by account; floor, percent */
-    bool ranked;                   /* some account has a class other than
+    uint8_t *core_limit; /* by account; 0 = unlimited */
+    uint8_t *priority;   /* by account; enum priority_class */
+    uint8_t *min_share;  /* by account; floor, percent */
+    bool ranked;         /* some account has a class other than
                                       normal or a floor: else priorities
                                       cost nothing */
     struct policy_scratch scratch;
-    int *gang_of;                  /* by client slot: gang + 1; 0 = none */
-    struct gang *gangs;            /* by gang number; gang_slots in use */
+    int *gang_of;       /* by client slot: gang + 1; 0 = none */
+    struct gang *gangs; /* by gang number; gang_slots in use */
     int gang_slots;
-    int gangs_spanning;            /* as the census counted, or 1 when a
+    int gangs_spanning; /* as the census counted, or 1 when a
                                       first request may have made one: 0,
                                       and gangs cost nothing */
     int n_gpus;
@@ -172,7 +172,9 @@ static inline struct policy_action *pol_emit(struct policy_actions *out,
     /* Callers check pol_room_for() before they change any state. */
     struct policy_action *a = &out->list[out->n++];
 
-    *a = (struct policy_action){.kind = kind, .gpu = gpu, .client = client,
+    *a = (struct policy_action){.kind = kind,
+                                .gpu = gpu,
+                                .client = client,
                                 .lease = lease};
     return a;
 }
@@ -218,7 +220,7 @@ struct preempt_range {
 static inline struct preempt_range pol_recent_preempts(const struct member *m)
 {
     int n = m->n_recent_preempts < POLICY_DRAIN_HISTORY ? m->n_recent_preempts
-                                                       : POLICY_DRAIN_HISTORY;
+                                                        : POLICY_DRAIN_HISTORY;
     struct preempt_range r = {n ? UINT64_MAX : 0, 0};
 
     for (int i = 0; i < n; i++) {
@@ -274,26 +276,21 @@ enum quantum_reason pol_gpu_quantum_reason(const struct policy *p,
 uint64_t pol_fresh_quantum(const struct gpu_sched *g) __attribute__((pure));
 /* Whether m, asking for the GPU now, arrives fresh: never while the
  * operator pins the quantum, which is then nobody's to cut short. */
-bool pol_arrives_fresh(const struct policy *p, const struct member *m, uint64_t now)
-    __attribute__((pure));
+bool pol_arrives_fresh(const struct policy *p, const struct member *m,
+                       uint64_t now) __attribute__((pure));
 /* Where in g's queue a fresh arrival or a holder cut short goes: behind
  * the fresh arrivals already at its head. */
 int pol_fresh_queue_position(const struct gpu_sched *g) __attribute__((pure));
 
 /* ---- policy_memory.c --------------------------------------------------- */
 
-uint64_t pol_occupied_bytes(const struct member *m)
-    __attribute__((pure));
-uint64_t pol_resident_bytes(const struct gpu_sched *g)
-    __attribute__((pure));
-uint64_t pol_held_bytes(const struct gpu_sched *g)
-    __attribute__((pure));
+uint64_t pol_occupied_bytes(const struct member *m) __attribute__((pure));
+uint64_t pol_resident_bytes(const struct gpu_sched *g) __attribute__((pure));
+uint64_t pol_held_bytes(const struct gpu_sched *g) __attribute__((pure));
 bool pol_fits(const struct policy *p, const struct gpu_sched *g, int gpu,
-              int client)
-    __attribute__((pure));
-bool pol_room_possible(const struct policy *p, const struct gpu_sched *g, int gpu,
-                       int client)
-    __attribute__((pure));
+              int client) __attribute__((pure));
+bool pol_room_possible(const struct policy *p, const struct gpu_sched *g,
+                       int gpu, int client) __attribute__((pure));
 uint64_t pol_switch_time(const struct policy *p, const struct gpu_sched *g,
                          uint64_t incoming, bool *measured);
 
@@ -302,59 +299,50 @@ uint64_t pol_switch_time(const struct policy *p, const struct gpu_sched *g,
 uint64_t pol_used_ns(const struct gpu_sched *g, int account, uint64_t now)
     __attribute__((pure));
 uint64_t pol_budget_ns(const struct policy *p, const struct gpu_sched *g,
-                       int account)
-    __attribute__((pure));
+                       int account) __attribute__((pure));
 uint64_t pol_budget_left(const struct policy *p, const struct gpu_sched *g,
-                         int account, uint64_t now)
-    __attribute__((pure));
+                         int account, uint64_t now) __attribute__((pure));
 /* Waiters in the order admit() (policy.c) considers them; returns how many. */
-int pol_waiter_order(const struct policy *p, const struct gpu_sched *g, uint64_t now,
-                     int *order);
+int pol_waiter_order(const struct policy *p, const struct gpu_sched *g,
+                     uint64_t now, int *order);
 bool pol_spent(const struct policy *p, const struct gpu_sched *g, int account,
-               uint64_t now)
-    __attribute__((pure));
+               uint64_t now) __attribute__((pure));
 void pol_bill_runners(struct gpu_sched *g, uint64_t now);
 void pol_start_billing(struct gpu_sched *g, struct member *m, uint64_t now);
-void pol_start_accruing(const struct policy *p, struct gpu_sched *g, int account,
-                        uint64_t now);
+void pol_start_accruing(const struct policy *p, struct gpu_sched *g,
+                        int account, uint64_t now);
 void pol_roll_window(struct policy *p, struct gpu_sched *g, uint64_t now);
 void pol_throttle_if_spent(struct policy *p, struct gpu_sched *g, int account,
                            uint64_t now);
 void pol_hold_back(const struct policy *p, struct gpu_sched *g, int account,
                    uint64_t now);
 uint64_t pol_slice_end(const struct policy *p, const struct gpu_sched *g,
-                       uint64_t now)
-    __attribute__((pure));
+                       uint64_t now) __attribute__((pure));
 uint64_t pol_pace_due(const struct policy *p, const struct gpu_sched *g,
-                      const struct member *m, uint64_t now)
-    __attribute__((pure));
-uint64_t pol_room_due_for_waiters(const struct policy *p, const struct gpu_sched *g,
+                      const struct member *m, uint64_t now) __attribute__((pure));
+uint64_t pol_room_due_for_waiters(const struct policy *p,
+                                  const struct gpu_sched *g,
                                   const struct member *m, uint64_t now)
     __attribute__((pure));
-bool pol_yields_at_slice_start(const struct policy *p, const struct gpu_sched *g,
-                               const struct member *m, const struct member *waiter,
-                               uint64_t now)
+bool pol_yields_at_slice_start(const struct policy *p,
+                               const struct gpu_sched *g, const struct member *m,
+                               const struct member *waiter, uint64_t now)
     __attribute__((pure));
 bool pol_has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
-                          uint64_t now)
-    __attribute__((pure));
+                          uint64_t now) __attribute__((pure));
 
 /* ---- policy_priority.c ------------------------------------------------- */
 
-unsigned pol_class_of(const struct policy *p, int account)
-    __attribute__((pure));
-uint64_t pol_floor_ns(const struct policy *p, int account)
-    __attribute__((pure));
+unsigned pol_class_of(const struct policy *p, int account) __attribute__((pure));
+uint64_t pol_floor_ns(const struct policy *p, int account) __attribute__((pure));
 bool pol_outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
-                   int client, uint64_t now)
-    __attribute__((pure));
+                   int client, uint64_t now) __attribute__((pure));
 /* Whether every runner of g is of a class below client's and draining (it
  * was dropped for a higher class): client may start beside them. */
 bool pol_beside_draining(const struct policy *p, const struct gpu_sched *g,
                          int client) __attribute__((pure));
 uint64_t pol_rank_change_due(const struct policy *p, const struct gpu_sched *g,
-                             uint64_t now)
-    __attribute__((pure));
+                             uint64_t now) __attribute__((pure));
 
 /* ---- policy_swap.c ----------------------------------------------------- */
 
@@ -368,8 +356,7 @@ void pol_evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
 void pol_evict_if_asked(struct gpu_sched *g, int gpu, int client, uint64_t now,
                         struct policy_actions *out);
 int pol_overgrown_runner(const struct policy *p, const struct gpu_sched *g,
-                         int gpu)
-    __attribute__((pure));
+                         int gpu) __attribute__((pure));
 void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
                           uint64_t now, uint64_t *next);
 /* A swap of client's memory on g was done; true when it ended an eviction. */
@@ -401,8 +388,7 @@ void pol_gang_census(struct policy *p);
 bool pol_gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
     __attribute__((pure));
 /* Whether the client is a rank of a gang that goes together. */
-bool pol_gang_member(const struct policy *p, int client)
-    __attribute__((pure));
+bool pol_gang_member(const struct policy *p, int client) __attribute__((pure));
 /* A waiting member of a gang that needs gpu and does not run, or NULL:
  * gpu's runners rotate for it as for a waiter of their own. */
 const struct member *pol_gang_waiter(const struct policy *p, int gpu)
@@ -412,7 +398,8 @@ void pol_gang_admit(struct policy *p, uint64_t now, struct policy_actions *out);
 /* Drops every holder of a gang one of whose members was dropped, or whose
  * quantum ended while others wait for a GPU it holds with no rank running
  * there. Returns when it must be called again (0: no need). */
-uint64_t pol_gang_drain(struct policy *p, uint64_t now, struct policy_actions *out);
+uint64_t pol_gang_drain(struct policy *p, uint64_t now,
+                        struct policy_actions *out);
 
 #pragma GCC visibility pop
 

@@ -71,7 +71,7 @@ bool pol_outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
 }
 
 bool pol_beside_draining(const struct policy *p, const struct gpu_sched *g,
-                     int client)
+                         int client)
 {
     unsigned cls = pol_class_of(p, g->members[client].account);
 
@@ -79,8 +79,8 @@ bool pol_beside_draining(const struct policy *p, const struct gpu_sched *g,
         return false;
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
-        if (pol_running(m) && (m->state != MEMBER_DRAINING ||
-                           pol_class_of(p, m->account) >= cls))
+        if (pol_running(m) &&
+            (m->state != MEMBER_DRAINING || pol_class_of(p, m->account) >= cls))
             return false;
     }
     return true;
@@ -91,8 +91,7 @@ bool policy_ranked(const struct policy *p)
     return p->ranked;
 }
 
-struct policy_yield policy_yield_terms(const struct policy *p, int gpu,
-                                       int client)
+struct policy_yield policy_yield_terms(const struct policy *p, int gpu, int client)
 {
     const struct gpu_sched *g = &p->gpus[gpu];
     struct policy_yield terms = {0, 0};
@@ -125,16 +124,15 @@ uint64_t pol_rank_change_due(const struct policy *p, const struct gpu_sched *g,
         return 0;
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
-        if (!m->present || !p->min_share[m->account] ||
-            m->state == MEMBER_IDLE)
+        if (!m->present || !p->min_share[m->account] || m->state == MEMBER_IDLE)
             continue;
         if (!floor_due(p, g, m->account, now)) {
             pol_earliest(&next, g->window_start + p->window_ns);
         } else if (pol_running(m)) {
             /* Shared time is billed at 1/n: the floor lasts n times as
              * long. */
-            uint64_t left = pol_floor_ns(p, m->account) -
-                            pol_used_ns(g, m->account, now);
+            uint64_t left =
+                pol_floor_ns(p, m->account) - pol_used_ns(g, m->account, now);
             pol_earliest(&next, now + left * (uint64_t)g->n_running);
         }
     }
@@ -152,8 +150,8 @@ static void recount_ranked(struct policy *p)
 /* Unchanged values return early: every registration sets both. */
 void policy_set_priority(struct policy *p, int account, unsigned priority)
 {
-    uint8_t value = (uint8_t)(priority > PRIORITY_HIGHEST ? PRIORITY_HIGHEST
-                                                          : priority);
+    uint8_t value =
+        (uint8_t)(priority > PRIORITY_HIGHEST ? PRIORITY_HIGHEST : priority);
 
     if (p->priority[account] == value)
         return;

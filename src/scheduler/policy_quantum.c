@@ -56,9 +56,10 @@ void pol_quantum_observe_handover(struct gpu_sched *g, uint64_t ns)
     if (++g->n_handovers == 2 * POLICY_HANDOVER_HISTORY)
         g->n_handovers = POLICY_HANDOVER_HISTORY;
     n = g->n_handovers;
-    g->handover_mean_ns = n < POLICY_HANDOVER_HISTORY
-        ? (g->handover_sum_ns + prior_sum) / (n + POLICY_HANDOVER_PRIOR_N)
-        : g->handover_sum_ns / POLICY_HANDOVER_HISTORY;
+    g->handover_mean_ns =
+        n < POLICY_HANDOVER_HISTORY
+            ? (g->handover_sum_ns + prior_sum) / (n + POLICY_HANDOVER_PRIOR_N)
+            : g->handover_sum_ns / POLICY_HANDOVER_HISTORY;
     q = g->handover_mean_ns * POLICY_TQ_DRAIN_MULTIPLE;
     g->auto_quantum_ns = q < POLICY_TQ_FLOOR_NS     ? POLICY_TQ_FLOOR_NS
                          : q > POLICY_TQ_CEILING_NS ? POLICY_TQ_CEILING_NS
@@ -97,7 +98,8 @@ void pol_quantum_on_first_submission(struct gpu_sched *g, struct member *m,
         return;
     }
     m->times_handover = false;
-    pol_quantum_observe_handover(g, at > g->handover_from ? at - g->handover_from : 0);
+    pol_quantum_observe_handover(g, at > g->handover_from ? at - g->handover_from
+                                                          : 0);
 }
 
 uint64_t pol_gpu_quantum(const struct policy *p, const struct gpu_sched *g)
@@ -123,7 +125,8 @@ uint64_t pol_fresh_quantum(const struct gpu_sched *g)
                                                    : POLICY_TQ_FLOOR_NS;
 }
 
-bool pol_arrives_fresh(const struct policy *p, const struct member *m, uint64_t now)
+bool pol_arrives_fresh(const struct policy *p, const struct member *m,
+                       uint64_t now)
 {
     /* Under a pinned quantum the queue is first come, first served. */
     if (p->tq_ns != POLICY_TQ_AUTO)

@@ -50,9 +50,8 @@ static void evict(struct gpu_sched *g, int gpu, int client, uint64_t now,
  * so every evictable one prepares now. Pinning is slow (~1.7 GB/s on an
  * H100): started when the jobs allocate, it is done before most of their
  * swap-outs, not only a switch time ahead of the first. */
-void pol_prepare_if_oversubscribed(const struct policy *p,
-                                   struct gpu_sched *g, int gpu,
-                                   struct policy_actions *out)
+void pol_prepare_if_oversubscribed(const struct policy *p, struct gpu_sched *g,
+                                   int gpu, struct policy_actions *out)
 {
     if (!g->capacity || pol_held_bytes(g) <= policy_memory_limit(p, gpu))
         return;
@@ -90,7 +89,8 @@ static bool may_evict(const struct policy *p, const struct gpu_sched *g,
         return false;
     if (!pol_running(m))
         return true;
-    return pol_class_of(p, m->account) < pol_class_of(p, g->members[waiter].account) &&
+    return pol_class_of(p, m->account) <
+               pol_class_of(p, g->members[waiter].account) &&
            pol_outranked(p, g, gpu, c, now);
 }
 
@@ -142,8 +142,8 @@ void pol_evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
 
 /* A runner dropped because the running set outgrew the GPU swaps out as
  * soon as it has stopped (released or revoked). */
-void pol_evict_if_asked(struct gpu_sched *g, int gpu, int client,
-                        uint64_t now, struct policy_actions *out)
+void pol_evict_if_asked(struct gpu_sched *g, int gpu, int client, uint64_t now,
+                        struct policy_actions *out)
 {
     struct member *m = &g->members[client];
 
@@ -160,8 +160,8 @@ int pol_overgrown_runner(const struct policy *p, const struct gpu_sched *g,
     int newest = -1, holding = 0;
 
     /* Memory on its way out does not count: one growth drops one runner. */
-    if (!g->capacity ||
-        pol_resident_bytes(g) - evicting_bytes(g) <= policy_memory_limit(p, gpu))
+    if (!g->capacity || pol_resident_bytes(g) - evicting_bytes(g) <=
+                            policy_memory_limit(p, gpu))
         return -1;
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];

@@ -7,8 +7,7 @@ size_t policy_size(void)
     return sizeof(struct policy);
 }
 
-void policy_view_settings(const struct policy *p,
-                          struct policy_settings_view *v)
+void policy_view_settings(const struct policy *p, struct policy_settings_view *v)
 {
     *v = (struct policy_settings_view){
         .tq_ns = p->tq_ns,
@@ -20,8 +19,7 @@ void policy_view_settings(const struct policy *p,
     };
 }
 
-void policy_view_gpu(const struct policy *p, int gpu,
-                     struct policy_gpu_view *v)
+void policy_view_gpu(const struct policy *p, int gpu, struct policy_gpu_view *v)
 {
     const struct gpu_sched *g = &p->gpus[gpu];
 
@@ -47,9 +45,10 @@ int policy_view_waiting(const struct policy *p, int gpu, uint64_t now,
 
     for (int i = 0; i < g->n_waiting && i < max; i++) {
         const struct member *m = &g->members[g->queue[i]];
-        w[i] = (struct policy_waiter_view){
-            g->queue[i],
-            pol_spent(p, g, m->account, now) ? WAIT_THROTTLED : m->wait_reason};
+        w[i] = (struct policy_waiter_view){g->queue[i],
+                                           pol_spent(p, g, m->account, now)
+                                               ? WAIT_THROTTLED
+                                               : m->wait_reason};
     }
     return g->n_waiting;
 }
@@ -65,9 +64,9 @@ bool policy_view_member(const struct policy *p, int gpu, int client,
         return false;
     *v = (struct policy_member_view){
         .state = m->state,
-        .wait_reason = !waiting ? WAIT_NONE
+        .wait_reason = !waiting                           ? WAIT_NONE
                        : pol_spent(p, g, m->account, now) ? WAIT_THROTTLED
-                                                      : m->wait_reason,
+                                                          : m->wait_reason,
         .lease = m->lease,
         .wait_ns = waiting ? now - m->since : 0,
         .held_ns = pol_held_total(m, now),
@@ -97,7 +96,8 @@ void policy_view_account(const struct policy *p, int gpu, int account,
 
     *v = g->stats[account];
     if (v->held_until > v->held_from && now > v->held_from)
-        v->throttled_ns += (now < v->held_until ? now : v->held_until) - v->held_from;
+        v->throttled_ns +=
+            (now < v->held_until ? now : v->held_until) - v->held_from;
     /* Holds in progress are billed at their end: add what they ran so far. */
     v->billed_ns += pol_used_ns(g, account, now) - g->usage[account].used_ns;
 }

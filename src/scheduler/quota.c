@@ -21,9 +21,9 @@ bool quota_grow(struct quota *q, int table_size)
     for (int gpu = 0; ok && gpu < q->n_gpus; gpu++) {
         struct quota_gpu *g = &q->gpus[gpu];
         ok = grow_zeroed(&g->clients, sizeof(*g->clients), q->table_size,
-                        table_size) &&
+                         table_size) &&
              grow_zeroed(&g->accounts, sizeof(*g->accounts), q->table_size,
-                        table_size);
+                         table_size);
     }
     if (ok)
         q->table_size = table_size;
@@ -187,7 +187,11 @@ void quota_request(struct quota *q, int gpu, int client, uint32_t seq,
 {
     struct quota_gpu *g = &q->gpus[gpu];
     struct quota_client *qc = &g->clients[client];
-    struct quota_request r = {gpu, client, seq, need, want < need ? need : want,
+    struct quota_request r = {gpu,
+                              client,
+                              seq,
+                              need,
+                              want < need ? need : want,
                               now + QUOTA_RECLAIM_TIMEOUT_NS};
     uint64_t reclaimable = 0;
 

@@ -34,9 +34,9 @@ struct quota_client {
 };
 
 struct quota_account {
-    uint64_t limit;     /* bytes; 0 = none */
-    uint64_t peak;      /* highest allocated total seen */
-    uint64_t refused;   /* requests refused */
+    uint64_t limit;   /* bytes; 0 = none */
+    uint64_t peak;    /* highest allocated total seen */
+    uint64_t refused; /* requests refused */
 };
 
 struct quota_request {
@@ -53,7 +53,7 @@ struct quota_gpu {
 
 struct quota {
     int n_gpus;
-    int table_size;                 /* of every gpu's tables: quota_grow() */
+    int table_size; /* of every gpu's tables: quota_grow() */
     struct quota_gpu gpus[POLICY_MAX_GPUS];
     struct quota_request parked[QUOTA_MAX_PARKED];
     int n_parked;

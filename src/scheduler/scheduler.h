@@ -24,24 +24,24 @@
 
 struct client {
     struct scheduler *sched;
-    int slot;    /* its number in the policy and the quota; never changes */
+    int slot; /* its number in the policy and the quota; never changes */
     bool used;
     bool registered;
     bool welcomed; /* REGISTER_OK sent: other messages may follow it */
-    bool doomed; /* close after the current batch of actions */
+    bool doomed;   /* close after the current batch of actions */
     int fd;
     uint64_t id;
-    pid_t pid;   /* from SO_PEERCRED, never from the message */
+    pid_t pid; /* from SO_PEERCRED, never from the message */
     uid_t uid;
     struct pod_identity identity; /* from its cgroup at registration */
     struct msg_register reg;      /* as declared: informational only */
     int n_gpus;
     int node_gpu[PROTO_MAX_GPUS]; /* client's GPU index -> node index, -1 */
     int account;
-    int gang;            /* its job's number (policy_set_gang) */
-    bool oversubscribed; /* its device allocations are made managed */
-    uint32_t asked_gpus; /* node GPUs it has asked for, bit per GPU */
-    uint32_t swap_in_due; /* node GPUs it swapped out of: one SWAPPED(in)
+    int gang;                    /* its job's number (policy_set_gang) */
+    bool oversubscribed;         /* its device allocations are made managed */
+    uint32_t asked_gpus;         /* node GPUs it has asked for, bit per GPU */
+    uint32_t swap_in_due;        /* node GPUs it swapped out of: one SWAPPED(in)
                              each is expected */
     struct msg_yield yield_sent; /* the last UPDATE_YIELD (zero: none) */
     struct frame_reader *reader;
@@ -52,18 +52,18 @@ struct client {
 /* Refusals of one uid, logged once per burst (clients_accept.c). */
 struct refusal_note {
     uid_t uid;
-    uint64_t logged_at;  /* 0: slot unused */
-    uint64_t unlogged;   /* refused since then */
+    uint64_t logged_at; /* 0: slot unused */
+    uint64_t unlogged;  /* refused since then */
 };
 
 /* A process that uses a GPU without having registered (unhooked.c). */
 #define UNHOOKED_MAX 64 /* tracked per GPU; more are mentioned once */
 struct unhooked_proc {
     pid_t pid;
-    uint64_t used;     /* bytes, from NVML */
-    uint64_t since;    /* first seen */
-    bool reported;     /* seen in two samples in a row: logged, listed */
-    bool seen;         /* in the latest sample */
+    uint64_t used;  /* bytes, from NVML */
+    uint64_t since; /* first seen */
+    bool reported;  /* seen in two samples in a row: logged, listed */
+    bool seen;      /* in the latest sample */
     struct pod_identity identity;
 };
 
@@ -72,15 +72,15 @@ struct unhooked_proc {
 #define METRICS_MSG_TYPES 100
 struct metrics_counters {
     uint64_t messages[METRICS_MSG_TYPES]; /* client messages, by type */
-    struct histogram decision; /* handling of one client message */
-    uint64_t scrapes;          /* requests for /metrics */
-    uint64_t serve_ns;         /* event-loop time in the HTTP server */
+    struct histogram decision;            /* handling of one client message */
+    uint64_t scrapes;                     /* requests for /metrics */
+    uint64_t serve_ns; /* event-loop time in the HTTP server */
 };
 struct control_conn; /* control.c */
 
 struct scheduler {
     struct event_loop *loop;
-    struct policy *policy;   /* read through the views of policy.h */
+    struct policy *policy; /* read through the views of policy.h */
     struct quota quota;
     struct node_gpu gpus[POLICY_MAX_GPUS];
     int n_gpus;
@@ -101,18 +101,18 @@ struct scheduler {
     uint64_t env_settings[SETTING_COUNT];
     const char *proc_root;   /* NVSHARE_PROC_ROOT: where /proc/PID/cgroup is */
     bool declared_limits;    /* NVSHARE_DECLARED_LIMITS */
-    uint8_t oversub_default;       /* NVSHARE_ENABLE_OVERSUB of the daemon */
-    unsigned oversub_ratio;        /* clients' memory <= this x capacity */
-    uint64_t context_overhead;     /* assumed per client until measured */
-    uint64_t *overhead[POLICY_MAX_GPUS];  /* by slot: measured */
+    uint8_t oversub_default; /* NVSHARE_ENABLE_OVERSUB of the daemon */
+    unsigned oversub_ratio;  /* clients' memory <= this x capacity */
+    uint64_t context_overhead;           /* assumed per client until measured */
+    uint64_t *overhead[POLICY_MAX_GPUS]; /* by slot: measured */
     uint64_t *evictable[POLICY_MAX_GPUS]; /* by slot: reported */
-    bool limits_scaled[POLICY_MAX_GPUS]; /* core limits sum above 100 % */
-    unsigned max_connections_per_uid;    /* 0: no limit */
-    uint64_t refused;                    /* connections, since start */
-    struct refusal_note refusals[8];     /* the uids refused lately */
+    bool limits_scaled[POLICY_MAX_GPUS];  /* core limits sum above 100 % */
+    unsigned max_connections_per_uid;     /* 0: no limit */
+    uint64_t refused;                     /* connections, since start */
+    struct refusal_note refusals[8];      /* the uids refused lately */
     struct unhooked_proc unhooked[POLICY_MAX_GPUS][UNHOOKED_MAX];
     int n_unhooked[POLICY_MAX_GPUS];
-    uint64_t unhooked_seen; /* reported since start, for metrics */
+    uint64_t unhooked_seen;  /* reported since start, for metrics */
     uint64_t stop_check_due; /* holders.c: next look at holders' state */
     struct metrics_counters counters;
     struct control_conn *control_conns; /* control.c: the open connections */
@@ -149,7 +149,7 @@ bool clients_reap(struct scheduler *s);
  * frame, CLIENT_STALL_NS after they started (up to CLIENT_STALL_BATCH_NS
  * early, with others). Returns when the next one would be due (0: none
  * pending). */
-#define CLIENT_STALL_NS 2000000000ull     /* 2 s */
+#define CLIENT_STALL_NS 2000000000ull      /* 2 s */
 #define CLIENT_STALL_BATCH_NS 100000000ull /* 100 ms */
 uint64_t clients_expire_stalled(struct scheduler *s, uint64_t now);
 int clients_count(const struct scheduler *s);
@@ -183,8 +183,8 @@ static inline void scheduler_save_state(const struct scheduler *s)
 /* One NVML sample of gpu's processes (compute and graphics; a pid may
  * appear twice): the ones that are neither a client nor the scheduler
  * become, or stay, unhooked. */
-void unhooked_observe(struct scheduler *s, int gpu, const nvmlProcessInfo_t *procs,
-                      unsigned n, uint64_t now);
+void unhooked_observe(struct scheduler *s, int gpu,
+                      const nvmlProcessInfo_t *procs, unsigned n, uint64_t now);
 /* How many unhooked processes status lists (those reported). */
 int unhooked_count(const struct scheduler *s);
 /* holders.c */

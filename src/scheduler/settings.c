@@ -12,62 +12,68 @@
 #include "policy.h"
 #include "protocol.h"
 
-static const char *const switch_time_modes[] = {
-    [SWITCH_TIME_AUTO] = "auto", [SWITCH_TIME_FIXED] = "fixed", NULL};
+static const char *const switch_time_modes[] =
+    {[SWITCH_TIME_AUTO] = "auto", [SWITCH_TIME_FIXED] = "fixed", NULL};
 
-#define DURATION(min_ns, max_ns) SETTING_DURATION, .min = (min_ns), .max = (max_ns)
+#define DURATION(min_ns, max_ns)                                               \
+    SETTING_DURATION, .min = (min_ns), .max = (max_ns)
 #define INT(lo, hi) SETTING_INT, .min = (lo), .max = (hi)
 #define SWITCH SETTING_SWITCH, .min = 0, .max = 1
 
 const struct setting settings_table[SETTING_COUNT] = {
     /* nvsharectl set tq and NVSHARE_TQ: a quantum over an hour leaves the
      * others waiting for longer than anyone would notice a stuck GPU. */
-    [SETTING_TQ] = {"tq", "NVSHARE_TQ", "time quantum",
-                    DURATION(NS_PER_MS, 3600 * NS_PER_SEC), .fallback = POLICY_TQ_AUTO,
-                    .runtime = true, .zero_is_auto = true,
-                    .help = "time quantum: auto (per GPU, 100 x its mean hand-over, "
-                            "100ms-30s) or pinned, e.g. 2s, 100ms"},
-    [SETTING_DRAIN_TIMEOUT] = {"drain-timeout", "NVSHARE_DRAIN_TIMEOUT", "drain timeout",
-                               DURATION(1, UINT64_MAX), .fallback = 10 * NS_PER_SEC,
+    [SETTING_TQ] =
+        {"tq", "NVSHARE_TQ", "time quantum",
+         DURATION(NS_PER_MS, 3600 * NS_PER_SEC), .fallback = POLICY_TQ_AUTO,
+         .runtime = true, .zero_is_auto = true,
+         .help = "time quantum: auto (per GPU, 100 x its mean hand-over, "
+                 "100ms-30s) or pinned, e.g. 2s, 100ms"},
+    [SETTING_DRAIN_TIMEOUT] = {"drain-timeout", "NVSHARE_DRAIN_TIMEOUT",
+                               "drain timeout", DURATION(1, UINT64_MAX),
+                               .fallback = 10 * NS_PER_SEC,
                                .help = "the longest a drain that says DRAINING "
                                        "may take after DROP_LOCK"},
-    [SETTING_ANTI_THRASH] = {"anti-thrash", "NVSHARE_ANTI_THRASH", "anti-thrash", SWITCH,
-                             .fallback = 1, .runtime = true,
-                             .help = "on|off: take turns, or let clients run freely"},
-    [SETTING_COMPUTE_WINDOW_MS] = {"compute-window-ms", "NVSHARE_COMPUTE_WINDOW_MS",
-                                   "compute window", INT(100, 60000), .fallback = 1000,
-                                   .help = "compute-limit accounting window, in ms"},
-    [SETTING_QUOTA_CARRYOVER_PERCENT] = {"quota-carryover-percent",
-                                         "NVSHARE_QUOTA_CARRYOVER_PERCENT",
-                                         "quota carryover", INT(0, 100), .fallback = 100,
-                                         .help = "share of a window's overshoot billed "
-                                                 "to the next one, in percent"},
-    [SETTING_SCHEDULING_MODE] = {"mode", "NVSHARE_SCHEDULING_MODE", "mode", SETTING_ENUM,
-                                 .min = 0, .max = SCHED_MODE_AUTO,
-                                 .fallback = SCHED_MODE_AUTO, .choices = sched_mode_names,
-                                 .runtime = true,
-                                 .help = "serial|concurrent|auto: one holder at a time, "
-                                         "everyone whose memory fits, or co-run light "
-                                         "clients that fit and time-slice the rest"},
-    [SETTING_MEMORY_RESERVE_PERCENT] = {"memory-reserve-percent",
-                                        "NVSHARE_MEMORY_RESERVE_PERCENT", "memory reserve",
-                                        INT(0, 50), .fallback = POLICY_RESERVE_PERCENT,
-                                        .help = "of each GPU kept free, in percent"},
-    [SETTING_CONTEXT_OVERHEAD] = {"context-overhead", "NVSHARE_CONTEXT_OVERHEAD",
-                                  "context overhead", SETTING_SIZE, .min = 0,
-                                  .max = UINT64_MAX, .fallback = 512ull << 20,
-                                  .help = "a client's memory beyond its allocations "
-                                          "where NVML cannot measure it"},
-    [SETTING_SWITCH_TIME_MODE] = {"switch-time-mode", "NVSHARE_SWITCH_TIME_MODE",
-                                  "switch time mode", SETTING_ENUM, .min = 0,
-                                  .max = SWITCH_TIME_FIXED, .fallback = SWITCH_TIME_AUTO,
-                                  .choices = switch_time_modes,
-                                  .help = "auto|fixed: quantum of memory rotations, "
-                                          "measured swap time x multiplier or fixed"},
+    [SETTING_ANTI_THRASH] =
+        {"anti-thrash", "NVSHARE_ANTI_THRASH", "anti-thrash", SWITCH,
+         .fallback = 1, .runtime = true,
+         .help = "on|off: take turns, or let clients run freely"},
+    [SETTING_COMPUTE_WINDOW_MS] =
+        {"compute-window-ms", "NVSHARE_COMPUTE_WINDOW_MS", "compute window",
+         INT(100, 60000), .fallback = 1000,
+         .help = "compute-limit accounting window, in ms"},
+    [SETTING_QUOTA_CARRYOVER_PERCENT] =
+        {"quota-carryover-percent", "NVSHARE_QUOTA_CARRYOVER_PERCENT",
+         "quota carryover", INT(0, 100), .fallback = 100,
+         .help = "share of a window's overshoot billed "
+                 "to the next one, in percent"},
+    [SETTING_SCHEDULING_MODE] =
+        {"mode", "NVSHARE_SCHEDULING_MODE", "mode", SETTING_ENUM, .min = 0,
+         .max = SCHED_MODE_AUTO, .fallback = SCHED_MODE_AUTO,
+         .choices = sched_mode_names, .runtime = true,
+         .help = "serial|concurrent|auto: one holder at a time, "
+                 "everyone whose memory fits, or co-run light "
+                 "clients that fit and time-slice the rest"},
+    [SETTING_MEMORY_RESERVE_PERCENT] =
+        {"memory-reserve-percent", "NVSHARE_MEMORY_RESERVE_PERCENT",
+         "memory reserve", INT(0, 50), .fallback = POLICY_RESERVE_PERCENT,
+         .help = "of each GPU kept free, in percent"},
+    [SETTING_CONTEXT_OVERHEAD] =
+        {"context-overhead", "NVSHARE_CONTEXT_OVERHEAD", "context overhead",
+         SETTING_SIZE, .min = 0, .max = UINT64_MAX, .fallback = 512ull << 20,
+         .help = "a client's memory beyond its allocations "
+                 "where NVML cannot measure it"},
+    [SETTING_SWITCH_TIME_MODE] =
+        {"switch-time-mode", "NVSHARE_SWITCH_TIME_MODE", "switch time mode",
+         SETTING_ENUM, .min = 0, .max = SWITCH_TIME_FIXED,
+         .fallback = SWITCH_TIME_AUTO, .choices = switch_time_modes,
+         .help = "auto|fixed: quantum of memory rotations, "
+                 "measured swap time x multiplier or fixed"},
     /* nvsharectl set switch-time sends 0 for auto, which the scheduler
      * checks apart from these bounds. */
     [SETTING_SWITCH_TIME_FIXED] = {"switch-time", "NVSHARE_SWITCH_TIME_FIXED",
-                                   "switch time", DURATION(100 * NS_PER_MS, 3600 * NS_PER_SEC),
+                                   "switch time",
+                                   DURATION(100 * NS_PER_MS, 3600 * NS_PER_SEC),
                                    .fallback = 60 * NS_PER_SEC, .runtime = true,
                                    .help = "the switch time in fixed mode"},
     [SETTING_SWITCH_TIME_MULTIPLIER] = {"switch-time-multiplier",
@@ -75,33 +81,38 @@ const struct setting settings_table[SETTING_COUNT] = {
                                         "switch time multiplier", INT(1, 1000),
                                         .fallback = POLICY_SWITCH_MULTIPLIER,
                                         .help = "in auto switch time mode"},
-    [SETTING_ENABLE_OVERSUB] = {"oversub", "NVSHARE_ENABLE_OVERSUB", "oversubscription",
-                                SWITCH, .fallback = 0,
-                                .help = "on: clients that do not say otherwise get "
-                                        "managed memory and can be swapped"},
-    [SETTING_OVERSUB_RATIO] = {"oversub-ratio", "NVSHARE_OVERSUB_RATIO",
-                               "oversubscription ratio", INT(1, 16), .fallback = 2,
-                               .help = "oversubscribed clients of a GPU hold at most "
-                                       "this x its capacity"},
+    [SETTING_ENABLE_OVERSUB] = {"oversub", "NVSHARE_ENABLE_OVERSUB",
+                                "oversubscription", SWITCH, .fallback = 0,
+                                .help =
+                                    "on: clients that do not say otherwise get "
+                                    "managed memory and can be swapped"},
+    [SETTING_OVERSUB_RATIO] =
+        {"oversub-ratio", "NVSHARE_OVERSUB_RATIO", "oversubscription ratio",
+         INT(1, 16), .fallback = 2,
+         .help = "oversubscribed clients of a GPU hold at most "
+                 "this x its capacity"},
     /* A tenant sets its own environment: what it declares can only lower
      * the operator's limits, and with this off it counts not at all. */
-    [SETTING_DECLARED_LIMITS] = {"declared-limits", "NVSHARE_DECLARED_LIMITS",
-                                 "declared limits", SWITCH, .fallback = 1,
-                                 .help = "on: a client's NVSHARE_GPU_CORE_LIMIT and "
-                                         "NVSHARE_GPU_MEMORY_LIMIT can lower its pod's "
-                                         "limits (never raise them); off: only the "
-                                         "operator's limits count"},
+    [SETTING_DECLARED_LIMITS] =
+        {"declared-limits", "NVSHARE_DECLARED_LIMITS", "declared limits",
+         SWITCH, .fallback = 1,
+         .help = "on: a client's NVSHARE_GPU_CORE_LIMIT and "
+                 "NVSHARE_GPU_MEMORY_LIMIT can lower its pod's "
+                 "limits (never raise them); off: only the "
+                 "operator's limits count"},
     /* Root and the daemon's own uid are exempt: they may use the control
      * socket anyway, and in Kubernetes most containers run as root, which
      * a cap would otherwise make one tenant for the whole node. */
-    [SETTING_MAX_CONNECTIONS_PER_UID] = {
-        "max-connections-per-uid", "NVSHARE_MAX_CONNECTIONS_PER_UID",
-        "connections per uid", INT(0, 1000000), .fallback = 256,
-        .help = "connections one uid (not root, not the scheduler's) may hold; "
-                "0: no limit"},
+    [SETTING_MAX_CONNECTIONS_PER_UID] =
+        {"max-connections-per-uid", "NVSHARE_MAX_CONNECTIONS_PER_UID",
+         "connections per uid", INT(0, 1000000), .fallback = 256,
+         .help =
+             "connections one uid (not root, not the scheduler's) may hold; "
+             "0: no limit"},
 };
 
-static void format_exact(const struct setting *s, uint64_t v, char *buf, size_t len)
+static void format_exact(const struct setting *s, uint64_t v, char *buf,
+                         size_t len)
 {
     if (s->kind == SETTING_DURATION)
         format_duration_exact(v, buf, len);
@@ -112,7 +123,8 @@ static void format_exact(const struct setting *s, uint64_t v, char *buf, size_t 
 }
 
 /* A value as the log line, the usage text and the state file show it. */
-static void format_value(const struct setting *s, uint64_t v, char *buf, size_t len)
+static void format_value(const struct setting *s, uint64_t v, char *buf,
+                         size_t len)
 {
     if (s->zero_is_auto && v == 0)
         snprintf(buf, len, "auto");
@@ -144,7 +156,8 @@ int setting_check(enum setting_id id, uint64_t value, char *err, size_t len)
         size_t n = (size_t)snprintf(err, len, "%s must be ", s->label);
         for (int i = 0; s->choices[i] && n < len; i++)
             n += (size_t)snprintf(err + n, len - n, "%s%s",
-                                  i == 0 ? "" : (s->choices[i + 1] ? ", " : " or "),
+                                  i == 0 ? ""
+                                         : (s->choices[i + 1] ? ", " : " or "),
                                   s->choices[i]);
         return -1;
     }
@@ -169,8 +182,12 @@ int setting_parse(enum setting_id id, const char *text, uint64_t *value,
         return 0;
     }
     switch (s->kind) {
-    case SETTING_DURATION: rc = parse_duration_ns(text, &parsed, why); break;
-    case SETTING_SIZE: rc = parse_size_bytes(text, &parsed, why); break;
+    case SETTING_DURATION:
+        rc = parse_duration_ns(text, &parsed, why);
+        break;
+    case SETTING_SIZE:
+        rc = parse_size_bytes(text, &parsed, why);
+        break;
     case SETTING_INT:
         if ((rc = parse_int_range(text, 0, LONG_MAX, &number, why)) == 0)
             parsed = (uint64_t)number;
@@ -208,7 +225,8 @@ int settings_load(uint64_t values[SETTING_COUNT])
         const char *text = getenv(s->env);
 
         values[id] = s->fallback;
-        if (!text || !*text || !setting_parse(id, text, &values[id], err, sizeof(err)))
+        if (!text || !*text ||
+            !setting_parse(id, text, &values[id], err, sizeof(err)))
             continue;
         if (s->kind == SETTING_ENUM) {
             log_error("%s: '%s': %s", s->env, text, err);
@@ -295,7 +313,8 @@ void settings_usage(FILE *out)
         format_exact(s, s->min, lo, sizeof(lo));
         format_exact(s, s->max, hi, sizeof(hi));
         format_value(s, s->fallback, def, sizeof(def));
-        if ((s->kind == SETTING_INT || s->kind == SETTING_DURATION) && s->max != UINT64_MAX)
+        if ((s->kind == SETTING_INT || s->kind == SETTING_DURATION) &&
+            s->max != UINT64_MAX)
             snprintf(extra, sizeof(extra), "(%s-%s, default %s)", lo, hi, def);
         else
             snprintf(extra, sizeof(extra), "(default %s)", def);

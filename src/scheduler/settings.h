@@ -50,12 +50,12 @@ struct setting {
     const char *env;   /* NVSHARE_... */
     const char *label; /* what error messages call it: "time quantum" */
     enum setting_kind kind;
-    uint64_t min, max; /* inclusive; max UINT64_MAX: no upper bound */
-    uint64_t fallback; /* the default */
+    uint64_t min, max;          /* inclusive; max UINT64_MAX: no upper bound */
+    uint64_t fallback;          /* the default */
     const char *const *choices; /* SETTING_ENUM: names, NULL-terminated */
-    bool runtime;      /* nvsharectl set may change it */
-    bool zero_is_auto; /* 0 stands for "auto": the scheduler chooses */
-    const char *help;  /* one sentence for the usage text */
+    bool runtime;               /* nvsharectl set may change it */
+    bool zero_is_auto;          /* 0 stands for "auto": the scheduler chooses */
+    const char *help;           /* one sentence for the usage text */
 };
 
 extern const struct setting settings_table[SETTING_COUNT];
@@ -82,7 +82,8 @@ int settings_load(uint64_t values[SETTING_COUNT]);
 
 /* The value id has in the state file's terms (state.h), from values as
  * settings_load gives them: the switch time is 0 there for auto. */
-uint64_t setting_state_value(const uint64_t values[SETTING_COUNT], enum setting_id id);
+uint64_t setting_state_value(const uint64_t values[SETTING_COUNT],
+                             enum setting_id id);
 
 /* What the environment says of id, as "NVSHARE_TQ=3s" (the switch time:
  * both of its variables that are set), or "" when it says nothing. */

@@ -106,8 +106,8 @@ size_t state_format(const struct node_state *st, char *buf, size_t len)
         put(&o, "%s %s\n", settings_table[id].name, value);
     }
     if (st->set[SETTING_SCHEDULING_MODE]) {
-        setting_format(SETTING_SCHEDULING_MODE, st->value[SETTING_SCHEDULING_MODE],
-                       value, sizeof(value));
+        setting_format(SETTING_SCHEDULING_MODE,
+                       st->value[SETTING_SCHEDULING_MODE], value, sizeof(value));
         put(&o, "mode %s\n", value);
     }
     for (int i = 0; i < st->n_modes; i++) {
@@ -196,7 +196,8 @@ static int parse_setting(struct node_state *st, const char *key, char *args,
             char uuid[PROTO_UUID_MAX];
             if (get_name(more, strlen(more), uuid, sizeof(uuid)) ||
                 strtok(NULL, " \t")) {
-                snprintf(err, len, "mode: expected a mode and at most one GPU UUID");
+                snprintf(err, len,
+                         "mode: expected a mode and at most one GPU UUID");
                 return -1;
             }
             state_set_mode(st, uuid, (uint8_t)mode);
@@ -234,7 +235,8 @@ static int parse_pod_id(const char *text, struct pod_id *id)
     }
     return get_name(text, (size_t)(slash - text), id->pod_namespace,
                     sizeof(id->pod_namespace)) ||
-           get_name(slash + 1, strlen(slash + 1), id->pod_name, sizeof(id->pod_name));
+           get_name(slash + 1, strlen(slash + 1), id->pod_name,
+                    sizeof(id->pod_name));
 }
 
 /* "pod <id> [owner=<uid>] [core-limit=<1-100>] [memory-limit=<size>]
@@ -314,8 +316,9 @@ int state_parse(const char *text, struct node_state *st, char *err, size_t len)
         args = line + strcspn(line, " \t");
         if (*args)
             *args++ = '\0';
-        rc = !strcmp(key, "pod") ? parse_pod(st, args, why, sizeof(why))
-                                 : parse_setting(st, key, args, why, sizeof(why));
+        rc = !strcmp(key, "pod")
+                 ? parse_pod(st, args, why, sizeof(why))
+                 : parse_setting(st, key, args, why, sizeof(why));
         if (rc)
             snprintf(err, len, "line %d: %s", number, why);
     }
@@ -333,10 +336,13 @@ static void move_aside(const char *path, const char *why, struct node_state *st)
     memset(st, 0, sizeof(*st));
     snprintf(aside, sizeof(aside), "%s.corrupt", path);
     if (rename(path, aside) == 0)
-        log_error("state file %s is corrupt (%s): moved to %s; starting with the "
-                  "environment's settings and no pod limits", path, why, aside);
+        log_error("state file %s is corrupt (%s): moved to %s; starting with "
+                  "the "
+                  "environment's settings and no pod limits",
+                  path, why, aside);
     else
-        log_error("state file %s is corrupt (%s) and cannot be moved aside (%s); "
+        log_error("state file %s is corrupt (%s) and cannot be moved aside "
+                  "(%s); "
                   "starting with the environment's settings and no pod limits",
                   path, why, strerror(errno));
 }
@@ -454,7 +460,8 @@ int state_save(const char *path, const struct node_state *st)
 out:
     if (rc)
         log_error("cannot save the state to %s: %s: this change will not "
-                  "survive a restart", path, strerror(errno));
+                  "survive a restart",
+                  path, strerror(errno));
     if (fd >= 0)
         close(fd);
     free(text);

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "pods.h"
-#include "policy.h"   /* POLICY_MAX_GPUS */
+#include "policy.h" /* POLICY_MAX_GPUS */
 #include "settings.h"
 
 #define STATE_DEFAULT_PATH "/var/lib/nvshare/state.conf"

@@ -48,7 +48,8 @@ static void origin_label(const struct unhooked_proc *u, char *buf, size_t len)
     switch (id->kind) {
     case IDENTITY_POD:
         snprintf(buf, len, "pod %s (%s), container %.12s", id->pod_uid,
-                 pod_qos_name(id->qos), id->container_id[0] ? id->container_id : "unknown");
+                 pod_qos_name(id->qos),
+                 id->container_id[0] ? id->container_id : "unknown");
         return;
     case IDENTITY_HOST:
         snprintf(buf, len, "host process");
@@ -76,11 +77,12 @@ static void report(struct scheduler *s, int gpu, struct unhooked_proc *u)
     format_size(u->used, used, sizeof(used));
     origin_label(u, origin, sizeof(origin));
     log_warn("gpu %d: pid %d uses it without nvshare (%s, %s): not scheduled, "
-             "not limited", gpu, (int)u->pid, used, origin);
+             "not limited",
+             gpu, (int)u->pid, used, origin);
 }
 
-void unhooked_observe(struct scheduler *s, int gpu, const nvmlProcessInfo_t *procs,
-                      unsigned n, uint64_t now)
+void unhooked_observe(struct scheduler *s, int gpu,
+                      const nvmlProcessInfo_t *procs, unsigned n, uint64_t now)
 {
     static bool full_logged[POLICY_MAX_GPUS];
     struct unhooked_proc *list = s->unhooked[gpu];
@@ -100,7 +102,8 @@ void unhooked_observe(struct scheduler *s, int gpu, const nvmlProcessInfo_t *pro
             if (s->n_unhooked[gpu] == UNHOOKED_MAX) {
                 if (!full_logged[gpu])
                     log_warn("gpu %d: more than %d processes use it without "
-                             "nvshare: the others are not tracked", gpu, UNHOOKED_MAX);
+                             "nvshare: the others are not tracked",
+                             gpu, UNHOOKED_MAX);
                 full_logged[gpu] = true;
                 continue;
             }

@@ -86,7 +86,8 @@ static int declare_job(const struct shards_config *c, enum shards_job_kind kind,
     uint64_t memory = 0;
 
     target_of(c, &t);
-    if (kind == SHARDS_SHARED && shards_need_gpu_memory(c) && gpu_memory(&t, &memory, err))
+    if (kind == SHARDS_SHARED && shards_need_gpu_memory(c) &&
+        gpu_memory(&t, &memory, err))
         return -1;
     /* Root's processes may join any pod: a root job names no owner. */
     if (uid != 0 && set(&t, CTL_SET_OWNER, uid, pod, err))
@@ -117,7 +118,8 @@ static int task_environment(spank_t sp, const struct shards_config *c,
         snprintf(preload, sizeof(preload), "%s", c->libnvshare);
     if (spank_setenv(sp, "LD_PRELOAD", preload, 1) != ESPANK_SUCCESS ||
         spank_setenv(sp, "NVSHARE_SOCK_DIR", c->sock_dir, 1) != ESPANK_SUCCESS ||
-        spank_setenv(sp, "NVSHARE_POD_NAMESPACE", POD_NAMESPACE, 1) != ESPANK_SUCCESS ||
+        spank_setenv(sp, "NVSHARE_POD_NAMESPACE", POD_NAMESPACE, 1) !=
+            ESPANK_SUCCESS ||
         spank_setenv(sp, "NVSHARE_POD_NAME", job, 1) != ESPANK_SUCCESS)
         return -1;
     return 0;
@@ -162,8 +164,9 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     snprintf(pod, sizeof(pod), POD_NAMESPACE "/%s", job);
     if (declare_job(&c, kind, shards, pod, uid, err)) {
         slurm_error("nvshare: job %s: %s: %s", job, err,
-                    c.fail_job ? "the job fails (on_error=fail)"
-                               : "it runs without nvshare's limits (on_error=run)");
+                    c.fail_job
+                        ? "the job fails (on_error=fail)"
+                        : "it runs without nvshare's limits (on_error=run)");
         return c.fail_job ? -1 : 0;
     }
     if (task_environment(sp, &c, job)) {
@@ -210,7 +213,8 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
     }
     target_of(&c, &t);
     if (forget_job(&t, job_id, err))
-        slurm_error("nvshare: job %u ended: its limits stay in the scheduler: %s",
+        slurm_error("nvshare: job %u ended: its limits stay in the scheduler: "
+                    "%s",
                     (unsigned)job_id, err);
     return 0;
 }
@@ -266,7 +270,8 @@ static void forget_ended_jobs(int ac, char **av)
     }
     target_of(&c, &t);
     if (ctl_fetch_status(&t, &st, err)) {
-        slurm_error("nvshare: slurmd start: cannot list the jobs' limits: %s", err);
+        slurm_error("nvshare: slurmd start: cannot list the jobs' limits: %s",
+                    err);
         return;
     }
     for (int i = 0; i < st.n_pods; i++) {
@@ -274,15 +279,17 @@ static void forget_ended_jobs(int ac, char **av)
         char *end;
         unsigned long job_id = strtoul(p->pod_name, &end, 10);
 
-        if (strcmp(p->pod_namespace, POD_NAMESPACE) || !p->pod_name[0] || *end ||
-            job_id > UINT32_MAX ||
+        if (strcmp(p->pod_namespace, POD_NAMESPACE) || !p->pod_name[0] ||
+            *end || job_id > UINT32_MAX ||
             !(p->bound || p->core_limit || p->memory_limit) || stepd_runs(job_id))
             continue;
         if (forget_job(&t, job_id, err))
-            slurm_error("nvshare: job %lu no longer runs here: its limits stay: %s",
+            slurm_error("nvshare: job %lu no longer runs here: its limits "
+                        "stay: %s",
                         job_id, err);
         else
-            slurm_info("nvshare: job %lu no longer runs here: its limits are removed",
+            slurm_info("nvshare: job %lu no longer runs here: its limits are "
+                       "removed",
                        job_id);
     }
     ctl_status_free(&st);

@@ -17,16 +17,18 @@ static int copy_path(char *buf, size_t n, const char *key, const char *value,
                      char err[SHARDS_ERR_LEN])
 {
     if (value[0] != '/' || strlen(value) >= n) {
-        snprintf(err, SHARDS_ERR_LEN, "%s: give an absolute path shorter than %zu "
-                 "bytes, not '%.100s'", key, n, value);
+        snprintf(err, SHARDS_ERR_LEN,
+                 "%s: give an absolute path shorter than %zu "
+                 "bytes, not '%.100s'",
+                 key, n, value);
         return -1;
     }
     memcpy(buf, value, strlen(value) + 1);
     return 0;
 }
 
-static int parse_one(struct shards_config *c, const char *key, const char *value,
-                     char err[SHARDS_ERR_LEN])
+static int parse_one(struct shards_config *c, const char *key,
+                     const char *value, char err[SHARDS_ERR_LEN])
 {
     char why[PARSE_ERR_LEN];
     long n;
@@ -54,8 +56,10 @@ static int parse_one(struct shards_config *c, const char *key, const char *value
     } else if (!strcmp(key, "libnvshare")) {
         return copy_path(c->libnvshare, sizeof(c->libnvshare), key, value, err);
     } else {
-        snprintf(err, SHARDS_ERR_LEN, "unknown argument '%.60s' (memory_per_shard, "
-                 "compute_per_shard, shards_per_gpu, on_error, sock_dir, libnvshare)",
+        snprintf(err, SHARDS_ERR_LEN,
+                 "unknown argument '%.60s' (memory_per_shard, "
+                 "compute_per_shard, shards_per_gpu, on_error, sock_dir, "
+                 "libnvshare)",
                  key);
         return -1;
     }
@@ -70,12 +74,14 @@ int shards_parse_args(struct shards_config *c, int argc, char **argv,
 {
     memset(c, 0, sizeof(*c));
     snprintf(c->sock_dir, sizeof(c->sock_dir), "%s", DEFAULT_SOCK_DIR);
-    snprintf(c->libnvshare, sizeof(c->libnvshare), "%s", NVSHARE_DEFAULT_LIBNVSHARE);
+    snprintf(c->libnvshare, sizeof(c->libnvshare), "%s",
+             NVSHARE_DEFAULT_LIBNVSHARE);
     for (int i = 0; i < argc; i++) {
         char key[64];
         const char *eq = strchr(argv[i], '=');
         if (!eq || eq == argv[i] || (size_t)(eq - argv[i]) >= sizeof(key)) {
-            snprintf(err, SHARDS_ERR_LEN, "argument '%.60s' is not key=value", argv[i]);
+            snprintf(err, SHARDS_ERR_LEN, "argument '%.60s' is not key=value",
+                     argv[i]);
             return -1;
         }
         memcpy(key, argv[i], (size_t)(eq - argv[i]));
@@ -84,7 +90,8 @@ int shards_parse_args(struct shards_config *c, int argc, char **argv,
             return -1;
     }
     if (!c->shards_per_gpu && (!c->memory_per_shard || !c->compute_per_shard)) {
-        snprintf(err, SHARDS_ERR_LEN, "give shards_per_gpu (as gres.conf cuts each "
+        snprintf(err, SHARDS_ERR_LEN,
+                 "give shards_per_gpu (as gres.conf cuts each "
                  "GPU), or both memory_per_shard and compute_per_shard");
         return -1;
     }

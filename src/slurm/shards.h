@@ -22,7 +22,7 @@
 #define SHARDS_PATH_MAX 200 /* the control socket's path must fit 256 */
 
 struct shards_config {
-    uint64_t memory_per_shard;  /* bytes; 0: the GPU's memory / shards_per_gpu */
+    uint64_t memory_per_shard; /* bytes; 0: the GPU's memory / shards_per_gpu */
     unsigned compute_per_shard; /* percent; 0: 100 / shards_per_gpu */
     unsigned shards_per_gpu;    /* as gres.conf cuts each GPU; 0: not given */
     bool fail_job;              /* no scheduler: the job fails (else runs

@@ -109,8 +109,8 @@ uint64_t fake_collective_arrive(uint64_t ready_ns)
 {
     uint64_t k = atomic_load(&file->procs[slot].launched) + 1;
 
-    atomic_store_explicit(&file->procs[slot].ready_ns[k % COLL_RING],
-                          ready_ns, memory_order_relaxed);
+    atomic_store_explicit(&file->procs[slot].ready_ns[k % COLL_RING], ready_ns,
+                          memory_order_relaxed);
     atomic_store_explicit(&file->procs[slot].launched, k, memory_order_release);
     return k;
 }
@@ -148,14 +148,14 @@ bool fake_collective_end(const struct fake_coll *c, uint64_t *end)
         int32_t pid = atomic_load(&file->procs[i].pid);
         if (pid == 0)
             break; /* slots are taken in order */
-        uint64_t n = atomic_load_explicit(&file->procs[i].launched,
-                                          memory_order_acquire);
+        uint64_t n =
+            atomic_load_explicit(&file->procs[i].launched, memory_order_acquire);
         if (n >= c->seq) {
             arrived++;
             if (n - c->seq < COLL_RING) {
-                uint64_t t = atomic_load_explicit(
-                    &file->procs[i].ready_ns[c->seq % COLL_RING],
-                    memory_order_relaxed);
+                uint64_t t =
+                    atomic_load_explicit(&file->procs[i].ready_ns[c->seq % COLL_RING],
+                                         memory_order_relaxed);
                 if (t > start)
                     start = t;
             }

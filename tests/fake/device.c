@@ -112,24 +112,37 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 }
 
 /* Enough of an H100 for the runtime's bootstrap. */
-CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attr,
-                              CUdevice dev)
+CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attr, CUdevice dev)
 {
     CUresult rc = check_device(dev);
 
     if (rc != CUDA_SUCCESS)
         return rc;
     switch (attr) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        *value = 9;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+        *value = 132;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+        *value = 1024;
+        break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+        *value = 32;
+        break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+        *value = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+        *value = 1;
+        break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
         *value = devices.concurrent_managed;
         break;
-    default: *value = 0; break;
+    default:
+        *value = 0;
+        break;
     }
     return CUDA_SUCCESS;
 }

@@ -27,7 +27,7 @@ struct fake_coll {
     uint64_t seq;      /* this process's seq-th collective, from 1 */
     uint64_t ready_ns; /* when its stream reached it */
     uint64_t duration_ns;
-    const char *what;  /* traced as, once its start is known */
+    const char *what; /* traced as, once its start is known */
 };
 
 struct fake_stream {

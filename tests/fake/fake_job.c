@@ -50,15 +50,17 @@ int main(int argc, char **argv)
     long long started = clock_ns(CLOCK_MONOTONIC);
 
     if (argc < 3) {
-        fprintf(stderr, "usage: %s FROM_REALTIME_NS UNTIL_REALTIME_NS [KERNEL_US]\n",
+        fprintf(stderr,
+                "usage: %s FROM_REALTIME_NS UNTIL_REALTIME_NS [KERNEL_US]\n",
                 argv[0]);
         return 2;
     }
     from = atoll(argv[1]);
     until = atoll(argv[2]);
     snprintf(name, sizeof(name), "sleep_%dus", argc > 3 ? atoi(argv[3]) : 1000);
-    if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx) ||
-        cuModuleLoadData(&mod, "fake") || cuModuleGetFunction(&kernel, mod, name)) {
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) ||
+        cuCtxSetCurrent(ctx) || cuModuleLoadData(&mod, "fake") ||
+        cuModuleGetFunction(&kernel, mod, name)) {
         fprintf(stderr, "fake_job: the fake driver refused to start\n");
         return 1;
     }

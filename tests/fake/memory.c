@@ -71,8 +71,8 @@ void fake_mem_give(int dev, uint64_t bytes)
 }
 
 static CUresult mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
-                       bool physical, bool managed, struct fake_pool *pool,
-                       unsigned long long *out)
+                        bool physical, bool managed, struct fake_pool *pool,
+                        unsigned long long *out)
 {
     struct allocation *a;
 
@@ -86,13 +86,20 @@ static CUresult mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
         free(a);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *a = (struct allocation){kind,    next_handle, size, dev,
-                             physical, managed,    CU_DEVICE_INVALID,
-                             0,       pool,        allocations};
+    *a = (struct allocation){kind,
+                             next_handle,
+                             size,
+                             dev,
+                             physical,
+                             managed,
+                             CU_DEVICE_INVALID,
+                             0,
+                             pool,
+                             allocations};
     allocations = a;
     /* Keep addresses 2 MiB apart, as the driver does. */
-    next_handle += (size + VMM_GRANULARITY - 1) / VMM_GRANULARITY *
-                   VMM_GRANULARITY;
+    next_handle +=
+        (size + VMM_GRANULARITY - 1) / VMM_GRANULARITY * VMM_GRANULARITY;
     *out = a->handle;
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
@@ -177,8 +184,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return linear(dptr, bytesize);
 }
 
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
-                           unsigned int flags)
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     int dev = current_dev();
 
@@ -296,8 +302,8 @@ static CUresult prefetch(CUdeviceptr ptr, size_t count, int dst,
 
     if (atomic_load(&deinitialized))
         return CUDA_ERROR_DEINITIALIZED;
-    if (count == 0 || (dst != CU_DEVICE_CPU &&
-                       (dst < 0 || dst >= fake_device_count())))
+    if (count == 0 ||
+        (dst != CU_DEVICE_CPU && (dst < 0 || dst >= fake_device_count())))
         return CUDA_ERROR_INVALID_VALUE;
     if (dst != CU_DEVICE_CPU && !fake_concurrent_managed_access())
         return CUDA_ERROR_INVALID_DEVICE;
@@ -469,7 +475,7 @@ static struct allocation *managed_range_locked(CUdeviceptr ptr, size_t count)
 }
 
 /* Device addresses in [ptr, ptr + count) that carry a stamp. */
-#define FOR_EACH_STAMP(at, ptr, count)                                         \
+#define FOR_EACH_STAMP(at, ptr, count)                                           \
     for (CUdeviceptr at = ((ptr) + STAMP_EVERY - 1) / STAMP_EVERY * STAMP_EVERY; \
          at + sizeof(uint64_t) <= (ptr) + (count); at += STAMP_EVERY)
 
@@ -480,13 +486,13 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t count,
         return CUDA_ERROR_DEINITIALIZED;
     pthread_mutex_lock(&fake_lock);
     if (dst && count && managed_range_locked(src, count))
-        FOR_EACH_STAMP(at, src, count) {
+        FOR_EACH_STAMP(at, src, count)
+        {
             uint64_t stamp = at ^ STAMP_SALT;
             memcpy((char *)dst + (at - src), &stamp, sizeof(stamp));
         }
     pthread_mutex_unlock(&fake_lock);
-    return fake_submit_bytes(hStream, pt,
-                             (uint64_t)((double)count / copy_gbps()),
+    return fake_submit_bytes(hStream, pt, (uint64_t)((double)count / copy_gbps()),
                              "copy_dtoh", count);
 }
 
@@ -498,7 +504,8 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t count,
     pthread_mutex_lock(&fake_lock);
     if (src && count && (a = managed_range_locked(dst, count)) && a->lost) {
         bool intact = true;
-        FOR_EACH_STAMP(at, dst, count) {
+        FOR_EACH_STAMP(at, dst, count)
+        {
             uint64_t stamp;
             memcpy(&stamp, (const char *)src + (at - dst), sizeof(stamp));
             intact = intact && stamp == (at ^ STAMP_SALT);
@@ -507,8 +514,7 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t count,
             a->lost -= count < a->lost ? count : a->lost;
     }
     pthread_mutex_unlock(&fake_lock);
-    return fake_submit_bytes(hStream, pt,
-                             (uint64_t)((double)count / copy_gbps()),
+    return fake_submit_bytes(hStream, pt, (uint64_t)((double)count / copy_gbps()),
                              "copy_htod", count);
 }
 
@@ -538,9 +544,8 @@ CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost,
 
 /* Discards (and prefetches to dst, unless CU_DEVICE_INVALID) a batch of
  * managed ranges; as the driver, refuses the legacy stream and flags. */
-static CUresult discard(CUdeviceptr *dptrs, size_t *sizes, size_t count,
-                        int dst, unsigned long long flags, CUstream hStream,
-                        bool pt)
+static CUresult discard(CUdeviceptr *dptrs, size_t *sizes, size_t count, int dst,
+                        unsigned long long flags, CUstream hStream, bool pt)
 {
     uint64_t bytes = 0;
     size_t i;
@@ -562,24 +567,24 @@ static CUresult discard(CUdeviceptr *dptrs, size_t *sizes, size_t count,
     if (i < count)
         return CUDA_ERROR_INVALID_VALUE;
     return fake_submit_bytes(hStream, pt, 0,
-                             dst == CU_DEVICE_INVALID ? "discard"
-                                                      : "discard_prefetch_device",
+                             dst == CU_DEVICE_INVALID
+                                 ? "discard"
+                                 : "discard_prefetch_device",
                              bytes);
 }
 
 CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
                                 unsigned long long flags, CUstream hStream)
 {
-    return discard(dptrs, sizes, count, CU_DEVICE_INVALID, flags, hStream,
-                   false);
+    return discard(dptrs, sizes, count, CU_DEVICE_INVALID, flags, hStream, false);
 }
 
 /* One prefetch location for the whole batch (what libnvshare asks). */
 static CUresult discard_and_prefetch(CUdeviceptr *dptrs, size_t *sizes,
                                      size_t count, CUmemLocation *locs,
                                      size_t *loc_idxs, size_t n_locs,
-                                     unsigned long long flags,
-                                     CUstream hStream, bool pt)
+                                     unsigned long long flags, CUstream hStream,
+                                     bool pt)
 {
     if (n_locs != 1 || !locs || !loc_idxs || loc_idxs[0] != 0)
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -774,8 +779,7 @@ CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
     return new_array(FAKE_MEM_ARRAY, &d, 1, (unsigned long long *)pHandle);
 }
 
-CUresult cuArray3DCreate_v2(CUarray *pHandle,
-                            const CUDA_ARRAY3D_DESCRIPTOR *desc)
+CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
 {
     return new_array(FAKE_MEM_ARRAY, desc, 1, (unsigned long long *)pHandle);
 }
@@ -825,9 +829,9 @@ CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *req,
     return requirements(FAKE_MEM_ARRAY, (uint64_t)(uintptr_t)array, req);
 }
 
-CUresult cuMipmappedArrayGetMemoryRequirements(
-    CUDA_ARRAY_MEMORY_REQUIREMENTS *req, CUmipmappedArray mipmap,
-    CUdevice device)
+CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *req,
+                                               CUmipmappedArray mipmap,
+                                               CUdevice device)
 {
     (void)device;
     return requirements(FAKE_MEM_MIPMAP, (uint64_t)(uintptr_t)mipmap, req);

@@ -46,8 +46,7 @@ static uint64_t duration_in_name(const char *name)
     return 0;
 }
 
-CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
-                             const char *name)
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
     struct fake_function *f = calloc(1, sizeof(*f));
 

@@ -223,15 +223,18 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *device,
         fclose(f);
     for (int i = 0; shared && i < FAKE_SHARED_MAX_PROCS; i++) {
         int32_t p = atomic_load(&shared->procs[i].pid);
-        if (p > 0 && (atomic_load(&shared->procs[i].devices) & (1u << dev)) && alive(p))
-            add(infos, *n, &found, (unsigned int)p, atomic_load(&shared->procs[i].used));
+        if (p > 0 && (atomic_load(&shared->procs[i].devices) & (1u << dev)) &&
+            alive(p))
+            add(infos, *n, &found, (unsigned int)p,
+                atomic_load(&shared->procs[i].used));
     }
     *n = found;
     return NVML_SUCCESS;
 }
 
 /* The fake has no graphics: none, as on a compute-only node. */
-nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(void *device, unsigned int *n,
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(void *device,
+                                                      unsigned int *n,
                                                       nvmlProcessInfo_t *infos)
 {
     (void)infos;

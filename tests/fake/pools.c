@@ -82,8 +82,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
     return pool_alloc(dptr, bytesize, current_pool());
 }
 
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                              CUstream hStream)
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     (void)hStream;
     return pool_alloc(dptr, bytesize, current_pool());
@@ -148,8 +147,8 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     uint64_t keep;
 
     pthread_mutex_lock(&fake_lock);
-    keep = round_up(p->used > minBytesToKeep ? p->used : minBytesToKeep,
-                    POOL_STEP);
+    keep =
+        round_up(p->used > minBytesToKeep ? p->used : minBytesToKeep, POOL_STEP);
     if (p->reserved > keep) {
         fake_mem_give(p->dev, p->reserved - keep);
         p->reserved = keep;
@@ -208,8 +207,8 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
-                                      void *value)
+CUresult cuDeviceGetGraphMemAttribute(CUdevice device,
+                                      CUgraphMem_attribute attr, void *value)
 {
     (void)device, (void)attr;
     *(cuuint64_t *)value = 0;

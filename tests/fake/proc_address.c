@@ -27,38 +27,59 @@ static const struct variant variants[] = {
     OWN(api, since, pt, e)
 #include "entry_points.def"
 #undef NVSHARE_SYMBOL
-    OWN("cuInit", 2000, 0, cuInit)
-    OWN("cuDriverGetVersion", 2020, 0, cuDriverGetVersion)
-    OWN("cuDeviceGet", 2000, 0, cuDeviceGet)
-    OWN("cuDeviceGetCount", 2000, 0, cuDeviceGetCount)
-    OWN("cuDeviceGetName", 2000, 0, cuDeviceGetName)
-    OWN("cuDeviceGetUuid", 11040, 0, cuDeviceGetUuid_v2)
-    OWN("cuDeviceGetAttribute", 2000, 0, cuDeviceGetAttribute)
-    OWN("cuCtxGetCurrent", 4000, 0, cuCtxGetCurrent)
-    OWN("cuCtxGetDevice", 2000, 0, cuCtxGetDevice)
-    OWN("cuModuleLoadData", 2000, 0, cuModuleLoadData)
-    OWN("cuModuleUnload", 2000, 0, cuModuleUnload)
-    OWN("cuModuleGetFunction", 2000, 0, cuModuleGetFunction)
-    OWN("cuFuncGetName", 12030, 0, cuFuncGetName)
-    OWN("cuStreamCreate", 2000, 0, cuStreamCreate)
-    OWN("cuStreamDestroy", 4000, 0, cuStreamDestroy_v2)
-    OWN("cuStreamQuery", 2000, 0, cuStreamQuery)
-    OWN("cuStreamQuery", 7000, 2, cuStreamQuery_ptsz)
-    OWN("cuStreamIsCapturing", 10000, 0, cuStreamIsCapturing)
-    OWN("cuStreamIsCapturing", 10000, 2, cuStreamIsCapturing_ptsz)
-    OWN("cuThreadExchangeStreamCaptureMode", 10010, 0,
-        cuThreadExchangeStreamCaptureMode)
-    OWN("cuEventCreate", 2000, 0, cuEventCreate)
-    OWN("cuEventDestroy", 4000, 0, cuEventDestroy_v2)
-    OWN("cuEventRecord", 2000, 0, cuEventRecord)
-    OWN("cuEventRecord", 7000, 2, cuEventRecord_ptsz)
-    OWN("cuEventQuery", 2000, 0, cuEventQuery)
-    OWN("cuEventSynchronize", 2000, 0, cuEventSynchronize)
-    OWN("cuEventElapsedTime", 12080, 0, cuEventElapsedTime_v2)
-    OWN("cuGetErrorString", 6000, 0, cuGetErrorString)
-    OWN("cuGetErrorName", 6000, 0, cuGetErrorName)
-    OWN("cuGetExportTable", 3000, 0, cuGetExportTable)
-};
+    OWN("cuInit", 2000, 0,
+        cuInit) OWN("cuDriverGetVersion", 2020, 0,
+                    cuDriverGetVersion) OWN("cuDeviceGet", 2000, 0,
+                                            cuDeviceGet) OWN("cuDeviceGetCount",
+                                                             2000, 0,
+                                                             cuDeviceGetCount)
+        OWN("cuDeviceGetName", 2000, 0,
+            cuDeviceGetName) OWN("cuDeviceGetUuid", 11040, 0,
+                                 cuDeviceGetUuid_v2) OWN("cuDeviceGetAttribute",
+                                                         2000, 0,
+                                                         cuDeviceGetAttribute)
+            OWN("cuCtxGetCurrent", 4000, 0,
+                cuCtxGetCurrent) OWN("cuCtxGetDevice", 2000, 0,
+                                     cuCtxGetDevice) OWN("cuModuleLoadData", 2000,
+                                                         0, cuModuleLoadData)
+                OWN("cuModuleUnload", 2000, 0,
+                    cuModuleUnload) OWN("cuModuleGetFunction", 2000, 0,
+                                        cuModuleGetFunction)
+                    OWN("cuFuncGetName", 12030, 0,
+                        cuFuncGetName) OWN("cuStreamCreate", 2000, 0,
+                                           cuStreamCreate)
+                        OWN("cuStreamDestroy", 4000, 0, cuStreamDestroy_v2) OWN(
+                            "cuStreamQuery", 2000,
+                            0, cuStreamQuery) OWN("cuStreamQuery", 7000, 2,
+                                                  cuStreamQuery_ptsz)
+                            OWN("cuStreamIsCapturing", 10000, 0,
+                                cuStreamIsCapturing) OWN("cuStreamIsCapturing",
+                                                         10000,
+                                                         2,
+                                                         cuStreamIsCapturing_ptsz)
+                                OWN("cuThreadExchangeStreamCaptureMode", 10010,
+                                    0, cuThreadExchangeStreamCaptureMode)
+                                    OWN("cuEventCreate", 2000, 0,
+                                        cuEventCreate) OWN("cuEventDestroy", 4000,
+                                                           0, cuEventDestroy_v2)
+                                        OWN("cuEventRecord", 2000, 0,
+                                            cuEventRecord) OWN("cuEventRecord",
+                                                               7000,
+                                                               2, cuEventRecord_ptsz)
+                                            OWN("cuEventQuery", 2000, 0,
+                                                cuEventQuery)
+                                                OWN("cuEventSynchronize", 2000,
+                                                    0, cuEventSynchronize) OWN("cuEventElapsedTime",
+                                                                               12080,
+                                                                               0, cuEventElapsedTime_v2)
+                                                    OWN("cuGetErrorString",
+                                                        6000, 0,
+                                                        cuGetErrorString) OWN("cuGetErrorName",
+                                                                              6000,
+                                                                              0, cuGetErrorName)
+                                                        OWN("cuGetExportTable",
+                                                            3000, 0,
+                                                            cuGetExportTable)};
 
 static CUresult lookup(const char *symbol, void **pfn, int version,
                        cuuint64_t flags, CUdriverProcAddressQueryResult *status)
@@ -73,7 +94,8 @@ static CUresult lookup(const char *symbol, void **pfn, int version,
             continue;
         known = true;
         if (v->since > version ||
-            (v->pt_flags && !(flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)))
+            (v->pt_flags &&
+             !(flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)))
             continue;
         if (best == NULL || v->since > best->since ||
             (v->since == best->since && v->pt_flags > best->pt_flags))
@@ -102,8 +124,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
 
 /* The runtime's private tables cannot be faked: runtime API calls beyond
  * the bootstrap fail here, as documented. */
-CUresult cuGetExportTable(const void **ppExportTable,
-                          const CUuuid *pExportTableId)
+CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
 {
     (void)pExportTableId;
     *ppExportTable = NULL;

@@ -90,8 +90,7 @@ static void open_trace(void)
 }
 
 /* bytes: 0 for a kernel (not printed). */
-static void trace(const char *what, uint64_t start, uint64_t end,
-                  uint64_t bytes)
+static void trace(const char *what, uint64_t start, uint64_t end, uint64_t bytes)
 {
     char line[256];
     int len;
@@ -497,8 +496,7 @@ CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *status)
     return is_capturing(hStream, false, status);
 }
 
-CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
-                                  CUstreamCaptureStatus *status)
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *status)
 {
     return is_capturing(hStream, true, status);
 }
@@ -567,8 +565,7 @@ static uint64_t event_at(struct fake_event *e)
     uint64_t at, end;
 
     pthread_mutex_lock(&fake_lock);
-    if (e->recorded && e->coll.seq != 0 &&
-        fake_collective_end(&e->coll, &end)) {
+    if (e->recorded && e->coll.seq != 0 && fake_collective_end(&e->coll, &end)) {
         e->at_ns = end + e->after_ns;
         e->coll.seq = 0;
     }
@@ -602,8 +599,7 @@ CUresult cuEventElapsedTime_v2(float *ms, CUevent hStart, CUevent hEnd)
 
     if (!start->recorded || !end->recorded)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (cuEventQuery(hStart) != CUDA_SUCCESS ||
-        cuEventQuery(hEnd) != CUDA_SUCCESS)
+    if (cuEventQuery(hStart) != CUDA_SUCCESS || cuEventQuery(hEnd) != CUDA_SUCCESS)
         return CUDA_ERROR_NOT_READY;
     *ms = (float)((double)((int64_t)(end->at_ns - start->at_ns)) / 1e6);
     return CUDA_SUCCESS;
@@ -635,9 +631,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX,
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
                              unsigned int gridDimY, unsigned int gridDimZ,
                              unsigned int blockDimX, unsigned int blockDimY,
-                             unsigned int blockDimZ,
-                             unsigned int sharedMemBytes, CUstream hStream,
-                             void **kernelParams, void **extra)
+                             unsigned int blockDimZ, unsigned int sharedMemBytes,
+                             CUstream hStream, void **kernelParams, void **extra)
 {
     (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX,
         (void)blockDimY, (void)blockDimZ, (void)sharedMemBytes,

@@ -69,7 +69,8 @@ int main(int argc, char **argv)
     uint64_t busy, span;
 
     if (argc < 3) {
-        fprintf(stderr, "usage: busy_test full|batches|bursty MS [K_US H_US]\n");
+        fprintf(stderr,
+                "usage: busy_test full|batches|bursty MS [K_US H_US]\n");
         return 2;
     }
     MUST(cuInit(0));

@@ -37,8 +37,10 @@ int main(int argc, char **argv)
     long steps = 0;
 
     if (argc < 5) {
-        fprintf(stderr, "usage: %s DEVICE RANKS FROM_REALTIME_NS "
-                        "UNTIL_REALTIME_NS [KERNEL_US]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s DEVICE RANKS FROM_REALTIME_NS "
+                "UNTIL_REALTIME_NS [KERNEL_US]\n",
+                argv[0]);
         return 2;
     }
     int device = atoi(argv[1]);
@@ -49,8 +51,10 @@ int main(int argc, char **argv)
                       getenv("FAKE_CUDA_COLLECTIVE_RANKS") == NULL ||
                       atoi(getenv("FAKE_CUDA_COLLECTIVE_RANKS")) != ranks)) {
         /* The all-reduce would be an ordinary kernel: no coupling. */
-        fprintf(stderr, "gang_rank: %d ranks need FAKE_CUDA_COLLECTIVE and "
-                        "FAKE_CUDA_COLLECTIVE_RANKS=%d\n", ranks, ranks);
+        fprintf(stderr,
+                "gang_rank: %d ranks need FAKE_CUDA_COLLECTIVE and "
+                "FAKE_CUDA_COLLECTIVE_RANKS=%d\n",
+                ranks, ranks);
         return 2;
     }
     if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, device) ||
@@ -73,6 +77,7 @@ int main(int argc, char **argv)
         if (done >= from && done <= until)
             steps++;
     }
-    printf("steps=%ld rate=%.2f\n", steps, (double)steps * 1e9 / (double)(until - from));
+    printf("steps=%ld rate=%.2f\n", steps,
+           (double)steps * 1e9 / (double)(until - from));
     return 0;
 }

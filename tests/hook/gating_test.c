@@ -95,8 +95,7 @@ int main(int argc, char **argv)
         stream = warmed_up_stream(mod);
         CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
         for (int i = 0; i < (capture ? 300 : 1); i++)
-            CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL,
-                                 NULL));
+            CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL));
         CHECK(cuStreamEndCapture(stream, &graph));
         if (replay)
             CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));

@@ -39,7 +39,7 @@ int nvmlDeviceGetMemoryInfo_v2(void *device, nvmlMemory_v2_t *memory);
 
 static struct {
     void *device;
-    __typeof__(&nvmlDeviceGetMemoryInfo) v1;     /* via dlsym, as nvidia-smi */
+    __typeof__(&nvmlDeviceGetMemoryInfo) v1; /* via dlsym, as nvidia-smi */
     __typeof__(&nvmlDeviceGetMemoryInfo_v2) v2;
 } nvml;
 
@@ -187,7 +187,7 @@ static CUresult alloc_array(uint64_t n, struct slot *s)
 
 static CUresult alloc_array3d(uint64_t n, struct slot *s)
 {
-    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 64, /* 16-byte texels: 64 KiB */
+    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 64,  /* 16-byte texels: 64 KiB */
                                  .Height = 64, /* per slice */
                                  .Depth = n / 65536,
                                  .Format = CU_AD_FORMAT_FLOAT,

@@ -82,8 +82,14 @@ static void wait_prepared(void)
     ((void (*)(int))hook_entry("nvshare_hook_wait_prepared"))(0);
 }
 
-static uint64_t swap_out(void) { return hook_u64("nvshare_hook_swap_out", 0); }
-static uint64_t swap_in(void) { return hook_u64("nvshare_hook_swap_in", 0); }
+static uint64_t swap_out(void)
+{
+    return hook_u64("nvshare_hook_swap_out", 0);
+}
+static uint64_t swap_in(void)
+{
+    return hook_u64("nvshare_hook_swap_in", 0);
+}
 static uint64_t managed_bytes(void)
 {
     return hook_u64("nvshare_hook_managed_bytes", 0);
@@ -274,10 +280,10 @@ static void swap(void)
 
     EXPECT(swap_out() == 0 && swap_in() == 0,
            "a swap with nothing managed moved something");
-    MUST(cuMemAlloc_v2(&a, 16 * MIB));                      /* converted */
+    MUST(cuMemAlloc_v2(&a, 16 * MIB)); /* converted */
     MUST(cuMemAllocManaged(&b, 8 * MIB, CU_MEM_ATTACH_GLOBAL));
-    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 256, 4));     /* converted */
-    MUST(cuMemAllocAsync(&pooled, 3 * MIB, NULL));          /* stays put */
+    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 256, 4)); /* converted */
+    MUST(cuMemAllocAsync(&pooled, 3 * MIB, NULL));      /* stays put */
     prepare_swap(); /* as the scheduler does before any EVICT */
     wait_prepared();
     want = 16 * MIB + 8 * MIB + (uint64_t)pitch * 256;
@@ -376,9 +382,9 @@ static void prepare(void)
     double t0, out_ms;
 
     setup();
-    MUST(cuMemAlloc_v2(&a, 16 * MIB));                      /* converted */
+    MUST(cuMemAlloc_v2(&a, 16 * MIB)); /* converted */
     MUST(cuMemAllocManaged(&b, 8 * MIB, CU_MEM_ATTACH_GLOBAL));
-    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 256, 4));     /* converted */
+    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 256, 4)); /* converted */
     EXPECT(event("swap-pinned-ahead") == 0,
            "pinned copies made before anyone asked");
 
@@ -481,7 +487,8 @@ static void blank(void)
     setup();
     MUST(cuMemAlloc_v2(&p, 64 * MIB));
     EXPECT(swap_out() == 0, "a blank allocation was copied out");
-    EXPECT(lost_bytes(p) == (long long)(64 * MIB), "its pages were not discarded");
+    EXPECT(lost_bytes(p) == (long long)(64 * MIB),
+           "its pages were not discarded");
     EXPECT(swap_in() == 0, "a blank allocation was copied in");
     EXPECT(event("swap-unpinned") == 0, "a blank allocation was prefetched");
     MUST(cuMemFree_v2(p));
@@ -510,7 +517,8 @@ static void swap_at_exit(void)
     EXPECT(deinitialize != NULL, "the fake driver cannot shut down");
     if (deinitialize)
         deinitialize();
-    EXPECT(swap_out() == 0, "a swap-out moved memory after the driver shut down");
+    EXPECT(swap_out() == 0,
+           "a swap-out moved memory after the driver shut down");
 }
 
 int main(int argc, char **argv)

@@ -40,8 +40,7 @@ int main(int argc, char **argv)
     void *local;
 
     if (argc != 2 || (local = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL)) == NULL) {
-        printf("usage: rtld_test /path/librtld_probe_local.so (%s)\n",
-               dlerror());
+        printf("usage: rtld_test /path/librtld_probe_local.so (%s)\n", dlerror());
         return 2;
     }
     lookup_fn local_next = (lookup_fn)dlsym(local, "local_next");
@@ -49,8 +48,7 @@ int main(int argc, char **argv)
     int (*local_next_found)(const char *) =
         (int (*)(const char *))dlsym(local, "local_next_found");
 
-    expect("main next probe_whoami", call(dlsym(RTLD_NEXT, "probe_whoami")),
-           "a");
+    expect("main next probe_whoami", call(dlsym(RTLD_NEXT, "probe_whoami")), "a");
     expect("main default probe_whoami",
            call(dlsym(RTLD_DEFAULT, "probe_whoami")), "a");
     expect("a next probe_whoami", a_next("probe_whoami"), "b");

@@ -46,8 +46,7 @@ static void *via_v2(get_proc_v2_fn fn, const struct nvshare_symbol *s)
     void *p = NULL;
     CUresult rc = fn(s->api, &p, s->since, (cuuint64_t)s->pt_flags, &status);
 
-    return rc == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS ? p
-                                                                       : NULL;
+    return rc == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS ? p : NULL;
 }
 
 static void *via_v1(get_proc_fn fn, const struct nvshare_symbol *s)
@@ -87,8 +86,7 @@ int main(void)
         EXPECT(wrapper != NULL && wrapper != fake_cuda_address_of(s->name),
                "%s: no wrapper", s->name);
         EXPECT(linked[i] == wrapper, "%s: direct link bypasses", s->name);
-        EXPECT(dlsym(libcuda, s->name) == wrapper, "%s: dlsym bypasses",
-               s->name);
+        EXPECT(dlsym(libcuda, s->name) == wrapper, "%s: dlsym bypasses", s->name);
         EXPECT(via_v2(cuGetProcAddress_v2, s) == wrapper,
                "%s: cuGetProcAddress_v2(%s, %d, %d) bypasses", s->name, s->api,
                s->since, s->pt_flags);

@@ -30,7 +30,8 @@
 #define CONNECTIONS 8
 #define GPUS 3 /* GPU-sim-0, GPU-sim-1 (managed), GPU-unmanaged */
 
-static const char *const uuids[GPUS] = {"GPU-sim-0", "GPU-sim-1", "GPU-unmanaged"};
+static const char *const uuids[GPUS] = {"GPU-sim-0", "GPU-sim-1",
+                                        "GPU-unmanaged"};
 
 struct conn {
     int fd;
@@ -60,14 +61,22 @@ static uint64_t below(uint64_t n)
 static uint64_t any_u64(void)
 {
     switch (below(8)) {
-    case 0: return 0;
-    case 1: return 1 + below(64);
-    case 2: return (16ull << 30) + below(3) - 1;          /* the capacity */
-    case 3: return below(16ull << 30);                    /* fits */
-    case 4: return 1ull << below(64);
-    case 5: return UINT64_MAX - below(2);
-    case 6: return (64 * (16ull << 30)) + below(3) - 1;   /* the bound */
-    default: return rnd();
+    case 0:
+        return 0;
+    case 1:
+        return 1 + below(64);
+    case 2:
+        return (16ull << 30) + below(3) - 1; /* the capacity */
+    case 3:
+        return below(16ull << 30); /* fits */
+    case 4:
+        return 1ull << below(64);
+    case 5:
+        return UINT64_MAX - below(2);
+    case 6:
+        return (64 * (16ull << 30)) + below(3) - 1; /* the bound */
+    default:
+        return rnd();
     }
 }
 
@@ -127,19 +136,20 @@ static int read_conn(struct conn *c)
     int rc = frame_reader_fill(&c->reader, c->fd);
 
     while (rc >= 0 && (rc = frame_reader_next(&c->reader, &m)) > 0)
-        if ((m.type == MSG_LOCK_OK || m.type == MSG_DROP_LOCK) && m.u.lock.gpu < GPUS)
+        if ((m.type == MSG_LOCK_OK || m.type == MSG_DROP_LOCK) &&
+            m.u.lock.gpu < GPUS)
             c->lease[m.u.lock.gpu] = m.u.lock.lease;
     return rc < 0 ? -1 : 0;
 }
 
 static const uint16_t client_types[] = {
-    MSG_REQ_LOCK, MSG_REQ_LOCK, MSG_LOCK_RELEASED, MSG_LOCK_RELEASED,
-    MSG_LOCK_IN_USE, MSG_DRAINING, MSG_MEM_UPDATE, MSG_MEM_RESERVE,
-    MSG_MEM_RESERVE, MSG_MEM_RETURN, MSG_SWAPPED, MSG_LOAD,
+    MSG_REQ_LOCK,    MSG_REQ_LOCK,   MSG_LOCK_RELEASED, MSG_LOCK_RELEASED,
+    MSG_LOCK_IN_USE, MSG_DRAINING,   MSG_MEM_UPDATE,    MSG_MEM_RESERVE,
+    MSG_MEM_RESERVE, MSG_MEM_RETURN, MSG_SWAPPED,       MSG_LOAD,
 };
 static const uint16_t odd_types[] = {
-    MSG_REGISTER, MSG_LOCK_OK, MSG_DROP_LOCK, MSG_MEM_GRANT, MSG_EVICT,
-    MSG_CTL_STATUS, MSG_CTL_SET, MSG_SCHED_ON,
+    MSG_REGISTER, MSG_LOCK_OK,    MSG_DROP_LOCK, MSG_MEM_GRANT,
+    MSG_EVICT,    MSG_CTL_STATUS, MSG_CTL_SET,   MSG_SCHED_ON,
 };
 
 static struct msg random_message(const struct conn *c)
@@ -149,19 +159,26 @@ static struct msg random_message(const struct conn *c)
     /* Mostly the managed GPUs: naming another is a violation. */
     uint8_t gpu = (uint8_t)(below(40) ? below(GPUS - 1) : below(256));
 
-    m.type = odd ? odd_types[below(sizeof(odd_types) / sizeof(odd_types[0]))]
-                 : client_types[below(sizeof(client_types) / sizeof(client_types[0]))];
+    m.type =
+        odd ? odd_types[below(sizeof(odd_types) / sizeof(odd_types[0]))]
+            : client_types[below(sizeof(client_types) / sizeof(client_types[0]))];
     switch (m.type) {
     case MSG_REGISTER:
         m = registration(1 + (int)below(GPUS));
         break;
-    case MSG_REQ_LOCK: case MSG_LOCK_RELEASED: case MSG_LOCK_IN_USE:
-    case MSG_DRAINING: case MSG_LOCK_OK: case MSG_DROP_LOCK:
+    case MSG_REQ_LOCK:
+    case MSG_LOCK_RELEASED:
+    case MSG_LOCK_IN_USE:
+    case MSG_DRAINING:
+    case MSG_LOCK_OK:
+    case MSG_DROP_LOCK:
         m.u.lock.gpu = gpu;
         m.u.lock.lease = gpu < GPUS && below(4) ? c->lease[gpu] : (uint32_t)rnd();
         m.u.lock.drain_ns = plausible_u64();
         break;
-    case MSG_MEM_UPDATE: case MSG_MEM_RESERVE: case MSG_MEM_RETURN:
+    case MSG_MEM_UPDATE:
+    case MSG_MEM_RESERVE:
+    case MSG_MEM_RETURN:
     case MSG_MEM_GRANT:
         m.u.mem.gpu = gpu;
         m.u.mem.seq = (uint32_t)below(1000);
@@ -170,7 +187,8 @@ static struct msg random_message(const struct conn *c)
         m.u.mem.allocated = plausible_u64();
         m.u.mem.evictable = m.u.mem.allocated ? below(m.u.mem.allocated) : 0;
         break;
-    case MSG_SWAPPED: case MSG_EVICT:
+    case MSG_SWAPPED:
+    case MSG_EVICT:
         m.u.swap.gpu = gpu;
         m.u.swap.direction = (uint8_t)(below(10) ? 1 + below(SWAP_IN) : 0);
         m.u.swap.bytes = plausible_u64();
@@ -267,6 +285,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < CONNECTIONS; i++)
         close(conns[i].fd);
     printf("ok: %llu messages sent (%llu with bytes changed); the scheduler "
-           "closed %llu connections\n", sent, mutated, reopened);
+           "closed %llu connections\n",
+           sent, mutated, reopened);
     return well_behaved_client_is_served();
 }

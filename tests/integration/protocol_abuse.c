@@ -46,7 +46,8 @@ static int expect_closed(int fd, const char *name)
         ; /* a reply (REGISTER_OK) may precede the close */
     close(fd);
     if (rc != PROTO_E_IO) {
-        printf("FAIL: %s: connection not closed (%s)\n", name, proto_strerror(rc));
+        printf("FAIL: %s: connection not closed (%s)\n", name,
+               proto_strerror(rc));
         return 1;
     }
     printf("ok: %s: connection closed\n", name);
@@ -129,7 +130,8 @@ static int send_raw(const char *name, const void *bytes, size_t len)
 
 /* A pod name that would forge a whole error line, and clear the screen of
  * whoever tails the log, if written raw. */
-#define FORGED_NAME "x\n2026-11-27T00:00:00.000Z nvshare[scheduler 1] error: FORGED: \x1b[2J"
+#define FORGED_NAME                                                            \
+    "x\n2026-11-27T00:00:00.000Z nvshare[scheduler 1] error: FORGED: \x1b[2J"
 
 static int expect_forgery_refused(void)
 {
@@ -140,7 +142,8 @@ static int expect_forgery_refused(void)
     if (fd < 0 || msg_send(fd, &m) || msg_recv(fd, &reply, 2000) ||
         reply.type != MSG_REFUSED || reply.u.refused.reason != REFUSED_BAD_NAME) {
         printf("FAIL: a pod name with a newline and an escape was not refused "
-               "(answered %s)\n", fd < 0 ? "-" : msg_type_name(reply.type));
+               "(answered %s)\n",
+               fd < 0 ? "-" : msg_type_name(reply.type));
         if (fd >= 0)
             close(fd);
         return 1;
@@ -177,7 +180,8 @@ static int expect_reservations_bounded(void)
     struct msg m, grant;
 
     for (uint32_t seq = 1; fd >= 0 && seq <= 100; seq++) {
-        m = (struct msg){.type = MSG_MEM_RESERVE, .u.mem = {.seq = seq, .bytes = 16ull << 30}};
+        m = (struct msg){.type = MSG_MEM_RESERVE,
+                         .u.mem = {.seq = seq, .bytes = 16ull << 30}};
         if (msg_send(fd, &m) || recv_skipping_limits(fd, &grant) ||
             grant.type != MSG_MEM_GRANT) {
             printf("FAIL: reservation %u: no MEM_GRANT\n", seq);
@@ -188,7 +192,8 @@ static int expect_reservations_bounded(void)
     }
     if (fd >= 0)
         close(fd);
-    printf("%s: 100 reservations of 16 GiB on a 16 GiB GPU: %d granted (%d GiB held)\n",
+    printf("%s: 100 reservations of 16 GiB on a 16 GiB GPU: %d granted (%d GiB "
+           "held)\n",
            granted >= 1 && granted <= 64 ? "ok" : "FAIL", granted, 16 * granted);
     return granted < 1 || granted > 64;
 }
@@ -199,24 +204,30 @@ static int expect_unsolicited_swaps_ignored(const char *dir)
     int fd = registered_connection();
     long long before = gpu0_swaps(dir), after;
     const struct msg swaps[] = {
-        {.type = MSG_SWAPPED, .u.swap = {.direction = SWAP_OUT, .bytes = 1ull << 30, .duration_ns = 1000}},
-        {.type = MSG_SWAPPED, .u.swap = {.direction = SWAP_IN, .bytes = 1ull << 30, .duration_ns = 1000}},
+        {.type = MSG_SWAPPED,
+         .u.swap = {.direction = SWAP_OUT,
+                    .bytes = 1ull << 30,
+                    .duration_ns = 1000}},
+        {.type = MSG_SWAPPED,
+         .u.swap = {.direction = SWAP_IN, .bytes = 1ull << 30, .duration_ns = 1000}},
     };
 
     for (size_t i = 0; fd >= 0 && i < sizeof(swaps) / sizeof(swaps[0]); i++)
         if (msg_send(fd, &swaps[i]))
             fd = -1;
     /* A round trip: the scheduler has handled both before it answers. */
-    struct msg ask = {.type = MSG_MEM_RESERVE, .u.mem = {.seq = 1, .bytes = 1}}, grant;
+    struct msg ask = {.type = MSG_MEM_RESERVE, .u.mem = {.seq = 1, .bytes = 1}},
+               grant;
     if (fd < 0 || msg_send(fd, &ask) || recv_skipping_limits(fd, &grant)) {
         printf("FAIL: unsolicited SWAPPED: the connection was closed\n");
         return 1;
     }
     after = gpu0_swaps(dir);
     close(fd);
-    printf("%s: unsolicited SWAPPED (1 GiB in 1 us, out and in): the GPU's swaps "
-           "went from %lld to %lld\n", before >= 0 && after == before ? "ok" : "FAIL",
-           before, after);
+    printf("%s: unsolicited SWAPPED (1 GiB in 1 us, out and in): the GPU's "
+           "swaps "
+           "went from %lld to %lld\n",
+           before >= 0 && after == before ? "ok" : "FAIL", before, after);
     return before < 0 || after != before;
 }
 
@@ -278,8 +289,9 @@ int main(int argc, char **argv)
     frame[6] = 77; /* type */
     failures += send_raw("unknown type", frame, (size_t)len);
 
-    static const uint8_t garbage[] = {12, 0, 0, 0, 1, 0, 1, 0, 0xff, 0xff, 0xff,
-                                      0xff, 0xff, 0xff, 0xff, 0xff};
+    static const uint8_t garbage[] = {12,   0,    0,    0,    1,    0,
+                                      1,    0,    0xff, 0xff, 0xff, 0xff,
+                                      0xff, 0xff, 0xff, 0xff};
     failures += send_raw("undecodable register", garbage, sizeof(garbage));
 
     static const uint8_t huge[] = {0xff, 0xff, 0xff, 0x7f};
@@ -302,7 +314,8 @@ int main(int argc, char **argv)
         int fd = connect_or_die();
         struct msg first = registration(), reply;
         if (fd < 0 || msg_send(fd, &first) || msg_recv(fd, &reply, 2000) ||
-            reply.type != MSG_REGISTER_OK || msg_send(fd, &bad_after_register[i])) {
+            reply.type != MSG_REGISTER_OK ||
+            msg_send(fd, &bad_after_register[i])) {
             printf("FAIL: %s: could not set up\n", names[i]);
             failures++;
             continue;
@@ -318,14 +331,19 @@ int main(int argc, char **argv)
         {.type = MSG_MEM_UPDATE, .u.mem = {.allocated = UINT64_MAX}},
         {.type = MSG_MEM_UPDATE, .u.mem = {.allocated = (1ull << 40) + 1}},
         {.type = MSG_MEM_RETURN, .u.mem = {.bytes = UINT64_MAX}},
-        {.type = MSG_LOCK_RELEASED, .u.lock = {.lease = 1, .drain_ns = UINT64_MAX}},
-        {.type = MSG_SWAPPED, .u.swap = {.direction = SWAP_OUT, .bytes = UINT64_MAX}},
+        {.type = MSG_LOCK_RELEASED,
+         .u.lock = {.lease = 1, .drain_ns = UINT64_MAX}},
+        {.type = MSG_SWAPPED,
+         .u.swap = {.direction = SWAP_OUT, .bytes = UINT64_MAX}},
         {.type = MSG_LOAD, .u.load = {.busy_permille = 5, .span_ns = UINT64_MAX}},
     };
     const char *bound_names[] = {
-        "MEM_UPDATE of 2^63 bytes", "MEM_UPDATE of 2^64-1 bytes",
-        "MEM_UPDATE of 64 x capacity + 1", "MEM_RETURN of 2^64-1 bytes",
-        "LOCK_RELEASED with a drain of 2^64-1 ns", "SWAPPED of 2^64-1 bytes",
+        "MEM_UPDATE of 2^63 bytes",
+        "MEM_UPDATE of 2^64-1 bytes",
+        "MEM_UPDATE of 64 x capacity + 1",
+        "MEM_RETURN of 2^64-1 bytes",
+        "LOCK_RELEASED with a drain of 2^64-1 ns",
+        "SWAPPED of 2^64-1 bytes",
         "LOAD over 2^64-1 ns",
     };
     for (size_t i = 0; i < sizeof(out_of_bounds) / sizeof(out_of_bounds[0]); i++) {
@@ -340,10 +358,12 @@ int main(int argc, char **argv)
     /* An application may ask for anything: an impossible MEM_RESERVE is
      * refused, and credit wanted beyond the capacity is cut, not wrapped. */
     int asker = registered_connection();
-    m = (struct msg){.type = MSG_MEM_RESERVE, .u.mem = {.seq = 1, .bytes = 1ull << 63}};
+    m = (struct msg){.type = MSG_MEM_RESERVE,
+                     .u.mem = {.seq = 1, .bytes = 1ull << 63}};
     struct msg grant;
-    if (asker < 0 || msg_send(asker, &m) || recv_skipping_limits(asker, &grant) ||
-        grant.type != MSG_MEM_GRANT || grant.u.mem.seq != 1 || grant.u.mem.bytes) {
+    if (asker < 0 || msg_send(asker, &m) ||
+        recv_skipping_limits(asker, &grant) || grant.type != MSG_MEM_GRANT ||
+        grant.u.mem.seq != 1 || grant.u.mem.bytes) {
         printf("FAIL: an impossible MEM_RESERVE was not refused\n");
         failures++;
     } else {
@@ -354,7 +374,8 @@ int main(int argc, char **argv)
     if (asker < 0 || msg_send(asker, &m) || recv_skipping_limits(asker, &grant) ||
         grant.type != MSG_MEM_GRANT || grant.u.mem.seq != 2 ||
         grant.u.mem.bytes < (1 << 20) || grant.u.mem.bytes > (16ull << 30)) {
-        printf("FAIL: MEM_RESERVE with 2^64-1 extra: not granted its need, or more than the GPU\n");
+        printf("FAIL: MEM_RESERVE with 2^64-1 extra: not granted its need, or "
+               "more than the GPU\n");
         failures++;
     } else {
         printf("ok: MEM_RESERVE with 2^64-1 extra: %llu bytes granted\n",
@@ -366,7 +387,8 @@ int main(int argc, char **argv)
 
     /* Stalls: silent from the start, and half a frame after registering. */
     int quiet = connect_or_die();
-    failures += quiet < 0 || expect_closed_after_stall(quiet, "never registered");
+    failures += quiet < 0 ||
+                expect_closed_after_stall(quiet, "never registered");
     int half = connect_or_die();
     struct msg first = registration(), reply0;
     m = (struct msg){.type = MSG_REQ_LOCK};

@@ -39,7 +39,8 @@ static unsigned long long monotonic_ns(void)
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+    return (unsigned long long)ts.tv_sec * 1000000000ull +
+           (unsigned long long)ts.tv_nsec;
 }
 
 int main(int argc, char **argv)
@@ -51,8 +52,9 @@ int main(int argc, char **argv)
         return 2;
     }
     uuids[0] = argv[1];
-    struct nvshare_client_config config = {
-        .gpu_uuids = uuids, .n_gpus = 1, .ops = {.drain = drain}};
+    struct nvshare_client_config config = {.gpu_uuids = uuids,
+                                           .n_gpus = 1,
+                                           .ops = {.drain = drain}};
     /* No waiting for the scheduler here: like an application, the first
      * reservation may come while the client is still connecting. */
     if (nvshare_client_start(&config))
@@ -66,8 +68,10 @@ int main(int argc, char **argv)
         if (!trace)
             return 1;
         if (argc == 7) {
-            struct timespec at = {.tv_sec = (time_t)(strtoull(argv[6], NULL, 10) / 1000000000ull),
-                                  .tv_nsec = (long)(strtoull(argv[6], NULL, 10) % 1000000000ull)};
+            struct timespec at = {.tv_sec = (time_t)(strtoull(argv[6], NULL, 10) /
+                                                     1000000000ull),
+                                  .tv_nsec = (long)(strtoull(argv[6], NULL, 10) %
+                                                    1000000000ull)};
             while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL))
                 ;
         }
@@ -95,8 +99,11 @@ int main(int argc, char **argv)
         sleep((unsigned)atoi(argv[4]));
     } else if (!strcmp(argv[2], "try")) {
         for (int i = 3; i < argc; i++)
-            printf("%s%s", nvshare_mem_reserve(0, strtoull(argv[i], NULL, 10) * MiB)
-                               ? "refused" : "ok", i + 1 < argc ? " " : "\n");
+            printf("%s%s",
+                   nvshare_mem_reserve(0, strtoull(argv[i], NULL, 10) * MiB)
+                       ? "refused"
+                       : "ok",
+                   i + 1 < argc ? " " : "\n");
     } else {
         fprintf(stderr, "%s: bad command\n", argv[0]);
         return 2;

@@ -111,7 +111,8 @@ int main(int argc, char **argv)
     int n_gpus = 0;
     uint64_t until, unit_ns = 1000000, units = 0, held = 0, first = 0;
     uint64_t measure_from = 0, measured = 0;
-    const char *memory_mb = getenv("SIM_MEMORY_MB"), *swap_ms = getenv("SIM_SWAP_MS");
+    const char *memory_mb = getenv("SIM_MEMORY_MB"),
+               *swap_ms = getenv("SIM_SWAP_MS");
     const char *busy = getenv("SIM_BUSY_PERMILLE");
     const char *drain_ms = getenv("SIM_DRAIN_MS");
     uint64_t busy_permille = busy ? strtoull(busy, NULL, 10) : 0;
@@ -119,7 +120,8 @@ int main(int argc, char **argv)
     if (drain_ms)
         drain_ns = strtoull(drain_ms, NULL, 10) * 1000000ull;
     if (argc < 3) {
-        fprintf(stderr, "usage: %s GPU[,GPU] UNTIL_REALTIME_NS [UNIT_US] [TRACE]\n",
+        fprintf(stderr,
+                "usage: %s GPU[,GPU] UNTIL_REALTIME_NS [UNIT_US] [TRACE]\n",
                 argv[0]);
         return 2;
     }
@@ -140,7 +142,9 @@ int main(int argc, char **argv)
     struct nvshare_client_config config = {
         .gpu_uuids = uuids,
         .n_gpus = n_gpus,
-        .ops = {.drain = drain, .completed = completed, .swap_out = swap_out,
+        .ops = {.drain = drain,
+                .completed = completed,
+                .swap_out = swap_out,
                 .swap_in = swap_in},
     };
     if (swap_ms)
@@ -172,7 +176,8 @@ int main(int argc, char **argv)
         uint64_t end = realtime_ns();
         nvshare_submit_end();
         if (busy)
-            nvshare_note_busy(gpu, (end - start) * busy_permille / 1000, end - start);
+            nvshare_note_busy(gpu, (end - start) * busy_permille / 1000,
+                              end - start);
         if (!first)
             first = start;
         units++;
@@ -180,8 +185,8 @@ int main(int argc, char **argv)
         if (measure_from && end > measure_from)
             measured += end - (start > measure_from ? start : measure_from);
         if (trace)
-            fprintf(trace, "%s %llu %llu\n", uuids[gpu], (unsigned long long)start,
-                    (unsigned long long)end);
+            fprintf(trace, "%s %llu %llu\n", uuids[gpu],
+                    (unsigned long long)start, (unsigned long long)end);
         if (trace && memory_bytes)
             fflush(trace); /* swap lines are written on another thread */
     }
@@ -194,7 +199,8 @@ int main(int argc, char **argv)
     nvshare_client_stop();
     if (trace)
         fclose(trace);
-    printf("units=%llu held_ms=%.1f grants=%llu first_unit_ns=%llu measured_ms=%.1f\n",
+    printf("units=%llu held_ms=%.1f grants=%llu first_unit_ns=%llu "
+           "measured_ms=%.1f\n",
            (unsigned long long)units, (double)held / 1e6,
            (unsigned long long)grants, (unsigned long long)first,
            (double)measured / 1e6);

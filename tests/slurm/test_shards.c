@@ -61,8 +61,9 @@ static void test_per_shard(void **state)
     char err[SHARDS_ERR_LEN];
 
     (void)state;
-    assert_int_equal(parse(&c, err, 3, "memory_per_shard=10Gi", "compute_per_shard=12",
-                           "on_error=fail"), 0);
+    assert_int_equal(parse(&c, err, 3, "memory_per_shard=10Gi",
+                           "compute_per_shard=12", "on_error=fail"),
+                     0);
     assert_false(shards_need_gpu_memory(&c));
     assert_true(c.fail_job);
     shards_limits(&c, 3, 0, &l);
@@ -71,7 +72,8 @@ static void test_per_shard(void **state)
     shards_limits(&c, 9, 0, &l);
     assert_int_equal(l.core, 100); /* never above the whole GPU */
     /* One given, the other from the GPU's size. */
-    assert_int_equal(parse(&c, err, 2, "compute_per_shard=20", "shards_per_gpu=4"), 0);
+    assert_int_equal(parse(&c, err, 2, "compute_per_shard=20", "shards_per_gpu=4"),
+                     0);
     assert_true(shards_need_gpu_memory(&c));
     shards_limits(&c, 2, 16 * GiB, &l);
     assert_int_equal(l.memory, 8 * GiB);
@@ -87,7 +89,8 @@ static void test_paths(void **state)
     assert_int_equal(parse(&c, err, 1, "shards_per_gpu=8"), 0);
     assert_string_equal(c.sock_dir, "/var/run/nvshare");
     assert_int_equal(parse(&c, err, 3, "shards_per_gpu=8", "sock_dir=/run/x",
-                           "libnvshare=/opt/nvshare/lib/libnvshare.so"), 0);
+                           "libnvshare=/opt/nvshare/lib/libnvshare.so"),
+                     0);
     assert_string_equal(c.sock_dir, "/run/x");
     assert_string_equal(c.libnvshare, "/opt/nvshare/lib/libnvshare.so");
 }
@@ -95,9 +98,16 @@ static void test_paths(void **state)
 static void test_bad_arguments(void **state)
 {
     static const char *const bad[] = {
-        "shards_per_gpu=0", "shards_per_gpu=x", "memory_per_shard=0",
-        "memory_per_shard=4Gx", "compute_per_shard=101", "compute_per_shard=0",
-        "on_error=maybe", "sock_dir=relative", "colour=blue", "shards_per_gpu",
+        "shards_per_gpu=0",
+        "shards_per_gpu=x",
+        "memory_per_shard=0",
+        "memory_per_shard=4Gx",
+        "compute_per_shard=101",
+        "compute_per_shard=0",
+        "on_error=maybe",
+        "sock_dir=relative",
+        "colour=blue",
+        "shards_per_gpu",
         "=8",
     };
     struct shards_config c;
@@ -138,8 +148,10 @@ static void test_job_kind(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_from_gpu_size), cmocka_unit_test(test_per_shard),
-        cmocka_unit_test(test_paths), cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_from_gpu_size),
+        cmocka_unit_test(test_per_shard),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_job_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

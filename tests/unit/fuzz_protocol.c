@@ -208,8 +208,8 @@ static int generate(void)
 #define PROTO_MSG_EMPTY(name, number) MSG_##name,
 #include "protocol.def"
     };
-    static const char *const variants[N_SAMPLES] = {
-        [SAMPLE_TYPICAL] = "typical", [SAMPLE_MAX] = "max", [SAMPLE_ZERO] = "zero"};
+    static const char *const variants[N_SAMPLES] =
+        {[SAMPLE_TYPICAL] = "typical", [SAMPLE_MAX] = "max", [SAMPLE_ZERO] = "zero"};
     struct msg m;
     char name[128];
 
@@ -238,7 +238,8 @@ static int generate(void)
     }
     static const uint8_t unnamed[] = {1, 0, 19, 0}; /* between the ranges */
     put_file("type-19", unnamed, sizeof(unnamed));
-    static const uint8_t unused[] = {1, 0, MSG_UPDATE_YIELD + 1, 0}; /* first unused */
+    static const uint8_t unused[] = {1, 0, MSG_UPDATE_YIELD + 1,
+                                     0}; /* first unused */
     put_file("type-after-UPDATE_YIELD", unused, sizeof(unused));
     static const uint8_t zero[] = {1, 0, 0, 0};
     put_file("type-zero", zero, sizeof(zero));
@@ -266,8 +267,8 @@ static int generate(void)
                u.client.limit_source, 0, 1, LIMIT_REQUEST + 1);
     FIELD_CASE("field-CTL_STATUS_CLIENT-wait-reason", MSG_CTL_STATUS_CLIENT,
                u.client.wait_reason, 0, 1, WAIT_PRIORITY + 1);
-    FIELD_CASE("field-CTL_STATUS_GPU-mode", MSG_CTL_STATUS_GPU, u.gpu.mode, 0, 1,
-               SCHED_MODE_AUTO + 1);
+    FIELD_CASE("field-CTL_STATUS_GPU-mode", MSG_CTL_STATUS_GPU, u.gpu.mode, 0,
+               1, SCHED_MODE_AUTO + 1);
     FIELD_CASE("field-CTL_STATUS_GPU-waiter-reason", MSG_CTL_STATUS_GPU,
                u.gpu.waiting[0].reason, 0, 1, WAIT_PRIORITY + 1);
     FIELD_CASE("field-CTL_STATUS_GPU-too-many-waiters", MSG_CTL_STATUS_GPU,
@@ -280,7 +281,8 @@ static int generate(void)
                u.unhooked.qos, 0, 1, POD_QOS_BESTEFFORT + 1);
     FIELD_CASE("field-SWAPPED-direction-3", MSG_SWAPPED, u.swap.direction, 0, 1,
                SWAP_IN + 1);
-    FIELD_CASE("field-LOAD-busy-1001", MSG_LOAD, u.load.busy_permille, 0, 2, 1001);
+    FIELD_CASE("field-LOAD-busy-1001", MSG_LOAD, u.load.busy_permille, 0, 2,
+               1001);
     /* evictable's top byte set puts it over the sample's allocated */
     FIELD_CASE("field-MEM_UPDATE-evictable-over-allocated", MSG_MEM_UPDATE,
                u.mem.evictable, 7, 1, 0xff);

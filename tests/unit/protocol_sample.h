@@ -80,15 +80,17 @@ static uint16_t sample_count(size_t capacity, int variant, unsigned seed)
     {
 #define PROTO_END() }
 #define PROTO_FIELD(kind, name, bound)                                         \
-    m->name = (PROTO_CTYPE_##kind)sample_value(                                \
-        variant, SAMPLE_BYTES_##kind, SAMPLE_BOUND_##bound, seed++, item);
+    m->name = (PROTO_CTYPE_##kind)sample_value(variant, SAMPLE_BYTES_##kind,   \
+                                               SAMPLE_BOUND_##bound, seed++,   \
+                                               item);
 #define PROTO_STR(name, size) sample_str(m->name, size, variant, seed++);
 #define PROTO_COUNT(name, list)                                                \
     m->name = sample_count(SAMPLE_NELEM(m->list), variant, seed++);
 #define PROTO_LIST(kind, name, count, capacity)                                \
     for (unsigned i = 0; i < m->count; i++)                                    \
-        m->name[i] = (PROTO_CTYPE_##kind)sample_value(                         \
-            variant, SAMPLE_BYTES_##kind, UINT64_MAX, seed, i);                \
+        m->name[i] = (PROTO_CTYPE_##kind)sample_value(variant,                 \
+                                                      SAMPLE_BYTES_##kind,     \
+                                                      UINT64_MAX, seed, i);    \
     seed++;
 #define PROTO_STR_LIST(name, count, capacity, size)                            \
     for (unsigned i = 0; i < m->count; i++)                                    \
@@ -107,7 +109,9 @@ static void sample(struct msg *m, uint16_t type, int variant)
     m->type = type;
     switch (type) {
 #define PROTO_MSG(name, number, payload)                                       \
-    case MSG_##name: sample_payload_##payload(&m->u.payload, variant); break;
+    case MSG_##name:                                                           \
+        sample_payload_##payload(&m->u.payload, variant);                      \
+        break;
 #include "protocol.def"
     default: /* no payload */
         break;

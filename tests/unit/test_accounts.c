@@ -39,7 +39,8 @@ static struct pod_id named(const char *ns, const char *name)
 static struct account_claim pod(const char *name, uint8_t core, uint64_t memory)
 {
     struct account_claim claim = {.pod = named("ns", name),
-                                  .core_declared = core, .memory_declared = memory};
+                                  .core_declared = core,
+                                  .memory_declared = memory};
     return claim;
 }
 
@@ -375,10 +376,11 @@ static void test_kubernetes_pod_is_its_uid(void **state)
     pods_free(&t);
 }
 
-static struct msg_pod_facts facts(const char *uid, uint8_t core, uint64_t memory,
-                                  uint64_t request)
+static struct msg_pod_facts facts(const char *uid, uint8_t core,
+                                  uint64_t memory, uint64_t request)
 {
-    struct msg_pod_facts f = {.core_limit = core, .memory_limit = memory,
+    struct msg_pod_facts f = {.core_limit = core,
+                              .memory_limit = memory,
                               .memory_request = request};
 
     strcpy(f.pod_uid, uid);

@@ -32,15 +32,15 @@
 struct tenant {
     uint64_t release_at; /* DROP answered then; 0: not draining */
     bool reported;
-    uint64_t trial_ns;   /* ran beside others while not measured */
+    uint64_t trial_ns; /* ran beside others while not measured */
 };
 
 struct run {
     int n;
     uint64_t tq, step;
     struct tenant t[MAX_TENANTS];
-    uint64_t busy_ns;    /* someone ran */
-    uint64_t shared_ns;  /* two or more ran */
+    uint64_t busy_ns;   /* someone ran */
+    uint64_t shared_ns; /* two or more ran */
 };
 
 static bool holding(int c)
@@ -94,7 +94,8 @@ static void account(struct run *r)
         heavy += holding(c) && measured_heavy(c);
     }
     if (heavy > 1)
-        fprintf(stderr, "%d clients measured heavy hold the GPU together\n", heavy);
+        fprintf(stderr, "%d clients measured heavy hold the GPU together\n",
+                heavy);
     assert_true(heavy <= 1);
     if (runners)
         r->busy_ns += r->step;
@@ -130,8 +131,8 @@ static void run_heavy(struct run *r, int n, uint64_t tq, int rounds)
     }
     for (int c = 0; c < n; c++) {
         double share = (double)policy_held_ns(&p, 0, c, end) / (double)end;
-        fprintf(stderr, "  %d tenants, TQ %llu ms: #%d %.2f %% (trial %llu ms)\n", n,
-                (unsigned long long)(tq / MS), c, 100 * share,
+        fprintf(stderr, "  %d tenants, TQ %llu ms: #%d %.2f %% (trial %llu ms)\n",
+                n, (unsigned long long)(tq / MS), c, 100 * share,
                 (unsigned long long)(r->t[c].trial_ns / MS));
     }
 }
@@ -263,7 +264,10 @@ static void test_heavy_tenants(void **state)
 int main(void)
 {
     static struct heavy_case cases[] = {
-        {4, 100 * MS, 60}, {8, 100 * MS, 60}, {4, 30 * SEC, 40}, {8, 30 * SEC, 40},
+        {4, 100 * MS, 60},
+        {8, 100 * MS, 60},
+        {4, 30 * SEC, 40},
+        {8, 30 * SEC, 40},
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trial_is_one_quantum_then_alone),

@@ -30,23 +30,25 @@
 struct sim {
     uint64_t now;
     uint64_t drain_ns;
-    uint64_t drain_jitter_ns;     /* each drain takes up to this much more */
-    uint64_t jitter_state;        /* its pseudo-random sequence */
+    uint64_t drain_jitter_ns; /* each drain takes up to this much more */
+    uint64_t jitter_state;    /* its pseudo-random sequence */
     int n;
     bool wants[MAX_SIM];
     uint64_t release_at[MAX_SIM]; /* 0: no release pending */
     uint32_t lease[MAX_SIM];
-    uint64_t wake_ns;             /* grant to first submission */
-    uint64_t in_use_leg_ns;       /* client -> scheduler message latencies */
+    uint64_t wake_ns;       /* grant to first submission */
+    uint64_t in_use_leg_ns; /* client -> scheduler message latencies */
     uint64_t release_leg_ns;
-    bool reports_times;           /* at_ns of LOCK_IN_USE, LOCK_RELEASED */
-    uint64_t in_use_at[MAX_SIM];  /* 0: no first submission pending */
+    bool reports_times;          /* at_ns of LOCK_IN_USE, LOCK_RELEASED */
+    uint64_t in_use_at[MAX_SIM]; /* 0: no first submission pending */
     uint64_t submitted_at[MAX_SIM];
     uint64_t drained_at[MAX_SIM];
-    uint64_t run_from[MAX_SIM];   /* running since (0: not running) */
-    struct { uint64_t from, to; } runs[MAX_SIM][MAX_RUNS];
+    uint64_t run_from[MAX_SIM]; /* running since (0: not running) */
+    struct {
+        uint64_t from, to;
+    } runs[MAX_SIM][MAX_RUNS];
     int n_runs[MAX_SIM];
-    uint64_t busy_since;          /* GPU idle accounting */
+    uint64_t busy_since; /* GPU idle accounting */
     uint64_t busy_ns;
     bool idle_while_eligible_waiting;
 };
@@ -61,7 +63,8 @@ static void apply(const struct policy_actions *out)
             sim.lease[a->client] = a->lease;
             if (sim.wake_ns) {
                 sim.submitted_at[a->client] = sim.now + sim.wake_ns;
-                sim.in_use_at[a->client] = sim.now + sim.wake_ns + sim.in_use_leg_ns;
+                sim.in_use_at[a->client] =
+                    sim.now + sim.wake_ns + sim.in_use_leg_ns;
             } else {
                 sim.run_from[a->client] = sim.now;
             }
@@ -139,7 +142,8 @@ static void run_until(uint64_t until)
             if (sim.in_use_at[c] && sim.in_use_at[c] <= sim.now) {
                 sim.in_use_at[c] = 0;
                 policy_in_use(&p, 0, c, sim.lease[c],
-                              sim.reports_times ? sim.submitted_at[c] : 0, sim.now);
+                              sim.reports_times ? sim.submitted_at[c] : 0,
+                              sim.now);
                 sim.run_from[c] = sim.submitted_at[c];
             }
             if (!sim.release_at[c] || sim.release_at[c] > sim.now)
@@ -153,7 +157,8 @@ static void run_until(uint64_t until)
             }
             sim.run_from[c] = 0;
             policy_release(&p, 0, c, sim.lease[c], sim.drain_ns,
-                           sim.reports_times ? sim.drained_at[c] : 0, sim.now, &out);
+                           sim.reports_times ? sim.drained_at[c] : 0, sim.now,
+                           &out);
             if (sim.wants[c])
                 policy_request(&p, 0, c, sim.now, &out);
             apply(&out);
@@ -256,10 +261,12 @@ static void test_a50_b60_scaled(void **state)
      * slice, not two (dropped just before the slice's end, then granted
      * again). */
     double per_window = (double)p.gpus[0].switches * WINDOW / (double)sim.now;
-    printf("  hand-overs: %.1f a window (%d slices)\n", per_window, POLICY_PACE_SLICES);
+    printf("  hand-overs: %.1f a window (%d slices)\n", per_window,
+           POLICY_PACE_SLICES);
     assert_true(per_window <= 2 * POLICY_PACE_SLICES + 0.5);
     for (int c = 0; c < 2; c++) {
-        uint64_t longest = 0, share = WINDOW * (uint64_t)(t[c] * 100) / 10000 / POLICY_PACE_SLICES;
+        uint64_t longest = 0, share = WINDOW * (uint64_t)(t[c] * 100) / 10000 /
+                                      POLICY_PACE_SLICES;
         for (int r = 2; r < sim.n_runs[c]; r++) /* the first window aside */
             if (sim.runs[c][r].to - sim.runs[c][r].from > longest)
                 longest = sim.runs[c][r].to - sim.runs[c][r].from;
@@ -302,8 +309,11 @@ static void test_mixes(void **state)
  * moving estimate of the drain absorbs after the first windows). */
 static void test_no_window_over_budget(void **state)
 {
-    static const unsigned mixes[][3] = {
-        {50, 60, 0}, {80, 80, 0}, {10, 90, 0}, {30, 30, 30}, {25, 100, 0}};
+    static const unsigned mixes[][3] = {{50, 60, 0},
+                                        {80, 80, 0},
+                                        {10, 90, 0},
+                                        {30, 30, 30},
+                                        {25, 100, 0}};
 
     (void)state;
     for (size_t k = 0; k < sizeof(mixes) / sizeof(mixes[0]); k++) {
@@ -315,7 +325,8 @@ static void test_no_window_over_budget(void **state)
                 uint64_t budget = policy_budget_ns(&p, 0, c);
                 uint64_t used = policy_used_ns(&p, 0, c, sim.now);
                 if (budget && used > budget + sim.drain_ns)
-                    fail_msg("mix %zu window %d: account %d used %llu ns of %llu",
+                    fail_msg("mix %zu window %d: account %d used %llu ns of "
+                             "%llu",
                              k, w, c, (unsigned long long)used,
                              (unsigned long long)budget);
             }
@@ -476,8 +487,10 @@ static void test_first_window_from_first_submission_within_budget(void **state)
         uint64_t s = first_submission(0), budget = policy_budget_ns(&p, 0, 0);
         uint64_t first = ran(0, s, s + WINDOW);
         uint64_t second = ran(0, s + WINDOW, s + 2 * WINDOW);
-        printf("  limit %2u%%: first window %.3f ms, second %.3f ms (budget %.0f ms)\n",
-               l[0], (double)first / MS, (double)second / MS, (double)budget / MS);
+        printf("  limit %2u%%: first window %.3f ms, second %.3f ms (budget "
+               "%.0f ms)\n",
+               l[0], (double)first / MS, (double)second / MS,
+               (double)budget / MS);
         assert_true(first <= budget + sim.drain_ns);
         assert_true(first + second <= 2 * budget);
         assert_true(first + second >= 2 * budget - 2 * sim.drain_ns);
@@ -539,7 +552,8 @@ static void test_steady_share_unbiased_by_message_latency(void **state)
             sim.release_leg_ns = 150000;
             sim.reports_times = reports;
             run_until(from + span + 10 * MS);
-            double error = 100.0 * (double)ran(0, from, from + span) / (double)span - l[0];
+            double error =
+                100.0 * (double)ran(0, from, from + span) / (double)span - l[0];
             printf("  limit %2u%%, times %s: steady error %+.3f point\n", l[0],
                    reports ? "reported" : "not reported", error);
             if (reports)
@@ -560,8 +574,8 @@ static void test_long_overshoot_is_repaid(void **state)
     (void)state;
     start(1, l, 250 * MS); /* every drop's tail is 2.5 budgets */
     run_until(40 * WINDOW);
-    double share = 100.0 * (double)policy_held_ns(&p, 0, 0, sim.now) /
-                   (double)sim.now;
+    double share =
+        100.0 * (double)policy_held_ns(&p, 0, 0, sim.now) / (double)sim.now;
     printf("  limit 10%% with 250 ms tails: %.3f%%\n", share);
     /* Over by about the last tail at most (a carry capped at one budget
      * would give 13 %). */
@@ -580,7 +594,8 @@ static void test_drain_longer_than_a_slice(void **state)
     (void)state;
     start_at(1, l, 40 * MS, 200000, 0);
     run_until(11 * WINDOW + 100 * MS);
-    double share = 100.0 * (double)ran(0, WINDOW, 11 * WINDOW) / (double)(10 * WINDOW);
+    double share =
+        100.0 * (double)ran(0, WINDOW, 11 * WINDOW) / (double)(10 * WINDOW);
     printf("  limit 10%% with 40 ms drains: ran %.3f%%\n", share);
     assert_true(share > 9.7 && share < 10.3);
 }
@@ -618,7 +633,8 @@ static void test_varying_drains_cost_no_share(void **state)
         sim.drain_jitter_ns = 11 * MS;
         sim.reports_times = true;
         run_until(21 * WINDOW + 100 * MS);
-        double share = 100.0 * (double)ran(0, WINDOW, 21 * WINDOW) / (double)(20 * WINDOW);
+        double share =
+            100.0 * (double)ran(0, WINDOW, 21 * WINDOW) / (double)(20 * WINDOW);
         printf("  limit %2u%% with 4-15 ms drains: ran %.3f%%\n", l[0], share);
         assert_true(share > l[0] - 0.05 && share < l[0] + 0.05);
     }

@@ -39,13 +39,15 @@ static int setup(void **state)
 }
 
 /* Every device of r, except the first `allocated[g]` of each GPU. */
-static size_t free_devices(enum resource r, const unsigned allocated[3], char ***out)
+static size_t free_devices(enum resource r, const unsigned allocated[3],
+                           char ***out)
 {
     size_t n = 0;
 
     *out = calloc(512, sizeof(char *));
     for (int g = 0; g < 3; g++) {
-        for (unsigned k = allocated[g]; k < devices_per_gpu(&p, r, &p.gpus[g]); k++) {
+        for (unsigned k = allocated[g]; k < devices_per_gpu(&p, r, &p.gpus[g]);
+             k++) {
             (*out)[n] = malloc(64);
             device_id(r, &p.gpus[g], k, (*out)[n++], 64);
         }
@@ -74,9 +76,9 @@ static void test_device_ids(void **state)
     assert_string_equal(id, "GPU-1-v3");
     assert_int_equal(gpu_of(RESOURCE_GPU, "GPU-1-v3"), 1);
     assert_int_equal(gpu_of(RESOURCE_MEMORY, "GPU-2-m79"), 2);
-    assert_int_equal(gpu_of(RESOURCE_GPU, "GPU-1-v4"), -1);  /* past N */
+    assert_int_equal(gpu_of(RESOURCE_GPU, "GPU-1-v4"), -1);     /* past N */
     assert_int_equal(gpu_of(RESOURCE_MEMORY, "GPU-1-m40"), -1); /* past capacity */
-    assert_int_equal(gpu_of(RESOURCE_GPU, "GPU-1-m0"), -1);  /* the other resource */
+    assert_int_equal(gpu_of(RESOURCE_GPU, "GPU-1-m0"), -1); /* the other resource */
     assert_int_equal(gpu_of(RESOURCE_GPU, "GPU-9-v0"), -1);
     assert_int_equal(gpu_of(RESOURCE_GPU, "GPU-1-v"), -1);
     assert_int_equal(gpu_of(RESOURCE_GPU, "GPU-1-v1x"), -1);
@@ -97,7 +99,9 @@ static void test_spread(void **state)
 
     (void)state;
     n = free_devices(RESOURCE_MEMORY, mem_used, &avail);
-    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, avail, n, NULL, 0, 6, out, err), 0);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, avail, n, NULL,
+                                          0, 6, out, err),
+                     0);
     for (int i = 0; i < 6; i++)
         assert_int_equal(gpu_of(RESOURCE_MEMORY, out[i]), 1);
     assert_int_equal(p.gpus[0].memory_ids_allocated, 10);
@@ -106,7 +110,9 @@ static void test_spread(void **state)
 
     /* Virtual GPUs: least gpu-memory first (1, 0, 2), one per GPU. */
     n = free_devices(RESOURCE_GPU, none, &avail);
-    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0, 4, out, err), 0);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0,
+                                          4, out, err),
+                     0);
     assert_int_equal(gpu_of(RESOURCE_GPU, out[0]), 1);
     assert_int_equal(gpu_of(RESOURCE_GPU, out[1]), 0);
     assert_int_equal(gpu_of(RESOURCE_GPU, out[2]), 2);
@@ -125,7 +131,9 @@ static void test_memory_needs_room(void **state)
 
     (void)state;
     p.gpus[1].memory_ids_allocated = 50; /* stale: the request's list wins */
-    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, avail, n, NULL, 0, 41, out, err), 0);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, avail, n, NULL,
+                                          0, 41, out, err),
+                     0);
     for (int i = 0; i < 41; i++)
         assert_int_equal(gpu_of(RESOURCE_MEMORY, out[i]), 0);
     free(out);
@@ -143,12 +151,16 @@ static void test_pack(void **state)
     (void)state;
     p.pack = true;
     n = free_devices(RESOURCE_GPU, vgpu_used, &avail);
-    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0, 1, out, err), 0);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0,
+                                          1, out, err),
+                     0);
     assert_int_equal(gpu_of(RESOURCE_GPU, out[0]), 1);
     free_list(avail, n);
     /* The fullest GPU has no room left: the next fullest. */
     n = free_devices(RESOURCE_GPU, full, &avail);
-    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0, 1, out, err), 0);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0,
+                                          1, out, err),
+                     0);
     assert_int_equal(gpu_of(RESOURCE_GPU, out[0]), 0);
     free_list(avail, n);
 }
@@ -162,15 +174,25 @@ static void test_must_include_and_bad_requests(void **state)
     size_t n = free_devices(RESOURCE_GPU, none, &avail);
 
     (void)state;
-    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, must, 1, 2, out, err), 0);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, must, 1,
+                                          2, out, err),
+                     0);
     assert_string_equal(out[0], "GPU-2-v3");
     assert_int_equal(gpu_of(RESOURCE_GPU, out[1]), 0);
-    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0, 13, out, err), -1);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0,
+                                          13, out, err),
+                     -1);
     assert_non_null(strstr(err, "allocation_size 13"));
-    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0, 0, out, err), -1);
-    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, unknown, 1, 1, out, err), -1);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, NULL, 0,
+                                          0, out, err),
+                     -1);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, avail, n, unknown,
+                                          1, 1, out, err),
+                     -1);
     assert_non_null(strstr(err, "GPU-7-v0"));
-    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, unknown, 1, NULL, 0, 1, out, err), -1);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_GPU, unknown, 1, NULL, 0,
+                                          1, out, err),
+                     -1);
     free_list(avail, n);
 }
 
@@ -185,14 +207,18 @@ static void test_allocate(void **state)
     (void)state;
     assert_int_equal(allocate_container(&p, RESOURCE_GPU, vgpus, 3, &a, err), 0);
     assert_string_equal(a.visible_devices, "GPU-0,GPU-1");
-    assert_int_equal(a.memory_limit, 10 * GiB); /* 40 GiB / 4: the smaller GPU's share */
+    assert_int_equal(a.memory_limit,
+                     10 * GiB); /* 40 GiB / 4: the smaller GPU's share */
     /* Two virtual GPUs of one GPU: one GPU, two shares of it. */
-    assert_int_equal(allocate_container(&p, RESOURCE_GPU, (char *[]){"GPU-0-v0", "GPU-0-v3"}, 2,
-                                        &a, err), 0);
+    assert_int_equal(allocate_container(&p, RESOURCE_GPU,
+                                        (char *[]){"GPU-0-v0", "GPU-0-v3"}, 2,
+                                        &a, err),
+                     0);
     assert_string_equal(a.visible_devices, "GPU-0");
     assert_int_equal(a.memory_limit, 40 * GiB);
     /* Per GPU: 3 units is the limit on every GPU of the pod. */
-    assert_int_equal(allocate_container(&p, RESOURCE_MEMORY, memory, 3, &a, err), 0);
+    assert_int_equal(allocate_container(&p, RESOURCE_MEMORY, memory, 3, &a, err),
+                     0);
     assert_int_equal(a.memory_limit, 3 * GiB);
     assert_int_equal(p.gpus[2].memory_ids_allocated, 3);
     assert_int_equal(allocate_container(&p, RESOURCE_GPU, bad, 2, &a, err), -1);
@@ -219,21 +245,32 @@ static void test_repeated_ids(void **state)
     for (int i = 0; i < 50000; i++)
         many[i] = "GPU-2-m1";
     rc = allocate_container(&p, RESOURCE_MEMORY, many, 50000, &a, err);
-    printf("50,000 copies of one 1 GiB ID: rc %d, memory limit %" PRIu64 " bytes: %s\n", rc,
-           a.memory_limit, rc ? err : "accepted");
+    printf("50,000 copies of one 1 GiB ID: rc %d, memory limit %" PRIu64
+           " bytes: %s\n",
+           rc, a.memory_limit, rc ? err : "accepted");
     assert_int_equal(rc, -1);
-    assert_non_null(strstr(err, "50000 nvshare.com/gpu-memory devices named, the node has 200"));
-    assert_int_equal(allocate_container(&p, RESOURCE_MEMORY, twice, 3, &a, err), -1);
-    assert_string_equal(err, "device GPU-2-m0 is named twice");
-    assert_int_equal(allocate_container(&p, RESOURCE_MEMORY, alias, 2, &a, err), -1);
-    assert_non_null(strstr(err, "GPU-2-m01"));
-    assert_int_equal(allocate_container(&p, RESOURCE_GPU, (char *[]){"GPU-0-v1", "GPU-0-v1"}, 2,
-                                        &a, err), -1);
-    assert_int_equal(p.gpus[2].memory_ids_allocated, 0);
-    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, twice, 3, NULL, 0, 1, out, err), -1);
-    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, alias, 1, twice, 3, 3, out, err),
+    assert_non_null(
+        strstr(err,
+               "50000 nvshare.com/gpu-memory devices named, the node has 200"));
+    assert_int_equal(allocate_container(&p, RESOURCE_MEMORY, twice, 3, &a, err),
                      -1);
-    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, many, 50000, NULL, 0, 1, out, err),
+    assert_string_equal(err, "device GPU-2-m0 is named twice");
+    assert_int_equal(allocate_container(&p, RESOURCE_MEMORY, alias, 2, &a, err),
+                     -1);
+    assert_non_null(strstr(err, "GPU-2-m01"));
+    assert_int_equal(allocate_container(&p, RESOURCE_GPU,
+                                        (char *[]){"GPU-0-v1", "GPU-0-v1"}, 2,
+                                        &a, err),
+                     -1);
+    assert_int_equal(p.gpus[2].memory_ids_allocated, 0);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, twice, 3, NULL,
+                                          0, 1, out, err),
+                     -1);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, alias, 1, twice,
+                                          3, 3, out, err),
+                     -1);
+    assert_int_equal(preferred_allocation(&p, RESOURCE_MEMORY, many, 50000,
+                                          NULL, 0, 1, out, err),
                      -1);
     assert_int_equal(gpu_of(RESOURCE_MEMORY, "GPU-2-m0"), 2);
     assert_int_equal(gpu_of(RESOURCE_MEMORY, "GPU-2-m00"), -1);

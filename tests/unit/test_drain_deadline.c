@@ -105,7 +105,7 @@ static void test_beats_that_stop_lose_the_gpu_1s_later(void **state)
     (void)state;
     uint32_t lease = hold_with_waiter(0);
 
-    policy_draining(&p, 0, 0, lease, TQ + 2 * SEC);  /* after the quiet time */
+    policy_draining(&p, 0, 0, lease, TQ + 2 * SEC); /* after the quiet time */
     tick(TQ + 2 * SEC);
     assert_int_equal(out.n, 0);
     tick(TQ + 3 * SEC - 1);
@@ -175,11 +175,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_silent_holder_loses_the_gpu_after_1s, setup),
         cmocka_unit_test_setup(test_deadline_follows_measured_drains, setup),
-        cmocka_unit_test_setup(test_draining_buys_time_up_to_the_drain_timeout, setup),
+        cmocka_unit_test_setup(test_draining_buys_time_up_to_the_drain_timeout,
+                               setup),
         cmocka_unit_test_setup(test_beats_that_stop_lose_the_gpu_1s_later, setup),
         cmocka_unit_test_setup(test_draining_of_another_lease_is_ignored, setup),
-        cmocka_unit_test_setup(test_stopped_holder_is_dropped_and_revoked_at_once, setup),
-        cmocka_unit_test_setup(test_revoking_a_client_that_does_not_run_does_nothing, setup),
+        cmocka_unit_test_setup(test_stopped_holder_is_dropped_and_revoked_at_once,
+                               setup),
+        cmocka_unit_test_setup(test_revoking_a_client_that_does_not_run_does_nothing,
+                               setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

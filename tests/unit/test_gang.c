@@ -131,10 +131,12 @@ static void test_auto_quantum_counts_a_rank_s_whole_drain(void **unused)
     /* One sample each, beside the prior's hand-overs of the floor's cost. */
     const uint64_t prior = POLICY_HANDOVER_PRIOR_N * POLICY_HANDOVER_PRIOR_NS;
     policy_view_gpu(&p, 0, &v);
-    assert_int_equal(v.handover_mean_ns, (prior + 3 * MS) / (POLICY_HANDOVER_PRIOR_N + 1));
+    assert_int_equal(v.handover_mean_ns,
+                     (prior + 3 * MS) / (POLICY_HANDOVER_PRIOR_N + 1));
     assert_int_equal(v.quantum_ns, v.handover_mean_ns * POLICY_TQ_DRAIN_MULTIPLE);
     policy_view_gpu(&p, 1, &v);
-    assert_int_equal(v.handover_mean_ns, (prior + 5 * MS) / (POLICY_HANDOVER_PRIOR_N + 1));
+    assert_int_equal(v.handover_mean_ns,
+                     (prior + 5 * MS) / (POLICY_HANDOVER_PRIOR_N + 1));
     assert_int_equal(v.quantum_ns, v.handover_mean_ns * POLICY_TQ_DRAIN_MULTIPLE);
 }
 
@@ -284,7 +286,7 @@ static void test_idle_rank_does_not_keep_its_gpu_forever(void **unused)
     (void)unused;
     request_on(0, 0, 0);
     request_on(1, 1, 0);
-    release_on(1, 1, 10 * MS);    /* rank 1 idles */
+    release_on(1, 1, 10 * MS); /* rank 1 idles */
     request_on(1, 4, 20 * MS);
     assert_int_equal(state(1, 4), MEMBER_WAITING); /* the gang holds GPU 1 */
     assert_int_equal(tick(30 * MS), TQ);
@@ -411,9 +413,9 @@ static void test_leaving_gang_is_granted_nothing(void **unused)
     policy_set_gang(&p, 6, 2);
     policy_join(&p, 0, 6, 6, 0);
     policy_join(&p, 1, 6, 6, 0);
-    request_on(0, 5, 0);          /* a single client holds GPU 0 */
+    request_on(0, 5, 0); /* a single client holds GPU 0 */
     request_on(0, 6, 1 * MS);
-    request_on(1, 6, 2 * MS);     /* GPU 1 is free, but GPU 0 is not */
+    request_on(1, 6, 2 * MS); /* GPU 1 is free, but GPU 0 is not */
     assert_int_equal(out.n, 0);
     assert_int_equal(policy_gang(&p, 6), 2);
     policy_actions_clear(&out);
@@ -519,10 +521,9 @@ static void check_no_circular_wait(void)
                 continue;
             }
             if (ga == gb && ma->state == MEMBER_HOLDING &&
-                mb->state == MEMBER_HOLDING &&
-                (r_gang[a] >= 0 || r_gang[b] >= 0))
-                fail_msg("clients %d and %d share GPU %d beside a gang", a,
-                         b, ga);
+                mb->state == MEMBER_HOLDING && (r_gang[a] >= 0 || r_gang[b] >= 0))
+                fail_msg("clients %d and %d share GPU %d beside a gang", a, b,
+                         ga);
         }
     }
 }
@@ -563,7 +564,8 @@ static void test_random_schedules_never_deadlock(void **unused)
                 policy_join(&p, g, c, c, now);
             release_at[c] = 0;
             events++;
-        } else if (m->state == MEMBER_IDLE && !stopping && next_random() % 3 == 0) {
+        } else if (m->state == MEMBER_IDLE && !stopping &&
+                   next_random() % 3 == 0) {
             policy_request(&p, gpu, c, now, &out);
             waiting_since[c] = now;
             events++;
@@ -599,7 +601,8 @@ static void test_random_schedules_never_deadlock(void **unused)
         if (stopping) {
             bool anyone_waits = false;
             for (int k = 0; k < R_CLIENTS; k++)
-                anyone_waits |= p.gpus[r_gpu[k]].members[k].state == MEMBER_WAITING;
+                anyone_waits |= p.gpus[r_gpu[k]].members[k].state ==
+                                MEMBER_WAITING;
             if (!anyone_waits)
                 break;
             if (now - stopped_at > 60 * SEC)
@@ -621,12 +624,12 @@ int main(void)
         cmocka_unit_test_setup(test_grant_is_all_or_none, setup),
         cmocka_unit_test_setup(test_crossed_requests_cannot_deadlock, setup),
         cmocka_unit_test_setup(test_preemption_drains_every_rank_first, setup),
-        cmocka_unit_test_setup(test_auto_quantum_counts_a_rank_s_whole_drain, setup),
+        cmocka_unit_test_setup(test_auto_quantum_counts_a_rank_s_whole_drain,
+                               setup),
         cmocka_unit_test_setup(test_rank_dropped_alone_drops_the_gang, setup),
         cmocka_unit_test_setup(test_ranks_agree_on_the_furthest_drain_point,
                                setup),
-        cmocka_unit_test_setup(test_rank_waiting_during_the_drain_joins_it,
-                               setup),
+        cmocka_unit_test_setup(test_rank_waiting_during_the_drain_joins_it, setup),
         cmocka_unit_test_setup(test_swapped_out_rank_does_not_join_the_drain,
                                setup),
         cmocka_unit_test_setup(test_rank_that_drained_waits_for_the_next_grant,

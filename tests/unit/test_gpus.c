@@ -37,8 +37,10 @@ static void expect_bad(const char *spec, int max)
 static void test_single(void **state)
 {
     (void)state;
-    assert_int_equal(parse("GPU-11111111-2222-3333-4444-555555555555:81920", MAX), 1);
-    assert_string_equal(gpus[0].uuid, "GPU-11111111-2222-3333-4444-555555555555");
+    assert_int_equal(parse("GPU-11111111-2222-3333-4444-555555555555:81920", MAX),
+                     1);
+    assert_string_equal(gpus[0].uuid,
+                        "GPU-11111111-2222-3333-4444-555555555555");
     assert_true(gpus[0].memory_total == 81920ull << 20);
     assert_true(gpus[0].name[0] != '\0');
 }
@@ -104,8 +106,9 @@ static void test_empty_uuid(void **state)
 static void test_bad_memory(void **state)
 {
     static const char *const bad[] = {
-        "GPU-a:0", "GPU-a:-1", "GPU-a:-1024", "GPU-a:abc", "GPU-a:",
-        "GPU-a:1Gi", "GPU-a: 1", "GPU-a:1.5", "GPU-a:99999999999999999999",
+        "GPU-a:0",   "GPU-a:-1",  "GPU-a:-1024",
+        "GPU-a:abc", "GPU-a:",    "GPU-a:1Gi",
+        "GPU-a: 1",  "GPU-a:1.5", "GPU-a:99999999999999999999",
     };
 
     (void)state;

@@ -25,21 +25,26 @@ struct fixture {
 };
 
 static const struct fixture fixtures[] = {
-    {101, "v2 systemd containerd burstable", IDENTITY_POD, POD_QOS_BURSTABLE, UID, CTR},
-    {102, "v2 systemd containerd guaranteed", IDENTITY_POD, POD_QOS_GUARANTEED, UID, CTR},
-    {103, "v2 systemd CRI-O besteffort", IDENTITY_POD, POD_QOS_BESTEFFORT, UID, CTR},
+    {101, "v2 systemd containerd burstable", IDENTITY_POD, POD_QOS_BURSTABLE,
+     UID, CTR},
+    {102, "v2 systemd containerd guaranteed", IDENTITY_POD, POD_QOS_GUARANTEED,
+     UID, CTR},
+    {103, "v2 systemd CRI-O besteffort", IDENTITY_POD, POD_QOS_BESTEFFORT, UID,
+     CTR},
     {104, "v2 cgroupfs burstable", IDENTITY_POD, POD_QOS_BURSTABLE, UID, CTR},
     {105, "v2 cgroupfs guaranteed", IDENTITY_POD, POD_QOS_GUARANTEED, UID, CTR},
     {106, "v1 cgroupfs besteffort", IDENTITY_POD, POD_QOS_BESTEFFORT, UID, CTR},
-    {107, "v1 systemd docker, hybrid 0::/", IDENTITY_POD, POD_QOS_BURSTABLE, UID, CTR},
-    {108, "v2 kind: kubelet.slice nesting", IDENTITY_POD, POD_QOS_BESTEFFORT, UID, CTR},
+    {107, "v1 systemd docker, hybrid 0::/", IDENTITY_POD, POD_QOS_BURSTABLE,
+     UID, CTR},
+    {108, "v2 kind: kubelet.slice nesting", IDENTITY_POD, POD_QOS_BESTEFFORT,
+     UID, CTR},
     {109, "v1 docker-in-docker /docker/<id>/kubepods", IDENTITY_POD,
      POD_QOS_BESTEFFORT, UID, CTR},
     {110, "v2 host user.slice", IDENTITY_HOST, POD_QOS_UNKNOWN, "", ""},
     {111, "v1 host system.slice", IDENTITY_HOST, POD_QOS_UNKNOWN, "", ""},
     {112, "v2 the pod's own cgroup", IDENTITY_POD, POD_QOS_BURSTABLE, UID, ""},
-    {113, "v2 CRI-O conmon beside the container", IDENTITY_POD, POD_QOS_BESTEFFORT,
-     UID, ""},
+    {113, "v2 CRI-O conmon beside the container", IDENTITY_POD,
+     POD_QOS_BESTEFFORT, UID, ""},
     {114, "v2 read from another cgroup namespace (systemd)", IDENTITY_POD,
      POD_QOS_BURSTABLE, UID, CTR},
     {115, "v1 + v2 hybrid", IDENTITY_POD, POD_QOS_BURSTABLE, UID, CTR},
@@ -65,13 +70,15 @@ static void expect(const struct fixture *f, const struct pod_identity *id,
                    enum identity_kind returned)
 {
     if (returned != f->kind || id->kind != f->kind || id->qos != f->qos ||
-        strcmp(id->pod_uid, f->pod_uid) || strcmp(id->container_id, f->container_id) ||
-        id->slurm_job[0])
-        fail_msg("%d (%s): got kind %d/%d qos %s uid '%s' container '%s' job '%s'; "
+        strcmp(id->pod_uid, f->pod_uid) ||
+        strcmp(id->container_id, f->container_id) || id->slurm_job[0])
+        fail_msg("%d (%s): got kind %d/%d qos %s uid '%s' container '%s' job "
+                 "'%s'; "
                  "want kind %d qos %s uid '%s' container '%s', no job",
-                 f->pid, f->layout, (int)returned, (int)id->kind, pod_qos_name(id->qos),
-                 id->pod_uid, id->container_id, id->slurm_job, (int)f->kind,
-                 pod_qos_name(f->qos), f->pod_uid, f->container_id);
+                 f->pid, f->layout, (int)returned, (int)id->kind,
+                 pod_qos_name(id->qos), id->pod_uid, id->container_id,
+                 id->slurm_job, (int)f->kind, pod_qos_name(f->qos), f->pod_uid,
+                 f->container_id);
 }
 
 static void test_fixtures(void **state)
@@ -79,7 +86,8 @@ static void test_fixtures(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
         struct pod_identity id;
-        enum identity_kind kind = identity_of_pid(CGROUP_CASES, fixtures[i].pid, &id);
+        enum identity_kind kind =
+            identity_of_pid(CGROUP_CASES, fixtures[i].pid, &id);
         expect(&fixtures[i], &id, kind);
     }
 }
@@ -98,9 +106,20 @@ static void test_missing_process_is_unknown(void **state)
 static void test_garbage_is_unknown(void **state)
 {
     static const char *const garbage[] = {
-        "", "\n", "\n\n\n", "hello", "0:", "0::", "0::\n", "::/kubepods\n",
-        "x::/kubepods/pod" UID "/" CTR "\n", "0:memory\n", "0:memory:kubepods\n",
-        ":::::::\n", "0::relative/path\n", "\xff\xfe\x00",
+        "",
+        "\n",
+        "\n\n\n",
+        "hello",
+        "0:",
+        "0::",
+        "0::\n",
+        "::/kubepods\n",
+        "x::/kubepods/pod" UID "/" CTR "\n",
+        "0:memory\n",
+        "0:memory:kubepods\n",
+        ":::::::\n",
+        "0::relative/path\n",
+        "\xff\xfe\x00",
     };
     struct pod_identity id;
 
@@ -108,40 +127,48 @@ static void test_garbage_is_unknown(void **state)
     for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++)
         if (identity_parse_cgroup(garbage[i], &id) != IDENTITY_UNKNOWN ||
             id.kind != IDENTITY_UNKNOWN || id.pod_uid[0] || id.container_id[0])
-            fail_msg("garbage %zu ('%s') gave kind %d", i, garbage[i], (int)id.kind);
+            fail_msg("garbage %zu ('%s') gave kind %d", i, garbage[i],
+                     (int)id.kind);
 }
 
 /* Almost a pod: each is a host path, not a pod with a wrong UID. */
 static void test_near_misses_are_host(void **state)
 {
     static const char *const near[] = {
-        "0::/kubepods/burstable/pod1b2c3d4e-5f60-7182-93a4-b5c6d7e8f90/" CTR,  /* short */
+        "0::/kubepods/burstable/pod1b2c3d4e-5f60-7182-93a4-b5c6d7e8f90/" CTR, /* short */
         "0::/kubepods/burstable/pod1b2c3d4e-5f60-7182-93a4-b5c6d7e8f9012/" CTR,
         "0::/kubepods/burstable/pod1b2c3d4e-5f60-7182-93a4-b5c6d7e8f9zz/" CTR,
         "0::/kubepods/burstable/pod1b2c3d4e:5f60-7182-93a4-b5c6d7e8f901/" CTR,
         "0::/home/burstable/pod" UID "/" CTR, /* no kubepods above */
         "0::/kubepods.slice/kubepods-burstable.slice/pod" UID ".slice",
         "0::/system.slice/kubepods-fake-pod" UID ".service",
-        "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod.slice",
+        "0::/kubepods.slice/kubepods-burstable.slice/"
+        "kubepods-burstable-pod.slice",
     };
     struct pod_identity id;
 
     (void)state;
     for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++)
         if (identity_parse_cgroup(near[i], &id) != IDENTITY_HOST || id.pod_uid[0])
-            fail_msg("'%s' gave kind %d uid '%s'", near[i], (int)id.kind, id.pod_uid);
+            fail_msg("'%s' gave kind %d uid '%s'", near[i], (int)id.kind,
+                     id.pod_uid);
 }
 
 static void test_slurm_fixtures(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof(slurm_fixtures) / sizeof(slurm_fixtures[0]); i++) {
+    for (size_t i = 0; i < sizeof(slurm_fixtures) / sizeof(slurm_fixtures[0]);
+         i++) {
         struct pod_identity id;
-        enum identity_kind kind = identity_of_pid(CGROUP_CASES, slurm_fixtures[i].pid, &id);
-        if (kind != IDENTITY_HOST || strcmp(id.slurm_job, "4242") || id.pod_uid[0])
-            fail_msg("%d (%s): got kind %d job '%s' uid '%s'; want a host process of "
-                     "job 4242", slurm_fixtures[i].pid, slurm_fixtures[i].layout,
-                     (int)kind, id.slurm_job, id.pod_uid);
+        enum identity_kind kind =
+            identity_of_pid(CGROUP_CASES, slurm_fixtures[i].pid, &id);
+        if (kind != IDENTITY_HOST || strcmp(id.slurm_job, "4242") ||
+            id.pod_uid[0])
+            fail_msg("%d (%s): got kind %d job '%s' uid '%s'; want a host "
+                     "process of "
+                     "job 4242",
+                     slurm_fixtures[i].pid, slurm_fixtures[i].layout, (int)kind,
+                     id.slurm_job, id.pod_uid);
     }
 }
 
@@ -163,12 +190,16 @@ static void test_slurm_near_misses(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++)
-        if (identity_parse_cgroup(near[i], &id) != IDENTITY_HOST || id.slurm_job[0])
-            fail_msg("'%s' gave kind %d job '%s'", near[i], (int)id.kind, id.slurm_job);
+        if (identity_parse_cgroup(near[i], &id) != IDENTITY_HOST ||
+            id.slurm_job[0])
+            fail_msg("'%s' gave kind %d job '%s'", near[i], (int)id.kind,
+                     id.slurm_job);
     /* A pod is the kernel's word: a job's cgroup inside one names no job. */
     assert_int_equal(identity_parse_cgroup("0::/kubepods/pod" UID "/" CTR
-                                           "/system.slice/slurmstepd.scope/job_7/step_0",
-                                           &id), IDENTITY_POD);
+                                           "/system.slice/slurmstepd.scope/"
+                                           "job_7/step_0",
+                                           &id),
+                     IDENTITY_POD);
     assert_string_equal(id.slurm_job, "");
 }
 
@@ -206,8 +237,9 @@ static void test_long_and_odd_text(void **state)
     strcpy(text + n, "\n3:memory:/KUBEPODS/pod" UID "/" CTR);
     /* Directory names are case-sensitive: KUBEPODS is not kubepods. */
     assert_int_equal(identity_parse_cgroup(text, &id), IDENTITY_HOST);
-    strcpy(text + n, "\n3:memory:/kubepods/pod1B2C3D4E-5F60-7182-93A4-B5C6D7E8F901/"
-                     "4F1D9C3E8A7B6D5C4B3A29180F7E6D5C4B3A29180F7E6D5C4B3A29180F7E6D5C");
+    strcpy(text + n,
+           "\n3:memory:/kubepods/pod1B2C3D4E-5F60-7182-93A4-B5C6D7E8F901/"
+           "4F1D9C3E8A7B6D5C4B3A29180F7E6D5C4B3A29180F7E6D5C4B3A29180F7E6D5C");
     assert_int_equal(identity_parse_cgroup(text, &id), IDENTITY_POD);
     assert_string_equal(id.pod_uid, UID);
     assert_string_equal(id.container_id, CTR);

@@ -41,14 +41,22 @@ static int setup(void **state)
 static const char *kind_name(enum action_kind k)
 {
     switch (k) {
-    case ACTION_GRANT: return "GRANT";
-    case ACTION_DROP: return "DROP";
-    case ACTION_REVOKE: return "REVOKE";
-    case ACTION_WAIT_FOR_MEM: return "WAIT_FOR_MEM";
-    case ACTION_MEM_AVAILABLE: return "MEM_AVAILABLE";
-    case ACTION_EVICT: return "EVICT";
-    case ACTION_PREPARE_SWAP: return "PREPARE_SWAP";
-    case ACTION_DRAIN_TO: return "DRAIN_TO";
+    case ACTION_GRANT:
+        return "GRANT";
+    case ACTION_DROP:
+        return "DROP";
+    case ACTION_REVOKE:
+        return "REVOKE";
+    case ACTION_WAIT_FOR_MEM:
+        return "WAIT_FOR_MEM";
+    case ACTION_MEM_AVAILABLE:
+        return "MEM_AVAILABLE";
+    case ACTION_EVICT:
+        return "EVICT";
+    case ACTION_PREPARE_SWAP:
+        return "PREPARE_SWAP";
+    case ACTION_DRAIN_TO:
+        return "DRAIN_TO";
     }
     return "?";
 }
@@ -98,9 +106,9 @@ static void expect_actions(const struct exp *e, int n)
     assert_true(same);
 }
 
-#define EXPECT(...)                                                          \
-    expect_actions((const struct exp[]){__VA_ARGS__},                        \
-                   (int)(sizeof((const struct exp[]){__VA_ARGS__}) /         \
+#define EXPECT(...)                                                            \
+    expect_actions((const struct exp[]){__VA_ARGS__},                          \
+                   (int)(sizeof((const struct exp[]){__VA_ARGS__}) /           \
                          sizeof(struct exp)))
 
 static void expect_none(void)
@@ -387,7 +395,8 @@ static void test_prepare_is_sent_again_after_rejoin(void **state)
     fp_gib(0, 12, true);
     fp_gib(1, 12, true);
     request(0, 0);
-    assert_true(find(ACTION_PREPARE_SWAP, 0) >= 0 && find(ACTION_PREPARE_SWAP, 1) >= 0);
+    assert_true(find(ACTION_PREPARE_SWAP, 0) >= 0 &&
+                find(ACTION_PREPARE_SWAP, 1) >= 0);
     request(1, 1 * MS);
     EXPECT({ACTION_WAIT_FOR_MEM, 1});
     leave(0, 2 * MS);
@@ -398,7 +407,7 @@ static void test_prepare_is_sent_again_after_rejoin(void **state)
     fp_gib(0, 12, true);
     request(0, 4 * MS);
     EXPECT({ACTION_WAIT_FOR_MEM, 0});
-    assert_true(find(ACTION_PREPARE_SWAP, 0) >= 0);  /* the new membership */
+    assert_true(find(ACTION_PREPARE_SWAP, 0) >= 0);     /* the new membership */
     assert_int_equal(find(ACTION_PREPARE_SWAP, 1), -1); /* asked already */
     leave(1, 5 * MS);
     EXPECT({ACTION_MEM_AVAILABLE, 0}, {ACTION_GRANT, 0});
@@ -605,8 +614,8 @@ static void test_waiter_is_granted_when_predecessor_exits_early(void **state)
 
 static void test_aging_stops_backfill_past_a_big_waiter(void **state)
 {
-    const uint64_t q = 1 * SEC;        /* the big one's quantum */
-    const uint64_t life = 250 * MS;    /* how long each small one runs */
+    const uint64_t q = 1 * SEC;     /* the big one's quantum */
+    const uint64_t life = 250 * MS; /* how long each small one runs */
     const int big = 0, first_small = 10;
     uint64_t granted_at[TEST_TABLE_SIZE] = {0};
     int n_small = 0, backfilled = 0;
@@ -771,8 +780,8 @@ static void test_evictable_waiter_blocked_by_non_evictable_memory(void **state)
 
     (void)state;
     policy_set_mode(&p, 0, SCHED_MODE_CONCURRENT);
-    fp_gib(0, 8, false);  /* idle, not evictable */
-    fp_gib(3, 2, true);   /* runs once, then idle but resident */
+    fp_gib(0, 8, false); /* idle, not evictable */
+    fp_gib(3, 2, true);  /* runs once, then idle but resident */
     request(3, 0);
     EXPECT({ACTION_GRANT, 3});
     release(3, 1 * MS);
@@ -1092,7 +1101,8 @@ static void test_revoked_overgrown_runner_is_evicted_not_replaced(void **state)
     if (find(ACTION_DROP, 1) >= 0)
         print_actions("the revocation");
     assert_int_equal(find(ACTION_DROP, 1), -1);
-    for (uint64_t t = 20 * MS + DRAIN_TIMEOUT; t < 2 * DRAIN_TIMEOUT; t += 100 * MS) {
+    for (uint64_t t = 20 * MS + DRAIN_TIMEOUT; t < 2 * DRAIN_TIMEOUT;
+         t += 100 * MS) {
         tick(t);
         evicted += find(ACTION_EVICT, 2) >= 0;
         if (find(ACTION_DROP, 1) >= 0)
@@ -1156,9 +1166,8 @@ static void dump_members(const char *why)
                 "resident %d evicting %d evict_after_release %d load %d/%d\n",
                 c, m->present, m->state, m->wait_reason,
                 (unsigned long long)m->footprint,
-                (unsigned long long)m->evictable, m->resident,
-                m->evicting, m->evict_after_release, m->load_known,
-                m->load_permille);
+                (unsigned long long)m->evictable, m->resident, m->evicting,
+                m->evict_after_release, m->load_known, m->load_permille);
     }
 }
 
@@ -1167,8 +1176,7 @@ static bool heavy(const struct member *m)
     return m->load_known && m->load_permille >= p.light_permille;
 }
 
-static void check_memory_invariants(struct rnd *r, bool after_tick,
-                                    uint64_t now)
+static void check_memory_invariants(struct rnd *r, bool after_tick, uint64_t now)
 {
     const struct gpu_sched *g = &p.gpus[0];
     const uint64_t lim = limit();
@@ -1219,8 +1227,7 @@ static void check_memory_invariants(struct rnd *r, bool after_tick,
             if (m->evictable && m->footprint <= lim && committed > lim) {
                 fprintf(stderr, "GRANT(%d) of %llu: committed %llu > %llu\n",
                         a->client, (unsigned long long)m->footprint,
-                        (unsigned long long)committed,
-                        (unsigned long long)lim);
+                        (unsigned long long)committed, (unsigned long long)lim);
                 print_actions("this call");
                 dump_members("after");
                 fail();
@@ -1338,8 +1345,7 @@ static void random_fp(unsigned *seed, struct rnd *r, int c)
 {
     uint64_t bytes = GiB + (uint64_t)rand_r(seed) % (11 * GiB + 1);
 
-    policy_set_footprint(&p, 0, c, bytes,
-                         bytes / 100 * r->evictable_percent[c]);
+    policy_set_footprint(&p, 0, c, bytes, bytes / 100 * r->evictable_percent[c]);
 }
 
 /* A quarter of the clients are not evictable, a quarter partly, the rest
@@ -1347,9 +1353,12 @@ static void random_fp(unsigned *seed, struct rnd *r, int c)
 static unsigned random_evictable_percent(unsigned *seed)
 {
     switch (rand_r(seed) % 4) {
-    case 0: return 0;
-    case 1: return 30 + (unsigned)rand_r(seed) % 61;
-    default: return 100;
+    case 0:
+        return 0;
+    case 1:
+        return 30 + (unsigned)rand_r(seed) % 61;
+    default:
+        return 100;
     }
 }
 
@@ -1369,8 +1378,9 @@ static void run_random(unsigned seed, int steps)
         bool ticked = false;
 
         now += (uint64_t)(rand_r(&seed) % 50) * MS;
-        snprintf(last_event, sizeof(last_event), "step %d: event %d, client %d, now %llu",
-                 step, ev, c, (unsigned long long)now);
+        snprintf(last_event, sizeof(last_event),
+                 "step %d: event %d, client %d, now %llu", step, ev, c,
+                 (unsigned long long)now);
         policy_actions_clear(&out);
         switch (ev) {
         case 0:
@@ -1383,7 +1393,8 @@ static void run_random(unsigned seed, int steps)
                 if (policy_is_running(&p, 0, x)) {
                     policy_release(&p, 0, x,
                                    mem(x)->lease - (uint32_t)(rand_r(&seed) % 2),
-                                   (uint64_t)(rand_r(&seed) % 5) * MS, 0, now, &out);
+                                   (uint64_t)(rand_r(&seed) % 5) * MS, 0, now,
+                                   &out);
                     break;
                 }
             }
@@ -1424,8 +1435,7 @@ static void run_random(unsigned seed, int steps)
                 policy_swapped(&p, 0, x, SWAP_OUT, mem(x)->footprint, dur, now,
                                &out);
             else
-                policy_swapped(&p, 0, c,
-                               rand_r(&seed) % 2 ? SWAP_OUT : SWAP_IN,
+                policy_swapped(&p, 0, c, rand_r(&seed) % 2 ? SWAP_OUT : SWAP_IN,
                                mem(c)->footprint, dur, now, &out);
             break;
         }
@@ -1466,40 +1476,62 @@ static void test_random_events_keep_memory_invariants_other_seed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_three_4g_clients_co_run_in_concurrent_mode, setup),
-        cmocka_unit_test_setup(test_three_4g_light_clients_co_run_in_auto_mode, setup),
-        cmocka_unit_test_setup(test_memory_limit_is_capacity_less_10_percent, setup),
-        cmocka_unit_test_setup(test_12g_clients_alternate_with_fixed_switch_time, setup),
+        cmocka_unit_test_setup(test_three_4g_clients_co_run_in_concurrent_mode,
+                               setup),
+        cmocka_unit_test_setup(test_three_4g_light_clients_co_run_in_auto_mode,
+                               setup),
+        cmocka_unit_test_setup(test_memory_limit_is_capacity_less_10_percent,
+                               setup),
+        cmocka_unit_test_setup(test_12g_clients_alternate_with_fixed_switch_time,
+                               setup),
         cmocka_unit_test_setup(test_runner_prepares_once_before_its_evict, setup),
         cmocka_unit_test_setup(test_no_prepare_while_memory_fits, setup),
         cmocka_unit_test_setup(test_prepare_is_sent_again_after_rejoin, setup),
-        cmocka_unit_test_setup(test_12g_clients_alternate_with_auto_switch_time, setup),
+        cmocka_unit_test_setup(test_12g_clients_alternate_with_auto_switch_time,
+                               setup),
         cmocka_unit_test_setup(test_auto_switch_time_is_clamped_below, setup),
         cmocka_unit_test_setup(test_auto_switch_time_is_clamped_above, setup),
         cmocka_unit_test_setup(test_light_and_heavy_time_slice_in_auto, setup),
-        cmocka_unit_test_setup(test_growth_of_oldest_drops_newest_and_evicts_it, setup),
-        cmocka_unit_test_setup(test_growth_of_newest_drops_it_and_evicts_it, setup),
-        cmocka_unit_test_setup(test_waiter_is_granted_when_predecessor_exits_early, setup),
+        cmocka_unit_test_setup(test_growth_of_oldest_drops_newest_and_evicts_it,
+                               setup),
+        cmocka_unit_test_setup(test_growth_of_newest_drops_it_and_evicts_it,
+                               setup),
+        cmocka_unit_test_setup(test_waiter_is_granted_when_predecessor_exits_early,
+                               setup),
         cmocka_unit_test_setup(test_aging_stops_backfill_past_a_big_waiter, setup),
         cmocka_unit_test_setup(test_mode_change_to_serial_and_back, setup),
-        cmocka_unit_test_setup(test_auto_unknown_loads_then_light_then_heavy, setup),
+        cmocka_unit_test_setup(test_auto_unknown_loads_then_light_then_heavy,
+                               setup),
         cmocka_unit_test_setup(test_auto_known_heavy_runs_alone, setup),
-        cmocka_unit_test_setup(test_non_evictable_memory_counts_and_never_blocks_itself, setup),
-        cmocka_unit_test_setup(test_evictable_waiter_blocked_by_non_evictable_memory, setup),
-        cmocka_unit_test_setup(test_evictable_client_bigger_than_limit_runs_alone, setup),
-        cmocka_unit_test_setup(test_partly_evictable_client_leaves_its_fixed_part, setup),
+        cmocka_unit_test_setup(test_non_evictable_memory_counts_and_never_blocks_itself,
+                               setup),
+        cmocka_unit_test_setup(test_evictable_waiter_blocked_by_non_evictable_memory,
+                               setup),
+        cmocka_unit_test_setup(test_evictable_client_bigger_than_limit_runs_alone,
+                               setup),
+        cmocka_unit_test_setup(test_partly_evictable_client_leaves_its_fixed_part,
+                               setup),
         cmocka_unit_test_setup(test_fixed_part_is_never_overcommitted, setup),
-        cmocka_unit_test_setup(test_partly_evictable_client_bigger_than_limit, setup),
-        cmocka_unit_test_setup(test_waiter_kept_out_by_fixed_memory_holds_nobody_back, setup),
-        cmocka_unit_test_setup(test_core_limit_in_concurrent_mode_bills_half, setup),
-        cmocka_unit_test_setup(test_unanswered_evict_counts_as_swapped_after_timeout, setup),
-        cmocka_unit_test_setup(test_revoked_overgrown_runner_not_evicted_later, setup),
-        cmocka_unit_test_setup(test_idle_resident_client_is_not_admitted_past_the_limit, setup),
-        cmocka_unit_test_setup(test_growth_drops_one_runner_while_it_swaps_out, setup),
-        cmocka_unit_test_setup(test_revoked_overgrown_runner_is_evicted_not_replaced, setup),
+        cmocka_unit_test_setup(test_partly_evictable_client_bigger_than_limit,
+                               setup),
+        cmocka_unit_test_setup(test_waiter_kept_out_by_fixed_memory_holds_nobody_back,
+                               setup),
+        cmocka_unit_test_setup(test_core_limit_in_concurrent_mode_bills_half,
+                               setup),
+        cmocka_unit_test_setup(test_unanswered_evict_counts_as_swapped_after_timeout,
+                               setup),
+        cmocka_unit_test_setup(test_revoked_overgrown_runner_not_evicted_later,
+                               setup),
+        cmocka_unit_test_setup(test_idle_resident_client_is_not_admitted_past_the_limit,
+                               setup),
+        cmocka_unit_test_setup(test_growth_drops_one_runner_while_it_swaps_out,
+                               setup),
+        cmocka_unit_test_setup(test_revoked_overgrown_runner_is_evicted_not_replaced,
+                               setup),
         cmocka_unit_test_setup(test_revoke_then_heavy_pair_is_resolved, setup),
         cmocka_unit_test_setup(test_random_events_keep_memory_invariants, setup),
-        cmocka_unit_test_setup(test_random_events_keep_memory_invariants_other_seed, setup),
+        cmocka_unit_test_setup(test_random_events_keep_memory_invariants_other_seed,
+                               setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,15 +62,16 @@ static const struct u64_case durations_ok[] = {
     {"1ns", 1ull},
     {"0.5ms", 500000ull},
     {".5s", 500000000ull},
-    {"1.0000000004s", 1000000000ull}, /* rounded to the nearest ns */
+    {"1.0000000004s", 1000000000ull},        /* rounded to the nearest ns */
     {"88888h", 88888ull * 3600000000000ull}, /* just under the ~10-year cap */
 };
 
 static const char *const durations_bad[] = {
-    "", "abc", "-1", "4x", "0", "0ms", "1e400", " 5s", "5 s", NULL,
-    "+5s", "5s ", "s", "ms", ".", "nan", "inf", "5S", "5sec", "1.5.s",
-    "0.1ns", "1e-400", "5s\n", "100000000000000000000", "88889h",
-    "5", "500", "1.5", /* a bare number needs a unit */
+    "",       "abc",   "-1",    "4x",     "0",    "0ms",
+    "1e400",  " 5s",   "5 s",   NULL,     "+5s",  "5s ",
+    "s",      "ms",    ".",     "nan",    "inf",  "5S",
+    "5sec",   "1.5.s", "0.1ns", "1e-400", "5s\n", "100000000000000000000",
+    "88889h", "5",     "500",   "1.5", /* a bare number needs a unit */
 };
 
 static void test_duration_valid(void **state)
@@ -118,10 +119,27 @@ static const struct u64_case sizes_ok[] = {
 };
 
 static const char *const sizes_bad[] = {
-    "4Gx", "-1", "", "99999999999999999999Gi", "1.5", "Gi", NULL,
-    " 4Gi", "4Gi ", "4 Gi", "4gi", "4GiB", "0.1Ki", "8388608Ti", "9300000000000000000", "1e400",
-    "+4Gi", "4i",
-    "4GB", "3K", "4MB", /* not Kubernetes quantities */
+    "4Gx",
+    "-1",
+    "",
+    "99999999999999999999Gi",
+    "1.5",
+    "Gi",
+    NULL,
+    " 4Gi",
+    "4Gi ",
+    "4 Gi",
+    "4gi",
+    "4GiB",
+    "0.1Ki",
+    "8388608Ti",
+    "9300000000000000000",
+    "1e400",
+    "+4Gi",
+    "4i",
+    "4GB",
+    "3K",
+    "4MB", /* not Kubernetes quantities */
 };
 
 /* The errors say what a duration needs and what a size suffix means. */
@@ -132,8 +150,9 @@ static void test_unit_errors(void **state)
 
     (void)state;
     assert_int_equal(parse_duration_ns("500", &out, err), -1);
-    assert_string_equal(err, "duration '500' needs a unit: ns, us, ms, s, m or h, "
-                             "e.g. 500ms, 2s");
+    assert_string_equal(err,
+                        "duration '500' needs a unit: ns, us, ms, s, m or h, "
+                        "e.g. 500ms, 2s");
     assert_int_equal(parse_size_bytes("4GB", &out, err), -1);
     assert_non_null(strstr(err, "unknown unit 'GB'"));
     assert_non_null(strstr(err, "4G = 4x10^9 bytes, 4Gi = 4x2^30 bytes"));
@@ -162,11 +181,8 @@ static void test_size_invalid(void **state)
 static void test_size_decimal_fractions_are_exact(void **state)
 {
     static const struct u64_case cases[] = {
-        {"1.001k", 1001},
-        {"1.003k", 1003},
-        {"1.5k", 1500},
-        {"2.001M", 2001000},
-        {"0.001G", 1000000},
+        {"1.001k", 1001},    {"1.003k", 1003},    {"1.5k", 1500},
+        {"2.001M", 2001000}, {"0.001G", 1000000},
     };
 
     (void)state;
@@ -187,9 +203,10 @@ static void test_int_range(void **state)
     assert_int_equal(parse_int_range("-5", -5, 5, &out, err), 0);
     assert_int_equal(out, -5);
 
-    static const char *const bad[] = {"0", "101", "-1", "", NULL, " 5", "5 ",
-                                      "5x", "0x10", "1.0", "abc",
-                                      "99999999999999999999"};
+    static const char *const bad[] = {"0",   "101", "-1",
+                                      "",    NULL,  " 5",
+                                      "5 ",  "5x",  "0x10",
+                                      "1.0", "abc", "99999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         out = 77;
         err[0] = '\0';
@@ -209,16 +226,20 @@ static void test_int_range(void **state)
     assert_int_equal(parse_int_range(text, LONG_MIN, LONG_MAX, &out, err), 0);
     assert_true(out == LONG_MIN);
     assert_int_equal(parse_int_range("9223372036854775808", LONG_MIN, LONG_MAX,
-                                     &out, err), -1);
+                                     &out, err),
+                     -1);
     assert_int_equal(parse_int_range(text, LONG_MIN + 1, LONG_MAX, &out, err),
                      -1);
 }
 
 static void test_switch(void **state)
 {
-    static const char *const on[] = {"on", "ON", "1", "true", "True", "yes", "YES"};
-    static const char *const off[] = {"off", "Off", "0", "false", "FALSE", "no", "No"};
-    static const char *const bad[] = {"", NULL, "2", "onn", " on", "of", "y", "enable"};
+    static const char *const on[] = {"on",   "ON",  "1",  "true",
+                                     "True", "yes", "YES"};
+    static const char *const off[] = {"off",   "Off", "0", "false",
+                                      "FALSE", "no",  "No"};
+    static const char *const bad[] = {"",    NULL, "2", "onn",
+                                      " on", "of", "y", "enable"};
     char err[PARSE_ERR_LEN];
     int out;
 
@@ -249,10 +270,10 @@ static void test_format_duration(void **state)
         uint64_t ns;
         const char *want;
     } cases[] = {
-        {30000000000ull, "30s"},  {1250000000ull, "1.25s"},
-        {1000000000ull, "1s"},    {100000000ull, "100ms"},
-        {1500000ull, "1.5ms"},    {250000ull, "250us"},
-        {500ull, "0.5us"},        {0, "0s"},
+        {30000000000ull, "30s"},    {1250000000ull, "1.25s"},
+        {1000000000ull, "1s"},      {100000000ull, "100ms"},
+        {1500000ull, "1.5ms"},      {250000ull, "250us"},
+        {500ull, "0.5us"},          {0, "0s"},
         {120000000000ull, "2m00s"}, {3725000000000ull, "1h02m"},
     };
     char buf[32];
@@ -279,8 +300,8 @@ static void test_format_duration_has_no_exponent(void **state)
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
         format_duration(ns[i], buf, sizeof(buf));
         if (strchr(buf, 'e'))
-            fail_msg("format_duration(%llu) = \"%s\"", (unsigned long long)ns[i],
-                     buf);
+            fail_msg("format_duration(%llu) = \"%s\"",
+                     (unsigned long long)ns[i], buf);
     }
 }
 

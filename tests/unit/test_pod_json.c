@@ -33,14 +33,19 @@ static void test_annotations_and_request(void **state)
     struct watched_pod p;
 
     (void)state;
-    assert_int_equal(read_pod(
-        "{\"metadata\":{\"name\":\"trainer\",\"namespace\":\"ml\",\"uid\":\"u-1\","
-        "\"resourceVersion\":\"42\",\"annotations\":{"
-        "\"nvshare.com/gpu-core-limit\":\"30\",\"nvshare.com/gpu-memory-limit\":\"4Gi\"}},"
-        "\"spec\":{\"containers\":["
-        "{\"resources\":{\"limits\":{\"nvshare.com/gpu-memory\":\"4\"}}},"
-        "{\"resources\":{\"requests\":{\"nvshare.com/gpu-memory\":\"2\"}}},"
-        "{\"name\":\"sidecar\"}]}}", &p), 0);
+    assert_int_equal(
+        read_pod(
+            "{\"metadata\":{\"name\":\"trainer\",\"namespace\":\"ml\",\"uid\":"
+            "\"u-1\","
+            "\"resourceVersion\":\"42\",\"annotations\":{"
+            "\"nvshare.com/gpu-core-limit\":\"30\",\"nvshare.com/"
+            "gpu-memory-limit\":\"4Gi\"}},"
+            "\"spec\":{\"containers\":["
+            "{\"resources\":{\"limits\":{\"nvshare.com/gpu-memory\":\"4\"}}},"
+            "{\"resources\":{\"requests\":{\"nvshare.com/gpu-memory\":\"2\"}}},"
+            "{\"name\":\"sidecar\"}]}}",
+            &p),
+        0);
     assert_string_equal(p.facts.pod_uid, "u-1");
     assert_string_equal(p.facts.pod_namespace, "ml");
     assert_string_equal(p.facts.pod_name, "trainer");
@@ -55,17 +60,27 @@ static void test_annotations_and_request(void **state)
 
 static void test_priority_annotation(void **state)
 {
-    static const struct { const char *text; uint8_t priority; } cases[] = {
-        {"high", PRIORITY_HIGH}, {"Low", PRIORITY_LOW}, {"normal", PRIORITY_NORMAL},
-        {"7", 7}, {"0", 0}, {"10", 0}, {"urgent", 0},
+    static const struct {
+        const char *text;
+        uint8_t priority;
+    } cases[] = {
+        {"high", PRIORITY_HIGH},
+        {"Low", PRIORITY_LOW},
+        {"normal", PRIORITY_NORMAL},
+        {"7", 7},
+        {"0", 0},
+        {"10", 0},
+        {"urgent", 0},
     };
     char json[512];
     struct watched_pod p;
 
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
-                 "\"annotations\":{\"nvshare.com/priority\":\"%s\"}}}", cases[i].text);
+        snprintf(json, sizeof(json),
+                 "{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
+                 "\"annotations\":{\"nvshare.com/priority\":\"%s\"}}}",
+                 cases[i].text);
         assert_int_equal(read_pod(json, &p), 0);
         assert_int_equal(p.facts.priority, cases[i].priority);
         assert_int_equal(p.facts.unreadable,
@@ -79,17 +94,26 @@ static void test_which_pods_concern_nvshare(void **state)
     struct watched_pod p;
 
     (void)state;
-    assert_int_equal(read_pod("{\"metadata\":{\"name\":\"web\",\"uid\":\"u\","
-                              "\"annotations\":{\"team\":\"a\"}},\"spec\":{\"containers\":"
-                              "[{\"resources\":{\"limits\":{\"cpu\":\"1\"}}}]}}", &p), 0);
+    assert_int_equal(
+        read_pod("{\"metadata\":{\"name\":\"web\",\"uid\":\"u\","
+                 "\"annotations\":{\"team\":\"a\"}},\"spec\":{\"containers\":"
+                 "[{\"resources\":{\"limits\":{\"cpu\":\"1\"}}}]}}",
+                 &p),
+        0);
     assert_false(p.concerns_nvshare);
     assert_int_equal(read_pod("{\"metadata\":{\"name\":\"a\",\"uid\":\"u\"},"
-                              "\"spec\":{\"containers\":[{\"resources\":{\"limits\":"
-                              "{\"nvshare.com/gpu\":\"1\"}}}]}}", &p), 0);
+                              "\"spec\":{\"containers\":[{\"resources\":{"
+                              "\"limits\":"
+                              "{\"nvshare.com/gpu\":\"1\"}}}]}}",
+                              &p),
+                     0);
     assert_true(p.concerns_nvshare);
     /* a bad value is still nvshare's: it is reported */
     assert_int_equal(read_pod("{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
-                              "\"annotations\":{\"nvshare.com/gpu-core-limit\":\"x\"}}}", &p), 0);
+                              "\"annotations\":{\"nvshare.com/"
+                              "gpu-core-limit\":\"x\"}}}",
+                              &p),
+                     0);
     assert_true(p.concerns_nvshare);
 }
 
@@ -102,8 +126,10 @@ static void test_bad_values_are_unreadable(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++) {
-        snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
-                 "\"annotations\":{\"nvshare.com/gpu-core-limit\":\"%s\"}}}", core[i]);
+        snprintf(json, sizeof(json),
+                 "{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
+                 "\"annotations\":{\"nvshare.com/gpu-core-limit\":\"%s\"}}}",
+                 core[i]);
         assert_int_equal(read_pod(json, &p), 0);
         assert_int_equal(p.facts.unreadable, POD_FACT_CORE_UNREADABLE);
         assert_int_equal(p.facts.core_limit, 0);
@@ -111,8 +137,10 @@ static void test_bad_values_are_unreadable(void **state)
         assert_string_equal(p.core.raw, core[i]);
     }
     for (size_t i = 0; i < sizeof(memory) / sizeof(memory[0]); i++) {
-        snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
-                 "\"annotations\":{\"nvshare.com/gpu-memory-limit\":\"%s\"}}}", memory[i]);
+        snprintf(json, sizeof(json),
+                 "{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
+                 "\"annotations\":{\"nvshare.com/gpu-memory-limit\":\"%s\"}}}",
+                 memory[i]);
         assert_int_equal(read_pod(json, &p), 0);
         assert_int_equal(p.facts.unreadable, POD_FACT_MEMORY_UNREADABLE);
         assert_int_equal(p.facts.memory_limit, 0);
@@ -127,11 +155,14 @@ static char *pod_asking(int n, const char *units)
     size_t at;
 
     assert_non_null(json);
-    at = (size_t)snprintf(json, len, "{\"metadata\":{\"name\":\"big\",\"uid\":\"u\"},"
+    at = (size_t)snprintf(json, len,
+                          "{\"metadata\":{\"name\":\"big\",\"uid\":\"u\"},"
                           "\"spec\":{\"containers\":[");
     for (int i = 0; i < n; i++)
-        at += (size_t)snprintf(json + at, len - at, "%s{\"resources\":{\"limits\":"
-                               "{\"nvshare.com/gpu-memory\":\"%s\"}}}", i ? "," : "", units);
+        at += (size_t)snprintf(json + at, len - at,
+                               "%s{\"resources\":{\"limits\":"
+                               "{\"nvshare.com/gpu-memory\":\"%s\"}}}",
+                               i ? "," : "", units);
     snprintf(json + at, len - at, "]}}");
     return json;
 }
@@ -147,7 +178,8 @@ static void test_request_overflow_saturates(void **state)
     json = pod_asking(100, "1073741824");
     assert_int_equal(read_pod(json, &p), 0);
     free(json);
-    printf("100 x 2^30 units of 256 MiB: memory_request %llu bytes, saturated %d\n",
+    printf("100 x 2^30 units of 256 MiB: memory_request %llu bytes, saturated "
+           "%d\n",
            (unsigned long long)p.facts.memory_request, p.request_saturated);
     assert_true(p.request_saturated);
     assert_true(p.facts.memory_request == UINT64_MAX);
@@ -181,13 +213,21 @@ static void test_facts_differ(void **state)
 
     (void)state;
     assert_int_equal(read_pod("{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
-                              "\"resourceVersion\":\"1\"}}", &a), 0);
+                              "\"resourceVersion\":\"1\"}}",
+                              &a),
+                     0);
     /* another resourceVersion (a status update) is not news */
     assert_int_equal(read_pod("{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
-                              "\"resourceVersion\":\"2\",\"labels\":{\"x\":\"y\"}}}", &b), 0);
+                              "\"resourceVersion\":\"2\",\"labels\":{\"x\":"
+                              "\"y\"}}}",
+                              &b),
+                     0);
     assert_false(pod_facts_differ(&a, &b));
-    assert_int_equal(read_pod("{\"metadata\":{\"name\":\"a\",\"uid\":\"u\",\"annotations\":"
-                              "{\"nvshare.com/gpu-core-limit\":\"x\"}}}", &b), 0);
+    assert_int_equal(read_pod("{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
+                              "\"annotations\":"
+                              "{\"nvshare.com/gpu-core-limit\":\"x\"}}}",
+                              &b),
+                     0);
     assert_true(pod_facts_differ(&a, &b));
 }
 

@@ -156,7 +156,8 @@ static uint32_t hand_over(int gpu, int holder, uint32_t lease, uint64_t at,
     policy_tick(&p, at, &out);
     expect_one(&out, ACTION_DROP, gpu, holder);
     out.n = 0;
-    policy_release(&p, gpu, holder, lease, 1 * MS, at + 1 * MS, at + 1100 * 1000, &out);
+    policy_release(&p, gpu, holder, lease, 1 * MS, at + 1 * MS,
+                   at + 1100 * 1000, &out);
     granted = expect_one(&out, ACTION_GRANT, gpu, waiter);
     policy_in_use(&p, gpu, waiter, granted, at + 1 * MS + gap, at + 1 * MS + gap);
     return granted;
@@ -232,7 +233,8 @@ static void test_long_drains_keep_the_floor(void **state)
         expect_one(&out, ACTION_DROP, 0, holder);
         out.n = 0;
         /* A 100 ms kernel was running: the drain waits for it. */
-        policy_release(&p, 0, holder, lease, 100 * MS, at + 100 * MS, at + 100 * MS, &out);
+        policy_release(&p, 0, holder, lease, 100 * MS, at + 100 * MS,
+                       at + 100 * MS, &out);
         lease = expect_one(&out, ACTION_GRANT, 0, !holder);
         policy_in_use(&p, 0, !holder, lease, at + 100 * MS + 200 * 1000,
                       at + 100 * MS + 200 * 1000);
@@ -242,7 +244,8 @@ static void test_long_drains_keep_the_floor(void **state)
     /* 20 hand-overs of 200 us, beside the prior's of the floor's cost. */
     policy_view_gpu(&p, 0, &v);
     assert_int_equal(v.handover_mean_ns,
-                     (20 * 200 * 1000 + POLICY_HANDOVER_PRIOR_N * POLICY_HANDOVER_PRIOR_NS) /
+                     (20 * 200 * 1000 +
+                      POLICY_HANDOVER_PRIOR_N * POLICY_HANDOVER_PRIOR_NS) /
                          (20 + POLICY_HANDOVER_PRIOR_N));
     assert_int_equal(v.quantum_ns, POLICY_TQ_FLOOR_NS);
 }
@@ -269,7 +272,8 @@ static void test_auto_quantum_stays_within_its_bounds(void **state)
     /* One wild sample counts as 300 ms at most: what the ceiling needs. */
     pol_quantum_observe_handover(&p.gpus[0], 3600000 * MS);
     policy_view_gpu(&p, 0, &v);
-    assert_int_equal(v.handover_mean_ns, (124 * 10 * 1000 + 3 * 20 * MS + 300 * MS) / 128);
+    assert_int_equal(v.handover_mean_ns,
+                     (124 * 10 * 1000 + 3 * 20 * MS + 300 * MS) / 128);
     /* Hand-overs of a whole second: capped, so a waiter waits at most 30 s. */
     for (int i = 0; i < POLICY_HANDOVER_HISTORY; i++)
         pol_quantum_observe_handover(&p.gpus[0], 1000 * MS);
@@ -415,7 +419,7 @@ static void test_release_crossing_drop_is_not_counted_twice(void **state)
 
     (void)state;
     request_lease(0, 1, 1 * MS);
-    policy_tick(&p, TQ, &out);          /* DROP(first) is on the wire ... */
+    policy_tick(&p, TQ, &out); /* DROP(first) is on the wire ... */
     out.n = 0;
     policy_release(&p, 0, 0, first, 0, 0, TQ, &out); /* ... as A releases */
     uint32_t second = expect_one(&out, ACTION_GRANT, 0, 1);
@@ -669,23 +673,30 @@ int main(void)
         cmocka_unit_test_setup(test_holder_is_dropped_after_its_quantum, setup),
         cmocka_unit_test_setup(test_waiter_arriving_late_preempts_at_once, setup),
         cmocka_unit_test_setup(test_tq_change_applies_to_current_holder, setup),
-        cmocka_unit_test_setup(test_auto_quantum_follows_the_mean_hand_over, setup),
+        cmocka_unit_test_setup(test_auto_quantum_follows_the_mean_hand_over,
+                               setup),
         cmocka_unit_test_setup(test_auto_quantum_stays_within_its_bounds, setup),
-        cmocka_unit_test_setup(test_auto_quantum_shrugs_off_an_early_long_idle, setup),
+        cmocka_unit_test_setup(test_auto_quantum_shrugs_off_an_early_long_idle,
+                               setup),
         cmocka_unit_test_setup(test_long_drains_keep_the_floor, setup),
         cmocka_unit_test_setup(test_fresh_arrival_waits_at_most_the_floor, setup),
-        cmocka_unit_test_setup(test_pinned_quantum_is_not_cut_for_a_fresh_arrival, setup),
-        cmocka_unit_test_setup(test_fresh_arrival_waiting_for_memory_keeps_the_switch_time, setup),
+        cmocka_unit_test_setup(test_pinned_quantum_is_not_cut_for_a_fresh_arrival,
+                               setup),
+        cmocka_unit_test_setup(test_fresh_arrival_waiting_for_memory_keeps_the_switch_time,
+                               setup),
         cmocka_unit_test_setup(test_death_of_holder_passes_lock_at_once, setup),
         cmocka_unit_test_setup(test_death_of_waiter_leaves_queue, setup),
-        cmocka_unit_test_setup(test_release_crossing_drop_is_not_counted_twice, setup),
+        cmocka_unit_test_setup(test_release_crossing_drop_is_not_counted_twice,
+                               setup),
         cmocka_unit_test_setup(test_stuck_holder_is_revoked, setup),
         cmocka_unit_test_setup(test_gpus_are_independent, setup),
         cmocka_unit_test_setup(test_client_on_two_gpus_holds_two_locks, setup),
         cmocka_unit_test_setup(test_anti_thrash_off_clears_and_ignores, setup),
-        cmocka_unit_test_setup(test_duplicate_and_foreign_requests_are_ignored, setup),
+        cmocka_unit_test_setup(test_duplicate_and_foreign_requests_are_ignored,
+                               setup),
         cmocka_unit_test_setup(test_held_time_counts_a_hold_in_progress, setup),
-        cmocka_unit_test_setup(test_wakeup_before_first_submission_is_not_billed, setup),
+        cmocka_unit_test_setup(test_wakeup_before_first_submission_is_not_billed,
+                               setup),
         cmocka_unit_test_setup(test_random_events_keep_invariants, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -97,7 +97,8 @@ static void test_yield_terms_follow_the_classes_on_the_gpu(void **state)
     t = policy_yield_terms(&p, 0, 1);
     assert_true(t.idle_release_ns == POLICY_LEND_IDLE_NS && t.max_backlog_ns == 0);
     t = policy_yield_terms(&p, 0, 0);
-    assert_true(t.idle_release_ns == 0 && t.max_backlog_ns == POLICY_LENT_BACKLOG_NS);
+    assert_true(t.idle_release_ns == 0 &&
+                t.max_backlog_ns == POLICY_LENT_BACKLOG_NS);
     t = policy_yield_terms(&p, 0, 2); /* normal, between the two */
     assert_true(t.idle_release_ns == POLICY_LEND_IDLE_NS &&
                 t.max_backlog_ns == POLICY_LENT_BACKLOG_NS);
@@ -216,7 +217,8 @@ static void simulate(int n, uint64_t until, uint64_t from, uint64_t *ran)
             next = now + 1;
         for (int c = 0; c < n; c++)
             if (run_from[c] && next > from)
-                ran[c] += next - (run_from[c] - 1 > from ? run_from[c] - 1 : from);
+                ran[c] +=
+                    next - (run_from[c] - 1 > from ? run_from[c] - 1 : from);
         for (int c = 0; c < n; c++)
             if (run_from[c])
                 run_from[c] = next + 1;
@@ -444,7 +446,8 @@ static void test_random_events_keep_classes_apart(void **state)
         }
         case 8:
             if (mem(c)->evicting) {
-                policy_swapped(&p, 0, c, SWAP_OUT, mem(c)->evictable, MS, now, &out);
+                policy_swapped(&p, 0, c, SWAP_OUT, mem(c)->evictable, MS, now,
+                               &out);
             } else if (rand_r(&seed) % 10 == 0) {
                 policy_leave(&p, c, now, &out);
                 policy_join(&p, 0, c, c, now);
@@ -460,8 +463,8 @@ static void test_random_events_keep_classes_apart(void **state)
         assert_int_equal(waiting, p.gpus[0].n_waiting);
         for (int i = 0; i < out.n; i++) {
             if (out.list[i].kind == ACTION_GRANT)
-                assert_false(pol_outranked(&p, &p.gpus[0], 0, out.list[i].client,
-                                           now));
+                assert_false(
+                    pol_outranked(&p, &p.gpus[0], 0, out.list[i].client, now));
             if (out.list[i].kind == ACTION_EVICT)
                 assert_false(policy_is_running(&p, 0, out.list[i].client));
             drops += out.list[i].kind == ACTION_DROP;
@@ -488,12 +491,16 @@ int main(void)
         cmocka_unit_test_setup(test_floor_does_not_preempt_its_own_class, setup),
         cmocka_unit_test_setup(test_core_limit_caps_every_class, setup),
         cmocka_unit_test_setup(test_low_class_is_swapped_out_first, setup),
-        cmocka_unit_test_setup(test_running_low_class_goes_before_idle_normal, setup),
-        cmocka_unit_test_setup(test_running_low_class_is_dropped_then_swapped, setup),
+        cmocka_unit_test_setup(test_running_low_class_goes_before_idle_normal,
+                               setup),
+        cmocka_unit_test_setup(test_running_low_class_is_dropped_then_swapped,
+                               setup),
         cmocka_unit_test_setup(test_unmovable_low_client_makes_high_wait, setup),
         cmocka_unit_test_setup(test_random_events_keep_classes_apart, setup),
-        cmocka_unit_test_setup(test_higher_class_starts_beside_the_draining_holder, setup),
-        cmocka_unit_test_setup(test_yield_terms_follow_the_classes_on_the_gpu, setup),
+        cmocka_unit_test_setup(test_higher_class_starts_beside_the_draining_holder,
+                               setup),
+        cmocka_unit_test_setup(test_yield_terms_follow_the_classes_on_the_gpu,
+                               setup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,7 +44,7 @@ static void assert_same(const char *field, uint64_t a, uint64_t b)
     static void equal_payload_##member(const struct type *x,                   \
                                        const struct type *y)                   \
     {
-#define PROTO_RECORD(type)                                                     \
+#define PROTO_RECORD(type)                                                      \
     static void equal_record_##type(const struct type *x, const struct type *y) \
     {
 #define PROTO_END() }
@@ -104,10 +104,22 @@ static void bb_uint(struct bb *b, uint64_t v, int bytes)
         b->b[b->n++] = (uint8_t)(v >> (8 * i));
 }
 
-static void bb_u8(struct bb *b, uint64_t v) { bb_uint(b, v, 1); }
-static void bb_u16(struct bb *b, uint64_t v) { bb_uint(b, v, 2); }
-static void bb_u32(struct bb *b, uint64_t v) { bb_uint(b, v, 4); }
-static void bb_u64(struct bb *b, uint64_t v) { bb_uint(b, v, 8); }
+static void bb_u8(struct bb *b, uint64_t v)
+{
+    bb_uint(b, v, 1);
+}
+static void bb_u16(struct bb *b, uint64_t v)
+{
+    bb_uint(b, v, 2);
+}
+static void bb_u32(struct bb *b, uint64_t v)
+{
+    bb_uint(b, v, 4);
+}
+static void bb_u64(struct bb *b, uint64_t v)
+{
+    bb_uint(b, v, 8);
+}
 
 /* A string of n bytes taken from s (which may hold NULs). */
 static void bb_raw_str(struct bb *b, const char *s, size_t n)
@@ -163,8 +175,7 @@ static void bb_register(struct bb *b, size_t ns_len, uint8_t core,
  * n_waiting waiters (written as given, even past the limit), every waiter
  * with reason except the last, which has last_reason. */
 static void bb_status_gpu(struct bb *b, uint8_t mode, uint16_t n_running,
-                          uint16_t n_waiting, uint8_t reason,
-                          uint8_t last_reason)
+                          uint16_t n_waiting, uint8_t reason, uint8_t last_reason)
 {
     bb_head(b, PROTO_VERSION, MSG_CTL_STATUS_GPU);
     bb_u16(b, 0);   /* index */
@@ -172,15 +183,15 @@ static void bb_status_gpu(struct bb *b, uint8_t mode, uint16_t n_running,
     bb_str_n(b, 5); /* name */
     bb_u64(b, 0);   /* memory_total */
     bb_u8(b, mode);
-    bb_u64(b, 0); /* reserve */
-    bb_u64(b, 0); /* running_footprint */
-    bb_u64(b, 0); /* resident */
-    bb_u64(b, 0); /* switch_time_ns */
-    bb_u8(b, 1);  /* switch_measured */
-    bb_u64(b, 0); /* tq_ns */
+    bb_u64(b, 0);            /* reserve */
+    bb_u64(b, 0);            /* running_footprint */
+    bb_u64(b, 0);            /* resident */
+    bb_u64(b, 0);            /* switch_time_ns */
+    bb_u8(b, 1);             /* switch_measured */
+    bb_u64(b, 0);            /* tq_ns */
     bb_u8(b, QUANTUM_DRAIN); /* tq_reason */
-    bb_u64(b, 0); /* handover_mean_ns */
-    bb_u64(b, 0); /* switches */
+    bb_u64(b, 0);            /* handover_mean_ns */
+    bb_u64(b, 0);            /* switches */
     for (int i = 0; i < 8; i++)
         bb_u64(b, 0); /* swaps_out .. last_swap_in_ns */
     bb_u16(b, n_running);
@@ -214,29 +225,29 @@ static void bb_status_client_mem(struct bb *b, uint8_t state, uint8_t core,
     bb_u64(b, 0); /* last_preempt_ns */
     bb_u8(b, core);
     bb_u8(b, source);
-    bb_u64(b, 0); /* budget_ns */
-    bb_u64(b, 0); /* used_ns */
-    bb_u8(b, 1);  /* throttled */
-    bb_u64(b, 0); /* mem_quota */
+    bb_u64(b, 0);         /* budget_ns */
+    bb_u64(b, 0);         /* used_ns */
+    bb_u8(b, 1);          /* throttled */
+    bb_u64(b, 0);         /* mem_quota */
     bb_u8(b, mem_source); /* mem_quota_source */
-    bb_u64(b, 0); /* mem_allocated */
-    bb_u64(b, 0); /* pod_mem_held */
-    bb_u64(b, 0); /* pod_mem_peak */
-    bb_u64(b, 0); /* pod_mem_refused */
+    bb_u64(b, 0);         /* mem_allocated */
+    bb_u64(b, 0);         /* pod_mem_held */
+    bb_u64(b, 0);         /* pod_mem_peak */
+    bb_u64(b, 0);         /* pod_mem_refused */
     bb_u64(b, footprint);
     bb_u64(b, evictable);
-    bb_u8(b, 1);  /* oversubscribed */
-    bb_u8(b, 0);  /* swapped_out */
+    bb_u8(b, 1);       /* oversubscribed */
+    bb_u8(b, 0);       /* swapped_out */
     bb_u16(b, 0xffff); /* load_permille: not measured */
     bb_u8(b, wait_reason);
-    bb_u32(b, 1000);           /* uid */
+    bb_u32(b, 1000); /* uid */
     bb_u8(b, POD_SOURCE_CGROUP);
-    bb_str_n(b, 36);           /* pod_uid */
-    bb_str_n(b, 64);           /* container_id */
-    bb_u8(b, PRIORITY_HIGH);   /* priority */
-    bb_u8(b, LIMIT_RUNTIME);   /* priority_source */
-    bb_u8(b, 10);              /* min_share */
-    bb_u32(b, 1);              /* gang */
+    bb_str_n(b, 36);         /* pod_uid */
+    bb_str_n(b, 64);         /* container_id */
+    bb_u8(b, PRIORITY_HIGH); /* priority */
+    bb_u8(b, LIMIT_RUNTIME); /* priority_source */
+    bb_u8(b, 10);            /* min_share */
+    bb_u32(b, 1);            /* gang */
 }
 
 static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,
@@ -281,13 +292,13 @@ static void bb_mem_update(struct bb *b, uint64_t allocated, uint64_t evictable)
 {
     bb_head(b, PROTO_VERSION, MSG_MEM_UPDATE);
     bb_u8(b, 0);
-    bb_u32(b, 0);  /* seq */
-    bb_u64(b, 0);  /* bytes */
-    bb_u64(b, 0);  /* extra */
+    bb_u32(b, 0); /* seq */
+    bb_u64(b, 0); /* bytes */
+    bb_u64(b, 0); /* extra */
     bb_u64(b, allocated);
     bb_u64(b, evictable);
-    bb_u64(b, 0);  /* quota */
-    bb_u64(b, 0);  /* pod_held */
+    bb_u64(b, 0); /* quota */
+    bb_u64(b, 0); /* pod_held */
 }
 
 static int decode_bb(const struct bb *b)
@@ -364,18 +375,18 @@ static void test_encoding_is_canonical(void **state)
 static void test_golden_bytes(void **state)
 {
     static const uint8_t lock_ok[] = {
-        25, 0, 0, 0,                                    /* body length */
-        1, 0,                                           /* version */
-        MSG_LOCK_OK, 0,                                 /* type */
-        3,                                              /* gpu */
-        0x04, 0x03, 0x02, 0x01,                         /* lease */
-        0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* drain_ns */
-        0x98, 0x97, 0x96, 0x95, 0x94, 0x93, 0x92, 0x91, /* at_ns */
+        25,          0,    0,    0,                            /* body length */
+        1,           0,                                        /* version */
+        MSG_LOCK_OK, 0,                                        /* type */
+        3,                                                     /* gpu */
+        0x04,        0x03, 0x02, 0x01,                         /* lease */
+        0x88,        0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* drain_ns */
+        0x98,        0x97, 0x96, 0x95, 0x94, 0x93, 0x92, 0x91, /* at_ns */
     };
     static const uint8_t reply[] = {
-        12, 0, 0, 0, 1, 0, MSG_CTL_REPLY, 0,
-        0xfe, 0xff, 0xff, 0xff, /* status -2 */
-        2, 0, 'o', 'k',         /* string: u16 length, bytes, no NUL */
+        12, 0,    0,    0,    1,    0, MSG_CTL_REPLY,
+        0,  0xfe, 0xff, 0xff, 0xff, /* status -2 */
+        2,  0,    'o',  'k',        /* string: u16 length, bytes, no NUL */
     };
     struct msg m = {.type = MSG_LOCK_OK};
     uint8_t buf[64];
@@ -396,11 +407,11 @@ static void test_golden_bytes(void **state)
     assert_memory_equal(buf, reply, sizeof(reply));
 
     static const uint8_t swapped[] = {
-        22, 0, 0, 0, 1, 0, 30, 0,                       /* SWAPPED = 30 */
-        2,                                              /* gpu */
-        SWAP_IN,                                        /* direction */
-        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* bytes */
-        0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* duration_ns */
+        22,      0,    0,    0,    1,    0,    30,   0,    /* SWAPPED = 30 */
+        2,                                                 /* gpu */
+        SWAP_IN,                                           /* direction */
+        0x08,    0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* bytes */
+        0x18,    0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* duration_ns */
     };
     memset(&m, 0, sizeof(m));
     m.type = MSG_SWAPPED;
@@ -412,7 +423,7 @@ static void test_golden_bytes(void **state)
     assert_memory_equal(buf, swapped, sizeof(swapped));
 
     static const uint8_t load[] = {
-        15, 0, 0, 0, 1, 0, 31, 0,                       /* LOAD = 31 */
+        15,   0,    0,    0,    1,    0,    31,   0,    /* LOAD = 31 */
         1,                                              /* gpu */
         0xe8, 0x03,                                     /* busy_permille */
         0x00, 0x65, 0xcd, 0x1d, 0x00, 0x00, 0x00, 0x00, /* span_ns 500 ms */
@@ -428,10 +439,10 @@ static void test_golden_bytes(void **state)
     static const uint8_t wait[] = {
         37, 0, 0, 0, 1, 0, 21, 0, /* WAIT_FOR_MEM = 21 */
         0,                        /* gpu */
-        1, 0, 0, 0, 0, 0, 0, 0,   /* need */
-        2, 0, 0, 0, 0, 0, 0, 0,   /* free */
-        3, 0, 0, 0, 0, 0, 0, 0,   /* limit */
-        4, 0, 0, 0, 0, 0, 0, 0,   /* wait_ns */
+        1,  0, 0, 0, 0, 0, 0,  0, /* need */
+        2,  0, 0, 0, 0, 0, 0,  0, /* free */
+        3,  0, 0, 0, 0, 0, 0,  0, /* limit */
+        4,  0, 0, 0, 0, 0, 0,  0, /* wait_ns */
     };
     memset(&m, 0, sizeof(m));
     m.type = MSG_WAIT_FOR_MEM;
@@ -490,10 +501,10 @@ static void test_wire_numbers(void **state)
 static void test_ctl_set_keys(void **state)
 {
     static const uint16_t keys[] = {
-        CTL_SET_TQ,         CTL_SET_ANTI_THRASH, CTL_SET_CORE_LIMIT,
-        CTL_SET_MEMORY_LIMIT, CTL_SET_MODE,      CTL_SET_SWITCH_TIME,
+        CTL_SET_TQ,           CTL_SET_ANTI_THRASH, CTL_SET_CORE_LIMIT,
+        CTL_SET_MEMORY_LIMIT, CTL_SET_MODE,        CTL_SET_SWITCH_TIME,
     };
-    static const uint64_t values[] = {30000000000ull, 1, 50, 4ull << 30,
+    static const uint64_t values[] = {30000000000ull,  1, 50, 4ull << 30,
                                       SCHED_MODE_AUTO, 0};
     uint8_t buf[1024];
 
@@ -525,8 +536,10 @@ static void test_every_prefix_is_short(void **state)
             for (size_t k = 0; k < (size_t)len - 4; k++) {
                 int rc = msg_decode(frame + 4, k, &out);
                 if (rc != PROTO_E_SHORT)
-                    fail_msg("%s (variant %d): prefix of %zu of %d bytes gave %d",
-                             msg_type_name(all_types[t]), variant, k, len - 4, rc);
+                    fail_msg("%s (variant %d): prefix of %zu of %d bytes gave "
+                             "%d",
+                             msg_type_name(all_types[t]), variant, k, len - 4,
+                             rc);
             }
         }
     }
@@ -554,8 +567,10 @@ static void test_unknown_type(void **state)
 {
     /* MSG_UPDATE_YIELD + 1 (34) is the first unused client-socket number */
     static const uint16_t bad[] = {
-        0, MSG_DRAIN_TO + 1, 19, MSG_UPDATE_YIELD + 1,
-        99, MSG_CTL_STATUS_UNHOOKED + 1, 0x0101, 0xffff,
+        0,      MSG_DRAIN_TO + 1,
+        19,     MSG_UPDATE_YIELD + 1,
+        99,     MSG_CTL_STATUS_UNHOOKED + 1,
+        0x0101, 0xffff,
     };
     struct bb b;
     struct msg m;
@@ -767,8 +782,8 @@ static void test_client_limit_fields_out_of_range(void **state)
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
     bb_status_client(&b, CLIENT_HOLDING, 50, LIMIT_REQUEST + 1);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
-    bb_status_client_full(&b, CLIENT_HOLDING, 50, LIMIT_DECLARED,
-                          LIMIT_RUNTIME, WAIT_NONE);
+    bb_status_client_full(&b, CLIENT_HOLDING, 50, LIMIT_DECLARED, LIMIT_RUNTIME,
+                          WAIT_NONE);
     assert_int_equal(decode_bb(&b), PROTO_OK);
     bb_status_client_full(&b, CLIENT_HOLDING, 50, LIMIT_DECLARED,
                           LIMIT_REQUEST + 1, WAIT_NONE);
@@ -1316,7 +1331,8 @@ static void test_recv_oversized_and_bad_frames(void **state)
     assert_int_equal(msg_recv(p->rx, &out, 1000), PROTO_E_SHORT);
 }
 
-#define PAIR_TEST(f) cmocka_unit_test_setup_teardown(f, pair_setup, pair_teardown)
+#define PAIR_TEST(f)                                                           \
+    cmocka_unit_test_setup_teardown(f, pair_setup, pair_teardown)
 
 int main(void)
 {

@@ -88,13 +88,13 @@ static void render(void)
         begin(#type);
 #define PROTO_END() }
 #define PROTO_FIELD(kind, name, bound) row(#name, WIRE_##kind, RANGE_##bound);
-#define PROTO_STR(name, size) row(#name, "str", at_most((size) - 1, " bytes"));
+#define PROTO_STR(name, size) row(#name, "str", at_most((size)-1, " bytes"));
 #define PROTO_COUNT(name, list)                                                \
     row(#name, "u16", at_most(sizeof(m->list) / sizeof(m->list[0]), ""));
 #define PROTO_LIST(kind, name, count, capacity)                                \
     row(#name, WIRE_##kind "[" #count "]", "");
 #define PROTO_STR_LIST(name, count, capacity, size)                            \
-    row(#name, "str[" #count "]", at_most((size) - 1, " bytes each"));
+    row(#name, "str[" #count "]", at_most((size)-1, " bytes each"));
 #define PROTO_RECORD_LIST(record, name, count, capacity)                       \
     row(#name, #record "[" #count "]", "");
 #include "protocol.def"
@@ -161,13 +161,17 @@ static int check_heading(char *heading, const char *rows)
         const char *key = payload_of(name);
         struct layout *this = find_layout(key ? key : name);
         if (!this) {
-            fprintf(stderr, "### %s: not a message with a payload nor a "
-                    "record of protocol.def\n", name);
+            fprintf(stderr,
+                    "### %s: not a message with a payload nor a "
+                    "record of protocol.def\n",
+                    name);
             return 1;
         }
         if (l && this != l) {
-            fprintf(stderr, "### %s: carries %s, not %s like the others "
-                    "under its heading\n", name, this->key, l->key);
+            fprintf(stderr,
+                    "### %s: carries %s, not %s like the others "
+                    "under its heading\n",
+                    name, this->key, l->key);
             return 1;
         }
         l = this;
@@ -175,8 +179,10 @@ static int check_heading(char *heading, const char *rows)
     assert_non_null(l);
     l->documented++;
     if (strcmp(l->rows, rows) != 0) {
-        fprintf(stderr, "payload %s: docs/protocol.md has\n%s\nprotocol.def "
-                "says\n%s\n", l->key, rows, l->rows);
+        fprintf(stderr,
+                "payload %s: docs/protocol.md has\n%s\nprotocol.def "
+                "says\n%s\n",
+                l->key, rows, l->rows);
         bad = 1;
     }
     return bad;

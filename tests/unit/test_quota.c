@@ -55,7 +55,7 @@ static void test_grant_up_to_quota_exactly(void **state)
 {
     (void)state;
     assert_int_equal(ask(0, 1024 * MiB, 1024 * MiB, 0, 0), 1024 * MiB);
-    quota_report(&q, 0, 0, 1024 * MiB); /* all allocated */
+    quota_report(&q, 0, 0, 1024 * MiB);      /* all allocated */
     assert_int_equal(ask(1, 1, 1, 0, 0), 0); /* one byte over */
     assert_int_equal(q.gpus[0].accounts[7].refused, 1);
 }

@@ -62,7 +62,8 @@ static int env_accepts(enum setting_id id, const char *text, uint64_t want)
     if (load(id, text, &value) < 0)
         return 0;
     if (want == settings_table[id].fallback)
-        fail_msg("pick a test value other than %s's default", settings_table[id].env);
+        fail_msg("pick a test value other than %s's default",
+                 settings_table[id].env);
     return value == want;
 }
 
@@ -92,16 +93,19 @@ static void test_tq_alike(void **state)
 {
     /* Texts that are no duration would read as the default (auto, 0) if
      * refused, so they are checked apart. */
-    static const char *const texts[] = {"500us", "1ms", "100ms", "1h", "61m",
-                                        "2h", NULL};
+    static const char *const texts[] = {"500us", "1ms", "100ms", "1h",
+                                        "61m",   "2h",  NULL};
     uint64_t value;
 
     (void)state;
     expect_durations_alike(SETTING_TQ, texts);
     {
         char why[PARSE_ERR_LEN];
-        assert_int_equal(setting_parse(SETTING_TQ, "0", &value, why, sizeof(why)), -1);
-        assert_int_equal(setting_parse(SETTING_TQ, "soon", &value, why, sizeof(why)), -1);
+        assert_int_equal(setting_parse(SETTING_TQ, "0", &value, why, sizeof(why)),
+                         -1);
+        assert_int_equal(setting_parse(SETTING_TQ, "soon", &value, why,
+                                       sizeof(why)),
+                         -1);
     }
     /* The case the table was made for: refused both ways. */
     assert_int_equal(load(SETTING_TQ, "2h", &value), 0);
@@ -109,18 +113,23 @@ static void test_tq_alike(void **state)
     /* auto is a value of its own, read back as written. */
     char err[PARSE_ERR_LEN], text[32];
     value = 1;
-    assert_int_equal(setting_parse(SETTING_TQ, "auto", &value, err, sizeof(err)), 0);
+    assert_int_equal(setting_parse(SETTING_TQ, "auto", &value, err, sizeof(err)),
+                     0);
     assert_int_equal(value, POLICY_TQ_AUTO);
-    assert_int_equal(setting_check(SETTING_TQ, POLICY_TQ_AUTO, err, sizeof(err)), 0);
+    assert_int_equal(setting_check(SETTING_TQ, POLICY_TQ_AUTO, err, sizeof(err)),
+                     0);
     setting_format(SETTING_TQ, POLICY_TQ_AUTO, text, sizeof(text));
     assert_string_equal(text, "auto");
     /* Other settings know no auto. */
-    assert_int_equal(setting_parse(SETTING_DRAIN_TIMEOUT, "auto", &value, err, sizeof(err)), -1);
+    assert_int_equal(setting_parse(SETTING_DRAIN_TIMEOUT, "auto", &value, err,
+                                   sizeof(err)),
+                     -1);
 }
 
 static void test_switch_time_alike(void **state)
 {
-    static const char *const texts[] = {"50ms", "100ms", "45s", "1h", "2h", NULL};
+    static const char *const texts[] = {"50ms", "100ms", "45s",
+                                        "1h",   "2h",    NULL};
 
     (void)state;
     expect_durations_alike(SETTING_SWITCH_TIME_FIXED, texts);
@@ -137,7 +146,8 @@ static void test_mode_alike(void **state)
             m++;
         if (!texts[i][0])
             continue; /* unset: the default, not a choice */
-        expect_alike(SETTING_SCHEDULING_MODE, texts[i], m, sched_mode_names[m] != NULL);
+        expect_alike(SETTING_SCHEDULING_MODE, texts[i], m,
+                     sched_mode_names[m] != NULL);
     }
 }
 
@@ -160,11 +170,16 @@ static void test_ctl_messages(void **state)
 
     (void)state;
     /* tests/integration/ctl_test.sh expects these sentences. */
-    assert_int_equal(setting_check(SETTING_TQ, 7200 * 1000000000ull, err, sizeof(err)), -1);
-    assert_string_equal(err, "time quantum must be between 1ms and 1h, or auto");
-    assert_int_equal(setting_check(SETTING_SWITCH_TIME_FIXED, 1, err, sizeof(err)), -1);
+    assert_int_equal(setting_check(SETTING_TQ, 7200 * 1000000000ull, err,
+                                   sizeof(err)),
+                     -1);
+    assert_string_equal(err,
+                        "time quantum must be between 1ms and 1h, or auto");
+    assert_int_equal(setting_check(SETTING_SWITCH_TIME_FIXED, 1, err, sizeof(err)),
+                     -1);
     assert_string_equal(err, "switch time must be between 100ms and 1h");
-    assert_int_equal(setting_check(SETTING_SCHEDULING_MODE, 3, err, sizeof(err)), -1);
+    assert_int_equal(setting_check(SETTING_SCHEDULING_MODE, 3, err, sizeof(err)),
+                     -1);
     assert_string_equal(err, "mode must be serial, concurrent or auto");
 }
 

@@ -56,7 +56,8 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(text, "\nmode serial\nmode auto GPU-1234\n"));
     assert_non_null(strstr(text, "pod team-a/trainer owner=1000 core-limit=30 "
                                  "memory-limit=8Gi\n"));
-    assert_non_null(strstr(text, "pod default/my%20pod%2F%3D%25 memory-limit=1000\n"));
+    assert_non_null(
+        strstr(text, "pod default/my%20pod%2F%3D%25 memory-limit=1000\n"));
     assert_non_null(strstr(text, "pod uid:0a1b2c3d-0000-4000-8000-000000000001 "
                                  "core-limit=20\n"));
     /* A priority alone is a setting: the pod is written, before it ever
@@ -108,7 +109,8 @@ static void test_owner_survives_a_restart(void **state)
     pods_free(&back.pods);
     memset(&back, 0, sizeof(back));
     assert_int_equal(state_parse("pod a owner=7\npod b owner=0 core-limit=5\n",
-                                 &back, err, sizeof(err)), 0);
+                                 &back, err, sizeof(err)),
+                     0);
     struct pod_id a = {.pod_namespace = "default", .pod_name = "a"};
     struct pod_id b = {.pod_namespace = "default", .pod_name = "b"};
     assert_int_equal(pods_find(&back.pods, &a)->owner, 7);
@@ -156,7 +158,8 @@ static void test_bad_lines_are_refused_with_their_number(void **state)
     expect_refused("pod a core-limit=5\npod a core-limit=6\n", "listed twice");
     expect_refused("pod a%zz core-limit=5\n", "pod: expected");
     expect_refused("pod uid:x owner=5 core-limit=5\n", "cannot read 'owner=5'");
-    expect_refused("pod a owner=4294967295\n", "cannot read 'owner=4294967295'");
+    expect_refused("pod a owner=4294967295\n",
+                   "cannot read 'owner=4294967295'");
     expect_refused("tq 5s 6s\n", "takes one value");
 }
 
@@ -167,7 +170,8 @@ static void test_comments_and_blank_lines(void **state)
 
     (void)state;
     assert_int_equal(state_parse("# hello\n\n  \ntq 100ms\r\n", &st, err,
-                                 sizeof(err)), 0);
+                                 sizeof(err)),
+                     0);
     assert_true(st.set[SETTING_TQ]);
     assert_int_equal(st.value[SETTING_TQ], 100 * NS_PER_MS);
 }
@@ -288,8 +292,9 @@ static double start_seconds(size_t n)
     snprintf(path, sizeof(path), "%s/state.conf", dir);
     f = fopen(path, "w");
     for (size_t i = 0; i < n; i++)
-        fprintf(f, i % 2 ? "pod team-%zu/job-%zu core-limit=30\n"
-                         : "pod uid:6f1e2d3c-4b5a-4978-%012zu memory-limit=1Gi\n",
+        fprintf(f,
+                i % 2 ? "pod team-%zu/job-%zu core-limit=30\n"
+                      : "pod uid:6f1e2d3c-4b5a-4978-%012zu memory-limit=1Gi\n",
                 i, i);
     fclose(f);
     for (int run = 0; run < 3; run++) {
