@@ -20,7 +20,9 @@
 #    second's low with nvsharectl before they connect;
 #  - before: prio with the binaries of BEFORE_BUILD (a build of an earlier
 #    commit), to compare in the same run;
-#  - serial, auto: nvshare without priorities.
+#  - serial, auto: nvshare without priorities;
+#  - free: libnvshare loaded, the scheduler's anti-thrash off (what the
+#    hook alone costs beside native).
 # Every nvshare run is at the scheduler's and the client's default
 # settings. Jobs warm up, then measure the same window of SPAN_S (8) s
 # from WARM_S (10) s after the first start; late=1 says a job warmed up
@@ -29,6 +31,8 @@
 # against what the inference leaves idle (solo rate x (1 - the
 # inference's solo busy fraction)), at least 90 % of it with prio; for
 # train + train each job's share of solo and the aggregate.
+# ENV_1 and ENV_2 add VAR=VALUE words to the environment of job 1 or 2
+# in the nvshare modes (for diagnostics: NVSHARE_MAX_BACKLOG_MS=0).
 # Defaults: PAIRS="light+train/train light+train/light light+k10 light+k30
 # light+k100", MODES="native prio" (the ordered pairs run natively once).
 # Everything lands in $OUT/priority.
@@ -62,6 +66,7 @@ run() {
     if [ "$mode" != native ]; then
         local sched_env=()
         [ "$mode" = serial ] && sched_env+=(NVSHARE_SCHEDULING_MODE=serial)
+        [ "$mode" = free ] && sched_env+=(NVSHARE_ANTI_THRASH=off)
         sched_start "$OUT/$tag.sched.log" "${sched_env[@]}"
         if [ "$mode" = prio ]; then
             "$CTL_BIN" set priority "$1-1" high >/dev/null || exit 1
@@ -74,7 +79,9 @@ run() {
     [ -n "$first" ] && [ "$first" = "${2:-}" ] && idx=(2 1)
     for i in "${idx[@]}"; do
         local name=${names[i - 1]}
-        env "${env[@]}" NVSHARE_POD_NAME="$name-$i" \
+        local job_env=()
+        [ "$mode" != native ] && eval "job_env=(\${ENV_$i:-})"
+        env "${env[@]}" "${job_env[@]}" NVSHARE_POD_NAME="$name-$i" \
             python3 "$JOBS" "$name" "$from" "$until" >"$OUT/$tag.$i.out" 2>"$OUT/$tag.$i.err" &
         pids+=($!)
         [ -n "$first" ] && [ "${#pids[@]}" = 1 ] && sleep 4

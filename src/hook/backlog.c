@@ -18,7 +18,9 @@
  *   - The scheduler may ask for a shorter budget (UPDATE_YIELD: a lower
  *     class beside a higher one, whose drains must be short); then a
  *     submission longer than a third of it waits until one is left
- *     queued behind the running one.
+ *     queued behind the running one. It may also ask for none (the top
+ *     class, which nobody preempts): marks would count the slices the
+ *     GPU gives other contexts as its work, and split its requests.
  *
  * Empty kernels thus get checked every NVSHARE_BACKLOG_CHECK_EVERY launches
  * (an event record and query per few hundred launches), long kernels every
@@ -177,8 +179,13 @@ static struct backlog *backlog_for(const struct hook_driver *drv)
  * 0: unbounded. */
 static double budget_now_ms(bool *lent)
 {
-    double wish = (double)nvshare_max_backlog_ns() / 1e6;
+    uint64_t wish_ns = nvshare_max_backlog_ns();
+    double wish = (double)wish_ns / 1e6;
 
+    if (wish_ns == UINT64_MAX) { /* the top class: nobody preempts it */
+        *lent = true;
+        return 0;
+    }
     *lent = wish > 0 && (budget_ms <= 0 || wish < budget_ms);
     return *lent ? wish : budget_ms;
 }
@@ -328,7 +335,9 @@ void hook_backlog_check(CUstream stream, int pt_flags)
 
     pthread_once(&config_once, read_config);
     budget = budget_now_ms(&lent);
-    hook_backlog_countdown = budget > 0 ? max_interval : INT_MAX;
+    /* Unbounded at the scheduler's wish: look again now and then, the
+     * wish may change. */
+    hook_backlog_countdown = budget > 0 || lent ? max_interval : INT_MAX;
     if (budget <= 0 || drv == NULL || drv->ctx_get_current == NULL ||
         drv->event_create == NULL || drv->event_record == NULL ||
         drv->event_query == NULL || drv->event_synchronize == NULL ||

@@ -367,12 +367,13 @@ void policy_set_min_share(struct policy *p, int account, unsigned percent);
 unsigned policy_priority(const struct policy *p, int account);
 unsigned policy_min_share(const struct policy *p, int account);
 
-/* How soon a client should give gpu back, for the lease it is granted (0:
- * its own settings): after idle_release_ns idle, when it is of a class
- * above another client of gpu; with at most max_backlog_ns of work queued,
- * when it is of a class below another. */
-#define POLICY_LEND_IDLE_NS 1000000ull    /* 1 ms */
-#define POLICY_LENT_BACKLOG_NS 1000000ull /* 1 ms */
+/* How soon a client should give gpu back (0: its own settings): after
+ * idle_release_ns idle, when it is of a class above another client of gpu;
+ * with at most max_backlog_ns of work queued, when it is of a class below
+ * another, and with no bound when it is above every other. */
+#define POLICY_LEND_IDLE_NS 1000000ull      /* 1 ms */
+#define POLICY_LENT_BACKLOG_NS 1000000ull   /* 1 ms */
+#define POLICY_BACKLOG_UNBOUNDED UINT64_MAX /* above every other class */
 struct policy_yield {
     uint64_t idle_release_ns, max_backlog_ns;
 };

@@ -99,6 +99,7 @@ struct policy_yield policy_yield_terms(const struct policy *p, int gpu, int clie
     if (!p->ranked)
         return terms;
     unsigned cls = pol_class_of(p, g->members[client].account);
+    bool above_all = true;
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         if (c == client || !m->present)
@@ -108,7 +109,15 @@ struct policy_yield policy_yield_terms(const struct policy *p, int gpu, int clie
             terms.idle_release_ns = POLICY_LEND_IDLE_NS;
         else if (other > cls)
             terms.max_backlog_ns = POLICY_LENT_BACKLOG_NS;
+        above_all = above_all && other < cls;
     }
+    /* Nobody preempts the top class: its queue need not be short, and
+     * bounding it splits its requests over the GPU's time slices when it
+     * shares the GPU with a draining holder (the marks then measure the
+     * other context's slices as its own work): p50 4.9 ms where it was
+     * 2.1 ms unbounded beside 100 ms kernels on an H200. */
+    if (above_all && terms.idle_release_ns)
+        terms.max_backlog_ns = POLICY_BACKLOG_UNBOUNDED;
     return terms;
 }
 

@@ -7,7 +7,9 @@
 #  1. A pod set to high (before it connects, by nvsharectl) arrives while a
 #     low pod holds the GPU: its first kernel completes within 50 ms of its
 #     first launch (DROP_LOCK at once, not after the TQ); the low pod runs
-#     no kernel while the high one runs, and resumes after it exits.
+#     only in the high one's idle gaps (it lends the GPU after 1 ms idle:
+#     at most 10 % of the high one's span goes to the low one's kernels),
+#     and resumes after it exits.
 #  2. The same without priorities, in the same run: the arriving job waits
 #     for the holder (more than 1 s), which shows the test can fail.
 #  3. NVSHARE_PRIORITY=high in the low pod's environment does not raise it:
@@ -73,12 +75,16 @@ awk -v x="$prio_ms" 'BEGIN { exit !(x <= 50) }' ||
 awk -v x="$plain_ms" 'BEGIN { exit !(x >= 1000) }' ||
     { echo "FAIL: without priorities the job did not wait for the holder (${plain_ms} ms)"; failed=1; }
 
-# Class isolation: no batch kernel between the service's first and last.
+# Class isolation: batch kernels between the service's first and last run
+# only in its idle gaps, a small part of its span.
 read -r s_from s_to < <(cat "$WORK/prio"/service/trace.* | awk '
     NR == 1 || $2 < lo { lo = $2 } $3 > hi { hi = $3 } END { print lo, hi }')
-inside=$(cat "$WORK/prio"/batch/trace.* | awk -v lo="$s_from" -v hi="$s_to" '$3 > lo && $2 < hi' | wc -l)
+read -r inside inside_pct < <(cat "$WORK/prio"/batch/trace.* | awk -v lo="$s_from" -v hi="$s_to" '
+    $3 > lo && $2 < hi { n++; t += $3 - $2 } END { printf "%d %.1f\n", n, 100 * t / (hi - lo) }')
 after=$(cat "$WORK/prio"/batch/trace.* | awk -v hi="$s_to" '$2 > hi' | wc -l)
-[ "$inside" -eq 0 ] || { echo "FAIL: $inside batch kernels ran beside the high-priority job"; failed=1; }
+echo "batch kernels within the service's span: $inside ($inside_pct % of it)"
+awk -v p="$inside_pct" 'BEGIN { exit !(p <= 10) }' ||
+    { echo "FAIL: batch kernels took $inside_pct % of the high-priority job's span"; failed=1; }
 [ "$after" -gt 0 ] || { echo "FAIL: the batch job did not resume after the high-priority one"; failed=1; }
 
 python3 - "$WORK/status.json" <<'PY' || failed=1

@@ -94,8 +94,9 @@ static void test_yield_terms_follow_the_classes_on_the_gpu(void **state)
     assert_true(t.idle_release_ns == 0 && t.max_backlog_ns == 0);
     policy_set_priority(&p, 0, PRIORITY_LOW);
     policy_set_priority(&p, 1, PRIORITY_HIGH);
-    t = policy_yield_terms(&p, 0, 1);
-    assert_true(t.idle_release_ns == POLICY_LEND_IDLE_NS && t.max_backlog_ns == 0);
+    t = policy_yield_terms(&p, 0, 1); /* above every other: unbounded */
+    assert_true(t.idle_release_ns == POLICY_LEND_IDLE_NS &&
+                t.max_backlog_ns == POLICY_BACKLOG_UNBOUNDED);
     t = policy_yield_terms(&p, 0, 0);
     assert_true(t.idle_release_ns == 0 &&
                 t.max_backlog_ns == POLICY_LENT_BACKLOG_NS);
