@@ -183,8 +183,6 @@ static void apply_state_settings(uint64_t v[SETTING_COUNT])
         setting_env_text(id, env, sizeof(env));
         if (*env && setting_state_value(v, id) != st->value[id]) {
             setting_format(id, st->value[id], value, sizeof(value));
-            if (id == SETTING_SWITCH_TIME_FIXED && !st->value[id])
-                snprintf(value, sizeof(value), "auto");
             log_warn("%s is overridden by the state file's %s %s (set with nvsharectl): "
                      "'nvsharectl reset %s' lets the environment's value apply",
                      env, settings_table[id].name, value, settings_table[id].name);

@@ -208,6 +208,12 @@ void clients_note_out_of_fds(struct scheduler *s, const char *socket_name);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);
+/* control_set.c: nvsharectl set and reset; the reply says what was done,
+ * or why not (an errno value in its status). */
+void control_set(struct scheduler *s, const struct msg_ctl_set *set,
+                 struct msg_ctl_reply *reply);
+void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
+                   struct msg_ctl_reply *reply);
 /* Closes control connections that sent no request for CONTROL_IDLE_NS
  * (up to CLIENT_STALL_BATCH_NS early, with others), the pod watcher's
  * excepted (control.c): nvsharectl sends its request as soon as it
