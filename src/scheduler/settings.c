@@ -115,12 +115,12 @@ int setting_read(enum setting_id id, const char *text, uint64_t *value,
             parsed = (uint64_t)on;
         break;
     case SETTING_ENUM:
-        /* Out of bounds when unknown: the bounds' sentence lists the choices. */
+        /* Unknown: the bounds' sentence lists the choices. */
         parsed = s->max + 1;
         for (uint64_t i = 0; s->choices[i]; i++)
             if (!strcmp(text, s->choices[i]))
                 parsed = i;
-        rc = 0;
+        rc = setting_check(id, parsed, why, sizeof(why));
         break;
     }
     if (rc) {

@@ -223,7 +223,11 @@ static void sample(struct msg *m, uint16_t type, int big)
         m->u.load.span_ns = big ? UINT64_MAX : 500000000ull;
         break;
     case MSG_CTL_SET:
-        m->u.set.key = big ? CTL_SET_MODE : CTL_SET_TQ;
+    case MSG_CTL_RESET:
+        if (big)
+            fill(m->u.set.name, PROTO_SETTING_MAX - 1);
+        else
+            strcpy(m->u.set.name, "tq");
         m->u.set.value = big ? SCHED_MODE_AUTO : 30000000000ull;
         if (big)
             fill(m->u.set.target, PROTO_NAME_MAX - 1);
