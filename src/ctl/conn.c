@@ -114,12 +114,38 @@ static int append(void *list, int *n, int *cap, size_t size, const void *item)
 
 /* Checks the records in order: NODE, exactly n_gpus GPUs, CLIENTs, exactly
  * n_unhooked UNHOOKEDs, PODs, END. */
+/* Keeps a GPU, client, pod or unhooked record where the status, in its
+ * order, may have one: 1, 0 for a record out of place, -1 out of memory. */
+static int take_record(struct ctl_status *st, const struct msg *m)
+{
+    bool all_gpus = st->n_gpus == st->node.n_gpus;
+
+    if (m->type == MSG_CTL_STATUS_GPU && st->n_clients == 0 && !all_gpus) {
+        st->gpus[st->n_gpus++] = m->u.gpu;
+        return 1;
+    }
+    if (m->type == MSG_CTL_STATUS_CLIENT && all_gpus && st->n_unhooked == 0 &&
+        st->n_pods == 0)
+        return append(&st->clients, &st->n_clients, &st->cap_clients,
+                      sizeof(*st->clients), &m->u.client) ? -1 : 1;
+    if (m->type == MSG_CTL_STATUS_POD && all_gpus &&
+        st->n_unhooked == st->node.n_unhooked)
+        return append(&st->pods, &st->n_pods, &st->cap_pods, sizeof(*st->pods),
+                      &m->u.pod) ? -1 : 1;
+    if (m->type == MSG_CTL_STATUS_UNHOOKED && all_gpus &&
+        st->n_unhooked < st->node.n_unhooked) {
+        st->unhooked[st->n_unhooked++] = m->u.unhooked;
+        return 1;
+    }
+    return 0;
+}
+
 static int read_status(const struct ctl_target *t, int fd,
                        struct ctl_status *st, char *err)
 {
     struct msg *m = malloc(sizeof(*m));
     bool first = true;
-    int rc = -1;
+    int rc = -1, taken;
 
     if (!m) {
         snprintf(err, CTL_ERR_LEN, "out of memory");
@@ -146,28 +172,11 @@ static int read_status(const struct ctl_target *t, int fd,
                 goto out;
             }
             first = false;
-        } else if (m->type == MSG_CTL_STATUS_GPU && st->n_clients == 0 &&
-                   st->n_gpus < st->node.n_gpus) {
-            st->gpus[st->n_gpus++] = m->u.gpu;
-        } else if (m->type == MSG_CTL_STATUS_CLIENT &&
-                   st->n_gpus == st->node.n_gpus && st->n_unhooked == 0 &&
-                   st->n_pods == 0) {
-            if (append(&st->clients, &st->n_clients, &st->cap_clients,
-                       sizeof(*st->clients), &m->u.client)) {
+        } else if ((taken = take_record(st, m)) != 0) {
+            if (taken < 0) {
                 snprintf(err, CTL_ERR_LEN, "out of memory");
                 goto out;
             }
-        } else if (m->type == MSG_CTL_STATUS_POD && st->n_gpus == st->node.n_gpus &&
-                   st->n_unhooked == st->node.n_unhooked) {
-            if (append(&st->pods, &st->n_pods, &st->cap_pods, sizeof(*st->pods),
-                       &m->u.pod)) {
-                snprintf(err, CTL_ERR_LEN, "out of memory");
-                goto out;
-            }
-        } else if (m->type == MSG_CTL_STATUS_UNHOOKED &&
-                   st->n_gpus == st->node.n_gpus &&
-                   st->n_unhooked < st->node.n_unhooked) {
-            st->unhooked[st->n_unhooked++] = m->u.unhooked;
         } else if (m->type == MSG_CTL_STATUS_END && st->n_gpus == st->node.n_gpus &&
                    st->n_unhooked == st->node.n_unhooked) {
             rc = 0;
