@@ -47,12 +47,10 @@ static void apply_anti_thrash(struct scheduler *s, uint64_t value, int gpu,
              value ? "on: clients take turns" : "off: clients run freely");
 }
 
-/* The state file keeps a GPU's mode apart from the node's. */
 static void apply_mode(struct scheduler *s, uint64_t value, int gpu, char *text,
                        size_t len)
 {
     policy_set_mode(s->policy, gpu, (enum sched_mode)value);
-    state_set_mode(&s->state, gpu < 0 ? NULL : s->gpus[gpu].uuid, (uint8_t)value);
     if (gpu < 0)
         snprintf(text, len, "scheduling mode %s on every GPU", sched_mode_names[value]);
     else
@@ -93,32 +91,44 @@ static int find_gpu(const struct scheduler *s, const char *target)
     return *end == '\0' && index >= 0 && index < s->n_gpus ? (int)index : -2;
 }
 
-/* Checks value and puts it in force; 0, or an errno value with reply's
- * text saying why. */
-static int apply_node(struct scheduler *s, enum setting_id id, uint64_t value,
-                      const char *target, struct msg_ctl_reply *reply)
+void control_apply_start(struct scheduler *s, const uint64_t values[SETTING_COUNT])
 {
-    int gpu = -1;
+    char text[PROTO_TEXT_MAX];
 
+    for (int id = 0; id < SETTING_COUNT; id++)
+        if (appliers[id])
+            appliers[id](s, setting_state_value(values, id), -1, text, sizeof(text));
+}
+
+/* Checks value and puts it in force on *gpu (-1: every GPU); 0, or an
+ * errno value with reply's text saying why. */
+static int apply_node(struct scheduler *s, enum setting_id id, uint64_t value,
+                      const char *target, int *gpu, struct msg_ctl_reply *reply)
+{
+    *gpu = -1;
     if (setting_check_runtime(id, value, reply->text, sizeof(reply->text)))
         return EINVAL;
-    if (settings_table[id].per_gpu && (gpu = find_gpu(s, target)) == -2) {
+    if (settings_table[id].per_gpu && (*gpu = find_gpu(s, target)) == -2) {
         snprintf(reply->text, sizeof(reply->text),
                  "no GPU '%s' (give an index 0-%d or a UUID)", target, s->n_gpus - 1);
         return ENOENT;
     }
-    appliers[id](s, value, gpu, reply->text, sizeof(reply->text));
+    appliers[id](s, value, *gpu, reply->text, sizeof(reply->text));
     return 0;
 }
 
-/* A node setting from nvsharectl: kept across restarts (a per-GPU one by
- * its apply function, GPU by GPU). */
+/* A node setting from nvsharectl: kept across restarts, a per-GPU one
+ * (the mode, the only one) GPU by GPU. */
 static void set_node(struct scheduler *s, enum setting_id id,
                      const struct msg_ctl_set *set, struct msg_ctl_reply *reply)
 {
-    if ((reply->status = apply_node(s, id, set->value, set->target, reply)))
+    int gpu;
+
+    if ((reply->status = apply_node(s, id, set->value, set->target, &gpu, reply)))
         return;
-    if (!settings_table[id].per_gpu) {
+    if (settings_table[id].per_gpu) {
+        state_set_mode(&s->state, gpu < 0 ? NULL : s->gpus[gpu].uuid, (uint8_t)set->value);
+    } else {
         s->state.set[id] = true;
         s->state.value[id] = set->value;
     }
@@ -142,7 +152,9 @@ void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
                  set->name, names);
         return;
     }
-    reply->status = apply_node(s, id, setting_state_value(s->env_settings, id), "", reply);
+    int gpu;
+    reply->status = apply_node(s, id, setting_state_value(s->env_settings, id), "",
+                               &gpu, reply);
     if (reply->status)
         return;
     s->state.set[id] = false;

@@ -283,19 +283,18 @@ static int configure_policy(void)
         return -1;
     }
     policy_init(sched.policy, sched.n_gpus, v[SETTING_TQ], v[SETTING_DRAIN_TIMEOUT]);
-    /* Nobody has joined yet: nothing to drop. */
-    policy_set_anti_thrash(sched.policy, v[SETTING_ANTI_THRASH], 0);
     policy_set_window(sched.policy, v[SETTING_COMPUTE_WINDOW_MS] * NS_PER_MS,
                       (unsigned)v[SETTING_QUOTA_CARRYOVER_PERCENT]);
-    policy_set_mode(sched.policy, -1, (enum sched_mode)v[SETTING_SCHEDULING_MODE]);
+    /* The multiplier; the fixed switch time (0: measure it) is a run-time
+     * setting's. */
+    policy_set_switch_time(sched.policy, 0, (unsigned)v[SETTING_SWITCH_TIME_MULTIPLIER]);
+    /* tq, anti-thrash, mode, switch time: as nvsharectl set puts them in
+     * force (nobody has joined yet: nothing to drop); then the GPUs' own
+     * modes. */
+    control_apply_start(&sched, v);
     apply_state_modes();
     policy_set_reserve(sched.policy, (unsigned)v[SETTING_MEMORY_RESERVE_PERCENT]);
     sched.context_overhead = v[SETTING_CONTEXT_OVERHEAD];
-    /* A fixed switch time of 0 tells the policy to measure it. */
-    policy_set_switch_time(sched.policy,
-                           v[SETTING_SWITCH_TIME_MODE] == SWITCH_TIME_FIXED
-                               ? v[SETTING_SWITCH_TIME_FIXED] : 0,
-                           (unsigned)v[SETTING_SWITCH_TIME_MULTIPLIER]);
     sched.oversub_default = v[SETTING_ENABLE_OVERSUB];
     sched.oversub_ratio = (unsigned)v[SETTING_OVERSUB_RATIO];
     sched.declared_limits = v[SETTING_DECLARED_LIMITS];

@@ -214,6 +214,10 @@ void control_set(struct scheduler *s, const struct msg_ctl_set *set,
                  struct msg_ctl_reply *reply);
 void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
                    struct msg_ctl_reply *reply);
+/* At start: every run-time setting put in force by its apply function, as
+ * nvsharectl set would (values as settings_load and the state file give
+ * them). */
+void control_apply_start(struct scheduler *s, const uint64_t values[SETTING_COUNT]);
 /* Closes control connections that sent no request for CONTROL_IDLE_NS
  * (up to CLIENT_STALL_BATCH_NS early, with others), the pod watcher's
  * excepted (control.c): nvsharectl sends its request as soon as it
