@@ -4,7 +4,8 @@
 # table; each run-time one in `nvsharectl --help`, in `nvsharectl set
 # --help`, in `nvsharectl reset --help`, in docs/nvsharectl.md, and through
 # the state file: set to the default its help shows, kept in the file, and
-# read back at the next start.
+# read back at the next start. The application's settings (the table in
+# src/client/client.c) are in README.md's table too.
 #   settings_everywhere.sh SCHEDULER WORKLOAD NVSHARECTL SETTINGS_DEF REPO
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 CTL_BIN=$3 DEF=$4 REPO=$5
@@ -31,7 +32,13 @@ for n in $runtime; do
     grep -q "reset .*$n" "$WORK/reset.help" || fail "nvsharectl reset --help lacks $n"
     grep -q "set $n " "$REPO/docs/nvsharectl.md" || fail "docs/nvsharectl.md lacks set $n"
 done
-echo "  $(echo $vars | wc -w) variables in the help and README.md; run-time: $(echo $runtime)"
+client_vars=$(grep -o '{"NVSHARE_[A-Z_]*", C_' "$REPO/src/client/client.c" | grep -o 'NVSHARE_[A-Z_]*')
+[ "$(echo "$client_vars" | wc -l)" -ge 12 ] || fail "found only $client_vars in client.c's table"
+for v in $client_vars; do
+    grep -q "^|.*\`$v\`" "$REPO/README.md" || fail "README.md's table lacks $v"
+done
+echo "  $(echo $vars | wc -w) scheduler variables in the help and README.md, \
+$(echo $client_vars | wc -w) of the client's in README.md; run-time: $(echo $runtime)"
 
 # The default each run-time setting's help shows, set at run time, survives
 # a restart through the state file.
