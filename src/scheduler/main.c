@@ -34,14 +34,7 @@ static void print_usage(FILE *out)
           "processes that run with libnvshare.so. Configured by the environment:\n"
           "\n"
           "  NVSHARE_SOCK_DIR        socket directory (default " DEFAULT_SOCK_DIR ")\n"
-          "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n"
-          "  NVSHARE_STATE_FILE      where nvsharectl's settings and pod limits are\n"
-          "                          kept across restarts (default " STATE_DEFAULT_PATH ";\n"
-          "                          empty: not kept)\n"
-          "  NVSHARE_METRICS_ADDR    host:port of /metrics (Prometheus; default\n"
-          "                          " METRICS_DEFAULT_ADDR "; off: none)\n"
-          "  NVSHARE_PROC_ROOT       the host's /proc, for clients' cgroups (default\n"
-          "                          /proc)\n",
+          "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n",
           out);
     settings_usage(out);
     fputs("  NVSHARE_DEBUG           1: log every scheduling decision\n"
@@ -228,7 +221,7 @@ static void apply_state_modes(void)
 /* The operator's state, before any client can register. */
 static int load_state(void)
 {
-    const char *path = getenv("NVSHARE_STATE_FILE");
+    const char *path = setting_text(SETTING_STATE_FILE);
     char text[256];
     size_t n = 0, pods = 0;
 
@@ -298,7 +291,7 @@ static int configure_policy(void)
     sched.oversub_default = v[SETTING_ENABLE_OVERSUB];
     sched.oversub_ratio = (unsigned)v[SETTING_OVERSUB_RATIO];
     sched.declared_limits = v[SETTING_DECLARED_LIMITS];
-    sched.proc_root = getenv("NVSHARE_PROC_ROOT");
+    sched.proc_root = setting_text(SETTING_PROC_ROOT);
     if (sched.proc_root && !*sched.proc_root)
         sched.proc_root = NULL;
     sched.max_connections_per_uid = (unsigned)v[SETTING_MAX_CONNECTIONS_PER_UID];
@@ -381,7 +374,7 @@ static int setup(void)
     if (listen_on(CLIENT_SOCKET_NAME, 0666, clients_on_listen) < 0 ||
         listen_on(CONTROL_SOCKET_NAME, 0600, control_on_listen) < 0)
         return -1;
-    const char *metrics_addr = getenv("NVSHARE_METRICS_ADDR");
+    const char *metrics_addr = setting_text(SETTING_METRICS_ADDR);
     if (metrics_addr && !strcmp(metrics_addr, "off"))
         return 0;
     return metrics_start(&sched, metrics_addr);

@@ -191,7 +191,6 @@ uint64_t holders_revoke_stopped(struct scheduler *s, uint64_t now,
 /* Serves /metrics on addr (host:port; NULL: the default, and silence where
  * the build has no HTTP server). A bad address is an error (-1); an address
  * that cannot be bound only turns metrics off (one line). */
-#define METRICS_DEFAULT_ADDR "127.0.0.1:9402"
 int metrics_start(struct scheduler *s, const char *addr);
 /* Runs the HTTP server's timeouts; returns its next deadline (0: none). */
 uint64_t metrics_tick(struct scheduler *s, uint64_t now);

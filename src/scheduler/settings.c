@@ -39,7 +39,11 @@ static void format_exact(const struct setting *s, uint64_t v, char *buf, size_t 
 /* A value as the log line, the usage text and the state file show it. */
 static void format_value(const struct setting *s, uint64_t v, char *buf, size_t len)
 {
-    if ((s->zero_is_auto || s->auto_at_runtime) && v == 0)
+    const char *text = s->kind == SETTING_TEXT ? getenv(s->env) : NULL;
+
+    if (s->kind == SETTING_TEXT)
+        snprintf(buf, len, "%s", text ? text : s->text);
+    else if ((s->zero_is_auto || s->auto_at_runtime) && v == 0)
         snprintf(buf, len, "auto");
     else if (s->kind == SETTING_SWITCH)
         snprintf(buf, len, "%s", v ? "on" : "off");
@@ -114,6 +118,7 @@ int setting_read(enum setting_id id, const char *text, uint64_t *value,
         if ((rc = parse_switch(text, &on, why)) == 0)
             parsed = (uint64_t)on;
         break;
+    case SETTING_TEXT: break; /* never read as a value */
     case SETTING_ENUM:
         /* Unknown: the bounds' sentence lists the choices. */
         parsed = s->max + 1;
@@ -209,7 +214,8 @@ int settings_load(uint64_t values[SETTING_COUNT])
         const char *text = getenv(s->env);
 
         values[id] = s->fallback;
-        if (!text || !*text || !setting_parse(id, text, &values[id], err, sizeof(err)))
+        if (!text || !*text || s->kind == SETTING_TEXT ||
+            !setting_parse(id, text, &values[id], err, sizeof(err)))
             continue;
         if (s->kind == SETTING_ENUM) {
             log_error("%s: '%s': %s", s->env, text, err);
@@ -242,6 +248,11 @@ void setting_env_text(enum setting_id id, char *buf, size_t len)
             n += (size_t)snprintf(buf + n, len - n, "%s%s=%s", n ? " " : "",
                                   settings_table[ids[i]].env, text);
     }
+}
+
+const char *setting_text(enum setting_id id)
+{
+    return getenv(settings_table[id].env);
 }
 
 void settings_log(const uint64_t values[SETTING_COUNT])
@@ -288,7 +299,9 @@ static void bounds_text(const struct setting *s, char *buf, size_t len)
     format_exact(s, s->min, lo, sizeof(lo));
     format_exact(s, s->max, hi, sizeof(hi));
     format_value(s, s->fallback, def, sizeof(def));
-    if ((s->kind == SETTING_INT || s->kind == SETTING_DURATION) && s->max != UINT64_MAX)
+    if (s->kind == SETTING_TEXT)
+        snprintf(buf, len, "(default %s)", s->text);
+    else if ((s->kind == SETTING_INT || s->kind == SETTING_DURATION) && s->max != UINT64_MAX)
         snprintf(buf, len, "(%s-%s, default %s)", lo, hi, def);
     else
         snprintf(buf, len, "(default %s)", def);
@@ -342,6 +355,7 @@ void setting_synopsis_arg(enum setting_id id, char *buf, size_t len)
     case SETTING_SIZE: n = (size_t)snprintf(buf, len, "<size>"); break;
     case SETTING_INT: n = (size_t)snprintf(buf, len, "<number>"); break;
     case SETTING_SWITCH: n = (size_t)snprintf(buf, len, "on|off"); break;
+    case SETTING_TEXT: n = (size_t)snprintf(buf, len, "<text>"); break;
     case SETTING_ENUM:
         for (int i = 0; s->choices[i] && n < len; i++)
             n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "|" : "", s->choices[i]);

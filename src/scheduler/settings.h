@@ -31,7 +31,11 @@ enum setting_kind {
     SETTING_INT,      /* a plain integer */
     SETTING_SWITCH,   /* parse_switch: 0 or 1 */
     SETTING_ENUM,     /* an index into choices */
+    SETTING_TEXT,     /* a string: setting_text, not in the values */
 };
+
+#define STATE_DEFAULT_PATH "/var/lib/nvshare/state.conf"
+#define METRICS_DEFAULT_ADDR "127.0.0.1:9402"
 
 /* NVSHARE_SWITCH_TIME_MODE's values. */
 enum switch_time_mode { SWITCH_TIME_AUTO = 0, SWITCH_TIME_FIXED = 1 };
@@ -50,6 +54,7 @@ struct setting {
                              the environment says it with another variable */
     bool per_gpu;      /* nvsharectl set may name one GPU (--gpu) */
     const char *example; /* values for nvsharectl's usage errors, or NULL */
+    const char *text;  /* SETTING_TEXT: the default, as the help shows it */
     const char *help;  /* one sentence for the usage texts */
 };
 
@@ -103,6 +108,10 @@ uint64_t setting_state_value(const uint64_t values[SETTING_COUNT], enum setting_
 /* What the environment says of id, as "NVSHARE_TQ=3s" (the switch time:
  * both of its variables that are set), or "" when it says nothing. */
 void setting_env_text(enum setting_id id, char *buf, size_t len);
+
+/* A SETTING_TEXT's value from the environment, "" included; NULL when
+ * unset (its user applies the default). */
+const char *setting_text(enum setting_id id);
 
 /* One log line with every setting's value. */
 void settings_log(const uint64_t values[SETTING_COUNT]);
