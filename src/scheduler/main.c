@@ -21,8 +21,8 @@
 #include "sock.h"
 
 /* The usage text around the settings' lines, which settings.c writes from
- * its table. The socket directory, NVSHARE_GPUS and NVSHARE_DEBUG are read
- * where they are used (env.c, gpus.c, log.c). */
+ * its table (settings.def). The socket directory, NVSHARE_GPUS and
+ * NVSHARE_DEBUG are read where they are used (env.c, gpus.c, log.c). */
 static void print_usage(FILE *out)
 {
     fputs("usage: nvshare-scheduler [--log-format text|json] [--help | --version]\n"
@@ -259,7 +259,7 @@ void scheduler_save_state(struct scheduler *s)
         state_save(s->state_path, &s->state);
 }
 
-/* The policy, with its settings from the environment (settings.c) and the
+/* The policy, with its settings from the environment (settings.def) and the
  * state file. */
 static int configure_policy(void)
 {
