@@ -221,6 +221,28 @@ static void register_atfork(void)
     pthread_atfork(NULL, NULL, after_fork_in_child);
 }
 
+/* The GPUs, callbacks and settings of a start, and the registration they
+ * make. Called with client.mu held. */
+static void configure(const struct nvshare_client_config *config)
+{
+    const struct client_settings *s = client_settings();
+
+    client.n_gpus = config->n_gpus;
+    client.ops = config->ops;
+    memset(&client.reg, 0, sizeof(client.reg));
+    for (int i = 0; i < config->n_gpus; i++) {
+        snprintf(client.uuids[i], PROTO_UUID_MAX, "%s", config->gpu_uuids[i]);
+        snprintf(client.reg.gpu_uuids[i], PROTO_UUID_MAX, "%s",
+                 config->gpu_uuids[i]);
+    }
+    client.reg.n_gpus = (uint16_t)config->n_gpus;
+    declare(&client.reg, s);
+    client.oversub_env = s->oversub;
+    client.fail_closed = s->fail_closed;
+    client.idle_release_ns = s->idle_release_ns;
+    client.reconnect_ns = s->reconnect_ns;
+}
+
 int nvshare_client_start(const struct nvshare_client_config *config)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -237,21 +259,7 @@ int nvshare_client_start(const struct nvshare_client_config *config)
         log_error("nvshare_client_start: already started");
         return -1;
     }
-    client.n_gpus = config->n_gpus;
-    client.ops = config->ops;
-    memset(&client.reg, 0, sizeof(client.reg));
-    for (int i = 0; i < config->n_gpus; i++) {
-        snprintf(client.uuids[i], PROTO_UUID_MAX, "%s", config->gpu_uuids[i]);
-        snprintf(client.reg.gpu_uuids[i], PROTO_UUID_MAX, "%s",
-                 config->gpu_uuids[i]);
-    }
-    client.reg.n_gpus = (uint16_t)config->n_gpus;
-    const struct client_settings *s = client_settings();
-    declare(&client.reg, s);
-    client.oversub_env = s->oversub;
-    client.fail_closed = s->fail_closed;
-    client.idle_release_ns = s->idle_release_ns;
-    client.reconnect_ns = s->reconnect_ns;
+    configure(config);
     client.membarrier_ok =
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
                 0) == 0;

@@ -203,8 +203,7 @@ static struct command commands[] = {
      "the terminal is restored on exit.\n"
      "\n"
      "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"},
-    /* set's synopsis and help, and reset's synopsis: set.c, from the
-     * settings table, filled in by main */
+    /* set's synopsis and help, reset's synopsis: describe_settings_commands */
     {"set", run_set, NULL, NULL},
     {"reset", run_reset, NULL,
      "Forgets what 'nvsharectl set' made of a node setting. A value set at run\n"
@@ -295,11 +294,10 @@ static int global_options(int *argc, char **argv)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* set's synopsis and help and reset's synopsis are made from the settings
+ * table (set.c), so they are filled in here rather than written above. */
+static void describe_settings_commands(void)
 {
-    const struct command *cmd;
-    int rc;
-
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (!strcmp(commands[i].name, "set")) {
             commands[i].synopsis = set_synopsis();
@@ -308,6 +306,14 @@ int main(int argc, char **argv)
             commands[i].synopsis = reset_synopsis();
         }
     }
+}
+
+int main(int argc, char **argv)
+{
+    const struct command *cmd;
+    int rc;
+
+    describe_settings_commands();
     argc--, argv++; /* drop the program name */
     if ((rc = global_options(&argc, argv)))
         return rc;
