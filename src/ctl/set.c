@@ -319,7 +319,7 @@ static void write_set_help(FILE *out)
     fputs("Changes a setting of the running scheduler and prints its answer.\n\n", out);
     settings_runtime_help(out);
     for (size_t i = 0; i < N_POD_ARGS; i++)
-        settings_paragraph(out, 26, pod_args[i].head, pod_args[i].help);
+        settings_paragraph(out, SETTINGS_HELP_COL, pod_args[i].head, pod_args[i].help);
     fputs("\nExit status 1 if the scheduler refuses the value.\n", out);
 }
 
@@ -349,6 +349,9 @@ const char *reset_synopsis(void)
     return text ? text : (text = memory_text(write_reset_synopsis));
 }
 
+/* The overview's second column, as main.c's lines of the other commands. */
+#define OVERVIEW_COL 27
+
 /* The overview's argument of a node setting: "D|auto", "MODE [--gpu G]". */
 static void overview_arg(int id, char *buf, size_t len)
 {
@@ -375,14 +378,14 @@ void set_overview(FILE *out)
             continue;
         overview_arg(id, arg, sizeof(arg));
         snprintf(head, sizeof(head), "set %s %s", settings_table[id].name, arg);
-        settings_paragraph(out, 27, head, settings_table[id].help);
+        settings_paragraph(out, OVERVIEW_COL, head, settings_table[id].help);
     }
     for (size_t i = 0; i < N_POD_ARGS; i++) {
         snprintf(head, sizeof(head), "set %s", pod_args[i].head);
-        settings_paragraph(out, 27, head, pod_args[i].brief);
+        settings_paragraph(out, OVERVIEW_COL, head, pod_args[i].brief);
     }
     setting_runtime_names(list, sizeof(list));
     snprintf(text, sizeof(text), "forget a run-time %s: the environment's value (else "
              "the default) applies again, now and after restarts", list);
-    settings_paragraph(out, 27, "reset SETTING", text);
+    settings_paragraph(out, OVERVIEW_COL, "reset SETTING", text);
 }

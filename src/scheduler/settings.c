@@ -269,7 +269,7 @@ void settings_log(const uint64_t values[SETTING_COUNT])
 }
 
 /* The usage text: variables in the first column, help from HELP_COL on. */
-enum { HELP_COL = 26, WIDTH = 78 };
+enum { HELP_COL = SETTINGS_HELP_COL, WIDTH = 78 };
 
 /* Prints text's words wrapped at WIDTH, continuation lines indented to
  * column at; col is where the cursor stands. Returns where it ends. */

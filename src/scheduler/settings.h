@@ -129,7 +129,9 @@ void setting_synopsis_arg(enum setting_id id, char *buf, size_t len);
 void settings_runtime_help(FILE *out);
 
 /* A paragraph of a usage text as the settings' are: head indented by two,
- * text wrapped at 78 columns from column at on. */
+ * text wrapped at 78 columns from column at (SETTINGS_HELP_COL in theirs)
+ * on. */
+#define SETTINGS_HELP_COL 26
 void settings_paragraph(FILE *out, int at, const char *head, const char *text);
 
 #endif
