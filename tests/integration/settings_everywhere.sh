@@ -2,7 +2,8 @@
 # Every setting of the scheduler's table (settings.def) reaches everywhere it
 # should: its variable in `nvshare-scheduler --help` and in README.md's
 # table; each run-time one in `nvsharectl --help`, in `nvsharectl set
-# --help`, in `nvsharectl reset --help`, in docs/nvsharectl.md, and through
+# --help`, in `nvsharectl reset --help`, in README.md or docs/nvsharectl.md
+# (`nvsharectl set NAME`), and through
 # the state file: set to the default its help shows, kept in the file, and
 # read back at the next start. The application's settings (the table in
 # src/client/client.c) are in README.md's table too.
@@ -30,7 +31,8 @@ for n in $runtime; do
     grep -q "nvsharectl set $n " "$WORK/set.help" || fail "nvsharectl set --help lacks $n"
     grep -q "^  $n " "$WORK/set.help" || fail "nvsharectl set --help explains no $n"
     grep -q "reset .*$n" "$WORK/reset.help" || fail "nvsharectl reset --help lacks $n"
-    grep -q "set $n " "$REPO/docs/nvsharectl.md" || fail "docs/nvsharectl.md lacks set $n"
+    cat "$REPO/README.md" "$REPO/docs/nvsharectl.md" | grep -q "set $n " ||
+        fail "neither README.md nor docs/nvsharectl.md shows nvsharectl set $n"
 done
 client_vars=$(grep -o '{"NVSHARE_[A-Z_]*", C_' "$REPO/src/client/client.c" | grep -o 'NVSHARE_[A-Z_]*')
 [ "$(echo "$client_vars" | wc -l)" -ge 12 ] || fail "found only $client_vars in client.c's table"
@@ -61,4 +63,4 @@ for n in $runtime; do
     [[ " ${line##*settings from it:} " == *" $n "* ]] || fail "the restart did not read $n: $line"
 done
 echo "  ${line##*info: }"
-pass "every setting of the table in both --help texts, README.md, nvsharectl.md and the state file"
+pass "every setting of the table in both --help texts, the docs and the state file"
