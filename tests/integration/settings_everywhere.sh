@@ -31,7 +31,7 @@ for n in $runtime; do
     grep -q "nvsharectl set $n " "$WORK/set.help" || fail "nvsharectl set --help lacks $n"
     grep -q "^  $n " "$WORK/set.help" || fail "nvsharectl set --help explains no $n"
     grep -q "reset .*$n" "$WORK/reset.help" || fail "nvsharectl reset --help lacks $n"
-    cat "$REPO/README.md" "$REPO/docs/nvsharectl.md" | grep -q "set $n " ||
+    grep -q "set $n " "$REPO/README.md" "$REPO/docs/nvsharectl.md" ||
         fail "neither README.md nor docs/nvsharectl.md shows nvsharectl set $n"
 done
 client_vars=$(grep -o '{"NVSHARE_[A-Z_]*", C_' "$REPO/src/client/client.c" | grep -o 'NVSHARE_[A-Z_]*')
