@@ -21,8 +21,8 @@
 #include "sock.h"
 
 /* The usage text around the settings' lines, which settings.c writes from
- * its table (settings.def). The socket directory, NVSHARE_GPUS and
- * NVSHARE_DEBUG are read where they are used (env.c, gpus.c, log.c). */
+ * its table (settings.def). The socket directory and NVSHARE_DEBUG are read
+ * where they are used (env.c, log.c). */
 static void print_usage(FILE *out)
 {
     fputs(
@@ -38,8 +38,7 @@ static void print_usage(FILE *out)
         "environment:\n"
         "\n"
         "  NVSHARE_SOCK_DIR        socket directory (default " DEFAULT_SOCK_DIR
-        ")\n"
-        "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n",
+        ")\n",
         out);
     settings_usage(out);
     fputs("  NVSHARE_DEBUG           1: log every scheduling decision\n"
@@ -333,7 +332,8 @@ static int discover_gpus(struct scheduler *s)
 {
     char err[256];
 
-    s->n_gpus = gpus_discover(s->gpus, POLICY_MAX_GPUS, err, sizeof(err));
+    s->n_gpus = gpus_discover(setting_text(SETTING_GPUS), s->gpus,
+                              POLICY_MAX_GPUS, err, sizeof(err));
     if (s->n_gpus < 0) {
         log_error("%s", err);
         return -1;
