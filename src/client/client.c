@@ -7,6 +7,7 @@
 #include "client_internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <linux/membarrier.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,13 +41,6 @@ struct client_state client = {
 static struct client_settings settings;
 static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 
-static void copy_env(char *dst, size_t len, const char *name)
-{
-    const char *value = getenv(name);
-
-    snprintf(dst, len, "%s", value ? value : "");
-}
-
 /* A multi-GPU job's ranks must be one job to the scheduler (gang grants),
  * or NCCL's collectives spin on a rank whose peer is gated. Launchers that
  * start one process per GPU name their rendezvous in the environment, and
@@ -73,39 +67,123 @@ static void job_from_launcher(char *dst, size_t len)
     snprintf(dst, len, "torch:%s:%s%s%s", addr, port, *netns ? "@" : "", netns);
 }
 
+/* The application's settings, a row each, read in one loop. A variable
+ * that is unset leaves its field as the rows before it made it; a value
+ * that does not read is refused with a warning (env.h). */
+enum client_kind { C_SIZE, C_INT, C_PRIORITY, C_SWITCH, C_DURATION, C_TEXT };
+
+#define FIELD(f)                                                               \
+    offsetof(struct client_settings, f),                                       \
+        sizeof(((struct client_settings *)0)->f)
+
+static const struct client_setting {
+    const char *env;
+    enum client_kind kind;
+    size_t offset, size; /* the field of struct client_settings */
+    long min, max;       /* C_INT */
+    int64_t fallback;    /* where no row before set the field */
+} client_table[] = {
+    /* On Kubernetes the device plugin sets the DEFAULT for every pod with
+     * a GPU and NVSHARE_GPU_MEMORY_LIMIT for pods that asked for
+     * gpu-memory: kubelet merges the two resources' envs, so they cannot
+     * share a name. The limit, after it, wins. */
+    {"NVSHARE_GPU_MEMORY_DEFAULT_LIMIT", C_SIZE, FIELD(memory_limit), 0, 0, 0},
+    {"NVSHARE_GPU_MEMORY_LIMIT", C_SIZE, FIELD(memory_limit), 0, 0, 0},
+    {"NVSHARE_GPU_CORE_LIMIT", C_INT, FIELD(core_limit), 1, 100, 0},
+    {"NVSHARE_PRIORITY", C_PRIORITY, FIELD(priority), 0, 0, PRIORITY_UNSET},
+    {"NVSHARE_ENABLE_OVERSUB", C_SWITCH, FIELD(oversub), 0, 0, -1}, /* -1: unset */
+    {"NVSHARE_FAIL_CLOSED", C_SWITCH, FIELD(fail_closed), 0, 0, 0},
+    {"NVSHARE_IDLE_RELEASE", C_DURATION, FIELD(idle_release_ns), 0, 0,
+     250 * NS_PER_MS},
+    {"NVSHARE_RECONNECT_INTERVAL", C_DURATION, FIELD(reconnect_ns), 0, 0,
+     NS_PER_SEC},
+    {"NVSHARE_POD_NAMESPACE", C_TEXT, FIELD(pod_namespace), 0, 0, 0},
+    {"NVSHARE_POD_NAME", C_TEXT, FIELD(pod_name), 0, 0, 0},
+    {"NVSHARE_CONTAINER_NAME", C_TEXT, FIELD(container_name), 0, 0, 0},
+    {"NVSHARE_JOB_ID", C_TEXT, FIELD(job_id), 0, 0, 0},
+};
+
+static int64_t field_get(const struct client_setting *r)
+{
+    const char *f = (const char *)&settings + r->offset;
+
+    switch (r->size) {
+    case 1:
+        return *(const uint8_t *)f;
+    case sizeof(int):
+        return *(const int *)f;
+    default:
+        return (int64_t) * (const uint64_t *)f;
+    }
+}
+
+static void field_set(const struct client_setting *r, int64_t value)
+{
+    char *f = (char *)&settings + r->offset;
+
+    switch (r->size) {
+    case 1:
+        *(uint8_t *)f = (uint8_t)value;
+        break;
+    case sizeof(int):
+        *(int *)f = (int)value;
+        break;
+    default:
+        *(uint64_t *)f = (uint64_t)value;
+        break;
+    }
+}
+
+/* The row's variable, read with the field's value as the fallback. */
+static void read_row(const struct client_setting *r, const char *text)
+{
+    int64_t now = field_get(r);
+
+    switch (r->kind) {
+    case C_SIZE:
+        field_set(r, (int64_t)env_size_bytes(r->env, (uint64_t)now));
+        break;
+    case C_INT:
+        field_set(r, env_int_range(r->env, r->min, r->max, now));
+        break;
+    case C_PRIORITY:
+        field_set(r, env_priority(r->env, (unsigned)now));
+        break;
+    case C_SWITCH:
+        field_set(r, env_switch(r->env, now > 0));
+        break;
+    case C_DURATION:
+        field_set(r, (int64_t)env_duration_ns(r->env, (uint64_t)now));
+        break;
+    case C_TEXT:
+        snprintf((char *)&settings + r->offset, r->size, "%s", text);
+        break;
+    }
+}
+
 static void read_settings(void)
 {
     struct client_settings *s = &settings;
-    const char *oversub = getenv("NVSHARE_ENABLE_OVERSUB");
+    const size_t n = sizeof(client_table) / sizeof(client_table[0]);
 
-    /* On Kubernetes the device plugin sets the DEFAULT for every pod with a
-     * GPU and NVSHARE_GPU_MEMORY_LIMIT for pods that asked for gpu-memory:
-     * kubelet merges the two resources' envs, so they cannot share a name. */
-    s->memory_limit =
-        env_size_bytes("NVSHARE_GPU_MEMORY_LIMIT",
-                       env_size_bytes("NVSHARE_GPU_MEMORY_DEFAULT_LIMIT", 0));
+    for (size_t i = 0; i < n; i++)
+        if (client_table[i].kind != C_TEXT)
+            field_set(&client_table[i], client_table[i].fallback);
+    for (size_t i = 0; i < n; i++) {
+        const char *text = getenv(client_table[i].env);
+        if (text && *text)
+            read_row(&client_table[i], text);
+    }
     /* 0 is how the wire says "no limit": taken as the limit it reads as,
      * it would fail every allocation; taken silently, it hides a typo. */
     if (s->memory_limit == 0 && getenv("NVSHARE_GPU_MEMORY_LIMIT") &&
         *getenv("NVSHARE_GPU_MEMORY_LIMIT"))
         log_warn("ignoring NVSHARE_GPU_MEMORY_LIMIT=0: a limit must be above "
                  "0 (unset it for no limit)");
-    s->core_limit = (uint8_t)env_int_range("NVSHARE_GPU_CORE_LIMIT", 1, 100, 0);
-    s->priority = (uint8_t)env_priority("NVSHARE_PRIORITY", PRIORITY_UNSET);
-    s->oversub =
-        oversub && *oversub ? env_switch("NVSHARE_ENABLE_OVERSUB", false) : -1;
-    s->fail_closed = env_switch("NVSHARE_FAIL_CLOSED", false);
-    s->idle_release_ns = env_duration_ns("NVSHARE_IDLE_RELEASE", 250 * NS_PER_MS);
-    s->reconnect_ns = env_duration_ns("NVSHARE_RECONNECT_INTERVAL", NS_PER_SEC);
-    copy_env(s->pod_namespace, sizeof(s->pod_namespace), "NVSHARE_POD_NAMESPACE");
-    copy_env(s->pod_name, sizeof(s->pod_name), "NVSHARE_POD_NAME");
     /* No namespace means default, as in Kubernetes: the scheduler, status
      * and nvsharectl know the pod by that one name. */
     if (*s->pod_name && !*s->pod_namespace)
         snprintf(s->pod_namespace, sizeof(s->pod_namespace), "default");
-    copy_env(s->container_name, sizeof(s->container_name),
-             "NVSHARE_CONTAINER_NAME");
-    copy_env(s->job_id, sizeof(s->job_id), "NVSHARE_JOB_ID");
     if (!*s->job_id)
         job_from_launcher(s->job_id, sizeof(s->job_id));
     if (*s->pod_name)
@@ -167,6 +245,28 @@ static void register_atfork(void)
     pthread_atfork(NULL, NULL, after_fork_in_child);
 }
 
+/* The GPUs, callbacks and settings of a start, and the registration they
+ * make. Called with client.mu held. */
+static void configure(const struct nvshare_client_config *config)
+{
+    const struct client_settings *s = client_settings();
+
+    client.n_gpus = config->n_gpus;
+    client.ops = config->ops;
+    memset(&client.reg, 0, sizeof(client.reg));
+    for (int i = 0; i < config->n_gpus; i++) {
+        snprintf(client.uuids[i], PROTO_UUID_MAX, "%s", config->gpu_uuids[i]);
+        snprintf(client.reg.gpu_uuids[i], PROTO_UUID_MAX, "%s",
+                 config->gpu_uuids[i]);
+    }
+    client.reg.n_gpus = (uint16_t)config->n_gpus;
+    declare(&client.reg, s);
+    client.oversub_env = s->oversub;
+    client.fail_closed = s->fail_closed;
+    client.idle_release_ns = s->idle_release_ns;
+    client.reconnect_ns = s->reconnect_ns;
+}
+
 int nvshare_client_start(const struct nvshare_client_config *config)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -183,21 +283,7 @@ int nvshare_client_start(const struct nvshare_client_config *config)
         log_error("nvshare_client_start: already started");
         return -1;
     }
-    client.n_gpus = config->n_gpus;
-    client.ops = config->ops;
-    memset(&client.reg, 0, sizeof(client.reg));
-    for (int i = 0; i < config->n_gpus; i++) {
-        snprintf(client.uuids[i], PROTO_UUID_MAX, "%s", config->gpu_uuids[i]);
-        snprintf(client.reg.gpu_uuids[i], PROTO_UUID_MAX, "%s",
-                 config->gpu_uuids[i]);
-    }
-    client.reg.n_gpus = (uint16_t)config->n_gpus;
-    const struct client_settings *s = client_settings();
-    declare(&client.reg, s);
-    client.oversub_env = s->oversub;
-    client.fail_closed = s->fail_closed;
-    client.idle_release_ns = s->idle_release_ns;
-    client.reconnect_ns = s->reconnect_ns;
+    configure(config);
     client.membarrier_ok = syscall(SYS_membarrier,
                                    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
                                    0) == 0;

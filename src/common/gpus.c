@@ -127,10 +127,9 @@ static int nvml_discover(struct node_gpu *out, int max, char *err, int err_len)
     return n;
 }
 
-int gpus_discover(struct node_gpu *out, int max, char *err, int err_len)
+int gpus_discover(const char *spec, struct node_gpu *out, int max, char *err,
+                  int err_len)
 {
-    const char *spec = getenv("NVSHARE_GPUS");
-
     if (spec && *spec)
         return gpus_parse(spec, out, max, err, err_len);
     return nvml_discover(out, max, err, err_len);

@@ -17,8 +17,10 @@ struct node_gpu {
 int gpus_parse(const char *spec, struct node_gpu *out, int max, char *err,
                int err_len);
 
-/* NVSHARE_GPUS if set, else NVML (loaded with dlopen). Returns the number
- * of GPUs (0 if there are none) or -1 with a sentence in err. */
-int gpus_discover(struct node_gpu *out, int max, char *err, int err_len);
+/* spec (NVSHARE_GPUS's value) if set and not empty, else NVML (loaded with
+ * dlopen). Returns the number of GPUs (0 if there are none) or -1 with a
+ * sentence in err. */
+int gpus_discover(const char *spec, struct node_gpu *out, int max, char *err,
+                  int err_len);
 
 #endif

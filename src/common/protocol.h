@@ -26,9 +26,10 @@
 #define PROTO_VERSION 1
 #define PROTO_HEADER_LEN 8 /* length + version + type */
 #define PROTO_MAX_FRAME (64 * 1024)
-#define PROTO_MAX_GPUS 32  /* GPUs one client may register */
-#define PROTO_NAME_MAX 254 /* Kubernetes names are at most 253 bytes */
-#define PROTO_UUID_MAX 96  /* "GPU-<36>" and "MIG-GPU-<36>/<gi>/<ci>" */
+#define PROTO_MAX_GPUS 32    /* GPUs one client may register */
+#define PROTO_NAME_MAX 254   /* Kubernetes names are at most 253 bytes */
+#define PROTO_SETTING_MAX 32 /* a setting's name in CTL_SET: "core-limit" */
+#define PROTO_UUID_MAX 96    /* "GPU-<36>" and "MIG-GPU-<36>/<gi>/<ci>" */
 #define PROTO_TEXT_MAX 512
 #define PROTO_MAX_WAITERS 256     /* waiters listed per GPU in a status reply */
 #define PROTO_POD_UID_MAX 37      /* a pod UID, 8-4-4-4-12 */
@@ -88,7 +89,7 @@ enum quantum_reason {
     QUANTUM_CEILING = 3, /* auto: hand-overs so slow that the cap applies */
 };
 
-/* Priority classes of pods (CTL_SET_PRIORITY, the nvshare.com/priority
+/* Priority classes of pods (nvsharectl set priority, the nvshare.com/priority
  * annotation, NVSHARE_PRIORITY): a higher class preempts a lower one at
  * once. Any integer from PRIORITY_LOWEST to PRIORITY_HIGHEST is a class; 0
  * means not set (normal). */
@@ -101,25 +102,6 @@ enum priority_class {
     PRIORITY_HIGHEST = 9,
 };
 
-enum ctl_key {
-    CTL_SET_TQ = 1,           /* value: nanoseconds */
-    CTL_SET_ANTI_THRASH = 2,  /* value: 0 or 1 */
-    CTL_SET_CORE_LIMIT = 3,   /* target: pod or client; value: 1-100, 0 = drop
-                                the run-time limit (back to the declared one) */
-    CTL_SET_MEMORY_LIMIT = 4, /* target: pod or client; value: bytes, 0 = drop
-                                 the run-time limit */
-    CTL_SET_MODE = 5,         /* target: GPU index or UUID, "" = every GPU;
-                                value: enum sched_mode */
-    CTL_SET_SWITCH_TIME = 6,  /* value: nanoseconds, 0 = auto (measured) */
-    CTL_SET_PRIORITY = 7,     /* target: pod or client; value: enum
-                                priority_class, 0 = drop the operator's */
-    CTL_SET_MIN_SHARE = 8,    /* target: pod or client; value: percent of
-                                each window, 0 = none */
-    CTL_SET_OWNER = 9,        /* target: a plain host's pod; value: the uid
-                                it belongs to, 0 = none */
-    CTL_RESET = 10,           /* target: a node setting's name (tq, ...):
-                                forget its run-time value; value: unused */
-};
 
 enum limit_source {
     LIMIT_NONE = 0,

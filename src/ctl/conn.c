@@ -217,8 +217,8 @@ void ctl_status_free(struct ctl_status *st)
     memset(st, 0, sizeof(*st));
 }
 
-int ctl_set(const struct ctl_target *t, uint16_t key, uint64_t value,
-            const char *subject, struct msg_ctl_reply *reply,
+int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
+            uint64_t value, const char *subject, struct msg_ctl_reply *reply,
             char err[CTL_ERR_LEN])
 {
     struct msg *m = calloc(1, sizeof(*m));
@@ -228,9 +228,13 @@ int ctl_set(const struct ctl_target *t, uint16_t key, uint64_t value,
         snprintf(err, CTL_ERR_LEN, "out of memory");
         return -1;
     }
-    m->type = MSG_CTL_SET;
-    m->u.set.key = key;
+    m->type = type;
     m->u.set.value = value;
+    if (strlen(name) >= sizeof(m->u.set.name)) {
+        snprintf(err, CTL_ERR_LEN, "no setting is called '%.200s'", name);
+        goto out;
+    }
+    strcpy(m->u.set.name, name);
     if (strlen(subject) >= sizeof(m->u.set.target)) {
         snprintf(err, CTL_ERR_LEN, "'%s' is too long for a pod name", subject);
         goto out;
@@ -277,16 +281,6 @@ const char *ctl_state_name(uint8_t state)
         return "draining";
     }
     return "unknown";
-}
-
-int ctl_parse_mode(const char *text, uint8_t *mode)
-{
-    for (uint8_t m = 0; sched_mode_names[m]; m++)
-        if (!strcmp(text, sched_mode_names[m])) {
-            *mode = m;
-            return 0;
-        }
-    return -1;
 }
 
 const char *ctl_origin_name(uint8_t origin)

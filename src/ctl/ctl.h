@@ -40,11 +40,12 @@ int ctl_fetch_status(const struct ctl_target *t, struct ctl_status *st,
                      char err[CTL_ERR_LEN]);
 void ctl_status_free(struct ctl_status *st);
 
-/* Sends one CTL_SET (subject: a pod or client for per-pod settings, else
- * ""). Returns 0 with the scheduler's reply in *reply (whose status may
- * still say it refused), or -1 if there was no reply. */
-int ctl_set(const struct ctl_target *t, uint16_t key, uint64_t value,
-            const char *subject, struct msg_ctl_reply *reply,
+/* Sends one CTL_SET or CTL_RESET (type) of the setting called name
+ * (subject: a pod or client for per-pod settings, a GPU for per-GPU ones,
+ * else ""). Returns 0 with the scheduler's reply in *reply (whose status
+ * may still say it refused), or -1 if there was no reply. */
+int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
+            uint64_t value, const char *subject, struct msg_ctl_reply *reply,
             char err[CTL_ERR_LEN]);
 
 /* The record of client_id on GPU index gpu, or NULL. */
@@ -61,9 +62,6 @@ const char *ctl_quantum_reason_name(uint8_t reason); /* enum quantum_reason */
 /* A GPU's time quantum and why: "320ms (auto: 100 x mean hand-over 3.2ms)",
  * "100ms (auto: floor)", "2s (pinned)". */
 void ctl_quantum_label(const struct msg_status_gpu *g, char *buf, size_t len);
-
-/* Parses "serial", "concurrent" or "auto" into *mode; -1 otherwise. */
-int ctl_parse_mode(const char *text, uint8_t *mode);
 
 /* load_permille of a client whose load is not measured yet. */
 #define CTL_LOAD_UNMEASURED 0xffff

@@ -43,7 +43,8 @@ int plugin_configure(struct plugin *p)
 {
     struct node_gpu found[PLUGIN_MAX_GPUS];
     char err[256];
-    bool configured = getenv("NVSHARE_GPUS") && *getenv("NVSHARE_GPUS");
+    const char *spec = getenv("NVSHARE_GPUS");
+    bool configured = spec && *spec;
     double ratio = env_ratio("NVSHARE_GPU_MEMORY_OVERSUB_RATIO", 1.0);
     uint64_t physical_override =
         (uint64_t)env_int_range("NVSHARE_GPU_PHYSICAL_MEMORY_MB", 1, 1L << 30, 0)
@@ -65,7 +66,7 @@ int plugin_configure(struct plugin *p)
              sizeof(p->lib_dir));
     snprintf(p->sock_dir, sizeof(p->sock_dir), "%s", env_sock_dir());
 
-    n = gpus_discover(found, PLUGIN_MAX_GPUS, err, sizeof(err));
+    n = gpus_discover(spec, found, PLUGIN_MAX_GPUS, err, sizeof(err));
     if (n < 0) {
         log_error("%s", err);
         return -1;

@@ -18,8 +18,9 @@
 
 #define REPLY_TIMEOUT_MS 2000
 
-/* One CTL_SET of key to value for each pod of c on one connection. */
-static int send_all(const struct dra_claim *c, const uint16_t *keys,
+/* One CTL_SET of each pod setting keys names (as nvsharectl set does) to
+ * its value, for each pod of c, on one connection. */
+static int send_all(const struct dra_claim *c, const char *const *keys,
                     const uint64_t *values, int n_keys, char err[DRA_ERR_LEN])
 {
     char path[PATH_MAX];
@@ -41,7 +42,7 @@ static int send_all(const struct dra_claim *c, const uint16_t *keys,
         for (int k = 0; k < n_keys; k++) {
             memset(m, 0, sizeof(*m));
             m->type = MSG_CTL_SET;
-            m->u.set.key = keys[k];
+            snprintf(m->u.set.name, sizeof(m->u.set.name), "%s", keys[k]);
             m->u.set.value = values[k];
             snprintf(m->u.set.target, sizeof(m->u.set.target), "uid:%s",
                      c->pods[p]);
@@ -86,21 +87,21 @@ static void claim_limits(const struct dra_claim *c, uint64_t *memory,
 
 int limits_set(const struct dra_claim *c, char err[DRA_ERR_LEN])
 {
-    uint16_t keys[3];
+    const char *keys[3];
     uint64_t values[3], memory, compute;
     int n = 0;
 
     claim_limits(c, &memory, &compute);
     if (memory) {
-        keys[n] = CTL_SET_MEMORY_LIMIT;
+        keys[n] = "memory-limit";
         values[n++] = memory;
     }
     if (compute) {
-        keys[n] = CTL_SET_CORE_LIMIT;
+        keys[n] = "core-limit";
         values[n++] = compute;
     }
     if (c->priority) {
-        keys[n] = CTL_SET_PRIORITY;
+        keys[n] = "priority";
         values[n++] = c->priority;
     }
     return n ? send_all(c, keys, values, n, err) : 0;
@@ -108,8 +109,7 @@ int limits_set(const struct dra_claim *c, char err[DRA_ERR_LEN])
 
 int limits_clear(const struct dra_claim *c, char err[DRA_ERR_LEN])
 {
-    static const uint16_t keys[3] = {CTL_SET_MEMORY_LIMIT, CTL_SET_CORE_LIMIT,
-                                     CTL_SET_PRIORITY};
+    static const char *const keys[3] = {"memory-limit", "core-limit", "priority"};
     static const uint64_t zeros[3] = {0, 0, 0};
 
     return send_all(c, keys, zeros, 3, err);

@@ -21,8 +21,8 @@
 #include "sock.h"
 
 /* The usage text around the settings' lines, which settings.c writes from
- * its table. The socket directory, NVSHARE_GPUS and NVSHARE_DEBUG are read
- * where they are used (env.c, gpus.c, log.c). */
+ * its table (settings.def). The socket directory and NVSHARE_DEBUG are read
+ * where they are used (env.c, log.c). */
 static void print_usage(FILE *out)
 {
     fputs(
@@ -38,18 +38,7 @@ static void print_usage(FILE *out)
         "environment:\n"
         "\n"
         "  NVSHARE_SOCK_DIR        socket directory (default " DEFAULT_SOCK_DIR
-        ")\n"
-        "  NVSHARE_GPUS            UUID:MiB,... instead of NVML discovery\n"
-        "  NVSHARE_STATE_FILE      where nvsharectl's settings and pod limits "
-        "are\n"
-        "                          kept across restarts "
-        "(default " STATE_DEFAULT_PATH ";\n"
-        "                          empty: not kept)\n"
-        "  NVSHARE_METRICS_ADDR    host:port of /metrics (Prometheus; default\n"
-        "                          " METRICS_DEFAULT_ADDR "; off: none)\n"
-        "  NVSHARE_PROC_ROOT       the host's /proc, for clients' cgroups "
-        "(default\n"
-        "                          /proc)\n",
+        ")\n",
         out);
     settings_usage(out);
     fputs("  NVSHARE_DEBUG           1: log every scheduling decision\n"
@@ -196,8 +185,6 @@ static void apply_state_settings(const struct scheduler *s,
         setting_env_text(id, env, sizeof(env));
         if (*env && setting_state_value(v, id) != st->value[id]) {
             setting_format(id, st->value[id], value, sizeof(value));
-            if (id == SETTING_SWITCH_TIME_FIXED && !st->value[id])
-                snprintf(value, sizeof(value), "auto");
             log_warn("%s is overridden by the state file's %s %s (set with "
                      "nvsharectl): "
                      "'nvsharectl reset %s' lets the environment's value apply",
@@ -250,7 +237,7 @@ static void apply_state_modes(struct scheduler *s)
 /* The operator's state, before any client can register. */
 static int load_state(struct scheduler *s)
 {
-    const char *path = getenv("NVSHARE_STATE_FILE");
+    const char *path = setting_text(SETTING_STATE_FILE);
     char text[256];
     size_t n = 0, pods = 0;
 
@@ -283,7 +270,7 @@ static int load_state(struct scheduler *s)
     return 0;
 }
 
-/* The policy, with its settings from the environment (settings.c) and the
+/* The policy, with its settings from the environment (settings.def) and the
  * state file. */
 static int configure_policy(struct scheduler *s)
 {
@@ -300,24 +287,23 @@ static int configure_policy(struct scheduler *s)
         return -1;
     }
     policy_init(s->policy, s->n_gpus, v[SETTING_TQ], v[SETTING_DRAIN_TIMEOUT]);
-    /* Nobody has joined yet: nothing to drop. */
-    policy_set_anti_thrash(s->policy, v[SETTING_ANTI_THRASH], 0);
     policy_set_window(s->policy, v[SETTING_COMPUTE_WINDOW_MS] * NS_PER_MS,
                       (unsigned)v[SETTING_QUOTA_CARRYOVER_PERCENT]);
-    policy_set_mode(s->policy, -1, (enum sched_mode)v[SETTING_SCHEDULING_MODE]);
+    /* The multiplier; the fixed switch time (0: measure it) is a run-time
+     * setting's. */
+    policy_set_switch_time(s->policy, 0,
+                           (unsigned)v[SETTING_SWITCH_TIME_MULTIPLIER]);
+    /* tq, anti-thrash, mode, switch time: as nvsharectl set puts them in
+     * force (nobody has joined yet: nothing to drop); then the GPUs' own
+     * modes. */
+    control_apply_start(s, v);
     apply_state_modes(s);
     policy_set_reserve(s->policy, (unsigned)v[SETTING_MEMORY_RESERVE_PERCENT]);
     s->context_overhead = v[SETTING_CONTEXT_OVERHEAD];
-    /* A fixed switch time of 0 tells the policy to measure it. */
-    policy_set_switch_time(s->policy,
-                           v[SETTING_SWITCH_TIME_MODE] == SWITCH_TIME_FIXED
-                               ? v[SETTING_SWITCH_TIME_FIXED]
-                               : 0,
-                           (unsigned)v[SETTING_SWITCH_TIME_MULTIPLIER]);
     s->oversub_default = v[SETTING_ENABLE_OVERSUB];
     s->oversub_ratio = (unsigned)v[SETTING_OVERSUB_RATIO];
     s->declared_limits = v[SETTING_DECLARED_LIMITS];
-    s->proc_root = getenv("NVSHARE_PROC_ROOT");
+    s->proc_root = setting_text(SETTING_PROC_ROOT);
     if (s->proc_root && !*s->proc_root)
         s->proc_root = NULL;
     s->max_connections_per_uid = (unsigned)v[SETTING_MAX_CONNECTIONS_PER_UID];
@@ -346,7 +332,8 @@ static int discover_gpus(struct scheduler *s)
 {
     char err[256];
 
-    s->n_gpus = gpus_discover(s->gpus, POLICY_MAX_GPUS, err, sizeof(err));
+    s->n_gpus = gpus_discover(setting_text(SETTING_GPUS), s->gpus,
+                              POLICY_MAX_GPUS, err, sizeof(err));
     if (s->n_gpus < 0) {
         log_error("%s", err);
         return -1;
@@ -405,7 +392,7 @@ static int open_loop(struct scheduler *s)
         listen_on(s, CLIENT_SOCKET_NAME, 0666, clients_on_listen) < 0 ||
         listen_on(s, CONTROL_SOCKET_NAME, 0600, control_on_listen) < 0)
         return -1;
-    const char *metrics_addr = getenv("NVSHARE_METRICS_ADDR");
+    const char *metrics_addr = setting_text(SETTING_METRICS_ADDR);
     if (metrics_addr && !strcmp(metrics_addr, "off"))
         return 0;
     return metrics_start(s, metrics_addr);

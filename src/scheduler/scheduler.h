@@ -200,7 +200,6 @@ uint64_t holders_revoke_stopped(struct scheduler *s, uint64_t now,
 /* Serves /metrics on addr (host:port; NULL: the default, and silence where
  * the build has no HTTP server). A bad address is an error (-1); an address
  * that cannot be bound only turns metrics off (one line). */
-#define METRICS_DEFAULT_ADDR "127.0.0.1:9402"
 int metrics_start(struct scheduler *s, const char *addr);
 /* Runs the HTTP server's timeouts; returns its next deadline (0: none). */
 uint64_t metrics_tick(struct scheduler *s, uint64_t now);
@@ -219,6 +218,17 @@ void clients_note_out_of_fds(struct scheduler *s, const char *socket_name);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);
+/* control_set.c: nvsharectl set and reset; the reply says what was done,
+ * or why not (an errno value in its status). */
+void control_set(struct scheduler *s, const struct msg_ctl_set *set,
+                 struct msg_ctl_reply *reply);
+void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
+                   struct msg_ctl_reply *reply);
+/* At start: every run-time setting put in force by its apply function, as
+ * nvsharectl set would (values as settings_load and the state file give
+ * them). */
+void control_apply_start(struct scheduler *s,
+                         const uint64_t values[SETTING_COUNT]);
 /* Closes control connections that sent no request for CONTROL_IDLE_NS
  * (up to CLIENT_STALL_BATCH_NS early, with others), the pod watcher's
  * excepted (control.c): nvsharectl sends its request as soon as it

@@ -1,4 +1,5 @@
-/* settings.c - see settings.h. */
+/* settings.c - the settings table's rows (settings.def) and what reads,
+ * checks, formats and describes them, for the scheduler and nvsharectl. */
 #include "settings.h"
 
 #include <inttypes.h>
@@ -15,100 +16,21 @@
 static const char *const switch_time_modes[] =
     {[SWITCH_TIME_AUTO] = "auto", [SWITCH_TIME_FIXED] = "fixed", NULL};
 
-#define DURATION(min_ns, max_ns)                                               \
-    SETTING_DURATION, .min = (min_ns), .max = (max_ns)
-#define INT(lo, hi) SETTING_INT, .min = (lo), .max = (hi)
-#define SWITCH SETTING_SWITCH, .min = 0, .max = 1
-
+/* The rows of settings.def; their apply functions are the scheduler's. */
+#define SETTING(id, name_, env_, label_, kind_, lo, hi, def, help_, ...)       \
+    [SETTING_##id] = {.name = name_,                                           \
+                      .env = env_,                                             \
+                      .label = label_,                                         \
+                      .kind = SETTING_##kind_,                                 \
+                      .min = lo,                                               \
+                      .max = hi,                                               \
+                      .fallback = def,                                         \
+                      .help = help_,                                           \
+                      __VA_ARGS__},
+#define RUNTIME_SETTING(id, apply, ...)                                        \
+    SETTING(id, __VA_ARGS__, .runtime = true)
 const struct setting settings_table[SETTING_COUNT] = {
-    /* nvsharectl set tq and NVSHARE_TQ: a quantum over an hour leaves the
-     * others waiting for longer than anyone would notice a stuck GPU. */
-    [SETTING_TQ] =
-        {"tq", "NVSHARE_TQ", "time quantum",
-         DURATION(NS_PER_MS, 3600 * NS_PER_SEC), .fallback = POLICY_TQ_AUTO,
-         .runtime = true, .zero_is_auto = true,
-         .help = "time quantum: auto (per GPU, 100 x its mean hand-over, "
-                 "100ms-30s) or pinned, e.g. 2s, 100ms"},
-    [SETTING_DRAIN_TIMEOUT] = {"drain-timeout", "NVSHARE_DRAIN_TIMEOUT",
-                               "drain timeout", DURATION(1, UINT64_MAX),
-                               .fallback = 10 * NS_PER_SEC,
-                               .help = "the longest a drain that says DRAINING "
-                                       "may take after DROP_LOCK"},
-    [SETTING_ANTI_THRASH] =
-        {"anti-thrash", "NVSHARE_ANTI_THRASH", "anti-thrash", SWITCH,
-         .fallback = 1, .runtime = true,
-         .help = "on|off: take turns, or let clients run freely"},
-    [SETTING_COMPUTE_WINDOW_MS] =
-        {"compute-window-ms", "NVSHARE_COMPUTE_WINDOW_MS", "compute window",
-         INT(100, 60000), .fallback = 1000,
-         .help = "compute-limit accounting window, in ms"},
-    [SETTING_QUOTA_CARRYOVER_PERCENT] =
-        {"quota-carryover-percent", "NVSHARE_QUOTA_CARRYOVER_PERCENT",
-         "quota carryover", INT(0, 100), .fallback = 100,
-         .help = "share of a window's overshoot billed "
-                 "to the next one, in percent"},
-    [SETTING_SCHEDULING_MODE] =
-        {"mode", "NVSHARE_SCHEDULING_MODE", "mode", SETTING_ENUM, .min = 0,
-         .max = SCHED_MODE_AUTO, .fallback = SCHED_MODE_AUTO,
-         .choices = sched_mode_names, .runtime = true,
-         .help = "serial|concurrent|auto: one holder at a time, "
-                 "everyone whose memory fits, or co-run light "
-                 "clients that fit and time-slice the rest"},
-    [SETTING_MEMORY_RESERVE_PERCENT] =
-        {"memory-reserve-percent", "NVSHARE_MEMORY_RESERVE_PERCENT",
-         "memory reserve", INT(0, 50), .fallback = POLICY_RESERVE_PERCENT,
-         .help = "of each GPU kept free, in percent"},
-    [SETTING_CONTEXT_OVERHEAD] =
-        {"context-overhead", "NVSHARE_CONTEXT_OVERHEAD", "context overhead",
-         SETTING_SIZE, .min = 0, .max = UINT64_MAX, .fallback = 512ull << 20,
-         .help = "a client's memory beyond its allocations "
-                 "where NVML cannot measure it"},
-    [SETTING_SWITCH_TIME_MODE] =
-        {"switch-time-mode", "NVSHARE_SWITCH_TIME_MODE", "switch time mode",
-         SETTING_ENUM, .min = 0, .max = SWITCH_TIME_FIXED,
-         .fallback = SWITCH_TIME_AUTO, .choices = switch_time_modes,
-         .help = "auto|fixed: quantum of memory rotations, "
-                 "measured swap time x multiplier or fixed"},
-    /* nvsharectl set switch-time sends 0 for auto, which the scheduler
-     * checks apart from these bounds. */
-    [SETTING_SWITCH_TIME_FIXED] = {"switch-time", "NVSHARE_SWITCH_TIME_FIXED",
-                                   "switch time",
-                                   DURATION(100 * NS_PER_MS, 3600 * NS_PER_SEC),
-                                   .fallback = 60 * NS_PER_SEC, .runtime = true,
-                                   .help = "the switch time in fixed mode"},
-    [SETTING_SWITCH_TIME_MULTIPLIER] = {"switch-time-multiplier",
-                                        "NVSHARE_SWITCH_TIME_MULTIPLIER",
-                                        "switch time multiplier", INT(1, 1000),
-                                        .fallback = POLICY_SWITCH_MULTIPLIER,
-                                        .help = "in auto switch time mode"},
-    [SETTING_ENABLE_OVERSUB] = {"oversub", "NVSHARE_ENABLE_OVERSUB",
-                                "oversubscription", SWITCH, .fallback = 0,
-                                .help =
-                                    "on: clients that do not say otherwise get "
-                                    "managed memory and can be swapped"},
-    [SETTING_OVERSUB_RATIO] =
-        {"oversub-ratio", "NVSHARE_OVERSUB_RATIO", "oversubscription ratio",
-         INT(1, 16), .fallback = 2,
-         .help = "oversubscribed clients of a GPU hold at most "
-                 "this x its capacity"},
-    /* A tenant sets its own environment: what it declares can only lower
-     * the operator's limits, and with this off it counts not at all. */
-    [SETTING_DECLARED_LIMITS] =
-        {"declared-limits", "NVSHARE_DECLARED_LIMITS", "declared limits",
-         SWITCH, .fallback = 1,
-         .help = "on: a client's NVSHARE_GPU_CORE_LIMIT and "
-                 "NVSHARE_GPU_MEMORY_LIMIT can lower its pod's "
-                 "limits (never raise them); off: only the "
-                 "operator's limits count"},
-    /* Root and the daemon's own uid are exempt: they may use the control
-     * socket anyway, and in Kubernetes most containers run as root, which
-     * a cap would otherwise make one tenant for the whole node. */
-    [SETTING_MAX_CONNECTIONS_PER_UID] =
-        {"max-connections-per-uid", "NVSHARE_MAX_CONNECTIONS_PER_UID",
-         "connections per uid", INT(0, 1000000), .fallback = 256,
-         .help =
-             "connections one uid (not root, not the scheduler's) may hold; "
-             "0: no limit"},
+#include "settings.def"
 };
 
 static void format_exact(const struct setting *s, uint64_t v, char *buf,
@@ -126,7 +48,11 @@ static void format_exact(const struct setting *s, uint64_t v, char *buf,
 static void format_value(const struct setting *s, uint64_t v, char *buf,
                          size_t len)
 {
-    if (s->zero_is_auto && v == 0)
+    const char *text = s->kind == SETTING_TEXT ? getenv(s->env) : NULL;
+
+    if (s->kind == SETTING_TEXT)
+        snprintf(buf, len, "%s", text ? text : s->text);
+    else if ((s->zero_is_auto || s->auto_at_runtime) && v == 0)
         snprintf(buf, len, "auto");
     else if (s->kind == SETTING_SWITCH)
         snprintf(buf, len, "%s", v ? "on" : "off");
@@ -134,6 +60,18 @@ static void format_value(const struct setting *s, uint64_t v, char *buf,
         snprintf(buf, len, "%s", s->choices[v]);
     else
         format_exact(s, v, buf, len);
+}
+
+/* "serial, concurrent or auto" */
+static void choices_text(const struct setting *s, char *buf, size_t len)
+{
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; s->choices[i] && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s",
+                              i == 0 ? "" : (s->choices[i + 1] ? ", " : " or "),
+                              s->choices[i]);
 }
 
 void setting_format(enum setting_id id, uint64_t value, char *buf, size_t len)
@@ -153,12 +91,9 @@ int setting_check(enum setting_id id, uint64_t value, char *err, size_t len)
         return -1;
     }
     if (s->kind == SETTING_ENUM) {
-        size_t n = (size_t)snprintf(err, len, "%s must be ", s->label);
-        for (int i = 0; s->choices[i] && n < len; i++)
-            n += (size_t)snprintf(err + n, len - n, "%s%s",
-                                  i == 0 ? ""
-                                         : (s->choices[i + 1] ? ", " : " or "),
-                                  s->choices[i]);
+        char choices[128];
+        choices_text(s, choices, sizeof(choices));
+        snprintf(err, len, "%s must be %s", s->label, choices);
         return -1;
     }
     format_exact(s, s->min, lo, sizeof(lo));
@@ -168,8 +103,8 @@ int setting_check(enum setting_id id, uint64_t value, char *err, size_t len)
     return -1;
 }
 
-int setting_parse(enum setting_id id, const char *text, uint64_t *value,
-                  char *err, size_t len)
+int setting_read(enum setting_id id, const char *text, uint64_t *value,
+                 char *err, size_t len)
 {
     const struct setting *s = &settings_table[id];
     char why[PARSE_ERR_LEN];
@@ -177,7 +112,7 @@ int setting_parse(enum setting_id id, const char *text, uint64_t *value,
     long number;
     int on, rc = -1;
 
-    if (s->zero_is_auto && !strcmp(text, "auto")) {
+    if ((s->zero_is_auto || s->auto_at_runtime) && !strcmp(text, "auto")) {
         *value = 0;
         return 0;
     }
@@ -196,23 +131,94 @@ int setting_parse(enum setting_id id, const char *text, uint64_t *value,
         if ((rc = parse_switch(text, &on, why)) == 0)
             parsed = (uint64_t)on;
         break;
+    case SETTING_TEXT:
+        break; /* never read as a value */
     case SETTING_ENUM:
-        /* Out of bounds when unknown: the bounds' sentence lists the choices. */
+        /* Unknown: the bounds' sentence lists the choices. */
         parsed = s->max + 1;
         for (uint64_t i = 0; s->choices[i]; i++)
             if (!strcmp(text, s->choices[i]))
                 parsed = i;
-        rc = 0;
+        rc = setting_check(id, parsed, why, sizeof(why));
         break;
     }
     if (rc) {
         snprintf(err, len, "%s", why);
         return -1;
     }
-    if (setting_check(id, parsed, err, len))
+    *value = parsed;
+    return 0;
+}
+
+void setting_read_error(enum setting_id id, const char *text, const char *why,
+                        char *err, size_t len)
+{
+    const struct setting *s = &settings_table[id];
+    char choices[128];
+
+    if (s->kind == SETTING_ENUM) {
+        choices_text(s, choices, sizeof(choices));
+        snprintf(err, len, "unknown %s '%s' (%s)", s->label, text, choices);
+    } else if (s->example) {
+        snprintf(err, len, "%s: %s (e.g. %s)", s->label, why, s->example);
+    } else if (s->kind == SETTING_DURATION) {
+        snprintf(err, len, "%s", why); /* says "duration" already */
+    } else {
+        snprintf(err, len, "%s: %s", s->name, why);
+    }
+}
+
+int setting_parse(enum setting_id id, const char *text, uint64_t *value,
+                  char *err, size_t len)
+{
+    uint64_t parsed;
+
+    if (setting_read(id, text, &parsed, err, len) ||
+        setting_check(id, parsed, err, len))
         return -1;
     *value = parsed;
     return 0;
+}
+
+int setting_check_runtime(enum setting_id id, uint64_t value, char *err,
+                          size_t len)
+{
+    const struct setting *s = &settings_table[id];
+    char why[PARSE_ERR_LEN];
+
+    if (!s->auto_at_runtime)
+        return setting_check(id, value, err, len);
+    if (value == 0 || !setting_check(id, value, why, sizeof(why)))
+        return 0;
+    snprintf(err, len, "%s, or auto", why);
+    return -1;
+}
+
+int setting_find_runtime(const char *name)
+{
+    for (int id = 0; id < SETTING_COUNT; id++)
+        if (settings_table[id].runtime && !strcmp(settings_table[id].name, name))
+            return id;
+    return -1;
+}
+
+void setting_runtime_names(char *buf, size_t len)
+{
+    int left = 0;
+    size_t n = 0;
+
+    for (int id = 0; id < SETTING_COUNT; id++)
+        left += settings_table[id].runtime;
+    buf[0] = '\0';
+    for (int id = 0; id < SETTING_COUNT && n < len; id++) {
+        if (!settings_table[id].runtime)
+            continue;
+        left--;
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", settings_table[id].name,
+                              left > 1    ? ", "
+                              : left == 1 ? " or "
+                                          : "");
+    }
 }
 
 int settings_load(uint64_t values[SETTING_COUNT])
@@ -225,7 +231,7 @@ int settings_load(uint64_t values[SETTING_COUNT])
         const char *text = getenv(s->env);
 
         values[id] = s->fallback;
-        if (!text || !*text ||
+        if (!text || !*text || s->kind == SETTING_TEXT ||
             !setting_parse(id, text, &values[id], err, sizeof(err)))
             continue;
         if (s->kind == SETTING_ENUM) {
@@ -261,6 +267,11 @@ void setting_env_text(enum setting_id id, char *buf, size_t len)
     }
 }
 
+const char *setting_text(enum setting_id id)
+{
+    return getenv(settings_table[id].env);
+}
+
 void settings_log(const uint64_t values[SETTING_COUNT])
 {
     char line[1024], value[32];
@@ -275,18 +286,18 @@ void settings_log(const uint64_t values[SETTING_COUNT])
 }
 
 /* The usage text: variables in the first column, help from HELP_COL on. */
-enum { HELP_COL = 26, WIDTH = 78 };
+enum { HELP_COL = SETTINGS_HELP_COL, WIDTH = 78 };
 
 /* Prints text's words wrapped at WIDTH, continuation lines indented to
- * HELP_COL; col is where the cursor stands. Returns where it ends. */
-static int wrap(FILE *out, const char *text, int col)
+ * column at; col is where the cursor stands. Returns where it ends. */
+static int wrap(FILE *out, const char *text, int col, int at)
 {
     while (*text) {
         int word = (int)strcspn(text, " ");
-        if (col + 1 + word > WIDTH && col > HELP_COL) {
-            fprintf(out, "\n%*s", HELP_COL, "");
-            col = HELP_COL;
-        } else if (col > HELP_COL) {
+        if (col + 1 + word > WIDTH && col > at) {
+            fprintf(out, "\n%*s", at, "");
+            col = at;
+        } else if (col > at) {
             fputc(' ', out);
             col++;
         }
@@ -297,28 +308,109 @@ static int wrap(FILE *out, const char *text, int col)
     return col;
 }
 
+/* "(1ms-1h, default auto)" */
+static void bounds_text(const struct setting *s, char *buf, size_t len)
+{
+    char lo[32], hi[32], def[32];
+
+    format_exact(s, s->min, lo, sizeof(lo));
+    format_exact(s, s->max, hi, sizeof(hi));
+    format_value(s, s->fallback, def, sizeof(def));
+    if (s->kind == SETTING_TEXT)
+        snprintf(buf, len, "(default %s)", s->text);
+    else if ((s->kind == SETTING_INT || s->kind == SETTING_DURATION) &&
+             s->max != UINT64_MAX)
+        snprintf(buf, len, "(%s-%s, default %s)", lo, hi, def);
+    else
+        snprintf(buf, len, "(default %s)", def);
+}
+
+/* head in the first column, then text wrapped from column at on; returns
+ * the column where it ends. */
+static int paragraph(FILE *out, int at, const char *head, const char *text)
+{
+    int col = fprintf(out, "  %s", head);
+
+    if (col >= at) {
+        fputc('\n', out);
+        col = 0;
+    }
+    col += fprintf(out, "%*s", at - col, "");
+    return wrap(out, text, col, at);
+}
+
+void settings_paragraph(FILE *out, int at, const char *head, const char *text)
+{
+    paragraph(out, at, head, text);
+    fputc('\n', out);
+}
+
+/* One entry of a usage text: head, then the help and the bounds. */
+static void usage_entry(FILE *out, const struct setting *s, const char *head)
+{
+    char bounds[128];
+    int col = paragraph(out, HELP_COL, head, s->help);
+
+    bounds_text(s, bounds, sizeof(bounds));
+    wrap(out, bounds, col, HELP_COL);
+    fputc('\n', out);
+}
+
 void settings_usage(FILE *out)
 {
-    for (int id = 0; id < SETTING_COUNT; id++) {
-        const struct setting *s = &settings_table[id];
-        char lo[32], hi[32], def[32], extra[128];
-        int col = fprintf(out, "  %s", s->env);
+    for (int id = 0; id < SETTING_COUNT; id++)
+        usage_entry(out, &settings_table[id], settings_table[id].env);
+}
 
-        if (col >= HELP_COL) {
+void setting_synopsis_arg(enum setting_id id, char *buf, size_t len)
+{
+    const struct setting *s = &settings_table[id];
+    size_t n = 0;
+
+    buf[0] = '\0';
+    switch (s->kind) {
+    case SETTING_DURATION:
+        n = (size_t)snprintf(buf, len, "<duration>");
+        break;
+    case SETTING_SIZE:
+        n = (size_t)snprintf(buf, len, "<size>");
+        break;
+    case SETTING_INT:
+        n = (size_t)snprintf(buf, len, "<number>");
+        break;
+    case SETTING_SWITCH:
+        n = (size_t)snprintf(buf, len, "on|off");
+        break;
+    case SETTING_TEXT:
+        n = (size_t)snprintf(buf, len, "<text>");
+        break;
+    case SETTING_ENUM:
+        for (int i = 0; s->choices[i] && n < len; i++)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "|" : "",
+                                  s->choices[i]);
+        break;
+    }
+    if ((s->zero_is_auto || s->auto_at_runtime) && n < len)
+        snprintf(buf + n, len - n, "|auto");
+}
+
+void settings_runtime_help(FILE *out)
+{
+    char head[128], arg[96];
+
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        if (!settings_table[id].runtime)
+            continue;
+        setting_synopsis_arg(id, arg, sizeof(arg));
+        snprintf(head, sizeof(head), "%s %s", settings_table[id].name, arg);
+        usage_entry(out, &settings_table[id], head);
+        if (settings_table[id].per_gpu) {
+            int col = fprintf(out, "    --gpu INDEX|UUID%*s", HELP_COL - 20, "");
+            wrap(out,
+                 "one GPU (its index in status, or its UUID); every GPU "
+                 "without it",
+                 col, HELP_COL);
             fputc('\n', out);
-            col = 0;
         }
-        col += fprintf(out, "%*s", HELP_COL - col, "");
-        col = wrap(out, s->help, col);
-        format_exact(s, s->min, lo, sizeof(lo));
-        format_exact(s, s->max, hi, sizeof(hi));
-        format_value(s, s->fallback, def, sizeof(def));
-        if ((s->kind == SETTING_INT || s->kind == SETTING_DURATION) &&
-            s->max != UINT64_MAX)
-            snprintf(extra, sizeof(extra), "(%s-%s, default %s)", lo, hi, def);
-        else
-            snprintf(extra, sizeof(extra), "(default %s)", def);
-        wrap(out, extra, col);
-        fputc('\n', out);
     }
 }

@@ -99,10 +99,7 @@ size_t state_format(const struct node_state *st, char *buf, size_t len)
     for (int id = 0; id < SETTING_COUNT; id++) {
         if (!st->set[id] || id == SETTING_SCHEDULING_MODE)
             continue;
-        if (id == SETTING_SWITCH_TIME_FIXED && st->value[id] == 0)
-            snprintf(value, sizeof(value), "auto");
-        else
-            setting_format(id, st->value[id], value, sizeof(value));
+        setting_format(id, st->value[id], value, sizeof(value));
         put(&o, "%s %s\n", settings_table[id].name, value);
     }
     if (st->set[SETTING_SCHEDULING_MODE]) {
@@ -207,12 +204,12 @@ static int parse_setting(struct node_state *st, const char *key, char *args,
             snprintf(err, len, "'%s' takes one value", key);
             return -1;
         }
-        if (id == SETTING_SWITCH_TIME_FIXED && !strcmp(value, "auto")) {
-            st->value[id] = 0;
-        } else if (setting_parse(id, value, &st->value[id], err, len)) {
+        uint64_t v;
+        if (setting_read(id, value, &v, err, len) ||
+            setting_check_runtime(id, v, err, len))
             return -1;
-        }
         st->set[id] = true;
+        st->value[id] = v;
         return 0;
     }
     snprintf(err, len, "unknown setting '%s'", key);

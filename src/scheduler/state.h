@@ -32,8 +32,6 @@
 #include "policy.h" /* POLICY_MAX_GPUS */
 #include "settings.h"
 
-#define STATE_DEFAULT_PATH "/var/lib/nvshare/state.conf"
-
 struct gpu_mode {
     char uuid[PROTO_UUID_MAX];
     uint8_t mode; /* enum sched_mode */

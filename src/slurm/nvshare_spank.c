@@ -41,13 +41,14 @@ static void target_of(const struct shards_config *c, struct ctl_target *t)
     t->timeout_ms = CTL_DEFAULT_TIMEOUT_MS;
 }
 
-/* One CTL_SET; 0, or -1 with the reason in err. */
-static int set(const struct ctl_target *t, uint16_t key, uint64_t value,
+/* One CTL_SET of the pod setting called name (as nvsharectl set names it);
+ * 0, or -1 with the reason in err. */
+static int set(const struct ctl_target *t, const char *name, uint64_t value,
                const char *pod, char err[CTL_ERR_LEN])
 {
     struct msg_ctl_reply reply;
 
-    if (ctl_set(t, key, value, pod, &reply, err))
+    if (ctl_set(t, MSG_CTL_SET, name, value, pod, &reply, err))
         return -1;
     if (reply.status) {
         snprintf(err, CTL_ERR_LEN, "the scheduler refused: %s", reply.text);
@@ -90,13 +91,13 @@ static int declare_job(const struct shards_config *c, enum shards_job_kind kind,
         gpu_memory(&t, &memory, err))
         return -1;
     /* Root's processes may join any pod: a root job names no owner. */
-    if (uid != 0 && set(&t, CTL_SET_OWNER, uid, pod, err))
+    if (uid != 0 && set(&t, "owner", uid, pod, err))
         return -1;
     if (kind != SHARDS_SHARED)
         return 0;
     shards_limits(c, shards, memory, &limits);
-    if (set(&t, CTL_SET_MEMORY_LIMIT, limits.memory, pod, err) ||
-        set(&t, CTL_SET_CORE_LIMIT, limits.core, pod, err))
+    if (set(&t, "memory-limit", limits.memory, pod, err) ||
+        set(&t, "core-limit", limits.core, pod, err))
         return -1;
     return 0;
 }
@@ -180,8 +181,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 static int forget_job(const struct ctl_target *t, uint32_t job_id,
                       char err[CTL_ERR_LEN])
 {
-    static const uint16_t keys[] = {CTL_SET_CORE_LIMIT, CTL_SET_MEMORY_LIMIT,
-                                    CTL_SET_OWNER};
+    static const char *const keys[] = {"core-limit", "memory-limit", "owner"};
     char pod[32];
 
     snprintf(pod, sizeof(pod), POD_NAMESPACE "/%u", (unsigned)job_id);

@@ -2,11 +2,11 @@
 # Every binary answers --help (exit 0, usage on stdout), --version (exit 0,
 # one version string, the same for all) and refuses a bogus argument with
 # one message on stderr and exit status 2, without starting anything. The
-# scheduler's help names every setting of its table (settings.c).
-#   cli_args.sh SETTINGS_C SCHEDULER NVSHARECTL [DEVICE_PLUGIN] [POD_WATCHER]
+# scheduler's help names every setting of its table (settings.def).
+#   cli_args.sh SETTINGS_DEF SCHEDULER NVSHARECTL [DEVICE_PLUGIN] [POD_WATCHER]
 # The optional components are left out where they are not built.
 set -u
-settings_c=$1; shift
+settings_def=$1; shift
 failed=0 version=
 fail() { echo "FAIL: $*" >&2; failed=1; }
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
@@ -33,8 +33,8 @@ done
 # The table's variables, from the source, against the scheduler's help.
 sched=$1
 "$sched" --help >"$out/help"
-vars=$(sed -n 's/.*"\(NVSHARE_[A-Z0-9_]*\)".*/\1/p' "$settings_c" | sort -u)
-[ -n "$vars" ] || fail "no NVSHARE_ variable found in $settings_c"
+vars=$(sed -n 's/.*"\(NVSHARE_[A-Z0-9_]*\)".*/\1/p' "$settings_def" | sort -u)
+[ -n "$vars" ] || fail "no NVSHARE_ variable found in $settings_def"
 n=0
 for v in $vars; do
     n=$((n + 1))

@@ -152,6 +152,9 @@ static const uint16_t odd_types[] = {
     MSG_EVICT,    MSG_CTL_STATUS, MSG_CTL_SET,   MSG_SCHED_ON,
 };
 
+/* A control message on the client socket is refused whatever it names. */
+static const char *const setting_names[] = {"tq", "mode", "core-limit", "bogus"};
+
 static struct msg random_message(const struct conn *c)
 {
     struct msg m = {0};
@@ -200,7 +203,9 @@ static struct msg random_message(const struct conn *c)
         m.u.load.span_ns = plausible_u64();
         break;
     case MSG_CTL_SET:
-        m.u.set.key = (uint16_t)below(16);
+        snprintf(m.u.set.name, sizeof(m.u.set.name), "%s",
+                 setting_names[below(sizeof(setting_names) /
+                                     sizeof(setting_names[0]))]);
         m.u.set.value = any_u64();
         break;
     default:

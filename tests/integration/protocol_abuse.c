@@ -306,7 +306,7 @@ int main(int argc, char **argv)
     const struct msg bad_after_register[] = {
         registration(),
         {.type = MSG_REQ_LOCK, .u.lock = {.gpu = 5}},
-        {.type = MSG_CTL_SET, .u.set = {.key = CTL_SET_TQ, .value = 1}},
+        {.type = MSG_CTL_SET, .u.set = {.name = "tq", .value = 1}},
     };
     const char *names[] = {"second register", "unregistered gpu index",
                            "control message on client socket"};

@@ -479,8 +479,8 @@ static void test_wire_numbers(void **state)
     assert_int_equal(MSG_CTL_STATUS_UNHOOKED, 107);
     assert_int_equal(IDENTITY_POD, 2);
     assert_int_equal(POD_QOS_BESTEFFORT, 3);
-    assert_int_equal(CTL_SET_MODE, 5);
-    assert_int_equal(CTL_SET_SWITCH_TIME, 6);
+    assert_int_equal(MSG_CTL_SET, 111);
+    assert_int_equal(MSG_CTL_RESET, 112);
     assert_int_equal(SWAP_OUT, 1);
     assert_int_equal(SWAP_IN, 2);
     assert_int_equal(SCHED_MODE_SERIAL, 0);
@@ -496,26 +496,25 @@ static void test_wire_numbers(void **state)
     assert_int_equal(WAIT_PRIORITY, 4);
 }
 
-/* Every CTL_SET key, the new ones included, travels unchanged: the
- * protocol does not judge keys or values, the scheduler does. */
-static void test_ctl_set_keys(void **state)
+/* Every setting's name travels unchanged: the protocol does not judge
+ * names or values, the scheduler does. */
+static void test_ctl_set_names(void **state)
 {
-    static const uint16_t keys[] = {
-        CTL_SET_TQ,           CTL_SET_ANTI_THRASH, CTL_SET_CORE_LIMIT,
-        CTL_SET_MEMORY_LIMIT, CTL_SET_MODE,        CTL_SET_SWITCH_TIME,
-    };
+    static const char *const names[] = {"tq",         "anti-thrash",
+                                        "core-limit", "memory-limit",
+                                        "mode",       "switch-time"};
     static const uint64_t values[] = {30000000000ull,  1, 50, 4ull << 30,
                                       SCHED_MODE_AUTO, 0};
     uint8_t buf[1024];
 
     (void)state;
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         struct msg in = {.type = MSG_CTL_SET}, out;
         int len;
 
-        in.u.set.key = keys[i];
+        strcpy(in.u.set.name, names[i]);
         in.u.set.value = values[i];
-        strcpy(in.u.set.target, keys[i] == CTL_SET_MODE ? "GPU-0" : "");
+        strcpy(in.u.set.target, !strcmp(names[i], "mode") ? "GPU-0" : "");
         len = msg_encode(&in, buf, sizeof(buf));
         assert_true(len > PROTO_HEADER_LEN);
         assert_int_equal(msg_decode(buf + 4, (size_t)len - 4, &out), PROTO_OK);
@@ -659,19 +658,19 @@ static void test_embedded_nul(void **state)
 
     (void)state;
     bb_head(&b, PROTO_VERSION, MSG_CTL_SET);
-    bb_u16(&b, CTL_SET_TQ);
+    bb_raw_str(&b, "tq", 2);
     bb_u64(&b, 1);
     bb_raw_str(&b, "ab\0cd", 5);
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
 
     bb_head(&b, PROTO_VERSION, MSG_CTL_SET);
-    bb_u16(&b, CTL_SET_TQ);
+    bb_raw_str(&b, "tq", 2);
     bb_u64(&b, 1);
     bb_raw_str(&b, "abcd\0", 5); /* a trailing NUL counts too */
     assert_int_equal(decode_bb(&b), PROTO_E_FIELD);
 
     bb_head(&b, PROTO_VERSION, MSG_CTL_SET);
-    bb_u16(&b, CTL_SET_TQ);
+    bb_raw_str(&b, "tq", 2);
     bb_u64(&b, 1);
     bb_raw_str(&b, "abcd", 4);
     assert_int_equal(decode_bb(&b), PROTO_OK);
@@ -1341,7 +1340,7 @@ int main(void)
         cmocka_unit_test(test_encoding_is_canonical),
         cmocka_unit_test(test_golden_bytes),
         cmocka_unit_test(test_wire_numbers),
-        cmocka_unit_test(test_ctl_set_keys),
+        cmocka_unit_test(test_ctl_set_names),
         cmocka_unit_test(test_every_prefix_is_short),
         cmocka_unit_test(test_wrong_version),
         cmocka_unit_test(test_unknown_type),

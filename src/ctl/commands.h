@@ -1,0 +1,84 @@
+/* commands.h - what nvsharectl's command files share: a row of the commands
+ * table (main.c), the scheduler they talk to, and the usage-error helpers.
+ *
+ * Exit status: 0 done; 1 the scheduler could not be reached, did not answer
+ * or refused a setting; 2 bad usage (the message and the synopsis go to
+ * stderr). */
+#ifndef NVSHARE_CTL_COMMANDS_H
+#define NVSHARE_CTL_COMMANDS_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ctl.h"
+
+#define EXIT_REFUSED 1
+#define EXIT_USAGE 2
+#define HELP_SHOWN (-1) /* from argument checks: --help was printed, exit 0 */
+
+struct command {
+    const char *name;
+    int (*run)(const struct command *cmd, int argc, char **argv);
+    const char *synopsis; /* usage lines, each starting "nvsharectl" */
+    const char *help;     /* what follows the synopsis in --help */
+};
+
+extern struct ctl_target target; /* the scheduler's control socket */
+
+/* The setting 'set' was given, once known: its usage errors show that
+ * setting's synopsis line only, not all of them. */
+extern const char *set_subject;
+
+const struct command *all_commands(size_t *n);
+const struct command *find_command(const char *name);
+
+/* Prints "nvsharectl: <message>", the synopsis and where to read more;
+ * returns EXIT_USAGE. cmd NULL: the overview's usage. */
+int usage_error(const struct command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int fail(const char *err); /* "nvsharectl: err"; EXIT_REFUSED */
+int show_help(const struct command *cmd);
+bool is_help(const char *arg);
+
+/* Matches "--name VALUE" and "--name=VALUE". Returns 1 and sets *value (and
+ * advances *i past a separate value) on a match, 0 if arg is another option,
+ * -1 if the value is missing. */
+int option_value(const char *name, int argc, char **argv, int *i,
+                 const char **value);
+
+/* Accepts "-h" anywhere and nothing else that looks like an option, and
+ * insists on exactly want arguments after the command name. Returns 0,
+ * HELP_SHOWN, or an exit status after a usage error. */
+int plain_args(const struct command *cmd, int argc, char **argv, int want,
+               const char *what);
+
+/* --interval of watch and top: a duration of at least 100ms. 0, or the
+ * usage error's exit code. */
+int parse_interval(const struct command *cmd, const char *text,
+                   uint64_t *interval);
+
+/* Set by SIGINT and SIGTERM while watch or top runs. */
+extern volatile sig_atomic_t stop_watching;
+void on_stop_signal(int sig);
+
+/* The commands, each in its file. */
+int run_status(const struct command *cmd, int argc, char **argv); /* status.c */
+int run_watch(const struct command *cmd, int argc, char **argv);  /* status.c */
+int run_top(const struct command *cmd, int argc, char **argv);    /* top.c */
+int run_set(const struct command *cmd, int argc, char **argv);    /* set.c */
+int run_reset(const struct command *cmd, int argc, char **argv);  /* set.c */
+int run_anti_thrash(const struct command *cmd, int argc, char **argv); /* set.c */
+int run_completion(const struct command *cmd, int argc,
+                   char **argv); /* completion.c */
+
+/* set.c: set's and reset's synopsis and help, made from the settings table
+ * (settings.def), and the overview's lines for them. */
+const char *set_synopsis(void);
+const char *set_help(void);
+const char *reset_synopsis(void);
+void set_overview(FILE *out);
+
+#endif
