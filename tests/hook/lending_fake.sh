@@ -3,18 +3,20 @@
 # the whole product path: fake_job processes with libnvshare preloaded, the
 # real scheduler at its default settings (auto mode, tq auto), one shared
 # fake device. The service (pod set high) takes requests of 4 x 250 us at
-# Poisson arrivals every 20 ms; the batch job (pod set low) runs 5 ms kernels.
+# Poisson arrivals every 20 ms; the batch job (pod set low) runs 20 ms kernels.
 #
 #  1. Latency: the service's first kernel after each arrival starts within
-#     the bound the design promises (p99; the max is printed). The high
-#     class is granted at once beside the dropped batch job, which keeps at
-#     most one kernel queued behind the running one, and the fake device is
-#     FIFO (it does not time-slice): the bound is two batch kernels plus the
-#     lock round trip, given a CI margin.
+#     the bound the design promises (p99, so that one late wake-up on a busy
+#     CI machine is not a failure; the max is printed). The high class is
+#     granted at once beside the dropped batch job, which keeps at most one
+#     kernel queued behind the running one, and the fake device is FIFO (it
+#     does not time-slice): the bound is two batch kernels plus the lock
+#     round trip, given a CI margin shorter than a kernel, so that a third
+#     queued kernel fails (the default backlog queues three: p99 59 ms).
 #  2. No starvation: the service lends the GPU whenever it is idle, so the
 #     batch job's rate while the service runs is at least 80 % of its solo
 #     rate times the share of the device the service leaves. Without lending
-#     the service holds the GPU between requests and the batch job gets ~0.
+#     the service holds the GPU between requests and the batch job gets 0-2 %.
 #
 # usage: lending_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR FAKE_JOB NVSHARECTL
 set -euo pipefail
@@ -24,8 +26,8 @@ failed=0
 pids=()
 trap 'kill "${pids[@]}" "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 
-BATCH_KERNEL_US=5000
-MARGIN_MS=15 # lock round trip and a busy 2-core CI machine
+BATCH_KERNEL_US=20000
+MARGIN_MS=10 # lock round trip and a busy 2-core CI machine; < 1 batch kernel
 bound_ms=$((2 * BATCH_KERNEL_US / 1000 + MARGIN_MS))
 
 start_scheduler_in "$WORK"
@@ -57,7 +59,9 @@ sleep 3
 now=$(date +%s%N)
 job service "$now" $((now + 6000000000)) 250 FAKE_JOB_EVERY_MS=20 &
 pids+=($!)
-wait "${pids[@]}"
+for pid in "${pids[@]}"; do
+    wait "$pid" || { echo "FAIL: a job failed:"; cat "$WORK"/*.err; exit 1; }
+done
 pids=()
 
 arrivals=$(sed -n 's/^arrivals=//p' "$WORK/service.out" | tr , ' ')
@@ -67,7 +71,7 @@ cat "$WORK"/batch/trace.* | sort -k2 -n >"$WORK/batch.trace"
 
 # Arrival -> start of the service's first kernel at or after it, in ms.
 echo "$arrivals" | tr ' ' '\n' | sort -n >"$WORK/arrivals"
-read -r n p50 p99 max < <(awk '
+read -r n behind p50 p99 max < <(awk '
     FILENAME ~ /arrivals$/ { a[na++] = $1; next }
     { s[ns++] = $2 }
     END {
@@ -76,9 +80,9 @@ read -r n p50 p99 max < <(awk '
             printf "%.2f\n", j < ns ? (s[j] - a[i]) / 1e6 : 1e9
         }
     }' "$WORK/arrivals" "$WORK/service.trace" | sort -n | awk '
-    { d[NR] = $1 }
-    END { printf "%d %s %s %s\n", NR, d[int(0.5 * NR + 0.5)], d[int(0.99 * NR + 0.5)], d[NR] }')
-echo "service: $n arrivals, first kernel after arrival p50 $p50 / p99 $p99 / max $max ms" \
+    { d[NR] = $1; behind += $1 > 1 }
+    END { printf "%d %d %s %s %s\n", NR, behind, d[int(0.5 * NR + 0.5)], d[int(0.99 * NR + 0.5)], d[NR] }')
+echo "service: $n arrivals ($behind behind batch work), first kernel after arrival p50 $p50 / p99 $p99 / max $max ms" \
     "(bound: 2 batch kernels + $MARGIN_MS ms = $bound_ms ms)"
 awk -v p="$p99" -v b="$bound_ms" 'BEGIN { exit !(p >= 0 && p <= b) }' ||
     { echo "FAIL: the service's p99 $p99 ms is over the bound $bound_ms ms"; failed=1; }
