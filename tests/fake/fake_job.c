@@ -18,7 +18,16 @@
  * memory when libnvshare oversubscribes), for memory-aware scheduling.
  * FAKE_JOB_MEM_CYCLE=<k> also frees and allocates it again after every k
  * batches of kernels, for a pod whose memory comes and goes
- * (bench/soak.sh); a refused allocation is retried at the next cycle. */
+ * (bench/soak.sh); a refused allocation is retried at the next cycle.
+ *
+ * FAKE_JOB_EVERY_MS=<ms> makes it a service: requests arrive at random
+ * (Poisson, that mean gap, the same sequence every run) and each launches
+ * its four kernels and synchronizes; arrivals=<CLOCK_MONOTONIC ns,...>
+ * lists when each request launched its first kernel (its arrival, or the
+ * end of the previous request if that ran past it), so that a test can
+ * pair each with its first kernel in the fake driver's trace. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -72,7 +81,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "fake_job: %s MiB refused\n", mem_mb);
         return 1;
     }
+    const char *every_env = getenv("FAKE_JOB_EVERY_MS");
+    double every_ns = every_env ? atof(every_env) * 1e6 : 0;
+    unsigned short seed[3] = {1, 2, 3};
+    long long next_arrival = clock_ns(CLOCK_MONOTONIC);
+    if (every_ns > 0)
+        printf("arrivals=");
     while (realtime_ns() < until) {
+        if (every_ns > 0) {
+            next_arrival += (long long)(-every_ns * log(1 - erand48(seed)));
+            if (until - realtime_ns() < next_arrival - clock_ns(CLOCK_MONOTONIC))
+                break;
+            struct timespec at = {next_arrival / 1000000000,
+                                  next_arrival % 1000000000};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) ==
+                   EINTR)
+                ;
+            printf("%s%lld", first_launch ? "," : "", clock_ns(CLOCK_MONOTONIC));
+        }
         if (!first_launch)
             first_launch = clock_ns(CLOCK_MONOTONIC);
         if (mem_mb && cycle > 0 && ++batches % cycle == 0) {
@@ -92,6 +118,8 @@ int main(int argc, char **argv)
         if (done >= from && done <= until)
             kernels += 4;
     }
+    if (every_ns > 0)
+        printf("\n");
     printf("rate=%.2f\nfirst_launch=%lld\nfirst_kernel_ms=%.1f\n",
            (double)kernels * 1e9 / (double)(until - from), first_launch,
            first_done ? (double)(first_done - started) / 1e6 : -1.0);
