@@ -263,14 +263,31 @@ static void cell(char *line, size_t *len, size_t cap, int width, const char *tex
 }
 
 /* One row, or with c NULL the titles. */
+/* The pod's memory against its quota, or against the GPU without one. */
+static void pod_memory(const struct msg_status_client *c,
+                       const struct msg_status_gpu *g, char *memory,
+                       size_t size, char *memory_bar)
+{
+    char held[32], quota[32];
+
+    format_size(c->pod_mem_held, held, sizeof(held));
+    if (c->mem_quota) {
+        format_size(c->mem_quota, quota, sizeof(quota));
+        bar(ratio(c->pod_mem_held, c->mem_quota), 1, memory_bar);
+        snprintf(memory, size, "%s/%s", held, quota);
+    } else {
+        bar(ratio(c->pod_mem_held, g->memory_total), -1, memory_bar);
+        snprintf(memory, size, "%s (no quota)", held);
+    }
+}
+
 static void client_row(struct screen *s, const struct columns *cols,
                        const struct ctl_status *st, const struct top_history *h,
                        const struct msg_status_gpu *g,
                        const struct msg_status_client *c)
 {
     char label[2 * PROTO_NAME_MAX + 24], *pod, pid[16] = "PID", prio[16] = "PRIO";
-    char share[32] = "SHARE/LIMIT", share_bar[BAR_WIDTH + 3] = "", held[32],
-         quota[32];
+    char share[32] = "SHARE/LIMIT", share_bar[BAR_WIDTH + 3] = "";
     char memory[80] = "POD MEMORY/QUOTA", memory_bar[BAR_WIDTH + 3] = "";
     const char *state = "STATE", *why = "WAITS ON";
     char line[512];
@@ -301,15 +318,7 @@ static void client_row(struct screen *s, const struct columns *cols,
                      c->core_limit);
         else
             snprintf(share, sizeof(share), "%3.0f%%", 100 * used);
-        format_size(c->pod_mem_held, held, sizeof(held));
-        if (c->mem_quota) {
-            format_size(c->mem_quota, quota, sizeof(quota));
-            bar(ratio(c->pod_mem_held, c->mem_quota), 1, memory_bar);
-            snprintf(memory, sizeof(memory), "%s/%s", held, quota);
-        } else {
-            bar(ratio(c->pod_mem_held, g->memory_total), -1, memory_bar);
-            snprintf(memory, sizeof(memory), "%s (no quota)", held);
-        }
+        pod_memory(c, g, memory, sizeof(memory), memory_bar);
     } else {
         snprintf(label, sizeof(label), "POD");
     }

@@ -39,18 +39,9 @@ static void env_path(const char *name, const char *fallback, char *buf, size_t l
     snprintf(buf, len, "%s", text && *text ? text : fallback);
 }
 
-int plugin_configure(struct plugin *p)
+/* The plugin's own settings, from its environment. */
+static void read_settings(struct plugin *p)
 {
-    struct node_gpu found[PLUGIN_MAX_GPUS];
-    char err[256];
-    const char *spec = getenv("NVSHARE_GPUS");
-    bool configured = spec && *spec;
-    double ratio = env_ratio("NVSHARE_GPU_MEMORY_OVERSUB_RATIO", 1.0);
-    uint64_t physical_override =
-        (uint64_t)env_int_range("NVSHARE_GPU_PHYSICAL_MEMORY_MB", 1, 1L << 30, 0)
-        << 20;
-    int n;
-
     memset(p, 0, sizeof(*p));
     p->virtual_gpus =
         (unsigned)env_int_range("NVSHARE_VIRTUAL_GPUS", 1, 1000, 10);
@@ -65,7 +56,21 @@ int plugin_configure(struct plugin *p)
     env_path("NVSHARE_LIB_DIR", "/var/lib/nvshare/lib", p->lib_dir,
              sizeof(p->lib_dir));
     snprintf(p->sock_dir, sizeof(p->sock_dir), "%s", env_sock_dir());
+}
 
+int plugin_configure(struct plugin *p)
+{
+    struct node_gpu found[PLUGIN_MAX_GPUS];
+    char err[256];
+    const char *spec = getenv("NVSHARE_GPUS");
+    bool configured = spec && *spec;
+    double ratio = env_ratio("NVSHARE_GPU_MEMORY_OVERSUB_RATIO", 1.0);
+    uint64_t physical_override =
+        (uint64_t)env_int_range("NVSHARE_GPU_PHYSICAL_MEMORY_MB", 1, 1L << 30, 0)
+        << 20;
+    int n;
+
+    read_settings(p);
     n = gpus_discover(spec, found, PLUGIN_MAX_GPUS, err, sizeof(err));
     if (n < 0) {
         log_error("%s", err);

@@ -105,6 +105,23 @@ void service_register_request(enum resource r, struct reply *out)
 /* protobuf-c would hand over the ID's prefix: another device's ID. */
 #define NUL_IN_ID "a device ID holds a NUL byte"
 
+/* How many IDs the request's containers can be given at most: the room
+ * for the answer. */
+static size_t ids_wanted(const V1beta1__PreferredAllocationRequest *req)
+{
+    size_t wanted = 0;
+
+    for (size_t c = 0; c < req->n_container_requests; c++) {
+        const V1beta1__ContainerPreferredAllocationRequest *cr =
+            req->container_requests[c];
+        long size = cr->allocation_size;
+        if (size > 0 && (size_t)size <= cr->n_available_deviceids +
+                                            cr->n_must_include_deviceids)
+            wanted += (size_t)size;
+    }
+    return wanted;
+}
+
 static void preferred(struct plugin *p, enum resource r,
                       const unsigned char *data, size_t len, struct reply *out)
 {
@@ -133,15 +150,7 @@ static void preferred(struct plugin *p, enum resource r,
     }
     containers = calloc(req->n_container_requests, sizeof(*containers));
     container_ptrs = calloc(req->n_container_requests, sizeof(*container_ptrs));
-    for (size_t c = 0; c < req->n_container_requests; c++) {
-        V1beta1__ContainerPreferredAllocationRequest *cr =
-            req->container_requests[c];
-        long size = cr->allocation_size;
-        if (size > 0 && (size_t)size <= cr->n_available_deviceids +
-                                            cr->n_must_include_deviceids)
-            used += (size_t)size;
-    }
-    picked = calloc(used + 1, sizeof(*picked));
+    picked = calloc(ids_wanted(req) + 1, sizeof(*picked));
     if (!containers || !container_ptrs || !picked) {
         reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         goto done;
