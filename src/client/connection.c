@@ -579,9 +579,24 @@ static void release_idle_gpus(void)
 /* Runs what is due while away or behind (pacing, catch-ups) and returns
  * how long the thread may sleep: until the next reconnection, pace slice
  * or catch-up, or half the idle release time while connected. */
+/* Whether this process holds some GPU. */
+static bool holds_any(void)
+{
+    bool held = false;
+
+    pthread_mutex_lock(&client.mu);
+    for (int i = 0; i < client.n_gpus && !held; i++)
+        held = client.gpus[i].held;
+    pthread_mutex_unlock(&client.mu);
+    return held;
+}
+
 static int next_wake_ms(uint64_t now, uint64_t next_connect)
 {
-    int timeout_ms = (int)(idle_release_ns() / 2 / NS_PER_MS) + 1;
+    /* A lender's short idle release is polled for only while it holds a
+     * GPU: between its requests it wakes no more than any client. */
+    uint64_t idle = holds_any() ? idle_release_ns() : client.idle_release_ns;
+    int timeout_ms = (int)(idle / 2 / NS_PER_MS) + 1;
 
     if (client.fd < 0) {
         uint64_t wait = next_connect > now ? next_connect - now : 0;
