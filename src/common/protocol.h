@@ -111,6 +111,14 @@ enum limit_source {
     LIMIT_REQUEST = 4,    /* the pod's nvshare.com/gpu-memory request */
 };
 
+/* CTL_STATUS_SETTING: where a scheduler setting's value comes from. */
+enum setting_source {
+    SETTING_SOURCE_DEFAULT = 0,
+    SETTING_SOURCE_ENV = 1,        /* its NVSHARE_... variable */
+    SETTING_SOURCE_STATE_FILE = 2, /* set with nvsharectl before this start */
+    SETTING_SOURCE_RUNTIME = 3,    /* set with nvsharectl since this start */
+};
+
 /* CTL_POD_FACTS: annotations the watcher could not read (kept as they
  * were). */
 enum pod_fact_unreadable {

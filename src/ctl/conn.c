@@ -134,14 +134,20 @@ static int take_node(const struct ctl_target *t, const struct msg *m,
 
 enum record { RECORD_TAKEN, RECORD_END, RECORD_OUT_OF_PLACE, RECORD_NO_MEMORY };
 
-/* A record after NODE, taken where the order allows it: exactly n_gpus
- * GPUs, CLIENTs, exactly n_unhooked UNHOOKEDs, PODs, END. */
+/* A record after NODE, taken where the order allows it: SETTINGs (if
+ * asked for), exactly n_gpus GPUs, CLIENTs, exactly n_unhooked UNHOOKEDs,
+ * PODs, END. */
 static enum record take_record(const struct msg *m, struct ctl_status *st)
 {
     bool gpus_done = st->n_gpus == st->node.n_gpus;
     bool unhooked_done = st->n_unhooked == st->node.n_unhooked;
 
-    if (m->type == MSG_CTL_STATUS_GPU && st->n_clients == 0 && !gpus_done) {
+    if (m->type == MSG_CTL_STATUS_SETTING && st->n_gpus == 0 &&
+        st->n_clients == 0 && st->n_unhooked == 0 && st->n_pods == 0) {
+        if (append(&st->settings, &st->n_settings, &st->cap_settings,
+                   sizeof(*st->settings), &m->u.setting))
+            return RECORD_NO_MEMORY;
+    } else if (m->type == MSG_CTL_STATUS_GPU && st->n_clients == 0 && !gpus_done) {
         st->gpus[st->n_gpus++] = m->u.gpu;
     } else if (m->type == MSG_CTL_STATUS_CLIENT && gpus_done &&
                st->n_unhooked == 0 && st->n_pods == 0) {
@@ -191,10 +197,10 @@ static int read_status(const struct ctl_target *t, int fd,
     return got == PROTO_OK && r == RECORD_END ? 0 : -1;
 }
 
-int ctl_fetch_status(const struct ctl_target *t, struct ctl_status *st,
-                     char err[CTL_ERR_LEN])
+static int fetch_status(const struct ctl_target *t, uint16_t type,
+                        struct ctl_status *st, char err[CTL_ERR_LEN])
 {
-    struct msg req = {.type = MSG_CTL_STATUS};
+    struct msg req = {.type = type};
     int fd, rc;
 
     memset(st, 0, sizeof(*st));
@@ -208,8 +214,21 @@ int ctl_fetch_status(const struct ctl_target *t, struct ctl_status *st,
     return rc;
 }
 
+int ctl_fetch_status(const struct ctl_target *t, struct ctl_status *st,
+                     char err[CTL_ERR_LEN])
+{
+    return fetch_status(t, MSG_CTL_STATUS, st, err);
+}
+
+int ctl_fetch_status_settings(const struct ctl_target *t, struct ctl_status *st,
+                              char err[CTL_ERR_LEN])
+{
+    return fetch_status(t, MSG_CTL_STATUS_WITH_SETTINGS, st, err);
+}
+
 void ctl_status_free(struct ctl_status *st)
 {
+    free(st->settings);
     free(st->gpus);
     free(st->clients);
     free(st->pods);
@@ -322,6 +341,21 @@ const char *ctl_quantum_reason_name(uint8_t reason)
         return "drain";
     case QUANTUM_CEILING:
         return "ceiling";
+    }
+    return "unknown";
+}
+
+const char *ctl_setting_source_name(uint8_t source)
+{
+    switch (source) {
+    case SETTING_SOURCE_DEFAULT:
+        return "default";
+    case SETTING_SOURCE_ENV:
+        return "environment";
+    case SETTING_SOURCE_STATE_FILE:
+        return "state-file";
+    case SETTING_SOURCE_RUNTIME:
+        return "runtime";
     }
     return "unknown";
 }

@@ -26,6 +26,8 @@ struct ctl_target {
 /* Everything one CTL_STATUS returned, in the order it came. */
 struct ctl_status {
     struct msg_status_node node;
+    struct msg_status_setting *settings; /* if asked for: every setting */
+    int n_settings, cap_settings;
     struct msg_status_gpu *gpus;
     int n_gpus;
     struct msg_status_client *clients;
@@ -38,6 +40,10 @@ struct ctl_status {
 
 int ctl_fetch_status(const struct ctl_target *t, struct ctl_status *st,
                      char err[CTL_ERR_LEN]);
+/* The status with every setting of the scheduler's (CTL_STATUS_SETTING),
+ * which a scheduler older than those records does not answer. */
+int ctl_fetch_status_settings(const struct ctl_target *t, struct ctl_status *st,
+                              char err[CTL_ERR_LEN]);
 void ctl_status_free(struct ctl_status *st);
 
 /* Sends one CTL_SET or CTL_RESET (type) of the setting called name
@@ -59,6 +65,8 @@ const char *ctl_state_name(uint8_t state);
 const char *ctl_wait_reason_name(uint8_t reason); /* enum wait_reason; "none" */
 const char *ctl_origin_name(uint8_t origin); /* enum identity_kind: "pod", "host" */
 const char *ctl_quantum_reason_name(uint8_t reason); /* enum quantum_reason */
+/* enum setting_source: "default", "environment", "state-file", "runtime" */
+const char *ctl_setting_source_name(uint8_t source);
 /* A GPU's time quantum and why: "320ms (auto: 100 x mean hand-over 3.2ms)",
  * "100ms (auto: floor)", "2s (pinned)". */
 void ctl_quantum_label(const struct msg_status_gpu *g, char *buf, size_t len);
@@ -84,6 +92,9 @@ void top_history_free(struct top_history *h);
 void top_history_add(struct top_history *h, const struct ctl_status *st);
 void render_top(FILE *out, const struct ctl_status *st,
                 const struct top_history *h, int width, int height);
+
+/* render_table.c: `status --settings`, a line per setting. */
+void render_settings(FILE *out, const struct ctl_status *st);
 
 /* render_json.c: one JSON document, documented in docs/nvsharectl.md. */
 void render_json(FILE *out, const struct ctl_status *st);

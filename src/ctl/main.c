@@ -30,9 +30,12 @@ static const char overview_head[] =
     "Operate the nvshare scheduler of this node.\n"
     "\n"
     "Commands:\n"
-    "  status [--json]          GPUs (mode, memory, swaps, running clients, "
+    "  status [--json|--settings]\n"
+    "                           GPUs (mode, memory, swaps, running clients, "
     "wait\n"
-    "                           queue) and clients\n"
+    "                           queue) and clients; or every setting, its "
+    "value\n"
+    "                           and where that comes from\n"
     "  watch [--interval 1s]    redraw the status every interval until Ctrl-C\n"
     "  top [--interval 1s]      live per-GPU view: holders, waiters, share "
     "over\n"
@@ -180,7 +183,7 @@ static int run_help(const struct command *cmd, int argc, char **argv)
 }
 
 static struct command commands[] = {
-    {"status", run_status, "nvsharectl status [--json]",
+    {"status", run_status, "nvsharectl status [--json|--settings]",
      "Shows the scheduler's settings; each GPU: its scheduling mode, memory\n"
      "(capacity, reserve, running footprint, resident), switch time, lock\n"
      "hand-overs, swaps, the clients running on it and the wait queue in\n"
@@ -189,7 +192,12 @@ static struct command commands[] = {
      "drain time, compute limit and use, memory footprint, oversubscription.\n"
      "\n"
      "  --json     print one JSON document instead of tables (times in ns,\n"
-     "             sizes in bytes; schema in docs/nvsharectl.md)\n"},
+     "             sizes in bytes; schema in docs/nvsharectl.md), every\n"
+     "             setting included\n"
+     "  --settings print every setting of the scheduler instead: its value\n"
+     "             and where it comes from (default, environment, state-file\n"
+     "             or runtime: set with nvsharectl since the scheduler "
+     "started)\n"},
     {"watch", run_watch, "nvsharectl watch [--interval DURATION] [--count N]",
      "Redraws the status every interval until Ctrl-C. The screen is cleared\n"
      "between frames only when the output is a terminal. If the scheduler "

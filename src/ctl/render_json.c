@@ -215,6 +215,15 @@ void render_json(FILE *out, const struct ctl_status *st)
     json_bool(&j, "oversub_default", st->node.oversub_default);
     json_uint(&j, "unhooked_seen", st->node.unhooked_seen);
     json_end_object(&j);
+    json_begin_object(&j, "settings");
+    for (int i = 0; i < st->n_settings; i++) {
+        json_begin_object(&j, st->settings[i].name);
+        json_string(&j, "value", st->settings[i].value);
+        json_string(&j, "source",
+                    ctl_setting_source_name(st->settings[i].source));
+        json_end_object(&j);
+    }
+    json_end_object(&j);
     json_begin_array(&j, "gpus");
     for (int i = 0; i < st->n_gpus; i++)
         gpu_json(&j, &st->gpus[i]);

@@ -4,7 +4,8 @@
  * tables (kubectl style: upper-case headers, columns two spaces apart), one
  * about scheduling and one about limits and memory, so that each fits in
  * 120 columns with ordinary pod names. Processes that use a GPU without
- * nvshare follow in a table of their own, when there are any.
+ * nvshare follow in a table of their own, when there are any. With
+ * --settings, a table of every setting of the scheduler's instead.
  *
  * Pod, namespace and container names come from whatever registered with the
  * scheduler, i.e. from any local user: they are printed with control
@@ -563,6 +564,21 @@ static void unhooked_table(FILE *out, const struct ctl_status *st)
                              pod ? u->pod_uid : ctl_origin_name(u->origin),
                              pod ? pod_qos_name(u->qos) : "-",
                              container};
+        table_row(&t, row);
+    }
+    table_flush(out, &t);
+}
+
+void render_settings(FILE *out, const struct ctl_status *st)
+{
+    struct table t = {.n_cols = 3};
+    static const char *const header[] = {"SETTING", "VALUE", "SOURCE"};
+
+    table_row(&t, header);
+    for (int i = 0; i < st->n_settings; i++) {
+        const struct msg_status_setting *s = &st->settings[i];
+        const char *row[] = {s->name, s->value,
+                             ctl_setting_source_name(s->source)};
         table_row(&t, row);
     }
     table_flush(out, &t);

@@ -17,22 +17,33 @@ int run_status(const struct command *cmd, int argc, char **argv)
 {
     char err[CTL_ERR_LEN];
     struct ctl_status st;
-    bool json = false;
+    bool json = false, settings = false;
+    int rc;
 
     for (int i = 1; i < argc; i++) {
         if (is_help(argv[i]))
             return show_help(cmd);
         if (!strcmp(argv[i], "--json"))
             json = true;
+        else if (!strcmp(argv[i], "--settings"))
+            settings = true;
         else if (argv[i][0] == '-')
             return usage_error(cmd, "unknown option '%s'", argv[i]);
         else
             return usage_error(cmd, "unexpected argument '%s'", argv[i]);
     }
-    if (ctl_fetch_status(&target, &st, err))
+    /* The plain view asks for no settings, so it still reads a scheduler
+     * older than them. */
+    if (json || settings)
+        rc = ctl_fetch_status_settings(&target, &st, err);
+    else
+        rc = ctl_fetch_status(&target, &st, err);
+    if (rc)
         return fail(err);
     if (json)
         render_json(stdout, &st);
+    else if (settings)
+        render_settings(stdout, &st);
     else
         render_table(stdout, &st);
     ctl_status_free(&st);

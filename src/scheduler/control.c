@@ -106,6 +106,40 @@ static int send_node(struct scheduler *s, int fd, uint64_t now)
     return msg_send(fd, &m);
 }
 
+/* Where setting id's value in force comes from. */
+static uint8_t source_of(const struct scheduler *s, enum setting_id id)
+{
+    /* A switch time set with nvsharectl makes the switch time mode too
+     * (state_overlay). */
+    if (id == SETTING_SWITCH_TIME_MODE && s->state.set[SETTING_SWITCH_TIME_FIXED])
+        id = SETTING_SWITCH_TIME_FIXED;
+    if (s->state.set[id])
+        return s->set_since_start[id] ? SETTING_SOURCE_RUNTIME
+                                      : SETTING_SOURCE_STATE_FILE;
+    return setting_from_env(id) ? SETTING_SOURCE_ENV : SETTING_SOURCE_DEFAULT;
+}
+
+/* Every row of the settings table, its value as the state file writes it. */
+static int send_settings(struct scheduler *s, int fd)
+{
+    uint64_t v[SETTING_COUNT];
+    struct msg m = {.type = MSG_CTL_STATUS_SETTING};
+    struct msg_status_setting *r = &m.u.setting;
+    int rc;
+
+    memcpy(v, s->env_settings, sizeof(v));
+    state_overlay(&s->state, v);
+    for (int id = 0; id < SETTING_COUNT; id++) {
+        snprintf(r->name, sizeof(r->name), "%s", settings_table[id].name);
+        setting_format(id, setting_state_value(v, id), r->value,
+                       sizeof(r->value));
+        r->source = source_of(s, id);
+        if ((rc = msg_send(fd, &m)))
+            return rc;
+    }
+    return 0;
+}
+
 static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
 {
     const struct policy *p = s->policy;
@@ -258,13 +292,17 @@ static int send_unhooked(struct scheduler *s, int fd, uint64_t now)
     return 0;
 }
 
-static int send_status(struct scheduler *s, int fd)
+static int send_status(struct scheduler *s, int fd, bool with_settings)
 {
     uint64_t now = now_ns();
     struct msg m = {.type = MSG_CTL_STATUS_END};
     int rc;
 
     if ((rc = send_node(s, fd, now)))
+        return rc;
+    /* Only on request: an nvsharectl older than these records refuses
+     * them. */
+    if (with_settings && (rc = send_settings(s, fd)))
         return rc;
     for (int g = 0; g < s->n_gpus; g++)
         if ((rc = send_gpu(s, fd, g, now)))
@@ -294,8 +332,9 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
     (void)loop;
     rc = frame_reader_fill(&conn->reader, fd);
     while (rc >= 0 && (rc = frame_reader_next(&conn->reader, &m)) > 0) {
-        if (m.type == MSG_CTL_STATUS) {
-            rc = send_status(conn->sched, fd);
+        if (m.type == MSG_CTL_STATUS || m.type == MSG_CTL_STATUS_WITH_SETTINGS) {
+            rc = send_status(conn->sched, fd,
+                             m.type == MSG_CTL_STATUS_WITH_SETTINGS);
         } else if (m.type == MSG_CTL_SET || m.type == MSG_CTL_RESET) {
             struct msg reply = {.type = MSG_CTL_REPLY};
             if (m.type == MSG_CTL_SET)

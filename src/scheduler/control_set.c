@@ -140,6 +140,9 @@ static void set_node(struct scheduler *s, enum setting_id id,
         s->state.set[id] = true;
         s->state.value[id] = set->value;
     }
+    /* One GPU's mode is that GPU's (its status record), not the node's. */
+    if (gpu < 0)
+        s->set_since_start[id] = true;
     scheduler_save_state(s);
     log_info("%s", reply->text);
 }
@@ -166,6 +169,7 @@ void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
     if (reply->status)
         return;
     s->state.set[id] = false;
+    s->set_since_start[id] = false;
     if (settings_table[id].per_gpu)
         s->state.n_modes = 0;
     scheduler_save_state(s);

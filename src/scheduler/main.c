@@ -191,16 +191,8 @@ static void apply_state_settings(const struct scheduler *s,
                      env, settings_table[id].name, value,
                      settings_table[id].name);
         }
-        v[id] = st->value[id];
     }
-    if (st->set[SETTING_SWITCH_TIME_FIXED]) {
-        bool fixed = st->value[SETTING_SWITCH_TIME_FIXED] != 0;
-        v[SETTING_SWITCH_TIME_MODE] = fixed ? SWITCH_TIME_FIXED
-                                            : SWITCH_TIME_AUTO;
-        if (!fixed)
-            v[SETTING_SWITCH_TIME_FIXED] =
-                settings_table[SETTING_SWITCH_TIME_FIXED].fallback;
-    }
+    state_overlay(st, v);
 }
 
 static void warn_mode_override(const struct scheduler *s, int gpu, uint8_t mode)

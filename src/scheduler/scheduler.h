@@ -99,6 +99,9 @@ struct scheduler {
     /* From the environment, else the defaults: what the state file's
      * values override, and what nvsharectl reset returns to. */
     uint64_t env_settings[SETTING_COUNT];
+    /* Set with nvsharectl since this start; the state.set ones that are
+     * not came from the state file (status tells them apart). */
+    bool set_since_start[SETTING_COUNT];
     const char *proc_root;   /* NVSHARE_PROC_ROOT: where /proc/PID/cgroup is */
     bool declared_limits;    /* NVSHARE_DECLARED_LIMITS */
     uint8_t oversub_default; /* NVSHARE_ENABLE_OVERSUB of the daemon */

@@ -267,6 +267,20 @@ void setting_env_text(enum setting_id id, char *buf, size_t len)
     }
 }
 
+bool setting_from_env(enum setting_id id)
+{
+    char err[PARSE_ERR_LEN];
+    uint64_t value;
+    const char *text = getenv(settings_table[id].env);
+
+    if (id == SETTING_SWITCH_TIME_FIXED &&
+        setting_from_env(SETTING_SWITCH_TIME_MODE))
+        return true;
+    if (settings_table[id].kind == SETTING_TEXT)
+        return text != NULL;
+    return text && *text && !setting_parse(id, text, &value, err, sizeof(err));
+}
+
 const char *setting_text(enum setting_id id)
 {
     return getenv(settings_table[id].env);

@@ -111,6 +111,11 @@ uint64_t setting_state_value(const uint64_t values[SETTING_COUNT],
  * both of its variables that are set), or "" when it says nothing. */
 void setting_env_text(enum setting_id id, char *buf, size_t len);
 
+/* Whether the environment gives id its value: its variable is set and
+ * valid (a SETTING_TEXT's: set, "" included); the switch time's, either of
+ * its two. */
+bool setting_from_env(enum setting_id id);
+
 /* A SETTING_TEXT's value from the environment, "" included; NULL when
  * unset (its user applies the default). */
 const char *setting_text(enum setting_id id);

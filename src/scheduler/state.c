@@ -167,6 +167,21 @@ void state_set_mode(struct node_state *st, const char *uuid, uint8_t mode)
     m->mode = mode;
 }
 
+void state_overlay(const struct node_state *st, uint64_t v[SETTING_COUNT])
+{
+    for (int id = 0; id < SETTING_COUNT; id++)
+        if (st->set[id])
+            v[id] = st->value[id];
+    if (st->set[SETTING_SWITCH_TIME_FIXED]) {
+        bool fixed = st->value[SETTING_SWITCH_TIME_FIXED] != 0;
+        v[SETTING_SWITCH_TIME_MODE] = fixed ? SWITCH_TIME_FIXED
+                                            : SWITCH_TIME_AUTO;
+        if (!fixed)
+            v[SETTING_SWITCH_TIME_FIXED] =
+                settings_table[SETTING_SWITCH_TIME_FIXED].fallback;
+    }
+}
+
 /* "<name> <value>" for a setting nvsharectl may change. */
 static int parse_setting(struct node_state *st, const char *key, char *args,
                          char *err, size_t len)

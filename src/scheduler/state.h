@@ -59,6 +59,11 @@ int state_parse(const char *text, struct node_state *st, char *err, size_t len);
  * forgets the per-GPU ones). */
 void state_set_mode(struct node_state *st, const char *uuid, uint8_t mode);
 
+/* v, the environment's values (settings_load), with st's run-time settings
+ * over them: the values in force. A switch time of 0 (auto) makes the
+ * switch time mode auto, another fixed. */
+void state_overlay(const struct node_state *st, uint64_t v[SETTING_COUNT]);
+
 /* Reads path into st (empty). A missing file is an empty state. A file that
  * does not parse, or something else than a file (a directory), is renamed
  * to path.corrupt (one error line says why and where it went) and st stays

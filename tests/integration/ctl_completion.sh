@@ -40,6 +40,7 @@ has "nvsharectl --sock-dir /tmp set <tab>" "$(complete_line nvsharectl --sock-di
 has "nvsharectl reset <tab>" "$(complete_line nvsharectl reset '')" tq anti-thrash mode switch-time
 has "nvsharectl top <tab>" "$(complete_line nvsharectl top '')" --interval
 has "nvsharectl status --<tab>" "$(complete_line nvsharectl status --)" --json
+has "nvsharectl status --<tab>" "$(complete_line nvsharectl status --)" --settings
 has "nvsharectl help <tab>" "$(complete_line nvsharectl help '')" $commands
 dir=$(mktemp -d); mkdir "$dir/sockets"
 has "--sock-dir <tab>" "$(complete_line nvsharectl --sock-dir "$dir/so")" "$dir/sockets"

@@ -54,7 +54,9 @@ fi
 
 # doc_keys JSON [exact]: every key path in JSON appears in the example in
 # docs/nvsharectl.md (and, with "exact", every documented one in JSON but
-# the fields of items of lists that JSON leaves empty).
+# the fields of items of lists that JSON leaves empty). The settings' names
+# are keys too, as settings.*: the example shows a few of them, and a new
+# setting is one row of settings.def, not one of the example as well.
 doc_keys() {
     python3 - "$1" "$DOC" "${2:-}" <<'PY'
 import json, re, sys
@@ -63,6 +65,7 @@ def keys(v, path=""):
     out = set()
     if isinstance(v, dict):
         for k, x in v.items():
+            k = "*" if path == "settings." else k
             out |= {path + k} | keys(x, path + k + ".")
     elif isinstance(v, list) and v:
         out |= keys(v[0], path + "[].")

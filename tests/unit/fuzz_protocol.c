@@ -279,6 +279,8 @@ static int generate(void)
                u.unhooked.origin, 0, 1, IDENTITY_POD + 1);
     FIELD_CASE("field-CTL_STATUS_UNHOOKED-qos", MSG_CTL_STATUS_UNHOOKED,
                u.unhooked.qos, 0, 1, POD_QOS_BESTEFFORT + 1);
+    FIELD_CASE("field-CTL_STATUS_SETTING-source", MSG_CTL_STATUS_SETTING,
+               u.setting.source, 0, 1, SETTING_SOURCE_RUNTIME + 1);
     FIELD_CASE("field-SWAPPED-direction-3", MSG_SWAPPED, u.swap.direction, 0, 1,
                SWAP_IN + 1);
     FIELD_CASE("field-LOAD-busy-1001", MSG_LOAD, u.load.busy_permille, 0, 2,

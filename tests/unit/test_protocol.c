@@ -481,6 +481,12 @@ static void test_wire_numbers(void **state)
     assert_int_equal(POD_QOS_BESTEFFORT, 3);
     assert_int_equal(MSG_CTL_SET, 111);
     assert_int_equal(MSG_CTL_RESET, 112);
+    assert_int_equal(MSG_CTL_STATUS_SETTING, 109);
+    assert_int_equal(MSG_CTL_STATUS_WITH_SETTINGS, 113);
+    assert_int_equal(SETTING_SOURCE_DEFAULT, 0);
+    assert_int_equal(SETTING_SOURCE_ENV, 1);
+    assert_int_equal(SETTING_SOURCE_STATE_FILE, 2);
+    assert_int_equal(SETTING_SOURCE_RUNTIME, 3);
     assert_int_equal(SWAP_OUT, 1);
     assert_int_equal(SWAP_IN, 2);
     assert_int_equal(SCHED_MODE_SERIAL, 0);

@@ -176,6 +176,38 @@ static void test_comments_and_blank_lines(void **state)
     assert_int_equal(st.value[SETTING_TQ], 100 * NS_PER_MS);
 }
 
+/* The values in force: the state's over the environment's; its switch
+ * time decides the switch time mode as well. */
+static void test_overlay_over_the_environment(void **state)
+{
+    struct node_state st = {0};
+    uint64_t v[SETTING_COUNT];
+    char err[128];
+
+    (void)state;
+    for (int id = 0; id < SETTING_COUNT; id++)
+        v[id] = settings_table[id].fallback;
+    v[SETTING_SWITCH_TIME_MODE] = SWITCH_TIME_FIXED;
+    v[SETTING_SWITCH_TIME_FIXED] = 45 * NS_PER_SEC;
+    assert_int_equal(state_parse("tq 2s\nswitch-time auto\n", &st, err,
+                                 sizeof(err)),
+                     0);
+    state_overlay(&st, v);
+    assert_int_equal(v[SETTING_TQ], 2 * NS_PER_SEC);
+    assert_int_equal(v[SETTING_SWITCH_TIME_MODE], SWITCH_TIME_AUTO);
+    assert_int_equal(v[SETTING_SWITCH_TIME_FIXED],
+                     settings_table[SETTING_SWITCH_TIME_FIXED].fallback);
+    assert_int_equal(setting_state_value(v, SETTING_SWITCH_TIME_FIXED), 0);
+    assert_int_equal(v[SETTING_ANTI_THRASH], 1); /* not in the state */
+
+    memset(&st, 0, sizeof(st));
+    assert_int_equal(state_parse("switch-time 30s\n", &st, err, sizeof(err)), 0);
+    state_overlay(&st, v);
+    assert_int_equal(v[SETTING_SWITCH_TIME_MODE], SWITCH_TIME_FIXED);
+    assert_int_equal(setting_state_value(v, SETTING_SWITCH_TIME_FIXED),
+                     30 * NS_PER_SEC);
+}
+
 static void test_save_and_load(void **state)
 {
     char dir[] = "/tmp/nvshare-state.XXXXXX", path[256], aside[300];
@@ -349,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_pods_without_limits_are_not_written),
         cmocka_unit_test(test_bad_lines_are_refused_with_their_number),
         cmocka_unit_test(test_comments_and_blank_lines),
+        cmocka_unit_test(test_overlay_over_the_environment),
         cmocka_unit_test(test_save_and_load),
         cmocka_unit_test(test_a_directory_is_moved_aside),
         cmocka_unit_test(test_a_planted_tmp_symlink_is_not_followed),
