@@ -167,12 +167,10 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
             dra__node_prepare_resources_request__free_unpacked(req, NULL);
         return;
     }
-    answers = calloc(req->n_claims + 1, sizeof(*answers));
-    entries = calloc(req->n_claims + 1, sizeof(*entries));
-    if (!answers || !entries) {
-        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    answers = reply_calloc(out, req->n_claims + 1, sizeof(*answers));
+    entries = reply_calloc(out, req->n_claims + 1, sizeof(*entries));
+    if (!answers || !entries)
         goto done;
-    }
     /* A Prepare only appends to the claim table, so the answers may
      * point into it until they are packed. */
     for (size_t i = 0; i < req->n_claims; i++) {
@@ -205,8 +203,6 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
     resp.claims = entries;
     reply_pack(out, &resp.base);
 done:
-    free(answers);
-    free(entries);
     dra__node_prepare_resources_request__free_unpacked(req, NULL);
 }
 
@@ -230,14 +226,12 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
             dra__node_unprepare_resources_request__free_unpacked(req, NULL);
         return;
     }
-    entries = calloc(req->n_claims + 1, sizeof(*entries));
-    entry_ptrs = calloc(req->n_claims + 1, sizeof(*entry_ptrs));
-    answers = calloc(req->n_claims + 1, sizeof(*answers));
-    errors = calloc(req->n_claims + 1, sizeof(*errors));
-    if (!entries || !entry_ptrs || !answers || !errors) {
-        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    entries = reply_calloc(out, req->n_claims + 1, sizeof(*entries));
+    entry_ptrs = reply_calloc(out, req->n_claims + 1, sizeof(*entry_ptrs));
+    answers = reply_calloc(out, req->n_claims + 1, sizeof(*answers));
+    errors = reply_calloc(out, req->n_claims + 1, sizeof(*errors));
+    if (!entries || !entry_ptrs || !answers || !errors)
         goto done;
-    }
     for (size_t i = 0; i < req->n_claims; i++) {
         if (seen_before(req->claims, i))
             continue;
@@ -257,10 +251,6 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
     resp.claims = entry_ptrs;
     reply_pack(out, &resp.base);
 done:
-    free(entries);
-    free(entry_ptrs);
-    free(answers);
-    free(errors);
     dra__node_unprepare_resources_request__free_unpacked(req, NULL);
 }
 
