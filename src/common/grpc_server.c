@@ -2,6 +2,8 @@
 #include "grpc_server.h"
 
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,21 @@ long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct reply_block {
+    struct reply_block *next;
+    max_align_t data[];
+};
+
+static void scratch_free(struct reply *out)
+{
+    while (out->scratch) {
+        struct reply_block *next = out->scratch->next;
+
+        free(out->scratch);
+        out->scratch = next;
+    }
+}
+
 void reply_fail(struct reply *out, grpc_status_code status, const char *fmt, ...)
 {
     va_list ap;
@@ -42,6 +59,7 @@ void reply_fail(struct reply *out, grpc_status_code status, const char *fmt, ...
     free(out->data);
     out->data = NULL;
     out->len = 0;
+    scratch_free(out);
 }
 
 void reply_pack(struct reply *out, const ProtobufCMessage *msg)
@@ -54,6 +72,24 @@ void reply_pack(struct reply *out, const ProtobufCMessage *msg)
     }
     protobuf_c_message_pack(msg, out->data);
     out->status = GRPC_STATUS_OK;
+    scratch_free(out);
+}
+
+void *reply_calloc(struct reply *out, size_t n, size_t size)
+{
+    struct reply_block *b = NULL;
+
+    if (out->status == GRPC_STATUS_OK &&
+        (!size || n <= (SIZE_MAX - sizeof(*b)) / size))
+        b = calloc(1, sizeof(*b) + n * size);
+    if (!b) {
+        if (out->status == GRPC_STATUS_OK)
+            reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return NULL;
+    }
+    b->next = out->scratch;
+    out->scratch = b;
+    return b->data;
 }
 
 grpc_byte_buffer *byte_buffer_from(const unsigned char *data, size_t len)

@@ -29,17 +29,24 @@ struct tag {
 #define CONTAINER_OF(ptr, type, member)                                        \
     ((type *)((char *)(ptr)-offsetof(type, member)))
 
-/* A method's answer as bytes: the packed message, or a status and why. */
+/* A method's answer as bytes: the packed message, or a status and why.
+ * A method starts from a zeroed reply and ends with reply_pack or
+ * reply_fail, which free what reply_calloc gave it. */
 struct reply {
     grpc_status_code status;
     char message[256];   /* why, when status is not OK */
     unsigned char *data; /* malloc'd packed response */
     size_t len;
+    struct reply_block *scratch; /* what the answer is built in */
 };
 
 void reply_fail(struct reply *out, grpc_status_code status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void reply_pack(struct reply *out, const ProtobufCMessage *msg);
+/* n zeroed items of size to build the answer in, valid until the reply is
+ * packed or failed; NULL, with out failed, when memory ran out (or out
+ * already failed). */
+void *reply_calloc(struct reply *out, size_t n, size_t size);
 
 struct endpoint;
 

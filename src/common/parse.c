@@ -10,9 +10,23 @@
 #include <string.h>
 #include <strings.h>
 
-struct unit {
-    const char *suffix;
-    uint64_t scale;
+/* Kubernetes quantities, as a pod's resources are written: binary
+ * suffixes (Ki = 2^10) and decimal ones (k = 10^3; "K" is not one). */
+const struct parse_unit parse_quantity_units[] = {
+    {"", 1},
+    {"Ki", 1ull << 10},
+    {"Mi", 1ull << 20},
+    {"Gi", 1ull << 30},
+    {"Ti", 1ull << 40},
+    {"Pi", 1ull << 50},
+    {"Ei", 1ull << 60},
+    {"k", 1000ull},
+    {"M", 1000000ull},
+    {"G", 1000000000ull},
+    {"T", 1000000000000ull},
+    {"P", 1000000000000000ull},
+    {"E", 1000000000000000000ull},
+    {NULL, 0},
 };
 
 static void set_err(char *err, const char *fmt, const char *text)
@@ -26,7 +40,7 @@ static void set_err(char *err, const char *fmt, const char *text)
  * and nothing goes through floating point. Only decimal digits and one '.'
  * are accepted (no signs, exponents, hex or spaces). Sets *exact to whether
  * the scaled value is a whole number; the result is rounded to nearest. */
-static int parse_scaled(const char *text, const struct unit *units,
+static int parse_scaled(const char *text, const struct parse_unit *units,
                         uint64_t max, uint64_t *out, bool *exact, char *err,
                         const char *what, const char *units_help)
 {
@@ -60,7 +74,7 @@ static int parse_scaled(const char *text, const struct unit *units,
                      "invalid %s '%s': must start with a number", what, text);
         return -1;
     }
-    for (const struct unit *u = units; u->suffix; u++) {
+    for (const struct parse_unit *u = units; u->suffix; u++) {
         if (strcmp(p, u->suffix) != 0)
             continue;
         unsigned __int128 scaled = mantissa * u->scale;
@@ -87,7 +101,7 @@ int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 {
     /* No bare number: "500" would be read as seconds by some and as
      * milliseconds by others. */
-    static const struct unit units[] = {
+    static const struct parse_unit units[] = {
         {"s", 1000000000ull},
         {"ms", 1000000ull},
         {"us", 1000ull},
@@ -113,29 +127,12 @@ int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 
 int parse_size_bytes(const char *text, uint64_t *out, char err[PARSE_ERR_LEN])
 {
-    /* Kubernetes quantities, as a pod's resources are written: binary
-     * suffixes (Ki = 2^10) and decimal ones (k = 10^3; "K" is not one). */
-    static const struct unit units[] = {
-        {"", 1},
-        {"Ki", 1ull << 10},
-        {"Mi", 1ull << 20},
-        {"Gi", 1ull << 30},
-        {"Ti", 1ull << 40},
-        {"Pi", 1ull << 50},
-        {"Ei", 1ull << 60},
-        {"k", 1000ull},
-        {"M", 1000000ull},
-        {"G", 1000000000ull},
-        {"T", 1000000000000ull},
-        {"P", 1000000000000000ull},
-        {"E", 1000000000000000000ull},
-        {NULL, 0},
-    };
     uint64_t bytes;
     bool exact;
 
     /* 2^63: keeps every later sum of sizes from overflowing uint64_t. */
-    if (parse_scaled(text, units, (1ull << 63) - 1, &bytes, &exact, err, "size",
+    if (parse_scaled(text, parse_quantity_units, (1ull << 63) - 1, &bytes,
+                     &exact, err, "size",
                      "Kubernetes quantities: 4G = 4x10^9 bytes, 4Gi = 4x2^30 "
                      "bytes "
                      "(k M G T P E, Ki Mi Gi Ti Pi Ei)"))

@@ -12,6 +12,16 @@
 
 #define PARSE_ERR_LEN 160
 
+/* A unit's suffix and how many of the base unit it is. */
+struct parse_unit {
+    const char *suffix;
+    uint64_t scale;
+};
+
+/* The suffixes of Kubernetes quantities, "" (none) among them; the list
+ * ends with a NULL suffix. */
+extern const struct parse_unit parse_quantity_units[];
+
 /* Durations: "30s", "100ms", "250us", "1.5s", "2m"; a bare number is
  * refused (it needs a unit). The result is in nanoseconds and must be > 0. */
 int parse_duration_ns(const char *text, uint64_t *out, char err[PARSE_ERR_LEN]);

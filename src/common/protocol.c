@@ -153,8 +153,9 @@ static uint64_t get_checked(struct reader *r, int bytes, uint64_t max)
     for (size_t i = 0; i < m->count && i < (capacity); i++)
 
 #define PROTO_PAYLOAD(type, member)                                            \
-    static void put_##member(struct writer *w, const struct type *m)           \
-    {
+    static void put_##member(struct writer *w, const struct msg *msg)          \
+    {                                                                          \
+        const struct type *m = &msg->u.member;
 #define PROTO_RECORD(type)                                                     \
     static void put_##type(struct writer *w, const struct type *m)             \
     {
@@ -175,8 +176,9 @@ static uint64_t get_checked(struct reader *r, int bytes, uint64_t max)
 /* get_count answers 0 for a count over the capacity, so item loops stay
  * inside the arrays. */
 #define PROTO_PAYLOAD(type, member)                                            \
-    static void get_##member(struct reader *r, struct type *m)                 \
-    {
+    static void get_##member(struct reader *r, struct msg *msg)                \
+    {                                                                          \
+        struct type *m = &msg->u.member;
 #define PROTO_RECORD(type)                                                     \
     static void get_##type(struct reader *r, struct type *m)                   \
     {
@@ -198,6 +200,33 @@ static uint64_t get_checked(struct reader *r, int bytes, uint64_t max)
 #include "protocol.def"
 
 /* ---- dispatch --------------------------------------------------------- */
+
+static void put_nothing(struct writer *w, const struct msg *msg)
+{
+    (void)w, (void)msg;
+}
+
+static void get_nothing(struct reader *r, struct msg *msg)
+{
+    (void)r, (void)msg;
+}
+
+/* Each message's payload codec by wire type; none for a type that is not
+ * on the wire (unknown or reserved). */
+static const struct codec {
+    void (*put)(struct writer *w, const struct msg *msg);
+    void (*get)(struct reader *r, struct msg *msg);
+} codecs[] = {
+#define PROTO_MSG(name, number, payload)                                       \
+    [number] = {put_##payload, get_##payload},
+#define PROTO_MSG_EMPTY(name, number) [number] = {put_nothing, get_nothing},
+#include "protocol.def"
+};
+
+static const struct codec *codec_of(uint16_t type)
+{
+    return type < PROTO_NELEM(codecs) && codecs[type].put ? &codecs[type] : NULL;
+}
 
 static const char *const type_names[] = {
 #define PROTO_MSG(name, number, payload) [number] = #name,
@@ -266,22 +295,14 @@ const char *proto_strerror(int err)
 int msg_encode(const struct msg *m, uint8_t *buf, size_t cap)
 {
     struct writer w = {.p = buf, .cap = cap};
+    const struct codec *codec = codec_of(m->type);
 
     put_u32(&w, 0); /* length, patched below */
     put_u16(&w, PROTO_VERSION);
     put_u16(&w, m->type);
-    switch (m->type) {
-#define PROTO_MSG(name, number, payload)                                       \
-    case MSG_##name:                                                           \
-        put_##payload(&w, &m->u.payload);                                      \
-        break;
-#define PROTO_MSG_EMPTY(name, number)                                          \
-    case MSG_##name:                                                           \
-        break;
-#include "protocol.def"
-    default:
+    if (!codec)
         return PROTO_E_TYPE;
-    }
+    codec->put(&w, m);
     if (w.err)
         return w.err;
     if (w.len - 4 > PROTO_MAX_FRAME)
@@ -296,24 +317,17 @@ int msg_decode(const uint8_t *body, size_t len, struct msg *out)
 {
     struct reader r = {.p = body, .len = len};
     uint16_t version = get_u16(&r);
+    const struct codec *codec;
 
     out->type = get_u16(&r);
     if (r.err)
         return r.err;
     if (version != PROTO_VERSION)
         return PROTO_E_VERSION;
-    switch (out->type) {
-#define PROTO_MSG(name, number, payload)                                       \
-    case MSG_##name:                                                           \
-        get_##payload(&r, &out->u.payload);                                    \
-        break;
-#define PROTO_MSG_EMPTY(name, number)                                          \
-    case MSG_##name:                                                           \
-        break;
-#include "protocol.def"
-    default:
+    codec = codec_of(out->type);
+    if (!codec)
         return PROTO_E_TYPE;
-    }
+    codec->get(&r, out);
     if (r.err)
         return r.err;
     return r.pos == r.len ? PROTO_OK : PROTO_E_TRAILING;

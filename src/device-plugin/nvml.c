@@ -62,6 +62,24 @@ bool nvml_healthy(const char *uuid)
            nvml.memory(dev, &mem) == NVML_SUCCESS;
 }
 
+bool plugin_health_changed(struct plugin *p)
+{
+    bool changed = false;
+
+    for (int g = 0; g < p->gpu_count; g++) {
+        struct plugin_gpu *gpu = &p->gpus[g];
+        bool healthy = nvml_healthy(gpu->uuid);
+
+        if (healthy != gpu->healthy) {
+            log_warn("GPU %s is now %s", gpu->uuid,
+                     healthy ? "healthy" : "unhealthy");
+            gpu->healthy = healthy;
+            changed = true;
+        }
+    }
+    return changed;
+}
+
 void nvml_close(void)
 {
     if (nvml.lib) {

@@ -56,6 +56,8 @@ int plugin_configure(struct plugin *p);
 bool nvml_open(void);
 int nvml_numa_node(const char *uuid);
 bool nvml_healthy(const char *uuid);
+/* Reads every GPU's health again, logging each change: whether any did. */
+bool plugin_health_changed(struct plugin *p);
 void nvml_close(void);
 
 /* Device IDs. The name fits in 63 bytes (kubelet's limit). */

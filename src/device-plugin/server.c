@@ -322,20 +322,7 @@ static void check_register(struct endpoint_of_resource *ep, long long now)
 
 static void check_health(void)
 {
-    bool changed = false;
-
-    for (int g = 0; g < plugin->gpu_count; g++) {
-        struct plugin_gpu *gpu = &plugin->gpus[g];
-        bool healthy = nvml_healthy(gpu->uuid);
-
-        if (healthy != gpu->healthy) {
-            log_warn("GPU %s is now %s", gpu->uuid,
-                     healthy ? "healthy" : "unhealthy");
-            gpu->healthy = healthy;
-            changed = true;
-        }
-    }
-    if (!changed)
+    if (!plugin_health_changed(plugin))
         return;
     for (int r = 0; r < RESOURCE_COUNT; r++) {
         for (struct watch *w = endpoints[r].watchers; w; w = w->next_watcher) {

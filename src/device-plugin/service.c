@@ -60,13 +60,11 @@ void service_device_list(const struct plugin *p, enum resource r,
         topology[g].n_nodes = 1;
         topology[g].nodes = &numa_ptr[g];
     }
-    devices = calloc(total + 1, sizeof(*devices));
-    device_ptrs = calloc(total + 1, sizeof(*device_ptrs));
-    ids = calloc(total + 1, ID_LEN);
-    if (!devices || !device_ptrs || !ids) {
-        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        goto done;
-    }
+    devices = reply_calloc(out, total + 1, sizeof(*devices));
+    device_ptrs = reply_calloc(out, total + 1, sizeof(*device_ptrs));
+    ids = reply_calloc(out, total + 1, ID_LEN);
+    if (!devices || !device_ptrs || !ids)
+        return;
     for (int g = 0; g < p->gpu_count; g++) {
         const struct plugin_gpu *gpu = &p->gpus[g];
 
@@ -82,10 +80,6 @@ void service_device_list(const struct plugin *p, enum resource r,
     list.n_devices = n;
     list.devices = device_ptrs;
     reply_pack(out, &list.base);
-done:
-    free(devices);
-    free(device_ptrs);
-    free(ids);
 }
 
 void service_register_request(enum resource r, struct reply *out)
@@ -123,39 +117,21 @@ static size_t ids_wanted(const V1beta1__PreferredAllocationRequest *req)
 }
 
 static void preferred(struct plugin *p, enum resource r,
-                      const unsigned char *data, size_t len, struct reply *out)
+                      const V1beta1__PreferredAllocationRequest *req,
+                      struct reply *out)
 {
-    V1beta1__PreferredAllocationRequest *req =
-        v1beta1__preferred_allocation_request__unpack(NULL, len, data);
     V1beta1__PreferredAllocationResponse resp =
         V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
-    V1beta1__ContainerPreferredAllocationResponse *containers = NULL,
-                                                  **container_ptrs = NULL;
-    const char **picked = NULL;
+    V1beta1__ContainerPreferredAllocationResponse *containers =
+        reply_calloc(out, req->n_container_requests, sizeof(*containers));
+    V1beta1__ContainerPreferredAllocationResponse **container_ptrs =
+        reply_calloc(out, req->n_container_requests, sizeof(*container_ptrs));
+    const char **picked = reply_calloc(out, ids_wanted(req) + 1, sizeof(*picked));
     char err[PLUGIN_ERR_LEN];
     size_t used = 0;
-    const char *why =
-        pb_request_flaw(req != NULL,
-                        req && !req->n_container_requests
-                            ? "no container requests"
-                            : NULL,
-                        NUL_IN_ID,
-                        &v1beta1__preferred_allocation_request__descriptor,
-                        data, len);
 
-    if (why) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT,
-                   "GetPreferredAllocation: %s", why);
-        goto done;
-    }
-    containers = calloc(req->n_container_requests, sizeof(*containers));
-    container_ptrs = calloc(req->n_container_requests, sizeof(*container_ptrs));
-    picked = calloc(ids_wanted(req) + 1, sizeof(*picked));
-    if (!containers || !container_ptrs || !picked) {
-        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        goto done;
-    }
-    used = 0;
+    if (!containers || !container_ptrs || !picked)
+        return;
     for (size_t c = 0; c < req->n_container_requests; c++) {
         V1beta1__ContainerPreferredAllocationRequest *cr =
             req->container_requests[c];
@@ -167,7 +143,7 @@ static void preferred(struct plugin *p, enum resource r,
                                  cr->allocation_size, picked + used, err)) {
             reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT,
                        "GetPreferredAllocation: %s", err);
-            goto done;
+            return;
         }
         v1beta1__container_preferred_allocation_response__init(&containers[c]);
         containers[c].n_deviceids = (size_t)cr->allocation_size;
@@ -178,12 +154,6 @@ static void preferred(struct plugin *p, enum resource r,
     resp.n_container_responses = req->n_container_requests;
     resp.container_responses = container_ptrs;
     reply_pack(out, &resp.base);
-done:
-    free(picked);
-    free(containers);
-    free(container_ptrs);
-    if (req)
-        v1beta1__preferred_allocation_request__free_unpacked(req, NULL);
 }
 
 /* The most one container's response holds. */
@@ -248,39 +218,24 @@ static void fill_container(const struct plugin *p, enum resource r,
 }
 
 static void allocate(struct plugin *p, enum resource r,
-                     const unsigned char *data, size_t len, struct reply *out)
+                     const V1beta1__AllocateRequest *req, struct reply *out)
 {
-    V1beta1__AllocateRequest *req =
-        v1beta1__allocate_request__unpack(NULL, len, data);
     V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
-    struct container_reply *containers = NULL;
-    V1beta1__ContainerAllocateResponse **ptrs = NULL;
+    struct container_reply *containers =
+        reply_calloc(out, req->n_container_requests, sizeof(*containers));
+    V1beta1__ContainerAllocateResponse **ptrs =
+        reply_calloc(out, req->n_container_requests, sizeof(*ptrs));
     char err[PLUGIN_ERR_LEN];
-    const char *why = pb_request_flaw(req != NULL,
-                                      req && !req->n_container_requests
-                                          ? "no container requests"
-                                          : NULL,
-                                      NUL_IN_ID,
-                                      &v1beta1__allocate_request__descriptor,
-                                      data, len);
 
-    if (why) {
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: %s", why);
-        goto done;
-    }
-    containers = calloc(req->n_container_requests, sizeof(*containers));
-    ptrs = calloc(req->n_container_requests, sizeof(*ptrs));
-    if (!containers || !ptrs) {
-        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        goto done;
-    }
+    if (!containers || !ptrs)
+        return;
     for (size_t c = 0; c < req->n_container_requests; c++) {
         V1beta1__ContainerAllocateRequest *cr = req->container_requests[c];
 
         if (allocate_container(p, r, cr->devices_ids, cr->n_devices_ids,
                                &containers[c].alloc, err)) {
             reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "Allocate: %s", err);
-            goto done;
+            return;
         }
         fill_container(p, r, &containers[c]);
         ptrs[c] = &containers[c].resp;
@@ -296,11 +251,38 @@ static void allocate(struct plugin *p, enum resource r,
     resp.n_container_responses = req->n_container_requests;
     resp.container_responses = ptrs;
     reply_pack(out, &resp.base);
-done:
-    free(containers);
-    free(ptrs);
+}
+
+/* GetPreferredAllocation and Allocate: both requests are a list of
+ * container requests, refused as a whole when it is empty, does not
+ * decode or hides a NUL byte in an ID. */
+static void containers_call(struct plugin *p, enum resource r, enum method m,
+                            const unsigned char *data, size_t len,
+                            struct reply *out)
+{
+    bool allocating = m == METHOD_ALLOCATE;
+    const ProtobufCMessageDescriptor *desc =
+        allocating ? &v1beta1__allocate_request__descriptor
+                   : &v1beta1__preferred_allocation_request__descriptor;
+    ProtobufCMessage *req = protobuf_c_message_unpack(desc, NULL, len, data);
+    size_t n =
+        !req ? 0
+        : allocating
+            ? ((V1beta1__AllocateRequest *)req)->n_container_requests
+            : ((V1beta1__PreferredAllocationRequest *)req)->n_container_requests;
+    const char *why =
+        pb_request_flaw(req != NULL, req && !n ? "no container requests" : NULL,
+                        NUL_IN_ID, desc, data, len);
+
+    if (why)
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "%s: %s",
+                   allocating ? "Allocate" : "GetPreferredAllocation", why);
+    else if (allocating)
+        allocate(p, r, (V1beta1__AllocateRequest *)req, out);
+    else
+        preferred(p, r, (V1beta1__PreferredAllocationRequest *)req, out);
     if (req)
-        v1beta1__allocate_request__free_unpacked(req, NULL);
+        protobuf_c_message_free_unpacked(req, NULL);
 }
 
 void service_call(struct plugin *p, enum resource r, enum method m,
@@ -327,10 +309,8 @@ void service_call(struct plugin *p, enum resource r, enum method m,
         reply_pack(out, &options.base);
         return;
     case METHOD_PREFERRED:
-        preferred(p, r, request, len, out);
-        return;
     case METHOD_ALLOCATE:
-        allocate(p, r, request, len, out);
+        containers_call(p, r, m, request, len, out);
         return;
     case METHOD_PRE_START:
         /* Not asked for (pre_start_required is false): nothing to do. */

@@ -11,25 +11,6 @@
 #include "parse.h"
 #include "protocol.h"
 
-static const struct {
-    const char *suffix;
-    uint64_t multiplier;
-} suffixes[] = {
-    {"Ki", 1ULL << 10},
-    {"Mi", 1ULL << 20},
-    {"Gi", 1ULL << 30},
-    {"Ti", 1ULL << 40},
-    {"Pi", 1ULL << 50},
-    {"Ei", 1ULL << 60},
-    {"k", 1000ULL},
-    {"M", 1000000ULL},
-    {"G", 1000000000ULL},
-    {"T", 1000000000000ULL},
-    {"P", 1000000000000000ULL},
-    {"E", 1000000000000000000ULL},
-    {"", 1},
-};
-
 /* Quantities come back canonical ("4096Mi" may read "4Gi"): they are
  * compared as numbers, never as strings. A fraction or milli-units round
  * up, as the allocator rounds a request up. */
@@ -57,10 +38,10 @@ bool quantity_parse(const char *text, uint64_t *out)
         multiplier = 1;
         divisor = 1000;
     }
-    for (size_t i = 0;
-         !multiplier && i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
-        if (!strcmp(p, suffixes[i].suffix))
-            multiplier = suffixes[i].multiplier;
+    for (const struct parse_unit *u = parse_quantity_units;
+         !multiplier && u->suffix; u++)
+        if (!strcmp(p, u->suffix))
+            multiplier = u->scale;
     if (!multiplier || (whole && whole > UINT64_MAX / multiplier))
         return false;
     /* value = (whole + frac / frac_scale) * multiplier / divisor, up */

@@ -47,24 +47,6 @@ static void answer(struct rpc *rpc, const unsigned char *request, size_t len)
     free(reply.data);
 }
 
-static bool health_changed(void)
-{
-    bool changed = false;
-
-    for (int g = 0; g < driver->gpus.gpu_count; g++) {
-        struct plugin_gpu *gpu = &driver->gpus.gpus[g];
-        bool healthy = nvml_healthy(gpu->uuid);
-
-        if (healthy != gpu->healthy) {
-            log_warn("GPU %s is now %s", gpu->uuid,
-                     healthy ? "healthy" : "unhealthy");
-            gpu->healthy = healthy;
-            changed = true;
-        }
-    }
-    return changed;
-}
-
 int server_run(struct driver *d)
 {
     long long slice_every =
@@ -96,7 +78,7 @@ int server_run(struct driver *d)
          * is checked now and then, for kubelet deletes a node's slices
          * when it restarts; a failure is retried at the next check. */
         if (now >= next_health) {
-            if (health_changed())
+            if (plugin_health_changed(&d->gpus))
                 next_slice = 0, slice_ok = false;
             next_health = now + HEALTH_EVERY_MS;
         }

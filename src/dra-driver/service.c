@@ -129,50 +129,20 @@ static void answer_claim(struct driver *d, const struct dra_claim *c,
     p->resp.devices = p->device_ptrs;
 }
 
-/* Refuses a request that did not decode, names too many claims or hides a
- * NUL byte in a string (protobuf-c would hand over its prefix): true, with
- * the reply made. */
-static bool refused(const char *method, bool decoded, size_t n_claims,
-                    const ProtobufCMessageDescriptor *descriptor,
-                    const unsigned char *data, size_t len, struct reply *out)
-{
-    const char *why =
-        pb_request_flaw(decoded,
-                        n_claims > CALL_MAX_CLAIMS
-                            ? "more than " STR(CALL_MAX_CLAIMS) " claims"
-                            : NULL,
-                        "a string holds a NUL byte", descriptor, data, len);
-
-    if (why)
-        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "%s: %s", method, why);
-    return why != NULL;
-}
-
-static void prepare(struct driver *d, const unsigned char *data, size_t len,
+static void prepare(struct driver *d, const Dra__NodePrepareResourcesRequest *req,
                     struct reply *out)
 {
-    Dra__NodePrepareResourcesRequest *req =
-        dra__node_prepare_resources_request__unpack(NULL, len, data);
     Dra__NodePrepareResourcesResponse resp =
         DRA__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
-    Dra__NodePrepareResourcesResponse__ClaimsEntry **entries = NULL;
-    struct prepared *answers = NULL;
+    struct prepared *answers =
+        reply_calloc(out, req->n_claims + 1, sizeof(*answers));
+    Dra__NodePrepareResourcesResponse__ClaimsEntry **entries =
+        reply_calloc(out, req->n_claims + 1, sizeof(*entries));
     long long deadline = now_ms() + CALL_BUDGET_MS;
     size_t n = 0;
 
-    if (refused("NodePrepareResources", req, req ? req->n_claims : 0,
-                &dra__node_prepare_resources_request__descriptor, data, len,
-                out)) {
-        if (req)
-            dra__node_prepare_resources_request__free_unpacked(req, NULL);
+    if (!answers || !entries)
         return;
-    }
-    answers = calloc(req->n_claims + 1, sizeof(*answers));
-    entries = calloc(req->n_claims + 1, sizeof(*entries));
-    if (!answers || !entries) {
-        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        goto done;
-    }
     /* A Prepare only appends to the claim table, so the answers may
      * point into it until they are packed. */
     for (size_t i = 0; i < req->n_claims; i++) {
@@ -204,40 +174,26 @@ static void prepare(struct driver *d, const unsigned char *data, size_t len,
     resp.n_claims = n;
     resp.claims = entries;
     reply_pack(out, &resp.base);
-done:
-    free(answers);
-    free(entries);
-    dra__node_prepare_resources_request__free_unpacked(req, NULL);
 }
 
-static void unprepare(struct driver *d, const unsigned char *data, size_t len,
+static void unprepare(struct driver *d,
+                      const Dra__NodeUnprepareResourcesRequest *req,
                       struct reply *out)
 {
-    Dra__NodeUnprepareResourcesRequest *req =
-        dra__node_unprepare_resources_request__unpack(NULL, len, data);
     Dra__NodeUnprepareResourcesResponse resp =
         DRA__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
-    Dra__NodeUnprepareResourcesResponse__ClaimsEntry *entries = NULL,
-                                                     **entry_ptrs = NULL;
-    Dra__NodeUnprepareResourceResponse *answers = NULL;
-    char(*errors)[DRA_ERR_LEN] = NULL;
+    Dra__NodeUnprepareResourcesResponse__ClaimsEntry *entries =
+        reply_calloc(out, req->n_claims + 1, sizeof(*entries));
+    Dra__NodeUnprepareResourcesResponse__ClaimsEntry **entry_ptrs =
+        reply_calloc(out, req->n_claims + 1, sizeof(*entry_ptrs));
+    Dra__NodeUnprepareResourceResponse *answers =
+        reply_calloc(out, req->n_claims + 1, sizeof(*answers));
+    char(*errors)[DRA_ERR_LEN] =
+        reply_calloc(out, req->n_claims + 1, sizeof(*errors));
     size_t n = 0;
 
-    if (refused("NodeUnprepareResources", req, req ? req->n_claims : 0,
-                &dra__node_unprepare_resources_request__descriptor, data, len,
-                out)) {
-        if (req)
-            dra__node_unprepare_resources_request__free_unpacked(req, NULL);
+    if (!entries || !entry_ptrs || !answers || !errors)
         return;
-    }
-    entries = calloc(req->n_claims + 1, sizeof(*entries));
-    entry_ptrs = calloc(req->n_claims + 1, sizeof(*entry_ptrs));
-    answers = calloc(req->n_claims + 1, sizeof(*answers));
-    errors = calloc(req->n_claims + 1, sizeof(*errors));
-    if (!entries || !entry_ptrs || !answers || !errors) {
-        reply_fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        goto done;
-    }
     for (size_t i = 0; i < req->n_claims; i++) {
         if (seen_before(req->claims, i))
             continue;
@@ -256,12 +212,41 @@ static void unprepare(struct driver *d, const unsigned char *data, size_t len,
     resp.n_claims = n;
     resp.claims = entry_ptrs;
     reply_pack(out, &resp.base);
-done:
-    free(entries);
-    free(entry_ptrs);
-    free(answers);
-    free(errors);
-    dra__node_unprepare_resources_request__free_unpacked(req, NULL);
+}
+
+/* NodePrepareResources and NodeUnprepareResources: both requests are a
+ * list of claims, refused as a whole when it does not decode, names too
+ * many claims or hides a NUL byte in a string (protobuf-c would hand over
+ * its prefix). */
+static void claims_call(struct driver *d, enum dra_method m,
+                        const unsigned char *data, size_t len, struct reply *out)
+{
+    bool preparing = m == DRA_PREPARE;
+    const ProtobufCMessageDescriptor *desc =
+        preparing ? &dra__node_prepare_resources_request__descriptor
+                  : &dra__node_unprepare_resources_request__descriptor;
+    ProtobufCMessage *req = protobuf_c_message_unpack(desc, NULL, len, data);
+    size_t n = !req ? 0
+               : preparing
+                   ? ((Dra__NodePrepareResourcesRequest *)req)->n_claims
+                   : ((Dra__NodeUnprepareResourcesRequest *)req)->n_claims;
+    const char *why =
+        pb_request_flaw(req != NULL,
+                        n > CALL_MAX_CLAIMS
+                            ? "more than " STR(CALL_MAX_CLAIMS) " claims"
+                            : NULL,
+                        "a string holds a NUL byte", desc, data, len);
+
+    if (why)
+        reply_fail(out, GRPC_STATUS_INVALID_ARGUMENT, "%s: %s",
+                   preparing ? "NodePrepareResources" : "NodeUnprepareResources",
+                   why);
+    else if (preparing)
+        prepare(d, (Dra__NodePrepareResourcesRequest *)req, out);
+    else
+        unprepare(d, (Dra__NodeUnprepareResourcesRequest *)req, out);
+    if (req)
+        protobuf_c_message_free_unpacked(req, NULL);
 }
 
 void dra_service_call(struct driver *d, enum dra_method m,
@@ -282,10 +267,8 @@ void dra_service_call(struct driver *d, enum dra_method m,
         notify(request, len, out);
         return;
     case DRA_PREPARE:
-        prepare(d, request, len, out);
-        return;
     case DRA_UNPREPARE:
-        unprepare(d, request, len, out);
+        claims_call(d, m, request, len, out);
         return;
     case DRA_UNKNOWN:
         break;

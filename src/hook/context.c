@@ -198,26 +198,25 @@ HOOK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
     return rc;
 }
 
-HOOK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+/* What cuCtxSetCurrent and cuCtxPushCurrent_v2 do once the driver has
+ * answered rc: ctx is the thread's current context when it succeeded. */
+static CUresult made_current(CUresult rc, CUcontext ctx)
 {
-    CUresult rc;
-
-    hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxSetCurrent], 1);
-    rc = HOOK_CALL_REAL(cuCtxSetCurrent, (ctx));
     if (rc == CUDA_SUCCESS)
         follow_current(ctx);
     return rc;
 }
 
+HOOK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxSetCurrent], 1);
+    return made_current(HOOK_CALL_REAL(cuCtxSetCurrent, (ctx)), ctx);
+}
+
 HOOK_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
-    CUresult rc;
-
     hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxPushCurrent_v2], 1);
-    rc = HOOK_CALL_REAL(cuCtxPushCurrent_v2, (ctx));
-    if (rc == CUDA_SUCCESS)
-        follow_current(ctx);
-    return rc;
+    return made_current(HOOK_CALL_REAL(cuCtxPushCurrent_v2, (ctx)), ctx);
 }
 
 HOOK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)

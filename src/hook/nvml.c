@@ -78,10 +78,17 @@ static int gpu_of(nvmlDevice_t device)
     return gpu;
 }
 
-/* The quota's view of device: *total (never above the real one) and
- * *used; false if it is not ours or has no quota. */
-static bool quota_of(nvmlDevice_t device, unsigned long long *total,
-                     unsigned long long *used)
+/* The real function's answer, NVML_ERROR_FUNCTION_NOT_FOUND where the
+ * library or the function is missing. */
+#define NVML_CALL_REAL(fn, args)                                               \
+    (pthread_once(&real_once, load_real),                                      \
+     real.fn ? real.fn args : NVML_ERROR_FUNCTION_NOT_FOUND)
+
+/* Puts the quota's view of device into what the real function answered:
+ * *total (never above the real one), *used and *free_mem; false, leaving them
+ * as they were, if the device is not ours or has no quota. */
+static bool quota_view(nvmlDevice_t device, unsigned long long *total,
+                       unsigned long long *free_mem, unsigned long long *used)
 {
     int gpu = gpu_of(device);
     uint64_t quota, pod_used;
@@ -97,36 +104,28 @@ static bool quota_of(nvmlDevice_t device, unsigned long long *total,
     if (quota < *total)
         *total = quota;
     *used = pod_used < *total ? pod_used : *total;
+    *free_mem = *total - *used;
     return true;
 }
 
 HOOK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device,
                                                  nvmlMemory_t *memory)
 {
-    nvmlReturn_t rc;
+    nvmlReturn_t rc = NVML_CALL_REAL(get_memory, (device, memory));
 
-    pthread_once(&real_once, load_real);
-    if (real.get_memory == NULL)
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
-    rc = real.get_memory(device, memory);
-    if (rc == NVML_SUCCESS && quota_of(device, &memory->total, &memory->used))
-        memory->free = memory->total - memory->used;
+    if (rc == NVML_SUCCESS)
+        quota_view(device, &memory->total, &memory->free, &memory->used);
     return rc;
 }
 
 HOOK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                                     nvmlMemory_v2_t *memory)
 {
-    nvmlReturn_t rc;
+    nvmlReturn_t rc = NVML_CALL_REAL(get_memory_v2, (device, memory));
 
-    pthread_once(&real_once, load_real);
-    if (real.get_memory_v2 == NULL)
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
-    rc = real.get_memory_v2(device, memory);
-    if (rc == NVML_SUCCESS && quota_of(device, &memory->total, &memory->used)) {
+    if (rc == NVML_SUCCESS &&
+        quota_view(device, &memory->total, &memory->free, &memory->used))
         memory->reserved = 0;
-        memory->free = memory->total - memory->used;
-    }
     return rc;
 }
 
