@@ -57,9 +57,10 @@ static void close_client(struct scheduler *s, struct client *c,
     footprint_forget(s, slot);
     s->yield_told -= c->yield_sent.idle_release_ns ||
                      c->yield_sent.max_backlog_ns;
+    uint32_t gpus = clients_gpu_mask(c);
     *c = (struct client){.slot = slot, .fd = -1};
     clients_apply_quota(s, &quota_out);
-    clients_retell_yield(s);
+    clients_retell_yield(s, gpus);
 }
 
 /* Sending the departures' actions may doom more clients: the loop runs

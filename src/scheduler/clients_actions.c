@@ -96,12 +96,13 @@ static void send_swap(struct client *c, const struct policy_action *a, uint8_t g
     client_send(c, &m);
 }
 
-/* Tells c how soon to give its GPUs back (policy_yield_terms, the
- * shortest over its GPUs), when that changed. */
-static void tell_yield_terms(struct scheduler *s, struct client *c)
+/* The terms of c over all its GPUs: the shortest idle release; the
+ * tightest backlog, where a GPU with no wish (0: the client's own) is
+ * tighter than one that leaves it unbounded. */
+static struct msg_yield yield_terms(struct scheduler *s, const struct client *c)
 {
-    struct msg m = {.type = MSG_UPDATE_YIELD};
-    struct msg_yield *y = &m.u.yield;
+    struct msg_yield y = {0, 0};
+    bool own_backlog = false;
 
     for (int i = 0; i < c->n_gpus; i++) {
         if (c->node_gpu[i] < 0)
@@ -109,12 +110,24 @@ static void tell_yield_terms(struct scheduler *s, struct client *c)
         struct policy_yield t =
             policy_yield_terms(s->policy, c->node_gpu[i], c->slot);
         if (t.idle_release_ns &&
-            (!y->idle_release_ns || t.idle_release_ns < y->idle_release_ns))
-            y->idle_release_ns = t.idle_release_ns;
+            (!y.idle_release_ns || t.idle_release_ns < y.idle_release_ns))
+            y.idle_release_ns = t.idle_release_ns;
+        own_backlog = own_backlog || !t.max_backlog_ns;
         if (t.max_backlog_ns &&
-            (!y->max_backlog_ns || t.max_backlog_ns < y->max_backlog_ns))
-            y->max_backlog_ns = t.max_backlog_ns;
+            (!y.max_backlog_ns || t.max_backlog_ns < y.max_backlog_ns))
+            y.max_backlog_ns = t.max_backlog_ns;
     }
+    if (own_backlog && y.max_backlog_ns == POLICY_BACKLOG_UNBOUNDED)
+        y.max_backlog_ns = 0;
+    return y;
+}
+
+/* Tells c its terms (UPDATE_YIELD) when they changed. */
+static void tell_yield_terms(struct scheduler *s, struct client *c)
+{
+    struct msg m = {.type = MSG_UPDATE_YIELD, .u.yield = yield_terms(s, c)};
+    const struct msg_yield *y = &m.u.yield;
+
     if (y->idle_release_ns == c->yield_sent.idle_release_ns &&
         y->max_backlog_ns == c->yield_sent.max_backlog_ns)
         return;
@@ -125,14 +138,26 @@ static void tell_yield_terms(struct scheduler *s, struct client *c)
     client_send(c, &m);
 }
 
-void clients_retell_yield(struct scheduler *s)
+uint32_t clients_gpu_mask(const struct client *c)
+{
+    uint32_t mask = 0;
+
+    for (int i = 0; i < c->n_gpus; i++)
+        if (c->node_gpu[i] >= 0)
+            mask |= 1u << c->node_gpu[i];
+    return mask;
+}
+
+void clients_retell_yield(struct scheduler *s, uint32_t gpus)
 {
     /* Without priorities nobody is told anything, unless told before. */
     if (!policy_ranked(s->policy) && s->yield_told == 0)
         return;
-    for (int slot = 0; slot < s->table_size; slot++)
-        if (s->clients[slot]->used && s->clients[slot]->welcomed)
-            tell_yield_terms(s, s->clients[slot]);
+    for (int slot = 0; slot < s->table_size; slot++) {
+        struct client *c = s->clients[slot];
+        if (c->used && c->welcomed && (clients_gpu_mask(c) & gpus))
+            tell_yield_terms(s, c);
+    }
 }
 
 void clients_apply(struct scheduler *s, const struct policy_actions *actions)
@@ -239,7 +264,7 @@ void clients_apply_accounts(struct scheduler *s,
                     client_tell_core_limit(s->clients[slot], a->core_limit);
             policy_set_priority(s->policy, a->account, a->priority);
             policy_set_min_share(s->policy, a->account, a->min_share);
-            clients_retell_yield(s);
+            clients_retell_yield(s, UINT32_MAX);
             for (int g = 0; g < s->n_gpus; g++) {
                 struct quota_actions out = {0};
                 quota_set_limit(&s->quota, g, a->account, a->memory_limit, &out);

@@ -228,5 +228,5 @@ void client_register(struct scheduler *s, struct client *c,
     /* Its limits (UPDATE_CORE_LIMIT, UPDATE_LIMIT) follow REGISTER_OK. */
     client_tell_core_limit(c, account_core_limit(s->accounts, c->account));
     clients_apply_quota(s, &quota_out);
-    clients_retell_yield(s);
+    clients_retell_yield(s, clients_gpu_mask(c));
 }

@@ -138,9 +138,12 @@ void clients_on_listen(struct event_loop *loop, int fd, void *data);
 void clients_apply(struct scheduler *s, const struct policy_actions *actions);
 /* Carries out the quota's actions and frees their list. */
 void clients_apply_quota(struct scheduler *s, struct quota_actions *actions);
-/* Tells every client whose UPDATE_YIELD terms changed (a client joined or
- * left a GPU, a class changed). */
-void clients_retell_yield(struct scheduler *s);
+/* Tells the clients of the node GPUs in gpus (a bit each) whose
+ * UPDATE_YIELD terms changed: a client joined or left them, or a class
+ * changed (UINT32_MAX: every GPU). */
+void clients_retell_yield(struct scheduler *s, uint32_t gpus);
+/* The node GPUs c uses, a bit each. */
+uint32_t clients_gpu_mask(const struct client *c);
 void clients_apply_accounts(struct scheduler *s,
                             const struct account_actions *actions);
 void clients_broadcast(struct scheduler *s, uint16_t type);
