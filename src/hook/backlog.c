@@ -176,18 +176,19 @@ static struct backlog *backlog_for(const struct hook_driver *drv)
 
 /* The budget in force: NVSHARE_MAX_BACKLOG_MS, or the scheduler's shorter
  * wish (a lower class beside a higher one: its drains must be short);
- * 0: unbounded. */
-static double budget_now_ms(bool *lent)
+ * 0: unbounded. *wished: the scheduler's wish applies (a short budget, or
+ * none for the top class). */
+static double budget_now_ms(bool *wished)
 {
     uint64_t wish_ns = nvshare_max_backlog_ns();
     double wish = (double)wish_ns / 1e6;
 
     if (wish_ns == UINT64_MAX) { /* the top class: nobody preempts it */
-        *lent = true;
+        *wished = true;
         return 0;
     }
-    *lent = wish > 0 && (budget_ms <= 0 || wish < budget_ms);
-    return *lent ? wish : budget_ms;
+    *wished = wish > 0 && (budget_ms <= 0 || wish < budget_ms);
+    return *wished ? wish : budget_ms;
 }
 
 /* From the GPU time between the last retired mark and this one, the
@@ -205,13 +206,13 @@ static void adapt_interval(const struct hook_driver *drv, struct backlog *b,
         drv->event_elapsed(&gpu_ms, b->marks[b->last_retired], b->marks[slot]) ==
             CUDA_SUCCESS &&
         gpu_ms > 0) {
-        bool lent;
-        double fit = budget_now_ms(&lent) / 3 / (gpu_ms / b->submissions[slot]);
+        bool wished;
+        double fit = budget_now_ms(&wished) / 3 / (gpu_ms / b->submissions[slot]);
 
         b->interval = fit < 1 ? 1 : fit > grown ? grown : (int)fit;
-        /* One submission alone is over a lent budget's third: queue one
-         * behind the running one, not two. */
-        b->one_behind = lent && fit < 1;
+        /* One submission alone is over a third of the scheduler's
+         * budget: queue one behind the running one, not two. */
+        b->one_behind = wished && fit < 1;
     } else {
         b->interval = grown;
     }
@@ -330,14 +331,14 @@ void hook_backlog_check(CUstream stream, int pt_flags)
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     struct backlog *b;
 
-    bool lent;
+    bool wished;
     double budget;
 
     pthread_once(&config_once, read_config);
-    budget = budget_now_ms(&lent);
+    budget = budget_now_ms(&wished);
     /* Unbounded at the scheduler's wish: look again now and then, the
      * wish may change. */
-    hook_backlog_countdown = budget > 0 || lent ? max_interval : INT_MAX;
+    hook_backlog_countdown = budget > 0 || wished ? max_interval : INT_MAX;
     if (budget <= 0 || drv == NULL || drv->ctx_get_current == NULL ||
         drv->event_create == NULL || drv->event_record == NULL ||
         drv->event_query == NULL || drv->event_synchronize == NULL ||
