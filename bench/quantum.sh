@@ -208,7 +208,8 @@ MULTI_GPU_TQS="auto 1s" MULTI_GPU_POD=0 OUT=$OUT/case6 bash "$TOP/bench/multi_gp
     >"$OUT/case6.log" 2>&1
 status=$?
 grep -E '^(TQ|job|A alone|alone)' "$OUT/case6.log" | sed 's/^/   /' | tee -a "$SUMMARY"
-say "6. two GPUs, two DDP jobs and a single-GPU job: $([ $status = 0 ] && echo ok || { failed=1; echo MISSED; })"
+[ $status = 0 ] || failed=1
+say "6. two GPUs, two DDP jobs and a single-GPU job: $([ $status = 0 ] && echo ok || echo MISSED)"
 elif case_on 6; then
 say "6. two GPUs: skipped, one GPU here"
 fi
