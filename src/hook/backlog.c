@@ -18,9 +18,11 @@
  *   - The scheduler may ask for a shorter budget (UPDATE_YIELD: a lower
  *     class beside a higher one, whose drains must be short); then a
  *     submission longer than a third of it waits until one is left
- *     queued behind the running one. It may also ask for none (the top
- *     class, which nobody preempts): marks would count the slices the
- *     GPU gives other contexts as its work, and split its requests.
+ *     queued behind the running one, and the bound is the process's
+ *     queue, not the thread's (see "The process's queue" below). It may
+ *     also ask for none (the top class, which nobody preempts): marks
+ *     would count the slices the GPU gives other contexts as its work,
+ *     and split its requests.
  *
  * Empty kernels thus get checked every NVSHARE_BACKLOG_CHECK_EVERY launches
  * (an event record and query per few hundred launches), long kernels every
@@ -96,6 +98,16 @@ static HOOK_TLS uint64_t busy_sync_ns;    /* waited in syncs after that */
 static HOOK_TLS uint64_t busy_releases;   /* releases[gpu] at span start */
 static HOOK_TLS bool busy_gated;          /* the gate was closed then */
 static _Atomic uint64_t releases[NVSHARE_MAX_GPUS]; /* drains so far */
+
+/* The process's queue on one GPU, for the scheduler's short budget. */
+struct process_queue {
+    CUcontext ctx; /* the marks' context */
+    CUevent marks[MARKS];
+    unsigned oldest, pending; /* ring of pending marks */
+    unsigned waiters;         /* threads waiting, the lock dropped */
+};
+static struct process_queue process_queues[NVSHARE_MAX_GPUS];
+static pthread_mutex_t process_queue_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static double budget_ms = 5.0;
 static int max_interval = 256;
@@ -219,16 +231,24 @@ static void adapt_interval(const struct hook_driver *drv, struct backlog *b,
     b->last_retired = (int)slot;
 }
 
-/* Retires completed marks; with more than two pending, waits for the
+/* Marks a thread's bound allows pending: two, one beside the running
+ * submission when each is over a third of the scheduler's budget. */
+static unsigned allowed_pending(const struct backlog *b)
+{
+    return b->one_behind ? 1u : 2u;
+}
+
+/* Retires completed marks; with more than `allowed` pending, waits for the
  * oldest. */
-static void retire(const struct hook_driver *drv, struct backlog *b)
+static void retire(const struct hook_driver *drv, struct backlog *b,
+                   unsigned allowed)
 {
     while (b->pending > 0) {
         CUevent oldest = b->marks[b->oldest];
         CUresult rc = drv->event_query(oldest);
 
         if (rc == CUDA_ERROR_NOT_READY) {
-            if (b->pending <= (b->one_behind ? 1u : 2u))
+            if (b->pending <= allowed)
                 return;
             uint64_t start = hook_now_ns();
 
@@ -244,6 +264,93 @@ static void retire(const struct hook_driver *drv, struct backlog *b)
         b->oldest = (b->oldest + 1) % MARKS;
         b->pending--;
     }
+}
+
+/* ---- the process's queue --------------------------------------------------
+ *
+ * Beside a higher class the bound is the process's, not each thread's:
+ * PyTorch launches a training step's backward from its autograd thread and
+ * the rest from the caller's, and at each hand-off the marks of both were
+ * pending - three or four kernels ahead of the GPU where one behind the
+ * running one was meant, and the high pod's first kernel waited for them.
+ * So under the scheduler's budget every check also records a mark in one
+ * ring per GPU, and waits while more than the thread's allowance is
+ * pending there, whoever recorded them. A mark on another stream is waited
+ * for too: it bounds the process's queue, if conservatively. The ring
+ * belongs to one context; a thread in another context of the same GPU
+ * keeps its own bound. The lock is taken once per check, never per
+ * launch, and dropped while waiting. */
+
+static void retire_process_marks(const struct hook_driver *drv,
+                                 struct process_queue *q)
+{
+    while (q->pending > 0 &&
+           drv->event_query(q->marks[q->oldest]) != CUDA_ERROR_NOT_READY) {
+        q->oldest = (q->oldest + 1) % MARKS;
+        q->pending--;
+    }
+}
+
+/* Makes q the ring of ctx unless it serves another live context or a
+ * thread waits on one of its marks. */
+static void claim_process_queue(const struct hook_driver *drv,
+                                struct process_queue *q, CUcontext ctx)
+{
+    if (q->ctx == ctx || q->waiters > 0 ||
+        (q->ctx != NULL && hook_context_live(q->ctx)))
+        return;
+    /* The old context is gone, and its events with it. */
+    *q = (struct process_queue){.ctx = ctx};
+    for (int i = 0; i < MARKS; i++)
+        if (drv->event_create(&q->marks[i], CU_EVENT_DISABLE_TIMING) !=
+            CUDA_SUCCESS) {
+            while (i-- > 0)
+                drv->event_destroy(q->marks[i]);
+            *q = (struct process_queue){0};
+            return;
+        }
+}
+
+/* Records a mark of the process's queue on stream and waits while more
+ * than `allowed` are pending. false: this thread has no ring (its own
+ * bound applies). */
+static bool bound_process_queue(const struct hook_driver *drv, CUcontext ctx,
+                                CUstream stream, unsigned allowed)
+{
+    int gpu = hook_current_gpu;
+    bool recorded = false;
+
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return false;
+    struct process_queue *q = &process_queues[gpu];
+    pthread_mutex_lock(&process_queue_lock);
+    claim_process_queue(drv, q, ctx);
+    if (q->ctx == ctx) {
+        retire_process_marks(drv, q);
+        unsigned slot = (q->oldest + q->pending) % MARKS;
+        recorded = q->pending < MARKS &&
+                   drv->event_record(q->marks[slot], stream) == CUDA_SUCCESS;
+        if (recorded)
+            q->pending++;
+    }
+    while (recorded && q->pending > allowed) {
+        CUevent oldest = q->marks[q->oldest];
+        uint64_t start = hook_now_ns();
+
+        q->waiters++;
+        pthread_mutex_unlock(&process_queue_lock);
+        CUresult rc = drv->event_synchronize(oldest);
+        hook_count(&hook_stat_events[HOOK_EV_BACKLOG_WAITS], 1);
+        hook_count(&hook_stat_events[HOOK_EV_BACKLOG_WAIT_US],
+                   (hook_now_ns() - start) / 1000);
+        pthread_mutex_lock(&process_queue_lock);
+        q->waiters--;
+        if (rc != CUDA_SUCCESS)
+            break;
+        retire_process_marks(drv, q);
+    }
+    pthread_mutex_unlock(&process_queue_lock);
+    return recorded;
 }
 
 /* ---- busy measure --------------------------------------------------------- */
@@ -358,7 +465,7 @@ void hook_backlog_check(CUstream stream, int pt_flags)
          * unbounded (a PyTorch CUDA graph queued 8 replays, 44 ms). */
         hook_backlog_restart();
     } else if ((b = backlog_for(drv)) != NULL) {
-        /* retire() leaves at most 2 pending, so the ring has room. */
+        /* retire() leaves at most MARKS - 1 pending, so the ring has room. */
         unsigned slot = (b->oldest + b->pending) % MARKS;
 
         if (drv->event_record(b->marks[slot], stream) == CUDA_SUCCESS) {
@@ -368,7 +475,12 @@ void hook_backlog_check(CUstream stream, int pt_flags)
             busy_mark = b->marks[slot];
             hook_busy_mark_live = true;
         }
-        retire(drv, b);
+        /* Under the scheduler's budget the process's queue is bounded;
+         * the thread's marks then only measure. */
+        if (wished && bound_process_queue(drv, b->ctx, stream, allowed_pending(b)))
+            retire(drv, b, MARKS - 1);
+        else
+            retire(drv, b, allowed_pending(b));
         hook_backlog_countdown = b->interval;
     }
     drv->exchange_capture_mode(&mode);

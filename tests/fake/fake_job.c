@@ -25,9 +25,16 @@
  * its four kernels and synchronizes; arrivals=<CLOCK_MONOTONIC ns,...>
  * lists when each request launched its first kernel (its arrival, or the
  * end of the previous request if that ran past it), so that a test can
- * pair each with its first kernel in the fake driver's trace. */
+ * pair each with its first kernel in the fake driver's trace.
+ *
+ * FAKE_JOB_HANDOFF=1 has a second thread launch the last two kernels of
+ * each four while the first waits, as PyTorch launches a training step's
+ * backward from its autograd thread. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -45,6 +52,29 @@ static long long clock_ns(clockid_t clock)
 static long long realtime_ns(void)
 {
     return clock_ns(CLOCK_REALTIME);
+}
+
+/* The kernels of each four launched by the second thread, with
+ * FAKE_JOB_HANDOFF=1. */
+static struct {
+    CUcontext ctx;
+    CUfunction kernel;
+    sem_t go, done;
+    bool failed;
+} handoff;
+
+static void *backward_thread(void *arg)
+{
+    (void)arg;
+    handoff.failed = cuCtxSetCurrent(handoff.ctx) != CUDA_SUCCESS;
+    for (;;) {
+        sem_wait(&handoff.go);
+        for (int i = 0; i < 2 && !handoff.failed; i++)
+            handoff.failed = cuLaunchKernel(handoff.kernel, 1, 1, 1, 1, 1, 1, 0,
+                                            NULL, NULL, NULL) != CUDA_SUCCESS;
+        sem_post(&handoff.done);
+    }
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -81,6 +111,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "fake_job: %s MiB refused\n", mem_mb);
         return 1;
     }
+    const char *handoff_env = getenv("FAKE_JOB_HANDOFF");
+    int own_kernels = 4;
+    if (handoff_env && atoi(handoff_env)) {
+        pthread_t thread;
+        handoff.ctx = ctx;
+        handoff.kernel = kernel;
+        sem_init(&handoff.go, 0, 0);
+        sem_init(&handoff.done, 0, 0);
+        if (pthread_create(&thread, NULL, backward_thread, NULL) == 0) {
+            pthread_detach(thread);
+            own_kernels = 2;
+        }
+    }
     const char *every_env = getenv("FAKE_JOB_EVERY_MS");
     double every_ns = every_env ? atof(every_env) * 1e6 : 0;
     unsigned short seed[3] = {1, 2, 3};
@@ -108,9 +151,16 @@ int main(int argc, char **argv)
             if (cuMemAlloc(&memory, (size_t)atoll(mem_mb) << 20))
                 memory = 0;
         }
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < own_kernels; i++)
             if (cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))
                 return 1;
+        if (own_kernels < 4) {
+            sem_post(&handoff.go);
+            while (sem_wait(&handoff.done) == -1 && errno == EINTR)
+                ;
+            if (handoff.failed)
+                return 1;
+        }
         cuCtxSynchronize();
         if (!first_done)
             first_done = clock_ns(CLOCK_MONOTONIC);
