@@ -7,7 +7,8 @@
 #
 # Jobs (bench/priority_jobs.py, PyTorch, bf16): "light" inference, batch-64
 # requests of a 12-layer 4096-wide MLP (~0.8 ms each) arriving at
-# exponential 20 ms gaps; "heavy" inference, the same model at batch 16384
+# exponential 20 ms gaps ("lightg": each request one CUDA graph replay);
+# "heavy" inference, the same model at batch 16384
 # (10-20 ms of GPU work each); "train", an 8-layer 4096-wide MLP training
 # loop at batch 16384 (short kernels); "k10", "k30", "k100": one bf16
 # matmul per kernel of about 10, 30 or 100 ms.
@@ -24,12 +25,13 @@
 #  - free: libnvshare loaded, the scheduler's anti-thrash off (what the
 #    hook alone costs beside native).
 # Every nvshare run is at the scheduler's and the client's default
-# settings. Jobs warm up, then measure the same window of SPAN_S (8) s
-# from WARM_S (10) s after the first start; late=1 says a job warmed up
-# after the window began. Printed per pair and mode: inference p50/p99
-# against its solo p99 + 2 ms; the other job's rate against solo and
-# against what the inference leaves idle (solo rate x (1 - the
-# inference's solo busy fraction)), at least 90 % of it with prio; for
+# settings. Jobs measure the same window of SPAN_S (8) s from WARM_S (10)
+# s after the first start (the service warms up and waits for it); late=1
+# says a job warmed up after the window began. Printed per pair and mode:
+# inference p50/p99 against its solo p99 + 2 ms; the other job's rate
+# against solo and against what the inference leaves idle (solo rate x (1
+# - the inference's solo busy fraction)), at least 90 % of it with prio,
+# and from its process start to the window's end against solo's; for
 # train + train each job's share of solo and the aggregate.
 # ENV_1 and ENV_2 add VAR=VALUE words to the environment of job 1 or 2
 # in the nvshare modes (for diagnostics: NVSHARE_MAX_BACKLOG_MS=0).
@@ -86,7 +88,9 @@ run() {
         pids+=($!)
         [ -n "$first" ] && [ "${#pids[@]}" = 1 ] && sleep 4
     done
-    [ "$mode" != native ] && sleep $((WARM_S + SPAN_S / 2 - 4)) && "$CTL_BIN" status >"$OUT/$tag.status" 2>&1
+    # Status in the middle of the window.
+    [ "$mode" != native ] && sleep "$(awk -v t="$((from + SPAN_S * 500000000))" -v n="$(date +%s%N)" \
+        'BEGIN { d = (t - n) / 1e9; print d > 0 ? d : 0 }')" && "$CTL_BIN" status >"$OUT/$tag.status" 2>&1
     wait "${pids[@]}"
     [ "$mode" != native ] && sched_stop
     grep -h 'late=1' "$OUT/$tag".*.out >/dev/null && echo "warning: $tag: a job warmed up after the window began"
@@ -141,15 +145,17 @@ for pair in $PAIRS; do
         [ "$mode" = native ] && f=$OUT/$jobs.native
         awk -v m="$mode" -v p50="$(val p50_ms "$f.1.out")" -v p99="$(val p99_ms "$f.1.out")" \
             -v bound="$bound" -v t="$(val steps_per_s "$f.2.out")" \
-            -v ts="$(val steps_per_s "$OUT/solo.$b.1.out")" -v busy="$(val busy "$solo")" '
+            -v ts="$(val steps_per_s "$OUT/solo.$b.1.out")" -v busy="$(val busy "$solo")" \
+            -v fs="$(val from_start_per_s "$f.2.out")" \
+            -v fss="$(val from_start_per_s "$OUT/solo.$b.1.out")" '
             BEGIN {
                 if (p99 == "" || t == "" || ts <= 0) { printf "  %-7s no result\n", m; exit 1 }
                 left = 100 * t / (ts * (1 - busy))
                 verdict = ""
                 if (m == "prio" && p99 > bound) verdict = verdict " MISSED(p99 over solo + 2 ms)"
                 if (m == "prio" && left < 90) verdict = verdict " MISSED(under 90% of idle)"
-                printf "  %-7s inference p50 %7.2f ms  p99 %7.2f ms | other %7.2f/s = %5.1f%% of solo, %5.1f%% of what inference leaves%s\n",
-                    m, p50, p99, t, 100 * t / ts, left, verdict
+                printf "  %-7s inference p50 %7.2f ms  p99 %7.2f ms | other %7.2f/s = %5.1f%% of solo, %5.1f%% of what inference leaves; from its start %5.1f%% of solo%s\n",
+                    m, p50, p99, t, 100 * t / ts, left, fss > 0 ? 100 * fs / fss : 0, verdict
                 exit verdict != ""
             }' || failed=1
     done
