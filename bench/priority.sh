@@ -37,7 +37,8 @@
 # in the nvshare modes (for diagnostics: NVSHARE_MAX_BACKLOG_MS=0).
 # Defaults: PAIRS="light+train/train light+train/light light+k10 light+k30
 # light+k100", MODES="native prio" (the ordered pairs run natively once).
-# Everything lands in $OUT/priority.
+# Everything lands in $OUT/priority; REPORT_ONLY=1 prints the table from
+# the files a run left there, running nothing.
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$TOP/build}
@@ -90,7 +91,7 @@ run() {
     done
     # Status in the middle of the window.
     [ "$mode" != native ] && sleep "$(awk -v t="$((from + SPAN_S * 500000000))" -v n="$(date +%s%N)" \
-        'BEGIN { d = (t - n) / 1e9; print d > 0 ? d : 0 }')" && "$CTL_BIN" status >"$OUT/$tag.status" 2>&1
+        'BEGIN { d = (t - n) / 1e9; print (d > 0 ? d : 0) }')" && "$CTL_BIN" status >"$OUT/$tag.status" 2>&1
     wait "${pids[@]}"
     [ "$mode" != native ] && sched_stop
     grep -h 'late=1' "$OUT/$tag".*.out >/dev/null && echo "warning: $tag: a job warmed up after the window began"
@@ -100,12 +101,13 @@ val() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" "$2"; }
 
 PAIRS=${PAIRS:-light+train/train light+train/light light+k10 light+k30 light+k100}
 MODES=${MODES:-native prio}
-[[ " $MODES " == *" before "* ]] && [ ! -x "${BEFORE_BUILD:-}/src/scheduler/nvshare-scheduler" ] &&
+[ -z "${REPORT_ONLY:-}" ] && [[ " $MODES " == *" before "* ]] && [ ! -x "${BEFORE_BUILD:-}/src/scheduler/nvshare-scheduler" ] &&
     { echo "mode before needs BEFORE_BUILD, a build of the earlier commit"; exit 2; }
 device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
 solos=$(for pair in $PAIRS; do p=${pair%/*}; echo "${p//+/ }"; done | tr ' ' '\n' | sort -u)
+[ -n "${REPORT_ONLY:-}" ] && solos="" PAIRS_RUN="" || PAIRS_RUN=$PAIRS
 for name in $solos; do run "solo.$name" native "" "$name"; done
-for pair in $PAIRS; do
+for pair in $PAIRS_RUN; do
     jobs=${pair%/*} first=""
     [ "$jobs" != "$pair" ] && first=${pair#*/}
     for mode in $MODES; do
@@ -155,7 +157,7 @@ for pair in $PAIRS; do
                 if (m == "prio" && p99 > bound) verdict = verdict " MISSED(p99 over solo + 2 ms)"
                 if (m == "prio" && left < 90) verdict = verdict " MISSED(under 90% of idle)"
                 printf "  %-7s inference p50 %7.2f ms  p99 %7.2f ms | other %7.2f/s = %5.1f%% of solo, %5.1f%% of what inference leaves; from its start %5.1f%% of solo%s\n",
-                    m, p50, p99, t, 100 * t / ts, left, fss > 0 ? 100 * fs / fss : 0, verdict
+                    m, p50, p99, t, 100 * t / ts, left, (fss > 0 ? 100 * fs / fss : 0), verdict
                 exit verdict != ""
             }' || failed=1
     done
