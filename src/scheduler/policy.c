@@ -605,7 +605,8 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
             break;
         }
         if (m->present && m->state == MEMBER_HOLDING)
-            rotate_holder(p, g, gpu, c, waiter, quantum, now, out, &next);
+            rotate_holder(p, g, gpu, c, waiter, pol_turn_quantum(p, c, quantum),
+                          now, out, &next);
         else if (m->present && m->state == MEMBER_DRAINING)
             pol_earliest(&next, drain_deadline(p, m));
     }

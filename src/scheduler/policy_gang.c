@@ -200,6 +200,19 @@ bool pol_gang_member(const struct policy *p, int client)
     return p->gangs_spanning && gang_of(p, client);
 }
 
+/* A gang loses every GPU when one rank's turn ends, so its ranks share
+ * one turn. Cut at the GPU whose hand-overs are cheapest, the gangs on
+ * two H200s got turns of 226 ms where a single-GPU job beside them on
+ * the other GPU got 566 ms, and 43.5 % of that GPU's held time instead
+ * of a third. */
+uint64_t pol_turn_quantum(const struct policy *p, int client, uint64_t quantum)
+{
+    const struct gang *gang = p->gangs_spanning ? gang_of(p, client) : NULL;
+    uint64_t longest = gang ? gang_quantum(p, gang->gpus) : 0;
+
+    return longest > quantum ? longest : quantum;
+}
+
 /* Whether only ranks of the client's gang run on gpu. */
 static bool only_mates_run(const struct policy *p, int gpu, int client)
 {

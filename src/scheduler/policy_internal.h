@@ -389,6 +389,10 @@ bool pol_gang_allows(const struct policy *p, int gpu, int client, uint64_t now)
     __attribute__((pure));
 /* Whether the client is a rank of a gang that goes together. */
 bool pol_gang_member(const struct policy *p, int client) __attribute__((pure));
+/* The turn of a holder whose GPU's quantum is `quantum`: for a rank of a
+ * gang that goes together, the longest quantum among its gang's GPUs. */
+uint64_t pol_turn_quantum(const struct policy *p, int client, uint64_t quantum)
+    __attribute__((pure));
 /* A waiting member of a gang that needs gpu and does not run, or NULL:
  * gpu's runners rotate for it as for a waiter of their own. */
 const struct member *pol_gang_waiter(const struct policy *p, int gpu)

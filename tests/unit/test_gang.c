@@ -140,6 +140,36 @@ static void test_auto_quantum_counts_a_rank_s_whole_drain(void **unused)
     assert_int_equal(v.quantum_ns, v.handover_mean_ns * POLICY_TQ_DRAIN_MULTIPLE);
 }
 
+/* A gang's ranks share one turn, the longest quantum among its GPUs: a
+ * gang loses both GPUs when either rank's turn ends, so cut at the GPU
+ * whose hand-overs are cheap it got shorter turns than a single-GPU
+ * client on the other GPU (43.5 % of that GPU's held time, two H200s). */
+static void test_gang_turn_is_its_longest_quantum(void **unused)
+{
+    (void)unused;
+    policy_set_tq(&p, POLICY_TQ_AUTO);
+    p.gpus[0].auto_quantum_ns = 500 * MS;
+    p.gpus[1].auto_quantum_ns = 200 * MS;
+    /* Gang 1 has had a turn, so it does not arrive fresh below. */
+    request_on(0, 2, 0);
+    request_on(1, 3, 0);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 3), 1);
+    release_on(0, 2, 10 * MS);
+    release_on(1, 3, 10 * MS);
+    request_on(0, 0, 20 * MS);
+    request_on(1, 1, 20 * MS);
+    assert_int_equal(count_on(ACTION_GRANT, 1, 1), 1);
+    request_on(0, 2, 21 * MS);
+    request_on(1, 3, 21 * MS);
+    /* GPU 1's quantum has passed, GPU 0's has not: the gang keeps both. */
+    tick(20 * MS + 300 * MS);
+    assert_int_equal(count_on(ACTION_DROP, 1, 1), 0);
+    assert_int_equal(count_on(ACTION_DROP, 0, 0), 0);
+    tick(20 * MS + 500 * MS);
+    assert_int_equal(count_on(ACTION_DROP, 0, 0), 1);
+    assert_int_equal(count_on(ACTION_DROP, 1, 1), 1);
+}
+
 static void test_rank_dropped_alone_drops_the_gang(void **unused)
 {
     (void)unused;
@@ -626,6 +656,7 @@ int main(void)
         cmocka_unit_test_setup(test_preemption_drains_every_rank_first, setup),
         cmocka_unit_test_setup(test_auto_quantum_counts_a_rank_s_whole_drain,
                                setup),
+        cmocka_unit_test_setup(test_gang_turn_is_its_longest_quantum, setup),
         cmocka_unit_test_setup(test_rank_dropped_alone_drops_the_gang, setup),
         cmocka_unit_test_setup(test_ranks_agree_on_the_furthest_drain_point,
                                setup),
