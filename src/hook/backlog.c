@@ -99,12 +99,15 @@ static HOOK_TLS uint64_t busy_releases;   /* releases[gpu] at span start */
 static HOOK_TLS bool busy_gated;          /* the gate was closed then */
 static _Atomic uint64_t releases[NVSHARE_MAX_GPUS]; /* drains so far */
 
-/* The process's queue on one GPU, for the scheduler's short budget. */
+/* The process's marks on one GPU, for the scheduler's short budget. */
+#define PROCESS_MARKS 16
 struct process_queue {
     CUcontext ctx; /* the marks' context */
-    CUevent marks[MARKS];
-    unsigned oldest, pending; /* ring of pending marks */
-    unsigned waiters;         /* threads waiting, the lock dropped */
+    CUevent marks[PROCESS_MARKS];
+    CUstream streams[PROCESS_MARKS];
+    uint64_t order[PROCESS_MARKS];  /* when recorded (a count); 0: free */
+    unsigned waited[PROCESS_MARKS]; /* threads waiting on it, unlocked */
+    uint64_t recorded;              /* marks recorded so far */
 };
 static struct process_queue process_queues[NVSHARE_MAX_GPUS];
 static pthread_mutex_t process_queue_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -270,38 +273,63 @@ static void retire(const struct hook_driver *drv, struct backlog *b,
  *
  * Beside a higher class the bound is the process's, not each thread's:
  * PyTorch launches a training step's backward from its autograd thread and
- * the rest from the caller's, and at each hand-off the marks of both were
- * pending - three or four kernels ahead of the GPU where one behind the
- * running one was meant, and the high pod's first kernel waited for them.
- * So under the scheduler's budget every check also records a mark in one
- * ring per GPU, and waits while more than the thread's allowance is
- * pending there, whoever recorded them. A mark on another stream is waited
- * for too: it bounds the process's queue, if conservatively. The ring
- * belongs to one context; a thread in another context of the same GPU
- * keeps its own bound. The lock is taken once per check, never per
- * launch, and dropped while waiting. */
+ * the rest from the caller's, on the same stream, and at each hand-off
+ * the marks of both were pending - three or four kernels ahead of the GPU
+ * where one behind the running one was meant, and the high pod's first
+ * kernel waited for them. So under the scheduler's budget every check
+ * also records a mark in one table per GPU, and waits while more than the
+ * thread's allowance is pending there on the stream of the submission,
+ * whoever recorded them. Only that stream's marks count: they are work
+ * this thread's submission queues behind anyway. A mark on another stream
+ * may wait for work this very thread is about to submit (the other half
+ * of a collective, what a host function waits for), and waiting for it
+ * could hang the application. The table belongs to one context; a thread
+ * in another context of the same GPU keeps its own bound. The lock is
+ * taken once per check, never per launch, and dropped while waiting. */
 
-static void retire_process_marks(const struct hook_driver *drv,
-                                 struct process_queue *q)
+/* Frees the completed marks; returns how many marks on stream are pending
+ * and sets *oldest to the earliest of them. */
+static unsigned pending_on(const struct hook_driver *drv,
+                           struct process_queue *q, CUstream stream, int *oldest)
 {
-    while (q->pending > 0 &&
-           drv->event_query(q->marks[q->oldest]) != CUDA_ERROR_NOT_READY) {
-        q->oldest = (q->oldest + 1) % MARKS;
-        q->pending--;
+    unsigned n = 0;
+
+    *oldest = -1;
+    for (int i = 0; i < PROCESS_MARKS; i++) {
+        if (q->order[i] == 0)
+            continue;
+        if (drv->event_query(q->marks[i]) != CUDA_ERROR_NOT_READY) {
+            q->order[i] = 0;
+            continue;
+        }
+        if (q->streams[i] != stream)
+            continue;
+        n++;
+        if (*oldest < 0 || q->order[i] < q->order[*oldest])
+            *oldest = i;
     }
+    return n;
 }
 
-/* Makes q the ring of ctx unless it serves another live context or a
+static bool anyone_waits(const struct process_queue *q)
+{
+    for (int i = 0; i < PROCESS_MARKS; i++)
+        if (q->waited[i] > 0)
+            return true;
+    return false;
+}
+
+/* Makes q the table of ctx unless it serves another live context or a
  * thread waits on one of its marks. */
 static void claim_process_queue(const struct hook_driver *drv,
                                 struct process_queue *q, CUcontext ctx)
 {
-    if (q->ctx == ctx || q->waiters > 0 ||
+    if (q->ctx == ctx || anyone_waits(q) ||
         (q->ctx != NULL && hook_context_live(q->ctx)))
         return;
     /* The old context is gone, and its events with it. */
     *q = (struct process_queue){.ctx = ctx};
-    for (int i = 0; i < MARKS; i++)
+    for (int i = 0; i < PROCESS_MARKS; i++)
         if (drv->event_create(&q->marks[i], CU_EVENT_DISABLE_TIMING) !=
             CUDA_SUCCESS) {
             while (i-- > 0)
@@ -311,14 +339,23 @@ static void claim_process_queue(const struct hook_driver *drv,
         }
 }
 
+/* A slot to record in: free, and nobody waits on its last record (a new
+ * one would make that wait for other work). -1 if none. */
+static int free_slot(const struct process_queue *q)
+{
+    for (int i = 0; i < PROCESS_MARKS; i++)
+        if (q->order[i] == 0 && q->waited[i] == 0)
+            return i;
+    return -1;
+}
+
 /* Records a mark of the process's queue on stream and waits while more
- * than `allowed` are pending. false: this thread has no ring (its own
- * bound applies). */
+ * than `allowed` are pending on that stream. false: this thread has no
+ * table, or it is full (its own bound applies). */
 static bool bound_process_queue(const struct hook_driver *drv, CUcontext ctx,
                                 CUstream stream, unsigned allowed)
 {
-    int gpu = hook_current_gpu;
-    bool recorded = false;
+    int gpu = hook_current_gpu, oldest, slot = -1;
 
     if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
         return false;
@@ -326,31 +363,33 @@ static bool bound_process_queue(const struct hook_driver *drv, CUcontext ctx,
     pthread_mutex_lock(&process_queue_lock);
     claim_process_queue(drv, q, ctx);
     if (q->ctx == ctx) {
-        retire_process_marks(drv, q);
-        unsigned slot = (q->oldest + q->pending) % MARKS;
-        recorded = q->pending < MARKS &&
-                   drv->event_record(q->marks[slot], stream) == CUDA_SUCCESS;
-        if (recorded)
-            q->pending++;
+        pending_on(drv, q, stream, &oldest); /* frees what completed */
+        slot = free_slot(q);
+        if (slot >= 0 &&
+            drv->event_record(q->marks[slot], stream) == CUDA_SUCCESS) {
+            q->order[slot] = ++q->recorded;
+            q->streams[slot] = stream;
+            hook_count(&hook_stat_events[HOOK_EV_PROCESS_MARKS], 1);
+        } else {
+            slot = -1;
+        }
     }
-    while (recorded && q->pending > allowed) {
-        CUevent oldest = q->marks[q->oldest];
+    while (slot >= 0 && pending_on(drv, q, stream, &oldest) > allowed) {
         uint64_t start = hook_now_ns();
 
-        q->waiters++;
+        q->waited[oldest]++;
         pthread_mutex_unlock(&process_queue_lock);
-        CUresult rc = drv->event_synchronize(oldest);
+        CUresult rc = drv->event_synchronize(q->marks[oldest]);
         hook_count(&hook_stat_events[HOOK_EV_BACKLOG_WAITS], 1);
         hook_count(&hook_stat_events[HOOK_EV_BACKLOG_WAIT_US],
                    (hook_now_ns() - start) / 1000);
         pthread_mutex_lock(&process_queue_lock);
-        q->waiters--;
+        q->waited[oldest]--;
         if (rc != CUDA_SUCCESS)
             break;
-        retire_process_marks(drv, q);
     }
     pthread_mutex_unlock(&process_queue_lock);
-    return recorded;
+    return slot >= 0;
 }
 
 /* ---- busy measure --------------------------------------------------------- */

@@ -431,6 +431,7 @@ enum hook_event {
     HOOK_EV_BACKLOG_CHECKS,
     HOOK_EV_BACKLOG_WAITS,
     HOOK_EV_BACKLOG_WAIT_US,
+    HOOK_EV_PROCESS_MARKS,     /* marks in the process's table (backlog.c) */
     HOOK_EV_BUSY_NS,           /* busy time reported (nvshare_note_busy) */
     HOOK_EV_BUSY_SPAN_NS,      /* ... of this much wall time */
     HOOK_EV_BUSY_SKIPPED,      /* spans not reported: a gate wait possible */

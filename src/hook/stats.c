@@ -21,6 +21,7 @@ static const char *const event_names[HOOK_EV_COUNT] = {
     [HOOK_EV_BACKLOG_CHECKS] = "backlog-checks",
     [HOOK_EV_BACKLOG_WAITS] = "backlog-waits",
     [HOOK_EV_BACKLOG_WAIT_US] = "backlog-wait-us",
+    [HOOK_EV_PROCESS_MARKS] = "process-marks",
     [HOOK_EV_BUSY_NS] = "busy-ns",
     [HOOK_EV_BUSY_SPAN_NS] = "busy-span-ns",
     [HOOK_EV_BUSY_SKIPPED] = "busy-spans-skipped",
