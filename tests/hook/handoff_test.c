@@ -23,21 +23,13 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
 
-#define CHECK(call)                                                            \
-    do {                                                                       \
-        CUresult rc_ = (call);                                                 \
-        if (rc_ != CUDA_SUCCESS) {                                             \
-            fprintf(stderr, "%s failed: %d\n", #call, (int)rc_);               \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "check.h"
 
 static CUcontext ctx;
 static CUmodule mod;
@@ -47,8 +39,8 @@ static void launch(const char *name, CUstream stream)
 {
     CUfunction f;
 
-    CHECK(cuModuleGetFunction(&f, mod, name));
-    CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL));
+    MUST(cuModuleGetFunction(&f, mod, name));
+    MUST(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL));
 }
 
 static void wait_for_file(const char *path)
@@ -78,13 +70,13 @@ static void *stream_two(void *arg)
     (void)arg;
     while (hook_event("process-marks") < marks_before + 2)
         nanosleep(&tick, NULL);
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    MUST(cuCtxSetCurrent(ctx));
+    MUST(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     launch("sleep_1000us", stream);
     go = fopen(go_file, "w");
     if (go)
         fclose(go);
-    CHECK(cuStreamSynchronize(stream));
+    MUST(cuStreamSynchronize(stream));
     return NULL;
 }
 
@@ -98,29 +90,29 @@ int main(int argc, char **argv)
         return 2;
     }
     go_file = argv[2];
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, "fake"));
+    MUST(cuInit(0));
+    MUST(cuDevicePrimaryCtxRetain(&ctx, 0));
+    MUST(cuCtxSetCurrent(ctx));
+    MUST(cuModuleLoadData(&mod, "fake"));
     if (strcmp(argv[1], "peer") == 0) {
         wait_for_file(go_file);
         launch("ncclDevKernel_AllReduce_1000us", NULL);
-        CHECK(cuCtxSynchronize());
+        MUST(cuCtxSynchronize());
         return 0;
     }
     launch("sleep_100us", NULL);
-    CHECK(cuCtxSynchronize());
+    MUST(cuCtxSynchronize());
     if (strcmp(argv[1], "present") == 0) {
         wait_for_file(go_file);
         return 0;
     }
-    CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    MUST(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     /* Until the scheduler's short budget applies (the script's timeout
      * bounds the wait), and long enough for the checks to have measured
      * the kernels: then every launch is checked. */
     for (int i = 0; i < 8 || hook_event("process-marks") == 0; i++) {
         launch("sleep_1000us", stream);
-        CHECK(cuStreamSynchronize(stream));
+        MUST(cuStreamSynchronize(stream));
     }
     marks_before = hook_event("process-marks");
     if (pthread_create(&thread, NULL, stream_two, NULL) != 0)
@@ -131,7 +123,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 7; i++)
         launch("sleep_1000us", stream);
     pthread_join(thread, NULL);
-    CHECK(cuStreamSynchronize(stream));
+    MUST(cuStreamSynchronize(stream));
     printf("ok\n");
     return 0;
 }
