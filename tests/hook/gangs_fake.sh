@@ -39,9 +39,9 @@ for s in shared solo2 solo1; do
 done
 await_schedulers "$WORK"/*/
 
+# Ranks go in pids, which lib.sh kills at exit: a failed run leaves no rank
+# behind (one may be waiting for its peer).
 pids=() names=() PREFIX=()
-# A failed run leaves no rank behind (one may be waiting for its peer).
-trap 'kill "${pids[@]}" "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 # rank SCENARIO JOB DEVICE RANKS [JOB_ID]: starts one rank (under the
 # command in PREFIX, if any).
 rank() {

@@ -12,8 +12,6 @@
 set -euo pipefail
 SCHED=$1 LIB=$2 FAKE_DIR=$3 TEST=$4 CTL=$5
 source "$(dirname "$0")/lib.sh"
-pids=()
-trap 'kill "${pids[@]}" "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 
 start_scheduler_in "$WORK"
 await_schedulers "$WORK"

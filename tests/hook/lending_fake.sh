@@ -27,8 +27,6 @@ set -euo pipefail
 SCHED=$1 LIB=$2 FAKE_DIR=$3 JOB=$4 CTL=$5
 source "$(dirname "$0")/lib.sh"
 failed=0
-pids=()
-trap 'kill "${pids[@]}" "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 
 BATCH_KERNEL_US=20000
 MARGIN_MS=10 # lock round trip and a busy 2-core CI machine; < 1 batch kernel

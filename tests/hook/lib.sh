@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # tests/hook/lib.sh - for the fake-GPU tests that run several schedulers at
 # once, one per scenario directory; sourced after SCHED (the scheduler
-# binary) is set. Sets WORK, a fresh directory, and stops every scheduler
-# it started and removes WORK at exit.
+# binary) is set. Sets WORK, a fresh directory; at exit stops every
+# scheduler it started and every process a script put in pids, and
+# removes WORK.
 #
 #   start_scheduler_in DIR [VAR=VALUE...]  a scheduler on DIR's sockets,
 #                                          logging to DIR/sched.log
@@ -11,8 +12,8 @@
 
 UUID=GPU-fa4e0000-0000-0000-0000-000000000000
 WORK=$(mktemp -d /tmp/nvshare-fake.XXXXXX)
-scheds=()
-trap 'kill "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
+scheds=() pids=()
+trap 'kill "${pids[@]}" "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 
 start_scheduler_in() {
     local dir=$1; shift

@@ -16,8 +16,6 @@ set -euo pipefail
 SCHED=$1 LIB=$2 FAKE_DIR=$3 JOB=$4 CTL=$5
 source "$(dirname "$0")/lib.sh"
 failed=0
-pids=()
-trap 'kill "${pids[@]}" "${scheds[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 
 # job DIR NAME FROM UNTIL: a fake_job on DIR's scheduler and device.
 job() {
