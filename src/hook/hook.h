@@ -106,7 +106,14 @@ struct hook_driver {
     /* swap.c: pinned host copies of converted allocations */
     __typeof__(&cuMemHostAlloc) mem_host_alloc;
     __typeof__(&cuMemFreeHost) mem_free_host;
-    __typeof__(&cuMemDiscardBatchAsync) mem_discard_batch;
+    /* vmm.c: address ranges and the physical memory behind them */
+    __typeof__(&cuMemAddressReserve) mem_address_reserve;
+    __typeof__(&cuMemAddressFree) mem_address_free;
+    __typeof__(&cuMemMap) mem_map;
+    __typeof__(&cuMemUnmap) mem_unmap;
+    __typeof__(&cuMemSetAccess) mem_set_access;
+    __typeof__(&cuMemGetAllocationGranularity) mem_get_granularity;
+    __typeof__(&cuDeviceCanAccessPeer) device_can_access_peer;
     /* collectives.c: kernel names (CUDA 12.3+; declared here, as older
      * headers lack them) */
     CUresult (*func_get_name)(const char **name, CUfunction f);
@@ -248,12 +255,14 @@ enum mem_kind { MEM_NOTHING, MEM_DEVPTR, MEM_ARRAY, MEM_MIPMAP, MEM_VMM };
 
 struct mem_claim;
 
-/* What swap.c keeps of a managed allocation, in the allocation map. */
+/* What swap.c keeps of an evictable allocation, in the allocation map. */
 struct mem_swap_slot {
-    bool converted; /* made managed for oversubscription: device memory to
-                       the application, which never reads it on the host */
-    bool out;       /* its data is in backing, its device pages discarded */
-    void *backing;  /* pinned host copy, from its preparation to its free */
+    bool converted; /* made by vmm.c for swapping: device memory to the
+                       application, at addresses that outlive its pages */
+    bool out;       /* its data is in backing, its physical memory released */
+    CUmemGenericAllocationHandle physical; /* converted: behind it, or 0 */
+    void *backing; /* pinned host copy, from its preparation to its free */
+    bool pageable; /* backing is plain host memory, only while out */
     bool blank_at_birth;      /* made while this process could not submit
                                  to its GPU (gate closed) */
     uint64_t grants_at_birth; /* nvshare_lock_grants() when it was made */
@@ -281,8 +290,8 @@ struct mem_path {
     /* Runs last, on every outcome. */
     void (*finish)(const struct mem_claim *claim);
     /* Makes the allocation instead of the entry point's own driver
-     * function (oversubscription: cuMemAllocManaged instead). */
-    CUresult (*allocate)(const struct mem_claim *claim);
+     * function (swappable memory: vmm.c instead). */
+    CUresult (*allocate)(struct mem_claim *claim);
     /* The claim settled pools itself (and holds their lock). */
     bool settles_pools;
 };
@@ -295,8 +304,9 @@ struct mem_claim {
     enum mem_kind kind;          /* of the output, for the map */
     const void *out;             /* where the driver writes the output */
     const struct mem_path *path; /* NULL: the plain pattern */
-    bool managed;                /* managed memory: evictable (swap.c) */
-    bool converted;              /* ... made so for oversubscription */
+    bool managed;                /* evictable (swap.c): managed memory, */
+    bool converted;              /* ... or made by vmm.c */
+    CUmemGenericAllocationHandle physical; /* converted: behind it */
     union {
         struct {
             const size_t *pitch;
@@ -322,14 +332,31 @@ struct mem_free {
     void (*after)(const struct mem_free *f);
     CUmemoryPool pool;
     CUdevice dev;
+    bool stream_ordered; /* cuMemFreeAsync: queued work may still use it */
 };
 
 /* memory.c */
 int hook_alloc_gpu(void);
-/* Whether device allocations on gpu are made managed (evictable) now:
- * nvshare_oversub_enabled() and the device has concurrent managed access
- * (read once per device; one warning for a device without it). */
-bool hook_oversub(int gpu);
+/* Whether an allocation of bytes on gpu is made swappable (vmm.c) now:
+ * nvshare_oversub_for_allocation(), the driver has virtual memory
+ * management, and bytes is at least its granularity. */
+bool hook_oversub(int gpu, uint64_t bytes);
+/* Frees what vmm.c made, in place of the entry point's driver function
+ * (the free found it in the map: f->rec.swap.converted). */
+CUresult mem_free_converted(struct mem_free *f);
+
+/* vmm.c: ranges whose physical memory can go and come back (all return
+ * the driver's error; vmm_allocate waits for room the scheduler makes). */
+uint64_t vmm_granularity(int gpu); /* 0: no virtual memory management */
+uint64_t vmm_rounded(int gpu, uint64_t bytes);
+CUresult vmm_allocate(int gpu, uint64_t bytes, CUdeviceptr *va,
+                      CUmemGenericAllocationHandle *physical);
+CUresult vmm_back(int gpu, CUdeviceptr va, uint64_t bytes,
+                  CUmemGenericAllocationHandle *physical);
+CUresult vmm_unback(CUdeviceptr va, uint64_t bytes,
+                    CUmemGenericAllocationHandle *physical);
+CUresult vmm_free(CUdeviceptr va, uint64_t bytes,
+                  CUmemGenericAllocationHandle *physical);
 /* Bytes of live managed allocations on gpu. */
 uint64_t mem_managed_bytes(int gpu);
 /* Calls fn(ptr, bytes, slot, arg) for each live managed allocation of gpu
@@ -435,7 +462,7 @@ enum hook_event {
     HOOK_EV_BUSY_NS,           /* busy time reported (nvshare_note_busy) */
     HOOK_EV_BUSY_SPAN_NS,      /* ... of this much wall time */
     HOOK_EV_BUSY_SKIPPED,      /* spans not reported: a gate wait possible */
-    HOOK_EV_OVERSUB_CONVERTED, /* device allocations made managed */
+    HOOK_EV_OVERSUB_CONVERTED, /* device allocations made by vmm.c */
     HOOK_EV_SWAP_OUTS,
     HOOK_EV_SWAP_OUT_BYTES,
     HOOK_EV_SWAP_OUT_US,

@@ -14,10 +14,10 @@
  * Frees of pointers the map does not know (allocated before libnvshare saw
  * the process, or by paths charged as a whole, like pools) pass through.
  *
- * The map also knows which allocations are managed memory (evictable: the
- * application's cuMemAllocManaged, and device allocations made managed for
- * oversubscription, hook_oversub()) and in which context they were made,
- * so that swap.c can move them off the GPU and back. */
+ * The map also knows which allocations are evictable (the application's
+ * cuMemAllocManaged, and device allocations made by vmm.c while memory is
+ * swappable, hook_oversub(): "converted") and in which context they were
+ * made, so that swap.c can move them off the GPU and back. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,37 +200,13 @@ int hook_alloc_gpu(void)
     return 0;
 }
 
-/* Per device: 0 not asked yet, 1 capable, -1 not (warned once). */
-static _Atomic signed char managed_capable[NVSHARE_MAX_GPUS];
-
-static bool concurrent_managed_access(int gpu)
+bool hook_oversub(int gpu, uint64_t bytes)
 {
-    const struct hook_driver *drv;
-    signed char known = atomic_load_explicit(&managed_capable[gpu],
-                                             memory_order_relaxed),
-                expected = 0;
-    int value = 0;
+    uint64_t granularity;
 
-    if (known != 0)
-        return known > 0;
-    drv = hook_driver();
-    if (drv && drv->device_get_attribute)
-        drv->device_get_attribute(&value,
-                                  CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
-                                  (CUdevice)gpu);
-    known = value ? 1 : -1;
-    if (atomic_compare_exchange_strong(&managed_capable[gpu], &expected, known) &&
-        known < 0)
-        log_warn("oversubscription: gpu %d has no concurrent managed access: "
-                 "its allocations stay device memory and cannot be evicted",
-                 gpu);
-    return known > 0;
-}
-
-bool hook_oversub(int gpu)
-{
     return gpu >= 0 && gpu < NVSHARE_MAX_GPUS &&
-           nvshare_oversub_for_allocation() && concurrent_managed_access(gpu);
+           (granularity = vmm_granularity(gpu)) != 0 && bytes >= granularity &&
+           nvshare_oversub_for_allocation();
 }
 
 static void finish(struct mem_claim *claim)
@@ -295,8 +271,10 @@ CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc)
 
         if (claim->managed && (drv = hook_driver()) && drv->ctx_get_current)
             drv->ctx_get_current(&rec.ctx);
-        if (claim->converted)
+        if (claim->converted) {
+            rec.swap.physical = claim->physical;
             swap_note_birth(&rec.swap, claim->gpu);
+        }
         memcpy(&key, claim->out, sizeof(key));
         if (!map_put(claim->kind, key, &rec))
             log_warn("out of host memory: %llu bytes on gpu %d stay charged "
@@ -313,6 +291,18 @@ void mem_free_take(struct mem_free *f)
 {
     if (f->after == NULL && f->kind != MEM_NOTHING)
         f->found = map_take(f->kind, f->key, &f->rec);
+}
+
+CUresult mem_free_converted(struct mem_free *f)
+{
+    CUresult rc;
+
+    /* Rare (cudaFreeAsync of cudaMalloc's memory): the whole context's
+     * queued work, a superset of the stream's, ends first. */
+    if (f->stream_ordered &&
+        (rc = HOOK_CALL_REAL(cuCtxSynchronize, ())) != CUDA_SUCCESS)
+        return rc;
+    return vmm_free((CUdeviceptr)f->key, f->rec.bytes, &f->rec.swap.physical);
 }
 
 void mem_free_settle(struct mem_free *f, CUresult rc)

@@ -32,24 +32,30 @@ static struct mem_claim plain(int gpu, uint64_t bytes, enum mem_kind kind,
 
 /* ---- linear memory ------------------------------------------------------ */
 
-/* Oversubscription: with nvshare_oversub_enabled(), cuMemAlloc_v2 and
- * cuMemAllocPitch_v2 allocate managed memory (CU_MEM_ATTACH_GLOBAL) from
- * the real driver instead, which the driver can evict to the host, and
- * which swap.c moves out and back when the scheduler asks. The charge is
- * the same as for device memory. */
-#define OVERSUB_PITCH_ALIGN 512u /* what drivers give cuMemAllocPitch */
+/* Swappable memory: while nvshare_oversub_for_allocation() says so,
+ * cuMemAlloc_v2 and cuMemAllocPitch_v2 of at least the granularity are
+ * made by vmm.c, at addresses whose physical memory swap.c can release
+ * and bring back. The charge is what they take: the size rounded up to
+ * the granularity. */
+#define CONVERTED_PITCH_ALIGN 512u /* what drivers give cuMemAllocPitch */
 
-static void converted(void)
+static uint64_t converted_size(const struct mem_claim *claim)
 {
-    hook_count(&hook_stat_events[HOOK_EV_OVERSUB_CONVERTED], 1);
+    return vmm_rounded(claim->gpu, claim->bytes);
 }
 
-static CUresult allocate_managed(const struct mem_claim *claim)
+static CUresult allocate_converted(struct mem_claim *claim)
 {
-    converted();
-    return HOOK_CALL_REAL(cuMemAllocManaged,
-                          ((CUdeviceptr *)claim->out, (size_t)claim->bytes,
-                           CU_MEM_ATTACH_GLOBAL));
+    hook_count(&hook_stat_events[HOOK_EV_OVERSUB_CONVERTED], 1);
+    return vmm_allocate(claim->gpu, converted_size(claim),
+                        (CUdeviceptr *)claim->out, &claim->physical);
+}
+
+static void free_converted(const struct mem_claim *claim)
+{
+    CUmemGenericAllocationHandle physical = claim->physical;
+
+    vmm_free(*(const CUdeviceptr *)claim->out, converted_size(claim), &physical);
 }
 
 /* A GPU that was asked to prepare for a swap-out prepares what is
@@ -59,18 +65,23 @@ static void prepare_if_asked(const struct mem_claim *claim)
     swap_prepare_if_asked(claim->gpu);
 }
 
-static const struct mem_path managed_path = {.allocate = allocate_managed,
-                                             .finish = prepare_if_asked};
+static const struct mem_path converted_path = {.allocate = allocate_converted,
+                                               .measure = converted_size,
+                                               .undo = free_converted,
+                                               .finish = prepare_if_asked};
+
+static void convert(struct mem_claim *claim, const struct mem_path *path)
+{
+    claim->path = path;
+    claim->managed = claim->converted = true;
+}
 
 struct mem_claim mem_claim_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     struct mem_claim claim = plain(hook_alloc_gpu(), bytesize, MEM_DEVPTR, dptr);
 
-    /* A zero size stays the driver's to refuse, with its own error. */
-    if (bytesize > 0 && hook_oversub(claim.gpu)) {
-        claim.path = &managed_path;
-        claim.managed = claim.converted = true;
-    }
+    if (hook_oversub(claim.gpu, bytesize))
+        convert(&claim, &converted_path);
     return claim;
 }
 
@@ -101,27 +112,44 @@ static const struct mem_path pitch_path = {.measure = pitched_size,
                                            .undo = free_pointer};
 
 /* Converted: the pitch the driver would choose (rows of 512-byte
- * multiples), pitch * height of managed memory. */
-static CUresult allocate_managed_pitch(const struct mem_claim *claim)
+ * multiples), pitch * height rounded up to the granularity. */
+static size_t converted_pitch(const struct mem_claim *claim)
 {
-    size_t pitch = (claim->u.pitch.width + OVERSUB_PITCH_ALIGN - 1) /
-                   OVERSUB_PITCH_ALIGN * OVERSUB_PITCH_ALIGN;
+    return (claim->u.pitch.width + CONVERTED_PITCH_ALIGN - 1) /
+           CONVERTED_PITCH_ALIGN * CONVERTED_PITCH_ALIGN;
+}
+
+static uint64_t converted_pitched_size(const struct mem_claim *claim)
+{
+    return vmm_rounded(claim->gpu,
+                       (uint64_t)converted_pitch(claim) * claim->u.pitch.height);
+}
+
+static CUresult allocate_converted_pitch(struct mem_claim *claim)
+{
     CUresult rc;
 
-    converted();
-    rc = HOOK_CALL_REAL(cuMemAllocManaged,
-                        ((CUdeviceptr *)claim->out,
-                         pitch * claim->u.pitch.height, CU_MEM_ATTACH_GLOBAL));
+    hook_count(&hook_stat_events[HOOK_EV_OVERSUB_CONVERTED], 1);
+    rc = vmm_allocate(claim->gpu, converted_pitched_size(claim),
+                      (CUdeviceptr *)claim->out, &claim->physical);
     if (rc == CUDA_SUCCESS)
-        *(size_t *)claim->u.pitch.pitch = pitch;
+        *(size_t *)claim->u.pitch.pitch = converted_pitch(claim);
     return rc;
 }
 
-static const struct mem_path managed_pitch_path = {.allocate =
-                                                       allocate_managed_pitch,
-                                                   .measure = pitched_size,
-                                                   .undo = free_pointer,
-                                                   .finish = prepare_if_asked};
+static void free_converted_pitch(const struct mem_claim *claim)
+{
+    CUmemGenericAllocationHandle physical = claim->physical;
+
+    vmm_free(*(const CUdeviceptr *)claim->out, converted_pitched_size(claim),
+             &physical);
+}
+
+static const struct mem_path converted_pitch_path =
+    {.allocate = allocate_converted_pitch,
+     .measure = converted_pitched_size,
+     .undo = free_converted_pitch,
+     .finish = prepare_if_asked};
 
 struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
                                               size_t WidthInBytes, size_t Height,
@@ -134,14 +162,12 @@ struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
     bool valid = WidthInBytes > 0 && Height > 0 && pPitch != NULL &&
                  (ElementSizeBytes == 4 || ElementSizeBytes == 8 ||
                   ElementSizeBytes == 16) &&
-                 WidthInBytes <= SIZE_MAX - OVERSUB_PITCH_ALIGN &&
-                 (WidthInBytes + OVERSUB_PITCH_ALIGN) <= SIZE_MAX / Height;
+                 WidthInBytes <= SIZE_MAX - CONVERTED_PITCH_ALIGN &&
+                 (WidthInBytes + CONVERTED_PITCH_ALIGN) <= SIZE_MAX / Height;
 
     claim.path = &pitch_path;
-    if (valid && hook_oversub(claim.gpu)) {
-        claim.path = &managed_pitch_path;
-        claim.managed = claim.converted = true;
-    }
+    if (valid && hook_oversub(claim.gpu, claim.bytes))
+        convert(&claim, &converted_pitch_path);
     claim.u.pitch.pitch = pPitch;
     claim.u.pitch.width = WidthInBytes;
     claim.u.pitch.height = Height;
@@ -423,17 +449,26 @@ struct mem_free mem_free_cuMemFree_v2(CUdeviceptr dptr)
 }
 
 /* A pool allocation is not in the map (its pool is charged); memory from
- * cuMemAlloc freed this way is. */
+ * cuMemAlloc freed this way is, and if vmm.c made it, it is freed once
+ * the stream's work before the free is done. */
+static struct mem_free on_stream(CUdeviceptr dptr)
+{
+    struct mem_free f = by_key(MEM_DEVPTR, dptr);
+
+    f.stream_ordered = true;
+    return f;
+}
+
 struct mem_free mem_free_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     (void)hStream;
-    return by_key(MEM_DEVPTR, dptr);
+    return on_stream(dptr);
 }
 
 struct mem_free mem_free_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     (void)hStream;
-    return by_key(MEM_DEVPTR, dptr);
+    return on_stream(dptr);
 }
 
 struct mem_free mem_free_cuIpcCloseMemHandle(CUdeviceptr dptr)

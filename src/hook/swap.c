@@ -1,38 +1,30 @@
-/* swap.c - oversubscription: moving a process's evictable memory off a GPU
- * and back, for the client's swap_out / swap_in callbacks.
+/* swap.c - moving a process's evictable memory off a GPU and back, for the
+ * client's swap_out / swap_in callbacks.
  *
- * What is evictable is managed memory: what the application allocated with
- * cuMemAllocManaged, and, while oversubscription is on, what it allocated
- * with cuMemAlloc_v2 / cuMemAllocPitch_v2 (memory_paths.c makes those
- * managed: "converted"). The allocation map (memory.c) knows each managed
- * allocation with its GPU and the context it was made in. Pools, VMM and
- * arrays are device memory and stay where they are.
+ * What is evictable: what the application allocated with
+ * cuMemAllocManaged, and, while memory is swappable, what it allocated
+ * with cuMemAlloc_v2 / cuMemAllocPitch_v2, which vmm.c made as address
+ * ranges with physical memory behind them ("converted"). The allocation
+ * map (memory.c) knows each with its GPU and the context it was made in.
+ * Pools, the application's own VMM ranges and arrays stay where they are.
  *
- * Converted allocations are copied, not migrated. Prefetching managed
- * memory to the host runs at a few GB/s on an H100 because the driver
- * faults in and maps every destination page, while a copy engine writes
- * pinned memory at link speed (~50 GB/s). So a swap-out copies each
- * converted allocation in chunks, over several streams, into a pinned host
- * copy of its own (reused by every later swap-out, freed with the
- * allocation), then discards its device pages
- * (cuMemDiscardBatchAsync): the driver may reuse them without migrating
- * anything. A swap-in makes device pages exist again without migrating
- * (cuMemDiscardAndPrefetchBatchAsync to the GPU) and copies the data back.
- * This is only correct because the application sees converted memory as
- * device memory: it never reads it on the host, and every copy or kernel
- * that could reach it is gated, so it runs after the swap-in. The
- * application's own managed memory may be read on the host at any time and
- * is prefetched as before; so is converted memory when the driver lacks
- * those calls (CUDA < 12.8) or the pinned copy cannot be allocated.
+ * A swap-out copies each converted allocation in chunks, over several
+ * streams, into a host copy, then unmaps and releases its physical memory:
+ * the GPU has it back at once. A swap-in maps new physical memory at the
+ * same addresses and copies the data back. This is only correct because
+ * every copy or kernel that could reach converted memory is gated, so it
+ * runs after the swap-in, and the application never reads device memory
+ * on the host. The application's own managed memory may be read on the
+ * host at any time and is prefetched instead.
  *
- * Pinning is the slow part (cuMemHostAlloc of 6 GiB: 4 s on an H100, the
- * copy into it 0.14 s), so the copies are made ahead and only there:
- * PREPARE_SWAP, sent as soon as a GPU's clients hold more than it admits,
- * starts a background thread per GPU that pins a copy for every converted
- * allocation without one, and for each one allocated afterwards (below,
- * "preparing"). A swap-out never pins: what has no copy yet is prefetched
- * (~3.3 GB/s, faster than pinning at ~1.7 GB/s and then copying), so
- * correctness never depends on the preparation.
+ * The host copy is pinned, so that the copy runs at link speed, and made
+ * ahead: pinning costs about 1.5 GB/s (cuMemHostAlloc of 6 GiB: 4 s on an
+ * H100, the copy into it 0.14 s), so PREPARE_SWAP, sent as soon as a
+ * GPU's clients hold more than it admits, starts a background thread per
+ * GPU that pins a copy for every converted allocation without one, and
+ * for each one allocated afterwards (below, "preparing"). A swap-out never
+ * pins: what has no copy yet goes to plain host memory, which the driver
+ * copies through its own staging buffers (~13 GB/s), freed at the swap-in.
  *
  * A swap runs on the client's thread (or any thread that is not in a
  * submission), never through the wrappers, so it is never gated: for each
@@ -41,8 +33,8 @@
  * destroys the streams and pops the context again, so the calling thread's
  * current context is what it was. The map stays locked from the first
  * move queued to the last one waited for: an application thread that frees
- * or allocates managed memory meanwhile waits that long (the swap time),
- * and nothing is freed, reused or discarded under a transfer. */
+ * or allocates evictable memory meanwhile waits that long (the swap time),
+ * and nothing is freed, reused or released under a transfer. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -55,8 +47,8 @@
  * the process has not been granted the GPU since (every copy, memset and
  * kernel that could reach it is gated, and the application never touches
  * converted memory on the host). Jobs that start together allocate first
- * and then wait for their turn: their swap-out only discards the pages and
- * their swap-in only makes them again, with nothing copied (or pinned).
+ * and then wait for their turn: their swap-out only releases the physical
+ * memory and their swap-in only makes it again, with nothing copied.
  * Such swaps move no bytes, so they do not count as measured swap speed. */
 void swap_note_birth(struct mem_swap_slot *slot, int gpu)
 {
@@ -76,8 +68,9 @@ static bool blank(const struct mem_swap_slot *slot, int gpu)
 #define SWAP_CHUNK (64ull << 20)
 #define SWAP_STREAMS 4
 
-/* A converted allocation whose device pages are discarded on swap-out, or
- * made again on swap-in, once the copies of this context are done. */
+/* Converted allocations whose physical memory is released on swap-out
+ * once the copies of this context are done, or made again on swap-in
+ * before they start. */
 struct batch {
     CUdeviceptr *ptrs;
     size_t *sizes;
@@ -88,7 +81,6 @@ struct batch {
 struct swap {
     int gpu;
     bool to_device;
-    bool copies; /* the driver has what copying needs */
     CUstream streams[SWAP_STREAMS];
     int n_streams;
     unsigned next_stream;
@@ -164,24 +156,29 @@ static bool batch_add(struct batch *b, CUdeviceptr ptr, uint64_t bytes,
     return true;
 }
 
-/* Swap-out of a converted allocation: into its pinned copy, false if it
- * has none yet and must be prefetched instead. */
-static bool copy_out(struct swap *job, CUdeviceptr ptr, uint64_t bytes,
+/* Swap-out of a converted allocation: into its pinned copy, or into plain
+ * host memory when it has none yet (the driver stages that copy). */
+static void copy_out(struct swap *job, CUdeviceptr ptr, uint64_t bytes,
                      struct mem_swap_slot *slot)
 {
     CUresult rc;
 
     if (slot->backing == NULL) {
         hook_count(&hook_stat_events[HOOK_EV_SWAP_UNPINNED], 1);
-        return false;
+        if ((slot->backing = malloc((size_t)bytes)) == NULL) {
+            failed(job, CUDA_ERROR_OUT_OF_MEMORY);
+            return; /* stays resident */
+        }
+        slot->pageable = true;
     }
-    if (!batch_add(&job->batch, ptr, bytes, slot))
-        return false;
+    if (!batch_add(&job->batch, ptr, bytes, slot)) {
+        failed(job, CUDA_ERROR_OUT_OF_MEMORY);
+        return;
+    }
     if ((rc = copy(job, ptr, bytes, slot->backing)) != CUDA_SUCCESS) {
         failed(job, rc);
-        job->batch.n--; /* not discarded: its device pages still hold it */
+        job->batch.n--; /* not released: its physical memory still holds it */
     }
-    return true;
 }
 
 static void move_one(CUdeviceptr ptr, uint64_t bytes,
@@ -190,20 +187,19 @@ static void move_one(CUdeviceptr ptr, uint64_t bytes,
     struct swap *job = arg;
     CUresult rc;
 
-    if (slot->out) {
-        /* Out since an earlier swap-out: only a swap-in touches it. */
-        if (job->to_device && !batch_add(&job->batch, ptr, bytes, slot))
-            failed(job, CUDA_ERROR_OUT_OF_MEMORY);
+    if (slot->converted) {
+        /* Out since an earlier swap-out: only a swap-in touches it; in:
+         * only a swap-out. */
+        if (slot->out != job->to_device)
+            return;
+        if (job->to_device || blank(slot, job->gpu)) {
+            if (!batch_add(&job->batch, ptr, bytes, slot))
+                failed(job, CUDA_ERROR_OUT_OF_MEMORY);
+        } else {
+            copy_out(job, ptr, bytes, slot);
+        }
         return;
     }
-    if (blank(slot, job->gpu) && job->copies && !job->to_device) {
-        if (!batch_add(&job->batch, ptr, bytes, slot))
-            failed(job, CUDA_ERROR_OUT_OF_MEMORY);
-        return; /* discarded with the copied ones, nothing to copy */
-    }
-    if (slot->converted && job->copies && !job->to_device &&
-        copy_out(job, ptr, bytes, slot))
-        return;
     if ((rc = prefetch(job, ptr, bytes)) == CUDA_SUCCESS)
         job->prefetched += bytes;
     else
@@ -224,91 +220,75 @@ static bool wait_streams(struct swap *job)
     return ok;
 }
 
-/* Bytes of the batch that hold data (blank allocations hold none). */
-static uint64_t batch_bytes(const struct batch *b, int gpu)
-{
-    uint64_t sum = 0;
-
-    for (size_t i = 0; i < b->n; i++)
-        if (!blank(b->slots[i], gpu))
-            sum += b->sizes[i];
-    return sum;
-}
-
-/* Copies are waited for: the device pages of what was copied can go. */
-static void discard_copied(struct swap *job, const struct hook_driver *drv)
+/* Copies are waited for: the physical memory of what was copied can go. */
+static void release_copied(struct swap *job)
 {
     struct batch *b = &job->batch;
-    CUresult rc;
 
-    if (b->n == 0)
-        return;
-    rc = drv->mem_discard_batch(b->ptrs, b->sizes, b->n, 0, job->streams[0]);
-    if (rc == CUDA_SUCCESS)
-        rc = HOOK_CALL_REAL(cuStreamSynchronize, (job->streams[0]));
-    if (rc != CUDA_SUCCESS) {
-        /* Copied but still resident: it stays in, and is not counted. */
-        failed(job, rc);
-        return;
-    }
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->n; i++) {
+        CUresult rc = vmm_unback(b->ptrs[i], b->sizes[i], &b->slots[i]->physical);
+        if (rc != CUDA_SUCCESS) {
+            failed(job, rc); /* copied but still resident: it stays in */
+            continue;
+        }
         b->slots[i]->out = true;
-    job->moved += batch_bytes(b, job->gpu);
+        if (!blank(b->slots[i], job->gpu))
+            job->moved += b->sizes[i];
+    }
 }
 
-/* Device pages for what was discarded, without migrating anything, then
- * the data from the pinned copies. */
+static void drop_pageable(struct mem_swap_slot *slot)
+{
+    if (slot->pageable) {
+        free(slot->backing);
+        slot->backing = NULL;
+        slot->pageable = false;
+    }
+}
+
+/* Physical memory at the same addresses, then the data from the copies. */
 static void copy_back(struct swap *job)
 {
-    __typeof__(&cuMemDiscardAndPrefetchBatchAsync) populate =
-        HOOK_REAL(cuMemDiscardAndPrefetchBatchAsync);
     struct batch *b = &job->batch;
-    CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = job->gpu};
-    size_t first = 0;
-    CUresult rc = CUDA_ERROR_NOT_FOUND;
+    size_t backed = 0;
+    CUresult rc;
 
-    if (b->n == 0)
-        return;
-    if (populate)
-        rc = populate(b->ptrs, b->sizes, b->n, &gpu, &first, 1, 0,
-                      job->streams[0]);
-    for (size_t i = 0; i < b->n && rc != CUDA_SUCCESS; i++)
-        rc = prefetch(job, b->ptrs[i], b->sizes[i]);
-    /* The copies would fault the pages in otherwise: slower, as correct. */
-    if (rc != CUDA_SUCCESS ||
-        HOOK_CALL_REAL(cuStreamSynchronize, (job->streams[0])) != CUDA_SUCCESS)
-        log_debug("swap in gpu %d: device pages not made ahead (%d)", job->gpu,
-                  (int)rc);
-    for (size_t i = 0; i < b->n; i++)
-        if (!blank(b->slots[i], job->gpu) &&
-            (rc = copy(job, b->ptrs[i], b->sizes[i], b->slots[i]->backing)) !=
+    for (; backed < b->n; backed++) {
+        struct mem_swap_slot *slot = b->slots[backed];
+        if ((rc = vmm_back(job->gpu, b->ptrs[backed], b->sizes[backed],
+                           &slot->physical)) != CUDA_SUCCESS) {
+            failed(job, rc);
+            break;
+        }
+        if (!blank(slot, job->gpu) &&
+            (rc = copy(job, b->ptrs[backed], b->sizes[backed], slot->backing)) !=
                 CUDA_SUCCESS) {
             failed(job, rc);
-            return;
+            break;
         }
+    }
     if (!wait_streams(job))
         return;
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < backed; i++) {
         b->slots[i]->out = false;
-    job->moved += batch_bytes(b, job->gpu);
+        if (!blank(b->slots[i], job->gpu))
+            job->moved += b->sizes[i];
+        drop_pageable(b->slots[i]);
+    }
 }
 
 /* Every move of the context is queued (map still locked): wait for them. */
 static void finish_context(void *arg)
 {
     struct swap *job = arg;
-    const struct hook_driver *drv = hook_driver();
 
-    if (job->to_device) {
+    if (job->to_device)
         copy_back(job);
-        if (wait_streams(job))
-            job->moved += job->prefetched;
-        return;
-    }
     if (!wait_streams(job))
         return;
     job->moved += job->prefetched;
-    discard_copied(job, drv);
+    if (!job->to_device)
+        release_copied(job);
 }
 
 /* With ctx current: move its managed allocations and wait for them. */
@@ -340,8 +320,7 @@ static bool driver_copies(void)
     const struct hook_driver *drv = hook_driver();
 
     return drv && drv->mem_host_alloc && drv->mem_free_host &&
-           drv->mem_discard_batch && HOOK_REAL(cuMemcpyDtoHAsync_v2) &&
-           HOOK_REAL(cuMemcpyHtoDAsync_v2);
+           HOOK_REAL(cuMemcpyDtoHAsync_v2) && HOOK_REAL(cuMemcpyHtoDAsync_v2);
 }
 
 static uint64_t swap(int gpu, bool to_device)
@@ -351,7 +330,6 @@ static uint64_t swap(int gpu, bool to_device)
 
     if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS || mem_managed_bytes(gpu) == 0)
         return 0;
-    job.copies = driver_copies();
     start = hook_now_ns();
     hook_for_each_context(gpu, swap_context, &job);
     us = (hook_now_ns() - start) / 1000;
@@ -620,6 +598,7 @@ void swap_forget(struct mem_swap_slot *slot)
 {
     const struct hook_driver *drv;
 
+    drop_pageable(slot);
     if (slot->backing && (drv = hook_driver()) && drv->mem_free_host)
         drv->mem_free_host(slot->backing);
     slot->backing = NULL;

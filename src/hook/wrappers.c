@@ -87,7 +87,9 @@
             return CUDA_ERROR_NOT_FOUND;                                       \
         release = mem_free_##e args;                                           \
         mem_free_take(&release);                                               \
-        rc = real args;                                                        \
+        rc = hook_unlikely(release.found && release.rec.swap.converted)        \
+                 ? mem_free_converted(&release)                                \
+                 : real args;                                                  \
         mem_free_settle(&release, rc);                                         \
         return rc;                                                             \
     }

@@ -1,0 +1,225 @@
+/* vmm.c - device memory whose physical pages can go and come back at the
+ * same addresses: what cuMemAlloc_v2 and cuMemAllocPitch_v2 return while
+ * memory is swappable (nvshare_oversub_enabled()).
+ *
+ * The driver's virtual memory management separates an address range
+ * (cuMemAddressReserve) from the physical memory behind it (cuMemCreate,
+ * cuMemMap, cuMemSetAccess). So the hook reserves the range the
+ * application sees and backs it with one physical allocation; a swap-out
+ * copies the contents to host memory and unmaps and releases the physical
+ * memory (the GPU gets it back at once, whatever the application does),
+ * and a swap-in maps new physical memory at the same addresses and copies
+ * the contents back. Kernels run on plain device memory: nothing pages,
+ * unlike managed memory, which the driver may migrate under a kernel and
+ * which it refuses to give back on demand.
+ *
+ * What it costs the application: sizes are rounded up to the granularity
+ * (2 MiB), so only allocations of at least that size are made this way
+ * (PyTorch's, JAX's and CuPy's pools allocate in such blocks); smaller
+ * ones stay plain device memory, counted as resident. Legacy IPC
+ * (cuIpcGetMemHandle) does not export VMM memory: a process that shares
+ * device memory with another one that way runs with
+ * NVSHARE_ENABLE_OVERSUB=0 (docs/operations.md). */
+#include <time.h>
+
+#include "hook.h"
+#include "log.h"
+#include "nvshare_client.h"
+
+/* How long an allocation or a swap-in waits for the physical memory that
+ * the scheduler is making room for (an idle process swapping out) before
+ * the application gets CUDA_ERROR_OUT_OF_MEMORY. */
+#define VMM_ROOM_WAIT_NS (60ull * 1000000000u)
+#define VMM_ROOM_POLL_NS (10ull * 1000000u)
+
+static bool vmm_available(const struct hook_driver *drv)
+{
+    return drv && drv->mem_address_reserve && drv->mem_address_free &&
+           drv->mem_map && drv->mem_unmap && drv->mem_set_access &&
+           drv->mem_get_granularity && HOOK_REAL(cuMemCreate) &&
+           HOOK_REAL(cuMemRelease);
+}
+
+static CUmemAllocationProp physical_on(int gpu)
+{
+    return (CUmemAllocationProp){
+        .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+        .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = gpu},
+    };
+}
+
+/* Per device: 0 not asked yet, else the granularity. */
+static _Atomic uint64_t granularity[NVSHARE_MAX_GPUS];
+
+uint64_t vmm_granularity(int gpu)
+{
+    const struct hook_driver *drv = hook_driver();
+    uint64_t known;
+    size_t g = 0;
+
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS || !vmm_available(drv))
+        return 0;
+    known = atomic_load_explicit(&granularity[gpu], memory_order_relaxed);
+    if (known)
+        return known;
+    CUmemAllocationProp prop = physical_on(gpu);
+    if (drv->mem_get_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+            CUDA_SUCCESS ||
+        g == 0)
+        return 0;
+    atomic_store_explicit(&granularity[gpu], g, memory_order_relaxed);
+    return g;
+}
+
+uint64_t vmm_rounded(int gpu, uint64_t bytes)
+{
+    uint64_t g = vmm_granularity(gpu);
+
+    return g && bytes <= UINT64_MAX - g ? (bytes + g - 1) / g * g : 0;
+}
+
+/* Every device that can reach this one gets access too, as it would to
+ * memory from cuMemAlloc once the application enables peer access. */
+static CUresult grant_access(const struct hook_driver *drv, int gpu,
+                             CUdeviceptr va, uint64_t bytes)
+{
+    CUmemAccessDesc access[NVSHARE_MAX_GPUS];
+    int n = 0, count = 0;
+
+    if (drv->device_get_count == NULL || drv->device_get_count(&count) != CUDA_SUCCESS)
+        count = gpu + 1;
+    for (int dev = 0; dev < count && dev < NVSHARE_MAX_GPUS; dev++) {
+        int peer = dev == gpu;
+        if (!peer && drv->device_can_access_peer &&
+            drv->device_can_access_peer(&peer, dev, gpu) != CUDA_SUCCESS)
+            peer = 0;
+        if (peer)
+            access[n++] = (CUmemAccessDesc){
+                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    }
+    return drv->mem_set_access(va, (size_t)bytes, access, (size_t)n);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Physical memory mapped at va with access, released again on failure. */
+static CUresult map_physical(const struct hook_driver *drv, int gpu,
+                             CUdeviceptr va, uint64_t bytes,
+                             CUmemGenericAllocationHandle *physical)
+{
+    CUresult rc = drv->mem_map(va, (size_t)bytes, 0, *physical, 0);
+
+    if (rc == CUDA_SUCCESS && (rc = grant_access(drv, gpu, va, bytes)) != CUDA_SUCCESS)
+        drv->mem_unmap(va, (size_t)bytes);
+    if (rc != CUDA_SUCCESS) {
+        HOOK_CALL_REAL(cuMemRelease, (*physical));
+        *physical = 0;
+    }
+    return rc;
+}
+
+/* cuMemCreate; with wait, for as long as the scheduler may take to make
+ * room while the GPU is full (an idle process swapping out). */
+static CUresult create(int gpu, uint64_t bytes,
+                       CUmemGenericAllocationHandle *physical, bool wait)
+{
+    CUmemAllocationProp prop = physical_on(gpu);
+    uint64_t deadline = 0;
+    bool told = false;
+    CUresult rc;
+
+    while ((rc = HOOK_CALL_REAL(cuMemCreate, (physical, (size_t)bytes, &prop, 0))) ==
+               CUDA_ERROR_OUT_OF_MEMORY &&
+           wait && nvshare_client_connected()) {
+        uint64_t now = hook_now_ns();
+        if (deadline == 0)
+            deadline = now + VMM_ROOM_WAIT_NS;
+        if (now >= deadline)
+            break;
+        if (!told) {
+            log_info("gpu %d: waiting for %.1f MiB of device memory that the "
+                     "scheduler makes room for",
+                     gpu, (double)bytes / (1 << 20));
+            told = true;
+        }
+        sleep_ns(VMM_ROOM_POLL_NS);
+    }
+    return rc;
+}
+
+static CUresult back(const struct hook_driver *drv, int gpu, CUdeviceptr va,
+                     uint64_t bytes, CUmemGenericAllocationHandle *physical,
+                     bool wait)
+{
+    CUresult rc = create(gpu, bytes, physical, wait);
+
+    return rc == CUDA_SUCCESS ? map_physical(drv, gpu, va, bytes, physical) : rc;
+}
+
+CUresult vmm_back(int gpu, CUdeviceptr va, uint64_t bytes,
+                  CUmemGenericAllocationHandle *physical)
+{
+    const struct hook_driver *drv = hook_driver();
+
+    return vmm_available(drv) ? back(drv, gpu, va, bytes, physical, true)
+                              : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult vmm_unback(CUdeviceptr va, uint64_t bytes,
+                    CUmemGenericAllocationHandle *physical)
+{
+    const struct hook_driver *drv = hook_driver();
+    CUresult rc;
+
+    if (*physical == 0)
+        return CUDA_SUCCESS;
+    if (!vmm_available(drv))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if ((rc = drv->mem_unmap(va, (size_t)bytes)) != CUDA_SUCCESS)
+        return rc;
+    rc = HOOK_CALL_REAL(cuMemRelease, (*physical));
+    *physical = 0;
+    return rc;
+}
+
+CUresult vmm_allocate(int gpu, uint64_t bytes, CUdeviceptr *va,
+                      CUmemGenericAllocationHandle *physical)
+{
+    const struct hook_driver *drv = hook_driver();
+    CUresult rc;
+
+    if (!vmm_available(drv))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if ((rc = drv->mem_address_reserve(va, (size_t)bytes, 0, 0, 0)) != CUDA_SUCCESS)
+        return rc;
+    rc = back(drv, gpu, *va, bytes, physical, false);
+    /* The room may be an idle process's, which the scheduler takes back
+     * for a process that waits for the GPU: this allocation waits with the
+     * lock (admission already counts it: it was charged before). */
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && nvshare_client_connected()) {
+        nvshare_submit_begin(gpu);
+        rc = back(drv, gpu, *va, bytes, physical, true);
+        nvshare_submit_end();
+    }
+    if (rc != CUDA_SUCCESS)
+        drv->mem_address_free(*va, (size_t)bytes);
+    return rc;
+}
+
+CUresult vmm_free(CUdeviceptr va, uint64_t bytes,
+                  CUmemGenericAllocationHandle *physical)
+{
+    const struct hook_driver *drv = hook_driver();
+    CUresult rc = vmm_unback(va, bytes, physical);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return drv ? drv->mem_address_free(va, (size_t)bytes)
+               : CUDA_ERROR_DEINITIALIZED;
+}
