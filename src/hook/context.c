@@ -164,6 +164,7 @@ HOOK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     struct tracked_context *entry = NULL;
+    CUcontext gone = NULL;
     CUresult rc;
 
     hook_count(&hook_stat_calls[NVSHARE_ID_cuDevicePrimaryCtxRelease_v2], 1);
@@ -173,10 +174,14 @@ HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     for (int i = 0; i < n_contexts && entry == NULL; i++)
         if (contexts[i].primary_refs > 0 && contexts[i].gpu == gpu_of_device(dev))
             entry = &contexts[i];
-    if (rc == CUDA_SUCCESS && entry != NULL && --entry->primary_refs == 0)
+    if (rc == CUDA_SUCCESS && entry != NULL && --entry->primary_refs == 0) {
+        gone = entry->ctx;
         remove_locked(entry);
+    }
     pthread_mutex_unlock(&registry_lock);
     swap_pins_resume();
+    if (gone)
+        staging_context_destroyed(gone);
     return rc;
 }
 
@@ -193,8 +198,10 @@ HOOK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
         remove_locked(entry);
     pthread_mutex_unlock(&registry_lock);
     swap_pins_resume();
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
+        staging_context_destroyed(ctx);
         follow_driver_current();
+    }
     return rc;
 }
 

@@ -424,18 +424,45 @@ void mem_graph_after_trim(const struct mem_free *f);
  * the real driver only (never gated), on any thread. */
 uint64_t hook_swap_out(int gpu, void *user);
 uint64_t hook_swap_in(int gpu, void *user);
-/* nvshare_client_ops prepare_swap: makes the pinned host copies of gpu's
- * converted allocations on a background thread, from now on (also for
- * those allocated later), so that swap-outs only copy. */
+/* nvshare_client_ops prepare_swap: makes staging.c's ring on a background
+ * thread, so that no swap-out pins. */
 void hook_prepare_swap(int gpu, void *user);
-/* After a converted allocation on gpu: its copy too, if gpu was asked. */
-void swap_prepare_if_asked(int gpu);
-/* Around the destruction of a context: no pinned copy is being made in
- * it meanwhile (waits for the one in progress). */
+/* Around the destruction of a context: the ring is not being made in it
+ * meanwhile (waits for the pin in progress). */
 void swap_pins_pause(void);
 void swap_pins_resume(void);
-/* A freed allocation's swap state goes with it (its pinned host copy). */
-void swap_forget(struct mem_swap_slot *slot);
+/* A freed allocation's swap state goes with it (its host copy). */
+void swap_forget(struct mem_swap_slot *slot, uint64_t bytes);
+
+/* ---- staging.c ---------------------------------------------------------- */
+
+/* One swap's copies in one context, through the ring when there is one. */
+struct staging_run {
+    const struct hook_driver *drv;
+    CUstream *streams;
+    int n_streams;
+    unsigned next_stream;
+    bool ring; /* false: plain copies, staged by the driver */
+    CUevent events[32];
+    uint64_t next_slot;
+    int failures;
+    CUresult first_error;
+};
+/* Makes the process's ring in ctx (current), once; whether there is one. */
+bool staging_make(CUcontext ctx);
+/* ctx is gone, and with it the ring if it was made there. */
+void staging_context_destroyed(CUcontext ctx);
+/* Begins a run on streams of the current context (one run at a time). */
+bool staging_begin(struct staging_run *r, const struct hook_driver *drv,
+                   CUstream *streams, int n_streams);
+/* Queues the copy of bytes between device memory and a host copy. */
+void staging_copy(struct staging_run *r, bool to_device, CUdeviceptr dev,
+                  void *host, uint64_t bytes);
+/* Waits for every copy of the run and ends it: the first error, if any. */
+CUresult staging_end(struct staging_run *r);
+/* Host copies: plain memory, huge pages where the kernel has them. */
+void *staging_host_alloc(uint64_t bytes);
+void staging_host_free(void *p, uint64_t bytes);
 /* A converted allocation was just made on gpu: whether anything can have
  * written it is known from here on (see swap.c, blank allocations). */
 void swap_note_birth(struct mem_swap_slot *slot, int gpu);

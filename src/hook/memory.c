@@ -310,7 +310,7 @@ void mem_free_settle(struct mem_free *f, CUresult rc)
     if (rc == CUDA_SUCCESS && f->after) {
         f->after(f);
     } else if (f->found && rc == CUDA_SUCCESS) {
-        swap_forget(&f->rec.swap);
+        swap_forget(&f->rec.swap, f->rec.bytes);
         nvshare_mem_release(f->rec.gpu, f->rec.bytes);
     } else if (f->found && !map_put(f->kind, f->key, &f->rec)) {
         /* Cannot follow it further; its host copy may hold its data. */

@@ -58,17 +58,9 @@ static void free_converted(const struct mem_claim *claim)
     vmm_free(*(const CUdeviceptr *)claim->out, converted_size(claim), &physical);
 }
 
-/* A GPU that was asked to prepare for a swap-out prepares what is
- * allocated afterwards too, once it is in the map. */
-static void prepare_if_asked(const struct mem_claim *claim)
-{
-    swap_prepare_if_asked(claim->gpu);
-}
-
 static const struct mem_path converted_path = {.allocate = allocate_converted,
                                                .measure = converted_size,
-                                               .undo = free_converted,
-                                               .finish = prepare_if_asked};
+                                               .undo = free_converted};
 
 static void convert(struct mem_claim *claim, const struct mem_path *path)
 {
@@ -148,8 +140,7 @@ static void free_converted_pitch(const struct mem_claim *claim)
 static const struct mem_path converted_pitch_path =
     {.allocate = allocate_converted_pitch,
      .measure = converted_pitched_size,
-     .undo = free_converted_pitch,
-     .finish = prepare_if_asked};
+     .undo = free_converted_pitch};
 
 struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
                                               size_t WidthInBytes, size_t Height,

@@ -17,14 +17,12 @@
  * on the host. The application's own managed memory may be read on the
  * host at any time and is prefetched instead.
  *
- * The host copy is pinned, so that the copy runs at link speed, and made
- * ahead: pinning costs about 1.5 GB/s (cuMemHostAlloc of 6 GiB: 4 s on an
- * H100, the copy into it 0.14 s), so PREPARE_SWAP, sent as soon as a
- * GPU's clients hold more than it admits, starts a background thread per
- * GPU that pins a copy for every converted allocation without one, and
- * for each one allocated afterwards (below, "preparing"). A swap-out never
- * pins: what has no copy yet goes to plain host memory, which the driver
- * copies through its own staging buffers (~13 GB/s), freed at the swap-in.
+ * The host copy is plain memory, made by the swap-out and freed by the
+ * swap-in, and the copies go through staging.c's pinned ring at link
+ * speed. PREPARE_SWAP, sent as soon as a GPU's clients hold more than it
+ * admits, makes the ring on a background thread, so that no swap-out
+ * pins on its critical path (128 MiB: ~0.1 s); a swap-out that comes
+ * first makes it itself.
  *
  * A swap runs on the client's thread (or any thread that is not in a
  * submission), never through the wrappers, so it is never gated: for each
@@ -63,9 +61,7 @@ static bool blank(const struct mem_swap_slot *slot, int gpu)
            nvshare_lock_grants(gpu) == slot->grants_at_birth;
 }
 
-/* Copies of 64 MiB reach the link's speed; four streams keep both copy
- * engines of a direction busy while the next chunk is queued. */
-#define SWAP_CHUNK (64ull << 20)
+/* Four streams keep both copy engines of a direction busy. */
 #define SWAP_STREAMS 4
 
 /* Converted allocations whose physical memory is released on swap-out
@@ -83,10 +79,10 @@ struct swap {
     bool to_device;
     CUstream streams[SWAP_STREAMS];
     int n_streams;
-    unsigned next_stream;
-    struct batch batch;  /* converted allocations copied in this context */
-    uint64_t prefetched; /* bytes prefetched in this context */
-    uint64_t moved;      /* bytes moved and waited for, all contexts */
+    struct staging_run run; /* this context's copies */
+    struct batch batch;     /* converted allocations moved in this context */
+    uint64_t prefetched;    /* bytes prefetched in this context */
+    uint64_t moved;         /* bytes moved and waited for, all contexts */
     int failures;
     CUresult first_error;
 };
@@ -114,24 +110,6 @@ static CUresult prefetch(const struct swap *job, CUdeviceptr ptr, uint64_t bytes
                            job->streams[0]));
 }
 
-/* Queues the copies of one allocation, chunk by chunk over the streams. */
-static CUresult copy(struct swap *job, CUdeviceptr ptr, uint64_t bytes, void *host)
-{
-    CUresult rc = CUDA_SUCCESS;
-
-    for (uint64_t at = 0; at < bytes && rc == CUDA_SUCCESS; at += SWAP_CHUNK) {
-        size_t len = (size_t)(bytes - at < SWAP_CHUNK ? bytes - at : SWAP_CHUNK);
-        CUstream stream = job->streams[job->next_stream++ % job->n_streams];
-
-        rc = job->to_device
-                 ? HOOK_CALL_REAL(cuMemcpyHtoDAsync_v2,
-                                  (ptr + at, (char *)host + at, len, stream))
-                 : HOOK_CALL_REAL(cuMemcpyDtoHAsync_v2,
-                                  ((char *)host + at, ptr + at, len, stream));
-    }
-    return rc;
-}
-
 static bool batch_add(struct batch *b, CUdeviceptr ptr, uint64_t bytes,
                       struct mem_swap_slot *slot)
 {
@@ -156,29 +134,18 @@ static bool batch_add(struct batch *b, CUdeviceptr ptr, uint64_t bytes,
     return true;
 }
 
-/* Swap-out of a converted allocation: into its pinned copy, or into plain
- * host memory when it has none yet (the driver stages that copy). */
+/* Swap-out of a converted allocation into a host copy made for it. */
 static void copy_out(struct swap *job, CUdeviceptr ptr, uint64_t bytes,
                      struct mem_swap_slot *slot)
 {
-    CUresult rc;
-
-    if (slot->backing == NULL) {
-        hook_count(&hook_stat_events[HOOK_EV_SWAP_UNPINNED], 1);
-        if ((slot->backing = malloc((size_t)bytes)) == NULL) {
-            failed(job, CUDA_ERROR_OUT_OF_MEMORY);
-            return; /* stays resident */
-        }
-        slot->pageable = true;
-    }
-    if (!batch_add(&job->batch, ptr, bytes, slot)) {
+    if ((slot->backing = staging_host_alloc(bytes)) == NULL ||
+        !batch_add(&job->batch, ptr, bytes, slot)) {
+        staging_host_free(slot->backing, bytes);
+        slot->backing = NULL;
         failed(job, CUDA_ERROR_OUT_OF_MEMORY);
-        return;
+        return; /* stays resident */
     }
-    if ((rc = copy(job, ptr, bytes, slot->backing)) != CUDA_SUCCESS) {
-        failed(job, rc);
-        job->batch.n--; /* not released: its physical memory still holds it */
-    }
+    staging_copy(&job->run, false, ptr, slot->backing, bytes);
 }
 
 static void move_one(CUdeviceptr ptr, uint64_t bytes,
@@ -206,47 +173,31 @@ static void move_one(CUdeviceptr ptr, uint64_t bytes,
         failed(job, rc);
 }
 
-static bool wait_streams(struct swap *job)
-{
-    bool ok = true;
-
-    for (int i = 0; i < job->n_streams; i++) {
-        CUresult rc = HOOK_CALL_REAL(cuStreamSynchronize, (job->streams[i]));
-        if (rc != CUDA_SUCCESS) {
-            failed(job, rc);
-            ok = false;
-        }
-    }
-    return ok;
-}
-
-/* Copies are waited for: the physical memory of what was copied can go. */
-static void release_copied(struct swap *job)
+/* Copies are waited for: the physical memory of what was copied can go.
+ * After a failed copy everything stays in, its host copy dropped. */
+static void release_copied(struct swap *job, bool copied)
 {
     struct batch *b = &job->batch;
 
     for (size_t i = 0; i < b->n; i++) {
-        CUresult rc = vmm_unback(b->ptrs[i], b->sizes[i], &b->slots[i]->physical);
+        struct mem_swap_slot *slot = b->slots[i];
+        CUresult rc = copied ? vmm_unback(b->ptrs[i], b->sizes[i], &slot->physical)
+                             : CUDA_ERROR_UNKNOWN;
         if (rc != CUDA_SUCCESS) {
-            failed(job, rc); /* copied but still resident: it stays in */
+            if (copied)
+                failed(job, rc);
+            staging_host_free(slot->backing, b->sizes[i]);
+            slot->backing = NULL;
             continue;
         }
-        b->slots[i]->out = true;
-        if (!blank(b->slots[i], job->gpu))
+        slot->out = true;
+        if (slot->backing)
             job->moved += b->sizes[i];
     }
 }
 
-static void drop_pageable(struct mem_swap_slot *slot)
-{
-    if (slot->pageable) {
-        free(slot->backing);
-        slot->backing = NULL;
-        slot->pageable = false;
-    }
-}
-
-/* Physical memory at the same addresses, then the data from the copies. */
+/* Physical memory at the same addresses, then the data from the copies;
+ * the copies are freed once they are waited for. */
 static void copy_back(struct swap *job)
 {
     struct batch *b = &job->batch;
@@ -260,20 +211,21 @@ static void copy_back(struct swap *job)
             failed(job, rc);
             break;
         }
-        if (!blank(slot, job->gpu) &&
-            (rc = copy(job, b->ptrs[backed], b->sizes[backed], slot->backing)) !=
-                CUDA_SUCCESS) {
-            failed(job, rc);
-            break;
-        }
+        if (slot->backing)
+            staging_copy(&job->run, true, b->ptrs[backed], slot->backing,
+                         b->sizes[backed]);
     }
-    if (!wait_streams(job))
-        return;
+    if ((rc = staging_end(&job->run)) != CUDA_SUCCESS) {
+        failed(job, rc);
+        return; /* the copies stay: freeing them could lose the data */
+    }
     for (size_t i = 0; i < backed; i++) {
-        b->slots[i]->out = false;
-        if (!blank(b->slots[i], job->gpu))
+        struct mem_swap_slot *slot = b->slots[i];
+        slot->out = false;
+        if (slot->backing)
             job->moved += b->sizes[i];
-        drop_pageable(b->slots[i]);
+        staging_host_free(slot->backing, b->sizes[i]);
+        slot->backing = NULL;
     }
 }
 
@@ -281,17 +233,21 @@ static void copy_back(struct swap *job)
 static void finish_context(void *arg)
 {
     struct swap *job = arg;
+    CUresult rc;
 
-    if (job->to_device)
+    if (job->to_device) {
         copy_back(job);
-    if (!wait_streams(job))
+        job->moved += job->prefetched;
         return;
+    }
+    rc = staging_end(&job->run);
+    if (rc != CUDA_SUCCESS)
+        failed(job, rc);
     job->moved += job->prefetched;
-    if (!job->to_device)
-        release_copied(job);
+    release_copied(job, rc == CUDA_SUCCESS);
 }
 
-/* With ctx current: move its managed allocations and wait for them. */
+/* With ctx current: move its evictable allocations and wait for them. */
 static bool swap_context(const struct hook_driver *drv, CUcontext ctx, void *arg)
 {
     struct swap *job = arg;
@@ -302,25 +258,21 @@ static bool swap_context(const struct hook_driver *drv, CUcontext ctx, void *arg
                               CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS)
         job->n_streams++;
     if (job->n_streams == 0) {
-        log_warn("swap: cannot create a stream in context %p: its managed "
+        log_warn("swap: cannot create a stream in context %p: its evictable "
                  "memory stays where it is",
                  (void *)ctx);
         return true;
     }
+    /* The ring is made in the first context that swaps, if PREPARE_SWAP
+     * did not make it before. */
+    staging_make(ctx);
+    staging_begin(&job->run, drv, job->streams, job->n_streams);
     job->batch.n = 0;
     job->prefetched = 0;
     mem_for_each_managed(job->gpu, ctx, move_one, finish_context, job);
     for (int i = 0; drv->stream_destroy && i < job->n_streams; i++)
         drv->stream_destroy(job->streams[i]);
     return true;
-}
-
-static bool driver_copies(void)
-{
-    const struct hook_driver *drv = hook_driver();
-
-    return drv && drv->mem_host_alloc && drv->mem_free_host &&
-           HOOK_REAL(cuMemcpyDtoHAsync_v2) && HOOK_REAL(cuMemcpyHtoDAsync_v2);
 }
 
 static uint64_t swap(int gpu, bool to_device)
@@ -343,10 +295,10 @@ static uint64_t swap(int gpu, bool to_device)
                   "exits): %d moves not made",
                   to_device ? "in" : "out", gpu, job.failures);
     else if (job.failures > 0)
-        log_warn("swap %s gpu %d: %d moves of managed memory failed (first "
-                 "error %d)",
+        log_warn("swap %s gpu %d: %d moves failed (first error %d)%s",
                  to_device ? "in" : "out", gpu, job.failures,
-                 (int)job.first_error);
+                 (int)job.first_error,
+                 to_device ? "" : ": what did not move stays on the GPU");
     log_debug("swap %s gpu %d: %llu bytes in %llu us", to_device ? "in" : "out",
               gpu, (unsigned long long)job.moved, (unsigned long long)us);
     hook_count(&hook_stat_events[to_device ? HOOK_EV_SWAP_INS : HOOK_EV_SWAP_OUTS],
@@ -359,138 +311,33 @@ static uint64_t swap(int gpu, bool to_device)
     return job.moved;
 }
 
-/* ---- preparing the pinned copies ahead of a swap-out ------------------- */
+/* ---- making the ring ahead of a swap-out ---------------------------------- */
 
-/* Pinning host memory costs about 1.5 GB/s (the kernel locks every page),
- * thirty times slower than the copy into it: made by the swap-out, the
- * pinned copies would double or triple its time on the critical path of
- * the job that waits for the room. PREPARE_SWAP comes as soon as the GPU's
- * clients hold more than it admits, typically when the jobs allocate, and
- * one background thread per GPU makes them then. */
-struct preparer {
-    bool asked;   /* PREPARE_SWAP came: later allocations are prepared too */
-    bool running; /* its thread works (or is about to) */
-    bool again;   /* something to prepare came since the thread last looked */
-};
-
-static struct preparer preparers[NVSHARE_MAX_GPUS];
-static pthread_mutex_t preparers_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t preparer_done = PTHREAD_COND_INITIALIZER;
-
-
-/* Held while one pinned copy is made (seconds), and around the destruction
- * of a context, so that no context dies under a pin. A swap-out does not
- * take it: it holds the allocation map, under which a finished copy is
- * attached, so it sees each allocation with its copy or without. */
+/* Pinning 128 MiB takes about 0.1 s: made by the first swap-out, it would
+ * be on the critical path of the job that waits for the room. A thread
+ * makes it on PREPARE_SWAP instead. */
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Set at exit, under pin_lock: the runtime and the driver tear down
- * after it, so no pin may start any more. */
+/* Set at exit, under pin_lock: the runtime and the driver tear down after
+ * it, so no pin may start any more. */
 static atomic_bool stopping;
+static atomic_bool preparing;
 
-struct unprepared {
-    CUdeviceptr ptr;
-    uint64_t bytes;
-};
-
-struct unprepared_list {
-    struct unprepared *items;
-    size_t n, cap;
-};
-
-static void collect_unprepared(CUdeviceptr ptr, uint64_t bytes, CUcontext ctx,
-                               struct mem_swap_slot *slot, void *arg)
+static bool make_ring_in(const struct hook_driver *drv, CUcontext ctx, void *arg)
 {
-    struct unprepared_list *list = arg;
-
-    (void)ctx;
-    if (!slot->converted || slot->backing != NULL)
-        return;
-    if (list->n == list->cap) {
-        size_t cap = list->cap ? 2 * list->cap : 64;
-        struct unprepared *items = realloc(list->items, cap * sizeof(*items));
-        if (items == NULL)
-            return; /* the swap-out pins the rest */
-        list->items = items;
-        list->cap = cap;
-    }
-    list->items[list->n++] = (struct unprepared){ptr, bytes};
-}
-
-/* The allocation still needs a copy: in which context to make it. */
-static bool still_unprepared(CUcontext ctx, struct mem_swap_slot *slot, void *arg)
-{
-    *(CUcontext *)arg = ctx;
-    return slot->converted && slot->backing == NULL && ctx != NULL;
-}
-
-/* Gives the copy to the allocation it was made for, if the map still holds
- * it (same pointer and size) without one. */
-static bool attach_copy(CUcontext ctx, struct mem_swap_slot *slot, void *arg)
-{
-    (void)ctx;
-    if (!slot->converted || slot->backing != NULL)
-        return false;
-    slot->backing = arg;
-    return true;
-}
-
-/* Makes one pinned copy with the map unlocked: application threads keep
- * allocating and freeing meanwhile; the allocation is looked up again
- * before the copy is attached. */
-static void prepare_one(int gpu, const struct hook_driver *drv,
-                        const struct unprepared *u)
-{
-    CUcontext ctx = NULL, popped;
-    void *host = NULL;
-
-    pthread_mutex_lock(&pin_lock);
-    if (!atomic_load(&stopping) &&
-        mem_with_managed(gpu, u->ptr, u->bytes, still_unprepared, &ctx) &&
-        hook_context_live(ctx) &&
-        HOOK_CALL_REAL(cuCtxPushCurrent_v2, (ctx)) == CUDA_SUCCESS) {
-        CUresult rc = drv->mem_host_alloc(&host, (size_t)u->bytes, 0);
-        if (rc != CUDA_SUCCESS)
-            log_debug("prepare swap gpu %d: no pinned copy of %llu bytes (%d)",
-                      gpu, (unsigned long long)u->bytes, (int)rc);
-        else if (mem_with_managed(gpu, u->ptr, u->bytes, attach_copy, host))
-            hook_count(&hook_stat_events[HOOK_EV_SWAP_PINNED_AHEAD], 1);
-        else
-            drv->mem_free_host(host); /* freed meanwhile, or copied out */
-        HOOK_CALL_REAL(cuCtxPopCurrent_v2, (&popped));
-    }
-    pthread_mutex_unlock(&pin_lock);
-}
-
-static void prepare_gpu(int gpu)
-{
-    const struct hook_driver *drv = hook_driver();
-    struct unprepared_list list = {0};
-
-    if (drv == NULL || !driver_copies())
-        return;
-    mem_for_each_managed_on_gpu(gpu, collect_unprepared, &list);
-    for (size_t i = 0; i < list.n && !atomic_load(&stopping); i++)
-        prepare_one(gpu, drv, &list.items[i]);
-    free(list.items);
+    (void)drv, (void)arg;
+    return !staging_make(ctx); /* the first context that can do it */
 }
 
 static void *preparer_main(void *arg)
 {
     int gpu = (int)(intptr_t)arg;
-    struct preparer *p = &preparers[gpu];
 
-    for (;;) {
-        pthread_mutex_lock(&preparers_lock);
-        if (!p->again || atomic_load(&stopping)) {
-            p->running = false;
-            pthread_cond_broadcast(&preparer_done);
-            pthread_mutex_unlock(&preparers_lock);
-            return NULL;
-        }
-        p->again = false;
-        pthread_mutex_unlock(&preparers_lock);
-        prepare_gpu(gpu);
-    }
+    pthread_mutex_lock(&pin_lock);
+    if (!atomic_load(&stopping))
+        hook_for_each_context(gpu, make_ring_in, NULL);
+    pthread_mutex_unlock(&pin_lock);
+    atomic_store(&preparing, false);
+    return NULL;
 }
 
 /* atexit handlers run before the runtime's (registered earlier) and
@@ -507,18 +354,15 @@ static void register_stop(void)
     atexit(stop_preparing);
 }
 
-/* Wakes gpu's preparer, or starts it. preparers_lock held. */
-static void kick_locked(int gpu)
+void hook_prepare_swap(int gpu, void *user)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    struct preparer *p = &preparers[gpu];
     pthread_attr_t attr;
     pthread_t thread;
     sigset_t all, old;
-    int rc;
 
-    p->again = true;
-    if (p->running)
+    (void)user;
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS || atomic_exchange(&preparing, true))
         return;
     pthread_once(&once, register_stop);
     /* Signals stay the application's threads' business. */
@@ -526,34 +370,10 @@ static void kick_locked(int gpu)
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    rc = pthread_create(&thread, &attr, preparer_main, (void *)(intptr_t)gpu);
+    if (pthread_create(&thread, &attr, preparer_main, (void *)(intptr_t)gpu) != 0)
+        atomic_store(&preparing, false); /* the swap-out makes the ring */
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    p->running = rc == 0;
-    if (rc != 0)
-        log_debug("prepare swap gpu %d: no thread (%d): the swap-out pins", gpu,
-                  rc);
-}
-
-void hook_prepare_swap(int gpu, void *user)
-{
-    (void)user;
-    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
-        return;
-    pthread_mutex_lock(&preparers_lock);
-    preparers[gpu].asked = true;
-    kick_locked(gpu);
-    pthread_mutex_unlock(&preparers_lock);
-}
-
-void swap_prepare_if_asked(int gpu)
-{
-    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
-        return;
-    pthread_mutex_lock(&preparers_lock);
-    if (preparers[gpu].asked)
-        kick_locked(gpu);
-    pthread_mutex_unlock(&preparers_lock);
 }
 
 void swap_pins_pause(void)
@@ -566,20 +386,17 @@ void swap_pins_resume(void)
     pthread_mutex_unlock(&pin_lock);
 }
 
-/* The child has no preparer threads, and a lock may have been held by one
- * of the parent's. */
-static void forget_preparers_in_child(void)
+/* The child has no preparer thread, and the lock may have been held by
+ * the parent's. */
+static void forget_preparer_in_child(void)
 {
-    pthread_mutex_init(&preparers_lock, NULL);
-    pthread_cond_init(&preparer_done, NULL);
     pthread_mutex_init(&pin_lock, NULL);
-    for (int gpu = 0; gpu < NVSHARE_MAX_GPUS; gpu++)
-        preparers[gpu] = (struct preparer){0};
+    atomic_store(&preparing, false);
 }
 
 __attribute__((constructor)) static void register_swap_fork_handler(void)
 {
-    pthread_atfork(NULL, NULL, forget_preparers_in_child);
+    pthread_atfork(NULL, NULL, forget_preparer_in_child);
 }
 
 uint64_t hook_swap_out(int gpu, void *user)
@@ -594,13 +411,9 @@ uint64_t hook_swap_in(int gpu, void *user)
     return swap(gpu, true);
 }
 
-void swap_forget(struct mem_swap_slot *slot)
+void swap_forget(struct mem_swap_slot *slot, uint64_t bytes)
 {
-    const struct hook_driver *drv;
-
-    drop_pageable(slot);
-    if (slot->backing && (drv = hook_driver()) && drv->mem_free_host)
-        drv->mem_free_host(slot->backing);
+    staging_host_free(slot->backing, bytes);
     slot->backing = NULL;
 }
 
@@ -615,15 +428,15 @@ HOOK_EXPORT void nvshare_hook_prepare_swap(int gpu)
     hook_prepare_swap(gpu, NULL);
 }
 
-/* Test introspection: returns once gpu's preparer has nothing left to do. */
+/* Test introspection: returns once the ring asked for is made (or could
+ * not be). */
 HOOK_EXPORT void nvshare_hook_wait_prepared(int gpu)
 {
-    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
-        return;
-    pthread_mutex_lock(&preparers_lock);
-    while (preparers[gpu].running)
-        pthread_cond_wait(&preparer_done, &preparers_lock);
-    pthread_mutex_unlock(&preparers_lock);
+    (void)gpu;
+    while (atomic_load(&preparing)) {
+        pthread_mutex_lock(&pin_lock);
+        pthread_mutex_unlock(&pin_lock);
+    }
 }
 
 HOOK_EXPORT uint64_t nvshare_hook_swap_in(int gpu)
@@ -631,7 +444,7 @@ HOOK_EXPORT uint64_t nvshare_hook_swap_in(int gpu)
     return hook_swap_in(gpu, NULL);
 }
 
-/* Test introspection: bytes of live managed allocations on gpu. */
+/* Test introspection: bytes of live evictable allocations on gpu. */
 HOOK_EXPORT uint64_t nvshare_hook_managed_bytes(int gpu)
 {
     return mem_managed_bytes(gpu);
