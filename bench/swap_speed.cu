@@ -1,10 +1,12 @@
 // swap_speed.cu - how fast libnvshare swaps a process's memory out and in
 // on a real GPU, and whether the data survives.
 //
-//   swap_speed GIB ROUNDS
+//   swap_speed GIB ROUNDS [unprepared]
 //
-// Run with libnvshare preloaded and NVSHARE_ENABLE_OVERSUB=1, so that
-// cudaMalloc's memory is converted (managed, evictable). Each round writes
+// Run with libnvshare preloaded. With NVSHARE_ENABLE_OVERSUB=1 cudaMalloc's
+// memory must be converted (managed, evictable: checked); without it the
+// device memory itself is what swaps (swappable by default), and the
+// program says which kind it got. Each round writes
 // the whole buffer with a round-dependent pattern (so a swap-out that kept
 // an old copy would be caught), checksums it on the GPU, calls libnvshare's
 // swap_out and swap_in (nvshare_hook_swap_out/in: the client's callbacks,
@@ -12,7 +14,10 @@
 // Before the first round it prepares the swap-out as a PREPARE_SWAP does
 // (nvshare_hook_prepare_swap: the client's callback; the scheduler sends it
 // a switch time ahead of the EVICT) and waits until the pinned host copies
-// exist, so that the first swap-out is measured as a prepared one.
+// exist, so that the first swap-out is measured as a prepared one; with
+// "unprepared" it does not, and the first swap-out is the one an EVICT
+// right after another process's arrival makes (no PREPARE_SWAP could
+// come before it).
 // Prints the preparation time, one line per round and a summary line:
 //   swap_speed: <GiB> GiB, out first <GB/s>, out <GB/s> (median of the
 //   later rounds), in <GB/s> (median), out/in <%>, checksums <ok>/<rounds>
@@ -24,6 +29,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <algorithm>
@@ -112,25 +118,36 @@ int main(int argc, char **argv)
     double first_out = 0;
     int intact = 0;
 
+    bool prepared = !(argc > 3 && strcmp(argv[3], "unprepared") == 0);
+    const char *oversub = getenv("NVSHARE_ENABLE_OVERSUB");
+    bool want_managed = oversub && strcmp(oversub, "1") == 0;
+
     if (!swap_out || !swap_in || !prepare_swap || !wait_prepared ||
         rounds < 2) {
-        fprintf(stderr, "usage: LD_PRELOAD=libnvshare.so NVSHARE_ENABLE_OVERSUB=1 "
-                        "%s GIB ROUNDS(>=2)\n", argv[0]);
+        fprintf(stderr, "usage: LD_PRELOAD=libnvshare.so "
+                        "%s GIB ROUNDS(>=2) [unprepared]\n", argv[0]);
         return 2;
     }
     must(cudaMalloc(&words, bytes), "cudaMalloc");
     must(cudaMalloc(&sum, sizeof(*sum)), "cudaMalloc");
     must(cudaPointerGetAttributes(&attr, words), "cudaPointerGetAttributes");
-    if (attr.type != cudaMemoryTypeManaged) {
+    if (want_managed && attr.type != cudaMemoryTypeManaged) {
         fprintf(stderr, "swap_speed: cudaMalloc's memory is not managed: is "
                         "NVSHARE_ENABLE_OVERSUB=1 set and libnvshare preloaded?\n");
         return 2;
     }
-    double p0 = now_s();
-    prepare_swap(0);
-    wait_prepared(0);
-    printf("prepare: pinned host copies of %.2f GiB made ahead in %.3f s\n",
-           (double)bytes / (1 << 30), now_s() - p0);
+    printf("memory: %s\n", attr.type == cudaMemoryTypeManaged
+                               ? "managed (oversubscription)"
+                               : "device (swappable by default)");
+    if (prepared) {
+        double p0 = now_s();
+        prepare_swap(0);
+        wait_prepared(0);
+        printf("prepare: pinned host copies of %.2f GiB made ahead in %.3f s\n",
+               (double)bytes / (1 << 30), now_s() - p0);
+    } else {
+        printf("prepare: none; the first swap-out is unprepared (an arrival's)\n");
+    }
     fflush(stdout);
     for (int r = 0; r < rounds; r++) {
         fill<<<1024, 256>>>(words, n, (uint64_t)r * 7919 + 1);

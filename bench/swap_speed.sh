@@ -5,8 +5,9 @@
 #   OUT=<dir> bash bench/swap_speed.sh     (from the repository root, after
 #                                           cmake -S . -B build && cmake --build build)
 #
-# Builds bench/swap_speed.cu with nvcc and runs it with libnvshare preloaded
-# and NVSHARE_ENABLE_OVERSUB=1, with a fresh socket directory and no
+# First, as before: builds bench/swap_speed.cu with nvcc and runs it with
+# libnvshare preloaded and NVSHARE_ENABLE_OVERSUB=1, with a fresh socket
+# directory and no
 # scheduler (the swaps are libnvshare's own callbacks, called directly, as
 # a PREPARE_SWAP, an EVICT and the next grant call them). Prints the
 # preparation time, one line per round and the summary line of
@@ -15,14 +16,35 @@
 # plus libnvshare's swap statistics (swap-pinned-ahead: pinned copies made
 # by the preparation; swap-unpinned: allocations a swap-out prefetched for
 # want of a copy, 0 when prepared). Settings: GIB=6 (buffer), ROUNDS=5,
-# BUILD=build, GPU=0.
+# BUILD=build, GPU (an nvidia-smi index or UUID; default: the first of
+# CUDA_VISIBLE_DEVICES, else 0). OVERSUB_RUN=0 leaves this part out.
+#
+# Then, in the same run, the yardstick and the default (no oversub) swaps:
+#  - the machine's pinned copy bandwidth, both directions
+#    (bench/pinned_copy.cu: cudaMemcpyAsync between a cudaHostAlloc buffer
+#    and device memory, 256 MiB chunks, best of 5, PINNED_GIB=4, natively);
+#  - for each size of SIZES (default "1 8 64" GiB; a size the GPU's free
+#    memory or the host's available memory cannot hold is scaled down to
+#    what fits, and the table says so), swap_speed.cu on plain device
+#    memory (no NVSHARE_ENABLE_OVERSUB), SIZE_ROUNDS=3 rounds, unprepared:
+#    round 1's swap-out is the one an EVICT makes right after another
+#    process arrives (no PREPARE_SWAP before it); the later rounds' swap-
+#    outs (median) and every round's swap-in (median). Each rate is
+#    divided by the pinned bandwidth of its direction (out: d2h, in: h2d);
+#    PASS at >= 0.80 (RATIO_TARGET), and every checksum intact.
+# Runtime: ~1 min, plus ~1-2 min for 64 GiB (more if unprepared swaps pin
+# host memory as they go).
 # Results in $OUT/swap_speed (else a new directory under /tmp). Exit status:
 # 0 PASS, 1 FAIL, 2 could not run.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
+# gpu_target, gpu_mem (LIB too, for this BUILD).
+source "$ROOT/tests/gpu/lib.sh"
 LIB=$BUILD/src/hook/libnvshare.so
-GIB=${GIB:-6} ROUNDS=${ROUNDS:-5} GPU=${GPU:-0}
+GIB=${GIB:-6} ROUNDS=${ROUNDS:-5}
+SIZES=${SIZES:-1 8 64} SIZE_ROUNDS=${SIZE_ROUNDS:-3} PINNED_GIB=${PINNED_GIB:-4}
+RATIO_TARGET=${RATIO_TARGET:-0.80} OVERSUB_RUN=${OVERSUB_RUN:-1}
 RESULTS=${OUT:-$(mktemp -d)}/swap_speed
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -30,12 +52,108 @@ mkdir -p "$RESULTS" "$WORK/sock"
 
 [ -f "$LIB" ] || { echo "swap_speed: $LIB missing: build first"; exit 2; }
 nvcc -O2 -o "$WORK/swap_speed" "$ROOT/bench/swap_speed.cu" || exit 2
-echo "== swap_speed: $GIB GiB, $ROUNDS rounds, GPU $GPU ($(nvidia-smi -i "$GPU" --query-gpu=name --format=csv,noheader 2>/dev/null)), $(date -u +%FT%TZ)"
-CUDA_VISIBLE_DEVICES=$GPU NVSHARE_SOCK_DIR=$WORK/sock NVSHARE_ENABLE_OVERSUB=1 \
-    NVSHARE_STATS=1 LD_PRELOAD=$LIB "$WORK/swap_speed" "$GIB" "$ROUNDS" \
-    2>"$RESULTS/stderr.log" | tee "$RESULTS/result.txt"
-rc=${PIPESTATUS[0]}
-grep -E "stats: (swap|oversub)" "$RESULTS/stderr.log" | sed 's/^.*stats: /   /'
-grep -E "warning|error" "$RESULTS/stderr.log" | grep -v "no scheduler" | head -5
+nvcc -O2 -o "$WORK/pinned_copy" "$ROOT/bench/pinned_copy.cu" || exit 2
+gpu_target >/dev/null
+rc=0
+if [ "$OVERSUB_RUN" = 1 ]; then
+    echo "== swap_speed: $GIB GiB, $ROUNDS rounds, GPU $GPU_INDEX ($GPU_NAME), $(date -u +%FT%TZ)"
+    NVSHARE_SOCK_DIR=$WORK/sock NVSHARE_ENABLE_OVERSUB=1 \
+        NVSHARE_STATS=1 LD_PRELOAD=$LIB timeout -k 10 600 "$WORK/swap_speed" "$GIB" "$ROUNDS" \
+        2>"$RESULTS/stderr.log" | tee "$RESULTS/result.txt"
+    rc=${PIPESTATUS[0]}
+    grep -E "stats: (swap|oversub)" "$RESULTS/stderr.log" | sed 's/^.*stats: /   /'
+    grep -E "warning|error" "$RESULTS/stderr.log" | grep -v "no scheduler" | head -5
+fi
+
+# --- the pinned bandwidth, and the default swaps against it -------------------
+echo "== pinned copies, GPU $GPU_INDEX ($GPU_NAME, $GPU_UUID), natively:"
+timeout -k 10 120 "$WORK/pinned_copy" "$PINNED_GIB" 5 2>&1 | tee "$RESULTS/pinned.txt"
+H2D=$(sed -n 's/.* h2d \([0-9.]*\) GB\/s.*/\1/p' "$RESULTS/pinned.txt")
+D2H=$(sed -n 's/.* d2h \([0-9.]*\) GB\/s.*/\1/p' "$RESULTS/pinned.txt")
+if [ -z "$H2D" ] || [ -z "$D2H" ]; then
+    echo "swap_speed: no pinned bandwidth measured; see $RESULTS/pinned.txt"
+    echo "== results in $RESULTS"
+    exit 2
+fi
+
+# swap_rows LABEL FILE: table rows from swap_speed.cu's round lines.
+ROWS=()
+FAILED=0
+row() { # size what gbps pinned_gbps [note]
+    local ratio r
+    ratio=$(awk -v a="$3" -v b="$4" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+    r=$(awk -v x="$ratio" -v t="$RATIO_TARGET" 'BEGIN { if (x + 0 >= t + 0) print "PASS"; else print "FAIL" }')
+    [ "$r" = PASS ] || FAILED=1
+    ROWS+=("$(printf '%-14s %-36s %8s %8s %6s  %-4s %s' "$1" "$2" "$3" "$4" "$ratio" "$r" "${5:-}")")
+}
+swap_rows() {
+    local label=$1 file=$2 rounds ok
+    rounds=$(grep -c '^round [0-9]*:' "$file")
+    ok=$(grep -c '^round [0-9]*:.*checksum ok' "$file")
+    if [ "$rounds" -lt 2 ]; then
+        ROWS+=("$(printf '%-14s %-36s %s' "$label" "no rounds" "FAIL: see $file and its .err")")
+        FAILED=1
+        return
+    fi
+    # "round R: out G GiB in T s (X GB/s), in G GiB in T s (Y GB/s), checksum ok"
+    local first later ins
+    first=$(sed -n 's/^round 1: out .*(\([0-9.]*\) GB\/s), in .*/\1/p' "$file")
+    later=$(sed -n 's/^round \([2-9]\|[1-9][0-9]\+\): out .*(\([0-9.]*\) GB\/s), in .*/\2/p' "$file" |
+        sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+    ins=$(sed -n 's/^round [0-9]*: out .*, in .*(\([0-9.]*\) GB\/s), checksum.*/\1/p' "$file" |
+        sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+    row "$label" "out, right after an arrival (round 1)" "${first:-0}" "$D2H"
+    row "$label" "out, later rounds (median)" "${later:-0}" "$D2H"
+    row "$label" "in (median of $rounds)" "${ins:-0}" "$H2D"
+    if [ "$ok" -ne "$rounds" ]; then
+        ROWS+=("$(printf '%-14s %-36s %s' "$label" "checksums" "FAIL: $ok of $rounds intact")")
+        FAILED=1
+    fi
+}
+
+read -r FREE_MIB <<<"$(gpu_mem free)"
+HOST_MIB=$(awk '/^MemAvailable:/ { printf "%d", $2 / 1024 }' /proc/meminfo)
+# Device: the buffer + 2 GiB (context, checksum); host: the swapped-out
+# copy + 16 GiB.
+FIT_GIB=$(awk -v f="${FREE_MIB:-0}" -v h="$HOST_MIB" 'BEGIN {
+    d = int((f - 2048) / 1024); m = int((h - 16384) / 1024); print d < m ? d : m }')
+echo "== default swaps (plain device memory, no oversub), $SIZE_ROUNDS rounds each, unprepared; GPU $FREE_MIB MiB free, host $HOST_MIB MiB available: up to $FIT_GIB GiB fits"
+done_sizes=" "
+for size in $SIZES; do
+    run=$size note=
+    if [ "$FIT_GIB" -lt 1 ]; then
+        ROWS+=("$(printf '%-14s %-36s %s' "$size GiB" "not run" "no room: GPU $FREE_MIB MiB free, host $HOST_MIB MiB")")
+        FAILED=1
+        continue
+    fi
+    if awk -v s="$size" -v f="$FIT_GIB" 'BEGIN { exit !(s > f) }'; then
+        run=$FIT_GIB
+        note=" (scaled down from $size GiB: no room)"
+        echo "   $size GiB does not fit (GPU $FREE_MIB MiB free, host $HOST_MIB MiB available): measured at $run GiB instead"
+    fi
+    if [[ $done_sizes == *" $run "* ]]; then
+        echo "   $size GiB: $run GiB measured already"
+        continue
+    fi
+    done_sizes+="$run "
+    f=$RESULTS/default_${size}gib.txt
+    echo "-- $run GiB$note"
+    NVSHARE_SOCK_DIR=$WORK/sock NVSHARE_STATS=1 LD_PRELOAD=$LIB \
+        timeout -k 10 300 "$WORK/swap_speed" "$run" "$SIZE_ROUNDS" unprepared \
+        >"$f" 2>"$f.err"
+    src=$?
+    sed 's/^/   /' "$f"
+    [ "$src" -le 1 ] || { echo "   exit status $src:"; grep -v "stats:" "$f.err" | tail -n 5 | sed 's/^/      /'; }
+    grep -E "stats: swap" "$f.err" | sed 's/^.*stats: /      /'
+    swap_rows "$run GiB$([ -n "$note" ] && echo '*')" "$f"
+done
+
+echo
+echo "== swap rates against the pinned bandwidth (h2d $H2D GB/s, d2h $D2H GB/s), target >= $RATIO_TARGET"
+printf '%-14s %-36s %8s %8s %6s  %s\n' size swap GB/s pinned ratio result
+printf '%s\n' "${ROWS[@]}"
+grep -q '\*' <<<"${ROWS[*]}" && echo "(* scaled down: the size asked for did not fit)"
 echo "== results in $RESULTS"
-exit "$rc"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 1 ] && exit "$rc"
+[ "$FAILED" = 0 ] && [ "$rc" = 0 ] && exit 0
+exit 1

@@ -3,9 +3,11 @@
 # under LD_PRELOAD and have its launches counted as gated (NVSHARE_STATS).
 # Needs nvcc and cmake; PyTorch/JAX/CuPy rows run when importable. Then two
 # copies of a compute-bound job share the GPU through the scheduler.
+# The GPU is lib.sh's gpu_target (CUDA_VISIBLE_DEVICES, else index 0).
 # usage: tests/gpu/hook_smoke.sh   (from the repository root)
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
+gpu_target
 gpu_work_dir
 gpu_build nvshare nvshare-scheduler
 nvcc -O2 -o "$WORK/spin" "$ROOT/tests/gpu/spin.cu" || exit 1

@@ -7,6 +7,20 @@
 #   sched_start LOG [VAR=VALUE...]  # a scheduler in $NVSHARE_SOCK_DIR, both
 #                                 # sockets up (exits with its log if not)
 #   sched_stop
+#   gpu_target                    # the GPU under test (below); exits 2 if none
+#   gpu_mem FIELD...              # its memory.FIELD (total, used, free), MiB
+#   gpu_apps                      # "pid used_MiB" of each process on it
+#   gpu_app_mib PID               # PID's used MiB on it (0 if not listed)
+#
+# gpu_target picks the GPU: $GPU (an nvidia-smi index or UUID) if set, else
+# the first entry of CUDA_VISIBLE_DEVICES (an index or a UUID, or a UUID's
+# prefix, as CUDA reads it), else index 0. An index is nvidia-smi's (PCI
+# order), which is CUDA's on a host of identical GPUs. It sets GPU_INDEX
+# (NVML's index), GPU_UUID and GPU_NAME and exports
+# CUDA_VISIBLE_DEVICES=$GPU_UUID, so that CUDA's device 0 is that GPU and
+# the other GPUs of the host, busy or not, are none of the test's business:
+# per-GPU queries go through nvidia-smi -i $GPU_UUID and per-process ones
+# are filtered by its UUID.
 #
 # Sets ROOT (the repository), BUILD (${BUILD:-$ROOT/build-gpu}), LIB
 # (libnvshare.so), SCHED_BIN and CTL_BIN. Sourcing sets no shell options:
@@ -49,4 +63,47 @@ sched_stop() {
     kill "$SCHED" 2>/dev/null || true
     wait "$SCHED" 2>/dev/null || true
     SCHED=
+}
+
+GPU_INDEX='' GPU_UUID='' GPU_NAME=''
+gpu_target() {
+    local want=${GPU:-${CUDA_VISIBLE_DEVICES:-0}} table idx uuid name
+    want=${want%%,*}
+    want=${want// /}
+    if [[ $want == MIG-* ]]; then
+        echo "gpu_target: $want is a MIG instance; give a whole GPU" >&2
+        exit 2
+    fi
+    table=$(nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader) || {
+        echo "gpu_target: nvidia-smi --query-gpu failed" >&2
+        exit 2
+    }
+    while IFS=, read -r idx uuid name; do
+        idx=${idx// /} uuid=${uuid// /} name=${name# }
+        if [ "$want" = "$idx" ] || { [[ $want == GPU-* ]] && [[ $uuid == "$want"* ]]; }; then
+            GPU_INDEX=$idx GPU_UUID=$uuid GPU_NAME=$name
+            export CUDA_VISIBLE_DEVICES=$GPU_UUID
+            echo "== GPU under test: index $GPU_INDEX, $GPU_UUID ($GPU_NAME)"
+            return 0
+        fi
+    done <<<"$table"
+    echo "gpu_target: no GPU '$want' (GPU=${GPU:-}, CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}); nvidia-smi lists:" >&2
+    echo "$table" >&2
+    exit 2
+}
+
+gpu_mem() { # FIELD... -> the values, MiB, one line, space-separated
+    local q=() f
+    for f in "$@"; do q+=("memory.$f"); done
+    nvidia-smi -i "$GPU_UUID" --query-gpu="$(IFS=,; echo "${q[*]}")" --format=csv,noheader,nounits |
+        tr -d ' ' | tr ',' ' '
+}
+
+gpu_apps() {
+    nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+        tr -d ' ' | awk -F, -v u="$GPU_UUID" '$2 == u { print $1, $3 }'
+}
+
+gpu_app_mib() { # PID
+    gpu_apps | awk -v p="$1" '$1 == p { m += $2 } END { print m + 0 }'
 }

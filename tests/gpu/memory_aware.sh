@@ -43,8 +43,9 @@
 #
 # Settings (environment):
 #   A_MODE=auto B_MODE=auto   the scheduling mode of each part
-#   GPU=0             which card (index for nvidia-smi; CUDA_VISIBLE_DEVICES
-#                     is set to its UUID)
+#   GPU               which card (an nvidia-smi index or UUID; default: the
+#                     first of CUDA_VISIBLE_DEVICES, else 0: lib.sh's
+#                     gpu_target); CUDA_VISIBLE_DEVICES is set to its UUID
 #   CAPACITY_MIB=24576  the virtual capacity given to the scheduler
 #   PARTS="a b"       which parts to run
 #   SOLOS=3           solo runs per part: 3 = each job alone; 1 = one solo
@@ -63,7 +64,6 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-GPU=${GPU:-0}
 A_MODE=${A_MODE:-auto}
 B_MODE=${B_MODE:-auto}
 CAPACITY_MIB=${CAPACITY_MIB:-24576}
@@ -116,8 +116,9 @@ refuse() { echo "memory_aware: REFUSED: $*"; exit 2; }
 if ! "$PYTHON" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     refuse "needs PyTorch with CUDA ($PYTHON -c 'import torch')"
 fi
-smi=$(nvidia-smi -i "$GPU" --query-gpu=uuid,memory.free,memory.total,name --format=csv,noheader,nounits) ||
-    refuse "nvidia-smi -i $GPU failed"
+gpu_target
+smi=$(nvidia-smi -i "$GPU_UUID" --query-gpu=uuid,memory.free,memory.total,name --format=csv,noheader,nounits) ||
+    refuse "nvidia-smi -i $GPU_UUID failed"
 IFS=, read -r UUID FREE_MIB TOTAL_MIB NAME <<<"$smi"
 UUID=${UUID// /} FREE_MIB=${FREE_MIB// /} TOTAL_MIB=${TOTAL_MIB// /} NAME=${NAME# }
 [[ $UUID == GPU-* && $FREE_MIB =~ ^[0-9]+$ ]] || refuse "cannot read nvidia-smi's answer: $smi"
@@ -140,7 +141,7 @@ host_mib=$(awk '/^MemAvailable:/ { printf "%d", $2 / 1024 }' /proc/meminfo)
 host_need=$(( JOBS * $(mib_of "$GIB_A") + 8192 ))
 [ "$host_mib" -ge "$host_need" ] ||
     refuse "swapped-out jobs need ~$host_need MiB of host memory, $host_mib MiB available"
-if nvidia-smi -i "$GPU" --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -q '[0-9]'; then
+if [ -n "$(gpu_apps)" ]; then
     echo "== warning: other processes use the GPU; timings may suffer"
 fi
 # The test's own premises, with the scheduler's rules: admitted against

@@ -6,9 +6,12 @@
 # memory the application reads (cudaMemGetInfo, torch.cuda.mem_get_info,
 # nvidia-smi, JAX's pool, CuPy) is the 4 GiB quota. Rows for PyTorch, JAX
 # and CuPy run when importable (else SKIP). No managed memory is used.
+# The GPU is lib.sh's gpu_target (CUDA_VISIBLE_DEVICES, else index 0);
+# the host's other GPUs may be busy.
 # usage: tests/gpu/memory_quota.sh   (from the repository root)
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
+gpu_target
 gpu_work_dir
 gpu_build nvshare nvshare-scheduler nvsharectl
 export NVSHARE_GPU_MEMORY_LIMIT=4Gi
@@ -80,7 +83,9 @@ row() { # name command...
 skip() { printf '%-34s %-6s %s\n' "$1" SKIP "$2"; }
 
 row "cudart cudaMalloc" "$WORK/cudart"
-smi=$(LD_PRELOAD=$LIB nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null)
+# NVML's view of the GPU under test: the hook answers for its process's
+# CUDA GPUs (CUDA_VISIBLE_DEVICES=$GPU_UUID), matched by UUID.
+smi=$(LD_PRELOAD=$LIB nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i "$GPU_UUID" 2>/dev/null)
 if [ "$smi" = 4096 ]; then r=ok; else r=FAIL; failed=1; fi
 printf '%-34s %-6s %s\n' "nvidia-smi memory.total" "$r" "${smi:-none} MiB (want 4096)"
 

@@ -9,15 +9,18 @@
 # --json, sampled every 200 ms), the memory resident on the GPU never
 # exceeds what the scheduler admits, and both jobs finish with their data
 # intact (memory_jobs.py's check=ok).
+# The GPU: GPU= (an nvidia-smi index or UUID), else the first of
+# CUDA_VISIBLE_DEVICES, else 0 (lib.sh's gpu_target).
 # usage: OUT=DIR tests/gpu/oversub_node_default.sh   (BUILD=build-gpu)
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
+gpu_target
 gpu_build nvshare nvshare-scheduler nvsharectl
 RESULTS=${OUT:-$(mktemp -d)}/oversub_node_default
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 export NVSHARE_SOCK_DIR=$RESULTS/sock
 trap 'sched_stop' EXIT
-uuid=$(nvidia-smi -i "${GPU:-0}" --query-gpu=uuid --format=csv,noheader)
+uuid=$GPU_UUID
 sched_start "$RESULTS/sched.log" NVSHARE_ENABLE_OVERSUB=1 NVSHARE_GPUS="$uuid:10240"
 pids=()
 for j in 1 2; do

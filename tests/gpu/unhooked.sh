@@ -4,16 +4,21 @@
 # LD_PRELOAD (python3 + ctypes on libcuda.so.1, no toolkit needed), each
 # holding 256 MiB. nvsharectl status must list exactly the second as
 # unhooked, with its pid and at least its 256 MiB as NVML counts it; the
-# scheduler must warn about it once, and forget it once it exits.
+# scheduler must warn about it once, and forget it once it exits. Only
+# the GPU under test counts (lib.sh's gpu_target: CUDA_VISIBLE_DEVICES,
+# else index 0): processes on the host's other GPUs are listed by the
+# scheduler too, and left out here.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
+gpu_target
 gpu_work_dir
 gpu_build nvshare nvshare-scheduler nvsharectl
 export NVSHARE_SOCK_DIR=$WORK/sock
-fail() { echo "FAIL: $*"; tail -n 20 "$WORK/sched.log"; kill $HOOKED $RAW 2>/dev/null; exit 1; }
+fail() { echo "FAIL: $*"; tail -n 20 "$WORK/sched.log"; kill $HOOKED $RAW 2>/dev/null; sched_stop; exit 1; }
 
 cat >"$WORK/ctx.py" <<'PY'
-# A CUDA context and 256 MiB on GPU 0 for argv[1] seconds.
+# A CUDA context and 256 MiB on CUDA's device 0 (CUDA_VISIBLE_DEVICES: the
+# GPU under test) for argv[1] seconds.
 import ctypes, sys, time
 cu = ctypes.CDLL("libcuda.so.1")
 ctx, dev, ptr = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_uint64()
@@ -28,21 +33,25 @@ HOOKED=$!
 python3 "$WORK/ctx.py" 10 &
 RAW=$!
 
+# "<clients on the GPU> <pid>:<has 256 MiB>:<origin> ..." for the
+# unhooked processes of the GPU under test.
 status() {
     "$CTL_BIN" status --json | python3 -c 'import json, sys
-s = json.load(sys.stdin)
-print(len(s["clients"]), s["node"]["unhooked_seen"],
+s, uuid = json.load(sys.stdin), sys.argv[1]
+print(sum(c["gpu_uuid"] == uuid for c in s["clients"]),
       *("%d:%d:%s" % (u["pid"], u["used_bytes"] >= 256 << 20, u["origin"])
-        for u in s["unhooked"]))'
+        for u in s["unhooked"] if u["gpu_uuid"] == uuid))' "$GPU_UUID"
 }
-for _ in $(seq 300); do [[ "$(status)" == "1 1 $RAW:1:"* ]] && break; sleep 0.05; done
+for _ in $(seq 300); do [[ "$(status)" == "1 $RAW:1:"* ]] && break; sleep 0.05; done
 got=$(status)
-[[ "$got" == "1 1 $RAW:1:"* ]] && [ "$(wc -w <<<"$got")" -eq 3 ] ||
-    fail "status says '$got', not the hooked client and only pid $RAW unhooked"
+[[ "$got" == "1 $RAW:1:"* ]] && [ "$(wc -w <<<"$got")" -eq 2 ] ||
+    fail "status says '$got' for $GPU_UUID, not the hooked client and only pid $RAW unhooked"
 "$CTL_BIN" status | sed -n '/without nvshare/,$p'
+seen=$("$CTL_BIN" status --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["node"]["unhooked_seen"])')
+[ "$seen" = 1 ] || echo "note: the scheduler saw $seen unhooked processes on the host (other GPUs' count too)"
 wait "$RAW"
-for _ in $(seq 300); do [ "$(status)" = "1 1" ] && break; sleep 0.05; done
-[ "$(status)" = "1 1" ] || fail "status says '$(status)' after pid $RAW exited"
+for _ in $(seq 300); do [ "$(status)" = "1" ] && break; sleep 0.05; done
+[ "$(status)" = "1" ] || fail "status says '$(status)' after pid $RAW exited"
 kill "$HOOKED"; wait "$HOOKED" 2>/dev/null
 sched_stop
 [ "$(grep -c "warning.*pid $RAW uses it without nvshare" "$WORK/sched.log")" -eq 1 ] ||
