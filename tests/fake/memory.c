@@ -1,5 +1,6 @@
 /* memory.c - device memory: linear, pitched, managed, VMM, arrays, IPC and
- * external memory, taken from each device's FAKE_CUDA_MEM_MB.
+ * external memory, taken from each device's FAKE_CUDA_MEM_MB (the node's,
+ * shared with the other processes of a FAKE_CUDA_SHARED_GPU: shared_gpu.c).
  *
  * Nothing is ever dereferenced: handles and pointers are addresses from one
  * counter. Sizes follow what a test needs to see, not a real GPU's layout:
@@ -57,17 +58,17 @@ static uint64_t next_handle = 0x700000000000ull;
 
 bool fake_mem_take(int dev, uint64_t bytes)
 {
-    if (used[dev] + bytes > fake_memory_total(dev))
+    if (used[dev] + bytes > fake_memory_total(dev) ||
+        !fake_shared_gpu_take(dev, bytes))
         return false;
     used[dev] += bytes;
-    fake_shared_gpu_used((int64_t)bytes);
     return true;
 }
 
 void fake_mem_give(int dev, uint64_t bytes)
 {
     used[dev] -= bytes;
-    fake_shared_gpu_used(-(int64_t)bytes);
+    fake_shared_gpu_give(dev, bytes);
 }
 
 static CUresult mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
@@ -159,8 +160,12 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 
     if (dev < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
+    uint64_t held;
+
     pthread_mutex_lock(&fake_lock);
-    *free_bytes = fake_memory_total(dev) - used[dev];
+    if (!fake_shared_gpu_used(dev, &held))
+        held = used[dev];
+    *free_bytes = fake_memory_total(dev) - held;
     *total_bytes = fake_memory_total(dev);
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
