@@ -4,8 +4,10 @@
  * CUDA runtime's bootstrap: devices with UUIDs and memory (one device's
  * memory shared by a test's processes, shared_gpu.c), contexts, streams
  * with virtual timelines, events, kernels with a simulated duration, stream
- * capture into graphs and NCCL-like collective kernels that wait for every
- * rank of a job. See docs/interposition.md for the environment it reads.
+ * capture into graphs, NCCL-like collective kernels that wait for every
+ * rank of a job, and VMM with the driver's rules and a model of what each
+ * page of memory holds, so that a swap that loses data shows (memory.c).
+ * See docs/interposition.md for the environment it reads.
  *
  * All state is behind one lock (fake_lock); waits happen outside it. The
  * library is linked -Bsymbolic so that its calls to itself are never diverted
