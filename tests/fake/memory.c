@@ -49,7 +49,9 @@
  * and back stays garbage. fake_cuda_lost_bytes(ptr) says how much of the
  * allocation (managed) or reservation (VMM) holding ptr is lost: for VMM,
  * the pages the application wrote that are unmapped or whose tag is not
- * their address; a page never written has nothing to lose. */
+ * their address; a page never written has nothing to lose. Other linear
+ * memory loses nothing (0), so that a program can report on whatever
+ * memory it was given. */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -955,7 +957,8 @@ CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(
 /* Test introspection: bytes of the managed allocation holding ptr whose
  * content was discarded and not copied back; for a VMM address, bytes of
  * the pages of its reservation that the application wrote and that are
- * unmapped or hold another content now (-1: neither). */
+ * unmapped or hold another content now; 0 for other linear memory, which
+ * nothing loses (-1: no memory the fake knows). */
 long long fake_cuda_lost_bytes(CUdeviceptr ptr);
 long long fake_cuda_lost_bytes(CUdeviceptr ptr)
 {
@@ -964,7 +967,7 @@ long long fake_cuda_lost_bytes(CUdeviceptr ptr)
     long long lost = -1;
 
     pthread_mutex_lock(&fake_lock);
-    if ((a = managed_range_locked(ptr, 1)) != NULL) {
+    if ((a = holding_locked(ptr)) != NULL) {
         lost = (long long)a->lost;
     } else if ((r = reservation_locked(ptr)) != NULL) {
         lost = 0;
