@@ -117,7 +117,7 @@ uint64_t fake_collective_arrive(uint64_t ready_ns)
 
 /* The process has exited: no such pid, or a zombie its parent has not
  * reaped yet (kill(2) still finds those). */
-static bool gone(int32_t pid)
+bool fake_pid_gone(int32_t pid)
 {
     char path[64], buf[512];
     const char *state;
@@ -161,7 +161,7 @@ bool fake_collective_end(const struct fake_coll *c, uint64_t *end)
             }
         } else {
             if (!left[i] && check_gone)
-                left[i] = gone(pid);
+                left[i] = fake_pid_gone(pid);
             departed += left[i];
         }
     }

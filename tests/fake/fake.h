@@ -1,11 +1,13 @@
 /* fake.h - internals of the fake CUDA driver (libcuda.so.1 for tests).
  *
  * The fake simulates a driver well enough for libnvshare's tests and for the
- * CUDA runtime's bootstrap: devices with UUIDs and memory, contexts, streams
+ * CUDA runtime's bootstrap: devices with UUIDs and memory (one device's
+ * memory shared by a test's processes, shared_gpu.c), contexts, streams
  * with virtual timelines, events, kernels with a simulated duration, stream
- * capture into graphs and NCCL-like collective kernels that wait for every
- * rank of a job. See
- * docs/interposition.md for the environment it reads.
+ * capture into graphs, NCCL-like collective kernels that wait for every
+ * rank of a job, and VMM with the driver's rules and a model of what each
+ * page of memory holds, so that a swap that loses data shows (memory.c).
+ * See docs/interposition.md for the environment it reads.
  *
  * All state is behind one lock (fake_lock); waits happen outside it. The
  * library is linked -Bsymbolic so that its calls to itself are never diverted
@@ -57,20 +59,35 @@ struct fake_ctx {
 extern pthread_mutex_t fake_lock;
 
 /* The file FAKE_CUDA_SHARED_GPU names, mapped by every process that names
- * it: the shared device's "busy until" (timeline.c), and who has a context
- * on which device with how much memory, which the fake NVML lists as its
- * running processes. A slot is free when pid is 0 or names a dead process. */
+ * it (shared_gpu.c): the shared device's "busy until" (timeline.c), its
+ * memory in use by all processes, and who has a context on which device
+ * with how much memory, which the fake NVML lists as its running
+ * processes. A slot is free when pid is 0; one whose pid is dead is
+ * reaped (its memory given back) by the next process that needs memory,
+ * a slot or the free amount. */
 #define FAKE_SHARED_MAX_PROCS 64
 struct fake_shared_gpu {
     _Atomic uint64_t busy_until_ns;
+    _Atomic uint64_t used[FAKE_MAX_DEVICES]; /* bytes, all processes */
     struct {
-        _Atomic int32_t pid;
+        _Atomic int32_t pid;      /* 0: free, -1: being reaped */
         _Atomic uint32_t devices; /* bit d: a context on device d */
-        _Atomic uint64_t used;    /* bytes of device memory */
+        _Atomic uint64_t used;    /* bytes of device memory, all devices */
+        _Atomic uint64_t used_on[FAKE_MAX_DEVICES];
     } procs[FAKE_SHARED_MAX_PROCS];
 };
 /* The mapping, or NULL without FAKE_CUDA_SHARED_GPU (or if it failed). */
 struct fake_shared_gpu *fake_shared_gpu_map(void);
+/* This process has a context on dev: the fake NVML lists it. */
+void fake_shared_gpu_join(int dev);
+/* Takes bytes of dev's memory, node-wide: false if the processes' sum
+ * would pass FAKE_CUDA_MEM_MB. Always true without the file. */
+bool fake_shared_gpu_take(int dev, uint64_t bytes);
+void fake_shared_gpu_give(int dev, uint64_t bytes);
+/* *used: dev's memory held by all processes; false without the file. */
+bool fake_shared_gpu_used(int dev, uint64_t *used);
+/* The process exited: no such pid, or a zombie (collective.c). */
+bool fake_pid_gone(int32_t pid);
 
 /* uuids.c: the devices named by FAKE_CUDA_DEVICES; returns the count. */
 int fake_read_uuids(CUuuid uuids[FAKE_MAX_DEVICES]);
@@ -130,10 +147,6 @@ bool fake_collective_end(const struct fake_coll *c, uint64_t *end);
 void fake_collective_pause(unsigned *round);
 
 /* timeline.c */
-/* This process has a context on dev / took (delta > 0) or gave back device
- * memory: shown to the fake NVML through the shared file, if any. */
-void fake_shared_gpu_join(int dev);
-void fake_shared_gpu_used(int64_t delta);
 uint64_t fake_now_ns(void);
 void fake_wait_until(uint64_t t_ns);
 /* A collective's end is known now (or there was none): busy_until_ns is

@@ -19,6 +19,16 @@
  * FAKE_JOB_MEM_CYCLE=<k> also frees and allocates it again after every k
  * batches of kernels, for a pod whose memory comes and goes
  * (bench/soak.sh); a refused allocation is retried at the next cycle.
+ * FAKE_JOB_WRITE=1 writes it (cuMemsetD8) after each allocation, so that
+ * it has content to lose. With FAKE_JOB_MEM_MB it prints, at its end,
+ * lost_bytes=<n> (fake_cuda_lost_bytes of the allocation: 0 when its
+ * content is intact, -1 if the fake knows no memory there) and
+ * address_kept=<1|0> (the driver still has an allocation of at least
+ * that size starting at its address), what a swap test checks.
+ *
+ * FAKE_JOB_IDLE_MS=<ms> makes it pause once, after its first batch of
+ * kernels, without any CUDA call, then go on: a process whose memory a
+ * scheduler may swap out meanwhile and must bring back intact.
  *
  * FAKE_JOB_EVERY_MS=<ms> makes it a service: requests arrive at random
  * (Poisson, that mean gap, the same sequence every run) and each launches
@@ -48,6 +58,9 @@ static long long clock_ns(clockid_t clock)
     clock_gettime(clock, &ts);
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+
+/* The fake driver's record of what memory lost its content (memory.c). */
+long long fake_cuda_lost_bytes(CUdeviceptr ptr);
 
 static long long realtime_ns(void)
 {
@@ -106,11 +119,17 @@ int main(int argc, char **argv)
     const char *mem_mb = getenv("FAKE_JOB_MEM_MB");
     const char *cycle_env = getenv("FAKE_JOB_MEM_CYCLE");
     long cycle = cycle_env ? atol(cycle_env) : 0, batches = 0;
+    const char *write_env = getenv("FAKE_JOB_WRITE");
+    bool write = write_env && atoi(write_env);
+    size_t mem_bytes = mem_mb ? (size_t)atoll(mem_mb) << 20 : 0;
     CUdeviceptr memory = 0;
-    if (mem_mb && cuMemAlloc(&memory, (size_t)atoll(mem_mb) << 20)) {
+    if (mem_mb && (cuMemAlloc(&memory, mem_bytes) ||
+                   (write && cuMemsetD8(memory, 1, mem_bytes)))) {
         fprintf(stderr, "fake_job: %s MiB refused\n", mem_mb);
         return 1;
     }
+    const char *idle_env = getenv("FAKE_JOB_IDLE_MS");
+    long long idle_ns = idle_env ? (long long)(atof(idle_env) * 1e6) : 0;
     const char *handoff_env = getenv("FAKE_JOB_HANDOFF");
     int own_kernels = 4;
     if (handoff_env && atoi(handoff_env)) {
@@ -148,8 +167,10 @@ int main(int argc, char **argv)
             if (memory)
                 cuMemFree(memory);
             memory = 0;
-            if (cuMemAlloc(&memory, (size_t)atoll(mem_mb) << 20))
+            if (cuMemAlloc(&memory, mem_bytes))
                 memory = 0;
+            else if (write && cuMemsetD8(memory, 1, mem_bytes))
+                return 1;
         }
         for (int i = 0; i < own_kernels; i++)
             if (cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))
@@ -162,8 +183,12 @@ int main(int argc, char **argv)
                 return 1;
         }
         cuCtxSynchronize();
-        if (!first_done)
+        if (!first_done) {
             first_done = clock_ns(CLOCK_MONOTONIC);
+            struct timespec idle = {idle_ns / 1000000000, idle_ns % 1000000000};
+            while (idle_ns > 0 && nanosleep(&idle, &idle) == -1 && errno == EINTR)
+                ;
+        }
         long long done = realtime_ns();
         if (done >= from && done <= until)
             kernels += 4;
@@ -173,5 +198,13 @@ int main(int argc, char **argv)
     printf("rate=%.2f\nfirst_launch=%lld\nfirst_kernel_ms=%.1f\n",
            (double)kernels * 1e9 / (double)(until - from), first_launch,
            first_done ? (double)(first_done - started) / 1e6 : -1.0);
+    if (memory) {
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        bool kept = cuMemGetAddressRange(&base, &size, memory) == CUDA_SUCCESS &&
+                    base == memory && size >= mem_bytes;
+        printf("lost_bytes=%lld\naddress_kept=%d\n",
+               fake_cuda_lost_bytes(memory), kept);
+    }
     return 0;
 }

@@ -1,5 +1,6 @@
 /* memory.c - device memory: linear, pitched, managed, VMM, arrays, IPC and
- * external memory, taken from each device's FAKE_CUDA_MEM_MB.
+ * external memory, taken from each device's FAKE_CUDA_MEM_MB (the node's,
+ * shared with the other processes of a FAKE_CUDA_SHARED_GPU: shared_gpu.c).
  *
  * Nothing is ever dereferenced: handles and pointers are addresses from one
  * counter. Sizes follow what a test needs to see, not a real GPU's layout:
@@ -16,18 +17,41 @@
  *     managed; cuMemPrefetchAsync(_v2) moves it (timeline work of
  *     bytes / FAKE_CUDA_SWAP_GBPS, traced as prefetch_host / prefetch_device)
  *     and cuMemRangeGetAttribute(LAST_PREFETCH_LOCATION) says where to;
+ *   - VMM keeps the driver's rules, as a swap that keeps an allocation's
+ *     address relies on them and a mistake must fail here as on a GPU:
+ *     cuMemAddressReserve takes addresses only; cuMemMap puts a whole
+ *     physical allocation (cuMemCreate) where nothing of the reservation is
+ *     mapped; the device may touch it once cuMemSetAccess allowed it (else
+ *     CUDA_ERROR_ILLEGAL_ADDRESS, the GPU's fault), and never an unmapped
+ *     address of a reservation (CUDA_ERROR_INVALID_VALUE); the physical
+ *     memory is freed when its handle is released (cuMemRelease as often as
+ *     it was created and retained) and no mapping uses it any more;
+ *     cuMemGetAddressRange and cuPointerGetAttribute tell a mapping's range;
  *   - pinned host memory (cuMemHostAlloc) is real memory, and making it
  *     takes bytes / FAKE_CUDA_PIN_GBPS (default 2) like a real driver's
- *     page locking, so a test sees who pays for it. Async copies
- *     between it and managed memory are timeline work of bytes /
- *     FAKE_CUDA_COPY_GBPS (default 50), traced as copy_dtoh / copy_htod,
- *     and carry the data's identity: a device-to-host copy stamps the
- *     destination at every 2 MiB of device address with that address.
- *     cuMemDiscardBatchAsync and cuMemDiscardAndPrefetchBatchAsync lose a
- *     managed range's content; only host-to-device copies of pages stamped
- *     with their own addresses bring it back, and
- *     fake_cuda_lost_bytes(ptr) says how much of an allocation is still
- *     lost. So a test sees a swap that would hand a kernel garbage. */
+ *     page locking, so a test sees who pays for it. Copies between it and
+ *     the device are timeline work of bytes / FAKE_CUDA_COPY_GBPS (default
+ *     50), traced as copy_dtoh / copy_htod, memsets of bytes / 1000 GB/s,
+ *     traced as memset; synchronous ones wait for the NULL stream.
+ *
+ * Content. Copies carry the data's identity per 2 MiB page, so that a test
+ * sees a swap that would hand a kernel garbage: a device-to-host copy
+ * stamps the destination at every page of device address with the page's
+ * content, the address it belongs to. Managed memory's content is always
+ * its own address: cuMemDiscardBatchAsync and
+ * cuMemDiscardAndPrefetchBatchAsync lose a range's content (counted in
+ * bytes), and only copies back of pages stamped with their own addresses
+ * restore it. VMM physical memory has a tag per page instead, the address
+ * whose content it holds: 0 (garbage) when created; the page's address
+ * when the application writes it through a mapping (a memset, or a copy
+ * in of a host buffer without a stamp); a copy in of a stamped page sets
+ * it to the stamp, and a copy out stamps the tag, so garbage copied out
+ * and back stays garbage. fake_cuda_lost_bytes(ptr) says how much of the
+ * allocation (managed) or reservation (VMM) holding ptr is lost: for VMM,
+ * the pages the application wrote that are unmapped or whose tag is not
+ * their address; a page never written has nothing to lose. Other linear
+ * memory loses nothing (0), so that a program can report on whatever
+ * memory it was given. */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -36,7 +60,8 @@
 #include "fake.h"
 
 #define PITCH_ALIGN 512u
-#define VMM_GRANULARITY (2ull << 20)
+/* The VMM granularity, also the page of the content model. */
+#define PAGE (2ull << 20)
 #define ARRAY_PADDING (64ull << 10)
 
 struct allocation {
@@ -48,6 +73,11 @@ struct allocation {
     int prefetched_to; /* managed: CU_DEVICE_INVALID, CU_DEVICE_CPU or a device */
     uint64_t lost;     /* managed: bytes discarded and not copied back */
     struct fake_pool *pool;
+    /* FAKE_MEM_VMM: freed when both counts are 0 (the driver's rule). */
+    unsigned refs;     /* its cuMemCreate and retains, less releases */
+    unsigned mappings; /* cuMemMap's of it not unmapped */
+    uint64_t *tags;    /* per page: the VA whose content it holds, 0: none */
+    CUmemAllocationProp prop;
     struct allocation *next;
 };
 
@@ -55,19 +85,24 @@ static struct allocation *allocations;
 static uint64_t used[FAKE_MAX_DEVICES];
 static uint64_t next_handle = 0x700000000000ull;
 
+static uint64_t round_up(uint64_t n, uint64_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
 bool fake_mem_take(int dev, uint64_t bytes)
 {
-    if (used[dev] + bytes > fake_memory_total(dev))
+    if (used[dev] + bytes > fake_memory_total(dev) ||
+        !fake_shared_gpu_take(dev, bytes))
         return false;
     used[dev] += bytes;
-    fake_shared_gpu_used((int64_t)bytes);
     return true;
 }
 
 void fake_mem_give(int dev, uint64_t bytes)
 {
     used[dev] -= bytes;
-    fake_shared_gpu_used(-(int64_t)bytes);
+    fake_shared_gpu_give(dev, bytes);
 }
 
 static CUresult mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
@@ -76,30 +111,37 @@ static CUresult mem_new(enum fake_mem_kind kind, int dev, uint64_t size,
 {
     struct allocation *a;
 
+    uint64_t *tags = NULL;
+
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((a = malloc(sizeof(*a))) == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&fake_lock);
-    if (physical && !fake_mem_take(dev, size)) {
-        pthread_mutex_unlock(&fake_lock);
+    if ((a = malloc(sizeof(*a))) == NULL ||
+        (kind == FAKE_MEM_VMM &&
+         (tags = calloc(round_up(size, PAGE) / PAGE, sizeof(*tags))) == NULL)) {
         free(a);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *a = (struct allocation){kind,
-                             next_handle,
-                             size,
-                             dev,
-                             physical,
-                             managed,
-                             CU_DEVICE_INVALID,
-                             0,
-                             pool,
-                             allocations};
+    pthread_mutex_lock(&fake_lock);
+    if (physical && !fake_mem_take(dev, size)) {
+        pthread_mutex_unlock(&fake_lock);
+        free(tags);
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *a = (struct allocation){.kind = kind,
+                             .handle = next_handle,
+                             .size = size,
+                             .dev = dev,
+                             .physical = physical,
+                             .managed = managed,
+                             .prefetched_to = CU_DEVICE_INVALID,
+                             .pool = pool,
+                             .refs = 1,
+                             .tags = tags,
+                             .next = allocations};
     allocations = a;
     /* Keep addresses 2 MiB apart, as the driver does. */
-    next_handle +=
-        (size + VMM_GRANULARITY - 1) / VMM_GRANULARITY * VMM_GRANULARITY;
+    next_handle += round_up(size, PAGE);
     *out = a->handle;
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
@@ -159,8 +201,12 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 
     if (dev < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
+    uint64_t held;
+
     pthread_mutex_lock(&fake_lock);
-    *free_bytes = fake_memory_total(dev) - used[dev];
+    if (!fake_shared_gpu_used(dev, &held))
+        held = used[dev];
+    *free_bytes = fake_memory_total(dev) - held;
     *total_bytes = fake_memory_total(dev);
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
@@ -224,42 +270,104 @@ static struct allocation *holding_locked(CUdeviceptr dptr)
     return NULL;
 }
 
-/* Base and size of the allocation holding dptr. */
+/* VMM: a reservation of addresses (cuMemAddressReserve) and the physical
+ * allocations mapped into it. */
+struct mapping {
+    uint64_t va, size;
+    struct allocation *phys;
+    bool access; /* cuMemSetAccess gave the device access */
+    struct mapping *next;
+};
+
+struct reservation {
+    uint64_t base, size;
+    struct mapping *mappings;
+    bool *written; /* per page: the application wrote through its address */
+    struct reservation *next;
+};
+
+static struct reservation *reservations;
+
+/* The reservation holding va, or NULL. Lock held. */
+static struct reservation *reservation_locked(uint64_t va)
+{
+    for (struct reservation *r = reservations; r; r = r->next)
+        if (va >= r->base && va < r->base + r->size)
+            return r;
+    return NULL;
+}
+
+/* The mapping of r holding va, or NULL. Lock held. */
+static struct mapping *mapping_of_locked(const struct reservation *r, uint64_t va)
+{
+    for (struct mapping *m = r->mappings; m; m = m->next)
+        if (va >= m->va && va < m->va + m->size)
+            return m;
+    return NULL;
+}
+
+/* What the driver tells of the memory holding dptr: a linear allocation
+ * (managed or not) or, on a VMM address, the mapping. Lock held. */
+struct range {
+    uint64_t base, size;
+    int dev;
+    bool managed;
+};
+
+static bool range_locked(CUdeviceptr dptr, struct range *out)
+{
+    struct allocation *a = holding_locked(dptr);
+    struct reservation *r;
+    struct mapping *m;
+
+    if (a) {
+        *out = (struct range){a->handle, a->size, a->dev, a->managed};
+        return true;
+    }
+    if ((r = reservation_locked(dptr)) && (m = mapping_of_locked(r, dptr))) {
+        *out = (struct range){m->va, m->size, m->phys->dev, false};
+        return true;
+    }
+    return false;
+}
+
+/* Base and size of the allocation or mapping holding dptr. */
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
                                  CUdeviceptr dptr)
 {
-    struct allocation *a;
+    struct range range;
+    bool found;
 
     pthread_mutex_lock(&fake_lock);
-    if ((a = holding_locked(dptr)) != NULL) {
+    if ((found = range_locked(dptr, &range))) {
         if (pbase)
-            *pbase = a->handle;
+            *pbase = range.base;
         if (psize)
-            *psize = a->size;
+            *psize = range.size;
     }
     pthread_mutex_unlock(&fake_lock);
-    return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
                                CUdeviceptr ptr)
 {
     CUresult rc = CUDA_SUCCESS;
-    struct allocation *a;
+    struct range range;
 
     pthread_mutex_lock(&fake_lock);
-    if ((a = holding_locked(ptr)) == NULL)
+    if (!range_locked(ptr, &range))
         rc = CUDA_ERROR_INVALID_VALUE;
     else if (attribute == CU_POINTER_ATTRIBUTE_IS_MANAGED)
-        *(bool *)data = a->managed;
+        *(bool *)data = range.managed;
     else if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
         *(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
     else if (attribute == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
-        *(int *)data = a->dev;
+        *(int *)data = range.dev;
     else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
-        *(CUdeviceptr *)data = a->handle;
+        *(CUdeviceptr *)data = range.base;
     else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
-        *(size_t *)data = a->size;
+        *(size_t *)data = range.size;
     else
         rc = CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_unlock(&fake_lock);
@@ -404,13 +512,16 @@ CUresult cuMemRangeGetAttribute(void *data, size_t dataSize,
     return rc;
 }
 
-/* ---- pinned host memory, copies and discards of managed memory ---------- */
+/* ---- pinned host memory, copies, memsets and discards ------------------- */
 
-/* One stamp per 2 MiB, the spacing of allocations: every allocation has
- * one at its start, and a 12 GiB swap touches 24 MiB of the host. */
-#define STAMP_EVERY (2u << 20)
+/* One stamp per page, the spacing of allocations: every allocation has
+ * one at its start, and a 12 GiB swap touches 24 MiB of the host. A stamp
+ * is the content's address (0: garbage) salted, so that a zeroed or
+ * ordinary host buffer does not read as one. */
 #define STAMP_SALT 0x5eed5eed00000000ull
 #define HOST_PAGE 4096u
+/* Memsets run at a device's own bandwidth, not a copy's. */
+#define MEMSET_GBPS 1000.0
 
 static double copy_gbps(void)
 {
@@ -475,71 +586,302 @@ static struct allocation *managed_range_locked(CUdeviceptr ptr, size_t count)
 }
 
 /* Device addresses in [ptr, ptr + count) that carry a stamp. */
-#define FOR_EACH_STAMP(at, ptr, count)                                           \
-    for (CUdeviceptr at = ((ptr) + STAMP_EVERY - 1) / STAMP_EVERY * STAMP_EVERY; \
-         at + sizeof(uint64_t) <= (ptr) + (count); at += STAMP_EVERY)
+#define FOR_EACH_STAMP(at, ptr, count)                                         \
+    for (CUdeviceptr at = round_up(ptr, PAGE);                                 \
+         at + sizeof(uint64_t) <= (ptr) + (count); at += PAGE)
 
-static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t count,
-                          CUstream hStream, bool pt)
+/* The pages [ptr, ptr + count) touches, by their address. */
+#define FOR_EACH_PAGE(page, ptr, count)                                        \
+    for (CUdeviceptr page = (ptr) / PAGE * PAGE; page < (ptr) + (count);       \
+         page += PAGE)
+
+static void stamp(void *host, uint64_t content)
 {
+    uint64_t v = content ^ STAMP_SALT;
+
+    memcpy(host, &v, sizeof(v));
+}
+
+/* Whether host carries a stamp; if so, *content is its content's address. */
+static bool stamped(const void *host, uint64_t *content)
+{
+    uint64_t v;
+
+    memcpy(&v, host, sizeof(v));
+    v ^= STAMP_SALT;
+    if (v % PAGE != 0 || v >> 48 != 0)
+        return false;
+    *content = v;
+    return true;
+}
+
+/* Whether the device may touch [ptr, ptr + count). Outside VMM
+ * reservations anything goes, as before (linear and managed memory, and
+ * addresses the fake never gave, which tests of other things pass). In a
+ * reservation every byte must be mapped, else CUDA_ERROR_INVALID_VALUE as
+ * the driver checks a copy's range, and have access set, else
+ * CUDA_ERROR_ILLEGAL_ADDRESS, the GPU's fault: a forgotten cuMemSetAccess
+ * fails as it would on a GPU. *r: the reservation, NULL if none or if
+ * count is 0. Lock held. */
+static CUresult reach_locked(CUdeviceptr ptr, size_t count,
+                             struct reservation **r)
+{
+    CUresult rc = CUDA_SUCCESS;
+    struct mapping *m;
+
+    *r = NULL;
+    if (count == 0 || (*r = reservation_locked(ptr)) == NULL)
+        return CUDA_SUCCESS;
+    if (count > (*r)->base + (*r)->size - ptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (uint64_t va = ptr; va < ptr + count; va = m->va + m->size) {
+        if ((m = mapping_of_locked(*r, va)) == NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (!m->access)
+            rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    return rc;
+}
+
+/* The tag of the physical page mapped at page of r, NULL if unmapped.
+ * Lock held. */
+static uint64_t *tag_locked(const struct reservation *r, uint64_t page)
+{
+    struct mapping *m = mapping_of_locked(r, page);
+
+    return m ? &m->phys->tags[(page - m->va) / PAGE] : NULL;
+}
+
+/* The application wrote the page (mapped) of r: it holds its own content
+ * now, and losing it from here on is losing data. Lock held. */
+static void written_locked(struct reservation *r, uint64_t page)
+{
+    *tag_locked(r, page) = page;
+    r->written[(page - r->base) / PAGE] = true;
+}
+
+/* sync: a synchronous call's work, on the NULL stream (pt: a _ptds
+ * variant's, the per-thread one), which it waits for. */
+static CUresult finish(CUresult rc, bool pt, bool sync)
+{
+    if (rc != CUDA_SUCCESS || !sync)
+        return rc;
+    return pt ? cuStreamSynchronize_ptsz(NULL) : cuStreamSynchronize(NULL);
+}
+
+/* A copy out stamps the host buffer with the content of each page: a
+ * managed page's own address (what was discarded is counted apart), a VMM
+ * page's physical tag, so that garbage copied out stays garbage. */
+static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t count,
+                          CUstream hStream, bool pt, bool sync)
+{
+    struct reservation *r;
+    CUresult rc;
+
     if (atomic_load(&deinitialized))
         return CUDA_ERROR_DEINITIALIZED;
     pthread_mutex_lock(&fake_lock);
-    if (dst && count && managed_range_locked(src, count))
+    rc = reach_locked(src, count, &r);
+    if (rc == CUDA_SUCCESS && dst && (r || managed_range_locked(src, count)))
         FOR_EACH_STAMP(at, src, count)
         {
-            uint64_t stamp = at ^ STAMP_SALT;
-            memcpy((char *)dst + (at - src), &stamp, sizeof(stamp));
+            stamp((char *)dst + (at - src), r ? *tag_locked(r, at) : at);
         }
     pthread_mutex_unlock(&fake_lock);
-    return fake_submit_bytes(hStream, pt, (uint64_t)((double)count / copy_gbps()),
-                             "copy_dtoh", count);
+    if (rc == CUDA_SUCCESS)
+        rc = fake_submit_bytes(hStream, pt,
+                               (uint64_t)((double)count / copy_gbps()),
+                               "copy_dtoh", count);
+    return finish(rc, pt, sync);
 }
 
+/* A copy in of a stamped page gives the page that content (a swap's copy
+ * back); of an unstamped one, the application's own data. */
 static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t count,
-                          CUstream hStream, bool pt)
+                          CUstream hStream, bool pt, bool sync)
 {
+    struct reservation *r;
     struct allocation *a;
+    CUresult rc;
 
     pthread_mutex_lock(&fake_lock);
-    if (src && count && (a = managed_range_locked(dst, count)) && a->lost) {
+    rc = reach_locked(dst, count, &r);
+    if (rc == CUDA_SUCCESS && src && r) {
+        FOR_EACH_PAGE(page, dst, count)
+        {
+            uint64_t content;
+            if (page >= dst && page + sizeof(uint64_t) <= dst + count &&
+                stamped((const char *)src + (page - dst), &content))
+                *tag_locked(r, page) = content;
+            else
+                written_locked(r, page);
+        }
+    } else if (rc == CUDA_SUCCESS && src &&
+               (a = managed_range_locked(dst, count)) && a->lost) {
         bool intact = true;
         FOR_EACH_STAMP(at, dst, count)
         {
-            uint64_t stamp;
-            memcpy(&stamp, (const char *)src + (at - dst), sizeof(stamp));
-            intact = intact && stamp == (at ^ STAMP_SALT);
+            uint64_t content;
+            intact = intact &&
+                     stamped((const char *)src + (at - dst), &content) &&
+                     content == at;
         }
         if (intact)
             a->lost -= count < a->lost ? count : a->lost;
     }
     pthread_mutex_unlock(&fake_lock);
-    return fake_submit_bytes(hStream, pt, (uint64_t)((double)count / copy_gbps()),
-                             "copy_htod", count);
+    if (rc == CUDA_SUCCESS)
+        rc = fake_submit_bytes(hStream, pt,
+                               (uint64_t)((double)count / copy_gbps()),
+                               "copy_htod", count);
+    return finish(rc, pt, sync);
 }
 
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice,
                               size_t ByteCount, CUstream hStream)
 {
-    return copy_dtoh(dstHost, srcDevice, ByteCount, hStream, false);
+    return copy_dtoh(dstHost, srcDevice, ByteCount, hStream, false, false);
 }
 
 CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice,
                                    size_t ByteCount, CUstream hStream)
 {
-    return copy_dtoh(dstHost, srcDevice, ByteCount, hStream, true);
+    return copy_dtoh(dstHost, srcDevice, ByteCount, hStream, true, false);
 }
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost,
                               size_t ByteCount, CUstream hStream)
 {
-    return copy_htod(dstDevice, srcHost, ByteCount, hStream, false);
+    return copy_htod(dstDevice, srcHost, ByteCount, hStream, false, false);
 }
 
 CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost,
                                    size_t ByteCount, CUstream hStream)
 {
-    return copy_htod(dstDevice, srcHost, ByteCount, hStream, true);
+    return copy_htod(dstDevice, srcHost, ByteCount, hStream, true, false);
+}
+
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy_dtoh(dstHost, srcDevice, ByteCount, NULL, false, true);
+}
+
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice,
+                              size_t ByteCount)
+{
+    return copy_dtoh(dstHost, srcDevice, ByteCount, NULL, true, true);
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost,
+                         size_t ByteCount)
+{
+    return copy_htod(dstDevice, srcHost, ByteCount, NULL, false, true);
+}
+
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost,
+                              size_t ByteCount)
+{
+    return copy_htod(dstDevice, srcHost, ByteCount, NULL, true, true);
+}
+
+/* A memset is the application writing its pages. */
+static CUresult memset_range(CUdeviceptr dst, size_t bytes, CUstream hStream,
+                             bool pt, bool sync)
+{
+    struct reservation *r;
+    CUresult rc;
+
+    pthread_mutex_lock(&fake_lock);
+    rc = reach_locked(dst, bytes, &r);
+    if (rc == CUDA_SUCCESS && r)
+        FOR_EACH_PAGE(page, dst, bytes)
+        {
+            written_locked(r, page);
+        }
+    pthread_mutex_unlock(&fake_lock);
+    if (rc == CUDA_SUCCESS)
+        rc = fake_submit_bytes(hStream, pt,
+                               (uint64_t)((double)bytes / MEMSET_GBPS),
+                               "memset", bytes);
+    return finish(rc, pt, sync);
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    (void)uc;
+    return memset_range(dstDevice, N, NULL, false, true);
+}
+
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    (void)uc;
+    return memset_range(dstDevice, N, NULL, true, true);
+}
+
+CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    (void)us;
+    return memset_range(dstDevice, N * 2, NULL, false, true);
+}
+
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    (void)us;
+    return memset_range(dstDevice, N * 2, NULL, true, true);
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    (void)ui;
+    return memset_range(dstDevice, N * 4, NULL, false, true);
+}
+
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    (void)ui;
+    return memset_range(dstDevice, N * 4, NULL, true, true);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                         CUstream hStream)
+{
+    (void)uc;
+    return memset_range(dstDevice, N, hStream, false, false);
+}
+
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                              CUstream hStream)
+{
+    (void)uc;
+    return memset_range(dstDevice, N, hStream, true, false);
+}
+
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                          CUstream hStream)
+{
+    (void)us;
+    return memset_range(dstDevice, N * 2, hStream, false, false);
+}
+
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us,
+                               size_t N, CUstream hStream)
+{
+    (void)us;
+    return memset_range(dstDevice, N * 2, hStream, true, false);
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                          CUstream hStream)
+{
+    (void)ui;
+    return memset_range(dstDevice, N * 4, hStream, false, false);
+}
+
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                               CUstream hStream)
+{
+    (void)ui;
+    return memset_range(dstDevice, N * 4, hStream, true, false);
 }
 
 /* Discards (and prefetches to dst, unless CU_DEVICE_INVALID) a batch of
@@ -613,16 +955,29 @@ CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(
 }
 
 /* Test introspection: bytes of the managed allocation holding ptr whose
- * content was discarded and not copied back (-1: no such allocation). */
+ * content was discarded and not copied back; for a VMM address, bytes of
+ * the pages of its reservation that the application wrote and that are
+ * unmapped or hold another content now; 0 for other linear memory, which
+ * nothing loses (-1: no memory the fake knows). */
 long long fake_cuda_lost_bytes(CUdeviceptr ptr);
 long long fake_cuda_lost_bytes(CUdeviceptr ptr)
 {
     struct allocation *a;
-    long long lost;
+    struct reservation *r;
+    long long lost = -1;
 
     pthread_mutex_lock(&fake_lock);
-    a = managed_range_locked(ptr, 1);
-    lost = a ? (long long)a->lost : -1;
+    if ((a = holding_locked(ptr)) != NULL) {
+        lost = (long long)a->lost;
+    } else if ((r = reservation_locked(ptr)) != NULL) {
+        lost = 0;
+        for (uint64_t page = r->base; page < r->base + r->size; page += PAGE) {
+            const uint64_t *tag;
+            if (r->written[(page - r->base) / PAGE] &&
+                ((tag = tag_locked(r, page)) == NULL || *tag != page))
+                lost += PAGE;
+        }
+    }
     pthread_mutex_unlock(&fake_lock);
     return lost;
 }
@@ -701,25 +1056,237 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity,
                                        CUmemAllocationGranularity_flags option)
 {
     (void)prop, (void)option;
-    *granularity = VMM_GRANULARITY;
+    *granularity = PAGE;
     return CUDA_SUCCESS;
 }
 
+/* The physical allocation handle names, if not released. Lock held. */
+static struct allocation *physical_locked(CUmemGenericAllocationHandle handle)
+{
+    for (struct allocation *a = allocations; a; a = a->next)
+        if (a->kind == FAKE_MEM_VMM && a->handle == handle)
+            return a->refs ? a : NULL;
+    return NULL;
+}
+
+/* Physical memory with garbage in it (tags 0), until written. */
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags)
 {
+    CUresult rc;
+
     (void)flags;
     if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         prop->location.id < 0 || prop->location.id >= fake_device_count() ||
-        size % VMM_GRANULARITY != 0)
+        size % PAGE != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    return fake_mem_new(FAKE_MEM_VMM, prop->location.id, size, true, NULL,
-                        handle);
+    rc = fake_mem_new(FAKE_MEM_VMM, prop->location.id, size, true, NULL, handle);
+    if (rc == CUDA_SUCCESS) {
+        pthread_mutex_lock(&fake_lock);
+        physical_locked(*handle)->prop = *prop;
+        pthread_mutex_unlock(&fake_lock);
+    }
+    return rc;
 }
 
+/* Frees a once it is released and unmapped. Lock held. */
+static void physical_unused_locked(struct allocation *a)
+{
+    struct allocation **link = &allocations;
+
+    if (a->refs || a->mappings)
+        return;
+    while (*link != a)
+        link = &(*link)->next;
+    *link = a->next;
+    fake_mem_give(a->dev, a->size);
+    free(a->tags);
+    free(a);
+}
+
+/* A mapping keeps the memory: released and mapped, it is freed at unmap. */
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    return fake_mem_delete(FAKE_MEM_VMM, handle, NULL, NULL);
+    struct allocation *a;
+
+    pthread_mutex_lock(&fake_lock);
+    if ((a = physical_locked(handle)) != NULL) {
+        a->refs--;
+        physical_unused_locked(a);
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+                                     void *addr)
+{
+    struct reservation *r;
+    struct mapping *m = NULL;
+
+    pthread_mutex_lock(&fake_lock);
+    if ((r = reservation_locked((uint64_t)(uintptr_t)addr)) != NULL &&
+        (m = mapping_of_locked(r, (uint64_t)(uintptr_t)addr)) != NULL) {
+        m->phys->refs++;
+        *handle = m->phys->handle;
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                CUmemGenericAllocationHandle handle)
+{
+    struct allocation *a;
+
+    pthread_mutex_lock(&fake_lock);
+    if ((a = physical_locked(handle)) != NULL)
+        *prop = a->prop;
+    pthread_mutex_unlock(&fake_lock);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Addresses only: from the counter of every handle, taking no memory.
+ * The address asked for is a hint, as for the driver, and not taken. */
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                             CUdeviceptr addr, unsigned long long flags)
+{
+    struct reservation *r;
+
+    (void)addr;
+    if (ptr == NULL || size == 0 || size % PAGE != 0 || flags != 0 ||
+        (alignment & (alignment - 1)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = calloc(1, sizeof(*r))) == NULL ||
+        (r->written = calloc(size / PAGE, sizeof(*r->written))) == NULL) {
+        free(r);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&fake_lock);
+    r->base = round_up(next_handle, alignment > PAGE ? alignment : PAGE);
+    r->size = size;
+    next_handle = r->base + size;
+    r->next = reservations;
+    reservations = r;
+    *ptr = r->base;
+    pthread_mutex_unlock(&fake_lock);
+    return CUDA_SUCCESS;
+}
+
+/* The whole reservation, once nothing is mapped in it. */
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    struct reservation **link, *r = NULL;
+
+    pthread_mutex_lock(&fake_lock);
+    for (link = &reservations; *link; link = &(*link)->next)
+        if ((*link)->base == ptr && (*link)->size == size &&
+            (*link)->mappings == NULL) {
+            r = *link;
+            *link = r->next;
+            break;
+        }
+    pthread_mutex_unlock(&fake_lock);
+    if (r == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(r->written);
+    free(r);
+    return CUDA_SUCCESS;
+}
+
+/* A whole physical allocation at a page of a reservation where nothing is
+ * mapped yet; without access until cuMemSetAccess. */
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                  CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    struct mapping *m = malloc(sizeof(*m));
+    struct reservation *r;
+    struct allocation *a;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (m == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&fake_lock);
+    a = physical_locked(handle);
+    r = reservation_locked(ptr);
+    if (a && r && offset == 0 && flags == 0 && size == a->size &&
+        ptr % PAGE == 0 && size <= r->base + r->size - ptr) {
+        rc = CUDA_SUCCESS;
+        for (struct mapping *o = r->mappings; o; o = o->next)
+            if (o->va < ptr + size && ptr < o->va + o->size)
+                rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (rc == CUDA_SUCCESS) {
+        *m = (struct mapping){ptr, size, a, false, r->mappings};
+        r->mappings = m;
+        a->mappings++;
+    }
+    pthread_mutex_unlock(&fake_lock);
+    if (rc != CUDA_SUCCESS)
+        free(m);
+    return rc;
+}
+
+/* Whole mappings only, as the driver wants; at least one. */
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    struct reservation *r;
+    struct mapping **link, *m;
+    bool any = false, whole = true;
+
+    pthread_mutex_lock(&fake_lock);
+    if ((r = reservation_locked(ptr)) != NULL && size != 0 &&
+        size <= r->base + r->size - ptr)
+        for (m = r->mappings; m; m = m->next)
+            if (m->va < ptr + size && ptr < m->va + m->size) {
+                any = true;
+                whole = whole && m->va >= ptr && m->va + m->size <= ptr + size;
+            }
+    for (link = any && whole ? &r->mappings : NULL; link && *link;) {
+        m = *link;
+        if (m->va >= ptr && m->va + m->size <= ptr + size) {
+            *link = m->next;
+            m->phys->mappings--;
+            physical_unused_locked(m->phys);
+            free(m);
+        } else {
+            link = &m->next;
+        }
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return any && whole ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Every byte of the range must be mapped. It is accessible if a device was
+ * given any access (not CU_MEM_ACCESS_FLAGS_PROT_NONE). */
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
+                        const CUmemAccessDesc *desc, size_t count)
+{
+    struct reservation *r;
+    struct mapping *m;
+    bool access = false;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (desc == NULL || count == 0 || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+            desc[i].location.id < 0 || desc[i].location.id >= fake_device_count())
+            return CUDA_ERROR_INVALID_VALUE;
+        access = access || desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    }
+    pthread_mutex_lock(&fake_lock);
+    if ((r = reservation_locked(ptr)) == NULL || size > r->base + r->size - ptr)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (uint64_t va = ptr; rc == CUDA_SUCCESS && va < ptr + size;
+         va = m->va + m->size)
+        if ((m = mapping_of_locked(r, va)) == NULL)
+            rc = CUDA_ERROR_INVALID_VALUE;
+    for (m = rc == CUDA_SUCCESS ? r->mappings : NULL; m; m = m->next)
+        if (m->va < ptr + size && ptr < m->va + m->size)
+            m->access = access;
+    pthread_mutex_unlock(&fake_lock);
+    return rc;
 }
 
 /* ---- arrays ----------------------------------------------------------------- */

@@ -20,66 +20,59 @@ struct variant {
     void *address;
 };
 
-#define OWN(api, since, pt, fn) {api, since, pt, #fn, (void *)&fn},
+#define OWN(api, since, pt, fn)                                                \
+    {                                                                          \
+        api, since, pt, #fn, (void *)&fn                                       \
+    }
 
 static const struct variant variants[] = {
 #define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \
-    OWN(api, since, pt, e)
+    OWN(api, since, pt, e),
 #include "entry_points.def"
 #undef NVSHARE_SYMBOL
-    OWN("cuInit", 2000, 0,
-        cuInit) OWN("cuDriverGetVersion", 2020, 0,
-                    cuDriverGetVersion) OWN("cuDeviceGet", 2000, 0,
-                                            cuDeviceGet) OWN("cuDeviceGetCount",
-                                                             2000, 0,
-                                                             cuDeviceGetCount)
-        OWN("cuDeviceGetName", 2000, 0,
-            cuDeviceGetName) OWN("cuDeviceGetUuid", 11040, 0,
-                                 cuDeviceGetUuid_v2) OWN("cuDeviceGetAttribute",
-                                                         2000, 0,
-                                                         cuDeviceGetAttribute)
-            OWN("cuCtxGetCurrent", 4000, 0,
-                cuCtxGetCurrent) OWN("cuCtxGetDevice", 2000, 0,
-                                     cuCtxGetDevice) OWN("cuModuleLoadData", 2000,
-                                                         0, cuModuleLoadData)
-                OWN("cuModuleUnload", 2000, 0,
-                    cuModuleUnload) OWN("cuModuleGetFunction", 2000, 0,
-                                        cuModuleGetFunction)
-                    OWN("cuFuncGetName", 12030, 0,
-                        cuFuncGetName) OWN("cuStreamCreate", 2000, 0,
-                                           cuStreamCreate)
-                        OWN("cuStreamDestroy", 4000, 0, cuStreamDestroy_v2) OWN(
-                            "cuStreamQuery", 2000,
-                            0, cuStreamQuery) OWN("cuStreamQuery", 7000, 2,
-                                                  cuStreamQuery_ptsz)
-                            OWN("cuStreamIsCapturing", 10000, 0,
-                                cuStreamIsCapturing) OWN("cuStreamIsCapturing",
-                                                         10000,
-                                                         2,
-                                                         cuStreamIsCapturing_ptsz)
-                                OWN("cuThreadExchangeStreamCaptureMode", 10010,
-                                    0, cuThreadExchangeStreamCaptureMode)
-                                    OWN("cuEventCreate", 2000, 0,
-                                        cuEventCreate) OWN("cuEventDestroy", 4000,
-                                                           0, cuEventDestroy_v2)
-                                        OWN("cuEventRecord", 2000, 0,
-                                            cuEventRecord) OWN("cuEventRecord",
-                                                               7000,
-                                                               2, cuEventRecord_ptsz)
-                                            OWN("cuEventQuery", 2000, 0,
-                                                cuEventQuery)
-                                                OWN("cuEventSynchronize", 2000,
-                                                    0, cuEventSynchronize) OWN("cuEventElapsedTime",
-                                                                               12080,
-                                                                               0, cuEventElapsedTime_v2)
-                                                    OWN("cuGetErrorString",
-                                                        6000, 0,
-                                                        cuGetErrorString) OWN("cuGetErrorName",
-                                                                              6000,
-                                                                              0, cuGetErrorName)
-                                                        OWN("cuGetExportTable",
-                                                            3000, 0,
-                                                            cuGetExportTable)};
+    OWN("cuInit", 2000, 0, cuInit),
+    OWN("cuDriverGetVersion", 2020, 0, cuDriverGetVersion),
+    OWN("cuDeviceGet", 2000, 0, cuDeviceGet),
+    OWN("cuDeviceGetCount", 2000, 0, cuDeviceGetCount),
+    OWN("cuDeviceGetName", 2000, 0, cuDeviceGetName),
+    OWN("cuDeviceGetUuid", 11040, 0, cuDeviceGetUuid_v2),
+    OWN("cuDeviceGetAttribute", 2000, 0, cuDeviceGetAttribute),
+    OWN("cuCtxGetCurrent", 4000, 0, cuCtxGetCurrent),
+    OWN("cuCtxGetDevice", 2000, 0, cuCtxGetDevice),
+    OWN("cuModuleLoadData", 2000, 0, cuModuleLoadData),
+    OWN("cuModuleUnload", 2000, 0, cuModuleUnload),
+    OWN("cuModuleGetFunction", 2000, 0, cuModuleGetFunction),
+    OWN("cuFuncGetName", 12030, 0, cuFuncGetName),
+    OWN("cuStreamCreate", 2000, 0, cuStreamCreate),
+    OWN("cuStreamDestroy", 4000, 0, cuStreamDestroy_v2),
+    OWN("cuStreamQuery", 2000, 0, cuStreamQuery),
+    OWN("cuStreamQuery", 7000, 2, cuStreamQuery_ptsz),
+    OWN("cuStreamIsCapturing", 10000, 0, cuStreamIsCapturing),
+    OWN("cuStreamIsCapturing", 10000, 2, cuStreamIsCapturing_ptsz),
+    OWN("cuThreadExchangeStreamCaptureMode", 10010, 0,
+        cuThreadExchangeStreamCaptureMode),
+    OWN("cuEventCreate", 2000, 0, cuEventCreate),
+    OWN("cuEventDestroy", 4000, 0, cuEventDestroy_v2),
+    OWN("cuEventRecord", 2000, 0, cuEventRecord),
+    OWN("cuEventRecord", 7000, 2, cuEventRecord_ptsz),
+    OWN("cuEventQuery", 2000, 0, cuEventQuery),
+    OWN("cuEventSynchronize", 2000, 0, cuEventSynchronize),
+    OWN("cuEventElapsedTime", 12080, 0, cuEventElapsedTime_v2),
+    OWN("cuGetErrorString", 6000, 0, cuGetErrorString),
+    OWN("cuGetErrorName", 6000, 0, cuGetErrorName),
+    OWN("cuGetExportTable", 3000, 0, cuGetExportTable),
+    OWN("cuMemAddressReserve", 10020, 0, cuMemAddressReserve),
+    OWN("cuMemAddressFree", 10020, 0, cuMemAddressFree),
+    OWN("cuMemMap", 10020, 0, cuMemMap),
+    OWN("cuMemUnmap", 10020, 0, cuMemUnmap),
+    OWN("cuMemSetAccess", 10020, 0, cuMemSetAccess),
+    OWN("cuMemGetAllocationGranularity", 10020, 0, cuMemGetAllocationGranularity),
+    OWN("cuMemGetAllocationPropertiesFromHandle", 10020, 0,
+        cuMemGetAllocationPropertiesFromHandle),
+    OWN("cuMemRetainAllocationHandle", 11000, 0, cuMemRetainAllocationHandle),
+    OWN("cuMemGetAddressRange", 3020, 0, cuMemGetAddressRange_v2),
+    OWN("cuPointerGetAttribute", 4000, 0, cuPointerGetAttribute),
+};
 
 static CUresult lookup(const char *symbol, void **pfn, int version,
                        cuuint64_t flags, CUdriverProcAddressQueryResult *status)

@@ -17,10 +17,8 @@
  * work queued before it by any of them (one atomic "busy until" in the
  * mapped file). Without it each process has a GPU of its own, so running
  * beside others costs nothing; with it two busy processes that run at once
- * each get about half, as on a real GPU. The same file lists the processes
- * with a context and their memory (struct fake_shared_gpu), which the fake
- * NVML reports as a real one reports the processes on a GPU; a process
- * leaves the list at exit (and a dead one's slot is taken over).
+ * each get about half, as on a real GPU. The same file holds the device's
+ * memory and who has a context on it (shared_gpu.c).
  *
  * A collective kernel (collective.c, FAKE_CUDA_COLLECTIVE) cannot be placed
  * on the timeline when it is launched: it starts when the job's last rank
@@ -37,11 +35,9 @@
  * behind one is not traced (the collective is, once it resolves). */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,88 +105,13 @@ static void trace(const char *what, uint64_t start, uint64_t end, uint64_t bytes
         perror("fake libcuda: trace");
 }
 
-static struct fake_shared_gpu *shared; /* NULL: a device of our own */
-static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
-static int shared_slot = -1;
-/* Its own: contexts are made with fake_lock held. */
-static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void map_shared_gpu(void)
-{
-    const char *path = getenv("FAKE_CUDA_SHARED_GPU");
-    int fd;
-
-    if (path == NULL)
-        return;
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 || ftruncate(fd, sizeof(*shared)) != 0) {
-        perror("fake libcuda: FAKE_CUDA_SHARED_GPU");
-    } else {
-        void *map = mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE,
-                         MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED)
-            perror("fake libcuda: FAKE_CUDA_SHARED_GPU");
-        else
-            shared = map;
-    }
-    if (fd >= 0)
-        close(fd);
-}
-
-struct fake_shared_gpu *fake_shared_gpu_map(void)
-{
-    pthread_once(&shared_once, map_shared_gpu);
-    return shared;
-}
-
-static void leave_shared_gpu(void)
-{
-    if (shared_slot >= 0)
-        atomic_store(&shared->procs[shared_slot].pid, 0);
-}
-
-/* Takes a free slot (or a dead process's) for this process. slot_lock
- * held. */
-static void claim_slot_locked(void)
-{
-    int32_t me = (int32_t)getpid();
-
-    for (int i = 0; i < FAKE_SHARED_MAX_PROCS && shared_slot < 0; i++) {
-        int32_t was = atomic_load(&shared->procs[i].pid);
-        if (was != 0 && (kill(was, 0) == 0 || errno != ESRCH))
-            continue;
-        if (atomic_compare_exchange_strong(&shared->procs[i].pid, &was, me)) {
-            atomic_store(&shared->procs[i].devices, 0);
-            atomic_store(&shared->procs[i].used, 0);
-            shared_slot = i;
-            atexit(leave_shared_gpu);
-        }
-    }
-}
-
-void fake_shared_gpu_join(int dev)
-{
-    if (fake_shared_gpu_map() == NULL)
-        return;
-    pthread_mutex_lock(&slot_lock);
-    if (shared_slot < 0)
-        claim_slot_locked();
-    if (shared_slot >= 0)
-        atomic_fetch_or(&shared->procs[shared_slot].devices, 1u << dev);
-    pthread_mutex_unlock(&slot_lock);
-}
-
-void fake_shared_gpu_used(int64_t delta)
-{
-    if (fake_shared_gpu_map() != NULL && shared_slot >= 0)
-        atomic_fetch_add(&shared->procs[shared_slot].used, (uint64_t)delta);
-}
-
 /* When work that is ready at `start` begins on a device shared with other
  * processes, which is then busy with it for duration_ns. */
 static uint64_t queue_on_shared_gpu(uint64_t start, uint64_t duration_ns)
 {
-    if (fake_shared_gpu_map() == NULL)
+    struct fake_shared_gpu *shared = fake_shared_gpu_map();
+
+    if (shared == NULL)
         return start;
     uint64_t busy = atomic_load(&shared->busy_until_ns), begin;
     do {
