@@ -74,6 +74,43 @@ static void apply_switch_time(struct scheduler *s, uint64_t value, int gpu,
              value ? fixed : "auto (measured swap time x multiplier)");
 }
 
+static void apply_idle_swap_after(struct scheduler *s, uint64_t value, int gpu,
+                                  char *text, size_t len)
+{
+    char after[32];
+
+    (void)gpu;
+    policy_set_idle_swap_after(s->policy, value);
+    format_duration(value, after, sizeof(after));
+    if (value)
+        snprintf(text, len,
+                 "idle clients keep their memory on the GPU for %s while "
+                 "others need the room",
+                 after);
+    else
+        snprintf(text,
+                 len, "idle clients are swapped out as soon as others need the room");
+}
+
+/* 0 is auto: what the host had available at start, less a margin. */
+static void apply_host_swap_budget(struct scheduler *s, uint64_t value, int gpu,
+                                   char *text, size_t len)
+{
+    uint64_t budget = value ? value : s->host_swap_auto;
+    char size[32];
+
+    (void)gpu;
+    policy_set_host_swap_budget(s->policy, budget);
+    format_size(budget, size, sizeof(size));
+    if (budget == POLICY_HOST_BUDGET_NONE)
+        snprintf(text, len,
+                 "host swap budget: none (auto, and the host's meminfo could "
+                 "not be read)");
+    else
+        snprintf(text, len, "host swap budget %s%s", size,
+                 value ? "" : " (auto: available at start, less a margin)");
+}
+
 static setting_apply_fn *const appliers[SETTING_COUNT] = {
 #define SETTING(id, ...)
 #define RUNTIME_SETTING(id, apply, ...) [SETTING_##id] = apply,

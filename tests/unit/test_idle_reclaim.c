@@ -197,7 +197,7 @@ static void test_lowest_class_then_longest_idle_goes_first(void **state)
     release(0, 10 * MS);                /* idle from 10 ms */
     release(1, 30 * MS);                /* from 30 ms, granted first */
     run_then_idle(2, 4 * GiB, 40 * MS); /* from 50 ms, low */
-    footprint(3, 8 * GiB); /* 12 + 8 > 14.4: two must go */
+    footprint(3, 8 * GiB);              /* 12 + 8 > 14.4: two must go */
     request(3, IDLE_AFTER + 1 * SEC);
     assert_int_equal(count(ACTION_EVICT, 2), 1);
     assert_int_equal(count(ACTION_EVICT, 0), 1);
@@ -209,9 +209,9 @@ static void test_lowest_class_then_longest_idle_goes_first(void **state)
 static void test_wakes_up_as_idle_clients_reach_threshold(void **state)
 {
     (void)state;
-    run_then_idle(0, 6 * GiB, 0);      /* idle from 10 ms */
+    run_then_idle(0, 6 * GiB, 0);       /* idle from 10 ms */
     run_then_idle(1, 6 * GiB, 2 * SEC); /* from 2.01 s */
-    footprint(2, 12 * GiB); /* 12 + 12 > 14.4: both must go */
+    footprint(2, 12 * GiB);             /* 12 + 12 > 14.4: both must go */
     request(2, 3 * SEC);
     assert_int_equal(count(ACTION_EVICT, ANY), 0);
     assert_int_equal(tick(4 * SEC), 10 * MS + IDLE_AFTER);
