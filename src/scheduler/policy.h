@@ -212,6 +212,8 @@ struct policy_account_stats {
     uint64_t held_from, held_until; /* the latest hold-back (view: counted
                                        up to now) */
     uint64_t preemptions;           /* DROPs sent to its clients */
+    uint64_t swap_outs, swap_ins;   /* SWAPPED of its clients */
+    uint64_t swap_in_wait_ns;       /* their LOCK_OK to SWAPPED(in) */
     struct histogram lock_wait;     /* request to grant */
     struct histogram drain;         /* DROP to release */
 };

@@ -240,15 +240,20 @@ bool pol_swap_done(struct gpu_sched *g, int client, int direction,
         s->ns_per_byte = s->ns_per_byte > 0 ? (3 * s->ns_per_byte + rate) / 4
                                             : rate;
     }
+    struct policy_account_stats *stats = &g->stats[m->account];
     if (direction != SWAP_OUT) {
         m->swap_ins++;
-        if (m->swap_in_from)
+        stats->swap_ins++;
+        if (m->swap_in_from) {
             m->swap_in_wait_ns += now - m->swap_in_from;
+            stats->swap_in_wait_ns += now - m->swap_in_from;
+        }
         m->swap_in_from = 0;
         m->parked = false;
         return false;
     }
     m->swap_outs++;
+    stats->swap_outs++;
     if (!m->evicting)
         return false;
     m->evicting = false;
