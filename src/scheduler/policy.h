@@ -449,7 +449,8 @@ bool policy_idle_swap(const struct policy *p, int account) __attribute__((pure))
 
 /* The most bytes that swapped-out clients of all GPUs may keep in host
  * memory (POLICY_HOST_BUDGET_NONE: no limit): no EVICT takes the parked
- * total past it. */
+ * total past it, the waiter's own parked memory aside (it comes back as
+ * the waiter is admitted: two clients can always trade places). */
 #define POLICY_HOST_BUDGET_NONE UINT64_MAX
 void policy_set_host_swap_budget(struct policy *p, uint64_t bytes);
 

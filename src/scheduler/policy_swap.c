@@ -127,6 +127,13 @@ uint64_t pol_parked_bytes(const struct policy *p)
     return sum;
 }
 
+/* What is parked, less the waiter's own memory: it comes back from the
+ * host as the waiter is admitted, so two clients can always trade places. */
+static uint64_t parked_but(const struct policy *p, const struct member *waiter)
+{
+    return pol_parked_bytes(p) - bound_for_host(waiter);
+}
+
 static bool within_budget(const struct policy *p, uint64_t parked,
                           const struct member *m)
 {
@@ -157,7 +164,7 @@ void pol_evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
 {
     uint64_t limit = policy_memory_limit(p, gpu);
     uint64_t resident = pol_resident_bytes(g), leaving = leaving_bytes(g);
-    uint64_t parked = pol_parked_bytes(p);
+    uint64_t parked = parked_but(p, &g->members[waiter]);
     bool alone = g->members[waiter].footprint > limit;
 
     if (!pol_room_possible(p, g, gpu, waiter))
@@ -333,7 +340,7 @@ void pol_wait_why(const struct policy *p, int gpu, int waiter, uint64_t now,
                                             WHY_IDLE_SWAP_OFF};
     const struct gpu_sched *g = &p->gpus[gpu];
     const struct member *w = &g->members[waiter];
-    uint64_t parked = pol_parked_bytes(p);
+    uint64_t parked = parked_but(p, w);
     int first[WHY_HOST_BUDGET + 1] = {-1, -1, -1, -1, -1};
 
     *why = (struct policy_wait_why){.why = WHY_NONE,

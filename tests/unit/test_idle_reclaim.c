@@ -261,6 +261,28 @@ static void test_host_budget_holds_evictions_back(void **state)
     assert_int_equal(count(ACTION_EVICT, 1), 1);
 }
 
+/* Two clients that take turns trade places within a budget that holds
+ * only one of them: the waiter's own parked memory comes back. */
+static void test_host_budget_lets_two_clients_trade_places(void **state)
+{
+    (void)state;
+    policy_set_host_swap_budget(&p, 10 * GiB);
+    footprint(0, 8 * GiB);
+    footprint(1, 8 * GiB);
+    request(0, 0);
+    request(1, 10 * MS);
+    tick(SWITCH_TIME);
+    assert_int_equal(count(ACTION_DROP, 0), 1);
+    release(0, SWITCH_TIME + 10 * MS);
+    request(0, SWITCH_TIME + 20 * MS);
+    swapped(0, SWAP_OUT, SWITCH_TIME + 100 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+    tick(2 * SWITCH_TIME + 100 * MS);
+    assert_int_equal(count(ACTION_DROP, 1), 1);
+    release(1, 2 * SWITCH_TIME + 110 * MS); /* 0 waits, its 8 GiB parked */
+    assert_int_equal(count(ACTION_EVICT, 1), 1);
+}
+
 /* What status shows of a client's swaps: resident and parked bytes, idle
  * time, the counts, and the time from its grant to its SWAPPED(in). */
 static void test_member_view_counts_swaps(void **state)
@@ -308,6 +330,8 @@ int main(void)
         cmocka_unit_test_setup(test_wakes_up_as_idle_clients_reach_threshold,
                                setup),
         cmocka_unit_test_setup(test_host_budget_holds_evictions_back, setup),
+        cmocka_unit_test_setup(test_host_budget_lets_two_clients_trade_places,
+                               setup),
         cmocka_unit_test_setup(test_member_view_counts_swaps, setup),
     };
 
