@@ -102,6 +102,14 @@ enum priority_class {
     PRIORITY_HIGHEST = 9,
 };
 
+/* Whether a pod's idle memory may be swapped out for others (nvsharectl set
+ * idle-swap, the nvshare.com/idle-swap annotation); unset is on. */
+enum idle_swap {
+    IDLE_SWAP_UNSET = 0,
+    IDLE_SWAP_OFF = 1,
+    IDLE_SWAP_ON = 2,
+};
+
 
 enum limit_source {
     LIMIT_NONE = 0,
@@ -125,7 +133,8 @@ enum pod_fact_unreadable {
     POD_FACT_CORE_UNREADABLE = 1,
     POD_FACT_MEMORY_UNREADABLE = 2,
     POD_FACT_PRIORITY_UNREADABLE = 4,
-    POD_FACT_UNREADABLE_ALL = 7,
+    POD_FACT_IDLE_SWAP_UNREADABLE = 8,
+    POD_FACT_UNREADABLE_ALL = 15,
 };
 
 /* Where the pod a client is billed to comes from. */

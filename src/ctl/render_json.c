@@ -165,7 +165,27 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
         json_string(j, "wait_reason", ctl_wait_reason_name(c->wait_reason));
     else
         json_null(j, "wait_reason");
+    if (c->wait_why[0])
+        json_string(j, "wait_why", c->wait_why);
+    else
+        json_null(j, "wait_why");
+    json_bool(j, "idle_swap", c->idle_swap != IDLE_SWAP_OFF);
+    json_string(j, "idle_swap_source", limit_source_name(c->idle_swap_source));
+    json_uint(j, "resident_bytes", c->resident);
+    json_uint(j, "parked_bytes", c->parked);
+    json_uint(j, "idle_ns", c->idle_ns);
+    json_uint(j, "swap_outs", c->swap_outs);
+    json_uint(j, "swap_ins", c->swap_ins);
+    json_uint(j, "swap_in_wait_ns", c->swap_in_wait_ns);
     json_end_object(j);
+}
+
+/* An operator's or annotation's idle reclaim: "off", "on", "" when unset. */
+static const char *idle_swap_name(uint8_t idle_swap)
+{
+    return idle_swap == IDLE_SWAP_OFF  ? "off"
+           : idle_swap == IDLE_SWAP_ON ? "on"
+                                       : "";
 }
 
 static void pod_json(struct json_out *j, const struct msg_status_pod *p)
@@ -186,6 +206,9 @@ static void pod_json(struct json_out *j, const struct msg_status_pod *p)
     json_uint(j, "priority_class", p->priority);
     json_uint(j, "annotation_priority_class", p->annotation_priority);
     json_uint(j, "min_share_percent", p->min_share);
+    json_string(j, "idle_swap", idle_swap_name(p->idle_swap));
+    json_string(j, "annotation_idle_swap",
+                idle_swap_name(p->annotation_idle_swap));
     json_uint(j, "clients", p->clients);
     json_end_object(j);
 }

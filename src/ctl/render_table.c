@@ -225,8 +225,14 @@ static void gpu_members(FILE *out, const struct ctl_status *st,
         size_t n;
         client_label(st, g->waiting[i].client_id, g->index, text, sizeof(text));
         n = strlen(text);
-        snprintf(text + n, sizeof(text) - n, " (%s)",
-                 ctl_wait_reason_name(g->waiting[i].reason));
+        const struct msg_status_client *c =
+            ctl_status_client(st, g->waiting[i].client_id, g->index);
+        if (c && c->wait_why[0])
+            snprintf(text + n, sizeof(text) - n, " (%s: %s)",
+                     ctl_wait_reason_name(g->waiting[i].reason), c->wait_why);
+        else
+            snprintf(text + n, sizeof(text) - n, " (%s)",
+                     ctl_wait_reason_name(g->waiting[i].reason));
         wrap_item(&w, ",", text);
     }
     if (g->truncated_waiting) {
@@ -455,6 +461,51 @@ static void client_resource_table(FILE *out, const struct ctl_status *st)
     table_flush(out, &t);
 }
 
+/* "off", "on annotation": a pod's idle reclaim, with its source unless the
+ * operator's or the default. */
+static void idle_swap_label(unsigned idle_swap, uint8_t source, char *buf,
+                            size_t len)
+{
+    snprintf(buf, len, "%s%s", idle_swap == IDLE_SWAP_OFF ? "off" : "on",
+             source == LIMIT_ANNOTATION ? " annotation" : "");
+}
+
+/* What each client keeps on the GPU and in host memory, how long it has
+ * been idle (its memory is swapped out for others after idle-swap-after),
+ * and what its swaps cost it. */
+static void client_swap_table(FILE *out, const struct ctl_status *st)
+{
+    static const char *const header[] = {"CLIENT",      "GPU",
+                                         "RESIDENT",    "PARKED",
+                                         "IDLE",        "IDLE SWAP",
+                                         "SWAPS OUT",   "SWAPS IN",
+                                         "SWAP-IN WAIT"};
+    struct table t = {.n_cols = 9};
+
+    table_row(&t, header);
+    for (int i = 0; i < st->n_clients; i++) {
+        const struct msg_status_client *c = &st->clients[i];
+        char id[24], gpu[8], resident[32], parked[32],
+            idle[32] = "-", idle_swap[32], outs[24], ins[24], wait[32];
+
+        snprintf(id, sizeof(id), "%" PRIu64, c->client_id);
+        snprintf(gpu, sizeof(gpu), "%u", c->gpu);
+        format_size(c->resident, resident, sizeof(resident));
+        format_size(c->parked, parked, sizeof(parked));
+        if (c->idle_ns)
+            format_duration(c->idle_ns, idle, sizeof(idle));
+        idle_swap_label(c->idle_swap, c->idle_swap_source, idle_swap,
+                        sizeof(idle_swap));
+        snprintf(outs, sizeof(outs), "%" PRIu64, c->swap_outs);
+        snprintf(ins, sizeof(ins), "%" PRIu64, c->swap_ins);
+        format_duration(c->swap_in_wait_ns, wait, sizeof(wait));
+        const char *row[] = {id,        gpu,  resident, parked, idle,
+                             idle_swap, outs, ins,      wait};
+        table_row(&t, row);
+    }
+    table_flush(out, &t);
+}
+
 /* The lowest core limit and memory quota the pod's clients declared
  * (NVSHARE_GPU_CORE_LIMIT, NVSHARE_GPU_MEMORY_LIMIT) where they hold: what
  * the pod runs under when neither the operator nor an annotation set one. */
@@ -482,14 +533,15 @@ static void pod_table(FILE *out, const struct ctl_status *st)
 {
     static const char *const head[] = {"POD",          "OWNER",    "CORE LIMIT",
                                        "MEMORY LIMIT", "PRIORITY", "MIN SHARE",
-                                       "CLIENTS"};
-    struct table t = {.n_cols = 7};
+                                       "IDLE SWAP",    "CLIENTS"};
+    struct table t = {.n_cols = 8};
 
     table_row(&t, head);
     for (int i = 0; i < st->n_pods; i++) {
         const struct msg_status_pod *p = &st->pods[i];
         char pod[CELL_LEN], owner[24], core[32], memory[48], size[32],
-            clients[16], priority[32] = "-", name[16], floor[8] = "-";
+            clients[16], priority[32] = "-", name[16], floor[8] = "-",
+                         idle_swap[32] = "-";
         ctl_pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod,
                            sizeof(pod));
         snprintf(owner, sizeof(owner), p->bound ? "uid %u" : "-", p->owner);
@@ -526,9 +578,13 @@ static void pod_table(FILE *out, const struct ctl_status *st)
         }
         if (p->min_share)
             snprintf(floor, sizeof(floor), "%u%%", p->min_share);
+        if (p->idle_swap || p->annotation_idle_swap)
+            idle_swap_label(p->idle_swap ? p->idle_swap : p->annotation_idle_swap,
+                            p->idle_swap ? LIMIT_RUNTIME : LIMIT_ANNOTATION,
+                            idle_swap, sizeof(idle_swap));
         snprintf(clients, sizeof(clients), "%u", p->clients);
-        const char *row[] = {pod,      owner, core,   memory,
-                             priority, floor, clients};
+        const char *row[] = {pod,      owner, core,      memory,
+                             priority, floor, idle_swap, clients};
         table_row(&t, row);
     }
     table_flush(out, &t);
@@ -620,6 +676,8 @@ void render_table(FILE *out, const struct ctl_status *st)
         client_sched_table(out, st);
         fputc('\n', out);
         client_resource_table(out, st);
+        fputc('\n', out);
+        client_swap_table(out, st);
     }
     if (st->n_pods) {
         fputc('\n', out);

@@ -340,6 +340,12 @@ static void client_row(struct screen *s, const struct columns *cols,
         cell(line, &line_len, sizeof(line), -BAR_WIDTH - 2, memory_bar);
     cell(line, &line_len, sizeof(line), 0, memory);
     screen_line(s, "%s", line);
+    /* Who keeps a memory waiter out, under its row: too long for a cell. */
+    if (c && c->state == CLIENT_WAITING && c->wait_why[0]) {
+        char *text = ctl_printable(c->wait_why);
+        screen_line(s, "    waiting for memory: %s", text);
+        free(text);
+    }
 }
 
 static bool listed(const struct msg_status_gpu *g, uint64_t id)

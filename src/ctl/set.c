@@ -94,6 +94,22 @@ static int parse_pod_priority(const struct command *cmd, const char *text,
     return 0;
 }
 
+/* "off" keeps the pod's idle memory on the GPU, "on" lets it be swapped
+ * out (over an annotation's off), "none" removes the operator's word. */
+static int parse_idle_swap(const struct command *cmd, const char *text,
+                           uint64_t *value)
+{
+    if (!strcmp(text, "off"))
+        *value = IDLE_SWAP_OFF;
+    else if (!strcmp(text, "on"))
+        *value = IDLE_SWAP_ON;
+    else if (!strcmp(text, "none"))
+        *value = IDLE_SWAP_UNSET;
+    else
+        return usage_error(cmd, "idle swap: off, on or none, not '%s'", text);
+    return 0;
+}
+
 /* A user name or uid. Root is no owner to name: its processes may join any
  * pod already. */
 static int parse_owner(const struct command *cmd, const char *text,
@@ -164,6 +180,14 @@ static const struct pod_arg {
      "a floor of each window under higher classes",
      "a floor: the pod gets PCT % of each accounting window even while higher "
      "classes want the GPU (its core limit still caps it); 'none' removes it"},
+    {"idle-swap", ANY_POD " <off|on|none>", "idle-swap POD off|on",
+     parse_idle_swap, "off: the pod's idle memory stays on the GPU",
+     "off: the pod's memory stays on the GPU while it is idle (gave the GPU "
+     "back and has not asked again), however long others wait for the room; "
+     "on (default): idle for idle-swap-after, it is swapped out for them. A "
+     "pod that takes turns with others still swaps when its turn ends. Also "
+     "before the pod connects, kept across restarts; 'none' falls back to the "
+     "nvshare.com/idle-swap annotation, else on"},
     {"owner", "<pod|namespace/pod> <user|uid|none>", "owner POD USER", parse_owner,
      "on a plain host, the user the pod belongs to: only its processes get the "
      "pod's priority and floor",

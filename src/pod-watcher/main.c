@@ -295,6 +295,7 @@ static const struct annotation *annotation_of(const struct watched_pod *p,
 {
     return !strcmp(key, ANNOTATION_CORE_LIMIT)     ? &p->core
            : !strcmp(key, ANNOTATION_MEMORY_LIMIT) ? &p->memory
+           : !strcmp(key, ANNOTATION_IDLE_SWAP)    ? &p->idle_swap
                                                    : &p->priority;
 }
 
@@ -322,6 +323,7 @@ static void report_problems(struct watcher *w, const struct watched_pod *p,
     report_bad(w, p, before, ANNOTATION_CORE_LIMIT);
     report_bad(w, p, before, ANNOTATION_MEMORY_LIMIT);
     report_bad(w, p, before, ANNOTATION_PRIORITY);
+    report_bad(w, p, before, ANNOTATION_IDLE_SWAP);
     if (p->request_saturated && !(before && before->request_saturated))
         log_warn("pod %s/%s: its %s request overflows 64 bits at %llu bytes a "
                  "unit: taken as %llu bytes, more than any GPU",

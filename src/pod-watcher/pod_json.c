@@ -22,7 +22,9 @@ static void read_annotation(const cJSON *annotations, const char *key,
     char err[PARSE_ERR_LEN];
     long percent;
     unsigned priority;
-    bool is_priority = !strcmp(key, ANNOTATION_PRIORITY);
+    int on;
+    bool is_priority = !strcmp(key, ANNOTATION_PRIORITY),
+         is_idle_swap = !strcmp(key, ANNOTATION_IDLE_SWAP);
 
     memset(a, 0, sizeof(*a));
     *value = 0;
@@ -40,6 +42,11 @@ static void read_annotation(const cJSON *annotations, const char *key,
         snprintf(a->why, sizeof(a->why),
                  "high, normal, low or a class 1-9 is "
                  "expected");
+    } else if (is_idle_swap && parse_switch(text, &on, err) == 0) {
+        *value = on ? IDLE_SWAP_ON : IDLE_SWAP_OFF;
+    } else if (is_idle_swap) {
+        a->bad = true;
+        snprintf(a->why, sizeof(a->why), "off or on is expected");
     } else if (core && parse_int_range(text, 1, 100, &percent, err) == 0) {
         *value = (uint64_t)percent;
     } else if (!core && parse_size_bytes(text, value, err) == 0 && *value) {
@@ -141,6 +148,9 @@ int pod_from_json(const cJSON *pod, uint64_t unit, struct watched_pod *out)
     read_annotation(annotations, ANNOTATION_PRIORITY, false, &out->priority,
                     &value);
     f->priority = (uint8_t)value;
+    read_annotation(annotations, ANNOTATION_IDLE_SWAP, false, &out->idle_swap,
+                    &value);
+    f->idle_swap = (uint8_t)value;
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
     /* More than 2^64 bytes is more than any GPU: the most that fits says
      * so, where a wrapped product would be any size, small ones too. */
@@ -153,7 +163,8 @@ int pod_from_json(const cJSON *pod, uint64_t unit, struct watched_pod *out)
     out->concerns_nvshare = concerns_nvshare(annotations, spec);
     f->unreadable = (out->core.bad ? POD_FACT_CORE_UNREADABLE : 0) |
                     (out->memory.bad ? POD_FACT_MEMORY_UNREADABLE : 0) |
-                    (out->priority.bad ? POD_FACT_PRIORITY_UNREADABLE : 0);
+                    (out->priority.bad ? POD_FACT_PRIORITY_UNREADABLE : 0) |
+                    (out->idle_swap.bad ? POD_FACT_IDLE_SWAP_UNREADABLE : 0);
     return 0;
 }
 
@@ -164,6 +175,7 @@ bool pod_facts_differ(const struct watched_pod *a, const struct watched_pod *b)
     return strcmp(x->pod_namespace, y->pod_namespace) ||
            strcmp(x->pod_name, y->pod_name) || x->core_limit != y->core_limit ||
            x->memory_limit != y->memory_limit || x->priority != y->priority ||
+           x->idle_swap != y->idle_swap ||
            x->memory_request != y->memory_request ||
            x->unreadable != y->unreadable;
 }

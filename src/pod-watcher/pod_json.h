@@ -2,8 +2,8 @@
  *
  * Pure: no I/O. What the scheduler learns of a pod (struct msg_pod_facts)
  * is its UID, namespace, name, the nvshare.com/gpu-core-limit,
- * nvshare.com/gpu-memory-limit and nvshare.com/priority annotations and the nvshare.com/gpu-memory
- * request. An annotation that does not parse is never sent as a value:
+ * nvshare.com/gpu-memory-limit, nvshare.com/priority and nvshare.com/idle-swap
+ * annotations and the nvshare.com/gpu-memory request. An annotation that does not parse is never sent as a value:
  * the facts mark it unreadable (the scheduler keeps what it had), and its
  * raw text is kept so that one bad value is reported once, not on every
  * update of the pod. */
@@ -21,6 +21,7 @@
 #define ANNOTATION_CORE_LIMIT "nvshare.com/gpu-core-limit"
 #define ANNOTATION_MEMORY_LIMIT "nvshare.com/gpu-memory-limit"
 #define ANNOTATION_PRIORITY "nvshare.com/priority"
+#define ANNOTATION_IDLE_SWAP "nvshare.com/idle-swap"
 #define RESOURCE_GPU_MEMORY "nvshare.com/gpu-memory"
 #define NVSHARE_PREFIX "nvshare.com/"
 #define ANNOTATION_RAW_MAX 64 /* longer values are unreadable anyway */
@@ -35,7 +36,7 @@ struct annotation {
 
 struct watched_pod {
     struct msg_pod_facts facts;
-    struct annotation core, memory, priority;
+    struct annotation core, memory, priority, idle_swap;
     bool concerns_nvshare;  /* an nvshare.com/ annotation or resource */
     bool request_saturated; /* the gpu-memory request overflowed 64 bits:
                                facts.memory_request is UINT64_MAX */

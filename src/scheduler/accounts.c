@@ -20,6 +20,8 @@ static void emit(struct account_actions *out, enum account_action_kind kind,
         a.memory_limit = limit_effective(&accounts[account].memory, &source);
         a.priority = priority_effective(&accounts[account].priority, &source);
         a.min_share = (unsigned)accounts[account].min_share;
+        a.idle_swap = idle_swap_effective(&accounts[account].idle_swap,
+                                          &source) == IDLE_SWAP_ON;
     }
     out->list[out->n++] = a;
 }
@@ -66,9 +68,20 @@ unsigned priority_effective(const struct limit_setting *l, uint8_t *source)
     return (unsigned)authority;
 }
 
+unsigned idle_swap_effective(const struct limit_setting *l, uint8_t *source)
+{
+    *source = l->runtime      ? LIMIT_RUNTIME
+              : l->annotation ? LIMIT_ANNOTATION
+                              : LIMIT_NONE;
+    if (l->runtime)
+        return (unsigned)l->runtime;
+    return l->annotation ? (unsigned)l->annotation : IDLE_SWAP_ON;
+}
+
 /* The record's sources into the account's settings (declared untouched).
  * A share without the pod's privileges is held to its limits and to a
- * priority no higher than normal, without the floor. */
+ * priority no higher than normal, without the floor, and its idle memory
+ * is swapped like anyone's: keeping it holds others back. */
 static void take_sources(struct account *a, const struct pod *record)
 {
     static const struct pod none;
@@ -88,6 +101,10 @@ static void take_sources(struct account *a, const struct pod *record)
                               : PRIORITY_NORMAL;
     a->priority.annotation = record->annotation_priority;
     a->min_share = privileged ? record->min_share : 0;
+    a->idle_swap.runtime = privileged || record->idle_swap != IDLE_SWAP_OFF
+                               ? record->idle_swap
+                               : IDLE_SWAP_UNSET;
+    a->idle_swap.annotation = record->annotation_idle_swap;
 }
 
 /* Lowers a declared limit: a tenant cannot raise one that another of the
@@ -182,6 +199,9 @@ void account_set_runtime(struct account *accounts, int account,
         break;
     case POD_MIN_SHARE:
         a->min_share = value;
+        break;
+    case POD_IDLE_SWAP:
+        a->idle_swap.runtime = value;
         break;
     case POD_OWNER:
         break;

@@ -35,9 +35,10 @@ struct account {
     struct pod_id pod;         /* empty: a client on its own */
     uint32_t member;           /* with a pod: whose share of it (pod_member) */
     struct limit_setting core; /* percent */
-    struct limit_setting memory;   /* bytes per GPU */
-    struct limit_setting priority; /* enum priority_class (no request) */
-    uint64_t min_share;            /* the operator's floor, percent */
+    struct limit_setting memory;    /* bytes per GPU */
+    struct limit_setting priority;  /* enum priority_class (no request) */
+    uint64_t min_share;             /* the operator's floor, percent */
+    struct limit_setting idle_swap; /* enum idle_swap (runtime, annotation) */
 };
 
 /* What a registering client is billed as and limited to. */
@@ -62,6 +63,7 @@ struct account_action {
     uint64_t memory_limit; /* bytes per GPU; 0 = none */
     unsigned priority;     /* enum priority_class in force */
     unsigned min_share;    /* percent; 0 = none */
+    bool idle_swap;        /* its idle memory may be swapped out */
 };
 
 struct account_actions {
@@ -110,5 +112,9 @@ unsigned account_core_limit(const struct account *accounts, int account);
 /* The priority class in force: the operator's, else the annotation's, else
  * normal; a declaration (NVSHARE_PRIORITY) can only lower it. */
 unsigned priority_effective(const struct limit_setting *l, uint8_t *source);
+
+/* Idle reclaim in force (enum idle_swap, never unset): the operator's,
+ * else the annotation's, else on. */
+unsigned idle_swap_effective(const struct limit_setting *l, uint8_t *source);
 
 #endif

@@ -263,6 +263,7 @@ void clients_apply_accounts(struct scheduler *s,
                     s->clients[slot]->account == a->account)
                     client_tell_core_limit(s->clients[slot], a->core_limit);
             policy_set_priority(s->policy, a->account, a->priority);
+            policy_set_idle_swap(s->policy, a->account, a->idle_swap);
             policy_set_min_share(s->policy, a->account, a->min_share);
             clients_retell_yield(s, UINT32_MAX);
             for (int g = 0; g < s->n_gpus; g++) {

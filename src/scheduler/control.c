@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "parse.h"
 #include "scheduler.h"
 #include "sock.h"
 
@@ -184,6 +185,50 @@ static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
     return msg_send(fd, &m);
 }
 
+/* Why the client at slot waits for memory on g, as the policy sees it, in
+ * the words of people: the pod of the client in its way. "" when the
+ * policy names no reason beyond the runners' rotation. */
+static void format_wait_why(const struct scheduler *s, int g, int slot,
+                            uint64_t now, char *buf, size_t len)
+{
+    struct policy_wait_why why;
+    char who[2 * PROTO_NAME_MAX + 32], idle[32], after[32], parked[32],
+        budget[32];
+
+    policy_view_wait_why(s->policy, g, slot, now, &why);
+    buf[0] = '\0';
+    if (why.why == WHY_NONE)
+        return;
+    if (why.why == WHY_HOST_BUDGET) {
+        format_size(why.parked, parked, sizeof(parked));
+        format_size(why.budget, budget, sizeof(budget));
+        snprintf(buf, len, "host swap budget (%s of %s parked)", parked, budget);
+        return;
+    }
+    const struct client *c = s->clients[why.blocker];
+    const struct pod_id *pod = &s->accounts[c->account].pod;
+    if (pod_id_empty(pod))
+        snprintf(who, sizeof(who), "client %llu", (unsigned long long)c->id);
+    else
+        pod_id_format(pod, who, sizeof(who));
+    format_duration(why.idle_ns, idle, sizeof(idle));
+    format_duration(why.idle_swap_after_ns, after, sizeof(after));
+    switch (why.why) {
+    case WHY_SWAPPING:
+        if (why.idle_ns)
+            snprintf(buf, len, "%.300s, idle %s, being swapped out", who, idle);
+        else
+            snprintf(buf, len, "%.300s being swapped out", who);
+        break;
+    case WHY_IDLE_TOO_SHORT:
+        snprintf(buf, len, "%.300s idle %s (swapped after %s)", who, idle, after);
+        break;
+    case WHY_IDLE_SWAP_OFF:
+        snprintf(buf, len, "%.300s idle %s (idle-swap off)", who, idle);
+        break;
+    }
+}
+
 /* One line per client and GPU it uses: nothing is sent for a GPU it does
  * not use. */
 static int send_client(struct scheduler *s, int fd, int slot, int g, uint64_t now)
@@ -237,6 +282,15 @@ static int send_client(struct scheduler *s, int fd, int slot, int g, uint64_t no
     cl->priority =
         (uint8_t)priority_effective(&a->priority, &cl->priority_source);
     cl->min_share = (uint8_t)a->min_share;
+    cl->idle_swap =
+        (uint8_t)idle_swap_effective(&a->idle_swap, &cl->idle_swap_source);
+    cl->resident = v.resident;
+    cl->parked = v.parked;
+    cl->idle_ns = v.idle_ns;
+    cl->swap_outs = v.swap_outs;
+    cl->swap_ins = v.swap_ins;
+    cl->swap_in_wait_ns = v.swap_in_wait_ns;
+    format_wait_why(s, g, slot, now, cl->wait_why, sizeof(cl->wait_why));
     return msg_send(fd, &m);
 }
 
@@ -259,6 +313,8 @@ static int send_pod(int fd, const struct pod *p)
     r->priority = (uint8_t)p->priority;
     r->min_share = (uint8_t)p->min_share;
     r->annotation_priority = (uint8_t)p->annotation_priority;
+    r->idle_swap = (uint8_t)p->idle_swap;
+    r->annotation_idle_swap = (uint8_t)p->annotation_idle_swap;
     return msg_send(fd, &m);
 }
 

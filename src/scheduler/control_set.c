@@ -3,8 +3,8 @@
  * A node setting is a run-time row of the settings table (settings.def):
  * its value is checked against the row's bounds, put in force by the row's
  * apply function below and kept in the state file, all alike. A pod's
- * settings (core limit, memory limit, priority, floor, owner) are kept per
- * pod instead (pods.h). */
+ * settings (core limit, memory limit, priority, floor, owner, idle reclaim)
+ * are kept per pod instead (pods.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -72,6 +72,43 @@ static void apply_switch_time(struct scheduler *s, uint64_t value, int gpu,
     format_duration(value, fixed, sizeof(fixed));
     snprintf(text, len, "switch time %s",
              value ? fixed : "auto (measured swap time x multiplier)");
+}
+
+static void apply_idle_swap_after(struct scheduler *s, uint64_t value, int gpu,
+                                  char *text, size_t len)
+{
+    char after[32];
+
+    (void)gpu;
+    policy_set_idle_swap_after(s->policy, value);
+    format_duration(value, after, sizeof(after));
+    if (value)
+        snprintf(text, len,
+                 "idle clients keep their memory on the GPU for %s while "
+                 "others need the room",
+                 after);
+    else
+        snprintf(text,
+                 len, "idle clients are swapped out as soon as others need the room");
+}
+
+/* 0 is auto: what the host had available at start, less a margin. */
+static void apply_host_swap_budget(struct scheduler *s, uint64_t value, int gpu,
+                                   char *text, size_t len)
+{
+    uint64_t budget = value ? value : s->host_swap_auto;
+    char size[32];
+
+    (void)gpu;
+    policy_set_host_swap_budget(s->policy, budget);
+    format_size(budget, size, sizeof(size));
+    if (budget == POLICY_HOST_BUDGET_NONE)
+        snprintf(text, len,
+                 "host swap budget: none (auto, and the host's meminfo could "
+                 "not be read)");
+    else
+        snprintf(text, len, "host swap budget %s%s", size,
+                 value ? "" : " (auto: available at start, less a margin)");
 }
 
 static setting_apply_fn *const appliers[SETTING_COUNT] = {
@@ -256,6 +293,7 @@ static const struct pod_setting_row pod_settings[] = {
     {"min-share", POD_MIN_SHARE, "min share", 100, "1-100 %"},
     {"owner", POD_OWNER, "owner", UINT32_MAX - 1,
      "a uid other than root's (root's processes may join any pod)"},
+    {"idle-swap", POD_IDLE_SWAP, "idle swap", IDLE_SWAP_ON, "off or on"},
 };
 
 /* The value of a per-pod setting as people read it. */
@@ -271,6 +309,9 @@ static void format_pod_setting(enum pod_setting which, uint64_t value,
         break;
     case POD_OWNER:
         snprintf(buf, len, "uid %u", (unsigned)value);
+        break;
+    case POD_IDLE_SWAP:
+        snprintf(buf, len, "%s", value == IDLE_SWAP_OFF ? "off" : "on");
         break;
     default:
         snprintf(buf, len, "%u%%", (unsigned)value);
@@ -289,6 +330,8 @@ static uint64_t pod_setting_effective(const struct account *a,
         return limit_effective(&a->memory, source);
     case POD_PRIORITY:
         return priority_effective(&a->priority, source);
+    case POD_IDLE_SWAP:
+        return idle_swap_effective(&a->idle_swap, source);
     case POD_MIN_SHARE:
         break;
     case POD_OWNER:
@@ -376,8 +419,10 @@ static void pod_setting_reply(const struct pod_setting_row *row,
         snprintf(reply->text + n, sizeof(reply->text) - n,
                  "; its clients declared %s, which holds", value);
     }
-    bool privilege = row->which == POD_MIN_SHARE ||
-                     (row->which == POD_PRIORITY && set->value > PRIORITY_NORMAL);
+    bool privilege =
+        row->which == POD_MIN_SHARE ||
+        (row->which == POD_PRIORITY && set->value > PRIORITY_NORMAL) ||
+        (row->which == POD_IDLE_SWAP && set->value == IDLE_SWAP_OFF);
     n = strlen(reply->text);
     if (set->value && privilege && record && !record->id.uid[0] &&
         !record->owner_named)

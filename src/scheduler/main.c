@@ -16,6 +16,7 @@
 #include "env.h"
 #include "log.h"
 #include "parse.h"
+#include "host_memory.h"
 #include "scheduler.h"
 #include "settings.h"
 #include "sock.h"
@@ -285,9 +286,13 @@ static int configure_policy(struct scheduler *s)
      * setting's. */
     policy_set_switch_time(s->policy, 0,
                            (unsigned)v[SETTING_SWITCH_TIME_MULTIPLIER]);
-    /* tq, anti-thrash, mode, switch time: as nvsharectl set puts them in
-     * force (nobody has joined yet: nothing to drop); then the GPUs' own
-     * modes. */
+    s->proc_root = setting_text(SETTING_PROC_ROOT);
+    if (s->proc_root && !*s->proc_root)
+        s->proc_root = NULL;
+    s->host_swap_auto = host_swap_budget_auto(s->proc_root);
+    /* tq, anti-thrash, mode, switch time, idle reclaim: as nvsharectl set
+     * puts them in force (nobody has joined yet: nothing to drop); then the
+     * GPUs' own modes. */
     control_apply_start(s, v);
     apply_state_modes(s);
     policy_set_reserve(s->policy, (unsigned)v[SETTING_MEMORY_RESERVE_PERCENT]);
@@ -295,9 +300,6 @@ static int configure_policy(struct scheduler *s)
     s->oversub_default = v[SETTING_ENABLE_OVERSUB];
     s->oversub_ratio = (unsigned)v[SETTING_OVERSUB_RATIO];
     s->declared_limits = v[SETTING_DECLARED_LIMITS];
-    s->proc_root = setting_text(SETTING_PROC_ROOT);
-    if (s->proc_root && !*s->proc_root)
-        s->proc_root = NULL;
     s->max_connections_per_uid = (unsigned)v[SETTING_MAX_CONNECTIONS_PER_UID];
     for (int i = 0; i < s->n_gpus; i++)
         policy_set_capacity(s->policy, i, s->gpus[i].memory_total);

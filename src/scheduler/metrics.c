@@ -235,8 +235,24 @@ struct pod_series {
     int account, gpu;
     struct policy_account_stats stats;
     uint64_t budget_ns;
+    uint64_t resident, parked; /* its clients' on the GPU, summed */
+    uint64_t idle_ns; /* while all its clients are idle: the shortest */
+    bool busy;        /* one of them holds or waits */
     char labels[3 * PROTO_NAME_MAX + 128];
 };
+
+/* A client of the pod on p's GPU. */
+static void pod_series_add(struct pod_series *p,
+                           const struct policy_member_view *v)
+{
+    bool idle = v->state == MEMBER_IDLE;
+
+    p->resident += v->resident;
+    p->parked += v->parked;
+    p->busy |= !idle;
+    if (idle && (!p->idle_ns || v->idle_ns < p->idle_ns))
+        p->idle_ns = v->idle_ns;
+}
 
 /* The labels of a pod's account on gpu, into p->labels. */
 static void pod_labels(const struct scheduler *s, const struct account *a,
@@ -272,7 +288,8 @@ static struct pod_series *pod_series_list(const struct scheduler *s,
                                           uint64_t now, int *n)
 {
     struct pod_series *list = NULL;
-    bool *seen = calloc((size_t)s->table_size * (size_t)s->n_gpus, sizeof(bool));
+    /* By account and GPU: its series' position + 1, 0 while it has none. */
+    int *seen = calloc((size_t)s->table_size * (size_t)s->n_gpus, sizeof(int));
     int count = 0, size = 0;
 
     *n = 0;
@@ -284,10 +301,14 @@ static struct pod_series *pod_series_list(const struct scheduler *s,
             pod_id_empty(&s->accounts[c->account].pod))
             continue;
         for (int g = 0; g < s->n_gpus; g++) {
-            bool *mark =
-                &seen[(size_t)c->account * (size_t)s->n_gpus + (size_t)g];
-            if (*mark || !policy_is_member(s->policy, g, slot))
+            int *mark = &seen[(size_t)c->account * (size_t)s->n_gpus + (size_t)g];
+            struct policy_member_view v;
+            if (!policy_view_member(s->policy, g, slot, now, &v))
                 continue;
+            if (*mark) {
+                pod_series_add(&list[*mark - 1], &v);
+                continue;
+            }
             if (count == size) {
                 size = size ? 2 * size : 16;
                 struct pod_series *grown =
@@ -299,10 +320,10 @@ static struct pod_series *pod_series_list(const struct scheduler *s,
                 }
                 list = grown;
             }
-            *mark = true;
             struct pod_series *p = &list[count++];
-            p->account = c->account;
-            p->gpu = g;
+            *mark = count;
+            *p = (struct pod_series){.account = c->account, .gpu = g};
+            pod_series_add(p, &v);
             policy_view_account(s->policy, g, c->account, now, &p->stats);
             p->budget_ns = policy_budget_ns(s->policy, g, c->account);
             pod_labels(s, &s->accounts[c->account], g, p);
@@ -361,6 +382,15 @@ static void render_node(struct text *t, const struct scheduler *s)
            (uint64_t)unhooked_count(s));
     single(t, "nvshare_unhooked_processes_seen_total", "counter",
            "Processes seen using a GPU without libnvshare.", s->unhooked_seen);
+    struct policy_settings_view settings;
+    policy_view_settings(s->policy, &settings);
+    single(t, "nvshare_host_swap_parked_bytes", "gauge",
+           "Memory of swapped-out clients in host memory, all GPUs.",
+           settings.parked);
+    single(t, "nvshare_host_swap_budget_bytes", "gauge",
+           "The most memory swapped-out clients may keep in host memory "
+           "(host-swap-budget; 2^64-1: no budget).",
+           settings.host_swap_budget);
     family(t, "nvshare_messages_total", "counter",
            "Client messages handled, by type.");
     for (int type = 0; type < METRICS_MSG_TYPES; type++) {
@@ -578,6 +608,31 @@ static void render_pod_time(struct text *t, const struct scheduler *s,
         histogram_lines(t, "nvshare_pod_drain_seconds", list[i].labels,
                         &list[i].stats.drain);
 }
+/* What each pod keeps on the GPU and in host memory, and its swaps. */
+static void render_pod_swaps(struct text *t, const struct scheduler *s,
+                             const struct pod_series *list, int n)
+{
+    PER_POD("nvshare_pod_resident_bytes", "gauge",
+            "Memory of the pod's clients on the GPU now.", sample_u64,
+            p->resident)
+    PER_POD("nvshare_pod_parked_bytes", "gauge",
+            "Memory of the pod's clients swapped out to host memory.",
+            sample_u64, p->parked)
+    PER_POD("nvshare_pod_idle_seconds", "gauge",
+            "While none of the pod's clients holds or waits for the GPU: "
+            "since the last of them gave it back (0 otherwise).",
+            sample_seconds, p->busy ? 0 : p->idle_ns)
+    PER_POD("nvshare_pod_swap_outs_total", "counter",
+            "Swap-outs of the pod's clients' memory.", sample_u64,
+            p->stats.swap_outs)
+    PER_POD("nvshare_pod_swap_ins_total", "counter",
+            "Swap-ins of the pod's clients' memory.", sample_u64,
+            p->stats.swap_ins)
+    PER_POD("nvshare_pod_swap_in_wait_seconds_total", "counter",
+            "Time the pod's clients waited for their memory to come back, "
+            "from the grant to the swap-in's end.",
+            sample_seconds, p->stats.swap_in_wait_ns)
+}
 #undef PER_POD
 
 static void render_pods(struct text *t, const struct scheduler *s, uint64_t now)
@@ -588,6 +643,7 @@ static void render_pods(struct text *t, const struct scheduler *s, uint64_t now)
     render_pod_memory(t, s, list, n);
     render_pod_limits(t, s, list, n);
     render_pod_time(t, s, list, n);
+    render_pod_swaps(t, s, list, n);
     free(list);
 }
 

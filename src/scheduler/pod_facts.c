@@ -65,19 +65,27 @@ static void learn(struct scheduler *s, const struct msg_pod_facts *f,
         log_info("pod %s: its priority annotation changed: the operator's "
                  "override ends",
                  name);
+    if (dropped & POD_FACT_IDLE_SWAP_UNREADABLE)
+        log_info("pod %s: its idle-swap annotation changed: the operator's "
+                 "override ends",
+                 name);
     /* One line when something changed, not one per status update. */
     if (!before.listed || before.annotation_core != p->annotation_core ||
         before.annotation_memory != p->annotation_memory ||
         before.memory_request != p->memory_request ||
-        before.annotation_priority != p->annotation_priority)
+        before.annotation_priority != p->annotation_priority ||
+        before.annotation_idle_swap != p->annotation_idle_swap)
         log_info("pod %s (uid %s): core-limit annotation %llu%%, memory-limit "
                  "annotation %llu bytes, gpu-memory request %llu bytes, "
-                 "priority "
-                 "annotation class %llu (0 = none)",
+                 "priority annotation class %llu, idle-swap annotation %s "
+                 "(0 = none)",
                  name, p->id.uid, (unsigned long long)p->annotation_core,
                  (unsigned long long)p->annotation_memory,
                  (unsigned long long)p->memory_request,
-                 (unsigned long long)p->annotation_priority);
+                 (unsigned long long)p->annotation_priority,
+                 p->annotation_idle_swap == IDLE_SWAP_OFF  ? "off"
+                 : p->annotation_idle_swap == IDLE_SWAP_ON ? "on"
+                                                           : "0");
     update_account(s, &p->id, p);
     snprintf(reply->text, sizeof(reply->text), "pod %.200s known", name);
 }

@@ -39,7 +39,7 @@ void pod_id_format(const struct pod_id *id, char *buf, size_t len)
 bool pod_configured(const struct pod *p)
 {
     return p->core_limit || p->memory_limit || p->priority || p->min_share ||
-           p->owner_named;
+           p->idle_swap || p->owner_named;
 }
 
 /* FNV-1a over what pod_id_equal compares: the UID of a Kubernetes pod,
@@ -227,6 +227,9 @@ struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
         p->bound = p->owner_named = value != 0;
         p->owner = (uint32_t)value;
         break;
+    case POD_IDLE_SWAP:
+        p->idle_swap = value;
+        break;
     }
     /* Whoever declared the pod first may not be who it was set for: a
      * first join's binding ends with the operator's first setting. */
@@ -269,6 +272,9 @@ struct pod *pods_learn(struct pod_table *t, const struct msg_pod_facts *f,
     if (!(f->unreadable & POD_FACT_PRIORITY_UNREADABLE))
         learn(&p->annotation_priority, f->priority, &p->priority, !p->listed,
               POD_FACT_PRIORITY_UNREADABLE, dropped);
+    if (!(f->unreadable & POD_FACT_IDLE_SWAP_UNREADABLE))
+        learn(&p->annotation_idle_swap, f->idle_swap, &p->idle_swap, !p->listed,
+              POD_FACT_IDLE_SWAP_UNREADABLE, dropped);
     p->memory_request = f->memory_request;
     p->listed = true;
     p->stale = false;
@@ -284,8 +290,9 @@ bool pods_gone(struct pod_table *t, const struct pod_id *id)
         return false;
     configured = pod_configured(p);
     p->core_limit = p->memory_limit = p->priority = p->min_share = 0;
+    p->idle_swap = 0;
     p->annotation_core = p->annotation_memory = p->memory_request = 0;
-    p->annotation_priority = 0;
+    p->annotation_priority = p->annotation_idle_swap = 0;
     p->listed = p->stale = false;
     forget_if_unused(t, p);
     return configured;

@@ -14,9 +14,9 @@
  *     root's share gets its privileges (a priority above normal, the
  *     floor), so that whoever declares it first takes nothing from the
  *     processes it was set for.
- * Limits and the priority class here come from the operator (nvsharectl)
- * and, on a Kubernetes node, from the API server through the pod watcher
- * (its annotations and gpu-memory request); the floor (min share) from the
+ * Limits, the priority class and idle reclaim here come from the operator
+ * (nvsharectl) and, on a Kubernetes node, from the API server through the
+ * pod watcher (its annotations and gpu-memory request); the floor (min share) from the
  * operator only. A record lives while the pod has clients, an operator's
  * setting or the watcher lists it; records with an operator's setting are
  * what the state file persists (state.h), so they can be set
@@ -46,14 +46,16 @@ struct pod {
     uint64_t memory_limit; /* the operator's, bytes per GPU; 0 = none */
     uint64_t priority;     /* the operator's, enum priority_class; 0 = none */
     uint64_t min_share;    /* the operator's floor, percent; 0 = none */
+    uint64_t idle_swap;    /* the operator's, enum idle_swap; 0 = none */
     int clients;           /* registered clients billed to it */
     /* From the API server (Kubernetes pods only), 0 = none. */
-    bool listed;                  /* the pod watcher named it */
-    bool stale;                   /* a re-list began and has not named it */
-    uint64_t annotation_core;     /* nvshare.com/gpu-core-limit, percent */
-    uint64_t annotation_memory;   /* nvshare.com/gpu-memory-limit, bytes */
-    uint64_t memory_request;      /* nvshare.com/gpu-memory, bytes per GPU */
-    uint64_t annotation_priority; /* nvshare.com/priority, priority_class */
+    bool listed;                   /* the pod watcher named it */
+    bool stale;                    /* a re-list began and has not named it */
+    uint64_t annotation_core;      /* nvshare.com/gpu-core-limit, percent */
+    uint64_t annotation_memory;    /* nvshare.com/gpu-memory-limit, bytes */
+    uint64_t memory_request;       /* nvshare.com/gpu-memory, bytes per GPU */
+    uint64_t annotation_priority;  /* nvshare.com/priority, priority_class */
+    uint64_t annotation_idle_swap; /* nvshare.com/idle-swap, enum idle_swap */
 };
 
 /* What the operator sets per pod. */
@@ -63,6 +65,7 @@ enum pod_setting {
     POD_PRIORITY,
     POD_MIN_SHARE,
     POD_OWNER, /* a plain host's pod: the uid it belongs to */
+    POD_IDLE_SWAP,
 };
 
 struct pod_table {
@@ -105,7 +108,8 @@ int pods_join(struct pod_table *t, const struct pod_id *id, uint32_t uid,
 uint32_t pod_member(const struct pod *p, uint32_t uid);
 
 /* Whether the share of member (pod_member) gets the pod's privileges: a
- * priority above normal and the floor. Limits hold for every share. */
+ * priority above normal, the floor, idle memory kept on the GPU (idle-swap
+ * off). Limits hold for every share. */
 bool pod_privileged(const struct pod *p, uint32_t member);
 
 /* A client of the pod left: a record with no clients and no limit is
@@ -113,7 +117,8 @@ bool pod_privileged(const struct pod *p, uint32_t member);
 void pods_leave(struct pod_table *t, const struct pod_id *id);
 
 /* Sets one of the operator's settings (core limit in percent, memory limit
- * in bytes, priority class, floor in percent, owner uid), 0 removing it; a
+ * in bytes, priority class, floor in percent, owner uid, idle reclaim),
+ * 0 removing it; a
  * record left with no clients and no setting is forgotten, and one given
  * its first setting drops a binding made by a first join. Returns the
  * record, or NULL when it is forgotten or memory ran out (*failed). */

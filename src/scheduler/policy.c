@@ -309,7 +309,7 @@ void policy_swapped(struct policy *p, int gpu, int client, int direction,
 {
     struct gpu_sched *g = &p->gpus[gpu];
 
-    if (pol_swap_done(g, client, direction, bytes, duration_ns))
+    if (pol_swap_done(g, client, direction, bytes, duration_ns, now))
         admit(p, g, gpu, now, out);
 }
 
@@ -612,6 +612,10 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
     }
     pol_expire_evictions(p, g, now, &next);
     admit(p, g, gpu, now, out); /* revocations and evictions made room */
+    /* An idle client that reaches idle-swap-after may make the room. */
+    uint64_t idle_due = pol_idle_swap_next(p, g, now);
+    if (idle_due)
+        pol_earliest(&next, idle_due);
     return next;
 }
 
@@ -655,6 +659,7 @@ void policy_reset_account(struct policy *p, int account)
     p->core_limit[account] = 0;
     policy_set_priority(p, account, PRIORITY_UNSET);
     policy_set_min_share(p, account, 0);
+    policy_set_idle_swap(p, account, true);
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         p->gpus[gpu].usage[account] = (struct account_usage){0};
         p->gpus[gpu].stats[account] = (struct policy_account_stats){0};

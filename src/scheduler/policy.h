@@ -29,8 +29,11 @@
  *    swapped out; the rest (device memory, credit, context) always does,
  *    so a client may be partly evictable. A waiter is admitted only if the memory
  *    that would then occupy the GPU fits in capacity minus the reserve; if
- *    not, it is told (WAIT_FOR_MEM) and idle evictable clients are asked to
- *    swap out (EVICT) until it fits. Admission follows queue order; a later
+ *    not, it is told (WAIT_FOR_MEM) and evictable clients that do not run
+ *    are asked to swap out (EVICT) until it fits: those taking turns at
+ *    once, idle ones after idle-swap-after (see "Idle reclaim" below),
+ *    within the host swap budget. Their memory occupies the GPU until
+ *    their SWAPPED(out). Admission follows queue order; a later
  *    waiter may pass a blocked one only while that one has waited less than
  *    its quantum, so big clients cannot starve. As soon as the clients of
  *    the GPU together hold more than it admits, every evictable one
@@ -209,6 +212,8 @@ struct policy_account_stats {
     uint64_t held_from, held_until; /* the latest hold-back (view: counted
                                        up to now) */
     uint64_t preemptions;           /* DROPs sent to its clients */
+    uint64_t swap_outs, swap_ins;   /* SWAPPED of its clients */
+    uint64_t swap_in_wait_ns;       /* their LOCK_OK to SWAPPED(in) */
     struct histogram lock_wait;     /* request to grant */
     struct histogram drain;         /* DROP to release */
 };
@@ -429,6 +434,26 @@ void policy_set_mode(struct policy *p, int gpu, enum sched_mode mode);
 /* Percent of each GPU's capacity kept free (POLICY_RESERVE_PERCENT). */
 void policy_set_reserve(struct policy *p, unsigned percent);
 
+/* Idle reclaim. A client that neither holds a GPU nor waits for it, and gave
+ * it back unasked, is idle from then on; its resident memory is swapped out
+ * for a waiter that needs the room only once it has been idle for
+ * idle_swap_after_ns (0: at once), and never while its account opts out.
+ * Clients that take turns swap as before: one that was dropped (rotated
+ * out) or waits behind the waiter at once, a lower-class runner that the
+ * waiter preempts after its release. Lower classes go first, then the
+ * client that ran longest ago. */
+#define POLICY_IDLE_SWAP_AFTER_NS 10000000000ull /* 10 s */
+void policy_set_idle_swap_after(struct policy *p, uint64_t ns);
+void policy_set_idle_swap(struct policy *p, int account, bool on);
+bool policy_idle_swap(const struct policy *p, int account) __attribute__((pure));
+
+/* The most bytes that swapped-out clients of all GPUs may keep in host
+ * memory (POLICY_HOST_BUDGET_NONE: no limit): no EVICT takes the parked
+ * total past it, the waiter's own parked memory aside (it comes back as
+ * the waiter is admitted: two clients can always trade places). */
+#define POLICY_HOST_BUDGET_NONE UINT64_MAX
+void policy_set_host_swap_budget(struct policy *p, uint64_t bytes);
+
 /* Switch time: fixed_ns > 0 fixes it, 0 makes it auto (measured swap time
  * times multiplier, clamped to [POLICY_SWITCH_MIN_NS, _MAX_NS]). */
 void policy_set_switch_time(struct policy *p, uint64_t fixed_ns,
@@ -455,6 +480,9 @@ struct policy_settings_view {
     uint64_t switch_fixed_ns; /* 0: auto */
     unsigned switch_multiplier;
     unsigned reserve_percent;
+    uint64_t idle_swap_after_ns;
+    uint64_t host_swap_budget; /* POLICY_HOST_BUDGET_NONE: no limit */
+    uint64_t parked;           /* bytes in host memory now, all GPUs */
 };
 
 struct policy_waiter_view {
@@ -488,6 +516,28 @@ struct policy_member_view {
     bool evicting; /* EVICT sent, SWAPPED not yet received */
     bool swapped_out;
     uint16_t load_permille; /* 0xffff: not measured yet */
+    uint64_t resident;      /* of the footprint, bytes on the GPU now */
+    uint64_t parked;        /* bytes it keeps in host memory */
+    uint64_t idle_ns;       /* idle (policy_set_idle_swap_after) for */
+    uint64_t swap_outs, swap_ins;
+    uint64_t swap_in_wait_ns; /* grant to SWAPPED(in), summed */
+};
+
+/* Why a waiter for memory is not admitted yet, as far as the policy can
+ * tell: the client in the way (blocker), if any, and its numbers. */
+enum wait_why {
+    WHY_NONE = 0,       /* nobody idle is in the way: runners rotate */
+    WHY_SWAPPING,       /* blocker is being swapped out */
+    WHY_IDLE_TOO_SHORT, /* blocker is idle for less than idle-swap-after */
+    WHY_IDLE_SWAP_OFF,  /* blocker is idle, its pod opted out */
+    WHY_HOST_BUDGET,    /* swapping blocker out would pass the host budget */
+};
+
+struct policy_wait_why {
+    uint8_t why; /* enum wait_why */
+    int blocker; /* client slot; -1 with WHY_NONE */
+    uint64_t idle_ns, idle_swap_after_ns;
+    uint64_t parked, budget; /* WHY_HOST_BUDGET: bytes in host memory */
 };
 
 void policy_view_settings(const struct policy *p, struct policy_settings_view *v);
@@ -501,6 +551,10 @@ bool policy_view_member(const struct policy *p, int gpu, int client,
 bool policy_is_member(const struct policy *p, int gpu, int client);
 void policy_view_account(const struct policy *p, int gpu, int account,
                          uint64_t now, struct policy_account_stats *v);
+/* Why client, waiting for memory on gpu, waits (WHY_NONE for any other
+ * client). */
+void policy_view_wait_why(const struct policy *p, int gpu, int client,
+                          uint64_t now, struct policy_wait_why *why);
 
 /* The running client of gpu admitted first, or -1. */
 int policy_holder(const struct policy *p, int gpu);

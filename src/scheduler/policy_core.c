@@ -23,6 +23,8 @@ void policy_init(struct policy *p, int n_gpus, uint64_t tq_ns,
     p->reserve_percent = POLICY_RESERVE_PERCENT;
     p->light_permille = POLICY_LIGHT_PERMILLE;
     p->switch_multiplier = POLICY_SWITCH_MULTIPLIER;
+    p->idle_swap_after_ns = POLICY_IDLE_SWAP_AFTER_NS;
+    p->host_swap_budget = POLICY_HOST_BUDGET_NONE;
     p->n_gpus = n_gpus;
     for (int g = 0; g < n_gpus; g++) {
         p->gpus[g].mode = SCHED_MODE_AUTO;
@@ -46,6 +48,8 @@ bool policy_grow(struct policy *p, int table_size)
          grow_zeroed(&p->core_limit, sizeof(*p->core_limit), old, table_size);
     ok = ok && grow_zeroed(&p->priority, sizeof(*p->priority), old, table_size);
     ok = ok && grow_zeroed(&p->min_share, sizeof(*p->min_share), old, table_size);
+    ok = ok && grow_zeroed(&p->idle_swap_off, sizeof(*p->idle_swap_off), old,
+                           table_size);
     ok = ok && grow_zeroed(&s->admit_order, sizeof(int), old, table_size);
     ok = ok && grow_zeroed(&s->blocked_order, sizeof(int), old, table_size);
     ok = ok && grow_zeroed(&s->limit_counted, sizeof(bool), old, table_size);
@@ -76,6 +80,7 @@ void policy_destroy(struct policy *p)
     free(p->core_limit);
     free(p->priority);
     free(p->min_share);
+    free(p->idle_swap_off);
     free(s->admit_order);
     free(s->blocked_order);
     free(s->limit_counted);
@@ -92,6 +97,7 @@ void policy_destroy(struct policy *p)
     p->core_limit = NULL;
     p->priority = NULL;
     p->min_share = NULL;
+    p->idle_swap_off = NULL;
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         struct gpu_sched *g = &p->gpus[gpu];
         free(g->queue);

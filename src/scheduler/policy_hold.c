@@ -31,6 +31,7 @@ void pol_grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
     m->told_wait_mem = false;
     m->fresh = false;
     m->evict_after_release = false;
+    m->swap_in_from = m->parked ? now : 0;
     if (m->evictable)
         m->resident = true;
     pol_set_state(m, MEMBER_HOLDING, now);
@@ -47,6 +48,12 @@ void pol_end_hold(struct policy *p, struct gpu_sched *g, int client, uint64_t no
     m->held_ns += now - m->granted_at;
     g->n_running--;
     pol_throttle_if_spent(p, g, m->account, now);
+    m->dropped = m->state == MEMBER_DRAINING;
+    m->released_at = now;
+    /* It ran: whatever it had in host memory is back, whether or not its
+     * SWAPPED(in) came. */
+    m->parked = false;
+    m->swap_in_from = 0;
     pol_set_state(m, MEMBER_IDLE, now);
 }
 

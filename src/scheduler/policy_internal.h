@@ -67,6 +67,15 @@ struct member {
     bool evict_after_release; /* dropped because the runners outgrew it */
     bool prepare_sent;        /* PREPARE_SWAP sent during this membership */
     uint64_t evict_sent_at;
+    bool dropped;          /* its last hold ended on a DROP: rotated out,
+                             not idle (pol_idle) */
+    uint64_t released_at;  /* its last hold's end */
+    bool parked;           /* its evictable memory is in host memory: swapped
+                             out, not swapped in yet */
+    uint64_t swap_in_from; /* granted while parked: since then it swaps in
+                               (0: it does not) */
+    uint64_t swap_outs, swap_ins; /* done during this membership */
+    uint64_t swap_in_wait_ns;     /* grant to SWAPPED(in), summed */
     /* load */
     bool load_known;
     uint16_t load_permille;
@@ -144,7 +153,11 @@ struct policy {
     uint8_t *core_limit; /* by account; 0 = unlimited */
     uint8_t *priority;   /* by account; enum priority_class */
     uint8_t *min_share;  /* by account; floor, percent */
-    bool ranked;         /* some account has a class other than
+    bool *idle_swap_off; /* by account: its idle memory stays on the GPU */
+    uint64_t idle_swap_after_ns; /* idle this long, a client may be
+                                    swapped out for a waiter */
+    uint64_t host_swap_budget;   /* bytes parked in host memory, at most */
+    bool ranked;                 /* some account has a class other than
                                       normal or a floor: else priorities
                                       cost nothing */
     struct policy_scratch scratch;
@@ -190,6 +203,14 @@ static inline bool pol_running(const struct member *m)
 {
     return m->present &&
            (m->state == MEMBER_HOLDING || m->state == MEMBER_DRAINING);
+}
+
+/* Whether m is idle: it neither holds the GPU nor waits for it, and it gave
+ * the GPU back unasked. A client that was dropped is taking turns (rotated
+ * out), not idle. */
+static inline bool pol_idle(const struct member *m)
+{
+    return m->present && m->state == MEMBER_IDLE && !m->dropped;
 }
 
 /* Whether account's time on a GPU is capped (and therefore paced). */
@@ -285,6 +306,12 @@ int pol_fresh_queue_position(const struct gpu_sched *g) __attribute__((pure));
 /* ---- policy_memory.c --------------------------------------------------- */
 
 uint64_t pol_occupied_bytes(const struct member *m) __attribute__((pure));
+/* When idle m may be swapped out for being idle (0: never, its pod opted
+ * out); whether its memory stays on the GPU for as long as it is idle. */
+uint64_t pol_idle_swap_due(const struct policy *p, const struct member *m)
+    __attribute__((pure));
+bool pol_pinned(const struct policy *p, const struct member *m)
+    __attribute__((pure));
 uint64_t pol_resident_bytes(const struct gpu_sched *g) __attribute__((pure));
 uint64_t pol_held_bytes(const struct gpu_sched *g) __attribute__((pure));
 bool pol_fits(const struct policy *p, const struct gpu_sched *g, int gpu,
@@ -361,7 +388,16 @@ void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
                           uint64_t now, uint64_t *next);
 /* A swap of client's memory on g was done; true when it ended an eviction. */
 bool pol_swap_done(struct gpu_sched *g, int client, int direction,
-                   uint64_t bytes, uint64_t duration_ns);
+                   uint64_t bytes, uint64_t duration_ns, uint64_t now);
+/* The next moment an idle client of g reaches idle-swap-after while a
+ * waiter waits for memory (0: none): room may then be made. */
+uint64_t pol_idle_swap_next(const struct policy *p, const struct gpu_sched *g,
+                            uint64_t now) __attribute__((pure));
+/* Bytes parked in host memory over all GPUs, or on their way there. */
+uint64_t pol_parked_bytes(const struct policy *p) __attribute__((pure));
+/* Why waiter, waiting for memory on gpu, is not admitted yet. */
+void pol_wait_why(const struct policy *p, int gpu, int waiter, uint64_t now,
+                  struct policy_wait_why *why);
 
 /* ---- policy_hold.c ----------------------------------------------------- */
 

@@ -57,17 +57,42 @@ static uint64_t fixed_total(const struct gpu_sched *g)
     return sum;
 }
 
+uint64_t pol_idle_swap_due(const struct policy *p, const struct member *m)
+{
+    return p->idle_swap_off[m->account] ? 0 : m->since + p->idle_swap_after_ns;
+}
+
+bool pol_pinned(const struct policy *p, const struct member *m)
+{
+    return pol_idle(m) && m->resident && m->evictable &&
+           p->idle_swap_off[m->account];
+}
+
+/* Evictable memory that stays while its clients stay idle. */
+static uint64_t pinned_total(const struct policy *p, const struct gpu_sched *g)
+{
+    uint64_t sum = 0;
+
+    for (int c = 0; c < g->slots; c++)
+        if (pol_pinned(p, &g->members[c]))
+            sum += g->members[c].evictable;
+    return sum;
+}
+
 /* Whether evicting all that can move would make room for client: memory
- * that cannot move may leave it too little (a client bigger than the limit
- * only needs the others' evictable memory gone, see pol_fits()). */
+ * that cannot move (fixed parts, idle memory of pods that opted out) may
+ * leave it too little (a client bigger than the limit only needs the
+ * others' evictable memory gone, see pol_fits()). */
 bool pol_room_possible(const struct policy *p, const struct gpu_sched *g,
                        int gpu, int client)
 {
     const struct member *m = &g->members[client];
-    uint64_t limit = policy_memory_limit(p, gpu);
+    uint64_t limit = policy_memory_limit(p, gpu), pinned = pinned_total(p, g);
 
-    return m->footprint > limit ||
-           fixed_total(g) + m->footprint - pol_occupied_bytes(m) <= limit;
+    if (m->footprint > limit)
+        return pinned == 0;
+    return fixed_total(g) + pinned + m->footprint - pol_occupied_bytes(m) <=
+           limit;
 }
 
 /* Whether admitting client adds no more than the GPU can hold. Memory that
@@ -155,6 +180,26 @@ void policy_set_footprint(struct policy *p, int gpu, int client,
 void policy_set_reserve(struct policy *p, unsigned percent)
 {
     p->reserve_percent = percent;
+}
+
+void policy_set_idle_swap_after(struct policy *p, uint64_t ns)
+{
+    p->idle_swap_after_ns = ns;
+}
+
+void policy_set_idle_swap(struct policy *p, int account, bool on)
+{
+    p->idle_swap_off[account] = !on;
+}
+
+bool policy_idle_swap(const struct policy *p, int account)
+{
+    return !p->idle_swap_off[account];
+}
+
+void policy_set_host_swap_budget(struct policy *p, uint64_t bytes)
+{
+    p->host_swap_budget = bytes;
 }
 
 void policy_set_switch_time(struct policy *p, uint64_t fixed_ns,

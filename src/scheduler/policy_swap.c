@@ -67,18 +67,26 @@ void pol_prepare_if_oversubscribed(const struct policy *p, struct gpu_sched *g,
     }
 }
 
-/* Eviction order: lower priority classes first, then the oldest hold. */
+/* Eviction order: lower priority classes first, then the client that ran
+ * longest ago (the longest idle), then the oldest grant. */
 static bool goes_before(const struct policy *p, const struct member *a,
                         const struct member *b)
 {
     unsigned ca = pol_class_of(p, a->account), cb = pol_class_of(p, b->account);
 
-    return ca != cb ? ca < cb : a->grant_seq < b->grant_seq;
+    if (ca != cb)
+        return ca < cb;
+    if (a->released_at != b->released_at)
+        return a->released_at < b->released_at;
+    return a->grant_seq < b->grant_seq;
 }
 
-/* Whether client c may be swapped out to make room for waiter: an idle
- * evictable client whose memory is on the GPU, or a runner of a lower
- * class that the waiter preempts (it swaps out once it has released). */
+/* Whether client c may be swapped out to make room for waiter, its memory
+ * being on the GPU: an idle client once idle for idle-swap-after, unless
+ * its pod opted out; a client that takes turns, dropped (rotated out) or
+ * waiting behind the waiter; a runner of a lower class that the waiter
+ * preempts (it swaps out once it has released). A busy client is never
+ * swapped for being idle. */
 static bool may_evict(const struct policy *p, const struct gpu_sched *g,
                       int gpu, int c, int waiter, uint64_t now)
 {
@@ -87,11 +95,50 @@ static bool may_evict(const struct policy *p, const struct gpu_sched *g,
     if (c == waiter || !m->present || !m->evictable || !m->resident ||
         m->evicting || m->evict_after_release)
         return false;
+    if (pol_idle(m)) {
+        uint64_t due = pol_idle_swap_due(p, m);
+        return due && now >= due;
+    }
     if (!pol_running(m))
         return true;
     return pol_class_of(p, m->account) <
                pol_class_of(p, g->members[waiter].account) &&
            pol_outranked(p, g, gpu, c, now);
+}
+
+/* Memory that is, or is bound to be, in host memory: parked, on its way
+ * out, or a runner's after its release. */
+static uint64_t bound_for_host(const struct member *m)
+{
+    if (!m->present || !(m->parked || m->evicting || m->evict_after_release))
+        return 0;
+    return m->evictable;
+}
+
+uint64_t pol_parked_bytes(const struct policy *p)
+{
+    uint64_t sum = 0;
+
+    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
+        const struct gpu_sched *g = &p->gpus[gpu];
+        for (int c = 0; c < g->slots; c++)
+            sum += bound_for_host(&g->members[c]);
+    }
+    return sum;
+}
+
+/* What is parked, less the waiter's own memory: it comes back from the
+ * host as the waiter is admitted, so two clients can always trade places. */
+static uint64_t parked_but(const struct policy *p, const struct member *waiter)
+{
+    return pol_parked_bytes(p) - bound_for_host(waiter);
+}
+
+static bool within_budget(const struct policy *p, uint64_t parked,
+                          const struct member *m)
+{
+    return parked <= p->host_swap_budget &&
+           m->evictable <= p->host_swap_budget - parked;
 }
 
 /* Memory on its way out: EVICT sent, or a runner's after its release. */
@@ -106,16 +153,18 @@ static uint64_t leaving_bytes(const struct gpu_sched *g)
 }
 
 /* Asks evictable clients other than the waiter that still occupy the GPU
- * to swap out, lowest class and oldest hold first, until `need` more bytes
- * would fit (all of them for a waiter bigger than the limit, see pol_fits()).
- * A lower-class runner that the waiter preempts goes before the idle
- * clients of higher classes. */
+ * to swap out (may_evict), lowest class and longest idle first, until
+ * `need` more bytes would fit (all of them for a waiter bigger than the
+ * limit, see pol_fits()), as far as the host swap budget allows. A
+ * lower-class runner that the waiter preempts goes before the idle clients
+ * of higher classes. */
 void pol_evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
                    int waiter, uint64_t need, uint64_t now,
                    struct policy_actions *out)
 {
     uint64_t limit = policy_memory_limit(p, gpu);
     uint64_t resident = pol_resident_bytes(g), leaving = leaving_bytes(g);
+    uint64_t parked = parked_but(p, &g->members[waiter]);
     bool alone = g->members[waiter].footprint > limit;
 
     if (!pol_room_possible(p, g, gpu, waiter))
@@ -124,12 +173,14 @@ void pol_evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
         int first = -1;
         for (int c = 0; c < g->slots; c++)
             if (may_evict(p, g, gpu, c, waiter, now) &&
+                within_budget(p, parked, &g->members[c]) &&
                 (first < 0 || goes_before(p, &g->members[c], &g->members[first])))
                 first = c;
         if (first < 0 || !room_for_evict(out, &g->members[first]))
             return;
         struct member *m = &g->members[first];
         leaving += m->evictable;
+        parked += m->evictable;
         if (pol_running(m)) {
             /* It prepares while it drains: its EVICT follows the release. */
             m->evict_after_release = true;
@@ -178,7 +229,7 @@ int pol_overgrown_runner(const struct policy *p, const struct gpu_sched *g,
 /* Records a swap of client's memory on g; true when it ends an eviction:
  * room was made, and the waiters may be admitted. */
 bool pol_swap_done(struct gpu_sched *g, int client, int direction,
-                   uint64_t bytes, uint64_t duration_ns)
+                   uint64_t bytes, uint64_t duration_ns, uint64_t now)
 {
     struct member *m = &g->members[client];
     struct swap_stats *s = direction == SWAP_OUT ? &g->swap_out : &g->swap_in;
@@ -196,10 +247,25 @@ bool pol_swap_done(struct gpu_sched *g, int client, int direction,
         s->ns_per_byte = s->ns_per_byte > 0 ? (3 * s->ns_per_byte + rate) / 4
                                             : rate;
     }
-    if (direction != SWAP_OUT || !m->evicting)
+    struct policy_account_stats *stats = &g->stats[m->account];
+    if (direction != SWAP_OUT) {
+        m->swap_ins++;
+        stats->swap_ins++;
+        if (m->swap_in_from) {
+            m->swap_in_wait_ns += now - m->swap_in_from;
+            stats->swap_in_wait_ns += now - m->swap_in_from;
+        }
+        m->swap_in_from = 0;
+        m->parked = false;
+        return false;
+    }
+    m->swap_outs++;
+    stats->swap_outs++;
+    if (!m->evicting)
         return false;
     m->evicting = false;
     m->resident = pol_running(m);
+    m->parked = !m->resident;
     return true;
 }
 
@@ -218,8 +284,88 @@ void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
         if (now >= due) {
             m->evicting = false;
             m->resident = false;
+            m->parked = true;
         } else {
             pol_earliest(next, due);
         }
+    }
+}
+
+uint64_t pol_idle_swap_next(const struct policy *p, const struct gpu_sched *g,
+                            uint64_t now)
+{
+    uint64_t next = 0;
+    bool memory_waiter = false;
+
+    for (int i = 0; i < g->n_waiting && !memory_waiter; i++)
+        memory_waiter = g->members[g->queue[i]].wait_reason == WAIT_MEMORY;
+    for (int c = 0; memory_waiter && c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        if (!pol_idle(m) || !m->resident || !m->evictable || m->evicting)
+            continue;
+        uint64_t due = pol_idle_swap_due(p, m);
+        if (due > now)
+            pol_earliest(&next, due);
+    }
+    return next;
+}
+
+/* What keeps m's memory on the GPU for a waiter (WHY_NONE: nothing it can
+ * wait out, or m is not in the way). */
+static enum wait_why why_stays(const struct policy *p, const struct member *m,
+                               uint64_t parked, uint64_t now)
+{
+    if (!m->present || !m->evictable)
+        return WHY_NONE;
+    if (m->evicting)
+        return WHY_SWAPPING;
+    if (!m->resident || pol_running(m))
+        return WHY_NONE;
+    if (pol_pinned(p, m))
+        return WHY_IDLE_SWAP_OFF;
+    if (pol_idle(m) && now < pol_idle_swap_due(p, m))
+        return WHY_IDLE_TOO_SHORT;
+    if (!within_budget(p, parked, m))
+        return WHY_HOST_BUDGET;
+    return WHY_NONE;
+}
+
+/* The first client in eviction order of the most telling kind: a swap in
+ * progress ends the wait soonest, then the budget, then idle clients. */
+void pol_wait_why(const struct policy *p, int gpu, int waiter, uint64_t now,
+                  struct policy_wait_why *why)
+{
+    static const enum wait_why telling[] = {WHY_SWAPPING, WHY_HOST_BUDGET,
+                                            WHY_IDLE_TOO_SHORT,
+                                            WHY_IDLE_SWAP_OFF};
+    const struct gpu_sched *g = &p->gpus[gpu];
+    const struct member *w = &g->members[waiter];
+    uint64_t parked = parked_but(p, w);
+    int first[WHY_HOST_BUDGET + 1] = {-1, -1, -1, -1, -1};
+
+    *why = (struct policy_wait_why){.why = WHY_NONE,
+                                    .blocker = -1,
+                                    .idle_swap_after_ns = p->idle_swap_after_ns,
+                                    .parked = parked,
+                                    .budget = p->host_swap_budget};
+    if (!w->present || w->state != MEMBER_WAITING || w->wait_reason != WAIT_MEMORY)
+        return;
+    for (int c = 0; c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        enum wait_why kind = c == waiter ? WHY_NONE
+                                         : why_stays(p, m, parked, now);
+        if (kind != WHY_NONE &&
+            (first[kind] < 0 || goes_before(p, m, &g->members[first[kind]])))
+            first[kind] = c;
+    }
+    for (size_t i = 0; i < sizeof(telling) / sizeof(telling[0]); i++) {
+        int c = first[telling[i]];
+        if (c < 0)
+            continue;
+        why->why = (uint8_t)telling[i];
+        why->blocker = c;
+        if (g->members[c].state == MEMBER_IDLE)
+            why->idle_ns = now - g->members[c].since;
+        return;
     }
 }

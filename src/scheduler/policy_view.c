@@ -16,6 +16,9 @@ void policy_view_settings(const struct policy *p, struct policy_settings_view *v
         .switch_fixed_ns = p->switch_fixed_ns,
         .switch_multiplier = p->switch_multiplier,
         .reserve_percent = p->reserve_percent,
+        .idle_swap_after_ns = p->idle_swap_after_ns,
+        .host_swap_budget = p->host_swap_budget,
+        .parked = pol_parked_bytes(p),
     };
 }
 
@@ -80,8 +83,20 @@ bool policy_view_member(const struct policy *p, int gpu, int client,
         .swapped_out = m->evictable && m->grants && !m->resident &&
                        !m->evicting && !pol_running(m),
         .load_permille = m->load_known ? m->load_permille : 0xffff,
+        .resident = pol_occupied_bytes(m),
+        .parked = m->parked ? m->evictable : 0,
+        .idle_ns = m->state == MEMBER_IDLE && m->grants ? now - m->since : 0,
+        .swap_outs = m->swap_outs,
+        .swap_ins = m->swap_ins,
+        .swap_in_wait_ns = m->swap_in_wait_ns,
     };
     return true;
+}
+
+void policy_view_wait_why(const struct policy *p, int gpu, int client,
+                          uint64_t now, struct policy_wait_why *why)
+{
+    pol_wait_why(p, gpu, client, now, why);
 }
 
 bool policy_is_member(const struct policy *p, int gpu, int client)

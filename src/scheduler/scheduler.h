@@ -103,6 +103,8 @@ struct scheduler {
      * not came from the state file (status tells them apart). */
     bool set_since_start[SETTING_COUNT];
     const char *proc_root;   /* NVSHARE_PROC_ROOT: where /proc/PID/cgroup is */
+    uint64_t host_swap_auto; /* host-swap-budget auto: as the host's
+                                meminfo gave it at start */
     bool declared_limits;    /* NVSHARE_DECLARED_LIMITS */
     uint8_t oversub_default; /* NVSHARE_ENABLE_OVERSUB of the daemon */
     unsigned oversub_ratio;  /* clients' memory <= this x capacity */

@@ -118,7 +118,12 @@ int setting_read(enum setting_id id, const char *text, uint64_t *value,
     }
     switch (s->kind) {
     case SETTING_DURATION:
-        rc = parse_duration_ns(text, &parsed, why);
+        /* A zero duration is a mistake for most settings, and
+         * parse_duration_ns refuses it; one whose bounds take 0 reads it. */
+        if (s->min == 0 && (!strcmp(text, "0") || !strcmp(text, "0s")))
+            rc = 0;
+        else
+            rc = parse_duration_ns(text, &parsed, why);
         break;
     case SETTING_SIZE:
         rc = parse_size_bytes(text, &parsed, why);

@@ -141,6 +141,9 @@ size_t state_format(const struct node_state *st, char *buf, size_t len)
             put(&o, " priority=%llu", (unsigned long long)p->priority);
         if (p->min_share)
             put(&o, " min-share=%llu", (unsigned long long)p->min_share);
+        if (p->idle_swap)
+            put(&o, " idle-swap=%s",
+                p->idle_swap == IDLE_SWAP_OFF ? "off" : "on");
         put(&o, "\n");
     }
     return o.n;
@@ -252,7 +255,7 @@ static int parse_pod_id(const char *text, struct pod_id *id)
 }
 
 /* "pod <id> [owner=<uid>] [core-limit=<1-100>] [memory-limit=<size>]
- *  [priority=<1-9>] [min-share=<1-100>]" */
+ *  [priority=<1-9>] [min-share=<1-100>] [idle-swap=off|on]" */
 static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
 {
     char *word = strtok(args, " \t");
@@ -287,6 +290,10 @@ static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
                    !parse_int_range(word + 9, PRIORITY_LOWEST, PRIORITY_HIGHEST,
                                     &number, why)) {
             p->priority = (uint64_t)number;
+        } else if (!strcmp(word, "idle-swap=off")) {
+            p->idle_swap = IDLE_SWAP_OFF;
+        } else if (!strcmp(word, "idle-swap=on")) {
+            p->idle_swap = IDLE_SWAP_ON;
         } else if (!strncmp(word, "min-share=", 10) &&
                    !parse_int_range(word + 10, 1, 100, &number, why)) {
             p->min_share = (uint64_t)number;

@@ -85,8 +85,10 @@ PY
 }
 
 # ---- start the scheduler ----------------------------------------------------
+# Idle clients are swapped out at once: the fake clients' swaps below
+# follow each other without waiting out idle-swap-after.
 NVSHARE_SOCK_DIR=$SOCK_DIR NVSHARE_GPUS=GPU-test-0:16384,GPU-test-1:8192 \
-    NVSHARE_TQ=2s "$SCHED_BIN" >"$WORK/sched.log" 2>&1 &
+    NVSHARE_TQ=2s NVSHARE_IDLE_SWAP_AFTER=0 "$SCHED_BIN" >"$WORK/sched.log" 2>&1 &
 PIDS+=($!)
 wait_for test -S "$SOCK_DIR/control.sock" || fail "the scheduler did not create its control socket"
 
@@ -258,6 +260,9 @@ assert a["load_percent"] == 23.4 and a["wait_reason"] is None, a
 assert a["oversubscribed"] is True and a["swapped_out"] is False, a
 assert a["evictable_bytes"] + a["non_evictable_bytes"] == a["footprint_bytes"], a
 assert g0["running_footprint_bytes"] == a["footprint_bytes"], (g0, a)
+assert a["swap_outs"] == 1 and a["swap_ins"] == 1 and a["parked_bytes"] == 0, a
+assert a["resident_bytes"] == a["footprint_bytes"] and a["idle_ns"] == 0, a
+assert a["idle_swap"] is True and a["idle_swap_source"] == "none" and a["wait_why"] is None, a
 assert b["state"] == "waiting" and b["wait_ns"] > 0 and b["container"] == ""
 assert b["wait_reason"] == "lock" and b["load_percent"] is None and b["oversubscribed"] is False, b
 PY
@@ -441,12 +446,31 @@ assert pods["service"]["priority_class"] == 3 and pods["service"]["min_share_per
 assert pods["batch"]["priority_class"] == 7 and pods["batch"]["min_share_percent"] == 10, pods
 PY
 ctl status
-grep -qE '^ml/service +- +- +- +high +- +0$' "$WORK/out" || fail "the pod table shows ml/service high"
+grep -qE '^ml/service +- +- +- +high +- +- +0$' "$WORK/out" || fail "the pod table shows ml/service high"
 ctl set priority ml/service none
 out_has "priority of ml/service removed"
 ctl set min-share ml/batch none
 ctl set priority ml/batch none
 pass "set priority and min-share, before the pod connects; bad values refused"
+
+# ---- set idle-swap ----------------------------------------------------------------
+ctl set idle-swap ml/notebook off
+expect_rc 0 "set idle-swap off"
+out_has "idle swap of ml/notebook set to off (not connected); with no owner named, only root's processes get it (nvsharectl set owner)"
+ctl set idle-swap ml/notebook sometimes
+expect_rc 2 "set idle-swap sometimes"
+err_has "idle swap: off, on or none, not 'sometimes'"
+ctl status --json
+python3 - "$WORK/out" <<'PY' || fail "a pod with idle-swap off in status --json"
+import json, sys
+pods = {p["pod"]: p for p in json.load(open(sys.argv[1]))["pods"]}
+assert pods["notebook"]["idle_swap"] == "off" and pods["notebook"]["annotation_idle_swap"] == "", pods
+PY
+ctl status
+grep -qE '^ml/notebook +- +- +- +- +- +off +0$' "$WORK/out" || fail "the pod table shows ml/notebook off"
+ctl set idle-swap ml/notebook none
+out_has "idle swap of ml/notebook removed"
+pass "set idle-swap off before the pod connects, and none; bad values refused"
 
 # ---- set owner ------------------------------------------------------------------
 ctl set priority ml/vip high

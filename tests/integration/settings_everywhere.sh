@@ -77,7 +77,8 @@ PY
 start_scheduler NVSHARE_GPUS=GPU-sim-0:16384
 status_settings "gpus GPU-sim-0:16384 environment" "mode serial environment" \
     "state-file $NVSHARE_STATE_FILE environment" "tq auto default" \
-    "oversub-ratio 2 default"
+    "oversub-ratio 2 default" "idle-swap-after 10s default" \
+    "host-swap-budget auto default"
 for n in $runtime; do
     value=$(sed -n "/^  $n /,/default/p" "$WORK/set.help" | grep -o 'default [^)]*' | head -1)
     value=${value#default }
@@ -86,7 +87,10 @@ for n in $runtime; do
     echo "  set $n $value: $out"
 done
 out=$(ctl set tq 2s) || fail "nvsharectl set tq 2s: $out"
-status_settings "tq 2s runtime" "mode auto runtime" "gpus GPU-sim-0:16384 environment"
+out=$(ctl set idle-swap-after 0) || fail "nvsharectl set idle-swap-after 0: $out"
+out=$(ctl set host-swap-budget 64Gi) || fail "nvsharectl set host-swap-budget 64Gi: $out"
+status_settings "tq 2s runtime" "mode auto runtime" "gpus GPU-sim-0:16384 environment" \
+    "idle-swap-after 0 runtime" "host-swap-budget 64Gi runtime"
 for n in $runtime; do
     grep -q "^$n " "$NVSHARE_STATE_FILE" || fail "the state file lacks $n: $(cat "$NVSHARE_STATE_FILE")"
 done
@@ -98,7 +102,8 @@ for n in $runtime; do
     [[ " ${line##*settings from it:} " == *" $n "* ]] || fail "the restart did not read $n: $line"
 done
 echo "  ${line##*info: }"
-status_settings "tq 2s state-file" "mode auto state-file" "oversub-ratio 2 default"
+status_settings "tq 2s state-file" "mode auto state-file" "oversub-ratio 2 default" \
+    "idle-swap-after 0 state-file" "host-swap-budget 64Gi state-file"
 out=$(ctl reset tq) || fail "nvsharectl reset tq: $out"
 status_settings "tq auto default"
 pass "every setting of the table in both --help texts, the docs, the state file and status"

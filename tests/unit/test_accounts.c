@@ -475,6 +475,49 @@ static void test_annotation_change_ends_override(void **state)
     pods_free(&t);
 }
 
+/* Idle reclaim: on unless set; the annotation's off holds until the
+ * operator says on, which the annotation's next change ends; a squatter's
+ * share of a plain-host pod set off is swapped like anyone. */
+static void test_idle_swap_sources(void **state)
+{
+    struct pod_table t = {0};
+    struct msg_pod_facts f = facts("7a2b", 0, 0, 0);
+    struct pod_id id = uid_only("7a2b"), vip = named("prod", "vip");
+    struct account_actions out = {0};
+    unsigned dropped;
+    uint8_t source;
+    bool failed;
+
+    (void)state;
+    f.idle_swap = IDLE_SWAP_OFF;
+    struct pod *p = pods_learn(&t, &f, &dropped);
+    int a = join(&t, &id, 1000, &out);
+    assert_false(out.list[1].idle_swap);
+    assert_int_equal(idle_swap_effective(&accounts[a].idle_swap, &source),
+                     IDLE_SWAP_OFF);
+    assert_int_equal(source, LIMIT_ANNOTATION);
+    p = pods_set_limit(&t, &id, POD_IDLE_SWAP, IDLE_SWAP_ON, &failed);
+    out.n = 0;
+    account_set_pod(accounts, a, p, &out);
+    assert_true(out.list[0].idle_swap);
+    f.idle_swap = 0; /* the annotation goes: the operator's on ends */
+    p = pods_learn(&t, &f, &dropped);
+    assert_int_equal(dropped, POD_FACT_IDLE_SWAP_UNREADABLE);
+    out.n = 0;
+    account_set_pod(accounts, a, p, &out);
+    assert_true(out.list[0].idle_swap);
+    assert_int_equal(idle_swap_effective(&accounts[a].idle_swap, &source),
+                     IDLE_SWAP_ON);
+    assert_int_equal(source, LIMIT_NONE);
+
+    pods_set_limit(&t, &vip, POD_IDLE_SWAP, IDLE_SWAP_OFF, &failed);
+    join(&t, &vip, 2000, &out);
+    assert_true(out.list[1].idle_swap);
+    join(&t, &vip, 0, &out);
+    assert_false(out.list[1].idle_swap);
+    pods_free(&t);
+}
+
 static void test_first_facts_keep_persisted_override(void **state)
 {
     struct pod_table t = {0};
@@ -624,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_kubernetes_pod_is_its_uid),
         cmocka_unit_test(test_precedence_of_sources),
         cmocka_unit_test(test_annotation_change_ends_override),
+        cmocka_unit_test_setup(test_idle_swap_sources, setup),
         cmocka_unit_test(test_first_facts_keep_persisted_override),
         cmocka_unit_test(test_pod_gone_and_relist),
         cmocka_unit_test_setup(test_account_follows_pod_record, setup),

@@ -31,6 +31,9 @@ static int setup(void **state)
     (void)state;
     policy_start(&p, 1, TQ, DRAIN_TIMEOUT);
     policy_set_capacity(&p, 0, CAPACITY);
+    /* Idle clients swap as soon as a waiter needs the room, as before
+     * idle-swap-after: the tests of idle reclaim set it themselves. */
+    policy_set_idle_swap_after(&p, 0);
     for (int c = 0; c < N_CLIENTS; c++)
         policy_join(&p, 0, c, c, 0);
     return 0;

@@ -89,6 +89,39 @@ static void test_priority_annotation(void **state)
     }
 }
 
+/* nvshare.com/idle-swap: "off" keeps the pod's idle memory on the GPU. */
+static void test_idle_swap_annotation(void **state)
+{
+    static const struct {
+        const char *text;
+        uint8_t idle_swap;
+    } cases[] = {
+        {"off", IDLE_SWAP_OFF}, {"false", IDLE_SWAP_OFF},
+        {"on", IDLE_SWAP_ON},   {"On", IDLE_SWAP_ON},
+        {"never", 0},
+    };
+    char json[512];
+    struct watched_pod p, before;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(json, sizeof(json),
+                 "{\"metadata\":{\"name\":\"a\",\"uid\":\"u\","
+                 "\"annotations\":{\"nvshare.com/idle-swap\":\"%s\"}}}",
+                 cases[i].text);
+        assert_int_equal(read_pod(json, &p), 0);
+        assert_int_equal(p.facts.idle_swap, cases[i].idle_swap);
+        assert_int_equal(p.facts.unreadable,
+                         cases[i].idle_swap ? 0 : POD_FACT_IDLE_SWAP_UNREADABLE);
+        assert_true(p.concerns_nvshare);
+        if (i > 0)
+            assert_true(pod_facts_differ(&before, &p) ==
+                        (cases[i].idle_swap != before.facts.idle_swap ||
+                         p.facts.unreadable != before.facts.unreadable));
+        before = p;
+    }
+}
+
 static void test_which_pods_concern_nvshare(void **state)
 {
     struct watched_pod p;
@@ -236,6 +269,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_annotations_and_request),
         cmocka_unit_test(test_priority_annotation),
+        cmocka_unit_test(test_idle_swap_annotation),
         cmocka_unit_test(test_which_pods_concern_nvshare),
         cmocka_unit_test(test_bad_values_are_unreadable),
         cmocka_unit_test(test_request_overflow_saturates),

@@ -308,6 +308,7 @@ static void test_low_class_is_swapped_out_first(void **state)
     policy_set_footprint(&p, 0, 0, 5 * GiB, 5 * GiB);
     policy_set_footprint(&p, 0, 1, 5 * GiB, 5 * GiB);
     policy_set_footprint(&p, 0, 2, 8 * GiB, 8 * GiB);
+    policy_set_idle_swap_after(&p, 0);
     request(0, 0);
     release(0, 10 * MS);
     request(1, 20 * MS);
@@ -332,6 +333,7 @@ static void test_running_low_class_goes_before_idle_normal(void **state)
     policy_set_footprint(&p, 0, 0, 5 * GiB, 5 * GiB);
     policy_set_footprint(&p, 0, 1, 5 * GiB, 5 * GiB);
     policy_set_footprint(&p, 0, 2, 8 * GiB, 8 * GiB);
+    policy_set_idle_swap_after(&p, 0);
     request(0, 0);
     release(0, 10 * MS); /* idle, resident, older */
     request(1, 20 * MS); /* the low client runs: 10 GiB resident */

@@ -242,12 +242,21 @@ static void bb_status_client_mem(struct bb *b, uint8_t state, uint8_t core,
     bb_u8(b, wait_reason);
     bb_u32(b, 1000); /* uid */
     bb_u8(b, POD_SOURCE_CGROUP);
-    bb_str_n(b, 36);         /* pod_uid */
-    bb_str_n(b, 64);         /* container_id */
-    bb_u8(b, PRIORITY_HIGH); /* priority */
-    bb_u8(b, LIMIT_RUNTIME); /* priority_source */
-    bb_u8(b, 10);            /* min_share */
-    bb_u32(b, 1);            /* gang */
+    bb_str_n(b, 36);            /* pod_uid */
+    bb_str_n(b, 64);            /* container_id */
+    bb_u8(b, PRIORITY_HIGH);    /* priority */
+    bb_u8(b, LIMIT_RUNTIME);    /* priority_source */
+    bb_u8(b, 10);               /* min_share */
+    bb_u32(b, 1);               /* gang */
+    bb_u8(b, IDLE_SWAP_OFF);    /* idle_swap */
+    bb_u8(b, LIMIT_ANNOTATION); /* idle_swap_source */
+    bb_u64(b, 1 << 20);         /* resident */
+    bb_u64(b, 2 << 20);         /* parked */
+    bb_u64(b, 3000000000ull);   /* idle_ns */
+    bb_u64(b, 4);               /* swap_outs */
+    bb_u64(b, 3);               /* swap_ins */
+    bb_u64(b, 500000000ull);    /* swap_in_wait_ns */
+    bb_str_n(b, 40);            /* wait_why */
 }
 
 static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,

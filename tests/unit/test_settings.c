@@ -135,6 +135,43 @@ static void test_switch_time_alike(void **state)
     expect_durations_alike(SETTING_SWITCH_TIME_FIXED, texts);
 }
 
+/* 0s is a value of idle-swap-after (swap at once), not auto; the host
+ * swap budget knows auto, and sizes. */
+static void test_idle_reclaim_settings_alike(void **state)
+{
+    static const char *const texts[] = {"1ms", "30s", "24h", "25h", NULL};
+    char err[PARSE_ERR_LEN], text[32];
+    uint64_t value = 1;
+
+    (void)state;
+    expect_durations_alike(SETTING_IDLE_SWAP_AFTER, texts);
+    expect_alike(SETTING_IDLE_SWAP_AFTER, "0s", 0, 1);
+    expect_alike(SETTING_IDLE_SWAP_AFTER, "0", 0, 1);
+    assert_int_equal(setting_parse(SETTING_IDLE_SWAP_AFTER, "0s", &value, err,
+                                   sizeof(err)),
+                     0);
+    assert_int_equal(value, 0);
+    /* Other durations still refuse 0. */
+    assert_int_equal(setting_parse(SETTING_DRAIN_TIMEOUT, "0s", &value, err,
+                                   sizeof(err)),
+                     -1);
+    assert_int_equal(setting_parse(SETTING_IDLE_SWAP_AFTER, "auto", &value, err,
+                                   sizeof(err)),
+                     -1);
+    setting_format(SETTING_IDLE_SWAP_AFTER, 0, text, sizeof(text));
+    assert_string_equal(text, "0");
+    assert_int_equal(setting_parse(SETTING_HOST_SWAP_BUDGET, "auto", &value,
+                                   err, sizeof(err)),
+                     0);
+    assert_int_equal(value, 0);
+    assert_int_equal(setting_parse(SETTING_HOST_SWAP_BUDGET, "64Gi", &value,
+                                   err, sizeof(err)),
+                     0);
+    assert_int_equal(value, 64ull << 30);
+    setting_format(SETTING_HOST_SWAP_BUDGET, 0, text, sizeof(text));
+    assert_string_equal(text, "auto");
+}
+
 static void test_mode_alike(void **state)
 {
     static const char *const texts[] = {"serial", "concurrent", "fast", "", NULL};
@@ -206,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_defaults_within_bounds),
         cmocka_unit_test(test_tq_alike),
         cmocka_unit_test(test_switch_time_alike),
+        cmocka_unit_test(test_idle_reclaim_settings_alike),
         cmocka_unit_test(test_mode_alike),
         cmocka_unit_test(test_anti_thrash_alike),
         cmocka_unit_test(test_ctl_messages),

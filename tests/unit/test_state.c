@@ -24,6 +24,7 @@ static struct node_state sample(void)
     struct pod_id odd = {.pod_namespace = "default", .pod_name = "my pod/=%"};
     struct pod_id k8s = {.uid = "0a1b2c3d-0000-4000-8000-000000000001"};
     struct pod_id batch = {.pod_namespace = "ml", .pod_name = "train"};
+    struct pod_id notebook = {.pod_namespace = "ml", .pod_name = "notebook"};
     bool failed;
 
     st.set[SETTING_TQ] = true;
@@ -41,6 +42,7 @@ static struct node_state sample(void)
     pods_set_limit(&st.pods, &k8s, POD_CORE_LIMIT, 20, &failed);
     pods_set_limit(&st.pods, &batch, POD_PRIORITY, PRIORITY_LOW, &failed);
     pods_set_limit(&st.pods, &batch, POD_MIN_SHARE, 10, &failed);
+    pods_set_limit(&st.pods, &notebook, POD_IDLE_SWAP, IDLE_SWAP_OFF, &failed);
     return st;
 }
 
@@ -63,6 +65,8 @@ static void test_round_trip(void **state)
     /* A priority alone is a setting: the pod is written, before it ever
      * connects. */
     assert_non_null(strstr(text, "pod ml/train priority=1 min-share=10\n"));
+    /* So is idle reclaim off, kept across restarts. */
+    assert_non_null(strstr(text, "pod ml/notebook idle-swap=off\n"));
     assert_int_equal(state_parse(text, &back, err, sizeof(err)), 0);
     state_format(&back, again, sizeof(again));
     assert_string_equal(text, again);
@@ -223,7 +227,7 @@ static void test_save_and_load(void **state)
     assert_int_equal(info.st_mode & 0777, 0600);
     assert_int_equal(state_load(path, &back), 0);
     assert_true(back.set[SETTING_TQ]);
-    assert_int_equal(back.pods.n, 4);
+    assert_int_equal(back.pods.n, 5);
     pods_free(&back.pods);
     memset(&back, 0, sizeof(back));
 

@@ -1,0 +1,48 @@
+/* host_memory.c - see host_memory.h. */
+#include "host_memory.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "policy.h"
+
+/* The value of meminfo's line `name`, in bytes; false if it has none. */
+static bool meminfo_bytes(const char *meminfo, const char *name, uint64_t *bytes)
+{
+    const char *line = strstr(meminfo, name);
+    unsigned long long kib;
+
+    if (!line || (line != meminfo && line[-1] != '\n') ||
+        sscanf(line + strlen(name), " %llu kB", &kib) != 1)
+        return false;
+    *bytes = (uint64_t)kib << 10;
+    return true;
+}
+
+uint64_t host_swap_budget_of(const char *meminfo)
+{
+    uint64_t total, available;
+
+    if (!meminfo_bytes(meminfo, "MemTotal:", &total) ||
+        !meminfo_bytes(meminfo, "MemAvailable:", &available))
+        return POLICY_HOST_BUDGET_NONE;
+    uint64_t margin = total / 10 > HOST_SWAP_MARGIN_MIN ? total / 10
+                                                        : HOST_SWAP_MARGIN_MIN;
+    return available > margin ? available - margin : 0;
+}
+
+uint64_t host_swap_budget_auto(const char *proc_root)
+{
+    char path[4096], text[8192];
+    FILE *f;
+    size_t n;
+
+    snprintf(path, sizeof(path), "%s/meminfo", proc_root ? proc_root : "/proc");
+    if (!(f = fopen(path, "re")))
+        return POLICY_HOST_BUDGET_NONE;
+    n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return host_swap_budget_of(text);
+}
