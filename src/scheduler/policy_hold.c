@@ -30,6 +30,7 @@ void pol_grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
     m->wait_reason = WAIT_NONE;
     m->told_wait_mem = false;
     m->fresh = false;
+    m->cut_short = false;
     m->evict_after_release = false;
     if (m->evictable)
         m->resident = true;
