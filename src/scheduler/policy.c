@@ -203,7 +203,7 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
         return; /* a request crossing SCHED_OFF, or a duplicate */
     pol_roll_window(p, g, now);
     pol_start_accruing(p, g, m->account, now);
-    m->fresh = pol_arrives_fresh(p, m, now); /* before set_state ends its idle */
+    m->fresh = pol_arrives_fresh(p, g, m, now);
     m->fresh_cut = false;
     pol_set_state(m, MEMBER_WAITING, now);
     m->wait_reason = WAIT_LOCK;
@@ -684,6 +684,7 @@ void policy_reset_account(struct policy *p, int account)
     policy_set_min_share(p, account, 0);
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         p->gpus[gpu].usage[account] = (struct account_usage){0};
+        p->gpus[gpu].ran_until[account] = 0;
         p->gpus[gpu].stats[account] = (struct policy_account_stats){0};
     }
 }

@@ -145,8 +145,8 @@
  * mean of its last POLICY_HANDOVER_HISTORY hand-overs (policy_quantum.c), within
  * [POLICY_TQ_FLOOR_NS, POLICY_TQ_CEILING_NS], so that a hand-over costs a
  * holder at most 1 % of its quantum whatever its drains cost (see
- * policy_quantum.c). A client that arrives fresh (it never held the GPU, or
- * was idle for POLICY_FRESH_IDLE_NS) waits at most the fresh slice: the
+ * policy_quantum.c). A client that arrives fresh (its pod has not run on
+ * the GPU for POLICY_FRESH_IDLE_NS) waits at most the fresh slice: the
  * holder is cut short for it once it has held POLICY_FRESH_SLICE_NS since
  * its grant (a twentieth of its quantum where that has grown: 5 x the mean
  * hand-over, up to the floor) and keeps the rest of its quantum; one cut

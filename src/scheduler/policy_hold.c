@@ -46,6 +46,7 @@ void pol_end_hold(struct policy *p, struct gpu_sched *g, int client, uint64_t no
 
     pol_bill_runners(g, now);
     m->held_ns += now - m->granted_at;
+    g->ran_until[m->account] = now;
     g->n_running--;
     pol_throttle_if_spent(p, g, m->account, now);
     pol_set_state(m, MEMBER_IDLE, now);

@@ -106,8 +106,10 @@ struct gpu_sched {
     uint64_t handover_from;   /* its drain's end */
     uint64_t handover_mean_ns;
     uint64_t auto_quantum_ns;
-    struct member *members;             /* by client slot, table_size of them */
-    struct account_usage *usage;        /* by account, table_size of them */
+    struct member *members;      /* by client slot, table_size of them */
+    struct account_usage *usage; /* by account, table_size of them */
+    uint64_t *ran_until;         /* by account: when its latest hold of this GPU
+                            ended (0: none); freshness, policy_quantum.c */
     struct policy_account_stats *stats; /* by account: for metrics only */
 };
 
@@ -277,10 +279,11 @@ enum quantum_reason pol_gpu_quantum_reason(const struct policy *p,
 /* How long a holder whose turn is `quantum` keeps the GPU, at least, before
  * it is cut short for a fresh arrival. */
 uint64_t pol_fresh_slice(uint64_t quantum) __attribute__((pure));
-/* Whether m, asking for the GPU now, arrives fresh: never while the
- * operator pins the quantum, which is then nobody's to cut short. */
-bool pol_arrives_fresh(const struct policy *p, const struct member *m,
-                       uint64_t now) __attribute__((pure));
+/* Whether m, asking for g now, arrives fresh: never while the operator
+ * pins the quantum, which is then nobody's to cut short. */
+bool pol_arrives_fresh(const struct policy *p, const struct gpu_sched *g,
+                       const struct member *m, uint64_t now)
+    __attribute__((pure));
 /* Whether holder may be cut short for waiter: it arrived fresh, waits for
  * the lock, and has not had its hand-over yet. */
 bool pol_cuts_short(const struct policy *p, const struct member *waiter,

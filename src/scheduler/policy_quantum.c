@@ -29,8 +29,8 @@
  * turns. It follows the last POLICY_HANDOVER_HISTORY hand-overs, so a slow
  * spell moves it only while it is among them.
  *
- * A fresh arrival (a client that never held the GPU, or comes back after
- * POLICY_FRESH_IDLE_NS idle: a new job, a notebook's next cell) need not
+ * A fresh arrival (a client whose pod has not run on the GPU for
+ * POLICY_FRESH_IDLE_NS: a new job, a notebook's next cell) need not
  * wait a whole quantum: it queues ahead of the clients that just had their
  * turn, and the holder is cut short for it. The holder keeps the rest of
  * its quantum for its next turn, which comes first after the fresh
@@ -49,8 +49,11 @@
  * rule before): a gang's hand-over is its ranks' whole drain, and DDP
  * ranks' turns of about 1.1 s get a slice of 55 ms.
  *
- * Nobody gets more from it than that. Freshness takes a second without the
- * GPU (or a new client), which a busy job does not give.
+ * Nobody gets more from it than that. Freshness is the pod's (the
+ * account's): none of its clients ran on the GPU in the last second, which
+ * a busy job does not give, nor does reconnecting or starting another
+ * process (by the client, a pod could jump the queue at every reconnect;
+ * a process in no pod is an account of its own, as for its limits).
  * An arrival hands the GPU over once: it cuts short the holders that held
  * the GPU when it asked (several only where light clients share it), or,
  * if another arrival went first, one granted since (fresh_cut), so
@@ -168,13 +171,22 @@ bool pol_cuts_short(const struct policy *p, const struct member *waiter,
     return !waiter->fresh_cut || holder->granted_at < waiter->since;
 }
 
-bool pol_arrives_fresh(const struct policy *p, const struct member *m,
-                       uint64_t now)
+bool pol_arrives_fresh(const struct policy *p, const struct gpu_sched *g,
+                       const struct member *m, uint64_t now)
 {
+    uint64_t ran_until = g->ran_until[m->account];
+
     /* Under a pinned quantum the queue is first come, first served. */
     if (p->tq_ns != POLICY_TQ_AUTO)
         return false;
-    return m->grants == 0 || now - m->since >= POLICY_FRESH_IDLE_NS;
+    /* Its pod's, not its own: a process that reconnects, or a pod that
+     * starts another, is not new while the pod keeps the GPU busy. */
+    if (ran_until && now - ran_until < POLICY_FRESH_IDLE_NS)
+        return false;
+    for (int c = 0; c < g->slots; c++)
+        if (g->members[c].account == m->account && pol_running(&g->members[c]))
+            return false;
+    return true;
 }
 
 int pol_queue_position(const struct gpu_sched *g, const struct member *m)

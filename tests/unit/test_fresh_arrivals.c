@@ -119,6 +119,30 @@ static void test_waiter_that_is_not_fresh_waits_the_quantum(void **state)
     assert_false(mem(1)->cut_short);
 }
 
+/* Freshness is the pod's (the account's): a process that reconnects, or
+ * another process of a pod that has just run or runs now, is not fresh;
+ * the pod is again once it has left the GPU alone for a second. */
+static void test_new_client_of_a_busy_pod_is_not_fresh(void **state)
+{
+    (void)state;
+    uint64_t granted = two_busy_jobs();
+
+    policy_join(&p, 0, 8, 0, granted); /* client 0's pod: just ran */
+    policy_join(&p, 0, 9, 1, granted); /* the holder's pod */
+    request(8, granted + 10 * MS);
+    request(9, granted + 10 * MS);
+    assert_false(mem(8)->fresh);
+    assert_false(mem(9)->fresh);
+    assert_int_equal(tick(granted + 10 * MS), granted + FLOOR);
+    /* Client 0's pod leaves the GPU: a second later it is new again. */
+    policy_actions_clear(&out);
+    policy_leave(&p, 0, granted + 11 * MS, &out);
+    policy_leave(&p, 8, granted + 11 * MS, &out);
+    policy_join(&p, 0, 10, 0, granted + 11 * MS);
+    request(10, granted + 11 * MS + POLICY_FRESH_IDLE_NS);
+    assert_true(mem(10)->fresh);
+}
+
 /* A quantum the operator pinned is never cut short: an arrival does not
  * come fresh under it, and one that came fresh before it was pinned cuts
  * nobody. */
@@ -263,8 +287,8 @@ static void test_arrival_passed_over_cuts_no_more(void **state)
     (void)state;
     request_on(0, 5, 0);
     request_on(1, 4, 0);
-    /* The gang has had turns before: it does not arrive fresh. */
-    p.gpus[0].members[0].grants = p.gpus[1].members[1].grants = 1;
+    /* The gang has had a turn just before: it does not arrive fresh. */
+    p.gpus[0].ran_until[0] = p.gpus[1].ran_until[1] = 1;
     request_on(0, 0, 1 * MS);
     request_on(1, 1, 1 * MS);
     request_on(0, 6, 99 * MS); /* fresh */
@@ -510,6 +534,7 @@ int main(void)
         cmocka_unit_test_setup(test_holder_just_granted_keeps_its_slice, setup),
         cmocka_unit_test_setup(test_waiter_that_is_not_fresh_waits_the_quantum,
                                setup),
+        cmocka_unit_test_setup(test_new_client_of_a_busy_pod_is_not_fresh, setup),
         cmocka_unit_test_setup(test_pinned_quantum_is_never_cut, setup),
         cmocka_unit_test_setup(test_slice_grows_with_the_quantum, setup),
         cmocka_unit_test_setup(test_arrivals_in_a_row_do_not_starve_the_holder,
