@@ -203,20 +203,20 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
         return; /* a request crossing SCHED_OFF, or a duplicate */
     pol_roll_window(p, g, now);
     pol_start_accruing(p, g, m->account, now);
-    m->fresh = pol_arrives_fresh(p, m, now); /* before set_state ends its idle */
+    m->fresh = pol_arrives_fresh(p, g, m, now);
+    m->fresh_cut = false;
     pol_set_state(m, MEMBER_WAITING, now);
     m->wait_reason = WAIT_LOCK;
     if (!m->requested)
         pol_gang_requested(p, gpu, client);
     /* Fresh arrivals first, in the order they came; then holders cut
-     * short, who keep their turn; then everyone else. */
-    int at = m->fresh || m->cut_short ? pol_fresh_queue_position(g)
-                                      : g->n_waiting;
+     * short, who keep their turn, in the order they were cut; then
+     * everyone else. */
+    int at = pol_queue_position(g, m);
     memmove(&g->queue[at + 1], &g->queue[at],
             (size_t)(g->n_waiting - at) * sizeof(g->queue[0]));
     g->queue[at] = client;
     g->n_waiting++;
-    m->cut_short = false;
     admit(p, g, gpu, now, out);
 }
 
@@ -317,10 +317,9 @@ void policy_swapped(struct policy *p, int gpu, int client, int direction,
 
 
 /* The first waiter admit() could not admit and for which rotating the
- * runners can make room, or NULL. */
-static const struct member *blocked_waiter(const struct policy *p,
-                                           const struct gpu_sched *g, int gpu,
-                                           uint64_t now)
+ * runners can make room, or -1. */
+static int blocked_waiter(const struct policy *p, const struct gpu_sched *g,
+                          int gpu, uint64_t now)
 {
     int *order = p->scratch.blocked_order;
     int n = pol_waiter_order(p, g, now, order);
@@ -329,8 +328,8 @@ static const struct member *blocked_waiter(const struct policy *p,
         if ((pol_fits(p, g, gpu, order[i]) ||
              pol_room_possible(p, g, gpu, order[i])) &&
             !(p->ranked && pol_outranked(p, g, gpu, order[i], now)))
-            return &g->members[order[i]];
-    return NULL;
+            return order[i];
+    return -1;
 }
 
 /* When a draining member is revoked (see POLICY_DRAIN_QUIET_NS). */
@@ -492,39 +491,57 @@ static void preempt_outranked(struct policy *p, struct gpu_sched *g, int gpu,
     }
 }
 
-/* When holder m's turn ends while waiter waits: its quantum, less what it
- * ran before it was last cut short, or sooner for a fresh arrival or for
- * limited pods that need room (it is then cut short: *keeps_turn). */
+/* Whom a GPU's holders rotate for at a tick. */
+struct rotation {
+    const struct member *waiter; /* NULL: nobody */
+    uint64_t quantum;            /* the holders' while it waits */
+    bool own;                    /* it waits in this GPU's queue */
+    bool cut;                    /* a holder was cut short for it */
+};
+
+/* Why a holder's turn ends early (it is then cut short and keeps its
+ * turn). */
+enum early_end { TURN_WHOLE, TURN_FRESH, TURN_ROOM };
+
+/* When holder m's turn of `quantum` ends while r's waiter waits: its
+ * quantum, less what it ran before it was last cut short, or sooner for a
+ * fresh arrival or for limited pods that need room (*early says which).
+ * Under the auto quantum it runs its slice at least: granted only to be
+ * dropped at once, it would cost a hand-over for nothing. */
 static uint64_t turn_end(const struct policy *p, const struct gpu_sched *g,
-                         const struct member *m, const struct member *waiter,
-                         uint64_t quantum, uint64_t now, bool *keeps_turn)
+                         const struct member *m, const struct rotation *r,
+                         uint64_t quantum, uint64_t now, enum early_end *early)
 {
-    uint64_t tq_due =
-        m->granted_at + quantum -
-        (m->quantum_used_ns < quantum ? m->quantum_used_ns : quantum);
-    uint64_t fresh_due = m->granted_at + pol_fresh_quantum(g);
+    uint64_t slice = pol_fresh_slice(quantum);
+    uint64_t rest = m->quantum_used_ns < quantum ? quantum - m->quantum_used_ns
+                                                 : 0;
+    if (p->tq_ns == POLICY_TQ_AUTO && rest < slice)
+        rest = slice;
+    uint64_t tq_due = m->granted_at + rest;
+    uint64_t fresh_due = m->granted_at + slice;
     uint64_t room_due = pol_room_due_for_waiters(p, g, m, now);
 
-    /* Only a wait for the lock: a memory wait keeps the switch time,
-     * so that a fresh arrival never causes a swap before its time. */
-    if (waiter->fresh && waiter->wait_reason == WAIT_LOCK && fresh_due < tq_due) {
+    *early = TURN_WHOLE;
+    if (r->own && fresh_due < tq_due && pol_cuts_short(p, r->waiter, m)) {
         tq_due = fresh_due;
-        *keeps_turn = true;
+        *early = TURN_FRESH;
     }
     if (room_due && room_due < tq_due) {
         tq_due = room_due;
-        *keeps_turn = true;
+        *early = TURN_ROOM;
     }
     return tq_due;
 }
 
-/* Drops holder c if its pace or (while waiter waits) its quantum says so;
- * next: when it must be judged again. */
+/* Drops holder c if its pace or (while r's waiter waits) its quantum says
+ * so; next: when it must be judged again. */
 static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu, int c,
-                          const struct member *waiter, uint64_t quantum,
-                          uint64_t now, struct policy_actions *out,
-                          uint64_t *next)
+                          struct rotation *r, uint64_t now,
+                          struct policy_actions *out, uint64_t *next)
 {
+    const struct member *waiter = r->waiter;
+    uint64_t quantum = waiter ? pol_turn_quantum(p, c, r->quantum) : 0;
+    enum early_end early = TURN_WHOLE;
     struct member *m = &g->members[c];
     uint64_t due = pol_pace_due(p, g, m, now), accrues_at = 0,
              end = pol_slice_end(p, g, now);
@@ -543,11 +560,11 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu, int c,
         accrues_at = end;
         due = 0;
     }
-    bool limit = due && now >= due, keeps_turn = false;
+    bool limit = due && now >= due;
     if (!limit && pol_yields_at_slice_start(p, g, m, waiter, now))
         due = now;
     else if (!limit && waiter) {
-        uint64_t tq_due = turn_end(p, g, m, waiter, quantum, now, &keeps_turn);
+        uint64_t tq_due = turn_end(p, g, m, r, quantum, now, &early);
         if (!due || tq_due < due)
             due = tq_due;
     }
@@ -557,9 +574,10 @@ static void rotate_holder(struct policy *p, struct gpu_sched *g, int gpu, int c,
         /* Cut short, it keeps its turn and the rest of its
          * quantum: whoever holds when limited pods or fresh arrivals
          * are due would otherwise always be the one cut short. */
-        m->cut_short = keeps_turn && !limit;
+        m->cut_short = early != TURN_WHOLE && !limit;
         m->quantum_used_ns =
             m->cut_short ? m->quantum_used_ns + (now - m->granted_at) : 0;
+        r->cut = r->cut || (early == TURN_FRESH && !limit);
         pol_drop(g, gpu, c, now, out);
         due = drain_deadline(p, m);
     }
@@ -593,11 +611,19 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
             pol_earliest(&next, rank_due);
     }
 
-    const struct member *waiter = blocked_waiter(p, g, gpu, now);
-    uint64_t quantum = waiter ? quantum_for(p, g, waiter) : 0;
+    /* A fresh arrival cuts holders short only where it waits itself: a
+     * gang's waiter borrowed from another GPU (pol_gang_waiter) has them
+     * rotate at their quantum, as its gang ages. */
+    int blocked = blocked_waiter(p, g, gpu, now);
+    struct rotation r = {0};
+    if (blocked >= 0) {
+        r.waiter = &g->members[blocked];
+        r.quantum = quantum_for(p, g, r.waiter);
+        r.own = true;
+    }
     pol_gang_census(p);
-    if (!waiter && (waiter = pol_gang_waiter(p, gpu)))
-        quantum = pol_gpu_quantum(p, g);
+    if (!r.waiter && (r.waiter = pol_gang_waiter(p, gpu)))
+        r.quantum = pol_gpu_quantum(p, g);
     for (int c = 0; c < g->slots && g->n_running; c++) {
         struct member *m = &g->members[c];
         if (!pol_room_for(out, 2)) {
@@ -605,11 +631,12 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
             break;
         }
         if (m->present && m->state == MEMBER_HOLDING)
-            rotate_holder(p, g, gpu, c, waiter, pol_turn_quantum(p, c, quantum),
-                          now, out, &next);
+            rotate_holder(p, g, gpu, c, &r, now, out, &next);
         else if (m->present && m->state == MEMBER_DRAINING)
             pol_earliest(&next, drain_deadline(p, m));
     }
+    if (r.cut)
+        g->members[blocked].fresh_cut = true;
     pol_expire_evictions(p, g, now, &next);
     admit(p, g, gpu, now, out); /* revocations and evictions made room */
     /* An idle client that reaches idle-swap-after may make the room. */
@@ -662,6 +689,7 @@ void policy_reset_account(struct policy *p, int account)
     policy_set_idle_swap(p, account, true);
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         p->gpus[gpu].usage[account] = (struct account_usage){0};
+        p->gpus[gpu].ran_until[account] = 0;
         p->gpus[gpu].stats[account] = (struct policy_account_stats){0};
     }
 }

@@ -148,11 +148,14 @@
  * mean of its last POLICY_HANDOVER_HISTORY hand-overs (policy_quantum.c), within
  * [POLICY_TQ_FLOOR_NS, POLICY_TQ_CEILING_NS], so that a hand-over costs a
  * holder at most 1 % of its quantum whatever its drains cost (see
- * policy_quantum.c). A client that arrives fresh (it never held the GPU, or
- * was idle for POLICY_FRESH_IDLE_NS) waits at most the floor: the holder is
- * cut short for it and keeps the rest of its quantum (auto only: a pinned
- * quantum is never cut short for one). Memory rotations keep
- * the switch time, so a short quantum never causes a swap. */
+ * policy_quantum.c). A client that arrives fresh (its pod has not run on
+ * the GPU for POLICY_FRESH_IDLE_NS) waits at most the fresh slice: the
+ * holder is cut short for it once it has held POLICY_FRESH_SLICE_NS since
+ * its grant (a twentieth of its quantum where that has grown: 5 x the mean
+ * hand-over, up to the floor) and keeps the rest of its quantum; one cut
+ * per arrival (auto only: a pinned quantum is never cut short for one).
+ * Memory rotations keep the switch time, so a short quantum never causes a
+ * swap. */
 #define POLICY_TQ_AUTO 0
 #define POLICY_TQ_FLOOR_NS 100000000ull     /* 100 ms */
 #define POLICY_TQ_CEILING_NS 30000000000ull /* 30 s */
@@ -162,6 +165,7 @@
 #define POLICY_HANDOVER_PRIOR_N 16
 #define POLICY_HANDOVER_PRIOR_NS (POLICY_TQ_FLOOR_NS / POLICY_TQ_DRAIN_MULTIPLE)
 #define POLICY_FRESH_IDLE_NS 1000000000ull /* 1 s */
+#define POLICY_FRESH_SLICE_NS 5000000ull   /* 5 ms: POLICY_TQ_FLOOR_NS / 20 */
 
 enum member_state {
     MEMBER_IDLE = 0, /* values match enum client_gpu_state in protocol.h */

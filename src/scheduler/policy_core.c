@@ -65,6 +65,7 @@ bool policy_grow(struct policy *p, int table_size)
              grow_zeroed(&g->members, sizeof(struct member), old, table_size) &&
              grow_zeroed(&g->usage, sizeof(struct account_usage), old,
                          table_size) &&
+             grow_zeroed(&g->ran_until, sizeof(uint64_t), old, table_size) &&
              grow_zeroed(&g->stats, sizeof(struct policy_account_stats), old,
                          table_size);
     }
@@ -104,7 +105,9 @@ void policy_destroy(struct policy *p)
         free(g->members);
         free(g->usage);
         free(g->stats);
+        free(g->ran_until);
         g->stats = NULL;
+        g->ran_until = NULL;
         g->queue = NULL;
         g->members = NULL;
         g->usage = NULL;

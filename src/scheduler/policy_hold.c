@@ -30,6 +30,7 @@ void pol_grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
     m->wait_reason = WAIT_NONE;
     m->told_wait_mem = false;
     m->fresh = false;
+    m->cut_short = false;
     m->evict_after_release = false;
     m->swap_in_from = m->parked ? now : 0;
     if (m->evictable)
@@ -46,6 +47,7 @@ void pol_end_hold(struct policy *p, struct gpu_sched *g, int client, uint64_t no
 
     pol_bill_runners(g, now);
     m->held_ns += now - m->granted_at;
+    g->ran_until[m->account] = now;
     g->n_running--;
     pol_throttle_if_spent(p, g, m->account, now);
     m->dropped = m->state == MEMBER_DRAINING;

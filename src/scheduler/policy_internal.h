@@ -54,8 +54,10 @@ struct member {
     uint64_t drain_point;
     bool cut_short;           /* dropped before its quantum to make room for
                               limited pods or a fresh arrival: its next
-                              request goes first after fresh ones */
+                              request goes first after fresh ones and
+                              those cut short before it; until its grant */
     bool fresh;               /* waiting, arrived fresh (policy_quantum.c) */
+    bool fresh_cut;           /* ... and a holder was cut short for it */
     bool times_handover;      /* granted after a hand-over: its first
                               submission ends it (policy_quantum.c) */
     uint64_t quantum_used_ns; /* of its quantum, before it was cut short */
@@ -113,8 +115,10 @@ struct gpu_sched {
     uint64_t handover_from;   /* its drain's end */
     uint64_t handover_mean_ns;
     uint64_t auto_quantum_ns;
-    struct member *members;             /* by client slot, table_size of them */
-    struct account_usage *usage;        /* by account, table_size of them */
+    struct member *members;      /* by client slot, table_size of them */
+    struct account_usage *usage; /* by account, table_size of them */
+    uint64_t *ran_until;         /* by account: when its latest hold of this GPU
+                            ended (0: none); freshness, policy_quantum.c */
     struct policy_account_stats *stats; /* by account: for metrics only */
 };
 
@@ -293,15 +297,23 @@ uint64_t pol_gpu_quantum(const struct policy *p, const struct gpu_sched *g)
 enum quantum_reason pol_gpu_quantum_reason(const struct policy *p,
                                            const struct gpu_sched *g)
     __attribute__((pure));
-/* How long a holder keeps g, at least, while a fresh arrival waits. */
-uint64_t pol_fresh_quantum(const struct gpu_sched *g) __attribute__((pure));
-/* Whether m, asking for the GPU now, arrives fresh: never while the
- * operator pins the quantum, which is then nobody's to cut short. */
-bool pol_arrives_fresh(const struct policy *p, const struct member *m,
-                       uint64_t now) __attribute__((pure));
-/* Where in g's queue a fresh arrival or a holder cut short goes: behind
- * the fresh arrivals already at its head. */
-int pol_fresh_queue_position(const struct gpu_sched *g) __attribute__((pure));
+/* How long a holder whose turn is `quantum` keeps the GPU, at least, before
+ * it is cut short for a fresh arrival. */
+uint64_t pol_fresh_slice(uint64_t quantum) __attribute__((pure));
+/* Whether m, asking for g now, arrives fresh: never while the operator
+ * pins the quantum, which is then nobody's to cut short. */
+bool pol_arrives_fresh(const struct policy *p, const struct gpu_sched *g,
+                       const struct member *m, uint64_t now)
+    __attribute__((pure));
+/* Whether holder may be cut short for waiter: it arrived fresh, waits for
+ * the lock, and has not had its hand-over yet. */
+bool pol_cuts_short(const struct policy *p, const struct member *waiter,
+                    const struct member *holder) __attribute__((pure));
+/* Where in g's queue m's request goes: a fresh arrival behind the fresh
+ * arrivals at its head, a holder cut short behind them and those cut
+ * short before it, anyone else last. */
+int pol_queue_position(const struct gpu_sched *g, const struct member *m)
+    __attribute__((pure));
 
 /* ---- policy_memory.c --------------------------------------------------- */
 
