@@ -43,17 +43,17 @@ enum slot_state {
 struct slot {
     enum slot_state state;
     bool to_device;
-    char *host;        /* the host copy's part */
-    CUdeviceptr dev;   /* swap-in: where it goes */
+    char *host;      /* the host copy's part */
+    CUdeviceptr dev; /* swap-in: where it goes */
     uint64_t len;
 };
 
 static struct {
     pthread_mutex_t lock; /* the slots, the queue, the threads */
     pthread_cond_t changed;
-    pthread_mutex_t use;  /* one swap at a time */
-    char *pinned;         /* STAGING_SLOTS x STAGING_CHUNK, or NULL */
-    CUcontext ctx;        /* where it was made */
+    pthread_mutex_t use; /* one swap at a time */
+    char *pinned;        /* STAGING_SLOTS x STAGING_CHUNK, or NULL */
+    CUcontext ctx;       /* where it was made */
     struct slot slots[STAGING_SLOTS];
     int queue[STAGING_SLOTS], first, queued; /* for the copy threads, FIFO */
     int threads;
@@ -191,9 +191,10 @@ static void pump_locked(struct staging_run *r)
             hand_over_locked(i);
         } else if (s->state == SLOT_FILLED) {
             CUstream stream = next_stream(r);
-            CUresult rc = HOOK_CALL_REAL(
-                cuMemcpyHtoDAsync_v2,
-                (s->dev, ring.pinned + (size_t)i * STAGING_CHUNK, s->len, stream));
+            CUresult rc =
+                HOOK_CALL_REAL(cuMemcpyHtoDAsync_v2,
+                               (s->dev, ring.pinned + (size_t)i * STAGING_CHUNK,
+                                s->len, stream));
             if (rc == CUDA_SUCCESS)
                 rc = r->drv->event_record(r->events[i], stream);
             if (rc != CUDA_SUCCESS)
@@ -230,7 +231,8 @@ static void drain_slot_locked(struct staging_run *r, int i)
 bool staging_begin(struct staging_run *r, const struct hook_driver *drv,
                    CUstream *streams, int n_streams)
 {
-    *r = (struct staging_run){.drv = drv, .streams = streams,
+    *r = (struct staging_run){.drv = drv,
+                              .streams = streams,
                               .n_streams = n_streams};
     if (!drv->event_create || !drv->event_record || !drv->event_query ||
         !drv->event_synchronize || !drv->event_destroy)
@@ -241,7 +243,8 @@ bool staging_begin(struct staging_run *r, const struct hook_driver *drv,
     pthread_mutex_unlock(&ring.lock);
     for (int i = 0; ready && i < STAGING_SLOTS; i++) {
         /* The copies' order per slot is all that counts. */
-        if (drv->event_create(&r->events[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        if (drv->event_create(&r->events[i], CU_EVENT_DISABLE_TIMING) !=
+            CUDA_SUCCESS) {
             while (i-- > 0)
                 drv->event_destroy(r->events[i]);
             ready = false;
@@ -257,10 +260,10 @@ bool staging_begin(struct staging_run *r, const struct hook_driver *drv,
 static void direct(struct staging_run *r, bool to_device, CUdeviceptr dev,
                    char *host, uint64_t bytes)
 {
-    CUresult rc =
-        to_device
-            ? HOOK_CALL_REAL(cuMemcpyHtoDAsync_v2, (dev, host, bytes, next_stream(r)))
-            : HOOK_CALL_REAL(cuMemcpyDtoHAsync_v2, (host, dev, bytes, next_stream(r)));
+    CUresult rc = to_device ? HOOK_CALL_REAL(cuMemcpyHtoDAsync_v2,
+                                             (dev, host, bytes, next_stream(r)))
+                            : HOOK_CALL_REAL(cuMemcpyDtoHAsync_v2,
+                                             (host, dev, bytes, next_stream(r)));
 
     if (rc != CUDA_SUCCESS)
         failed(r, rc);
@@ -286,10 +289,9 @@ void staging_copy(struct staging_run *r, bool to_device, CUdeviceptr dev,
         if (to_device) {
             hand_over_locked(i);
         } else {
-            CUresult rc = HOOK_CALL_REAL(
-                cuMemcpyDtoHAsync_v2,
-                (ring.pinned + (size_t)i * STAGING_CHUNK, s->dev, s->len,
-                 r->streams[0]));
+            CUresult rc = HOOK_CALL_REAL(cuMemcpyDtoHAsync_v2,
+                                         (ring.pinned + (size_t)i * STAGING_CHUNK,
+                                          s->dev, s->len, r->streams[0]));
             if (rc == CUDA_SUCCESS)
                 rc = r->drv->event_record(r->events[i], r->streams[0]);
             if (rc != CUDA_SUCCESS) {

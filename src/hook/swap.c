@@ -181,8 +181,9 @@ static void release_copied(struct swap *job, bool copied)
 
     for (size_t i = 0; i < b->n; i++) {
         struct mem_swap_slot *slot = b->slots[i];
-        CUresult rc = copied ? vmm_unback(b->ptrs[i], b->sizes[i], &slot->physical)
-                             : CUDA_ERROR_UNKNOWN;
+        CUresult rc = copied
+                          ? vmm_unback(b->ptrs[i], b->sizes[i], &slot->physical)
+                          : CUDA_ERROR_UNKNOWN;
         if (rc != CUDA_SUCCESS) {
             if (copied)
                 failed(job, rc);

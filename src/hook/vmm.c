@@ -86,7 +86,8 @@ static CUresult grant_access(const struct hook_driver *drv, int gpu,
     CUmemAccessDesc access[NVSHARE_MAX_GPUS];
     int n = 0, count = 0;
 
-    if (drv->device_get_count == NULL || drv->device_get_count(&count) != CUDA_SUCCESS)
+    if (drv->device_get_count == NULL ||
+        drv->device_get_count(&count) != CUDA_SUCCESS)
         count = gpu + 1;
     for (int dev = 0; dev < count && dev < NVSHARE_MAX_GPUS; dev++) {
         int peer = dev == gpu;
@@ -94,9 +95,10 @@ static CUresult grant_access(const struct hook_driver *drv, int gpu,
             drv->device_can_access_peer(&peer, dev, gpu) != CUDA_SUCCESS)
             peer = 0;
         if (peer)
-            access[n++] = (CUmemAccessDesc){
-                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
-                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+            access[n++] =
+                (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE,
+                                               .id = dev},
+                                  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     }
     return drv->mem_set_access(va, (size_t)bytes, access, (size_t)n);
 }
@@ -115,7 +117,8 @@ static CUresult map_physical(const struct hook_driver *drv, int gpu,
 {
     CUresult rc = drv->mem_map(va, (size_t)bytes, 0, *physical, 0);
 
-    if (rc == CUDA_SUCCESS && (rc = grant_access(drv, gpu, va, bytes)) != CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS &&
+        (rc = grant_access(drv, gpu, va, bytes)) != CUDA_SUCCESS)
         drv->mem_unmap(va, (size_t)bytes);
     if (rc != CUDA_SUCCESS) {
         HOOK_CALL_REAL(cuMemRelease, (*physical));
@@ -134,8 +137,8 @@ static CUresult create(int gpu, uint64_t bytes,
     bool told = false;
     CUresult rc;
 
-    while ((rc = HOOK_CALL_REAL(cuMemCreate, (physical, (size_t)bytes, &prop, 0))) ==
-               CUDA_ERROR_OUT_OF_MEMORY &&
+    while ((rc = HOOK_CALL_REAL(cuMemCreate, (physical, (size_t)bytes, &prop,
+                                              0))) == CUDA_ERROR_OUT_OF_MEMORY &&
            wait && nvshare_client_connected()) {
         uint64_t now = hook_now_ns();
         if (deadline == 0)
@@ -196,7 +199,8 @@ CUresult vmm_allocate(int gpu, uint64_t bytes, CUdeviceptr *va,
 
     if (!vmm_available(drv))
         return CUDA_ERROR_NOT_SUPPORTED;
-    if ((rc = drv->mem_address_reserve(va, (size_t)bytes, 0, 0, 0)) != CUDA_SUCCESS)
+    if ((rc = drv->mem_address_reserve(va, (size_t)bytes, 0, 0, 0)) !=
+        CUDA_SUCCESS)
         return rc;
     rc = back(drv, gpu, *va, bytes, physical, false);
     /* The room may be an idle process's, which the scheduler takes back

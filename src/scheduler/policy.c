@@ -460,6 +460,9 @@ static void shed_runners(const struct policy *p, struct gpu_sched *g, int gpu,
     /* Growth is judged on the set that the misfits leave. */
     if (drop_misfits(p, g, gpu, now, out))
         return;
+    int grown = pol_grown_runner(p, g, gpu);
+    if (grown >= 0)
+        pol_evict_for(p, g, gpu, grown, 0, now, out);
     int overgrown = pol_overgrown_runner(p, g, gpu);
     /* It prepares while it drains: its EVICT follows the release. */
     if (overgrown >= 0 && pol_room_for(out, 2)) {
@@ -640,7 +643,7 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
     pol_expire_evictions(p, g, now, &next);
     admit(p, g, gpu, now, out); /* revocations and evictions made room */
     /* An idle client that reaches idle-swap-after may make the room. */
-    uint64_t idle_due = pol_idle_swap_next(p, g, now);
+    uint64_t idle_due = pol_idle_swap_next(p, g, gpu, now);
     if (idle_due)
         pol_earliest(&next, idle_due);
     return next;

@@ -396,15 +396,18 @@ void pol_evict_if_asked(struct gpu_sched *g, int gpu, int client, uint64_t now,
                         struct policy_actions *out);
 int pol_overgrown_runner(const struct policy *p, const struct gpu_sched *g,
                          int gpu) __attribute__((pure));
+int pol_grown_runner(const struct policy *p, const struct gpu_sched *g, int gpu)
+    __attribute__((pure));
 void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
                           uint64_t now, uint64_t *next);
 /* A swap of client's memory on g was done; true when it ended an eviction. */
 bool pol_swap_done(struct gpu_sched *g, int client, int direction,
                    uint64_t bytes, uint64_t duration_ns, uint64_t now);
 /* The next moment an idle client of g reaches idle-swap-after while a
- * waiter waits for memory (0: none): room may then be made. */
+ * waiter waits for memory, or a runner outgrew the room (0: none): room
+ * may then be made. */
 uint64_t pol_idle_swap_next(const struct policy *p, const struct gpu_sched *g,
-                            uint64_t now) __attribute__((pure));
+                            int gpu, uint64_t now) __attribute__((pure));
 /* Bytes parked in host memory over all GPUs, or on their way there. */
 uint64_t pol_parked_bytes(const struct policy *p) __attribute__((pure));
 /* Why waiter, waiting for memory on gpu, is not admitted yet. */

@@ -291,11 +291,26 @@ void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
     }
 }
 
+/* The runner whose memory outgrew what fits beside the resident memory of
+ * clients that do not run, or -1. Its process waits in an allocation
+ * (libnvshare retries while the GPU is full) for the room that they make
+ * as they would for a waiter: a job admitted while small that grows beside
+ * an idle notebook. */
+int pol_grown_runner(const struct policy *p, const struct gpu_sched *g, int gpu)
+{
+    if (!g->capacity || pol_resident_bytes(g) <= policy_memory_limit(p, gpu))
+        return -1;
+    for (int c = 0; c < g->slots; c++)
+        if (g->members[c].present && pol_running(&g->members[c]))
+            return c;
+    return -1;
+}
+
 uint64_t pol_idle_swap_next(const struct policy *p, const struct gpu_sched *g,
-                            uint64_t now)
+                            int gpu, uint64_t now)
 {
     uint64_t next = 0;
-    bool memory_waiter = false;
+    bool memory_waiter = pol_grown_runner(p, g, gpu) >= 0;
 
     for (int i = 0; i < g->n_waiting && !memory_waiter; i++)
         memory_waiter = g->members[g->queue[i]].wait_reason == WAIT_MEMORY;

@@ -97,6 +97,25 @@ static void test_idle_client_swapped_only_after_threshold(void **state)
     assert_int_equal(count(ACTION_GRANT, 1), 1);
 }
 
+/* A runner admitted while small that grows past what fits beside an idle
+ * holder's resident memory (its allocation waits in libnvshare for the
+ * room) has the idle holder swapped out once idle-swap-after has passed,
+ * and the policy wakes up for it. */
+static void test_grown_runner_gets_idle_memory(void **state)
+{
+    (void)state;
+    run_then_idle(0, 8 * GiB, 0); /* idle from 10 ms */
+    footprint(1, 1 * GiB);
+    request(1, 1 * SEC);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+    footprint(1, 8 * GiB); /* 16 GiB resident of 14.4 admitted */
+    assert_int_equal(tick(2 * SEC), 10 * MS + IDLE_AFTER);
+    assert_int_equal(count(ACTION_EVICT, ANY), 0);
+    tick(10 * MS + IDLE_AFTER);
+    assert_int_equal(count(ACTION_EVICT, 0), 1);
+    assert_int_equal(count(ACTION_DROP, 1), 0); /* the runner keeps running */
+}
+
 /* Idle memory occupies the GPU until it has moved: the EVICT alone admits
  * nobody, only the holder's SWAPPED(out) does. */
 static void test_idle_memory_counts_until_swapped_out(void **state)
@@ -322,6 +341,7 @@ int main(void)
         cmocka_unit_test_setup(test_idle_client_swapped_only_after_threshold,
                                setup),
         cmocka_unit_test_setup(test_idle_memory_counts_until_swapped_out, setup),
+        cmocka_unit_test_setup(test_grown_runner_gets_idle_memory, setup),
         cmocka_unit_test_setup(test_idle_swap_off_is_never_swapped, setup),
         cmocka_unit_test_setup(test_busy_clients_are_never_swapped_for_idleness,
                                setup),
