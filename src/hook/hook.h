@@ -341,6 +341,8 @@ int hook_alloc_gpu(void);
  * nvshare_oversub_for_allocation(), the driver has virtual memory
  * management, and bytes is at least its granularity. */
 bool hook_oversub(int gpu, uint64_t bytes);
+/* Whether ptr is the start of an allocation vmm.c made. */
+bool mem_is_converted(CUdeviceptr ptr);
 /* Frees what vmm.c made, in place of the entry point's driver function
  * (the free found it in the map: f->rec.swap.converted). */
 CUresult mem_free_converted(struct mem_free *f);
@@ -398,11 +400,12 @@ void mem_pool_after_destroy(const struct mem_free *f);
 struct mem_claim mem_graph_claim(int gpu, uint64_t bytes);
 void mem_graph_after_trim(const struct mem_free *f);
 
-/* memory_paths.c: one function per ALLOC / FREE / INFO entry point, with
- * the entry point's own parameters. */
+/* memory_paths.c: one function per ALLOC / FREE / INFO / EXPORT entry
+ * point, with the entry point's own parameters. */
 #define MEM_DECLARE_ALLOC(e, params) struct mem_claim mem_claim_##e params;
 #define MEM_DECLARE_FREE(e, params) struct mem_free mem_free_##e params;
 #define MEM_DECLARE_INFO(e, params) void mem_view_##e params;
+#define MEM_DECLARE_EXPORT(e, params) void mem_export_refused_##e params;
 #define MEM_DECLARE_SUBMIT(e, params)
 #define MEM_DECLARE_KERNEL(e, params)
 #define MEM_DECLARE_GRAPH(e, params)

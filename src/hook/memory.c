@@ -293,6 +293,20 @@ void mem_free_take(struct mem_free *f)
         f->found = map_take(f->kind, f->key, &f->rec);
 }
 
+bool mem_is_converted(CUdeviceptr ptr)
+{
+    bool converted = false;
+
+    pthread_mutex_lock(&map_lock);
+    for (struct mem_entry *e = *bucket_of(MEM_DEVPTR, ptr); e; e = e->next)
+        if (e->key == ptr && e->kind == MEM_DEVPTR) {
+            converted = e->rec.swap.converted;
+            break;
+        }
+    pthread_mutex_unlock(&map_lock);
+    return converted;
+}
+
 CUresult mem_free_converted(struct mem_free *f)
 {
     CUresult rc;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "hook.h"
+#include "log.h"
 #include "nvshare_memory.h"
 
 static int gpu_of_device(CUdevice dev)
@@ -564,4 +565,21 @@ void mem_view_cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 
     if (quota_view(gpu_of_device(dev), &quota, &used) && quota < *bytes)
         *bytes = (unsigned int)quota;
+}
+
+/* ---- exports -------------------------------------------------------------- */
+
+/* Legacy IPC exports memory from cuMemAlloc only: the driver refuses what
+ * vmm.c made in its place, and the application would not know why. */
+void mem_export_refused_cuIpcGetMemHandle(CUipcMemHandle *pHandle,
+                                          CUdeviceptr dptr)
+{
+    static atomic_bool told;
+
+    (void)pHandle;
+    if (mem_is_converted(dptr) && !atomic_exchange(&told, true))
+        log_warn("cuIpcGetMemHandle: memory at 0x%llx is swappable (VMM), "
+                 "which legacy IPC cannot export; run this process with "
+                 "NVSHARE_ENABLE_OVERSUB=0 to share its device memory",
+                 (unsigned long long)dptr);
 }

@@ -11,7 +11,8 @@
  * and never reach it when the quota refuses; what differs between paths
  * (how many bytes, which GPU, what to remember) is in that entry point's
  * mem_claim_<name>() in memory_paths.c. Frees (FREE) give back exactly what
- * was charged; memory queries (INFO) are answered from the quota.
+ * was charged; memory queries (INFO) are answered from the quota; exports
+ * (EXPORT) say why the driver refused one.
  * Everything else is counted and forwarded; CTX and LOOKUP wrappers are
  * hand-written in context.c and proc_address.c. */
 #include "hook.h"
@@ -103,6 +104,18 @@
         rc = HOOK_CALL_REAL(e, args);                                          \
         if (rc == CUDA_SUCCESS)                                                \
             mem_view_##e args;                                                 \
+        return rc;                                                             \
+    }
+
+#define WRAP_EXPORT(e, pt, stream, params, args)                               \
+    HOOK_EXPORT CUresult e params                                              \
+    {                                                                          \
+        CUresult rc;                                                           \
+                                                                               \
+        hook_count(&hook_stat_calls[NVSHARE_ID_##e], 1);                       \
+        rc = HOOK_CALL_REAL(e, args);                                          \
+        if (rc != CUDA_SUCCESS)                                                \
+            mem_export_refused_##e args;                                       \
         return rc;                                                             \
     }
 

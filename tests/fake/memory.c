@@ -1014,6 +1014,25 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     return fake_mem_delete(FAKE_MEM_IPC, dptr, NULL, NULL);
 }
 
+/* Exports memory from cuMemAlloc (its size in the first 8 bytes, as
+ * ipc_open reads it); VMM memory is refused, as by the driver. */
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    CUdeviceptr base;
+    size_t size;
+    bool vmm;
+
+    pthread_mutex_lock(&fake_lock);
+    vmm = reservation_locked(dptr) != NULL;
+    pthread_mutex_unlock(&fake_lock);
+    if (vmm || cuMemGetAddressRange_v2(&base, &size, dptr) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(pHandle, 0, sizeof(*pHandle));
+    uint64_t bytes = size;
+    memcpy(pHandle->reserved, &bytes, sizeof(bytes));
+    return CUDA_SUCCESS;
+}
+
 /* ---- external memory ----------------------------------------------------- */
 
 struct external_memory {
