@@ -318,6 +318,7 @@ struct mem_claim {
             bool pt;
         } pool;
         CUdevice dev;
+        const CUmemAllocationProp *prop; /* cuMemCreate's */
     } u;
 };
 
@@ -343,9 +344,29 @@ int hook_alloc_gpu(void);
 bool hook_oversub(int gpu, uint64_t bytes);
 /* Whether ptr is the start of an allocation vmm.c made. */
 bool mem_is_converted(CUdeviceptr ptr);
-/* Frees what vmm.c made, in place of the entry point's driver function
- * (the free found it in the map: f->rec.swap.converted). */
-CUresult mem_free_converted(struct mem_free *f);
+/* The allocation (kind, key) counts as evictable, or no longer. */
+void mem_set_evictable(enum mem_kind kind, uint64_t key, bool evictable);
+/* Whether a free is libnvshare's to make (what vmm.c made, a token of
+ * vmm_app.c), and makes it in place of the entry point's driver function. */
+bool mem_free_is_ours(const struct mem_free *f);
+CUresult mem_free_ours(struct mem_free *f);
+
+struct staging_run;
+/* vmm_app.c: the application's own VMM, behind tokens while swappable. */
+bool vmm_app_is_token(uint64_t handle);
+CUresult vmm_app_create(int gpu, CUmemGenericAllocationHandle *handle,
+                        uint64_t size, const CUmemAllocationProp *prop);
+CUresult vmm_app_release(uint64_t token);
+/* Whether releasing token ends the application's hold (no retain left):
+ * only then does the quota get its bytes back. */
+bool vmm_app_last_ref(uint64_t token);
+/* A swap of gpu: begin locks the application's VMM until end; queue puts
+ * the copies of what moves on run (and, in, maps it again first), and
+ * returns their bytes; end settles them once run's copies were waited
+ * for (copied: all succeeded). */
+void vmm_app_swap_begin(void);
+uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run);
+void vmm_app_swap_end(int gpu, bool to_device, bool copied);
 
 /* vmm.c: ranges whose physical memory can go and come back (all return
  * the driver's error; vmm_allocate waits for room the scheduler makes). */
@@ -355,6 +376,9 @@ CUresult vmm_allocate(int gpu, uint64_t bytes, CUdeviceptr *va,
                       CUmemGenericAllocationHandle *physical);
 CUresult vmm_back(int gpu, CUdeviceptr va, uint64_t bytes,
                   CUmemGenericAllocationHandle *physical);
+CUresult vmm_create_waiting(int gpu, uint64_t bytes,
+                            const CUmemAllocationProp *prop,
+                            CUmemGenericAllocationHandle *physical);
 CUresult vmm_unback(CUdeviceptr va, uint64_t bytes,
                     CUmemGenericAllocationHandle *physical);
 CUresult vmm_free(CUdeviceptr va, uint64_t bytes,
@@ -413,6 +437,7 @@ void mem_graph_after_trim(const struct mem_free *f);
 #define MEM_DECLARE_SYNC(e, params)
 #define MEM_DECLARE_OTHER(e, params)
 #define MEM_DECLARE_CTX(e, params)
+#define MEM_DECLARE_VMM(e, params)
 #define MEM_DECLARE_LOOKUP(e, params)
 #define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \
     MEM_DECLARE_##cat(e, params)

@@ -289,6 +289,9 @@ CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc)
 
 void mem_free_take(struct mem_free *f)
 {
+    if (f->kind == MEM_VMM && vmm_app_is_token(f->key) &&
+        !vmm_app_last_ref(f->key))
+        return;
     if (f->after == NULL && f->kind != MEM_NOTHING)
         f->found = map_take(f->kind, f->key, &f->rec);
 }
@@ -307,16 +310,43 @@ bool mem_is_converted(CUdeviceptr ptr)
     return converted;
 }
 
-CUresult mem_free_converted(struct mem_free *f)
+bool mem_free_is_ours(const struct mem_free *f)
+{
+    return (f->found && f->rec.swap.converted) ||
+           (f->kind == MEM_VMM && vmm_app_is_token(f->key));
+}
+
+CUresult mem_free_ours(struct mem_free *f)
 {
     CUresult rc;
 
+    if (f->kind == MEM_VMM)
+        return vmm_app_release(f->key);
     /* Rare (cudaFreeAsync of cudaMalloc's memory): the whole context's
      * queued work, a superset of the stream's, ends first. */
     if (f->stream_ordered &&
         (rc = HOOK_CALL_REAL(cuCtxSynchronize, ())) != CUDA_SUCCESS)
         return rc;
     return vmm_free((CUdeviceptr)f->key, f->rec.bytes, &f->rec.swap.physical);
+}
+
+void mem_set_evictable(enum mem_kind kind, uint64_t key, bool evictable)
+{
+    pthread_mutex_lock(&map_lock);
+    for (struct mem_entry *e = *bucket_of(kind, key); e; e = e->next)
+        if (e->key == key && e->kind == kind) {
+            if (e->rec.managed != evictable && e->rec.gpu >= 0 &&
+                e->rec.gpu < NVSHARE_MAX_GPUS) {
+                if (evictable)
+                    managed_bytes[e->rec.gpu] += e->rec.bytes;
+                else
+                    managed_bytes[e->rec.gpu] -= e->rec.bytes;
+                e->rec.managed = evictable;
+                managed_changed(e->rec.gpu);
+            }
+            break;
+        }
+    pthread_mutex_unlock(&map_lock);
 }
 
 void mem_free_settle(struct mem_free *f, CUresult rc)

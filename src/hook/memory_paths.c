@@ -302,14 +302,34 @@ struct mem_claim mem_claim_cuGraphAddMemAllocNode(
 
 /* VMM: physical memory is created here (cuMemAddressReserve only reserves
  * addresses) and freed by cuMemRelease. */
+/* While memory is swappable, the application gets a token for its
+ * physical memory (vmm_app.c), so that a swap can replace what is behind
+ * it. */
+static CUresult create_behind_token(struct mem_claim *claim)
+{
+    return vmm_app_create(claim->gpu, (CUmemGenericAllocationHandle *)claim->out,
+                          claim->bytes, claim->u.prop);
+}
+
+static const struct mem_path token_path = {.allocate = create_behind_token};
+
 struct mem_claim mem_claim_cuMemCreate(CUmemGenericAllocationHandle *handle,
                                        size_t size,
                                        const CUmemAllocationProp *prop,
                                        unsigned long long flags)
 {
-    (void)flags;
-    return plain(prop ? gpu_of_location(&prop->location) : -1, size, MEM_VMM,
-                 handle);
+    struct mem_claim claim = plain(prop ? gpu_of_location(&prop->location) : -1,
+                                   size, MEM_VMM, handle);
+
+    /* What the driver would refuse stays its to refuse. */
+    if (claim.gpu >= 0 && flags == 0 && size > 0 &&
+        prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+        hook_oversub(claim.gpu, size)) {
+        claim.path = &token_path;
+        claim.managed = true;
+        claim.u.prop = prop;
+    }
+    return claim;
 }
 
 /* The size of an imported generic handle cannot be read until it is

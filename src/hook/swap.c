@@ -80,6 +80,9 @@ struct swap {
     CUstream streams[SWAP_STREAMS];
     int n_streams;
     struct staging_run run; /* this context's copies */
+    bool app_moving;        /* vmm_app.c's queued in this context */
+    bool app_done;          /* ... in an earlier one */
+    uint64_t app_bytes;     /* its bytes, counted once they moved */
     struct batch batch;     /* converted allocations moved in this context */
     uint64_t prefetched;    /* bytes prefetched in this context */
     uint64_t moved;         /* bytes moved and waited for, all contexts */
@@ -234,18 +237,24 @@ static void copy_back(struct swap *job)
 static void finish_context(void *arg)
 {
     struct swap *job = arg;
+    int failures = job->failures;
     CUresult rc;
 
     if (job->to_device) {
         copy_back(job);
         job->moved += job->prefetched;
-        return;
+    } else {
+        rc = staging_end(&job->run);
+        if (rc != CUDA_SUCCESS)
+            failed(job, rc);
+        job->moved += job->prefetched;
+        release_copied(job, rc == CUDA_SUCCESS);
     }
-    rc = staging_end(&job->run);
-    if (rc != CUDA_SUCCESS)
-        failed(job, rc);
-    job->moved += job->prefetched;
-    release_copied(job, rc == CUDA_SUCCESS);
+    if (job->app_moving) {
+        bool copied = job->failures == failures;
+        vmm_app_swap_end(job->gpu, job->to_device, copied);
+        job->moved += copied ? job->app_bytes : 0;
+    }
 }
 
 /* With ctx current: move its evictable allocations and wait for them. */
@@ -270,6 +279,14 @@ static bool swap_context(const struct hook_driver *drv, CUcontext ctx, void *arg
     staging_begin(&job->run, drv, job->streams, job->n_streams);
     job->batch.n = 0;
     job->prefetched = 0;
+    /* The application's own VMM belongs to the GPU, not to a context: it
+     * moves with the first one. */
+    job->app_moving = !job->app_done;
+    if (job->app_moving) {
+        job->app_done = true;
+        vmm_app_swap_begin();
+        job->app_bytes = vmm_app_queue(job->gpu, job->to_device, &job->run);
+    }
     mem_for_each_managed(job->gpu, ctx, move_one, finish_context, job);
     for (int i = 0; drv->stream_destroy && i < job->n_streams; i++)
         drv->stream_destroy(job->streams[i]);

@@ -129,16 +129,15 @@ static CUresult map_physical(const struct hook_driver *drv, int gpu,
 
 /* cuMemCreate; with wait, for as long as the scheduler may take to make
  * room while the GPU is full (an idle process swapping out). */
-static CUresult create(int gpu, uint64_t bytes,
+static CUresult create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
                        CUmemGenericAllocationHandle *physical, bool wait)
 {
-    CUmemAllocationProp prop = physical_on(gpu);
     uint64_t deadline = 0;
     bool told = false;
     CUresult rc;
 
-    while ((rc = HOOK_CALL_REAL(cuMemCreate, (physical, (size_t)bytes, &prop,
-                                              0))) == CUDA_ERROR_OUT_OF_MEMORY &&
+    while ((rc = HOOK_CALL_REAL(cuMemCreate, (physical, (size_t)bytes, prop, 0))) ==
+               CUDA_ERROR_OUT_OF_MEMORY &&
            wait && nvshare_client_connected()) {
         uint64_t now = hook_now_ns();
         if (deadline == 0)
@@ -156,11 +155,19 @@ static CUresult create(int gpu, uint64_t bytes,
     return rc;
 }
 
+CUresult vmm_create_waiting(int gpu, uint64_t bytes,
+                            const CUmemAllocationProp *prop,
+                            CUmemGenericAllocationHandle *physical)
+{
+    return create(gpu, bytes, prop, physical, true);
+}
+
 static CUresult back(const struct hook_driver *drv, int gpu, CUdeviceptr va,
                      uint64_t bytes, CUmemGenericAllocationHandle *physical,
                      bool wait)
 {
-    CUresult rc = create(gpu, bytes, physical, wait);
+    CUmemAllocationProp prop = physical_on(gpu);
+    CUresult rc = create(gpu, bytes, &prop, physical, wait);
 
     return rc == CUDA_SUCCESS ? map_physical(drv, gpu, va, bytes, physical) : rc;
 }

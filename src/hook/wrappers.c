@@ -88,8 +88,8 @@
             return CUDA_ERROR_NOT_FOUND;                                       \
         release = mem_free_##e args;                                           \
         mem_free_take(&release);                                               \
-        rc = hook_unlikely(release.found && release.rec.swap.converted)        \
-                 ? mem_free_converted(&release)                                \
+        rc = hook_unlikely(mem_free_is_ours(&release))                         \
+                 ? mem_free_ours(&release)                                     \
                  : real args;                                                  \
         mem_free_settle(&release, rc);                                         \
         return rc;                                                             \
@@ -135,6 +135,7 @@
     }
 #define WRAP_OTHER(e, pt, stream, params, args) WRAP_FORWARD(e, params, args)
 #define WRAP_CTX(e, pt, stream, params, args)
+#define WRAP_VMM(e, pt, stream, params, args)
 #define WRAP_LOOKUP(e, pt, stream, params, args)
 
 #define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \
