@@ -488,8 +488,10 @@ void staging_copy(struct staging_run *r, bool to_device, CUdeviceptr dev,
                   void *host, uint64_t bytes);
 /* Waits for every copy of the run and ends it: the first error, if any. */
 CUresult staging_end(struct staging_run *r);
-/* Host copies: plain memory, huge pages where the kernel has them. */
+/* Host copies: plain memory, huge pages where the kernel has them;
+ * retired while their allocation is on the GPU, freed with it. */
 void *staging_host_alloc(uint64_t bytes);
+void staging_host_retire(void *p, uint64_t bytes);
 void staging_host_free(void *p, uint64_t bytes);
 /* A converted allocation was just made on gpu: whether anything can have
  * written it is known from here on (see swap.c, blank allocations). */

@@ -137,14 +137,15 @@ static bool batch_add(struct batch *b, CUdeviceptr ptr, uint64_t bytes,
     return true;
 }
 
-/* Swap-out of a converted allocation into a host copy made for it. */
+/* Swap-out of a converted allocation into its host copy: the one its
+ * last swap-in left (its pages written already, unless the kernel took
+ * them back), or a new one. */
 static void copy_out(struct swap *job, CUdeviceptr ptr, uint64_t bytes,
                      struct mem_swap_slot *slot)
 {
-    if ((slot->backing = staging_host_alloc(bytes)) == NULL ||
-        !batch_add(&job->batch, ptr, bytes, slot)) {
-        staging_host_free(slot->backing, bytes);
-        slot->backing = NULL;
+    if (slot->backing == NULL)
+        slot->backing = staging_host_alloc(bytes);
+    if (slot->backing == NULL || !batch_add(&job->batch, ptr, bytes, slot)) {
         failed(job, CUDA_ERROR_OUT_OF_MEMORY);
         return; /* stays resident */
     }
@@ -177,7 +178,7 @@ static void move_one(CUdeviceptr ptr, uint64_t bytes,
 }
 
 /* Copies are waited for: the physical memory of what was copied can go.
- * After a failed copy everything stays in, its host copy dropped. */
+ * After a failed copy everything stays in, its host copy retired. */
 static void release_copied(struct swap *job, bool copied)
 {
     struct batch *b = &job->batch;
@@ -190,18 +191,17 @@ static void release_copied(struct swap *job, bool copied)
         if (rc != CUDA_SUCCESS) {
             if (copied)
                 failed(job, rc);
-            staging_host_free(slot->backing, b->sizes[i]);
-            slot->backing = NULL;
+            staging_host_retire(slot->backing, b->sizes[i]);
             continue;
         }
         slot->out = true;
-        if (slot->backing)
+        if (!blank(slot, job->gpu))
             job->moved += b->sizes[i];
     }
 }
 
 /* Physical memory at the same addresses, then the data from the copies;
- * the copies are freed once they are waited for. */
+ * the copies are retired once they are waited for. */
 static void copy_back(struct swap *job)
 {
     struct batch *b = &job->batch;
@@ -215,7 +215,7 @@ static void copy_back(struct swap *job)
             failed(job, rc);
             break;
         }
-        if (slot->backing)
+        if (!blank(slot, job->gpu))
             staging_copy(&job->run, true, b->ptrs[backed], slot->backing,
                          b->sizes[backed]);
     }
@@ -226,10 +226,9 @@ static void copy_back(struct swap *job)
     for (size_t i = 0; i < backed; i++) {
         struct mem_swap_slot *slot = b->slots[i];
         slot->out = false;
-        if (slot->backing)
+        if (!blank(slot, job->gpu))
             job->moved += b->sizes[i];
-        staging_host_free(slot->backing, b->sizes[i]);
-        slot->backing = NULL;
+        staging_host_retire(slot->backing, b->sizes[i]);
     }
 }
 

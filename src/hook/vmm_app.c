@@ -216,8 +216,11 @@ HOOK_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     else if (!a->out) /* out: the swap-in maps it */
         rc = HOOK_CALL_REAL(cuMemMap, (ptr, size, offset, a->physical, flags));
     if (rc == CUDA_SUCCESS) {
-        *m = (struct app_mapping){.va = ptr, .size = size, .offset = offset,
-                                  .alloc = a, .next = mappings};
+        *m = (struct app_mapping){.va = ptr,
+                                  .size = size,
+                                  .offset = offset,
+                                  .alloc = a,
+                                  .next = mappings};
         mappings = m;
         a->mappings++;
         m = NULL;
@@ -252,10 +255,9 @@ HOOK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
             link = &m->next;
             continue;
         }
-        if (m->alloc->out)
-            staging_host_free(m->backing, m->size);
-        else if (out)
+        if (out && !m->alloc->out)
             HOOK_CALL_REAL(cuMemUnmap, (m->va, m->size));
+        staging_host_free(m->backing, m->size);
         *link = m->next;
         m->alloc->mappings--;
         maybe_gone_locked(m->alloc);
@@ -288,8 +290,8 @@ HOOK_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
     return rc;
 }
 
-HOOK_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
-                                                 void *addr)
+HOOK_EXPORT CUresult
+cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
     hook_count(&hook_stat_calls[NVSHARE_ID_cuMemRetainAllocationHandle], 1);
     pthread_mutex_lock(&app_lock);
@@ -321,10 +323,9 @@ HOOK_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(
     return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-HOOK_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle,
-                                                  CUmemGenericAllocationHandle handle,
-                                                  CUmemAllocationHandleType handleType,
-                                                  unsigned long long flags)
+HOOK_EXPORT CUresult cuMemExportToShareableHandle(
+    void *shareableHandle, CUmemGenericAllocationHandle handle,
+    CUmemAllocationHandleType handleType, unsigned long long flags)
 {
     CUmemGenericAllocationHandle real;
     CUresult rc;
@@ -417,7 +418,8 @@ uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run)
         if (!movable(a, gpu) || a->out != to_device)
             continue;
         if (to_device) {
-            CUresult rc = vmm_create_waiting(gpu, a->size, &a->prop, &a->physical);
+            CUresult rc =
+                vmm_create_waiting(gpu, a->size, &a->prop, &a->physical);
             if (rc != CUDA_SUCCESS) {
                 log_warn("swap in gpu %d: no physical memory for %llu bytes "
                          "of the application's own (%d)",
@@ -436,7 +438,8 @@ uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run)
                     drv->mem_set_access(m->va, m->size, m->access, m->n_access);
                 if (m->backing)
                     staging_copy(run, true, m->va, m->backing, m->size);
-            } else if ((m->backing = staging_host_alloc(m->size)) != NULL) {
+            } else if (m->backing != NULL ||
+                       (m->backing = staging_host_alloc(m->size)) != NULL) {
                 staging_copy(run, false, m->va, m->backing, m->size);
             } else {
                 a->moving = false; /* no host copy: it stays */
@@ -448,7 +451,7 @@ uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run)
 }
 
 /* After a swap-out, what was copied lets its physical memory go; after a
- * swap-in, the host copies go. */
+ * swap-in, the host copies are retired. */
 static void settle(const struct hook_driver *drv, struct app_alloc *a,
                    bool to_device)
 {
@@ -456,8 +459,7 @@ static void settle(const struct hook_driver *drv, struct app_alloc *a,
         if (m->alloc != a)
             continue;
         if (to_device || !a->moving) {
-            staging_host_free(m->backing, m->size);
-            m->backing = NULL;
+            staging_host_retire(m->backing, m->size);
         } else {
             drv->mem_unmap(m->va, m->size);
         }
