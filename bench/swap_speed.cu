@@ -3,10 +3,9 @@
 //
 //   swap_speed GIB ROUNDS [unprepared]
 //
-// Run with libnvshare preloaded. With NVSHARE_ENABLE_OVERSUB=1 cudaMalloc's
-// memory must be converted (managed, evictable: checked); without it the
-// device memory itself is what swaps (swappable by default), and the
-// program says which kind it got. Each round writes
+// Run with libnvshare preloaded and NVSHARE_ENABLE_OVERSUB=1 (there is no
+// scheduler to make it the default): cudaMalloc's memory is then
+// swappable device memory (VMM). Each round writes
 // the whole buffer with a round-dependent pattern (so a swap-out that kept
 // an old copy would be caught), checksums it on the GPU, calls libnvshare's
 // swap_out and swap_in (nvshare_hook_swap_out/in: the client's callbacks,
@@ -119,8 +118,6 @@ int main(int argc, char **argv)
     int intact = 0;
 
     bool prepared = !(argc > 3 && strcmp(argv[3], "unprepared") == 0);
-    const char *oversub = getenv("NVSHARE_ENABLE_OVERSUB");
-    bool want_managed = oversub && strcmp(oversub, "1") == 0;
 
     if (!swap_out || !swap_in || !prepare_swap || !wait_prepared ||
         rounds < 2) {
@@ -131,19 +128,14 @@ int main(int argc, char **argv)
     must(cudaMalloc(&words, bytes), "cudaMalloc");
     must(cudaMalloc(&sum, sizeof(*sum)), "cudaMalloc");
     must(cudaPointerGetAttributes(&attr, words), "cudaPointerGetAttributes");
-    if (want_managed && attr.type != cudaMemoryTypeManaged) {
-        fprintf(stderr, "swap_speed: cudaMalloc's memory is not managed: is "
-                        "NVSHARE_ENABLE_OVERSUB=1 set and libnvshare preloaded?\n");
-        return 2;
-    }
     printf("memory: %s\n", attr.type == cudaMemoryTypeManaged
-                               ? "managed (oversubscription)"
-                               : "device (swappable by default)");
+                               ? "managed"
+                               : "device (swappable: VMM)");
     if (prepared) {
         double p0 = now_s();
         prepare_swap(0);
         wait_prepared(0);
-        printf("prepare: pinned host copies of %.2f GiB made ahead in %.3f s\n",
+        printf("prepare: the pinned staging ring (for %.2f GiB) made ahead in %.3f s\n",
                (double)bytes / (1 << 30), now_s() - p0);
     } else {
         printf("prepare: none; the first swap-out is unprepared (an arrival's)\n");

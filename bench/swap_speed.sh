@@ -138,7 +138,7 @@ for size in $SIZES; do
     done_sizes+="$run "
     f=$RESULTS/default_${size}gib.txt
     echo "-- $run GiB$note"
-    NVSHARE_SOCK_DIR=$WORK/sock NVSHARE_STATS=1 LD_PRELOAD=$LIB \
+    NVSHARE_SOCK_DIR=$WORK/sock NVSHARE_STATS=1 NVSHARE_ENABLE_OVERSUB=1 LD_PRELOAD=$LIB \
         timeout -k 10 300 "$WORK/swap_speed" "$run" "$SIZE_ROUNDS" unprepared \
         >"$f" 2>"$f.err"
     src=$?

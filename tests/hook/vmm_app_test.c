@@ -54,9 +54,9 @@ static size_t free_bytes(void)
 
 static CUmemAllocationProp on_gpu0(void)
 {
-    return (CUmemAllocationProp){
-        .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-        .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    return (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE,
+                                              .id = 0}};
 }
 
 /* A segment as PyTorch makes one: reserve, create, map, allow. */
@@ -121,7 +121,8 @@ int main(void)
 
     /* Exported: it leaves the process and stays where it is. */
     MUST(cuMemExportToShareableHandle(&fd, a,
-                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                      0));
     EXPECT(hook_u64("nvshare_hook_managed_bytes") == 0,
            "an exported allocation is still counted evictable");
     EXPECT(hook_u64("nvshare_hook_swap_out") == 0,
