@@ -77,6 +77,14 @@ def main():
     in_bytes = hook.nvshare_hook_swap_in(0)
     t3 = time.monotonic()
     after = used_by_me()
+    # A second round: the host copies the first one left are written again.
+    t4 = time.monotonic()
+    out2 = hook.nvshare_hook_swap_out(0)
+    t5 = time.monotonic()
+    in2 = hook.nvshare_hook_swap_in(0)
+    t6 = time.monotonic()
+    print(f"second_swap_out_gbps={out2 / max(t5 - t4, 1e-9) / 1e9:.1f} "
+          f"second_swap_in_gbps={in2 / max(t6 - t5, 1e-9) / 1e9:.1f}")
     ok = all(t.data_ptr() == p for t, p in zip(tensors, ptrs))
     print(f"addresses_unchanged={int(ok)}")
     same = all(t.double().sum().item() == s for t, s in zip(tensors, sums))
