@@ -120,13 +120,15 @@ static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
 {
     int *order = p->scratch.admit_order;
     int n = pol_waiter_order(p, g, now, order);
-    bool blocked_seen = false;
+    bool blocked_seen = false, aged = false;
 
     pol_gang_census(p);
     pol_prepare_if_oversubscribed(p, g, gpu, out);
     for (int i = 0; i < n; i++) {
         int c = order[i];
         struct member *m = &g->members[c];
+        if (aged && !pol_turn_paused(p, g, gpu, c))
+            continue;
         if (!pol_room_for(out, 3)) {
             out->truncated = true;
             return;
@@ -173,8 +175,9 @@ static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
             pol_evict_for(p, g, gpu, c, m->footprint - pol_occupied_bytes(m),
                           now, out);
         }
-        if (now - m->since >= quantum_for(p, g, m))
-            return; /* aged: nobody passes it any more */
+        /* Aged: nobody passes it any more but a holder going on with its
+         * turn, which needs no room. */
+        aged = aged || now - m->since >= quantum_for(p, g, m);
     }
 }
 
@@ -516,8 +519,10 @@ static uint64_t turn_end(const struct policy *p, const struct gpu_sched *g,
                          uint64_t quantum, uint64_t now, enum early_end *early)
 {
     uint64_t slice = pol_fresh_slice(quantum);
-    uint64_t rest = m->quantum_used_ns < quantum ? quantum - m->quantum_used_ns
-                                                 : 0;
+    /* A turn for memory goes on after pauses, it does not start again. */
+    uint64_t used = m->quantum_used_ns +
+                    (r->waiter->wait_reason == WAIT_MEMORY ? m->turn_used_ns : 0);
+    uint64_t rest = used < quantum ? quantum - used : 0;
     if (p->tq_ns == POLICY_TQ_AUTO && rest < slice)
         rest = slice;
     uint64_t tq_due = m->granted_at + rest;

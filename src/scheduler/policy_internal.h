@@ -61,6 +61,9 @@ struct member {
     bool times_handover;      /* granted after a hand-over: its first
                               submission ends it (policy_quantum.c) */
     uint64_t quantum_used_ns; /* of its quantum, before it was cut short */
+    uint64_t turn_used_ns;    /* of its turn while a waiter waits for memory:
+                                 held before it paused (gave the GPU back
+                                 unasked); 0 once its turn is over */
     /* memory */
     uint64_t footprint;       /* bytes: held + context overhead */
     uint64_t evictable;       /* of the footprint: bytes a swap-out moves */
@@ -398,6 +401,12 @@ int pol_overgrown_runner(const struct policy *p, const struct gpu_sched *g,
                          int gpu) __attribute__((pure));
 int pol_grown_runner(const struct policy *p, const struct gpu_sched *g, int gpu)
     __attribute__((pure));
+/* Whether a waiter waits for memory on g. */
+bool pol_memory_waiter(const struct gpu_sched *g) __attribute__((pure));
+/* Whether client paused within its turn for memory and may go on with it
+ * (it still fits). */
+bool pol_turn_paused(const struct policy *p, const struct gpu_sched *g, int gpu,
+                     int client) __attribute__((pure));
 void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
                           uint64_t now, uint64_t *next);
 /* A swap of client's memory on g was done; true when it ended an eviction. */

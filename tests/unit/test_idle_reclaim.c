@@ -116,6 +116,32 @@ static void test_grown_runner_gets_idle_memory(void **state)
     assert_int_equal(count(ACTION_DROP, 1), 0); /* the runner keeps running */
 }
 
+/* A holder that pauses (gives the GPU back unasked) within its turn for
+ * memory goes on with its turn when it asks again: it is not swapped out
+ * for the waiter, and its turn ends a switch time after it began, not
+ * after the pause. */
+static void test_paused_holder_keeps_its_turn(void **state)
+{
+    (void)state;
+    footprint(0, 8 * GiB);
+    request(0, 0);
+    assert_int_equal(count(ACTION_GRANT, 0), 1);
+    footprint(1, 8 * GiB);
+    request(1, 100 * MS);
+    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1), 1);
+    release(0, 3 * SEC); /* a pause: loading data */
+    assert_int_equal(count(ACTION_EVICT, ANY), 0);
+    request(0, 3 * SEC + 200 * MS);
+    assert_int_equal(count(ACTION_EVICT, 0), 0);
+    assert_int_equal(count(ACTION_GRANT, 0), 1);
+    assert_int_equal(count(ACTION_GRANT, 1), 0);
+    /* 3 s held before the pause: 57 s left of the switch time. */
+    tick(SWITCH_TIME + 200 * MS - 1);
+    assert_int_equal(count(ACTION_DROP, 0), 0);
+    tick(SWITCH_TIME + 200 * MS);
+    assert_int_equal(count(ACTION_DROP, 0), 1);
+}
+
 /* Idle memory occupies the GPU until it has moved: the EVICT alone admits
  * nobody, only the holder's SWAPPED(out) does. */
 static void test_idle_memory_counts_until_swapped_out(void **state)
@@ -342,6 +368,7 @@ int main(void)
                                setup),
         cmocka_unit_test_setup(test_idle_memory_counts_until_swapped_out, setup),
         cmocka_unit_test_setup(test_grown_runner_gets_idle_memory, setup),
+        cmocka_unit_test_setup(test_paused_holder_keeps_its_turn, setup),
         cmocka_unit_test_setup(test_idle_swap_off_is_never_swapped, setup),
         cmocka_unit_test_setup(test_busy_clients_are_never_swapped_for_idleness,
                                setup),
