@@ -37,7 +37,7 @@ check() { # name, then the command; it must print PASS
     echo "ok: $name: $(grep -v '^PASS' "$dir/out" | tr '\n' ' ')"
 }
 # trace NAME: a fresh trace directory for the next run
-trace() { rm -rf "$dir/$1"; mkdir "$dir/$1"; echo "$dir/$1"; }
+trace() { rm -rf "${dir:?}/$1"; mkdir "$dir/$1"; echo "$dir/$1"; }
 
 check "oversub on: VMM ranges, quota on rounded sizes" \
     run NVSHARE_ENABLE_OVERSUB=1 NVSHARE_GPU_MEMORY_LIMIT=64Mi "$TEST" convert 1 $QUOTA
