@@ -100,7 +100,7 @@ out_has "GPU-test-1"
 out_has "16.00 GiB"
 out_has "8.00 GiB"
 out_has "clients 0"
-out_has "switch time auto (swap time x 30)   memory reserve 10%   oversubscription off by default"
+out_has "switch time auto (swap time x 30)   memory reserve 10%   oversubscription on by default"
 out_has "GPU 0  GPU-test-0  configured by NVSHARE_GPUS"
 out_has "  mode         auto"
 out_has "  memory       16.00 GiB capacity, 1.60 GiB reserve, 0 B running, 0 B resident"
@@ -132,7 +132,7 @@ n = doc["node"]
 assert n["tq_ns"] == 2_000_000_000 and n["anti_thrash"] is True
 assert n["gpu_count"] == 2 and n["client_count"] == 0 and n["uptime_ns"] > 0
 assert n["switch_time_fixed_ns"] is None and n["switch_multiplier"] == 30, n
-assert n["reserve_percent"] == 10 and n["oversub_default"] is False, n
+assert n["reserve_percent"] == 10 and n["oversub_default"] is True, n
 g = doc["gpus"]
 assert [x["uuid"] for x in g] == ["GPU-test-0", "GPU-test-1"]
 assert [x["index"] for x in g] == [0, 1]
@@ -233,7 +233,7 @@ PY
     grep -qE '^CLIENT +GPU +LIMIT +USED/WINDOW +FOOTPRINT +EVICTABLE +NON-EVICTABLE +ALLOCATED +FLAGS +POD MEM$' "$WORK/out" \
         || fail "the limits and memory table"
     grep -qE '^1 +0 +- .* oversub +0 B \(peak 1.00 GiB\)$' "$WORK/out" || fail "client 1 memory row"
-    grep -qE '^2 +0 +- .* B +- +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 2 memory row"
+    grep -qE '^2 +0 +- .* B +oversub +0 B \(peak 0 B\)$' "$WORK/out" || fail "client 2 memory row"
     awk 'length > 120 && !/pod-/ { exit 1 }' "$WORK/out" || fail "a line without names is over 120 columns"
     pass "status shows running clients, the queue with reasons, load, swaps and sanitized names"
 
@@ -259,7 +259,7 @@ assert a["oversubscribed"] is True and a["swapped_out"] is False, a
 assert a["evictable_bytes"] + a["non_evictable_bytes"] == a["footprint_bytes"], a
 assert g0["running_footprint_bytes"] == a["footprint_bytes"], (g0, a)
 assert b["state"] == "waiting" and b["wait_ns"] > 0 and b["container"] == ""
-assert b["wait_reason"] == "lock" and b["load_percent"] is None and b["oversubscribed"] is False, b
+assert b["wait_reason"] == "lock" and b["load_percent"] is None and b["oversubscribed"] is True, b
 PY
     doc_keys "$WORK/out" exact || fail "status --json fields against docs/nvsharectl.md"
     pass "status --json escapes names and lists holder and queue"
