@@ -24,6 +24,7 @@ struct gpu_lock {
     uint64_t quiet_since;  /* when seen_submits last changed */
     bool complete_seen;    /* its work had completed at the last poll */
     bool swapped_out;      /* its memory went to the host on EVICT */
+    bool swap_in_due;      /* a swap-out since the last swap-in moved bytes */
     uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
     uint64_t load_sent_at;               /* 0: no report yet */
     /* Giving the lock back after DROP_LOCK, which the drain beat announces

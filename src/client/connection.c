@@ -297,6 +297,7 @@ static void swap_out(int gpu)
      * whose pages were discarded), what is out must come back before the
      * gate opens. */
     client.gpus[gpu].swapped_out = true;
+    client.gpus[gpu].swap_in_due = client.gpus[gpu].swap_in_due || bytes > 0;
     pthread_mutex_unlock(&client.mu);
     send_swapped(gpu, SWAP_OUT, bytes, now_ns() - start);
 }
@@ -307,13 +308,18 @@ static void swap_in_if_out(int gpu)
 {
     pthread_mutex_lock(&client.mu);
     bool out = client.gpus[gpu].swapped_out;
-    client.gpus[gpu].swapped_out = false;
+    bool due = client.gpus[gpu].swap_in_due;
+    client.gpus[gpu].swapped_out = client.gpus[gpu].swap_in_due = false;
     pthread_mutex_unlock(&client.mu);
     if (!out || !client.ops.swap_in)
         return;
     uint64_t start = now_ns();
     uint64_t bytes = client.ops.swap_in(gpu, client.ops.user);
-    send_swapped(gpu, SWAP_IN, bytes, now_ns() - start);
+    /* The scheduler waits for a swap-in only after a swap-out of more
+     * than 0 bytes (docs/protocol.md); after blank ones it would log the
+     * answer as unsolicited. */
+    if (due)
+        send_swapped(gpu, SWAP_IN, bytes, now_ns() - start);
 }
 
 static void log_memory_wait(const struct msg *m)

@@ -1,47 +1,62 @@
-/* oversub_test.c - oversubscription through libnvshare, on the fake driver
- * (no scheduler: the client runs unscheduled).
+/* oversub_test.c - swappable device memory through libnvshare, on the fake
+ * driver (no scheduler: the client runs unscheduled).
  *
- *   oversub_test convert MANAGED QUOTA
- *       cuMemAlloc_v2 and cuMemAllocPitch_v2 return managed memory iff
- *       MANAGED is 1 (cuPointerGetAttribute IS_MANAGED), cuMemAllocManaged
- *       always, a pool allocation never; the pitch is a multiple of 512;
- *       libnvshare counts the managed bytes; the quota (QUOTA bytes, from
- *       NVSHARE_GPU_MEMORY_LIMIT) is enforced exactly as for device memory.
+ * What libnvshare makes swappable ("converts"): cuMemAlloc_v2 and
+ * cuMemAllocPitch_v2 of at least the VMM granularity (2 MiB) become an
+ * address range backed by one physical allocation (vmm.c), sized and
+ * charged rounded up to the granularity. The fake driver tells them apart:
+ * cuMemRetainAllocationHandle succeeds only on a VMM mapping, and
+ * cuPointerGetAttribute(RANGE_SIZE) is the mapping's rounded size.
+ *
+ *   oversub_test convert CONVERTED QUOTA
+ *       cuMemAlloc_v2 and cuMemAllocPitch_v2 of >= 2 MiB are VMM ranges
+ *       of the rounded size iff CONVERTED is 1, never managed memory;
+ *       smaller ones, cuMemAllocManaged and pool allocations never are;
+ *       libnvshare counts the converted bytes (rounded) and the
+ *       application's managed ones as evictable, and "oversub-converted"
+ *       the conversions; the quota (QUOTA bytes, NVSHARE_GPU_MEMORY_LIMIT)
+ *       is enforced as for device memory on the rounded sizes, and
+ *       cuMemGetInfo says so.
  *   oversub_test beyond BYTES OK
- *       one cuMemAlloc_v2 of BYTES succeeds iff OK is 1 (managed memory may
- *       exceed the device's memory; device memory may not).
+ *       one cuMemAlloc_v2 of BYTES succeeds iff OK is 1: without a
+ *       scheduler converted memory is device memory, no more than the
+ *       device has.
  *   oversub_test swap
  *       libnvshare's swap_out / swap_in (called directly, as the client
- *       does) move exactly the managed allocations: converted ones are
- *       copied to pinned host memory and their device pages discarded, then
- *       copied back intact (the fake's stamps say so), the application's
- *       own managed memory is prefetched to the host / the device; they
- *       wait for the moves, return their bytes, leave the caller's current
- *       context as it was, work from a thread without a context, return 0
- *       with nothing managed, copy nothing twice, and stay correct while
+ *       does) move exactly the evictable allocations: converted ones are
+ *       copied to the host and their physical memory released (the fake's
+ *       free memory grows by their rounded sizes, an allocation that did
+ *       not fit before fits), then mapped again at the same addresses and
+ *       copied back intact (the fake's page tags say so); the
+ *       application's own managed memory is prefetched to the host / the
+ *       device; pools stay. They wait for the moves, return their bytes,
+ *       leave the caller's current context as it was, work from a thread
+ *       without a context, return 0 with nothing evictable, copy nothing
+ *       twice, forget what was freed while out, and stay correct while
  *       another thread allocates and frees.
  *   oversub_test prepare
- *       after prepare_swap (the client's callback for PREPARE_SWAP) every
- *       converted allocation, and one made afterwards, has its pinned copy
- *       before the swap-out, which then pins nothing and restores the data
- *       intact; an allocation freed while its copy is made takes nothing
- *       with it; a swap-out during the preparation pins each allocation
- *       once in all.
- *   oversub_test prepare-behind
- *       a swap-out that comes while the copies are still being made does
- *       not pin: what the preparer has not reached is prefetched, and comes
- *       back intact; the next swap-out, once prepared, copies everything.
+ *       prepare_swap (the client's callback for PREPARE_SWAP) makes the
+ *       staging ring on a thread: waiting for it takes the fake's pinning
+ *       time (FAKE_CUDA_PIN_GBPS, set low), and the swap-out after it
+ *       pins nothing (it takes a fraction of that), intact.
+ *   oversub_test unprepared
+ *       without prepare_swap, the first swap-out pins the ring itself
+ *       (it takes the pinning time), the next one does not; a swap-out
+ *       while the ring is being made ahead moves everything intact.
  *   oversub_test blank
  *       (run with NVSHARE_FAIL_CLOSED=1 and no scheduler: the gate stays
  *       closed) a converted allocation made while the process cannot
- *       submit holds no data: its swap-out only discards its pages and its
- *       swap-in only makes them again, nothing copied, nothing pinned.
+ *       submit holds no data: its swap-out only releases its physical
+ *       memory and its swap-in only maps new memory, nothing copied.
  *   oversub_test prepare-exit
- *       the process exits while a pinned copy is being made, cleanly.
+ *       the process exits while the ring is being pinned, cleanly.
+ *   oversub_test swap-at-exit
+ *       a swap-out after the driver shut down moves nothing.
  * Prints one line per failed check and key=value results; exit 1 on any
  * failure. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,8 +67,13 @@
 #include "entry_points.h"
 #include "check.h"
 
-
 #define MIB (1ull << 20)
+#define GRANULE (2 * MIB)
+
+static uint64_t rounded(uint64_t bytes)
+{
+    return (bytes + GRANULE - 1) / GRANULE * GRANULE;
+}
 
 /* libnvshare's test entries, found at run time (it is preloaded). */
 static void *hook_entry(const char *name)
@@ -86,10 +106,12 @@ static uint64_t swap_out(void)
 {
     return hook_u64("nvshare_hook_swap_out", 0);
 }
+
 static uint64_t swap_in(void)
 {
     return hook_u64("nvshare_hook_swap_in", 0);
 }
+
 static uint64_t managed_bytes(void)
 {
     return hook_u64("nvshare_hook_managed_bytes", 0);
@@ -97,10 +119,7 @@ static uint64_t managed_bytes(void)
 
 static uint64_t event(const char *name)
 {
-    uint64_t (*fn)(const char *) =
-        (uint64_t(*)(const char *))dlsym(RTLD_DEFAULT, "nvshare_hook_event");
-
-    return fn ? fn(name) : 0;
+    return ((uint64_t(*)(const char *))hook_entry("nvshare_hook_event"))(name);
 }
 
 static double now_ms(void)
@@ -111,12 +130,48 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static double env_double(const char *name, double otherwise)
+{
+    const char *text = getenv(name);
+
+    return text ? atof(text) : otherwise;
+}
+
 static bool is_managed(CUdeviceptr p)
 {
     unsigned int managed = 0; /* the driver writes a bool */
 
     MUST(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p));
     return managed != 0;
+}
+
+/* Whether p is a VMM mapping (a converted allocation that is in). */
+static bool is_vmm(CUdeviceptr p)
+{
+    CUmemGenericAllocationHandle handle;
+
+    if (cuMemRetainAllocationHandle(&handle, (void *)(uintptr_t)p) != CUDA_SUCCESS)
+        return false;
+    MUST(cuMemRelease(handle));
+    return true;
+}
+
+static uint64_t range_size(CUdeviceptr p)
+{
+    size_t size = 0;
+
+    MUST(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p));
+    return size;
+}
+
+/* Whether the driver has memory at p: the range starting there, of size. */
+static bool mapped_at(CUdeviceptr p, uint64_t size)
+{
+    CUdeviceptr base = 0;
+    size_t got = 0;
+
+    return cuMemGetAddressRange_v2(&base, &got, p) == CUDA_SUCCESS &&
+           base == p && got == size;
 }
 
 static int prefetched_to(CUdeviceptr p, size_t bytes)
@@ -127,6 +182,36 @@ static int prefetched_to(CUdeviceptr p, size_t bytes)
                                 CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION,
                                 p, bytes));
     return where;
+}
+
+static uint64_t free_memory(void)
+{
+    size_t free_bytes, total;
+
+    MUST(cuMemGetInfo_v2(&free_bytes, &total));
+    return free_bytes;
+}
+
+/* Bytes of the reservation holding p whose written content the fake has
+ * lost (unmapped, or holding other content), -1 if it knows no memory
+ * there. */
+static long long lost_bytes(CUdeviceptr p)
+{
+    long long (*fn)(CUdeviceptr) =
+        (long long (*)(CUdeviceptr))dlsym(RTLD_DEFAULT, "fake_cuda_lost_bytes");
+
+    if (fn == NULL) {
+        printf("FAIL: the fake driver does not export fake_cuda_lost_bytes\n");
+        exit(1);
+    }
+    return fn(p);
+}
+
+/* Writes bytes at p: content to lose from here on. */
+static void write_memory(CUdeviceptr p, uint64_t bytes)
+{
+    MUST(cuMemsetD8_v2(p, 0x5a, bytes));
+    MUST(cuCtxSynchronize());
 }
 
 static CUcontext setup(void)
@@ -141,60 +226,110 @@ static CUcontext setup(void)
 
 /* ---- convert ------------------------------------------------------------ */
 
+/* The allocation at p is converted (a VMM mapping of size, not managed)
+ * iff want. */
+static void expect_converted(const char *what, CUdeviceptr p, uint64_t size,
+                             bool want)
+{
+    EXPECT(is_vmm(p) == want, "%s: a VMM mapping %d, want %d", what, is_vmm(p),
+           want);
+    EXPECT(!is_managed(p), "%s: managed memory", what);
+    if (want)
+        EXPECT(range_size(p) == size, "%s: a range of %llu bytes, want %llu",
+               what, (unsigned long long)range_size(p), (unsigned long long)size);
+}
+
 static void convert(bool want, uint64_t quota)
 {
-    CUdeviceptr plain, pitched, managed, pooled, p;
-    size_t pitch = 0, free_bytes, total;
-    uint64_t pitched_bytes;
+    CUdeviceptr plain, odd, pitched, small, small_pitched, managed, pooled, p;
+    size_t pitch = 0, small_pitch = 0;
+    uint64_t charged, evictable, q;
 
     setup();
     MUST(cuMemAlloc_v2(&plain, 8 * MIB));
-    MUST(cuMemAllocPitch_v2(&pitched, &pitch, 1000, 100, 4));
+    MUST(cuMemAlloc_v2(&odd, 3 * MIB)); /* 4 MiB converted */
+    MUST(cuMemAllocPitch_v2(&pitched, &pitch, 1000, 3000, 4)); /* 4 MiB too */
+    MUST(cuMemAlloc_v2(&small, MIB));
+    MUST(cuMemAllocPitch_v2(&small_pitched, &small_pitch, 1000, 100, 4));
     MUST(cuMemAllocManaged(&managed, 4 * MIB, CU_MEM_ATTACH_GLOBAL));
     MUST(cuMemAllocAsync(&pooled, 2 * MIB, NULL));
-    pitched_bytes = (uint64_t)pitch * 100;
-    EXPECT(is_managed(plain) == want, "cuMemAlloc_v2: managed %d, want %d",
-           is_managed(plain), want);
-    EXPECT(is_managed(pitched) == want,
-           "cuMemAllocPitch_v2: managed %d, want %d", is_managed(pitched), want);
-    EXPECT(pitch == 1024, "cuMemAllocPitch_v2: pitch %zu, want 1024", pitch);
-    EXPECT(is_managed(managed), "cuMemAllocManaged: not managed");
-    EXPECT(!is_managed(pooled), "cuMemAllocAsync: managed");
-    EXPECT(managed_bytes() == (want ? 8 * MIB + pitched_bytes : 0) + 4 * MIB,
-           "libnvshare counts %llu managed bytes",
-           (unsigned long long)managed_bytes());
+    EXPECT(pitch == 1024 && small_pitch == 1024,
+           "cuMemAllocPitch_v2: pitches %zu and %zu, want 1024", pitch,
+           small_pitch);
+    expect_converted("cuMemAlloc_v2 8 MiB", plain, 8 * MIB, want);
+    expect_converted("cuMemAlloc_v2 3 MiB", odd, 4 * MIB, want);
+    expect_converted("cuMemAllocPitch_v2 1000 x 3000", pitched,
+                     rounded(1024 * 3000), want);
+    expect_converted("cuMemAlloc_v2 1 MiB", small, 0, false);
+    expect_converted("cuMemAllocPitch_v2 1000 x 100", small_pitched, 0, false);
+    expect_converted("cuMemAllocAsync", pooled, 0, false);
+    EXPECT(is_managed(managed) && !is_vmm(managed),
+           "cuMemAllocManaged: not managed memory");
+    evictable = want ? 8 * MIB + 4 * MIB + rounded(1024 * 3000) : 0;
+    EXPECT(managed_bytes() == evictable + 4 * MIB,
+           "libnvshare counts %llu evictable bytes, want %llu",
+           (unsigned long long)managed_bytes(),
+           (unsigned long long)(evictable + 4 * MIB));
+    EXPECT(event("oversub-converted") == (want ? 3u : 0u),
+           "%llu conversions counted, want %d",
+           (unsigned long long)event("oversub-converted"), want ? 3 : 0);
+    /* Charged: the rounded sizes when converted, the pool's 2 MiB. */
+    charged = (want ? evictable : 8 * MIB + 3 * MIB + 1024 * 3000) + MIB +
+              1024 * 100 + 4 * MIB + 2 * MIB;
+    EXPECT(free_memory() == quota - charged,
+           "cuMemGetInfo says %llu free, want %llu",
+           (unsigned long long)free_memory(),
+           (unsigned long long)(quota - charged));
     MUST(cuMemFree_v2(plain));
+    MUST(cuMemFree_v2(odd));
     MUST(cuMemFree_v2(pitched));
+    MUST(cuMemFree_v2(small));
+    MUST(cuMemFree_v2(small_pitched));
     MUST(cuMemFree_v2(managed));
     MUST(cuMemFreeAsync(pooled, NULL));
-    EXPECT(managed_bytes() == 0, "%llu managed bytes left after the frees",
+    EXPECT(managed_bytes() == 0, "%llu evictable bytes left after the frees",
            (unsigned long long)managed_bytes());
 
-    /* The quota, exactly as for device memory (the pool keeps 2 MiB). */
-    quota -= 2 * MIB;
-    EXPECT(cuMemAlloc_v2(&p, quota + 1) == CUDA_ERROR_OUT_OF_MEMORY,
+    /* The quota, as for device memory (the pool keeps 2 MiB). */
+    q = quota - 2 * MIB;
+    EXPECT(free_memory() == q, "all freed, cuMemGetInfo says %llu free of %llu",
+           (unsigned long long)free_memory(), (unsigned long long)q);
+    EXPECT(cuMemAlloc_v2(&p, q + 1) == CUDA_ERROR_OUT_OF_MEMORY,
            "quota + 1 byte not refused");
-    MUST(cuMemAlloc_v2(&p, quota));
-    EXPECT(is_managed(p) == want, "the whole quota: managed %d", is_managed(p));
-    MUST(cuMemGetInfo_v2(&free_bytes, &total));
-    EXPECT(free_bytes == 0, "quota used up, cuMemGetInfo says %zu free",
-           free_bytes);
-    EXPECT(cuMemAlloc_v2(&pitched, 1) == CUDA_ERROR_OUT_OF_MEMORY,
+    MUST(cuMemAlloc_v2(&p, q));
+    expect_converted("the whole quota", p, q, want);
+    EXPECT(free_memory() == 0, "quota used up, cuMemGetInfo says %llu free",
+           (unsigned long long)free_memory());
+    EXPECT(cuMemAlloc_v2(&small, 1) == CUDA_ERROR_OUT_OF_MEMORY,
            "one byte over the quota not refused");
-    EXPECT(cuMemAllocPitch_v2(&pitched, &pitch, 16, 1, 4) ==
+    EXPECT(cuMemAllocPitch_v2(&small, &pitch, 16, 1, 4) ==
                CUDA_ERROR_OUT_OF_MEMORY,
            "a pitched row over the quota not refused");
     MUST(cuMemFree_v2(p));
+    /* Rounded up to the granularity, and charged so: what is left of the
+     * quota is 0 converted, the 1 MiB + 1 byte not asked for otherwise. */
+    MUST(cuMemAlloc_v2(&p, q - MIB - 1));
+    EXPECT(free_memory() == (want ? 0 : MIB + 1),
+           "%llu bytes of %llu allocated, cuMemGetInfo says %llu free",
+           (unsigned long long)(q - MIB - 1), (unsigned long long)q,
+           (unsigned long long)free_memory());
+    CUresult rc = cuMemAlloc_v2(&small, MIB);
+    EXPECT((rc == CUDA_ERROR_OUT_OF_MEMORY) == want,
+           "1 MiB in the rounding's room: %d", (int)rc);
+    if (rc == CUDA_SUCCESS)
+        MUST(cuMemFree_v2(small));
+    MUST(cuMemFree_v2(p));
     /* The pitch is charged as returned: 1000-byte rows take 1024. */
-    EXPECT(cuMemAllocPitch_v2(&p, &pitch, 1000, quota / 1000, 4) ==
+    EXPECT(cuMemAllocPitch_v2(&p, &pitch, 1000, q / 1000, 4) ==
                CUDA_ERROR_OUT_OF_MEMORY,
            "pitched allocation over the quota not refused");
-    MUST(cuMemAllocPitch_v2(&p, &pitch, 1000, quota / 1024, 4));
-    EXPECT(is_managed(p) == want, "pitched quota: managed %d", is_managed(p));
+    MUST(cuMemAllocPitch_v2(&p, &pitch, 1000, q / 1024, 4));
+    expect_converted("the whole quota, pitched", p, q, want);
+    EXPECT(free_memory() == 0, "pitched quota used up, %llu free",
+           (unsigned long long)free_memory());
     MUST(cuMemFree_v2(p));
-    MUST(cuMemGetInfo_v2(&free_bytes, &total));
-    EXPECT(free_bytes == quota, "all freed, cuMemGetInfo says %zu free of %llu",
-           free_bytes, (unsigned long long)quota);
+    EXPECT(free_memory() == q, "all freed, cuMemGetInfo says %llu free of %llu",
+           (unsigned long long)free_memory(), (unsigned long long)q);
     printf("converted=%llu\n", (unsigned long long)event("oversub-converted"));
 }
 
@@ -212,29 +347,6 @@ static void beyond(uint64_t bytes, bool want)
 
 /* ---- swap --------------------------------------------------------------- */
 
-/* The fake's transfer rate: the test sets FAKE_CUDA_SWAP_GBPS (prefetches)
- * and FAKE_CUDA_COPY_GBPS (copies) to the same value. */
-static double gbps(void)
-{
-    const char *text = getenv("FAKE_CUDA_SWAP_GBPS");
-
-    return text ? atof(text) : 10.0;
-}
-
-/* Bytes of the allocation at p whose content the fake has lost (discarded
- * and not copied back from a copy of its own), from the fake driver. */
-static long long lost_bytes(CUdeviceptr p)
-{
-    long long (*fn)(CUdeviceptr) =
-        (long long (*)(CUdeviceptr))dlsym(RTLD_DEFAULT, "fake_cuda_lost_bytes");
-
-    if (fn == NULL) {
-        printf("FAIL: the fake driver does not export fake_cuda_lost_bytes\n");
-        exit(1);
-    }
-    return fn(p);
-}
-
 static void *swap_from_thread(void *arg)
 {
     uint64_t *bytes = arg;
@@ -247,20 +359,20 @@ static void *swap_from_thread(void *arg)
     return NULL;
 }
 
-static volatile bool churning;
+static atomic_bool churning;
 
-/* Allocates and frees managed memory while the main thread swaps. */
+/* Allocates (converted) and frees while the main thread swaps. */
 static void *churn(void *arg)
 {
     CUcontext ctx = arg;
     long rounds = 0;
 
     MUST(cuCtxSetCurrent(ctx));
-    while (churning) {
+    while (atomic_load(&churning)) {
         CUdeviceptr p[4];
 
         for (int i = 0; i < 4; i++)
-            MUST(cuMemAlloc_v2(&p[i], MIB));
+            MUST(cuMemAlloc_v2(&p[i], GRANULE));
         for (int i = 0; i < 4; i++)
             MUST(cuMemFree_v2(p[i]));
         rounds++;
@@ -272,23 +384,36 @@ static void *churn(void *arg)
 static void swap(void)
 {
     CUcontext ctx = setup(), current;
-    CUdeviceptr a, b, d, pooled;
+    CUdeviceptr a, b, d, pooled, probe;
     size_t pitch;
-    uint64_t want, out, in, thread_bytes[2];
+    uint64_t converted, want, out, in, thread_bytes[2], free_in, probe_bytes;
     double t0, out_ms, in_ms, min_ms;
     pthread_t thread;
 
     EXPECT(swap_out() == 0 && swap_in() == 0,
-           "a swap with nothing managed moved something");
+           "a swap with nothing evictable moved something");
     MUST(cuMemAlloc_v2(&a, 16 * MIB)); /* converted */
     MUST(cuMemAllocManaged(&b, 8 * MIB, CU_MEM_ATTACH_GLOBAL));
-    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 256, 4)); /* converted */
+    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 700, 4)); /* converted, 4 MiB */
     MUST(cuMemAllocAsync(&pooled, 3 * MIB, NULL));      /* stays put */
-    prepare_swap(); /* as the scheduler does before any EVICT */
-    wait_prepared();
-    want = 16 * MIB + 8 * MIB + (uint64_t)pitch * 256;
-    /* The moves run on several streams: at least the largest one. */
-    min_ms = (double)(16 * MIB) / (gbps() * 1e6);
+    EXPECT(range_size(d) == 4 * MIB, "the pitched allocation takes %llu",
+           (unsigned long long)range_size(d));
+    write_memory(a, 16 * MIB);
+    write_memory(d, (uint64_t)pitch * 700);
+    EXPECT(lost_bytes(a) == 0 && lost_bytes(d) == 0,
+           "written memory counted lost before any swap");
+    converted = 16 * MIB + 4 * MIB;
+    want = converted + 8 * MIB;
+    /* Not room for the probe now; once the converted memory is out, yes. */
+    free_in = free_memory();
+    probe_bytes = free_in / GRANULE * GRANULE + GRANULE;
+    EXPECT(cuMemAlloc_v2(&probe, probe_bytes) == CUDA_ERROR_OUT_OF_MEMORY,
+           "%llu bytes fit beside the swapped-in memory (%llu free)",
+           (unsigned long long)probe_bytes, (unsigned long long)free_in);
+    /* The copies out run on at most 4 streams at FAKE_CUDA_COPY_GBPS: a
+     * swap that waits for them takes at least this long. */
+    min_ms =
+        (double)converted / 4 / (env_double("FAKE_CUDA_COPY_GBPS", 50) * 1e6);
 
     t0 = now_ms();
     out = swap_out();
@@ -296,14 +421,24 @@ static void swap(void)
     EXPECT(out == want, "swap_out moved %llu bytes, want %llu",
            (unsigned long long)out, (unsigned long long)want);
     EXPECT(out_ms >= 0.9 * min_ms,
-           "swap_out returned after %.1f ms, before its moves (%.1f ms)",
+           "swap_out returned after %.1f ms, before its copies (%.1f ms)",
            out_ms, min_ms);
-    EXPECT(lost_bytes(a) == (long long)(16 * MIB) &&
-               lost_bytes(d) == (long long)(pitch * 256),
-           "swap_out: converted memory not discarded (%lld, %lld lost)",
-           lost_bytes(a), lost_bytes(d));
+    EXPECT(free_memory() == free_in + converted,
+           "swap_out: %llu bytes free, want %llu (physical memory released)",
+           (unsigned long long)free_memory(),
+           (unsigned long long)(free_in + converted));
+    EXPECT(!mapped_at(a, 16 * MIB) && !mapped_at(d, 4 * MIB),
+           "swap_out: converted memory still mapped");
+    EXPECT(lost_bytes(a) == (long long)(16 * MIB),
+           "swap_out: %lld bytes of 16 MiB unmapped", lost_bytes(a));
     EXPECT(prefetched_to(b, 8 * MIB) == CU_DEVICE_CPU,
            "swap_out: the application's managed memory not on the host");
+    EXPECT(mapped_at(pooled, 3 * MIB), "swap_out: the pool allocation moved");
+    if (cuMemAlloc_v2(&probe, probe_bytes) == CUDA_SUCCESS)
+        MUST(cuMemFree_v2(probe));
+    else
+        EXPECT(0, "%llu bytes do not fit while swapped out",
+               (unsigned long long)probe_bytes);
     /* Only the prefetch, which is idempotent, is repeated. */
     EXPECT(swap_out() == 8 * MIB, "a second swap_out copied converted memory "
                                   "again");
@@ -319,11 +454,18 @@ static void swap(void)
     EXPECT(lost_bytes(a) == 0 && lost_bytes(d) == 0,
            "swap_in: converted memory not restored intact (%lld, %lld lost)",
            lost_bytes(a), lost_bytes(d));
-    EXPECT(prefetched_to(a, 16 * MIB) == 0 && prefetched_to(b, 8 * MIB) == 0 &&
-               prefetched_to(d, pitch * 256) == 0,
-           "swap_in: not all on gpu 0");
+    EXPECT(mapped_at(a, 16 * MIB) && mapped_at(d, 4 * MIB) && is_vmm(a),
+           "swap_in: not mapped again at the same addresses");
+    EXPECT(free_memory() == free_in, "swap_in: %llu bytes free, want %llu",
+           (unsigned long long)free_memory(), (unsigned long long)free_in);
+    EXPECT(prefetched_to(b, 8 * MIB) == 0,
+           "swap_in: the application's managed memory not on gpu 0");
     MUST(cuCtxGetCurrent(&current));
     EXPECT(current == ctx, "swap_in changed the current context");
+    EXPECT(swap_in() == 8 * MIB, "a second swap_in copied converted memory "
+                                 "again");
+    EXPECT(lost_bytes(a) == 0 && lost_bytes(d) == 0,
+           "a second swap_in lost content");
 
     /* From a thread with no context, like the client's. */
     pthread_create(&thread, NULL, swap_from_thread, thread_bytes);
@@ -332,33 +474,48 @@ static void swap(void)
            "from another thread: %llu out, %llu in",
            (unsigned long long)thread_bytes[0],
            (unsigned long long)thread_bytes[1]);
+    EXPECT(lost_bytes(a) == 0 && lost_bytes(d) == 0,
+           "swapped from another thread: content lost");
 
     /* A freed allocation is not moved; one freed while out is not
-     * restored either. */
+     * restored either, and gives its address range back. */
     MUST(cuMemFree_v2(b));
     out = swap_out();
-    EXPECT(out == want - 8 * MIB, "after a free, swap_out moved %llu",
+    EXPECT(out == converted, "after a free, swap_out moved %llu",
            (unsigned long long)out);
     MUST(cuMemFree_v2(d));
+    EXPECT(lost_bytes(d) == -1, "the range freed while out is still known");
     in = swap_in();
     EXPECT(in == 16 * MIB && lost_bytes(a) == 0,
            "after a free while out, swap_in moved %llu (%lld lost)",
            (unsigned long long)in, lost_bytes(a));
-    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 256, 4));
+    EXPECT(lost_bytes(d) == -1 && !mapped_at(d, 4 * MIB),
+           "swap_in brought back memory freed while out");
+    EXPECT(free_memory() == free_in + 4 * MIB,
+           "after the free while out: %llu bytes free, want %llu",
+           (unsigned long long)free_memory(),
+           (unsigned long long)(free_in + 4 * MIB));
+    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 700, 4));
+    write_memory(d, (uint64_t)pitch * 700);
 
     /* Concurrent allocations and frees on another thread. */
-    churning = true;
+    atomic_store(&churning, true);
     pthread_create(&thread, NULL, churn, ctx);
     for (int i = 0; i < 10; i++) {
         out = swap_out();
         in = swap_in();
-        EXPECT(out >= want - 8 * MIB && out <= want - 8 * MIB + 4 * MIB &&
-                   in >= want - 8 * MIB && in <= want - 8 * MIB + 4 * MIB,
+        EXPECT(out >= converted && out <= converted + 4 * GRANULE &&
+                   in >= converted && in <= converted + 4 * GRANULE,
                "swap %d during churn: %llu out, %llu in", i,
                (unsigned long long)out, (unsigned long long)in);
     }
-    churning = false;
+    atomic_store(&churning, false);
     pthread_join(thread, NULL);
+    EXPECT(lost_bytes(a) == 0 && lost_bytes(d) == 0,
+           "swaps during churn lost content (%lld, %lld)", lost_bytes(a),
+           lost_bytes(d));
+    EXPECT(mapped_at(a, 16 * MIB) && mapped_at(d, 4 * MIB),
+           "swaps during churn moved an address");
 
     MUST(cuMemFree_v2(a));
     MUST(cuMemFree_v2(d));
@@ -371,136 +528,130 @@ static void swap(void)
            (unsigned long long)event("swap-out-bytes"));
 }
 
-/* ---- prepare -------------------------------------------------------------- */
+/* ---- the staging ring ------------------------------------------------------ */
 
+/* The ring's pinning at FAKE_CUDA_PIN_GBPS: 32 x 4 MiB (staging.c). */
+static double pin_ms(void)
+{
+    return (double)(128 * MIB) / (env_double("FAKE_CUDA_PIN_GBPS", 2) * 1e6);
+}
 
 static void prepare(void)
 {
-    CUdeviceptr a, b, d, later, freed, raced;
-    size_t pitch;
-    uint64_t want, out;
-    double t0, out_ms;
+    CUdeviceptr a;
+    double t0, prepare_ms, out_ms, in_ms;
 
     setup();
-    MUST(cuMemAlloc_v2(&a, 16 * MIB)); /* converted */
-    MUST(cuMemAllocManaged(&b, 8 * MIB, CU_MEM_ATTACH_GLOBAL));
-    MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 256, 4)); /* converted */
-    EXPECT(event("swap-pinned-ahead") == 0,
-           "pinned copies made before anyone asked");
+    MUST(cuMemAlloc_v2(&a, 32 * MIB));
+    write_memory(a, 32 * MIB);
 
-    prepare_swap();
-    prepare_swap(); /* idempotent */
-    wait_prepared();
-    EXPECT(event("swap-pinned-ahead") == 2,
-           "%llu pinned copies made ahead, want 2 (the converted ones)",
-           (unsigned long long)event("swap-pinned-ahead"));
-    /* Asked once, this GPU prepares what comes later too. */
-    MUST(cuMemAlloc_v2(&later, 8 * MIB));
-    wait_prepared();
-    EXPECT(event("swap-pinned-ahead") == 3,
-           "an allocation after PREPARE_SWAP was not prepared (%llu ahead)",
-           (unsigned long long)event("swap-pinned-ahead"));
-    /* Freed while its copy may be in the making: the copy goes too. */
-    MUST(cuMemAlloc_v2(&freed, 32 * MIB));
-    MUST(cuMemFree_v2(freed));
-    wait_prepared();
-    uint64_t ahead = event("swap-pinned-ahead");
-
-    want = 16 * MIB + 8 * MIB + (uint64_t)pitch * 256 + 8 * MIB;
     t0 = now_ms();
-    out = swap_out();
-    out_ms = now_ms() - t0;
-    EXPECT(out == want, "swap_out moved %llu bytes, want %llu",
-           (unsigned long long)out, (unsigned long long)want);
-    uint64_t unpinned = event("swap-unpinned");
-    EXPECT(unpinned == 0,
-           "the prepared swap-out found %llu allocations without a copy",
-           (unsigned long long)unpinned);
-    EXPECT(lost_bytes(a) == (long long)(16 * MIB) &&
-               lost_bytes(later) == (long long)(8 * MIB),
-           "swap_out: converted memory not discarded");
-    EXPECT(swap_in() == want, "swap_in did not bring everything back");
-    EXPECT(lost_bytes(a) == 0 && lost_bytes(d) == 0 && lost_bytes(later) == 0,
-           "prepared copies: data not restored intact (%lld, %lld, %lld lost)",
-           lost_bytes(a), lost_bytes(d), lost_bytes(later));
-
-    /* A swap-out while a copy is being made does not pin the same
-     * allocation again: one copy per allocation. */
-    MUST(cuMemAlloc_v2(&raced, 64 * MIB)); /* its copy starts now */
-    out = swap_out();
-    EXPECT(out == want + 64 * MIB, "swap_out during a preparation moved %llu",
-           (unsigned long long)out);
+    prepare_swap();
+    prepare_swap(); /* one ring */
     wait_prepared();
-    EXPECT(event("swap-pinned-ahead") == ahead + 1, "64 MiB pinned %llu times",
-           (unsigned long long)(event("swap-pinned-ahead") - ahead));
-    EXPECT(swap_in() == want + 64 * MIB && lost_bytes(raced) == 0,
-           "the allocation swapped out during its preparation lost data");
+    prepare_ms = now_ms() - t0;
+    EXPECT(prepare_ms >= 0.9 * pin_ms(),
+           "prepare_swap took %.1f ms, not the pinning's %.1f ms", prepare_ms,
+           pin_ms());
 
+    t0 = now_ms();
+    EXPECT(swap_out() == 32 * MIB, "the prepared swap-out did not move 32 MiB");
+    out_ms = now_ms() - t0;
+    EXPECT(out_ms < 0.5 * pin_ms(),
+           "the prepared swap-out took %.1f ms: it pinned (%.1f ms)", out_ms,
+           pin_ms());
+    EXPECT(lost_bytes(a) == (long long)(32 * MIB), "32 MiB not released");
+    t0 = now_ms();
+    EXPECT(swap_in() == 32 * MIB, "swap_in did not bring 32 MiB back");
+    in_ms = now_ms() - t0;
+    EXPECT(in_ms < 0.5 * pin_ms(), "the swap-in took %.1f ms: it pinned", in_ms);
+    EXPECT(lost_bytes(a) == 0 && mapped_at(a, 32 * MIB),
+           "prepared swap: %lld bytes lost", lost_bytes(a));
     MUST(cuMemFree_v2(a));
-    MUST(cuMemFree_v2(b));
-    MUST(cuMemFree_v2(d));
-    MUST(cuMemFree_v2(later));
-    MUST(cuMemFree_v2(raced));
-    printf("pinned_ahead=%llu unpinned=%llu prepared_out_ms=%.1f\n",
-           (unsigned long long)ahead, (unsigned long long)unpinned, out_ms);
+    printf("prepare_ms=%.1f prepared_out_ms=%.1f in_ms=%.1f pin_ms=%.1f\n",
+           prepare_ms, out_ms, in_ms, pin_ms());
 }
 
-static void prepare_behind(void)
+static void unprepared(void)
 {
-    enum { N = 4 };
-    CUdeviceptr p[N];
+    CUdeviceptr a;
+    double t0, first_ms, next_ms;
 
     setup();
-    for (int i = 0; i < N; i++)
-        MUST(cuMemAlloc_v2(&p[i], 64 * MIB));
-    prepare_swap();
-    EXPECT(swap_out() == N * 64 * MIB, "the swap-out behind the preparer "
-                                       "did not move everything");
-    EXPECT(event("swap-unpinned") >= 1,
-           "the swap-out found every copy made (%llu unpinned)",
-           (unsigned long long)event("swap-unpinned"));
-    EXPECT(swap_in() == N * 64 * MIB, "swap_in did not bring everything back");
-    for (int i = 0; i < N; i++)
-        EXPECT(lost_bytes(p[i]) == 0, "allocation %d lost %lld bytes", i,
-               lost_bytes(p[i]));
+    MUST(cuMemAlloc_v2(&a, 32 * MIB));
+    write_memory(a, 32 * MIB);
 
-    uint64_t unpinned = event("swap-unpinned");
+    /* The first swap-out makes the ring. */
+    t0 = now_ms();
+    EXPECT(swap_out() == 32 * MIB, "the first swap-out did not move 32 MiB");
+    first_ms = now_ms() - t0;
+    EXPECT(first_ms >= 0.9 * pin_ms(),
+           "the unprepared swap-out took %.1f ms, less than pinning (%.1f ms)",
+           first_ms, pin_ms());
+    EXPECT(swap_in() == 32 * MIB && lost_bytes(a) == 0,
+           "the unprepared swap lost %lld bytes", lost_bytes(a));
+    /* The ring stays. */
+    t0 = now_ms();
+    EXPECT(swap_out() == 32 * MIB, "the second swap-out did not move 32 MiB");
+    next_ms = now_ms() - t0;
+    EXPECT(next_ms < 0.5 * pin_ms(),
+           "the second swap-out took %.1f ms: it pinned", next_ms);
+    EXPECT(swap_in() == 32 * MIB && lost_bytes(a) == 0,
+           "the second swap lost %lld bytes", lost_bytes(a));
+    MUST(cuMemFree_v2(a));
+    printf("first_out_ms=%.1f next_out_ms=%.1f pin_ms=%.1f\n", first_ms,
+           next_ms, pin_ms());
+}
+
+/* A swap-out while the preparer is still pinning: everything moves, intact. */
+static void prepare_behind(void)
+{
+    CUdeviceptr a;
+
+    setup();
+    MUST(cuMemAlloc_v2(&a, 32 * MIB));
+    write_memory(a, 32 * MIB);
+    prepare_swap();
+    EXPECT(swap_out() == 32 * MIB, "the swap-out behind the preparer did not "
+                                   "move 32 MiB");
+    EXPECT(lost_bytes(a) == (long long)(32 * MIB), "32 MiB not released");
+    EXPECT(swap_in() == 32 * MIB && lost_bytes(a) == 0,
+           "the swap behind the preparer lost %lld bytes", lost_bytes(a));
     wait_prepared();
-    EXPECT(swap_out() == N * 64 * MIB && event("swap-unpinned") == unpinned,
-           "the prepared swap-out did not copy everything");
-    for (int i = 0; i < N; i++)
-        EXPECT(lost_bytes(p[i]) == (long long)(64 * MIB),
-               "allocation %d was not copied out and discarded", i);
-    EXPECT(swap_in() == N * 64 * MIB, "swap_in did not bring everything back");
-    for (int i = 0; i < N; i++) {
-        EXPECT(lost_bytes(p[i]) == 0, "allocation %d lost %lld bytes", i,
-               lost_bytes(p[i]));
-        MUST(cuMemFree_v2(p[i]));
-    }
-    printf("unpinned=%llu\n", (unsigned long long)unpinned);
+    EXPECT(swap_out() == 32 * MIB && swap_in() == 32 * MIB && lost_bytes(a) == 0,
+           "the swap after the preparer lost %lld bytes", lost_bytes(a));
+    MUST(cuMemFree_v2(a));
 }
 
 static void blank(void)
 {
     CUdeviceptr p;
+    uint64_t free_in;
 
     setup();
-    MUST(cuMemAlloc_v2(&p, 64 * MIB));
+    MUST(cuMemAlloc_v2(&p, 32 * MIB));
+    EXPECT(is_vmm(p), "not converted");
+    free_in = free_memory();
     EXPECT(swap_out() == 0, "a blank allocation was copied out");
-    EXPECT(lost_bytes(p) == (long long)(64 * MIB),
-           "its pages were not discarded");
+    EXPECT(!mapped_at(p, 32 * MIB) && free_memory() == free_in + 32 * MIB,
+           "a blank allocation's physical memory was not released");
     EXPECT(swap_in() == 0, "a blank allocation was copied in");
-    EXPECT(event("swap-unpinned") == 0, "a blank allocation was prefetched");
+    EXPECT(mapped_at(p, 32 * MIB) && is_vmm(p) && free_memory() == free_in,
+           "a blank allocation was not mapped again");
+    EXPECT(event("swap-out-bytes") == 0 && event("swap-in-bytes") == 0,
+           "a blank allocation counts as %llu bytes out, %llu in",
+           (unsigned long long)event("swap-out-bytes"),
+           (unsigned long long)event("swap-in-bytes"));
     MUST(cuMemFree_v2(p));
 }
 
-/* Exits (returning from main) while the preparer pins 256 MiB. */
+/* Exits (returning from main) while the preparer pins the ring. */
 static void prepare_exit(void)
 {
     CUdeviceptr p;
 
     setup();
-    MUST(cuMemAlloc_v2(&p, 256 * MIB));
+    MUST(cuMemAlloc_v2(&p, 8 * MIB));
     prepare_swap();
 }
 
@@ -508,17 +659,20 @@ static void prepare_exit(void)
  * moves nothing and warns about nothing: oversub.sh checks stderr. */
 static void swap_at_exit(void)
 {
-    CUdeviceptr b;
+    CUdeviceptr a, b;
     void (*deinitialize)(void) =
         (void (*)(void))dlsym(RTLD_DEFAULT, "fake_cuda_deinitialize");
 
     setup();
+    MUST(cuMemAlloc_v2(&a, 8 * MIB));
+    write_memory(a, 8 * MIB);
     MUST(cuMemAllocManaged(&b, 8 * MIB, CU_MEM_ATTACH_GLOBAL));
     EXPECT(deinitialize != NULL, "the fake driver cannot shut down");
     if (deinitialize)
         deinitialize();
     EXPECT(swap_out() == 0,
            "a swap-out moved memory after the driver shut down");
+    EXPECT(lost_bytes(a) == 0, "a failed swap-out released written memory");
 }
 
 int main(int argc, char **argv)
@@ -531,6 +685,8 @@ int main(int argc, char **argv)
         swap();
     else if (argc == 2 && strcmp(argv[1], "prepare") == 0)
         prepare();
+    else if (argc == 2 && strcmp(argv[1], "unprepared") == 0)
+        unprepared();
     else if (argc == 2 && strcmp(argv[1], "prepare-behind") == 0)
         prepare_behind();
     else if (argc == 2 && strcmp(argv[1], "blank") == 0)
@@ -540,9 +696,10 @@ int main(int argc, char **argv)
     else if (argc == 2 && strcmp(argv[1], "swap-at-exit") == 0)
         swap_at_exit();
     else {
-        fprintf(stderr, "usage: oversub_test convert MANAGED QUOTA | "
-                        "beyond BYTES OK | swap | prepare | prepare-behind | "
-                        "blank | prepare-exit | swap-at-exit\n");
+        fprintf(stderr, "usage: oversub_test convert CONVERTED QUOTA | "
+                        "beyond BYTES OK | swap | prepare | unprepared | "
+                        "prepare-behind | blank | prepare-exit | "
+                        "swap-at-exit\n");
         return 2;
     }
     printf("%s\n", failures ? "FAIL" : "PASS");
