@@ -13,9 +13,8 @@
 # preparation time, one line per round and the summary line of
 # swap_speed.cu (targets: the first, prepared swap-out >= 35 GB/s, later
 # ones >= 35 GB/s and >= 70 % of in, in >= 40 GB/s, every checksum intact),
-# plus libnvshare's swap statistics (swap-pinned-ahead: pinned copies made
-# by the preparation; swap-unpinned: allocations a swap-out prefetched for
-# want of a copy, 0 when prepared). Settings: GIB=6 (buffer), ROUNDS=5,
+# plus libnvshare's swap statistics (swap-outs, swap-out-bytes, ...).
+# Settings: GIB=6 (buffer), ROUNDS=5,
 # BUILD=build, GPU (an nvidia-smi index or UUID; default: the first of
 # CUDA_VISIBLE_DEVICES, else 0). OVERSUB_RUN=0 leaves this part out.
 #

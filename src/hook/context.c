@@ -269,6 +269,18 @@ bool hook_for_each_context(int gpu,
     return all;
 }
 
+CUcontext hook_first_context(int gpu)
+{
+    CUcontext ctx = NULL;
+
+    pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < n_contexts && ctx == NULL; i++)
+        if (contexts[i].gpu == gpu)
+            ctx = contexts[i].ctx;
+    pthread_mutex_unlock(&registry_lock);
+    return ctx;
+}
+
 bool hook_context_live(CUcontext ctx)
 {
     bool live;

@@ -194,6 +194,9 @@ bool hook_for_each_context(int gpu,
 /* Whether ctx is a context this process created or retained and has not
  * destroyed or released. */
 bool hook_context_live(CUcontext ctx);
+/* One of this process's contexts on gpu, or NULL. Alive while the caller
+ * holds swap_pins_pause() (a destruction waits for it). */
+CUcontext hook_first_context(int gpu);
 
 /* ---- backlog.c ---------------------------------------------------------- */
 
@@ -470,7 +473,9 @@ struct staging_run {
     CUstream *streams;
     int n_streams;
     unsigned next_stream;
-    bool ring; /* false: plain copies, staged by the driver */
+    CUcontext ctx; /* current, where the ring is made if need be */
+    bool tried;    /* the ring was asked for (at the first copy) */
+    bool ring;     /* false: plain copies, staged by the driver */
     CUevent events[32];
     uint64_t next_slot;
     int failures;
@@ -480,9 +485,10 @@ struct staging_run {
 bool staging_make(CUcontext ctx);
 /* ctx is gone, and with it the ring if it was made there. */
 void staging_context_destroyed(CUcontext ctx);
-/* Begins a run on streams of the current context (one run at a time). */
-bool staging_begin(struct staging_run *r, const struct hook_driver *drv,
-                   CUstream *streams, int n_streams);
+/* Begins a run on streams of ctx, the current context (one run uses the
+ * ring at a time). */
+void staging_begin(struct staging_run *r, const struct hook_driver *drv,
+                   CUcontext ctx, CUstream *streams, int n_streams);
 /* Queues the copy of bytes between device memory and a host copy. */
 void staging_copy(struct staging_run *r, bool to_device, CUdeviceptr dev,
                   void *host, uint64_t bytes);
@@ -526,8 +532,6 @@ enum hook_event {
     HOOK_EV_SWAP_INS,
     HOOK_EV_SWAP_IN_BYTES,
     HOOK_EV_SWAP_IN_US,
-    HOOK_EV_SWAP_PINNED_AHEAD, /* pinned copies made before an EVICT */
-    HOOK_EV_SWAP_UNPINNED,     /* prefetched: its copy not made yet */
     HOOK_EV_COUNT
 };
 extern _Atomic uint64_t hook_stat_events[HOOK_EV_COUNT];

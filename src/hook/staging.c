@@ -54,6 +54,7 @@ static struct {
     pthread_mutex_t use; /* one swap at a time */
     char *pinned;        /* STAGING_SLOTS x STAGING_CHUNK, or NULL */
     CUcontext ctx;       /* where it was made */
+    bool making;         /* a thread pins it now */
     struct slot slots[STAGING_SLOTS];
     int queue[STAGING_SLOTS], first, queued; /* for the copy threads, FIFO */
     int threads;
@@ -113,38 +114,41 @@ static void start_copiers_locked(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* One thread pins at a time: a swap that comes while PREPARE_SWAP's
+ * thread pins waits for that ring rather than pinning a second. */
 bool staging_make(CUcontext ctx)
 {
     const struct hook_driver *drv = hook_driver();
     void *pinned = NULL;
-    CUresult rc;
+    CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
 
     pthread_mutex_lock(&ring.lock);
-    bool made = ring.pinned != NULL;
+    while (ring.making)
+        pthread_cond_wait(&ring.changed, &ring.lock);
+    if (ring.pinned != NULL) {
+        bool threads = ring.threads > 0;
+        pthread_mutex_unlock(&ring.lock);
+        return threads;
+    }
+    ring.making = true;
     pthread_mutex_unlock(&ring.lock);
-    if (made)
-        return true;
-    if (drv == NULL || drv->mem_host_alloc == NULL)
-        return false;
-    rc = drv->mem_host_alloc(&pinned, STAGING_SLOTS * STAGING_CHUNK,
-                             CU_MEMHOSTALLOC_PORTABLE);
-    if (rc != CUDA_SUCCESS) {
+    if (drv && drv->mem_host_alloc)
+        rc = drv->mem_host_alloc(&pinned, STAGING_SLOTS * STAGING_CHUNK,
+                                 CU_MEMHOSTALLOC_PORTABLE);
+    if (rc != CUDA_SUCCESS)
         log_debug("swap: no pinned staging ring (%d): copies go through the "
                   "driver's buffers",
                   (int)rc);
-        return false;
-    }
     pthread_mutex_lock(&ring.lock);
-    if (ring.pinned == NULL) {
+    ring.making = false;
+    if (rc == CUDA_SUCCESS) {
         ring.pinned = pinned;
         ring.ctx = ctx;
-        pinned = NULL;
         start_copiers_locked();
     }
-    made = ring.threads > 0;
+    bool made = ring.pinned != NULL && ring.threads > 0;
+    pthread_cond_broadcast(&ring.changed);
     pthread_mutex_unlock(&ring.lock);
-    if (pinned)
-        drv->mem_free_host(pinned); /* another thread made one meanwhile */
     return made;
 }
 
@@ -228,14 +232,23 @@ static void drain_slot_locked(struct staging_run *r, int i)
     }
 }
 
-bool staging_begin(struct staging_run *r, const struct hook_driver *drv,
-                   CUstream *streams, int n_streams)
+void staging_begin(struct staging_run *r, const struct hook_driver *drv,
+                   CUcontext ctx, CUstream *streams, int n_streams)
 {
     *r = (struct staging_run){.drv = drv,
+                              .ctx = ctx,
                               .streams = streams,
                               .n_streams = n_streams};
+}
+
+/* The ring for this run, made if need be, at its first copy. */
+static bool use_ring(struct staging_run *r)
+{
+    const struct hook_driver *drv = r->drv;
+
+    r->tried = true;
     if (!drv->event_create || !drv->event_record || !drv->event_query ||
-        !drv->event_synchronize || !drv->event_destroy)
+        !drv->event_synchronize || !drv->event_destroy || !staging_make(r->ctx))
         return false;
     pthread_mutex_lock(&ring.use);
     pthread_mutex_lock(&ring.lock);
@@ -272,6 +285,8 @@ static void direct(struct staging_run *r, bool to_device, CUdeviceptr dev,
 void staging_copy(struct staging_run *r, bool to_device, CUdeviceptr dev,
                   void *host, uint64_t bytes)
 {
+    if (!r->tried)
+        use_ring(r);
     if (!r->ring) {
         direct(r, to_device, dev, host, bytes);
         return;

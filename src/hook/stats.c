@@ -32,8 +32,6 @@ static const char *const event_names[HOOK_EV_COUNT] = {
     [HOOK_EV_SWAP_INS] = "swap-ins",
     [HOOK_EV_SWAP_IN_BYTES] = "swap-in-bytes",
     [HOOK_EV_SWAP_IN_US] = "swap-in-us",
-    [HOOK_EV_SWAP_PINNED_AHEAD] = "swap-pinned-ahead",
-    [HOOK_EV_SWAP_UNPINNED] = "swap-unpinned",
 };
 
 /* One line per symbol called, then one per event:

@@ -272,10 +272,9 @@ static bool swap_context(const struct hook_driver *drv, CUcontext ctx, void *arg
                  (void *)ctx);
         return true;
     }
-    /* The ring is made in the first context that swaps, if PREPARE_SWAP
-     * did not make it before. */
-    staging_make(ctx);
-    staging_begin(&job->run, drv, job->streams, job->n_streams);
+    /* The ring is made by the first copy, if PREPARE_SWAP did not make it
+     * before: a swap of blank allocations copies nothing. */
+    staging_begin(&job->run, drv, ctx, job->streams, job->n_streams);
     job->batch.n = 0;
     job->prefetched = 0;
     /* The application's own VMM belongs to the GPU, not to a context: it
@@ -339,19 +338,19 @@ static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool stopping;
 static atomic_bool preparing;
 
-static bool make_ring_in(const struct hook_driver *drv, CUcontext ctx, void *arg)
-{
-    (void)drv, (void)arg;
-    return !staging_make(ctx); /* the first context that can do it */
-}
-
+/* Pins in one of gpu's contexts, outside the context registry's lock (a
+ * drain or a swap takes it meanwhile); pin_lock keeps the context alive. */
 static void *preparer_main(void *arg)
 {
     int gpu = (int)(intptr_t)arg;
+    CUcontext ctx, popped;
 
     pthread_mutex_lock(&pin_lock);
-    if (!atomic_load(&stopping))
-        hook_for_each_context(gpu, make_ring_in, NULL);
+    if (!atomic_load(&stopping) && (ctx = hook_first_context(gpu)) != NULL &&
+        HOOK_CALL_REAL(cuCtxPushCurrent_v2, (ctx)) == CUDA_SUCCESS) {
+        staging_make(ctx);
+        HOOK_CALL_REAL(cuCtxPopCurrent_v2, (&popped));
+    }
     pthread_mutex_unlock(&pin_lock);
     atomic_store(&preparing, false);
     return NULL;
