@@ -40,8 +40,8 @@ struct nvshare_client_ops {
      * early. Optional; without it an idle holder keeps the lock until
      * preempted. */
     bool (*completed)(int gpu, void *user);
-    /* Oversubscription (see nvshare_oversub_enabled). swap_out moves this
-     * process's evictable (managed) memory on gpu to the host, swap_in moves
+    /* Swappable memory (see nvshare_oversub_enabled). swap_out moves this
+     * process's evictable memory on gpu to the host, swap_in moves
      * it back to gpu; each returns once the memory is there, with the bytes
      * moved. Called on the client thread: swap_out when the scheduler asks
      * for the room (never while gpu is held: after the drain), swap_in after

@@ -4,9 +4,10 @@
  * What is evictable: what the application allocated with
  * cuMemAllocManaged, and, while memory is swappable, what it allocated
  * with cuMemAlloc_v2 / cuMemAllocPitch_v2, which vmm.c made as address
- * ranges with physical memory behind them ("converted"). The allocation
+ * ranges with physical memory behind them ("converted"), and the
+ * application's own VMM memory behind vmm_app.c's tokens. The allocation
  * map (memory.c) knows each with its GPU and the context it was made in.
- * Pools, the application's own VMM ranges and arrays stay where they are.
+ * Pools, exported memory and arrays stay where they are.
  *
  * A swap-out copies each converted allocation in chunks, over several
  * streams, into a host copy, then unmaps and releases its physical memory:
@@ -17,9 +18,9 @@
  * on the host. The application's own managed memory may be read on the
  * host at any time and is prefetched instead.
  *
- * The host copy is plain memory, made by the swap-out and freed by the
- * swap-in, and the copies go through staging.c's pinned ring at link
- * speed. PREPARE_SWAP, sent as soon as a GPU's clients hold more than it
+ * The host copy is plain memory, made by the first swap-out and kept
+ * (MADV_FREE) from its swap-in to the next swap-out, and the copies go
+ * through staging.c's pinned ring at link speed. PREPARE_SWAP, sent as soon as a GPU's clients hold more than it
  * admits, makes the ring on a background thread, so that no swap-out
  * pins on its critical path (128 MiB: ~0.1 s); a swap-out that comes
  * first makes it itself.
