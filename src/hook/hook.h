@@ -314,6 +314,7 @@ struct mem_claim {
         struct {
             const size_t *pitch;
             size_t width, height;
+            unsigned element;
         } pitch;
         struct {
             CUmemoryPool pool;

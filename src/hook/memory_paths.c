@@ -45,11 +45,33 @@ static uint64_t converted_size(const struct mem_claim *claim)
     return vmm_rounded(claim->gpu, claim->bytes);
 }
 
+/* A failure other than a full GPU (a driver that refuses what it said it
+ * supports) leaves the allocation to cuMemAlloc: device memory that
+ * cannot move, but memory. */
+static bool fall_back(struct mem_claim *claim, CUresult rc,
+                      const struct mem_path *plain_path)
+{
+    if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_OUT_OF_MEMORY)
+        return false;
+    log_debug("gpu %d: swappable allocation refused (%d): device memory "
+              "instead",
+              claim->gpu, (int)rc);
+    claim->path = plain_path;
+    claim->managed = claim->converted = false;
+    return true;
+}
+
 static CUresult allocate_converted(struct mem_claim *claim)
 {
-    hook_count(&hook_stat_events[HOOK_EV_OVERSUB_CONVERTED], 1);
-    return vmm_allocate(claim->gpu, converted_size(claim),
-                        (CUdeviceptr *)claim->out, &claim->physical);
+    CUresult rc = vmm_allocate(claim->gpu, converted_size(claim),
+                               (CUdeviceptr *)claim->out, &claim->physical);
+
+    if (fall_back(claim, rc, NULL))
+        return HOOK_CALL_REAL(cuMemAlloc_v2,
+                              ((CUdeviceptr *)claim->out, (size_t)claim->bytes));
+    if (rc == CUDA_SUCCESS)
+        hook_count(&hook_stat_events[HOOK_EV_OVERSUB_CONVERTED], 1);
+    return rc;
 }
 
 static void free_converted(const struct mem_claim *claim)
@@ -120,13 +142,19 @@ static uint64_t converted_pitched_size(const struct mem_claim *claim)
 
 static CUresult allocate_converted_pitch(struct mem_claim *claim)
 {
-    CUresult rc;
+    CUresult rc = vmm_allocate(claim->gpu, converted_pitched_size(claim),
+                               (CUdeviceptr *)claim->out, &claim->physical);
 
-    hook_count(&hook_stat_events[HOOK_EV_OVERSUB_CONVERTED], 1);
-    rc = vmm_allocate(claim->gpu, converted_pitched_size(claim),
-                      (CUdeviceptr *)claim->out, &claim->physical);
-    if (rc == CUDA_SUCCESS)
+    if (fall_back(claim, rc, &pitch_path))
+        return HOOK_CALL_REAL(cuMemAllocPitch_v2,
+                              ((CUdeviceptr *)claim->out,
+                               (size_t *)claim->u.pitch.pitch,
+                               claim->u.pitch.width, claim->u.pitch.height,
+                               claim->u.pitch.element));
+    if (rc == CUDA_SUCCESS) {
+        hook_count(&hook_stat_events[HOOK_EV_OVERSUB_CONVERTED], 1);
         *(size_t *)claim->u.pitch.pitch = converted_pitch(claim);
+    }
     return rc;
 }
 
@@ -163,6 +191,7 @@ struct mem_claim mem_claim_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
     claim.u.pitch.pitch = pPitch;
     claim.u.pitch.width = WidthInBytes;
     claim.u.pitch.height = Height;
+    claim.u.pitch.element = ElementSizeBytes;
     return claim;
 }
 

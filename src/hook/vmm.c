@@ -48,27 +48,46 @@ static CUmemAllocationProp physical_on(int gpu)
     };
 }
 
-/* Per device: 0 not asked yet, else the granularity. */
+/* Per device: 0 not asked yet, NONE without virtual memory management
+ * (some virtualised GPUs: warned once), else the granularity. */
+#define NONE UINT64_MAX
 static _Atomic uint64_t granularity[NVSHARE_MAX_GPUS];
+
+static uint64_t ask_granularity(const struct hook_driver *drv, int gpu)
+{
+    CUmemAllocationProp prop = physical_on(gpu);
+    int supported = 0;
+    size_t g = 0;
+
+    if (drv->device_get_attribute)
+        drv->device_get_attribute(&supported,
+                                  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                  (CUdevice)gpu);
+    if (supported &&
+        drv->mem_get_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
+            CUDA_SUCCESS &&
+        g != 0)
+        return g;
+    log_warn("gpu %d has no virtual memory management: its device memory "
+             "stays where it is and cannot be swapped",
+             gpu);
+    return NONE;
+}
 
 uint64_t vmm_granularity(int gpu)
 {
     const struct hook_driver *drv = hook_driver();
-    uint64_t known;
-    size_t g = 0;
+    uint64_t known, expected = 0;
 
     if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS || !vmm_available(drv))
         return 0;
     known = atomic_load_explicit(&granularity[gpu], memory_order_relaxed);
-    if (known)
-        return known;
-    CUmemAllocationProp prop = physical_on(gpu);
-    if (drv->mem_get_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
-            CUDA_SUCCESS ||
-        g == 0)
-        return 0;
-    atomic_store_explicit(&granularity[gpu], g, memory_order_relaxed);
-    return g;
+    if (known == 0) {
+        known = ask_granularity(drv, gpu);
+        if (!atomic_compare_exchange_strong(&granularity[gpu], &expected, known))
+            known = expected; /* another thread asked (and warned) first */
+    }
+    return known == NONE ? 0 : known;
 }
 
 uint64_t vmm_rounded(int gpu, uint64_t bytes)

@@ -2,7 +2,8 @@
  *
  * FAKE_CUDA_MEM_MB is each device's memory (default 16384); what is
  * allocated of it is kept by memory.c. Devices can access managed memory
- * concurrently (attribute 89) unless FAKE_CUDA_CONCURRENT_MANAGED=0. */
+ * concurrently (attribute 89) unless FAKE_CUDA_CONCURRENT_MANAGED=0, and
+ * have virtual memory management (attribute 102) unless FAKE_CUDA_VMM=0. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ static struct {
     CUuuid uuids[FAKE_MAX_DEVICES];
     uint64_t total;
     bool concurrent_managed;
+    bool vmm;
 } devices;
 
 static void read_devices(void)
@@ -25,6 +27,8 @@ static void read_devices(void)
     devices.count = fake_read_uuids(devices.uuids);
     devices.total = (mem ? strtoull(mem, NULL, 10) : 16384) << 20;
     devices.concurrent_managed = !(managed && strcmp(managed, "0") == 0);
+    const char *vmm = getenv("FAKE_CUDA_VMM");
+    devices.vmm = !(vmm && strcmp(vmm, "0") == 0);
 }
 
 bool fake_concurrent_managed_access(void)
@@ -139,6 +143,9 @@ CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attr, CUdevice dev)
         break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
         *value = devices.concurrent_managed;
+        break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+        *value = devices.vmm;
         break;
     default:
         *value = 0;

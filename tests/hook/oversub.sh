@@ -46,6 +46,11 @@ check "oversub off: device memory" \
     run NVSHARE_ENABLE_OVERSUB=0 NVSHARE_GPU_MEMORY_LIMIT=64Mi "$TEST" convert 0 $QUOTA
 check "oversub unset: device memory" \
     run NVSHARE_GPU_MEMORY_LIMIT=64Mi "$TEST" convert 0 $QUOTA
+check "a device without VMM: device memory" \
+    run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_VMM=0 NVSHARE_GPU_MEMORY_LIMIT=64Mi \
+    "$TEST" convert 0 $QUOTA
+warned=$(grep -c "has no virtual memory management" "$dir/err" || true)
+[ "$warned" = 1 ] || fail "$warned warnings about a device without VMM, want 1"
 
 # Without a scheduler converted memory is the device's: 48 MiB do not fit
 # a 32 MiB device, 24 MiB do.
