@@ -66,6 +66,7 @@
 
 #include "entry_points.h"
 #include "check.h"
+#include "fake_content.h"
 
 #define MIB (1ull << 20)
 #define GRANULE (2 * MIB)
@@ -190,21 +191,6 @@ static uint64_t free_memory(void)
 
     MUST(cuMemGetInfo_v2(&free_bytes, &total));
     return free_bytes;
-}
-
-/* Bytes of the reservation holding p whose written content the fake has
- * lost (unmapped, or holding other content), -1 if it knows no memory
- * there. */
-static long long lost_bytes(CUdeviceptr p)
-{
-    long long (*fn)(CUdeviceptr) =
-        (long long (*)(CUdeviceptr))dlsym(RTLD_DEFAULT, "fake_cuda_lost_bytes");
-
-    if (fn == NULL) {
-        printf("FAIL: the fake driver does not export fake_cuda_lost_bytes\n");
-        exit(1);
-    }
-    return fn(p);
 }
 
 /* Writes bytes at p: content to lose from here on. */

@@ -18,6 +18,7 @@
 
 #include "entry_points.h"
 #include "check.h"
+#include "fake_content.h"
 
 #define MIB (1ull << 20)
 
@@ -30,18 +31,6 @@ static uint64_t hook_u64(const char *name)
         exit(1);
     }
     return fn(0);
-}
-
-static long long lost_bytes(CUdeviceptr p)
-{
-    long long (*fn)(CUdeviceptr) =
-        (long long (*)(CUdeviceptr))dlsym(RTLD_DEFAULT, "fake_cuda_lost_bytes");
-
-    if (fn == NULL) {
-        printf("FAIL: the fake driver does not export fake_cuda_lost_bytes\n");
-        exit(1);
-    }
-    return fn(p);
 }
 
 static size_t free_bytes(void)
