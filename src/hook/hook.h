@@ -346,6 +346,10 @@ int hook_alloc_gpu(void);
  * nvshare_oversub_for_allocation(), the driver has virtual memory
  * management, and bytes is at least its granularity. */
 bool hook_oversub(int gpu, uint64_t bytes);
+/* An allocation vmm.c makes waits for room (waits), or no longer: while it
+ * waits its bytes count as evictable, so that the scheduler admits this
+ * process only where they fit, as a waiter for memory. */
+void mem_converted_waits(int gpu, uint64_t bytes, bool waits);
 /* Whether ptr is the start of an allocation vmm.c made. */
 bool mem_is_converted(CUdeviceptr ptr);
 /* The allocation (kind, key) counts as evictable, or no longer. */

@@ -39,6 +39,8 @@ struct mem_entry {
 
 static struct mem_entry *buckets[MAP_BUCKETS];
 static uint64_t managed_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
+/* Of allocations vmm.c makes that wait for room (mem_converted_waits). */
+static uint64_t waiting_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct mem_entry **bucket_of(enum mem_kind kind, uint64_t key)
@@ -59,7 +61,20 @@ static bool counts_managed(const struct mem_record *rec)
  * Map lock held. */
 static void managed_changed(int gpu)
 {
-    nvshare_mem_set_evictable(gpu, managed_bytes[gpu]);
+    nvshare_mem_set_evictable(gpu, managed_bytes[gpu] + waiting_bytes[gpu]);
+}
+
+void mem_converted_waits(int gpu, uint64_t bytes, bool waits)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    pthread_mutex_lock(&map_lock);
+    if (waits)
+        waiting_bytes[gpu] += bytes;
+    else
+        waiting_bytes[gpu] -= bytes;
+    managed_changed(gpu);
+    pthread_mutex_unlock(&map_lock);
 }
 
 /* Returns false if there was no memory to remember it. */
@@ -176,6 +191,7 @@ static void forget_allocations_in_child(void)
     pthread_mutex_init(&map_lock, NULL);
     memset(buckets, 0, sizeof(buckets));
     memset(managed_bytes, 0, sizeof(managed_bytes));
+    memset(waiting_bytes, 0, sizeof(waiting_bytes));
 }
 
 __attribute__((constructor)) static void register_memory_fork_handler(void)

@@ -127,7 +127,7 @@ static void admit_queue(struct policy *p, struct gpu_sched *g, int gpu,
     for (int i = 0; i < n; i++) {
         int c = order[i];
         struct member *m = &g->members[c];
-        if (aged && !pol_turn_paused(p, g, gpu, c))
+        if (aged && !pol_resumes_in_place(p, g, gpu, c))
             continue;
         if (!pol_room_for(out, 3)) {
             out->truncated = true;

@@ -51,7 +51,7 @@ void pol_end_hold(struct policy *p, struct gpu_sched *g, int client, uint64_t no
     g->n_running--;
     pol_throttle_if_spent(p, g, m->account, now);
     m->dropped = m->state == MEMBER_DRAINING;
-    /* A pause keeps a turn for memory (pol_turn_paused); a drop ends it. */
+    /* A pause keeps a turn for memory (pol_resumes_in_place); a drop ends it. */
     m->turn_used_ns = !m->dropped && pol_memory_waiter(g)
                           ? m->turn_used_ns + (now - m->granted_at)
                           : 0;

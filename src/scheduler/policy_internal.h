@@ -403,10 +403,10 @@ int pol_grown_runner(const struct policy *p, const struct gpu_sched *g, int gpu)
     __attribute__((pure));
 /* Whether a waiter waits for memory on g. */
 bool pol_memory_waiter(const struct gpu_sched *g) __attribute__((pure));
-/* Whether client paused within its turn for memory and may go on with it
- * (it still fits). */
-bool pol_turn_paused(const struct policy *p, const struct gpu_sched *g, int gpu,
-                     int client) __attribute__((pure));
+/* Whether client, waiting, goes on with its memory where it is (a pause
+ * within its turn for memory, or a pod that opted out of idle swapping). */
+bool pol_resumes_in_place(const struct policy *p, const struct gpu_sched *g,
+                          int gpu, int client) __attribute__((pure));
 void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
                           uint64_t now, uint64_t *next);
 /* A swap of client's memory on g was done; true when it ended an eviction. */

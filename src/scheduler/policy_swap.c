@@ -100,7 +100,7 @@ static bool may_evict(const struct policy *p, const struct gpu_sched *g,
         return due && now >= due;
     }
     if (!pol_running(m))
-        return !pol_turn_paused(p, g, gpu, c);
+        return !pol_resumes_in_place(p, g, gpu, c);
     return pol_class_of(p, m->account) <
                pol_class_of(p, g->members[waiter].account) &&
            pol_outranked(p, g, gpu, c, now);
@@ -299,24 +299,31 @@ bool pol_memory_waiter(const struct gpu_sched *g)
     return false;
 }
 
-/* A holder that paused within its turn while a waiter waits for memory:
- * it gave the GPU back unasked (a training job loading data, saving a
- * checkpoint), its memory still on the GPU, less than the switch time
- * into its turn. When it asks again its turn goes on: it passes the
- * waiter, and is not swapped out for it. Its turn ended at its first
- * pause before: measured on an H200, two 6 GiB PyTorch jobs on 10 GiB
- * finished 12-34 % later than their solos, the first holder swapped out
- * 3 s into a 60 s switch time. */
-bool pol_turn_paused(const struct policy *p, const struct gpu_sched *g, int gpu,
-                     int client)
+/* A waiter that goes on where it is, its memory still on the GPU (and
+ * fitting: one that grew meanwhile needs room like any waiter): it passes
+ * a waiter for memory and is not swapped out for it. Either
+ *  - a holder that paused within its turn while a waiter waits for
+ *    memory: it gave the GPU back unasked (a training job loading data,
+ *    saving a checkpoint) less than the switch time into its turn. Its
+ *    turn ended at its first pause before: measured on an H200, two 6 GiB
+ *    PyTorch jobs on 10 GiB finished 12-34 % later than their solos, the
+ *    first holder swapped out 3 s into a 60 s switch time;
+ *  - or a client of a pod that opted out of idle swapping (a latency-
+ *    critical service), coming back from idle: swapped out at its next
+ *    request, it would lose its memory exactly when it needs it. One that
+ *    takes turns (was dropped) swaps as any other. */
+bool pol_resumes_in_place(const struct policy *p, const struct gpu_sched *g,
+                          int gpu, int client)
 {
     const struct member *m = &g->members[client];
     bool measured;
 
-    /* One that grew meanwhile needs room like any waiter. */
-    return m->present && m->turn_used_ns > 0 && m->resident && !m->evicting &&
-           m->turn_used_ns < pol_switch_time(p, g, 0, &measured) &&
-           pol_fits(p, g, gpu, client);
+    if (!m->present || !m->resident || m->evicting || m->dropped ||
+        !pol_fits(p, g, gpu, client))
+        return false;
+    return p->idle_swap_off[m->account] ||
+           (m->turn_used_ns > 0 &&
+            m->turn_used_ns < pol_switch_time(p, g, 0, &measured));
 }
 
 /* The runner whose memory outgrew what fits beside the resident memory of

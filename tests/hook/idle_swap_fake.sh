@@ -7,41 +7,40 @@
 #
 # A holder allocates 96 MiB, writes it, runs a batch of kernels and idles
 # for 5 s without a CUDA call. A newcomer needing 96 MiB starts during the
-# idle period: its cuMemCreate finds the GPU full, waits for the lock, and
-# the scheduler swaps the idle holder out (copies to the host, physical
-# memory released), after which the newcomer allocates and runs - no
-# CUDA_ERROR_OUT_OF_MEMORY. Once the newcomer is done, the holder's next
-# kernels bring its memory back: it reports its content intact at its
-# address. The two are never resident at once (the fake's traces).
+# idle period: its cuMemCreate finds the GPU full, and it waits for the
+# lock as a waiter for memory (its 96 MiB told to the scheduler first).
+#
+#  (a) idle-swap-after 1 s: the scheduler swaps the idle holder out (copies
+#      to the host, physical memory released) once it has idled 1 s, after
+#      which the newcomer allocates and runs - no CUDA_ERROR_OUT_OF_MEMORY.
+#      Once the newcomer is done, the holder's next kernels bring its
+#      memory back: it reports its content intact at its address. The two
+#      are never resident at once (the fake's traces).
+#  (b) the same with the holder's pod marked `nvsharectl set idle-swap
+#      default/holder off`: the holder is never swapped out, and the
+#      newcomer runs once the holder has ended.
 #
 # Both jobs declare a 128 MiB limit, which keeps the credit the scheduler
 # counts beyond each allocation small (8 MiB, not 64): each counts as
 # 96 + 8 + 16 MiB of context overhead, and the holder's rest while it is
 # swapped out (24 MiB) fits beside the newcomer in the 158 MiB admitted.
 #
-# With idle-swap-after (the scheduler's NVSHARE_IDLE_SWAP_AFTER, where it
-# exists), the holder keeps its memory that long after it went idle: set
-# to 1 s here, the newcomer's first kernel comes at least 1 s after the
-# holder's last one. Without it the current scheduler evicts an idle
-# client as soon as a waiter needs the room.
-#
-# usage: idle_swap_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR FAKE_JOB
+# usage: idle_swap_fake.sh SCHEDULER LIBNVSHARE FAKE_LIB_DIR FAKE_JOB NVSHARECTL
 set -euo pipefail
-SCHED=$1 LIB=$2 FAKE_DIR=$3 JOB=$4
+SCHED=$1 LIB=$2 FAKE_DIR=$3 JOB=$4 CTL=$5
 source "$(dirname "$0")/lib.sh"
-DIR=$WORK/s
 fail() { echo "FAIL: $*" >&2; tail -n 40 "$DIR/sched.log" "$WORK"/*.err >&2; exit 1; }
-export NVSHARE_SOCK_DIR=$DIR
 
-idle_swap=()
-if "$SCHED" --help 2>&1 | grep -q NVSHARE_IDLE_SWAP_AFTER; then
-    idle_swap=(NVSHARE_IDLE_SWAP_AFTER=1s)
-else
-    echo "note: the scheduler has no idle-swap-after: the holder is swapped out as soon as the newcomer waits"
-fi
-start_scheduler_in "$DIR" NVSHARE_DEBUG=1 NVSHARE_GPUS=$UUID:176 \
-    NVSHARE_CONTEXT_OVERHEAD=16Mi "${idle_swap[@]}"
-await_schedulers "$DIR"
+# scenario NAME [VAR=VALUE...]: a scheduler of its own (idle-swap-after
+# 1 s) in $WORK/NAME, which DIR names from now on.
+scenario() {
+    DIR=$WORK/$1
+    shift
+    export NVSHARE_SOCK_DIR=$DIR
+    start_scheduler_in "$DIR" NVSHARE_DEBUG=1 NVSHARE_GPUS=$UUID:176 \
+        NVSHARE_CONTEXT_OVERHEAD=16Mi NVSHARE_IDLE_SWAP_AFTER=1s "$@"
+    await_schedulers "$DIR"
+}
 
 # job NAME SECONDS [VAR=VALUE...]: a 96 MiB job that writes its memory.
 job() {
@@ -49,7 +48,7 @@ job() {
     shift 2
     mkdir -p "$WORK/$name"
     env LD_LIBRARY_PATH="$FAKE_DIR" LD_PRELOAD="$LIB" NVSHARE_DEBUG=1 \
-        FAKE_CUDA_TRACE_DIR="$WORK/$name" FAKE_CUDA_SHARED_GPU="$WORK/gpu" \
+        FAKE_CUDA_TRACE_DIR="$WORK/$name" FAKE_CUDA_SHARED_GPU="$DIR/gpu" \
         FAKE_CUDA_MEM_MB=176 NVSHARE_GPU_MEMORY_LIMIT=128Mi \
         FAKE_JOB_MEM_MB=96 FAKE_JOB_WRITE=1 NVSHARE_POD_NAME="$name" "$@" \
         "$JOB" "$now" $(( now + seconds * 1000000000 )) \
@@ -57,21 +56,45 @@ job() {
     pids+=($!)
 }
 
-# The holder: its first batch, 5 s idle, then kernels up to its 7th second.
-job holder 7 FAKE_JOB_IDLE_MS=5000
-for _ in $(seq 500); do
-    [ "$(cat "$WORK"/holder/trace.* 2>/dev/null | grep -c '^sleep_')" -ge 4 ] && break
-    sleep 0.02
-done
-[ "$(cat "$WORK"/holder/trace.* 2>/dev/null | grep -c '^sleep_')" -ge 4 ] ||
-    fail "the holder did not run its first batch"
-job newcomer 1
-for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
-pids=()
+# holder_then_newcomer: the holder (its first batch, 5 s idle, then
+# kernels up to its 7th second) and, once it idles, the newcomer.
+holder_then_newcomer() {
+    rm -rf "$WORK/holder" "$WORK/newcomer"
+    job holder 7 FAKE_JOB_IDLE_MS=5000
+    # Idle: it gave the GPU back unasked (a newcomer that came while it
+    # held would take turns with it, which is not this test's case).
+    for _ in $(seq 500); do
+        grep -q "released gpu 0 (idle)" "$WORK/holder.err" 2>/dev/null && break
+        sleep 0.02
+    done
+    grep -q "released gpu 0 (idle)" "$WORK/holder.err" ||
+        fail "the holder did not go idle after its first batch"
+    job newcomer 1
+    for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
+    pids=()
+}
+
+# (b) first: the opted-out holder keeps its memory.
+scenario off
+NVSHARE_SOCK_DIR=$DIR "$CTL" set idle-swap default/holder off >/dev/null ||
+    fail "nvsharectl set idle-swap failed"
+holder_then_newcomer
+holder=$(echo "$WORK"/holder/trace.*) newcomer=$(echo "$WORK"/newcomer/trace.*)
+! grep -q '^copy_dtoh' "$holder" || fail "idle-swap off: the holder was swapped out"
+grep -qx "lost_bytes=0" "$WORK/holder.out" || fail "idle-swap off: the holder lost content"
+holder_last=$(swap_events "$holder" holder | awk '$2 == "gone" { print $1 }')
+newcomer_first=$(swap_events "$newcomer" newcomer | awk '$2 == "unit" { print $1; exit }')
+[ -n "$newcomer_first" ] && [ "$newcomer_first" -ge "$holder_last" ] ||
+    fail "idle-swap off: the newcomer ran before the holder ended"
+echo "ok: idle-swap off: the holder kept its memory, the newcomer ran after it"
+
+# (a) the default: the idle holder goes to the host after idle-swap-after.
+scenario on
+holder_then_newcomer
 
 holder=$(echo "$WORK"/holder/trace.*) newcomer=$(echo "$WORK"/newcomer/trace.*)
 ! grep -q "refused" "$WORK/newcomer.err" || fail "the newcomer's memory was refused"
-grep -q "waiting for .* MiB of device memory" "$WORK/newcomer.err" ||
+grep -q "waiting for GPU memory" "$WORK/newcomer.err" ||
     fail "the newcomer never found the GPU full"
 grep -qE "client [0-9]+ swaps out" "$DIR/sched.log" || fail "nobody was asked to swap out"
 ! grep -q "ignored" "$DIR/sched.log" || fail "the scheduler ignored a swap"
@@ -101,10 +124,8 @@ if [ -z "$swapped_out" ] || [ -z "$resumed" ]; then
 fi
 [ "$newcomer_first" -gt "$swapped_out" ] || fail "the newcomer ran before the holder's swap-out"
 [ "$resumed" -gt "$newcomer_last" ] || fail "the holder resumed before the newcomer was done"
-if [ "${#idle_swap[@]}" -gt 0 ]; then
-    [ $(( newcomer_first - first_batch_end )) -ge 1000000000 ] ||
-        fail "the holder was swapped out $(( (newcomer_first - first_batch_end) / 1000000 )) ms after it went idle, before idle-swap-after (1 s)"
-fi
+[ $(( newcomer_first - first_batch_end )) -ge 1000000000 ] ||
+    fail "the holder was swapped out $(( (newcomer_first - first_batch_end) / 1000000 )) ms after it went idle, before idle-swap-after (1 s)"
 echo "PASS: the idle holder's 96 MiB went to the host for the newcomer" \
     "($(( (newcomer_first - first_batch_end) / 1000000 )) ms after its last kernel)," \
     "came back intact at its address after"

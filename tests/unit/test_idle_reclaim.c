@@ -142,6 +142,22 @@ static void test_paused_holder_keeps_its_turn(void **state)
     assert_int_equal(count(ACTION_DROP, 0), 1);
 }
 
+/* A client of a pod that opted out of idle swapping keeps its memory when
+ * it comes back from idle while a waiter waits for memory: it runs, and
+ * is not swapped out at its next request. */
+static void test_opted_out_client_resumes_in_place(void **state)
+{
+    (void)state;
+    policy_set_idle_swap(&p, 0, false);
+    run_then_idle(0, 8 * GiB, 0);
+    footprint(1, 8 * GiB);
+    request(1, 1 * SEC);
+    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1), 1);
+    request(0, 20 * SEC);
+    assert_int_equal(count(ACTION_EVICT, 0), 0);
+    assert_int_equal(count(ACTION_GRANT, 0), 1);
+}
+
 /* Idle memory occupies the GPU until it has moved: the EVICT alone admits
  * nobody, only the holder's SWAPPED(out) does. */
 static void test_idle_memory_counts_until_swapped_out(void **state)
@@ -369,6 +385,7 @@ int main(void)
         cmocka_unit_test_setup(test_idle_memory_counts_until_swapped_out, setup),
         cmocka_unit_test_setup(test_grown_runner_gets_idle_memory, setup),
         cmocka_unit_test_setup(test_paused_holder_keeps_its_turn, setup),
+        cmocka_unit_test_setup(test_opted_out_client_resumes_in_place, setup),
         cmocka_unit_test_setup(test_idle_swap_off_is_never_swapped, setup),
         cmocka_unit_test_setup(test_busy_clients_are_never_swapped_for_idleness,
                                setup),
