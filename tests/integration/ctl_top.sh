@@ -26,6 +26,13 @@ shows_jobs() {
         grep -q 'demo/job-3 .*of 20%' "$WORK/screen" && grep -q ' holding ' "$WORK/screen" &&
         grep -q ' waiting  lock\| waiting  throttled' "$WORK/screen"
 }
+# Every job's memory is on the screen: its client has reported what it
+# allocated (which takes a round trip to the scheduler after its start).
+shows_memory() {
+    screen "$1" && for i in 1 2 3; do
+        grep -q "demo/job-$i .*[0-9] \(MiB\|GiB\)" "$WORK/screen" || return 1
+    done
+}
 fail_screen() { fail "$1; the screen was:
 $(cat "$WORK/screen")"; }
 
@@ -80,6 +87,7 @@ for size in "80 24" "120 40"; do
     run_top "fit$1" "$1" "$2"
     wait_for shows_jobs "fit$1" || fail_screen "the jobs' pods did not show at $1x$2"
     wait_for screen_has "fit$1" 'demo/solo .* holding ' || fail_screen "demo/solo did not hold"
+    wait_for shows_memory "fit$1" || fail_screen "the jobs' memory did not show at $1x$2"
     fits "fit$1" "$1"
     solo_frames "fit$1"
     fits "fit$1" "$1"
