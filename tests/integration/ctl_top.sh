@@ -17,7 +17,24 @@ command -v tmux >/dev/null || { echo "SKIP: tmux is not installed"; exit 77; }
 TMUX_SOCK=$WORK/tmux.sock
 tmx() { tmux -S "$TMUX_SOCK" "$@"; }
 JOBS=()
-trap 'tmx kill-server 2>/dev/null || true; kill "${JOBS[@]}" 2>/dev/null || true
+# kill_tops: every top a session still runs (a test that failed left it
+# there), by pid, as a child of the session's shell: killed with its
+# terminal, a sanitized build's top can stay in LeakSanitizer's exit
+# check for good.
+kill_tops() {
+    local shell stat
+    for shell in "$WORK"/*.shell; do
+        [ -f "$shell" ] || continue
+        for stat in /proc/[0-9]*/stat; do
+            # pid (comm) state ppid ...: the comm may hold spaces.
+            read -r line <"$stat" 2>/dev/null || continue
+            set -- ${line##*) }
+            [ "$2" = "$(cat "$shell")" ] && kill -9 "${stat//[^0-9]/}" 2>/dev/null
+        done
+    done
+    return 0
+}
+trap 'kill_tops; tmx kill-server 2>/dev/null || true; kill "${JOBS[@]}" 2>/dev/null || true
       stop_scheduler; rm -rf "$WORK"' EXIT
 screen() { tmx capture-pane -p -t "$1" >"$WORK/screen"; }
 screen_has() { screen "$1"; grep -q -- "$2" "$WORK/screen"; }
@@ -55,7 +72,7 @@ JOBS+=($!)
 # Each session records the terminal settings (stty -g: not the size) before and after top.
 run_top() { # session-name [columns rows]
     tmx new-session -d -s "$1" -x "${2:-120}" -y "${3:-40}" \
-        "stty -g >'$WORK/$1.before'; NVSHARE_SOCK_DIR='$NVSHARE_SOCK_DIR' '$CTL_BIN' top --interval 200ms; echo \"top exited rc=\$?\"; stty -g >'$WORK/$1.after'; sleep 600"
+        "echo \$\$ >'$WORK/$1.shell'; stty -g >'$WORK/$1.before'; NVSHARE_SOCK_DIR='$NVSHARE_SOCK_DIR' '$CTL_BIN' top --interval 200ms; echo \"top exited rc=\$?\"; stty -g >'$WORK/$1.after'; sleep 600"
 }
 # fits SESSION COLUMNS: every line within the width, and what must show.
 fits() {
