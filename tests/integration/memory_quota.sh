@@ -81,7 +81,7 @@ ctl set memory-limit team/trainer 512Mi >/dev/null
     fail "allocation granted above a lowered quota"
 kill -0 "$holder" || fail "lowering the quota hurt the holder"
 ctl status | grep -q "512.00 MiB" || fail "status does not show the quota"
-ctl status --json | grep -q '"pod_mem_refused": [1-9]' || fail "status does not count refusals"
+ctl status --json >"$WORK/status.json"; grep -q "\"pod_mem_refused\": [1-9]" "$WORK/status.json" || fail "status does not count refusals: $(grep -E "pod_mem_refused|\"pod\"|\"pid\"" "$WORK/status.json" | tr -s " " | tr "\n" " ")"
 ctl set memory-limit team/trainer none | grep -q "memory limit of team/trainer removed; its clients declared 8.00 GiB, which holds" ||
     fail "removing the operator's quota"
 set +e
