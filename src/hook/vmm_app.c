@@ -148,14 +148,10 @@ CUresult vmm_app_release(uint64_t token)
         /* The driver frees the physical memory once it is unmapped. */
         if (a->physical)
             rc = HOOK_CALL_REAL(cuMemRelease, (a->physical));
-        if (rc == CUDA_SUCCESS) {
-            if (a->mappings == 0)
-                forget_alloc_locked(a);
-            else
-                a->physical = a->out ? 0 : a->physical;
-        } else {
+        if (rc != CUDA_SUCCESS)
             a->app_refs++;
-        }
+        else if (a->mappings == 0)
+            forget_alloc_locked(a);
     }
     pthread_mutex_unlock(&app_lock);
     return rc;
@@ -485,7 +481,7 @@ void vmm_app_swap_end(int gpu, bool to_device, bool copied)
         /* A failed copy in keeps the host copies: nothing better is left. */
         if (to_device && !copied)
             continue;
-        a->moving = a->moving && copied;
+        a->moving = copied; /* what settle lets go of */
         settle(drv, a, to_device);
         a->moving = false;
     }
