@@ -75,6 +75,8 @@ static const struct {
      "cuMipmappedArrayGetMemoryRequirements", NULL},
     {offsetof(struct hook_driver, device_get_mem_pool), "cuDeviceGetMemPool",
      NULL},
+    {offsetof(struct hook_driver, device_get_default_mem_pool),
+     "cuDeviceGetDefaultMemPool", NULL},
     {offsetof(struct hook_driver, mem_pool_get_attribute),
      "cuMemPoolGetAttribute", NULL},
     {offsetof(struct hook_driver, graph_mem_attribute),

@@ -98,6 +98,7 @@ struct hook_driver {
     __typeof__(&cuArrayGetMemoryRequirements) array_requirements;
     __typeof__(&cuMipmappedArrayGetMemoryRequirements) mipmap_requirements;
     __typeof__(&cuDeviceGetMemPool) device_get_mem_pool;
+    __typeof__(&cuDeviceGetDefaultMemPool) device_get_default_mem_pool;
     __typeof__(&cuMemPoolGetAttribute) mem_pool_get_attribute;
     __typeof__(&cuDeviceGetGraphMemAttribute) graph_mem_attribute;
     __typeof__(&cuDeviceGetAttribute) device_get_attribute;
@@ -309,6 +310,7 @@ struct mem_claim {
     const struct mem_path *path; /* NULL: the plain pattern */
     bool managed;                /* evictable (swap.c): managed memory, */
     bool converted;              /* ... or made by vmm.c */
+    bool precharged; /* bytes already charged (a parked block reused) */
     CUmemGenericAllocationHandle physical; /* converted: behind it */
     union {
         struct {
@@ -321,6 +323,11 @@ struct mem_claim {
             CUstream stream;
             bool pt;
         } pool;
+        struct {
+            CUstream stream;
+            bool pt;
+            CUdeviceptr reused; /* a parked block's, or 0 */
+        } async;
         CUdevice dev;
         const CUmemAllocationProp *prop; /* cuMemCreate's */
     } u;
@@ -338,6 +345,9 @@ struct mem_free {
     CUmemoryPool pool;
     CUdevice dev;
     bool stream_ordered; /* cuMemFreeAsync: queued work may still use it */
+    CUstream stream;     /* ... on this stream */
+    bool pt;             /* ... of the per-thread default stream family */
+    bool parked;         /* kept for reuse (vmm_async.c), still charged */
 };
 
 /* memory.c */
@@ -346,10 +356,11 @@ int hook_alloc_gpu(void);
  * nvshare_oversub_for_allocation(), the driver has virtual memory
  * management, and bytes is at least its granularity. */
 bool hook_oversub(int gpu, uint64_t bytes);
-/* An allocation vmm.c makes waits for room (waits), or no longer: while it
- * waits its bytes count as evictable, so that the scheduler admits this
- * process only where they fit, as a waiter for memory. */
-void mem_converted_waits(int gpu, uint64_t bytes, bool waits);
+/* Bytes outside the allocation map that count as evictable (add), or no
+ * longer: an allocation vmm.c makes that waits for room (so that the
+ * scheduler admits this process, as a waiter for memory, only where they
+ * fit) and stream-ordered frees parked for reuse (vmm_async.c). */
+void mem_evictable_extra(int gpu, uint64_t bytes, bool add);
 /* Whether ptr is the start of an allocation vmm.c made. */
 bool mem_is_converted(CUdeviceptr ptr);
 /* The allocation (kind, key) counts as evictable, or no longer. */
@@ -391,6 +402,22 @@ CUresult vmm_unback(CUdeviceptr va, uint64_t bytes,
                     CUmemGenericAllocationHandle *physical);
 CUresult vmm_free(CUdeviceptr va, uint64_t bytes,
                   CUmemGenericAllocationHandle *physical);
+/* vmm_async.c: stream-ordered allocations made by vmm.c, their frees
+ * parked for reuse. */
+bool vmm_async_wanted(int gpu, uint64_t bytes, CUstream stream, bool pt);
+/* Takes a parked block of about bytes usable on stream now. */
+bool vmm_async_reuse(int gpu, uint64_t bytes, CUstream stream, bool pt,
+                     CUdeviceptr *va, uint64_t *block_bytes,
+                     CUmemGenericAllocationHandle *physical);
+/* Parks a block freed on stream (false: it could not be, free it now). */
+bool vmm_async_park(int gpu, CUdeviceptr va, uint64_t bytes,
+                    CUmemGenericAllocationHandle physical, CUstream stream,
+                    bool pt);
+uint64_t vmm_async_parked(int gpu);
+/* Frees gpu's parked blocks and gives their charge back; their bytes. */
+uint64_t vmm_async_drain(int gpu);
+/* cuMemPoolTrimTo(pool): a default pool's trim frees its parked blocks. */
+void vmm_async_pool_trimmed(CUmemoryPool pool);
 /* Bytes of live managed allocations on gpu. */
 uint64_t mem_managed_bytes(int gpu);
 /* Calls fn(ptr, bytes, slot, arg) for each live managed allocation of gpu

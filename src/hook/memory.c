@@ -39,8 +39,8 @@ struct mem_entry {
 
 static struct mem_entry *buckets[MAP_BUCKETS];
 static uint64_t managed_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
-/* Of allocations vmm.c makes that wait for room (mem_converted_waits). */
-static uint64_t waiting_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
+/* Evictable bytes outside the map (mem_evictable_extra). */
+static uint64_t extra_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct mem_entry **bucket_of(enum mem_kind kind, uint64_t key)
@@ -61,18 +61,18 @@ static bool counts_managed(const struct mem_record *rec)
  * Map lock held. */
 static void managed_changed(int gpu)
 {
-    nvshare_mem_set_evictable(gpu, managed_bytes[gpu] + waiting_bytes[gpu]);
+    nvshare_mem_set_evictable(gpu, managed_bytes[gpu] + extra_bytes[gpu]);
 }
 
-void mem_converted_waits(int gpu, uint64_t bytes, bool waits)
+void mem_evictable_extra(int gpu, uint64_t bytes, bool add)
 {
     if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
         return;
     pthread_mutex_lock(&map_lock);
-    if (waits)
-        waiting_bytes[gpu] += bytes;
+    if (add)
+        extra_bytes[gpu] += bytes;
     else
-        waiting_bytes[gpu] -= bytes;
+        extra_bytes[gpu] -= bytes;
     managed_changed(gpu);
     pthread_mutex_unlock(&map_lock);
 }
@@ -191,7 +191,7 @@ static void forget_allocations_in_child(void)
     pthread_mutex_init(&map_lock, NULL);
     memset(buckets, 0, sizeof(buckets));
     memset(managed_bytes, 0, sizeof(managed_bytes));
-    memset(waiting_bytes, 0, sizeof(waiting_bytes));
+    memset(extra_bytes, 0, sizeof(extra_bytes));
 }
 
 __attribute__((constructor)) static void register_memory_fork_handler(void)
@@ -233,13 +233,18 @@ static void finish(struct mem_claim *claim)
 
 bool mem_claim_reserve(struct mem_claim *claim)
 {
-    if (claim->gpu < 0)
+    if (claim->gpu < 0 || claim->precharged)
         return true;
     /* Pools may have given memory back since they were last read. */
     if (atomic_load_explicit(&mem_pools_in_use, memory_order_relaxed) &&
         !(claim->path && claim->path->settles_pools))
         mem_pools_settle(claim->gpu);
-    return nvshare_mem_reserve(claim->gpu, claim->bytes) == 0;
+    if (nvshare_mem_reserve(claim->gpu, claim->bytes) == 0)
+        return true;
+    /* Freed stream-ordered memory kept for reuse makes room first. */
+    return vmm_async_parked(claim->gpu) != 0 &&
+           vmm_async_drain(claim->gpu) != 0 &&
+           nvshare_mem_reserve(claim->gpu, claim->bytes) == 0;
 }
 
 CUresult mem_claim_refused(struct mem_claim *claim)
@@ -338,8 +343,16 @@ CUresult mem_free_ours(struct mem_free *f)
 
     if (f->kind == MEM_VMM)
         return vmm_app_release(f->key);
-    /* Rare (cudaFreeAsync of cudaMalloc's memory): the whole context's
-     * queued work, a superset of the stream's, ends first. */
+    /* A stream-ordered free of resident memory is parked: reused on its
+     * stream at once, released once the stream's work before it is done.
+     * Where an event cannot be had, the whole context's queued work, a
+     * superset of the stream's, ends first. */
+    if (f->stream_ordered && f->rec.swap.physical != 0 &&
+        vmm_async_park(f->rec.gpu, (CUdeviceptr)f->key, f->rec.bytes,
+                       f->rec.swap.physical, f->stream, f->pt)) {
+        f->parked = true;
+        return CUDA_SUCCESS;
+    }
     if (f->stream_ordered &&
         (rc = HOOK_CALL_REAL(cuCtxSynchronize, ())) != CUDA_SUCCESS)
         return rc;
@@ -371,7 +384,8 @@ void mem_free_settle(struct mem_free *f, CUresult rc)
         f->after(f);
     } else if (f->found && rc == CUDA_SUCCESS) {
         swap_forget(&f->rec.swap, f->rec.bytes);
-        nvshare_mem_release(f->rec.gpu, f->rec.bytes);
+        if (!f->parked)
+            nvshare_mem_release(f->rec.gpu, f->rec.bytes);
     } else if (f->found && !map_put(f->kind, f->key, &f->rec)) {
         /* Cannot follow it further; its host copy may hold its data. */
         nvshare_mem_release(f->rec.gpu, f->rec.bytes);

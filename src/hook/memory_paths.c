@@ -263,20 +263,71 @@ static CUmemoryPool current_pool(int gpu)
     return pool;
 }
 
+/* Stream-ordered swappable memory (vmm_async.c): a parked block of about
+ * the size, or a new range. Capture mode is relaxed around the driver
+ * calls: another thread's capture in global mode would take them for
+ * unsafe ones the application did not make. */
+static CUresult allocate_stream_ordered(struct mem_claim *claim)
+{
+    const struct hook_driver *drv = hook_driver();
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult rc;
+
+    if (claim->u.async.reused) {
+        *(CUdeviceptr *)claim->out = claim->u.async.reused;
+        return CUDA_SUCCESS;
+    }
+    if (drv->exchange_capture_mode)
+        drv->exchange_capture_mode(&mode);
+    rc = vmm_allocate(claim->gpu, claim->bytes, (CUdeviceptr *)claim->out,
+                      &claim->physical);
+    if (drv->exchange_capture_mode)
+        drv->exchange_capture_mode(&mode);
+    if (fall_back(claim, rc, NULL))
+        return claim->u.async.pt
+                   ? HOOK_CALL_REAL(cuMemAllocAsync_ptsz,
+                                    ((CUdeviceptr *)claim->out,
+                                     (size_t)claim->bytes, claim->u.async.stream))
+                   : HOOK_CALL_REAL(cuMemAllocAsync, ((CUdeviceptr *)claim->out,
+                                                      (size_t)claim->bytes,
+                                                      claim->u.async.stream));
+    if (rc == CUDA_SUCCESS)
+        hook_count(&hook_stat_events[HOOK_EV_OVERSUB_CONVERTED], 1);
+    return rc;
+}
+
+static const struct mem_path stream_ordered_path = {
+    .allocate = allocate_stream_ordered};
+
+static struct mem_claim alloc_async(CUdeviceptr *dptr, size_t bytesize,
+                                    CUstream stream, bool pt)
+{
+    int gpu = hook_alloc_gpu();
+    struct mem_claim claim;
+
+    if (!vmm_async_wanted(gpu, bytesize, stream, pt))
+        return mem_pool_claim(current_pool(gpu), gpu, bytesize, stream, pt, dptr);
+    claim = plain(gpu, vmm_rounded(gpu, bytesize), MEM_DEVPTR, dptr);
+    convert(&claim, &stream_ordered_path);
+    claim.u.async.stream = stream;
+    claim.u.async.pt = pt;
+    /* A parked block is still charged: its charge passes to the claim. */
+    claim.precharged = vmm_async_reuse(gpu, claim.bytes, stream, pt,
+                                       &claim.u.async.reused, &claim.bytes,
+                                       &claim.physical);
+    return claim;
+}
+
 struct mem_claim mem_claim_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize,
                                            CUstream hStream)
 {
-    int gpu = hook_alloc_gpu();
-
-    return mem_pool_claim(current_pool(gpu), gpu, bytesize, hStream, false, dptr);
+    return alloc_async(dptr, bytesize, hStream, false);
 }
 
 struct mem_claim mem_claim_cuMemAllocAsync_ptsz(CUdeviceptr *dptr,
                                                 size_t bytesize, CUstream hStream)
 {
-    int gpu = hook_alloc_gpu();
-
-    return mem_pool_claim(current_pool(gpu), gpu, bytesize, hStream, true, dptr);
+    return alloc_async(dptr, bytesize, hStream, true);
 }
 
 struct mem_claim mem_claim_cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
@@ -489,27 +540,27 @@ struct mem_free mem_free_cuMemFree_v2(CUdeviceptr dptr)
     return by_key(MEM_DEVPTR, dptr);
 }
 
-/* A pool allocation is not in the map (its pool is charged); memory from
- * cuMemAlloc freed this way is, and if vmm.c made it, it is freed once
- * the stream's work before the free is done. */
-static struct mem_free on_stream(CUdeviceptr dptr)
+/* A pool allocation is not in the map (its pool is charged); what vmm.c
+ * made (cuMemAllocAsync's too) is, and is parked until the stream's work
+ * before the free is done (vmm_async.c). */
+static struct mem_free on_stream(CUdeviceptr dptr, CUstream stream, bool pt)
 {
     struct mem_free f = by_key(MEM_DEVPTR, dptr);
 
     f.stream_ordered = true;
+    f.stream = stream;
+    f.pt = pt;
     return f;
 }
 
 struct mem_free mem_free_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    (void)hStream;
-    return on_stream(dptr);
+    return on_stream(dptr, hStream, false);
 }
 
 struct mem_free mem_free_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    (void)hStream;
-    return on_stream(dptr);
+    return on_stream(dptr, hStream, true);
 }
 
 struct mem_free mem_free_cuIpcCloseMemHandle(CUdeviceptr dptr)
@@ -535,6 +586,7 @@ struct mem_free mem_free_cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArra
 struct mem_free mem_free_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     (void)minBytesToKeep;
+    vmm_async_pool_trimmed(pool);
     return (struct mem_free){.pool = pool, .after = mem_pool_after_trim};
 }
 

@@ -297,7 +297,12 @@ static uint64_t swap(int gpu, bool to_device)
     struct swap job = {.gpu = gpu, .to_device = to_device};
     uint64_t start, us;
 
-    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS || mem_managed_bytes(gpu) == 0)
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return 0;
+    /* Freed memory kept for reuse is released, not copied. */
+    if (!to_device)
+        vmm_async_drain(gpu);
+    if (mem_managed_bytes(gpu) == 0)
         return 0;
     start = hook_now_ns();
     hook_for_each_context(gpu, swap_context, &job);

@@ -229,16 +229,18 @@ CUresult vmm_allocate(int gpu, uint64_t bytes, CUdeviceptr *va,
         CUDA_SUCCESS)
         return rc;
     rc = back(drv, gpu, *va, bytes, physical, false);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && vmm_async_drain(gpu) != 0)
+        rc = back(drv, gpu, *va, bytes, physical, false);
     /* The room may be an idle process's, which the scheduler takes back
      * for a process that waits for the GPU: this allocation waits for the
      * lock as a waiter for memory (its bytes told as evictable first, so
      * that admission sees what must fit), then for the room. */
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && nvshare_client_connected()) {
-        mem_converted_waits(gpu, bytes, true);
+        mem_evictable_extra(gpu, bytes, true);
         nvshare_submit_begin(gpu);
         rc = back(drv, gpu, *va, bytes, physical, true);
         nvshare_submit_end();
-        mem_converted_waits(gpu, bytes, false);
+        mem_evictable_extra(gpu, bytes, false);
     }
     if (rc != CUDA_SUCCESS)
         drv->mem_address_free(*va, (size_t)bytes);

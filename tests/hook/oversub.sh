@@ -12,6 +12,9 @@
 #     moved) and their physical memory released, then mapped again at the
 #     same addresses and copied back intact; the application's own managed
 #     memory is prefetched; nothing is discarded;
+#   - cuMemAllocAsync of the default pool is converted too, its frees
+#     parked for reuse on their stream and released (not copied) by a
+#     swap-out (oversub_test async);
 #   - PREPARE_SWAP pins the ring ahead (FAKE_CUDA_PIN_GBPS low), so the
 #     swap-out does not; without it the first swap-out pins; a process
 #     exits cleanly while the ring is being pinned;
@@ -65,6 +68,9 @@ done
 run NVSHARE_ENABLE_OVERSUB=1 NVSHARE_GPU_MEMORY_LIMIT=64Mi FAKE_CUDA_MEM_MB=1024 \
     "$MEMTEST" paths $QUOTA >"$dir/out" 2>"$dir/err" || fail "memory_test paths with oversub on"
 echo "ok: memory_test paths with oversub on: $(grep -c PASS "$dir/out") PASS lines"
+
+check "stream-ordered: parked for reuse, swapped" \
+    run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_MEM_MB=64 "$TEST" async
 
 t=$(trace swap)
 check "swap out / in" \

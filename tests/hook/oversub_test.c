@@ -34,6 +34,13 @@
  *       without a context, return 0 with nothing evictable, copy nothing
  *       twice, forget what was freed while out, and stay correct while
  *       another thread allocates and frees.
+ *   oversub_test async
+ *       cuMemAllocAsync (the default pool) of >= 2 MiB is converted too; a
+ *       cuMemFreeAsync parks the block, still charged: the same size on
+ *       the freeing stream gets it back at once, on another stream once
+ *       the free is done, a bigger size does not; a swap-out releases the
+ *       parked blocks without copying them and moves the live ones, which
+ *       come back intact. (cuMemAllocFromPoolAsync stays in its pool.)
  *   oversub_test prepare
  *       prepare_swap (the client's callback for PREPARE_SWAP) makes the
  *       staging ring on a thread: waiting for it takes the fake's pinning
@@ -210,6 +217,18 @@ static CUcontext setup(void)
     return ctx;
 }
 
+/* A pool of the application's own: its allocations stay in it. */
+static CUmemoryPool own_pool(void)
+{
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE,
+                                         .id = 0}};
+    CUmemoryPool pool;
+
+    MUST(cuMemPoolCreate(&pool, &props));
+    return pool;
+}
+
 /* ---- convert ------------------------------------------------------------ */
 
 /* The allocation at p is converted (a VMM mapping of size, not managed)
@@ -227,11 +246,14 @@ static void expect_converted(const char *what, CUdeviceptr p, uint64_t size,
 
 static void convert(bool want, uint64_t quota)
 {
-    CUdeviceptr plain, odd, pitched, small, small_pitched, managed, pooled, p;
+    CUdeviceptr plain, odd, pitched, small, small_pitched, managed, pooled,
+        from_pool, p;
     size_t pitch = 0, small_pitch = 0;
     uint64_t charged, evictable, q;
+    CUmemoryPool pool;
 
     setup();
+    pool = own_pool();
     MUST(cuMemAlloc_v2(&plain, 8 * MIB));
     MUST(cuMemAlloc_v2(&odd, 3 * MIB)); /* 4 MiB converted */
     MUST(cuMemAllocPitch_v2(&pitched, &pitch, 1000, 3000, 4)); /* 4 MiB too */
@@ -239,6 +261,7 @@ static void convert(bool want, uint64_t quota)
     MUST(cuMemAllocPitch_v2(&small_pitched, &small_pitch, 1000, 100, 4));
     MUST(cuMemAllocManaged(&managed, 4 * MIB, CU_MEM_ATTACH_GLOBAL));
     MUST(cuMemAllocAsync(&pooled, 2 * MIB, NULL));
+    MUST(cuMemAllocFromPoolAsync(&from_pool, 2 * MIB, pool, NULL));
     EXPECT(pitch == 1024 && small_pitch == 1024,
            "cuMemAllocPitch_v2: pitches %zu and %zu, want 1024", pitch,
            small_pitch);
@@ -248,20 +271,21 @@ static void convert(bool want, uint64_t quota)
                      rounded(1024 * 3000), want);
     expect_converted("cuMemAlloc_v2 1 MiB", small, 0, false);
     expect_converted("cuMemAllocPitch_v2 1000 x 100", small_pitched, 0, false);
-    expect_converted("cuMemAllocAsync", pooled, 0, false);
+    expect_converted("cuMemAllocAsync", pooled, 2 * MIB, want);
+    expect_converted("cuMemAllocFromPoolAsync", from_pool, 0, false);
     EXPECT(is_managed(managed) && !is_vmm(managed),
            "cuMemAllocManaged: not managed memory");
-    evictable = want ? 8 * MIB + 4 * MIB + rounded(1024 * 3000) : 0;
+    evictable = want ? 8 * MIB + 4 * MIB + rounded(1024 * 3000) + 2 * MIB : 0;
     EXPECT(managed_bytes() == evictable + 4 * MIB,
            "libnvshare counts %llu evictable bytes, want %llu",
            (unsigned long long)managed_bytes(),
            (unsigned long long)(evictable + 4 * MIB));
-    EXPECT(event("oversub-converted") == (want ? 3u : 0u),
+    EXPECT(event("oversub-converted") == (want ? 4u : 0u),
            "%llu conversions counted, want %d",
-           (unsigned long long)event("oversub-converted"), want ? 3 : 0);
-    /* Charged: the rounded sizes when converted, the pool's 2 MiB. */
-    charged = (want ? evictable : 8 * MIB + 3 * MIB + 1024 * 3000) + MIB +
-              1024 * 100 + 4 * MIB + 2 * MIB;
+           (unsigned long long)event("oversub-converted"), want ? 4 : 0);
+    /* Charged: the rounded sizes when converted, the pools' 2 MiB each. */
+    charged = (want ? evictable : 8 * MIB + 3 * MIB + 1024 * 3000 + 2 * MIB) +
+              MIB + 1024 * 100 + 4 * MIB + 2 * MIB;
     EXPECT(free_memory() == quota - charged,
            "cuMemGetInfo says %llu free, want %llu",
            (unsigned long long)free_memory(),
@@ -273,13 +297,19 @@ static void convert(bool want, uint64_t quota)
     MUST(cuMemFree_v2(small_pitched));
     MUST(cuMemFree_v2(managed));
     MUST(cuMemFreeAsync(pooled, NULL));
+    MUST(cuMemFreeAsync(from_pool, NULL));
+    MUST(cuMemPoolDestroy(pool));
     EXPECT(managed_bytes() == 0, "%llu evictable bytes left after the frees",
            (unsigned long long)managed_bytes());
 
-    /* The quota, as for device memory (the pool keeps 2 MiB). */
-    q = quota - 2 * MIB;
-    EXPECT(free_memory() == q, "all freed, cuMemGetInfo says %llu free of %llu",
-           (unsigned long long)free_memory(), (unsigned long long)q);
+    /* The quota, as for device memory. The default pool keeps 2 MiB, and
+     * so does a converted stream-ordered free (parked for reuse) until an
+     * allocation needs the room. */
+    EXPECT(free_memory() == quota - 2 * MIB,
+           "all freed, cuMemGetInfo says %llu free of %llu",
+           (unsigned long long)free_memory(),
+           (unsigned long long)quota - 2 * MIB);
+    q = want ? quota : quota - 2 * MIB;
     EXPECT(cuMemAlloc_v2(&p, q + 1) == CUDA_ERROR_OUT_OF_MEMORY,
            "quota + 1 byte not refused");
     MUST(cuMemAlloc_v2(&p, q));
@@ -317,6 +347,76 @@ static void convert(bool want, uint64_t quota)
     EXPECT(free_memory() == q, "all freed, cuMemGetInfo says %llu free of %llu",
            (unsigned long long)free_memory(), (unsigned long long)q);
     printf("converted=%llu\n", (unsigned long long)event("oversub-converted"));
+}
+
+/* ---- stream-ordered ------------------------------------------------------- */
+
+static void stream_ordered(void)
+{
+    CUstream s, other;
+    CUdeviceptr a, b, again, c;
+    uint64_t free_before, out, in;
+
+    setup();
+    MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    MUST(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    free_before = free_memory();
+    MUST(cuMemAllocAsync(&a, 16 * MIB, s));
+    MUST(cuMemAllocAsync(&b, 5 * MIB, s)); /* 6 MiB */
+    expect_converted("cuMemAllocAsync 16 MiB", a, 16 * MIB, true);
+    expect_converted("cuMemAllocAsync 5 MiB", b, 6 * MIB, true);
+    write_memory(a, 16 * MIB);
+    MUST(cuMemFreeAsync(b, s));
+    EXPECT(free_memory() == free_before - 22 * MIB,
+           "a parked block: %llu bytes free, want %llu",
+           (unsigned long long)free_memory(),
+           (unsigned long long)(free_before - 22 * MIB));
+    MUST(cuMemAllocAsync(&again, 6 * MIB, s));
+    EXPECT(again == b,
+           "6 MiB on the freeing stream: 0x%llx, not the parked "
+           "block 0x%llx",
+           (unsigned long long)again, (unsigned long long)b);
+    EXPECT(free_memory() == free_before - 22 * MIB,
+           "the reused block charged again: %llu bytes free",
+           (unsigned long long)free_memory());
+    MUST(cuMemFreeAsync(again, s));
+    /* Nothing is queued on s: the free is done, any stream may reuse it. */
+    MUST(cuMemAllocAsync(&again, 6 * MIB, other));
+    EXPECT(again == b,
+           "6 MiB on another stream after the free was done: "
+           "0x%llx, not 0x%llx",
+           (unsigned long long)again, (unsigned long long)b);
+    MUST(cuMemAllocAsync(&c, 8 * MIB, other)); /* bigger: a new block */
+    EXPECT(c != b && range_size(c) == 8 * MIB, "8 MiB took the 6 MiB block");
+    MUST(cuMemFreeAsync(again, other));
+    MUST(cuMemFreeAsync(c, other));
+    EXPECT(free_memory() == free_before - 30 * MIB,
+           "two parked blocks: %llu bytes free, want %llu",
+           (unsigned long long)free_memory(),
+           (unsigned long long)(free_before - 30 * MIB));
+
+    /* Parked blocks are released, not copied; the live one moves. */
+    out = swap_out();
+    EXPECT(out == 16 * MIB, "swap_out moved %llu bytes, want 16 MiB",
+           (unsigned long long)out);
+    EXPECT(free_memory() == free_before,
+           "swapped out: %llu bytes free, want all %llu",
+           (unsigned long long)free_memory(), (unsigned long long)free_before);
+    EXPECT(!mapped_at(a, 16 * MIB) && !mapped_at(b, 6 * MIB) &&
+               !mapped_at(c, 8 * MIB),
+           "swapped out: memory still mapped");
+    in = swap_in();
+    EXPECT(in == 16 * MIB && lost_bytes(a) == 0 && mapped_at(a, 16 * MIB),
+           "swap_in moved %llu bytes, %lld lost", (unsigned long long)in,
+           lost_bytes(a));
+    EXPECT(free_memory() == free_before - 16 * MIB,
+           "swapped in: %llu bytes free, want %llu",
+           (unsigned long long)free_memory(),
+           (unsigned long long)(free_before - 16 * MIB));
+    MUST(cuMemFreeAsync(a, s));
+    MUST(cuStreamSynchronize(s));
+    EXPECT(swap_out() == 0 && free_memory() == free_before,
+           "all freed: a swap-out moved something or left memory held");
 }
 
 static void beyond(uint64_t bytes, bool want)
@@ -371,6 +471,7 @@ static void swap(void)
 {
     CUcontext ctx = setup(), current;
     CUdeviceptr a, b, d, pooled, probe;
+    CUmemoryPool pool;
     size_t pitch;
     uint64_t converted, want, out, in, thread_bytes[2], free_in, probe_bytes;
     double t0, out_ms, in_ms, min_ms;
@@ -381,7 +482,8 @@ static void swap(void)
     MUST(cuMemAlloc_v2(&a, 16 * MIB)); /* converted */
     MUST(cuMemAllocManaged(&b, 8 * MIB, CU_MEM_ATTACH_GLOBAL));
     MUST(cuMemAllocPitch_v2(&d, &pitch, 4000, 700, 4)); /* converted, 4 MiB */
-    MUST(cuMemAllocAsync(&pooled, 3 * MIB, NULL));      /* stays put */
+    pool = own_pool();
+    MUST(cuMemAllocFromPoolAsync(&pooled, 3 * MIB, pool, NULL)); /* stays */
     EXPECT(range_size(d) == 4 * MIB, "the pitched allocation takes %llu",
            (unsigned long long)range_size(d));
     write_memory(a, 16 * MIB);
@@ -506,6 +608,7 @@ static void swap(void)
     MUST(cuMemFree_v2(a));
     MUST(cuMemFree_v2(d));
     MUST(cuMemFreeAsync(pooled, NULL));
+    MUST(cuMemPoolDestroy(pool));
     EXPECT(swap_out() == 0, "a swap after every free moved something");
     printf("swap_bytes=%llu out_ms=%.1f in_ms=%.1f swap_outs=%llu "
            "swap_out_bytes=%llu\n",
@@ -667,6 +770,8 @@ int main(int argc, char **argv)
         convert(atoi(argv[2]) != 0, strtoull(argv[3], NULL, 10));
     else if (argc == 4 && strcmp(argv[1], "beyond") == 0)
         beyond(strtoull(argv[2], NULL, 10), atoi(argv[3]) != 0);
+    else if (argc == 2 && strcmp(argv[1], "async") == 0)
+        stream_ordered();
     else if (argc == 2 && strcmp(argv[1], "swap") == 0)
         swap();
     else if (argc == 2 && strcmp(argv[1], "prepare") == 0)
