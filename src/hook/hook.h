@@ -395,6 +395,8 @@ CUresult vmm_allocate(int gpu, uint64_t bytes, CUdeviceptr *va,
                       CUmemGenericAllocationHandle *physical);
 CUresult vmm_back(int gpu, CUdeviceptr va, uint64_t bytes,
                   CUmemGenericAllocationHandle *physical);
+CUresult vmm_create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
+                    CUmemGenericAllocationHandle *physical);
 CUresult vmm_create_waiting(int gpu, uint64_t bytes,
                             const CUmemAllocationProp *prop,
                             CUmemGenericAllocationHandle *physical);

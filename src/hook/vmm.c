@@ -174,6 +174,29 @@ static CUresult create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
     return rc;
 }
 
+/* cuMemCreate, making room when the GPU is full: first this process's
+ * parked stream-ordered frees go; then the room may be an idle process's,
+ * which the scheduler takes back for a process that waits for the GPU, so
+ * the call waits for the lock as a waiter for memory (its bytes told as
+ * evictable first, so that admission sees what must fit), then for the
+ * room. */
+CUresult vmm_create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
+                    CUmemGenericAllocationHandle *physical)
+{
+    CUresult rc = create(gpu, bytes, prop, physical, false);
+
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && vmm_async_drain(gpu) != 0)
+        rc = create(gpu, bytes, prop, physical, false);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && nvshare_client_connected()) {
+        mem_evictable_extra(gpu, bytes, true);
+        nvshare_submit_begin(gpu);
+        rc = create(gpu, bytes, prop, physical, true);
+        nvshare_submit_end();
+        mem_evictable_extra(gpu, bytes, false);
+    }
+    return rc;
+}
+
 CUresult vmm_create_waiting(int gpu, uint64_t bytes,
                             const CUmemAllocationProp *prop,
                             CUmemGenericAllocationHandle *physical)
@@ -221,6 +244,7 @@ CUresult vmm_allocate(int gpu, uint64_t bytes, CUdeviceptr *va,
                       CUmemGenericAllocationHandle *physical)
 {
     const struct hook_driver *drv = hook_driver();
+    CUmemAllocationProp prop = physical_on(gpu);
     CUresult rc;
 
     if (!vmm_available(drv))
@@ -228,20 +252,8 @@ CUresult vmm_allocate(int gpu, uint64_t bytes, CUdeviceptr *va,
     if ((rc = drv->mem_address_reserve(va, (size_t)bytes, 0, 0, 0)) !=
         CUDA_SUCCESS)
         return rc;
-    rc = back(drv, gpu, *va, bytes, physical, false);
-    if (rc == CUDA_ERROR_OUT_OF_MEMORY && vmm_async_drain(gpu) != 0)
-        rc = back(drv, gpu, *va, bytes, physical, false);
-    /* The room may be an idle process's, which the scheduler takes back
-     * for a process that waits for the GPU: this allocation waits for the
-     * lock as a waiter for memory (its bytes told as evictable first, so
-     * that admission sees what must fit), then for the room. */
-    if (rc == CUDA_ERROR_OUT_OF_MEMORY && nvshare_client_connected()) {
-        mem_evictable_extra(gpu, bytes, true);
-        nvshare_submit_begin(gpu);
-        rc = back(drv, gpu, *va, bytes, physical, true);
-        nvshare_submit_end();
-        mem_evictable_extra(gpu, bytes, false);
-    }
+    if ((rc = vmm_create(gpu, bytes, &prop, physical)) == CUDA_SUCCESS)
+        rc = map_physical(drv, gpu, *va, bytes, physical);
     if (rc != CUDA_SUCCESS)
         drv->mem_address_free(*va, (size_t)bytes);
     return rc;

@@ -117,7 +117,7 @@ CUresult vmm_app_create(int gpu, CUmemGenericAllocationHandle *handle,
 
     if (a == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = HOOK_CALL_REAL(cuMemCreate, (&physical, (size_t)size, prop, 0));
+    rc = vmm_create(gpu, size, prop, &physical);
     if (rc != CUDA_SUCCESS) {
         free(a);
         return rc;

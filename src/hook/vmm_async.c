@@ -96,7 +96,8 @@ static bool reusable(const struct hook_driver *drv, const struct parked *p,
 
 static void unpark_locked(int i)
 {
-    atomic_fetch_sub(&parked_bytes[parking.blocks[i].gpu], parking.blocks[i].bytes);
+    atomic_fetch_sub(&parked_bytes[parking.blocks[i].gpu],
+                     parking.blocks[i].bytes);
     mem_evictable_extra(parking.blocks[i].gpu, parking.blocks[i].bytes, false);
     parking.n--;
     for (; i < parking.n; i++)
@@ -146,7 +147,11 @@ bool vmm_async_park(int gpu, CUdeviceptr va, uint64_t bytes,
                     bool pt)
 {
     const struct hook_driver *drv = hook_driver();
-    struct parked block = {gpu, va, bytes, physical, ordering_stream(stream, pt),
+    struct parked block = {gpu,
+                           va,
+                           bytes,
+                           physical,
+                           ordering_stream(stream, pt),
                            NULL},
                   oldest;
     bool full;
@@ -154,9 +159,9 @@ bool vmm_async_park(int gpu, CUdeviceptr va, uint64_t bytes,
     if (drv == NULL || drv->event_create == NULL || drv->event_record == NULL ||
         drv->event_create(&block.freed, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
         return false;
-    if (drv->event_record(block.freed, pt && stream == NULL ? CU_STREAM_PER_THREAD
-                                                            : stream) !=
-        CUDA_SUCCESS) {
+    if (drv->event_record(block.freed, pt && stream == NULL
+                                           ? CU_STREAM_PER_THREAD
+                                           : stream) != CUDA_SUCCESS) {
         drv->event_destroy(block.freed);
         return false;
     }
@@ -219,9 +224,8 @@ void vmm_async_pool_trimmed(CUmemoryPool pool)
     const struct hook_driver *drv = hook_driver();
     CUmemoryPool fallback;
 
-    for (int gpu = 0; drv && drv->device_get_default_mem_pool &&
-                      gpu < NVSHARE_MAX_GPUS;
-         gpu++)
+    for (int gpu = 0;
+         drv && drv->device_get_default_mem_pool && gpu < NVSHARE_MAX_GPUS; gpu++)
         if (vmm_async_parked(gpu) != 0 &&
             drv->device_get_default_mem_pool(&fallback, (CUdevice)gpu) ==
                 CUDA_SUCCESS &&
