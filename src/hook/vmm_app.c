@@ -404,6 +404,8 @@ void vmm_app_swap_begin(void)
     pthread_mutex_lock(&app_lock);
 }
 
+/* Two passes, allocations then mappings, rather than every mapping per
+ * allocation: PyTorch's expandable segments make thousands of each. */
 uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run)
 {
     const struct hook_driver *drv = hook_driver();
@@ -425,64 +427,58 @@ uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run)
             a->out = false;
         }
         a->moving = true;
-        for (struct app_mapping *m = mappings; m; m = m->next) {
-            if (m->alloc != a)
-                continue;
-            if (to_device) {
-                drv->mem_map(m->va, m->size, m->offset, a->physical, 0);
-                if (m->n_access)
-                    drv->mem_set_access(m->va, m->size, m->access, m->n_access);
-                if (m->backing)
-                    staging_copy(run, true, m->va, m->backing, m->size);
-            } else if (m->backing != NULL ||
-                       (m->backing = staging_host_alloc(m->size)) != NULL) {
-                staging_copy(run, false, m->va, m->backing, m->size);
-            } else {
-                a->moving = false; /* no host copy: it stays */
-            }
-            bytes += m->size;
+    }
+    for (struct app_mapping *m = mappings; m; m = m->next) {
+        struct app_alloc *a = m->alloc;
+
+        if (!a->moving)
+            continue;
+        if (to_device) {
+            drv->mem_map(m->va, m->size, m->offset, a->physical, 0);
+            if (m->n_access)
+                drv->mem_set_access(m->va, m->size, m->access, m->n_access);
+            if (m->backing)
+                staging_copy(run, true, m->va, m->backing, m->size);
+        } else if (m->backing != NULL ||
+                   (m->backing = staging_host_alloc(m->size)) != NULL) {
+            staging_copy(run, false, m->va, m->backing, m->size);
+        } else {
+            a->moving = false; /* no host copy: it stays */
         }
+        bytes += m->size;
     }
     return bytes;
 }
 
 /* After a swap-out, what was copied lets its physical memory go; after a
- * swap-in, the host copies are retired. */
-static void settle(const struct hook_driver *drv, struct app_alloc *a,
-                   bool to_device)
-{
-    for (struct app_mapping *m = mappings; m; m = m->next) {
-        if (m->alloc != a)
-            continue;
-        if (to_device || !a->moving) {
-            staging_host_retire(m->backing, m->size);
-        } else {
-            drv->mem_unmap(m->va, m->size);
-        }
-    }
-    if (!to_device && a->moving) {
-        if (a->app_refs > 0)
-            HOOK_CALL_REAL(cuMemRelease, (a->physical));
-        a->physical = 0;
-        a->out = true;
-    } else if (to_device && a->app_refs == 0) {
-        /* Released by the application: only its mappings hold it. */
-        HOOK_CALL_REAL(cuMemRelease, (a->physical));
-    }
-}
-
+ * swap-in, the host copies are retired. A failed copy in keeps the host
+ * copies: nothing better is left. */
 void vmm_app_swap_end(int gpu, bool to_device, bool copied)
 {
     const struct hook_driver *drv = hook_driver();
 
+    for (struct app_mapping *m = mappings; m; m = m->next) {
+        const struct app_alloc *a = m->alloc;
+
+        if (a->gpu != gpu || !a->moving || (to_device && !copied))
+            continue;
+        if (to_device || !copied)
+            staging_host_retire(m->backing, m->size);
+        else
+            drv->mem_unmap(m->va, m->size);
+    }
     for (struct app_alloc *a = allocs; a; a = a->next) {
-        if (a->gpu != gpu || !a->moving)
+        if (a->gpu != gpu || !a->moving || (to_device && !copied))
             continue;
-        /* A failed copy in keeps the host copies: nothing better is left. */
-        if (to_device && !copied)
-            continue;
-        a->moving = copied; /* what settle lets go of */
-        settle(drv, a, to_device);
+        if (!to_device && copied) {
+            if (a->app_refs > 0)
+                HOOK_CALL_REAL(cuMemRelease, (a->physical));
+            a->physical = 0;
+            a->out = true;
+        } else if (to_device && a->app_refs == 0) {
+            /* Released by the application: only its mappings hold it. */
+            HOOK_CALL_REAL(cuMemRelease, (a->physical));
+        }
         a->moving = false;
     }
     pthread_mutex_unlock(&app_lock);
