@@ -106,9 +106,11 @@ bool cdi_exists(const struct driver *d, const char *uid);
 void cdi_remove(const struct driver *d, const char *uid);
 void cdi_device_id(const struct dra_claim *c, int share, char *buf, size_t len);
 
-/* limits.c: the scheduler's control socket. */
-int limits_set(const struct dra_claim *c, char err[DRA_ERR_LEN]);
-int limits_clear(const struct dra_claim *c, char err[DRA_ERR_LEN]);
+/* limits.c: tells the scheduler the limits of each pod of c, from the
+ * claims in d's table but skip (NULL: none); a pod with none left gets
+ * none. 0, or -1 with err. */
+int limits_apply(const struct driver *d, const struct dra_claim *c,
+                 const struct dra_claim *skip, char err[DRA_ERR_LEN]);
 
 /* slice.c: this node's ResourceSlice. publish makes the API server hold
  * exactly the one the GPUs call for; check re-creates it when it went

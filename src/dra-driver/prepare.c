@@ -122,7 +122,7 @@ static void forget(struct driver *d, struct dra_claim *c)
 /* Sets the limits, writes the CDI spec and records the claim completed. */
 static int complete(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN])
 {
-    if (limits_set(c, err) || cdi_write(d, c, err))
+    if (limits_apply(d, c, NULL, err) || cdi_write(d, c, err))
         return -1;
     c->completed = true;
     return checkpoint_save(d, err);
@@ -132,7 +132,7 @@ static int complete(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN]
  * not be told, and c stays for the next try. */
 static int undo(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN])
 {
-    if (limits_clear(c, err))
+    if (limits_apply(d, c, c, err))
         return -1; /* kubelet retries: the limits must not outlive the claim */
     cdi_remove(d, c->uid);
     forget(d, c);
@@ -159,7 +159,7 @@ int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
         return -1;
     }
     if (c) { /* prepared, or begun before a restart */
-        if (c->completed && cdi_exists(d, uid) ? limits_set(c, err)
+        if (c->completed && cdi_exists(d, uid) ? limits_apply(d, c, NULL, err)
                                                : complete(d, c, err))
             return -1;
         *out = c;
