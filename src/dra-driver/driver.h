@@ -15,6 +15,7 @@
 #define NVSHARE_DRA_DRIVER_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -63,6 +64,10 @@ struct driver {
     char cdi_dir[PATH_MAX - 128];
     uint64_t default_memory; /* what a claim that names none consumes */
     unsigned default_compute;
+    /* The claim table, the checkpoint, the CDI specs and the scheduler's
+     * limits, which the workers change, are under lock; the API server is
+     * read outside it. */
+    pthread_mutex_t lock;
     struct dra_claim *claims; /* prepared, as in the checkpoint */
     int n_claims;
     long long slice_generation;    /* the pool's, as last published */
@@ -86,9 +91,10 @@ bool quantity_parse(const char *text, uint64_t *out);
 int claim_parse(const struct driver *d, const char *json, const char *uid,
                 struct dra_claim *c, char err[DRA_ERR_LEN]);
 
-/* prepare.c */
+/* prepare.c: on any thread. A prepared claim is copied to out. 0, or -1
+ * with err. */
 int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
-                  const char *name, const struct dra_claim **out,
+                  const char *name, struct dra_claim *out,
                   char err[DRA_ERR_LEN]);
 int unprepare_claim(struct driver *d, const char *uid, char err[DRA_ERR_LEN]);
 
