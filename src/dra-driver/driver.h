@@ -94,8 +94,7 @@ int claim_parse(const struct driver *d, const char *json, const char *uid,
 /* prepare.c: on any thread. A prepared claim is copied to out. 0, or -1
  * with err. */
 int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
-                  const char *name, struct dra_claim *out,
-                  char err[DRA_ERR_LEN]);
+                  const char *name, struct dra_claim *out, char err[DRA_ERR_LEN]);
 int unprepare_claim(struct driver *d, const char *uid, char err[DRA_ERR_LEN]);
 
 /* checkpoint.c: prepared claims on disk, written whole and renamed. */

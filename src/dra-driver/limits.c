@@ -24,8 +24,8 @@
 /* One CTL_SET of each pod setting keys names (as nvsharectl set does) to
  * its value, for one pod, on fd. */
 static int send_pod(int fd, struct msg *m, const char *pod,
-                    const char *const *keys, const uint64_t *values,
-                    int n_keys, char err[DRA_ERR_LEN])
+                    const char *const *keys, const uint64_t *values, int n_keys,
+                    char err[DRA_ERR_LEN])
 {
     int got;
 

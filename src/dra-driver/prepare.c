@@ -143,8 +143,8 @@ static int undo(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN])
 /* A claim not prepared yet: read, checked against the table, recorded
  * PrepareStarted and completed. Under d->lock but for the read. */
 static int prepare_new(struct driver *d, const char *namespace_,
-                       const char *uid, const char *name,
-                       struct dra_claim *out, char err[DRA_ERR_LEN])
+                       const char *uid, const char *name, struct dra_claim *out,
+                       char err[DRA_ERR_LEN])
 {
     struct kube_body body = {0};
     struct dra_claim *c;
@@ -189,8 +189,7 @@ out:
 }
 
 int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
-                  const char *name, struct dra_claim *out,
-                  char err[DRA_ERR_LEN])
+                  const char *name, struct dra_claim *out, char err[DRA_ERR_LEN])
 {
     static const char dns[] = "abcdefghijklmnopqrstuvwxyz0123456789-.";
     static const char uid_chars[] =

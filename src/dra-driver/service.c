@@ -249,11 +249,12 @@ static void run_claim(struct job *job, bool stopping)
 }
 
 /* Queues one job per claim UID of the request, which the call now owns. */
-static void claims_start(struct driver *d, bool preparing, ProtobufCMessage *req,
-                         Dra__Claim **claims, size_t n_claims, dra_done_fn *done,
-                         void *ctx)
+static void claims_start(struct driver *d, bool preparing,
+                         ProtobufCMessage *req, Dra__Claim **claims,
+                         size_t n_claims, dra_done_fn *done, void *ctx)
 {
-    struct call *call = calloc(1, sizeof(*call) + n_claims * sizeof(call->jobs[0]));
+    struct call *call =
+        calloc(1, sizeof(*call) + n_claims * sizeof(call->jobs[0]));
     struct reply out;
 
     if (!call) {
@@ -290,8 +291,8 @@ static void claims_start(struct driver *d, bool preparing, ProtobufCMessage *req
  * many claims or hides a NUL byte in a string (protobuf-c would hand over
  * its prefix). */
 static void claims_call(struct driver *d, enum dra_method m,
-                        const unsigned char *data, size_t len, dra_done_fn *done,
-                        void *ctx)
+                        const unsigned char *data, size_t len,
+                        dra_done_fn *done, void *ctx)
 {
     bool preparing = m == DRA_PREPARE;
     const ProtobufCMessageDescriptor *desc =
@@ -303,7 +304,7 @@ static void claims_call(struct driver *d, enum dra_method m,
                    ? ((Dra__NodePrepareResourcesRequest *)req)->n_claims
                    : ((Dra__NodeUnprepareResourcesRequest *)req)->n_claims;
     Dra__Claim **claims =
-        !req ? NULL
+        !req        ? NULL
         : preparing ? ((Dra__NodePrepareResourcesRequest *)req)->claims
                     : ((Dra__NodeUnprepareResourcesRequest *)req)->claims;
     const char *why =
@@ -320,7 +321,8 @@ static void claims_call(struct driver *d, enum dra_method m,
     }
     memset(&out, 0, sizeof(out));
     reply_fail(&out, GRPC_STATUS_INVALID_ARGUMENT, "%s: %s",
-               preparing ? "NodePrepareResources" : "NodeUnprepareResources", why);
+               preparing ? "NodePrepareResources" : "NodeUnprepareResources",
+               why);
     done(ctx, &out);
     if (req)
         protobuf_c_message_free_unpacked(req, NULL);

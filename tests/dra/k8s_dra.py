@@ -36,6 +36,7 @@ k.load_messages(PB2_DIR)
 GIB, MIB = 1 << 30, 1 << 20
 NODE, NS = "node-a", "ml"
 UUID = "GPU-bbbb0000-0000-4000-8000-000000000001"
+GPUS = UUID + ":16384"  # the node's, for the scheduler and the driver
 WORK = tempfile.mkdtemp(prefix="nvshare-dra.")
 DIRS = {d: os.path.join(WORK, d)
         for d in ("sock", "ctl", "plugin", "registry", "cdi", "sa", "lib", "proc", "trace")}
@@ -154,7 +155,8 @@ def slices():
 
 
 def make_claim(name, pod_uid, memory="4Gi", compute="25", device="gpu-0", pool=NODE,
-               driver="gpu.nvshare.com", allocated=True, params=None):
+               driver="gpu.nvshare.com", allocated=True, params=None, more_pods=()):
+    """A claim reserved for pod_uid and the pods more_pods names."""
     result = {"request": "gpu", "driver": driver, "pool": pool, "device": device,
               "shareID": str(uuid.uuid4())}
     caps = {}
@@ -168,7 +170,8 @@ def make_claim(name, pod_uid, memory="4Gi", compute="25", device="gpu-0", pool=N
              "metadata": {"name": name, "namespace": NS},
              "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                  "deviceClassName": "gpu.nvshare.com", "capacity": {"requests": caps}}}]}},
-             "status": {"reservedFor": [{"resource": "pods", "name": name + "-pod", "uid": pod_uid}]}}
+             "status": {"reservedFor": [{"resource": "pods", "name": "%s-pod%d" % (name, i), "uid": u}
+                                        for i, u in enumerate((pod_uid,) + tuple(more_pods))]}}
     if allocated:
         claim["status"]["allocation"] = {"devices": {"results": [result]}}
     if params is not None:
@@ -200,7 +203,7 @@ def claim_reads():
 
 
 def start_driver():
-    return start("driver", [DRIVER], NODE_NAME=NODE, NVSHARE_SOCK_DIR=DIRS["ctl"], NVSHARE_GPUS=UUID + ":16384",
+    return start("driver", [DRIVER], NODE_NAME=NODE, NVSHARE_SOCK_DIR=DIRS["ctl"], NVSHARE_GPUS=GPUS,
                  NVSHARE_API_SERVER=api, NVSHARE_SA_DIR=DIRS["sa"],
                  NVSHARE_DRA_PLUGIN_DIR=DIRS["plugin"], NVSHARE_DRA_REGISTRY_DIR=DIRS["registry"],
                  NVSHARE_CDI_DIR=DIRS["cdi"], NVSHARE_DRA_SLICE_CHECK="200ms",
@@ -351,7 +354,9 @@ def deploy_matches(s):
     print("PASS: kubectl apply --dry-run=client reads deploy/dra as %d objects" % len(got))
 
 
-def main():
+def setup():
+    """The loopback API server, the scheduler, the relay of its control
+    socket and the driver: the relay."""
     global api
     for d in DIRS.values():
         os.makedirs(d)
@@ -371,11 +376,31 @@ def main():
 
     if LIBNVSHARE:
         os.symlink(LIBNVSHARE, os.path.join(DIRS["lib"], "libnvshare.so"))
-    start("scheduler", [SCHED], NVSHARE_GPUS=UUID + ":16384", NVSHARE_TQ="100ms",
+    start("scheduler", [SCHED], NVSHARE_GPUS=GPUS, NVSHARE_TQ="100ms",
           NVSHARE_PROC_ROOT=DIRS["proc"])
     wait_for(lambda: os.path.exists(os.path.join(DIRS["sock"], "control.sock")), "the scheduler")
     relay = ControlRelay()
     start_driver()
+    return relay
+
+
+def finish():
+    """Stops what setup started, and fails on a sanitizer's report."""
+    check(stop("driver") == 0, "driver exit status")
+    check(not os.path.exists(os.path.join(DIRS["plugin"], "dra.sock")), "dra.sock left behind")
+    stop("scheduler")
+    stop("apiserver")
+    for name in ("driver", "scheduler", "job"):
+        path = os.path.join(WORK, name + ".log")
+        if os.path.exists(path):
+            text = open(path).read()
+            check("AddressSanitizer" not in text and "runtime error" not in text,
+                  "a sanitizer report in %s.log" % name)
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+def main():
+    relay = setup()
 
     # 1. registration
     info = register()
@@ -632,17 +657,7 @@ def main():
           "or of an unknown claim, succeeds")
 
     plugin.close()
-    check(stop("driver") == 0, "driver exit status")
-    check(not os.path.exists(endpoint), "dra.sock left behind")
-    stop("scheduler")
-    stop("apiserver")
-    for name in ("driver", "scheduler", "job"):
-        path = os.path.join(WORK, name + ".log")
-        if os.path.exists(path):
-            text = open(path).read()
-            check("AddressSanitizer" not in text and "runtime error" not in text,
-                  "a sanitizer report in %s.log" % name)
-    shutil.rmtree(WORK, ignore_errors=True)
+    finish()
     print("PASS: k8s_dra_driver")
 
 
