@@ -247,9 +247,10 @@ def gpu_share(trace, start_ns, end_ns):
     return 100.0 * held / (end_ns - start_ns)
 
 
-def run_container(spec, pod_uid):
-    """The claim's container: fake_job with the CDI spec's environment,
-    except that the tenant tries to raise both limits in it."""
+def start_container(name, spec, pod_uid, **extra):
+    """A claim's container: fake_job named name with the CDI spec's
+    environment (its mounts resolved to their host paths) and extra over
+    it, in a cgroup of pod_uid, on the fake GPU."""
     edits = spec["devices"][0]["containerEdits"]
     mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
     env = {"PATH": os.environ["PATH"]}
@@ -259,15 +260,21 @@ def run_container(spec, pod_uid):
             if value.startswith(inside):
                 value = host + value[len(inside):]
         env[key] = value
-    env.update(NVSHARE_GPU_MEMORY_LIMIT=str(8 * GIB), NVSHARE_GPU_CORE_LIMIT="80",
-               FAKE_CUDA_DEVICES=UUID, LD_LIBRARY_PATH=FAKE_CUDA_DIR,
-               FAKE_CUDA_TRACE_DIR=DIRS["trace"])
+    env.update(FAKE_CUDA_DEVICES=UUID, LD_LIBRARY_PATH=FAKE_CUDA_DIR,
+               FAKE_CUDA_TRACE_DIR=DIRS["trace"], **extra)
     cgroup = "0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope" % (
         pod_uid.replace("-", "_"), "7" * 64)
     now = time.time_ns()
-    job = start("job", ["sh", "-c", 'mkdir -p "$1/$$" && printf "%s\n" "$2" >"$1/$$/cgroup" && '
+    return start(name, ["sh", "-c", 'mkdir -p "$1/$$" && printf "%s\n" "$2" >"$1/$$/cgroup" && '
                         'exec "$3" "$4" "$5"', "job", DIRS["proc"], cgroup, JOB, str(now),
                         str(now + 120 * 10**9)], base=env)
+
+
+def run_container(spec, pod_uid):
+    """The claim's container, except that the tenant tries to raise both
+    limits in it."""
+    job = start_container("job", spec, pod_uid, NVSHARE_GPU_MEMORY_LIMIT=str(8 * GIB),
+                          NVSHARE_GPU_CORE_LIMIT="80")
 
     def client():
         return next((c for c in status()["clients"] if c["pod_uid"] == pod_uid), None)

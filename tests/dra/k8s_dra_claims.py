@@ -65,27 +65,6 @@ def several_claims(plugin):
           "and 25 % (one limit a pod in the scheduler); after Unprepare of gpu-0's, 2 GiB and 10 %")
 
 
-def start_job(name, spec, pod_uid):
-    """fake_job in a cgroup of pod_uid with the CDI spec's environment."""
-    edits = spec["devices"][0]["containerEdits"]
-    mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
-    env = {"PATH": os.environ["PATH"]}
-    for line in edits["env"]:
-        key, value = line.split("=", 1)
-        for inside, host in mounts.items():
-            if value.startswith(inside):
-                value = host + value[len(inside):]
-        env[key] = value
-    env.update(FAKE_CUDA_DEVICES=t.UUID, LD_LIBRARY_PATH=t.FAKE_CUDA_DIR,
-               FAKE_CUDA_TRACE_DIR=t.DIRS["trace"])
-    cgroup = "0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope" % (
-        pod_uid.replace("-", "_"), "7" * 64)
-    now = time.time_ns()
-    return t.start(name, ["sh", "-c", 'mkdir -p "$1/$$" && printf "%s\n" "$2" >"$1/$$/cgroup" && '
-                          'exec "$3" "$4" "$5"', "job", t.DIRS["proc"], cgroup, t.JOB, str(now),
-                          str(now + 120 * 10**9)], base=env)
-
-
 def shared_claim(plugin):
     pods = [str(uuid.uuid4()), str(uuid.uuid4())]
     c = t.make_claim("shared", pods[0], memory="4Gi", compute="30", more_pods=pods[1:])
@@ -98,7 +77,7 @@ def shared_claim(plugin):
     else:
         with open(os.path.join(t.DIRS["cdi"], "gpu.nvshare.com-claim_%s.json" % c[1])) as f:
             spec = json.load(f)
-        jobs = [start_job("job%d" % i, spec, pod) for i, pod in enumerate(pods)]
+        jobs = [t.start_container("job%d" % i, spec, pod) for i, pod in enumerate(pods)]
 
         def clients():
             return [x for x in t.status()["clients"] if x["pod_uid"] in pods]
