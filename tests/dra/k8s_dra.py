@@ -510,7 +510,8 @@ def main():
         "other node": make_claim("other-node", str(uuid.uuid4()), pool="node-b"),
         "no such GPU": make_claim("no-gpu", str(uuid.uuid4()), device="gpu-7"),
         "bad quantity": make_claim("bad-quantity", str(uuid.uuid4()), memory="lots"),
-        "over capacity": make_claim("too-big", str(uuid.uuid4()), memory="10Gi", compute="10"),
+        # too big beside claim 1 alone: the call's claims run in any order
+        "over capacity": make_claim("too-big", str(uuid.uuid4()), memory="14Gi", compute="10"),
         "bad config": make_claim("bad-config", str(uuid.uuid4()), memory="1Gi",
                                  params={"priorty": "high"}),
         "replaced": (NS, str(uuid.uuid4()), "trainer-gpu"),
