@@ -226,7 +226,7 @@ static void on_registered(struct tag *tag, bool ok)
     grpc_metadata_array_destroy(&reg->trailing);
     grpc_slice_unref(reg->details);
     free(reg);
-    server_in_flight--;
+    __atomic_sub_fetch(&server_in_flight, 1, __ATOMIC_RELAXED);
 }
 
 static void start_register(struct endpoint_of_resource *ep)
@@ -245,7 +245,7 @@ static void start_register(struct endpoint_of_resource *ep)
         free(reg);
         return;
     }
-    server_in_flight++;
+    __atomic_add_fetch(&server_in_flight, 1, __ATOMIC_RELAXED);
     ep->registering = true;
     reg->ep = ep;
     reg->generation = ep->generation;

@@ -4,13 +4,14 @@
  * GPU never get the same ID and no name is reused (runtimes cache specs).
  * A device gives the container its GPU (NVIDIA_VISIBLE_DEVICES, for the
  * NVIDIA runtime), libnvshare.so preloaded and the scheduler's socket
- * directory, and states the claim's amounts as the pod's own limits:
- * fallbacks that hold while the scheduler is away, and can only lower the
- * operator's limits the scheduler holds. */
+ * directory. It states no limit: a container may hold several claims
+ * (and a claim several pods), whose sum no one claim's spec can know, and
+ * a limit in the environment could only lower it. The limits are the
+ * operator's in the scheduler (limits.c), which keeps them over its
+ * restarts. */
 #include "driver.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,7 @@ static cJSON *device_json(const struct driver *d, const struct dra_claim *c,
 {
     const struct dra_share *s = &c->shares[share];
     cJSON *dev = cJSON_CreateObject(), *edits, *env, *mounts;
-    char name[DRA_UID_MAX + 32], number[24];
+    char name[DRA_UID_MAX + 32];
 
     device_name(c, share, name, sizeof(name));
     cJSON_AddStringToObject(dev, "name", name);
@@ -77,14 +78,6 @@ static cJSON *device_json(const struct driver *d, const struct dra_claim *c,
     add_env(env, "NVIDIA_VISIBLE_DEVICES", d->gpus.gpus[s->gpu].uuid);
     add_env(env, "LD_PRELOAD", CONTAINER_LIB_DIR "/libnvshare.so");
     add_env(env, "NVSHARE_SOCK_DIR", CONTAINER_SOCK_DIR);
-    if (s->memory) {
-        snprintf(number, sizeof(number), "%" PRIu64, s->memory);
-        add_env(env, "NVSHARE_GPU_MEMORY_LIMIT", number);
-    }
-    if (s->compute && s->compute < 100) {
-        snprintf(number, sizeof(number), "%u", s->compute);
-        add_env(env, "NVSHARE_GPU_CORE_LIMIT", number);
-    }
     if (d->gpus.oversubscribed)
         add_env(env, "NVSHARE_ENABLE_OVERSUB", "1");
     mounts = cJSON_AddArrayToObject(edits, "mounts");

@@ -15,6 +15,7 @@
 #define NVSHARE_DRA_DRIVER_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -63,6 +64,10 @@ struct driver {
     char cdi_dir[PATH_MAX - 128];
     uint64_t default_memory; /* what a claim that names none consumes */
     unsigned default_compute;
+    /* The claim table, the checkpoint, the CDI specs and the scheduler's
+     * limits, which the workers change, are under lock; the API server is
+     * read outside it. */
+    pthread_mutex_t lock;
     struct dra_claim *claims; /* prepared, as in the checkpoint */
     int n_claims;
     long long slice_generation;    /* the pool's, as last published */
@@ -86,10 +91,10 @@ bool quantity_parse(const char *text, uint64_t *out);
 int claim_parse(const struct driver *d, const char *json, const char *uid,
                 struct dra_claim *c, char err[DRA_ERR_LEN]);
 
-/* prepare.c */
+/* prepare.c: on any thread. A prepared claim is copied to out. 0, or -1
+ * with err. */
 int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
-                  const char *name, const struct dra_claim **out,
-                  char err[DRA_ERR_LEN]);
+                  const char *name, struct dra_claim *out, char err[DRA_ERR_LEN]);
 int unprepare_claim(struct driver *d, const char *uid, char err[DRA_ERR_LEN]);
 
 /* checkpoint.c: prepared claims on disk, written whole and renamed. */
@@ -106,9 +111,11 @@ bool cdi_exists(const struct driver *d, const char *uid);
 void cdi_remove(const struct driver *d, const char *uid);
 void cdi_device_id(const struct dra_claim *c, int share, char *buf, size_t len);
 
-/* limits.c: the scheduler's control socket. */
-int limits_set(const struct dra_claim *c, char err[DRA_ERR_LEN]);
-int limits_clear(const struct dra_claim *c, char err[DRA_ERR_LEN]);
+/* limits.c: tells the scheduler the limits of each pod of c, from the
+ * claims in d's table but skip (NULL: none); a pod with none left gets
+ * none. 0, or -1 with err. */
+int limits_apply(const struct driver *d, const struct dra_claim *c,
+                 const struct dra_claim *skip, char err[DRA_ERR_LEN]);
 
 /* slice.c: this node's ResourceSlice. publish makes the API server hold
  * exactly the one the GPUs call for; check re-creates it when it went

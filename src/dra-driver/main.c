@@ -69,6 +69,7 @@ int driver_configure(struct driver *d)
     d->default_memory = env_size_bytes("NVSHARE_DRA_DEFAULT_MEMORY", 1ULL << 30);
     d->default_compute =
         (unsigned)env_int_range("NVSHARE_DRA_DEFAULT_COMPUTE", 1, 100, 10);
+    pthread_mutex_init(&d->lock, NULL);
     if (!(d->claims = calloc(DRA_MAX_CLAIMS, sizeof(*d->claims)))) {
         log_error("out of memory for the claim table");
         return -1;

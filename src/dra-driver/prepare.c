@@ -3,7 +3,8 @@
  * already gets the same devices again (its CDI spec re-made if it went,
  * as after a reboot empties /var/run/cdi), one not prepared is unprepared
  * at once. Unprepare needs only the checkpoint: the claim may be gone from
- * the API server by then. */
+ * the API server by then. Both run on the workers, the table under
+ * d->lock, released while the API server is read. */
 #include "driver.h"
 
 #include <stdio.h>
@@ -122,7 +123,7 @@ static void forget(struct driver *d, struct dra_claim *c)
 /* Sets the limits, writes the CDI spec and records the claim completed. */
 static int complete(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN])
 {
-    if (limits_set(c, err) || cdi_write(d, c, err))
+    if (limits_apply(d, c, NULL, err) || cdi_write(d, c, err))
         return -1;
     c->completed = true;
     return checkpoint_save(d, err);
@@ -132,24 +133,70 @@ static int complete(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN]
  * not be told, and c stays for the next try. */
 static int undo(struct driver *d, struct dra_claim *c, char err[DRA_ERR_LEN])
 {
-    if (limits_clear(c, err))
+    if (limits_apply(d, c, c, err))
         return -1; /* kubelet retries: the limits must not outlive the claim */
     cdi_remove(d, c->uid);
     forget(d, c);
     return checkpoint_save(d, err);
 }
 
+/* A claim not prepared yet: read, checked against the table, recorded
+ * PrepareStarted and completed. Under d->lock but for the read. */
+static int prepare_new(struct driver *d, const char *namespace_,
+                       const char *uid, const char *name, struct dra_claim *out,
+                       char err[DRA_ERR_LEN])
+{
+    struct kube_body body = {0};
+    struct dra_claim *c;
+    char why[DRA_ERR_LEN];
+    int rc = -1;
+
+    pthread_mutex_unlock(&d->lock);
+    if (fetch(d, namespace_, name, &body, err)) {
+        pthread_mutex_lock(&d->lock);
+        return -1;
+    }
+    pthread_mutex_lock(&d->lock);
+    if (d->n_claims == DRA_MAX_CLAIMS) {
+        snprintf(err, DRA_ERR_LEN,
+                 "%d claims are prepared on this node already", DRA_MAX_CLAIMS);
+        goto out;
+    }
+    c = &d->claims[d->n_claims];
+    if (claim_parse(d, body.data, uid, c, err) || !fits(d, c, err))
+        goto out;
+    d->n_claims++;
+    if (checkpoint_save(d, err)) {
+        d->n_claims--;
+        goto out;
+    }
+    if (complete(d, c, err)) {
+        if (undo(d, c, why))
+            log_warn("claim %s: %s", uid, why);
+        goto out;
+    }
+    for (int s = 0; s < c->n_shares; s++)
+        log_info("prepared claim %s/%s (%s) for %d pods: gpu-%d, %llu MiB, "
+                 "%u%%",
+                 namespace_, name, uid, c->n_pods, c->shares[s].gpu,
+                 (unsigned long long)(c->shares[s].memory >> 20),
+                 c->shares[s].compute);
+    *out = *c;
+    rc = 0;
+out:
+    kube_body_free(&body);
+    return rc;
+}
+
 int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
-                  const char *name, const struct dra_claim **out,
-                  char err[DRA_ERR_LEN])
+                  const char *name, struct dra_claim *out, char err[DRA_ERR_LEN])
 {
     static const char dns[] = "abcdefghijklmnopqrstuvwxyz0123456789-.";
     static const char uid_chars[] =
         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
         "0123456789-";
-    struct kube_body body = {0};
-    struct dra_claim *c = find(d, uid);
-    char why[DRA_ERR_LEN];
+    struct dra_claim *c;
+    int rc = 0;
 
     if (!valid_chars(uid, DRA_UID_MAX, uid_chars) ||
         !valid_chars(namespace_, DRA_NAMESPACE_MAX, dns) ||
@@ -158,58 +205,33 @@ int prepare_claim(struct driver *d, const char *namespace_, const char *uid,
                  "malformed claim reference (namespace, uid or name)");
         return -1;
     }
-    if (c) { /* prepared, or begun before a restart */
-        if (c->completed && cdi_exists(d, uid) ? limits_set(c, err)
-                                               : complete(d, c, err))
-            return -1;
-        *out = c;
-        return 0;
+    /* The workers run one job of a UID at a time: no other thread adds
+     * this claim while its read runs unlocked. */
+    pthread_mutex_lock(&d->lock);
+    if ((c = find(d, uid))) { /* prepared, or begun before a restart */
+        rc = c->completed && cdi_exists(d, uid) ? limits_apply(d, c, NULL, err)
+                                                : complete(d, c, err);
+        if (!rc)
+            *out = *c;
+    } else {
+        rc = prepare_new(d, namespace_, uid, name, out, err);
     }
-    if (d->n_claims == DRA_MAX_CLAIMS) {
-        snprintf(err, DRA_ERR_LEN,
-                 "%d claims are prepared on this node already", DRA_MAX_CLAIMS);
-        return -1;
-    }
-    if (fetch(d, namespace_, name, &body, err))
-        return -1;
-    c = &d->claims[d->n_claims];
-    if (claim_parse(d, body.data, uid, c, err)) {
-        kube_body_free(&body);
-        return -1;
-    }
-    kube_body_free(&body);
-    if (!fits(d, c, err))
-        return -1;
-    d->n_claims++;
-    if (checkpoint_save(d, err)) {
-        d->n_claims--;
-        return -1;
-    }
-    if (complete(d, c, err)) {
-        if (undo(d, c, why))
-            log_warn("claim %s: %s", uid, why);
-        return -1;
-    }
-    for (int s = 0; s < c->n_shares; s++)
-        log_info("prepared claim %s/%s (%s) for %d pods: gpu-%d, %llu MiB, "
-                 "%u%%",
-                 namespace_, name, uid, c->n_pods, c->shares[s].gpu,
-                 (unsigned long long)(c->shares[s].memory >> 20),
-                 c->shares[s].compute);
-    *out = c;
-    return 0;
+    pthread_mutex_unlock(&d->lock);
+    return rc;
 }
 
 int unprepare_claim(struct driver *d, const char *uid, char err[DRA_ERR_LEN])
 {
-    struct dra_claim *c = find(d, uid);
+    struct dra_claim *c;
     char what[DRA_NAME_MAX + 80];
+    int rc = 0;
 
-    if (!c)
-        return 0; /* never prepared here, or unprepared already */
-    snprintf(what, sizeof(what), "%s/%s (%s)", c->namespace_, c->name, uid);
-    if (undo(d, c, err))
-        return -1;
-    log_info("unprepared claim %s", what);
-    return 0;
+    pthread_mutex_lock(&d->lock);
+    if ((c = find(d, uid))) { /* else never prepared here, or undone */
+        snprintf(what, sizeof(what), "%s/%s (%s)", c->namespace_, c->name, uid);
+        if (!(rc = undo(d, c, err)))
+            log_info("unprepared claim %s", what);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return rc;
 }

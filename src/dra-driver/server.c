@@ -6,10 +6,11 @@
  * (kubelet restarted and cleaned up), checks GPU health and the
  * ResourceSlice, and honours SIGTERM.
  *
- * Calls go through grpc_server.c and are unary, answered in answer(). A
- * Prepare blocks the thread while it reads claims from the API server:
- * its time is bounded (service.c), and kubelet sends one call per pod at
- * a time. */
+ * Calls go through grpc_server.c and are unary. Registration is answered
+ * on this thread; a Prepare or Unprepare is handed to the workers
+ * (workers.h), and the one that ends its last claim answers it
+ * (grpc_call_start_batch may be called from any thread), so that no API
+ * read ever holds this thread. */
 #include "server.h"
 
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "env.h"
 #include "log.h"
 #include "service.h"
+#include "workers.h"
 
 #define HEALTH_EVERY_MS 1000
 
@@ -36,15 +38,19 @@ static bool knows(const struct rpc *rpc)
     return method_of(rpc) != DRA_UNKNOWN;
 }
 
+static void finish(void *ctx, struct reply *reply)
+{
+    struct rpc *rpc = ctx;
+
+    if (reply->status != GRPC_STATUS_OK)
+        log_warn("%s: refused a call: %s", rpc->ep->what, reply->message);
+    rpc_finish(rpc, reply, true);
+    free(reply->data);
+}
+
 static void answer(struct rpc *rpc, const unsigned char *request, size_t len)
 {
-    struct reply reply;
-
-    dra_service_call(driver, method_of(rpc), request, len, &reply);
-    if (reply.status != GRPC_STATUS_OK)
-        log_warn("%s: refused a call: %s", rpc->ep->what, reply.message);
-    rpc_finish(rpc, &reply, true);
-    free(reply.data);
+    dra_service_call(driver, method_of(rpc), request, len, finish, rpc);
 }
 
 int server_run(struct driver *d)
@@ -57,6 +63,8 @@ int server_run(struct driver *d)
 
     driver = d;
     server_setup();
+    if (workers_start())
+        return 1;
     endpoints[0].what = "DRA service";
     snprintf(endpoints[0].path, sizeof(endpoints[0].path), "%s/dra.sock",
              d->plugin_dir);
@@ -94,6 +102,7 @@ int server_run(struct driver *d)
      * and stops calling it. */
     for (int e = 1; e >= 0; e--)
         endpoint_stop(&endpoints[e]);
+    workers_stop(); /* the calls taken are answered; the drain sends them */
     if (server_drain(eps, 2))
         return 1;
     nvml_close();

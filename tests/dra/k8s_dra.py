@@ -36,6 +36,7 @@ k.load_messages(PB2_DIR)
 GIB, MIB = 1 << 30, 1 << 20
 NODE, NS = "node-a", "ml"
 UUID = "GPU-bbbb0000-0000-4000-8000-000000000001"
+GPUS = UUID + ":16384"  # the node's, for the scheduler and the driver
 WORK = tempfile.mkdtemp(prefix="nvshare-dra.")
 DIRS = {d: os.path.join(WORK, d)
         for d in ("sock", "ctl", "plugin", "registry", "cdi", "sa", "lib", "proc", "trace")}
@@ -154,7 +155,8 @@ def slices():
 
 
 def make_claim(name, pod_uid, memory="4Gi", compute="25", device="gpu-0", pool=NODE,
-               driver="gpu.nvshare.com", allocated=True, params=None):
+               driver="gpu.nvshare.com", allocated=True, params=None, more_pods=()):
+    """A claim reserved for pod_uid and the pods more_pods names."""
     result = {"request": "gpu", "driver": driver, "pool": pool, "device": device,
               "shareID": str(uuid.uuid4())}
     caps = {}
@@ -168,7 +170,8 @@ def make_claim(name, pod_uid, memory="4Gi", compute="25", device="gpu-0", pool=N
              "metadata": {"name": name, "namespace": NS},
              "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                  "deviceClassName": "gpu.nvshare.com", "capacity": {"requests": caps}}}]}},
-             "status": {"reservedFor": [{"resource": "pods", "name": name + "-pod", "uid": pod_uid}]}}
+             "status": {"reservedFor": [{"resource": "pods", "name": "%s-pod%d" % (name, i), "uid": u}
+                                        for i, u in enumerate((pod_uid,) + tuple(more_pods))]}}
     if allocated:
         claim["status"]["allocation"] = {"devices": {"results": [result]}}
     if params is not None:
@@ -200,7 +203,7 @@ def claim_reads():
 
 
 def start_driver():
-    return start("driver", [DRIVER], NODE_NAME=NODE, NVSHARE_SOCK_DIR=DIRS["ctl"], NVSHARE_GPUS=UUID + ":16384",
+    return start("driver", [DRIVER], NODE_NAME=NODE, NVSHARE_SOCK_DIR=DIRS["ctl"], NVSHARE_GPUS=GPUS,
                  NVSHARE_API_SERVER=api, NVSHARE_SA_DIR=DIRS["sa"],
                  NVSHARE_DRA_PLUGIN_DIR=DIRS["plugin"], NVSHARE_DRA_REGISTRY_DIR=DIRS["registry"],
                  NVSHARE_CDI_DIR=DIRS["cdi"], NVSHARE_DRA_SLICE_CHECK="200ms",
@@ -244,9 +247,10 @@ def gpu_share(trace, start_ns, end_ns):
     return 100.0 * held / (end_ns - start_ns)
 
 
-def run_container(spec, pod_uid):
-    """The claim's container: fake_job with the CDI spec's environment,
-    except that the tenant tries to raise both limits in it."""
+def start_container(name, spec, pod_uid, **extra):
+    """A claim's container: fake_job named name with the CDI spec's
+    environment (its mounts resolved to their host paths) and extra over
+    it, in a cgroup of pod_uid, on the fake GPU."""
     edits = spec["devices"][0]["containerEdits"]
     mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
     env = {"PATH": os.environ["PATH"]}
@@ -256,15 +260,21 @@ def run_container(spec, pod_uid):
             if value.startswith(inside):
                 value = host + value[len(inside):]
         env[key] = value
-    env.update(NVSHARE_GPU_MEMORY_LIMIT=str(8 * GIB), NVSHARE_GPU_CORE_LIMIT="80",
-               FAKE_CUDA_DEVICES=UUID, LD_LIBRARY_PATH=FAKE_CUDA_DIR,
-               FAKE_CUDA_TRACE_DIR=DIRS["trace"])
+    env.update(FAKE_CUDA_DEVICES=UUID, LD_LIBRARY_PATH=FAKE_CUDA_DIR,
+               FAKE_CUDA_TRACE_DIR=DIRS["trace"], **extra)
     cgroup = "0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope" % (
         pod_uid.replace("-", "_"), "7" * 64)
     now = time.time_ns()
-    job = start("job", ["sh", "-c", 'mkdir -p "$1/$$" && printf "%s\n" "$2" >"$1/$$/cgroup" && '
+    return start(name, ["sh", "-c", 'mkdir -p "$1/$$" && printf "%s\n" "$2" >"$1/$$/cgroup" && '
                         'exec "$3" "$4" "$5"', "job", DIRS["proc"], cgroup, JOB, str(now),
                         str(now + 120 * 10**9)], base=env)
+
+
+def run_container(spec, pod_uid):
+    """The claim's container, except that the tenant tries to raise both
+    limits in it."""
+    job = start_container("job", spec, pod_uid, NVSHARE_GPU_MEMORY_LIMIT=str(8 * GIB),
+                          NVSHARE_GPU_CORE_LIMIT="80")
 
     def client():
         return next((c for c in status()["clients"] if c["pod_uid"] == pod_uid), None)
@@ -351,7 +361,9 @@ def deploy_matches(s):
     print("PASS: kubectl apply --dry-run=client reads deploy/dra as %d objects" % len(got))
 
 
-def main():
+def setup():
+    """The loopback API server, the scheduler, the relay of its control
+    socket and the driver: the relay."""
     global api
     for d in DIRS.values():
         os.makedirs(d)
@@ -371,11 +383,31 @@ def main():
 
     if LIBNVSHARE:
         os.symlink(LIBNVSHARE, os.path.join(DIRS["lib"], "libnvshare.so"))
-    start("scheduler", [SCHED], NVSHARE_GPUS=UUID + ":16384", NVSHARE_TQ="100ms",
+    start("scheduler", [SCHED], NVSHARE_GPUS=GPUS, NVSHARE_TQ="100ms",
           NVSHARE_PROC_ROOT=DIRS["proc"])
     wait_for(lambda: os.path.exists(os.path.join(DIRS["sock"], "control.sock")), "the scheduler")
     relay = ControlRelay()
     start_driver()
+    return relay
+
+
+def finish():
+    """Stops what setup started, and fails on a sanitizer's report."""
+    check(stop("driver") == 0, "driver exit status")
+    check(not os.path.exists(os.path.join(DIRS["plugin"], "dra.sock")), "dra.sock left behind")
+    stop("scheduler")
+    stop("apiserver")
+    for name in ("driver", "scheduler", "job"):
+        path = os.path.join(WORK, name + ".log")
+        if os.path.exists(path):
+            text = open(path).read()
+            check("AddressSanitizer" not in text and "runtime error" not in text,
+                  "a sanitizer report in %s.log" % name)
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+def main():
+    relay = setup()
 
     # 1. registration
     info = register()
@@ -437,14 +469,16 @@ def main():
           "CDI kind/version %s" % spec)
     env = spec["devices"][0]["containerEdits"]["env"]
     for want in ("NVIDIA_VISIBLE_DEVICES=" + UUID, "LD_PRELOAD=/usr/local/nvshare/lib/libnvshare.so",
-                 "NVSHARE_SOCK_DIR=/var/run/nvshare", "NVSHARE_GPU_MEMORY_LIMIT=%d" % (4 * GIB),
-                 "NVSHARE_GPU_CORE_LIMIT=25"):
+                 "NVSHARE_SOCK_DIR=/var/run/nvshare"):
         check(want in env, "CDI env lacks %s: %s" % (want, env))
+    # a container may hold several claims: no one spec states the limits
+    check(not any(e.startswith(("NVSHARE_GPU_MEMORY_LIMIT=", "NVSHARE_GPU_CORE_LIMIT="))
+                  for e in env), "CDI env states a limit: %s" % env)
     mounts = {m["containerPath"]: m["hostPath"] for m in spec["devices"][0]["containerEdits"]["mounts"]}
     check(mounts == {"/usr/local/nvshare/lib": DIRS["lib"], "/var/run/nvshare": DIRS["ctl"]},
           "CDI mounts %s" % mounts)
     print("PASS: Prepare of a 4Gi/25%% claim in %.1f ms: scheduler holds pod %s to %d MiB and %d%%; "
-          "CDI %s with LD_PRELOAD and the limits" % (prep_ms, pod1[:8], mem >> 20, core, cdi_id))
+          "CDI %s with LD_PRELOAD" % (prep_ms, pod1[:8], mem >> 20, core, cdi_id))
 
     if JOB:
         run_container(spec, pod1)
@@ -476,7 +510,8 @@ def main():
         "other node": make_claim("other-node", str(uuid.uuid4()), pool="node-b"),
         "no such GPU": make_claim("no-gpu", str(uuid.uuid4()), device="gpu-7"),
         "bad quantity": make_claim("bad-quantity", str(uuid.uuid4()), memory="lots"),
-        "over capacity": make_claim("too-big", str(uuid.uuid4()), memory="10Gi", compute="10"),
+        # too big beside claim 1 alone: the call's claims run in any order
+        "over capacity": make_claim("too-big", str(uuid.uuid4()), memory="14Gi", compute="10"),
         "bad config": make_claim("bad-config", str(uuid.uuid4()), memory="1Gi",
                                  params={"priorty": "high"}),
         "replaced": (NS, str(uuid.uuid4()), "trainer-gpu"),
@@ -630,17 +665,7 @@ def main():
           "or of an unknown claim, succeeds")
 
     plugin.close()
-    check(stop("driver") == 0, "driver exit status")
-    check(not os.path.exists(endpoint), "dra.sock left behind")
-    stop("scheduler")
-    stop("apiserver")
-    for name in ("driver", "scheduler", "job"):
-        path = os.path.join(WORK, name + ".log")
-        if os.path.exists(path):
-            text = open(path).read()
-            check("AddressSanitizer" not in text and "runtime error" not in text,
-                  "a sanitizer report in %s.log" % name)
-    shutil.rmtree(WORK, ignore_errors=True)
+    finish()
     print("PASS: k8s_dra_driver")
 
 

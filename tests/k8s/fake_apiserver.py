@@ -24,9 +24,10 @@ Test controls, loopback only (POST unless said):
   GET /admin/watches number of watch requests served
   GET /admin/counts  requests per node: {"N": {"lists": pages listed,
                      "watches": watches begun}}
-  /admin/claim-fault?mode=M&count=N
-                     the next N reads of a ResourceClaim answer as M says:
-                     "error" (HTTP 500) or "slow" (after 2 s); count 0 ends it
+  /admin/claim-fault?mode=M&count=N[&name=C][&ms=T]
+                     the next N reads of a ResourceClaim (of claim C only,
+                     if named) answer as M says: "error" (HTTP 500) or
+                     "slow" (after T ms, default 2000); count 0 ends it
 
 DRA (resource.k8s.io/v1, for nvshare-dra-driver): ResourceClaims (create
 with a server-made uid, status included; get; delete), ResourceSlices
@@ -75,7 +76,7 @@ counts = {}          # node -> {"lists": n, "watches": n}
 token_file = None
 claims = {}          # (namespace, name) -> ResourceClaim
 slices = {}          # name -> ResourceSlice
-claim_fault = {"mode": None, "count": 0}
+claim_fault = {"mode": None, "count": 0, "name": None, "ms": 2000}
 claim_reads = 0
 DRA = "/apis/resource.k8s.io/v1"
 
@@ -396,7 +397,8 @@ class Handler(BaseHTTPRequestHandler):
                 elif path == "/admin/fault":
                     faults[q.get("node", "")] = q["mode"]
                 elif path == "/admin/claim-fault":
-                    claim_fault.update(mode=q.get("mode"), count=int(q.get("count", 1)))
+                    claim_fault.update(mode=q.get("mode"), count=int(q.get("count", 1)),
+                                       name=q.get("name"), ms=int(q.get("ms", 2000)))
                 lock.notify_all()
             return self.reply(200, {})
         if not self.authorized():
@@ -440,14 +442,16 @@ class Handler(BaseHTTPRequestHandler):
         if len(p) == 8 and p[6] == "resourceclaims":
             with lock:
                 claim_reads += 1
-                fault = claim_fault["mode"] if claim_fault["count"] > 0 else None
+                fault = claim_fault["mode"] if claim_fault["count"] > 0 and \
+                    claim_fault["name"] in (None, p[7]) else None
                 if fault:
                     claim_fault["count"] -= 1
+                slow_s = claim_fault["ms"] / 1000.0
                 claim = claims.get((p[5], p[7]))
             if fault == "error":
                 return self.reply(500, status(500, "InternalError", "injected"))
             if fault == "slow":
-                time.sleep(2)
+                time.sleep(slow_s)
             if claim is None:
                 return self.reply(404, status(404, "NotFound",
                                               'resourceclaims "%s" not found' % p[7]))
@@ -503,6 +507,9 @@ def main():
             m = pod["metadata"]
             pods[(m["namespace"], m["name"])] = pod
             record("ADDED", pod)
+    # socketserver's backlog of 5 drops connections a real server takes:
+    # a dropped SYN is sent again after 1 s (20 claims read at once)
+    ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -115,7 +115,7 @@ void rpc_free(struct rpc *rpc)
         grpc_byte_buffer_destroy(rpc->response);
     grpc_slice_unref(rpc->status_message);
     free(rpc);
-    server_in_flight--;
+    __atomic_sub_fetch(&server_in_flight, 1, __ATOMIC_RELAXED);
 }
 
 void rpc_start_batch(struct rpc *rpc, const grpc_op *ops, size_t n,
@@ -221,7 +221,7 @@ static void accept_next(struct endpoint *ep)
         log_error("out of memory: %s accepts no more calls", ep->what);
         return;
     }
-    server_in_flight++;
+    __atomic_add_fetch(&server_in_flight, 1, __ATOMIC_RELAXED);
     rpc->ep = ep;
     rpc->status_message = grpc_empty_slice();
     grpc_call_details_init(&rpc->details);

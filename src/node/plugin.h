@@ -3,8 +3,9 @@
  * Two resources, each served on its own socket and registered on its own:
  *   nvshare.com/gpu         N virtual devices per GPU, "<uuid>-v<k>"
  *   nvshare.com/gpu-memory  capacity / unit devices per GPU, "<uuid>-m<k>"
- * The allocation logic (this header's functions, allocation.c) knows
- * nothing of gRPC or protobuf, so another front end (DRA) can reuse it. */
+ * The node's GPUs and settings (config.c, nvml.c, here in src/node) are
+ * what the DRA driver shares; the allocation logic (allocation.c, in
+ * src/device-plugin) knows nothing of gRPC or protobuf. */
 #ifndef NVSHARE_DEVICE_PLUGIN_H
 #define NVSHARE_DEVICE_PLUGIN_H
 

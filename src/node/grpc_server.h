@@ -80,7 +80,9 @@ struct endpoint {
 };
 
 extern grpc_completion_queue *server_cq;
-extern int server_in_flight; /* calls, and a binary's own client calls, not yet freed */
+/* Calls, and a binary's own client calls, not yet freed; changed with
+ * __atomic ops, for a call may end on another thread (the DRA workers). */
+extern int server_in_flight;
 extern volatile sig_atomic_t server_stop_signal;
 
 long long now_ms(void);

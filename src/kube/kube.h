@@ -1,6 +1,8 @@
 /* kube.h - the few calls nvshare makes to the Kubernetes API server.
  *
- * libcurl, one request at a time. In a pod the server is
+ * libcurl, one request at a time on each thread: threads may make their
+ * own at once (the DRA driver's workers do), for nothing is shared but
+ * the struct kube they only read. In a pod the server is
  * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, verified with
  * the service account's ca.crt; tests point NVSHARE_API_SERVER at a plain
  * http server on loopback and NVSHARE_SA_DIR at their own token. The token

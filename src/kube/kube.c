@@ -110,7 +110,7 @@ static void read_token(const struct kube *k, char *token, size_t len)
 static CURL *open_handle(const struct kube *k, const char *path,
                          struct curl_slist **headers, char *err)
 {
-    static char token[8192]; /* one request at a time */
+    char token[8192];
     char url[2048], ca[600], auth[8300];
     CURL *h = curl_easy_init();
 
