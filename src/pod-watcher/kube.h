@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <curl/curl.h>
+
 #define KUBE_ERR_LEN 256 /* an error text: the server and curl's reason */
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 /* A list page of 250 pods at 64 KiB each: a pod is a few KiB, and one
@@ -30,10 +32,22 @@ struct kube {
     char api[512];    /* base URL, no trailing slash */
     char sa_dir[512]; /* token and ca.crt */
     long timeout_s;   /* of one request; 0: 30 s */
+    /* A kubeconfig's credentials (kubectl-nvshare), owned by whoever set
+     * them; NULL: the service account's token and ca.crt. The PEM texts are
+     * certificate-authority, client-certificate and client-key, read or
+     * decoded. */
+    const char *token, *ca_pem, *cert_pem, *key_pem;
+    bool insecure; /* insecure-skip-tls-verify */
 };
 
 /* From the environment; -1 with one error line when no server is named. */
 int kube_config(struct kube *k);
+
+/* An easy handle for a GET of path with k's credentials, for callers that
+ * run several at once (curl_multi); *headers is theirs to free after the
+ * handle. NULL with err when out of memory. */
+CURL *kube_handle(const struct kube *k, const char *path,
+                  struct curl_slist **headers, char *err);
 
 /* A response body as it arrives. */
 struct kube_body {
