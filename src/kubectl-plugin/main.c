@@ -269,10 +269,12 @@ int main(int argc, char **argv)
     }
     if (parse_args(&p, argc, argv))
         return EXIT_USAGE;
-    if (!p.cmd) {
-        overview(p.help ? stdout : stderr);
-        return p.help ? 0 : EXIT_USAGE;
+    if (!p.cmd && p.help) {
+        overview(stdout);
+        return 0;
     }
+    if (!p.cmd)
+        return usage(NULL, "which command? top, why or nodes%s", "");
     if (p.help) {
         printf("usage: %s\n\n%s\n%s", p.cmd->synopsis, p.cmd->help, global_help);
         return 0;

@@ -79,6 +79,7 @@ ANSWERS = {
     "evil": "JSON with wrong types, control characters, a client on no GPU",
     "refused": "503, as when the pod does not listen",
 }
+MIB_OF_SPACES = b" " * (1 << 20)
 proxy_stats = {"requests": 0, "in_flight": 0, "max_in_flight": 0}
 
 lock = threading.Condition()
@@ -344,7 +345,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(64 << 20))
             self.end_headers()
             try:
-                self.wfile.write(b"[" + b" " * ((64 << 20) - 2) + b"]")
+                for _ in range(64):  # until the reader gives up
+                    self.wfile.write(MIB_OF_SPACES)
             except OSError:
                 pass
             return
