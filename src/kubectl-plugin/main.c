@@ -66,7 +66,7 @@ static const char global_help[] =
     "  -h, --help              show this help\n"
     "\n"
     "Reading needs get on pods/proxy and list on pods in the nvshare\n"
-    "namespace: the nvshare-viewer ClusterRole (docs/kubernetes.md).\n"
+    "namespace: the nvshare-viewer Role (docs/kubernetes.md).\n"
     "Exit status: 0 done, 1 the cluster could not be read, 2 bad usage.\n";
 
 static void overview(FILE *out)
