@@ -15,7 +15,7 @@ PLUGIN_BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d /tmp/nvshare-cluster.XXXXXX)
 API_PID=
-trap '[ -n "$API_PID" ] && { kill "$API_PID"; wait "$API_PID"; } 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'if [ -n "$API_PID" ]; then kill "$API_PID"; wait "$API_PID" 2>/dev/null || true; fi; rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$WORK/out" ] && head -c 3000 "$WORK/out" >&2; exit 1; }
 pass() { echo "PASS: $*"; }
 wait_for() {
