@@ -62,16 +62,20 @@ static unsigned metrics_port(const cJSON *pod)
     const cJSON *c, *p;
 
     cJSON_ArrayForEach(c, containers)
-        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(c, "ports"))
     {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
-        const cJSON *port =
-            cJSON_GetObjectItemCaseSensitive(p, "containerPort");
+        const cJSON *ports = cJSON_GetObjectItemCaseSensitive(c, "ports");
 
-        if (cJSON_IsString(name) && !strcmp(name->valuestring, "metrics") &&
-            cJSON_IsNumber(port) && port->valuedouble >= 1 &&
-            port->valuedouble <= 65535)
-            return (unsigned)port->valuedouble;
+        cJSON_ArrayForEach(p, ports)
+        {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
+            const cJSON *port =
+                cJSON_GetObjectItemCaseSensitive(p, "containerPort");
+
+            if (cJSON_IsString(name) && !strcmp(name->valuestring, "metrics") &&
+                cJSON_IsNumber(port) && port->valuedouble >= 1 &&
+                port->valuedouble <= 65535)
+                return (unsigned)port->valuedouble;
+        }
     }
     return DEFAULT_PORT;
 }
