@@ -1,6 +1,7 @@
 /* kube.h - the few calls nvshare makes to the Kubernetes API server.
  *
- * libcurl, one request at a time. In a pod the server is
+ * libcurl, one request at a time (kube_handle: several, the caller's
+ * curl_multi). In a pod the server is
  * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, verified with
  * the service account's ca.crt; tests point NVSHARE_API_SERVER at a plain
  * http server on loopback and NVSHARE_SA_DIR at their own token. The token
