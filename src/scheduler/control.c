@@ -264,8 +264,8 @@ static int send_client(struct scheduler *s, int fd, int slot, int g, uint64_t no
     cl->last_preempt_ns = v.last_preempt_ns;
     const struct account *a = &s->accounts[c->account];
     const struct quota_gpu *qg = &s->quota.gpus[g];
-    cl->core_limit = (uint8_t)limit_effective(&a->core, &cl->limit_source);
-    cl->mem_quota = limit_effective(&a->memory, &cl->mem_quota_source);
+    cl->core_limit = (uint8_t)account_core_on(a, g, &cl->limit_source);
+    cl->mem_quota = account_memory_on(a, g, &cl->mem_quota_source);
     cl->mem_allocated = qg->clients[slot].allocated;
     cl->pod_mem_held = quota_account_held(&s->quota, g, c->account);
     cl->pod_mem_peak = qg->accounts[c->account].peak;
@@ -315,6 +315,14 @@ static int send_pod(int fd, const struct pod *p)
     r->annotation_priority = (uint8_t)p->annotation_priority;
     r->idle_swap = (uint8_t)p->idle_swap;
     r->annotation_idle_swap = (uint8_t)p->annotation_idle_swap;
+    for (int g = 0; g < PROTO_MAX_GPUS; g++) {
+        if (!p->gpu_core_limit[g] && !p->gpu_memory_limit[g])
+            continue;
+        r->gpu_limits[r->n_gpu_limits++] = (struct pod_gpu_limit){
+            .gpu = (uint16_t)g,
+            .core_limit = p->gpu_core_limit[g],
+            .memory_limit = p->gpu_memory_limit[g]};
+    }
     return msg_send(fd, &m);
 }
 
@@ -391,10 +399,13 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
         if (m.type == MSG_CTL_STATUS || m.type == MSG_CTL_STATUS_WITH_SETTINGS) {
             rc = send_status(conn->sched, fd,
                              m.type == MSG_CTL_STATUS_WITH_SETTINGS);
-        } else if (m.type == MSG_CTL_SET || m.type == MSG_CTL_RESET) {
+        } else if (m.type == MSG_CTL_SET || m.type == MSG_CTL_SET_GPU ||
+                   m.type == MSG_CTL_RESET) {
             struct msg reply = {.type = MSG_CTL_REPLY};
             if (m.type == MSG_CTL_SET)
                 control_set(conn->sched, &m.u.set, &reply.u.reply);
+            else if (m.type == MSG_CTL_SET_GPU)
+                control_set_gpu(conn->sched, &m.u.set_gpu, &reply.u.reply);
             else
                 control_reset(conn->sched, &m.u.set, &reply.u.reply);
             rc = msg_send(fd, &reply);
