@@ -51,8 +51,8 @@ void ctl_status_free(struct ctl_status *st);
  * else ""). Returns 0 with the scheduler's reply in *reply (whose status
  * may still say it refused), or -1 if there was no reply. */
 int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
-            uint64_t value, const char *subject, struct msg_ctl_reply *reply,
-            char err[CTL_ERR_LEN]);
+            uint64_t value, const char *subject, const char *gpu,
+            struct msg_ctl_reply *reply, char err[CTL_ERR_LEN]);
 
 /* The record of client_id on GPU index gpu, or NULL. */
 const struct msg_status_client *ctl_status_client(const struct ctl_status *st,
