@@ -561,9 +561,8 @@ static void pod_table(FILE *out, const struct ctl_status *st)
     for (int i = 0; i < st->n_pods; i++) {
         const struct msg_status_pod *p = &st->pods[i];
         char pod[CELL_LEN], owner[24], core[CELL_LEN], memory[CELL_LEN],
-            size[32],
-            clients[16], priority[32] = "-", name[16], floor[8] = "-",
-                         idle_swap[32] = "-";
+            size[32], clients[16], priority[32] = "-", name[16], floor[8] = "-",
+                                   idle_swap[32] = "-";
         ctl_pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod,
                            sizeof(pod));
         snprintf(owner, sizeof(owner), p->bound ? "uid %u" : "-", p->owner);

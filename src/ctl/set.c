@@ -152,8 +152,8 @@ static const struct pod_arg {
     const char *help;
 } pod_args[] = {
     {"core-limit", ANY_POD " <1-100|none> [--gpu INDEX|UUID]",
-     "core-limit POD PCT",
-     parse_core_limit, "limit a pod to PCT % of each GPU's time",
+     "core-limit POD PCT", parse_core_limit,
+     "limit a pod to PCT % of each GPU's time",
      "the share of each GPU's time the pod may use per accounting window; "
      "applies "
      "at once and keeps the time already used; 'none' removes the run-time "
@@ -161,8 +161,8 @@ static const struct pod_arg {
      "(back to NVSHARE_GPU_CORE_LIMIT, if declared); with --gpu, on that GPU "
      "alone, in place of the one for every GPU"},
     {"memory-limit", ANY_POD " <size|none> [--gpu INDEX|UUID]",
-     "memory-limit POD SIZE",
-     parse_memory_limit, "limit a pod's GPU memory on each GPU, e.g. 4Gi",
+     "memory-limit POD SIZE", parse_memory_limit,
+     "limit a pod's GPU memory on each GPU, e.g. 4Gi",
      "the pod's GPU memory quota on each GPU (4Gi, 512Mi, plain bytes): "
      "raising "
      "applies to the next allocation, lowering refuses new ones until usage "

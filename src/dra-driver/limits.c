@@ -30,7 +30,8 @@ static int send_setting(int fd, struct msg *m, char err[DRA_ERR_LEN])
     int got;
 
     if ((got = msg_send(fd, m)) || (got = msg_recv(fd, m, REPLY_TIMEOUT_MS))) {
-        snprintf(err, DRA_ERR_LEN, "nvshare's scheduler: %s", proto_strerror(got));
+        snprintf(err, DRA_ERR_LEN, "nvshare's scheduler: %s",
+                 proto_strerror(got));
         return -1;
     }
     if (m->type != MSG_CTL_REPLY || m->u.reply.status) {

@@ -48,8 +48,7 @@ uint64_t account_core_on(const struct account *a, int gpu, uint8_t *source)
 
 uint64_t account_memory_on(const struct account *a, int gpu, uint8_t *source)
 {
-    return effective_there(&a->memory, gpu < 0 ? 0 : a->gpu_memory[gpu],
-                           source);
+    return effective_there(&a->memory, gpu < 0 ? 0 : a->gpu_memory[gpu], source);
 }
 
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)

@@ -66,9 +66,9 @@ struct account_action {
     int account;
     uint8_t core_limit[PROTO_MAX_GPUS];    /* by GPU: percent; 0 = none */
     uint64_t memory_limit[PROTO_MAX_GPUS]; /* by GPU: bytes; 0 = none */
-    unsigned priority;     /* enum priority_class in force */
-    unsigned min_share;    /* percent; 0 = none */
-    bool idle_swap;        /* its idle memory may be swapped out */
+    unsigned priority;                     /* enum priority_class in force */
+    unsigned min_share;                    /* percent; 0 = none */
+    bool idle_swap; /* its idle memory may be swapped out */
 };
 
 struct account_actions {

@@ -245,9 +245,8 @@ void client_tell_core_limit(const struct scheduler *s, struct client *c)
     uint8_t source;
 
     for (int i = 0; i < c->n_gpus; i++) {
-        uint64_t limit = c->node_gpu[i] < 0
-                             ? 0
-                             : account_core_on(a, c->node_gpu[i], &source);
+        uint64_t limit =
+            c->node_gpu[i] < 0 ? 0 : account_core_on(a, c->node_gpu[i], &source);
         if (limit && (!m.u.core.percent || limit < m.u.core.percent))
             m.u.core.percent = (uint8_t)limit;
     }

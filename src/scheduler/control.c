@@ -318,10 +318,10 @@ static int send_pod(int fd, const struct pod *p)
     for (int g = 0; g < PROTO_MAX_GPUS; g++) {
         if (!p->gpu_core_limit[g] && !p->gpu_memory_limit[g])
             continue;
-        r->gpu_limits[r->n_gpu_limits++] = (struct pod_gpu_limit){
-            .gpu = (uint16_t)g,
-            .core_limit = p->gpu_core_limit[g],
-            .memory_limit = p->gpu_memory_limit[g]};
+        r->gpu_limits[r->n_gpu_limits++] =
+            (struct pod_gpu_limit){.gpu = (uint16_t)g,
+                                   .core_limit = p->gpu_core_limit[g],
+                                   .memory_limit = p->gpu_memory_limit[g]};
     }
     return msg_send(fd, &m);
 }

@@ -463,9 +463,8 @@ static void set_pod(struct scheduler *s, const struct pod_setting_row *row,
     if ((reply->status = pod_setting_refused(row, set, &id, reply)))
         return;
     if (!pod_id_empty(&id)) {
-        record =
-            pods_set_limit(&s->state.pods, &id, row->which, gpu, set->value,
-                           &failed);
+        record = pods_set_limit(&s->state.pods, &id, row->which, gpu,
+                                set->value, &failed);
         if (failed) {
             reply->status = ENOMEM;
             snprintf(reply->text, sizeof(reply->text), "out of memory");

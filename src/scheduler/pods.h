@@ -51,9 +51,9 @@ struct pod {
      * none: core_limit and memory_limit hold there). A DRA claim gives a
      * pod a share of each of its GPUs, which need not be alike. They hold
      * until removed or the pod is deleted: no annotation describes them. */
-    uint8_t gpu_core_limit[PROTO_MAX_GPUS];   /* percent */
+    uint8_t gpu_core_limit[PROTO_MAX_GPUS];    /* percent */
     uint64_t gpu_memory_limit[PROTO_MAX_GPUS]; /* bytes */
-    int clients;           /* registered clients billed to it */
+    int clients; /* registered clients billed to it */
     /* From the API server (Kubernetes pods only), 0 = none. */
     bool listed;                   /* the pod watcher named it */
     bool stale;                    /* a re-list began and has not named it */

@@ -366,8 +366,7 @@ void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now);
  * new budget covers, lowering it drops a holder now over budget at the next
  * tick. */
 void policy_set_core_limit(struct policy *p, int gpu, int account,
-                           unsigned limit,
-                           uint64_t now);
+                           unsigned limit, uint64_t now);
 void policy_set_window(struct policy *p, uint64_t window_ns,
                        unsigned carryover_percent);
 

@@ -44,7 +44,8 @@ static struct node_state sample(void)
     pods_set_limit(&st.pods, &k8s, POD_MEMORY_LIMIT, 1, 2ull << 30, &failed);
     pods_set_limit(&st.pods, &batch, POD_PRIORITY, -1, PRIORITY_LOW, &failed);
     pods_set_limit(&st.pods, &batch, POD_MIN_SHARE, -1, 10, &failed);
-    pods_set_limit(&st.pods, &notebook, POD_IDLE_SWAP, -1, IDLE_SWAP_OFF, &failed);
+    pods_set_limit(&st.pods, &notebook, POD_IDLE_SWAP, -1, IDLE_SWAP_OFF,
+                   &failed);
     return st;
 }
 
