@@ -154,8 +154,8 @@ int ctl_fetch_status_settings(const struct ctl_target *t, struct ctl_status *st,
 }
 
 int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
-            uint64_t value, const char *subject, struct msg_ctl_reply *reply,
-            char err[CTL_ERR_LEN])
+            uint64_t value, const char *subject, const char *gpu,
+            struct msg_ctl_reply *reply, char err[CTL_ERR_LEN])
 {
     struct msg *m = calloc(1, sizeof(*m));
     int fd, got, rc = -1;
@@ -164,18 +164,27 @@ int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
         snprintf(err, CTL_ERR_LEN, "out of memory");
         return -1;
     }
-    m->type = type;
-    m->u.set.value = value;
+    /* CTL_SET_GPU is CTL_SET's fields and the GPU. */
+    char *m_name = gpu ? m->u.set_gpu.name : m->u.set.name;
+    char *m_target = gpu ? m->u.set_gpu.target : m->u.set.target;
+    m->type = gpu ? MSG_CTL_SET_GPU : type;
+    *(gpu ? &m->u.set_gpu.value : &m->u.set.value) = value;
     if (strlen(name) >= sizeof(m->u.set.name)) {
         snprintf(err, CTL_ERR_LEN, "no setting is called '%.200s'", name);
         goto out;
     }
-    strcpy(m->u.set.name, name);
+    strcpy(m_name, name);
     if (strlen(subject) >= sizeof(m->u.set.target)) {
         snprintf(err, CTL_ERR_LEN, "'%s' is too long for a pod name", subject);
         goto out;
     }
-    strcpy(m->u.set.target, subject);
+    strcpy(m_target, subject);
+    if (gpu && strlen(gpu) >= sizeof(m->u.set_gpu.gpu)) {
+        snprintf(err, CTL_ERR_LEN, "'%.200s' is too long for a GPU", gpu);
+        goto out;
+    }
+    if (gpu)
+        strcpy(m->u.set_gpu.gpu, gpu);
     fd = request(t, m, err);
     if (fd < 0)
         goto out;

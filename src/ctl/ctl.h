@@ -36,8 +36,8 @@ int ctl_fetch_status_settings(const struct ctl_target *t, struct ctl_status *st,
  * else ""). Returns 0 with the scheduler's reply in *reply (whose status
  * may still say it refused), or -1 if there was no reply. */
 int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
-            uint64_t value, const char *subject, struct msg_ctl_reply *reply,
-            char err[CTL_ERR_LEN]);
+            uint64_t value, const char *subject, const char *gpu,
+            struct msg_ctl_reply *reply, char err[CTL_ERR_LEN]);
 
 /* A GPU's time quantum and why: "320ms (auto: 100 x mean hand-over 3.2ms)",
  * "100ms (auto: floor)", "2s (pinned)". */

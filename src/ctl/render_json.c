@@ -209,6 +209,15 @@ static void pod_json(struct json_out *j, const struct msg_status_pod *p)
     json_string(j, "idle_swap", idle_swap_name(p->idle_swap));
     json_string(j, "annotation_idle_swap",
                 idle_swap_name(p->annotation_idle_swap));
+    json_begin_array(j, "gpu_limits");
+    for (int i = 0; i < p->n_gpu_limits; i++) {
+        json_begin_object(j, NULL);
+        json_uint(j, "gpu", p->gpu_limits[i].gpu);
+        json_uint(j, "core_limit", p->gpu_limits[i].core_limit);
+        json_uint(j, "memory_limit_bytes", p->gpu_limits[i].memory_limit);
+        json_end_object(j);
+    }
+    json_end_array(j);
     json_uint(j, "clients", p->clients);
     json_end_object(j);
 }

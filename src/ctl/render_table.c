@@ -514,6 +514,27 @@ static void declared_limits(const struct ctl_status *st,
     }
 }
 
+/* Appends the pod's limits on single GPUs ("gpu1:10%", "gpu1:2Gi") to a
+ * cell, in place of its "-" (they hold there instead of the cell's). */
+static void append_gpu_limits(char *cell, size_t len,
+                              const struct msg_status_pod *p, bool memory)
+{
+    size_t n = strcmp(cell, "-") ? strlen(cell) : 0;
+    char size[32];
+
+    for (int i = 0; i < p->n_gpu_limits && n < len; i++) {
+        const struct pod_gpu_limit *l = &p->gpu_limits[i];
+        if (memory ? !l->memory_limit : !l->core_limit)
+            continue;
+        if (memory)
+            format_size(l->memory_limit, size, sizeof(size));
+        else
+            snprintf(size, sizeof(size), "%u%%", l->core_limit);
+        n += (size_t)snprintf(cell + n, len - n, "%sgpu%u:%s", n ? " " : "",
+                              l->gpu, size);
+    }
+}
+
 /* The pods the scheduler knows, with their limits: those set for pods not
  * connected show here before their first process does. */
 static void pod_table(FILE *out, const struct ctl_status *st)
@@ -526,9 +547,9 @@ static void pod_table(FILE *out, const struct ctl_status *st)
     table_row(&t, head);
     for (int i = 0; i < st->n_pods; i++) {
         const struct msg_status_pod *p = &st->pods[i];
-        char pod[CELL_LEN], owner[24], core[32], memory[48], size[32],
-            clients[16], priority[32] = "-", name[16], floor[8] = "-",
-                         idle_swap[32] = "-";
+        char pod[CELL_LEN], owner[24], core[CELL_LEN], memory[CELL_LEN],
+            size[32], clients[16], priority[32] = "-", name[16], floor[8] = "-",
+                                   idle_swap[32] = "-";
         ctl_pod_name_label(p->pod_namespace, p->pod_name, p->pod_uid, pod,
                            sizeof(pod));
         snprintf(owner, sizeof(owner), p->bound ? "uid %u" : "-", p->owner);
@@ -557,6 +578,8 @@ static void pod_table(FILE *out, const struct ctl_status *st)
                  : p->annotation_memory_limit ? " annotation"
                  : p->memory_request          ? " request"
                                               : " declared");
+        append_gpu_limits(core, sizeof(core), p, false);
+        append_gpu_limits(memory, sizeof(memory), p, true);
         if (p->priority || p->annotation_priority) {
             format_priority(p->priority ? p->priority : p->annotation_priority,
                             name, sizeof(name));

@@ -19,13 +19,14 @@
 const char *set_subject;
 
 /* Sends one CTL_SET or CTL_RESET and reports the scheduler's answer. */
+/* gpu: a pod's limit on that GPU alone (CTL_SET_GPU), else NULL. */
 static int apply(uint16_t type, const char *name, uint64_t value,
-                 const char *subject)
+                 const char *subject, const char *gpu)
 {
     char err[CTL_ERR_LEN];
     struct msg_ctl_reply reply;
 
-    if (ctl_set(&target, type, name, value, subject, &reply, err))
+    if (ctl_set(&target, type, name, value, subject, gpu, &reply, err))
         return fail(err);
     if (reply.status != 0)
         return fail(reply.text);
@@ -150,22 +151,26 @@ static const struct pod_arg {
     const char *brief; /* the overview's line */
     const char *help;
 } pod_args[] = {
-    {"core-limit", ANY_POD " <1-100|none>", "core-limit POD PCT",
-     parse_core_limit, "limit a pod to PCT % of each GPU's time",
+    {"core-limit", ANY_POD " <1-100|none> [--gpu INDEX|UUID]",
+     "core-limit POD PCT", parse_core_limit,
+     "limit a pod to PCT % of each GPU's time",
      "the share of each GPU's time the pod may use per accounting window; "
      "applies "
      "at once and keeps the time already used; 'none' removes the run-time "
      "limit "
-     "(back to NVSHARE_GPU_CORE_LIMIT, if declared)"},
-    {"memory-limit", ANY_POD " <size|none>", "memory-limit POD SIZE",
-     parse_memory_limit, "limit a pod's GPU memory on each GPU, e.g. 4Gi",
+     "(back to NVSHARE_GPU_CORE_LIMIT, if declared); with --gpu, on that GPU "
+     "alone, in place of the one for every GPU"},
+    {"memory-limit", ANY_POD " <size|none> [--gpu INDEX|UUID]",
+     "memory-limit POD SIZE", parse_memory_limit,
+     "limit a pod's GPU memory on each GPU, e.g. 4Gi",
      "the pod's GPU memory quota on each GPU (4Gi, 512Mi, plain bytes): "
      "raising "
      "applies to the next allocation, lowering refuses new ones until usage "
      "falls "
      "under it (nothing is revoked); 'none' falls back to "
      "NVSHARE_GPU_MEMORY_LIMIT, "
-     "if declared"},
+     "if declared; with --gpu, on that GPU alone, in place of the one for "
+     "every GPU"},
     {"priority", ANY_POD " <high|normal|low|1-9|none>", "priority POD CLASS",
      parse_pod_priority, "high, normal or low: a higher class preempts",
      "high, normal (default) or low, or a class 1-9 (low 1, normal 2, high 3): "
@@ -201,6 +206,13 @@ static const struct pod_arg {
 };
 #define N_POD_ARGS (sizeof(pod_args) / sizeof(pod_args[0]))
 
+/* Whether the pod setting can be set on one GPU (--gpu): the limits, which
+ * a pod's DRA claims give it GPU by GPU. */
+static bool pod_per_gpu(const struct pod_arg *a)
+{
+    return a->parse == parse_core_limit || a->parse == parse_memory_limit;
+}
+
 static const struct pod_arg *find_pod_arg(const char *name)
 {
     for (size_t i = 0; i < N_POD_ARGS; i++)
@@ -222,7 +234,8 @@ static int set_node(const struct command *cmd, int id, const char *text,
         setting_read_error(id, text, why, err, sizeof(err));
         return usage_error(cmd, "%s", err);
     }
-    return apply(MSG_CTL_SET, settings_table[id].name, value, gpu ? gpu : "");
+    return apply(MSG_CTL_SET, settings_table[id].name, value, gpu ? gpu : "",
+                 NULL);
 }
 
 /* Takes --gpu (anywhere after "set") out of argv into *gpu. 0, or a usage
@@ -258,8 +271,9 @@ static void names(char *buf, size_t len, bool per_gpu_only, const char *prefix)
         if (settings_table[id].runtime &&
             (!per_gpu_only || settings_table[id].per_gpu))
             list[n++] = settings_table[id].name;
-    for (size_t i = 0; i < N_POD_ARGS && !per_gpu_only; i++)
-        list[n++] = pod_args[i].name;
+    for (size_t i = 0; i < N_POD_ARGS; i++)
+        if (!per_gpu_only || pod_per_gpu(&pod_args[i]))
+            list[n++] = pod_args[i].name;
     buf[0] = '\0';
     for (size_t i = 0; i < n && used < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%s%s",
@@ -282,7 +296,8 @@ int run_set(const struct command *cmd, int argc, char **argv)
     id = argc > 1 ? setting_find_runtime(argv[1]) : -1;
     const struct pod_arg *pod = argc > 1 ? find_pod_arg(argv[1]) : NULL;
 
-    if (gpu && (id < 0 || !settings_table[id].per_gpu)) {
+    if (gpu && !(pod && pod_per_gpu(pod)) &&
+        (id < 0 || !settings_table[id].per_gpu)) {
         for (int i = 1; i < argc; i++)
             if (is_help(argv[i]))
                 return show_help(cmd);
@@ -300,7 +315,7 @@ int run_set(const struct command *cmd, int argc, char **argv)
         uint64_t value;
         if ((rc = pod->parse(cmd, argv[3], &value)))
             return rc;
-        return apply(MSG_CTL_SET, pod->name, value, argv[2]);
+        return apply(MSG_CTL_SET, pod->name, value, argv[2], gpu);
     }
     names(list, sizeof(list), false, "");
     return usage_error(cmd, "unknown setting '%s' (%s)", argv[1], list);
@@ -315,7 +330,7 @@ int run_reset(const struct command *cmd, int argc, char **argv)
     snprintf(what, sizeof(what), "which setting? %s", list);
     if ((rc = plain_args(cmd, argc, argv, 1, what)))
         return rc == HELP_SHOWN ? 0 : rc;
-    return apply(MSG_CTL_RESET, argv[1], 0, "");
+    return apply(MSG_CTL_RESET, argv[1], 0, "", NULL);
 }
 
 int run_anti_thrash(const struct command *cmd, int argc, char **argv)

@@ -5,7 +5,9 @@
  * scheduler's restarts, and the pod's own environment can only lower
  * them. Every change of a claim sends its pods' limits whole, computed
  * from all the claims prepared on the node: a pod's second claim adds to
- * its first, and the Unprepare of one leaves the others'. */
+ * its first, and the Unprepare of one leaves the others'. Each GPU gets its
+ * own (CTL_SET_GPU): a pod with 4Gi/25 % on one GPU and 2Gi/10 % on another
+ * is held to each there. */
 #include "driver.h"
 
 #include <errno.h>
@@ -21,49 +23,45 @@
 
 #define REPLY_TIMEOUT_MS 2000
 
-/* One CTL_SET of each pod setting keys names (as nvsharectl set does) to
- * its value, for one pod, on fd. */
-static int send_pod(int fd, struct msg *m, const char *pod,
-                    const char *const *keys, const uint64_t *values, int n_keys,
-                    char err[DRA_ERR_LEN])
+/* Sends m (a CTL_SET or CTL_SET_GPU) on fd and reads the scheduler's
+ * answer. */
+static int send_setting(int fd, struct msg *m, char err[DRA_ERR_LEN])
 {
     int got;
 
-    for (int k = 0; k < n_keys; k++) {
-        memset(m, 0, sizeof(*m));
-        m->type = MSG_CTL_SET;
-        snprintf(m->u.set.name, sizeof(m->u.set.name), "%s", keys[k]);
-        m->u.set.value = values[k];
-        snprintf(m->u.set.target, sizeof(m->u.set.target), "uid:%s", pod);
-        if ((got = msg_send(fd, m)) || (got = msg_recv(fd, m, REPLY_TIMEOUT_MS))) {
-            snprintf(err, DRA_ERR_LEN, "nvshare's scheduler: %s",
-                     proto_strerror(got));
-            return -1;
-        }
-        if (m->type != MSG_CTL_REPLY || m->u.reply.status) {
-            snprintf(err, DRA_ERR_LEN, "nvshare's scheduler refused: %.200s",
-                     m->type == MSG_CTL_REPLY ? m->u.reply.text
-                                              : "an unexpected answer");
-            return -1;
-        }
+    if ((got = msg_send(fd, m)) || (got = msg_recv(fd, m, REPLY_TIMEOUT_MS))) {
+        snprintf(err, DRA_ERR_LEN, "nvshare's scheduler: %s",
+                 proto_strerror(got));
+        return -1;
+    }
+    if (m->type != MSG_CTL_REPLY || m->u.reply.status) {
+        snprintf(err, DRA_ERR_LEN, "nvshare's scheduler refused: %.200s",
+                 m->type == MSG_CTL_REPLY ? m->u.reply.text
+                                          : "an unexpected answer");
+        return -1;
     }
     return 0;
 }
 
-/* What a pod is held to: for each GPU, the sum of what its claims consumed
- * there, a claim reserved by several pods split evenly among them (so
- * that together they stay within it). The scheduler keeps one memory and
- * one core limit a pod, for each GPU it uses: the pod gets the largest of
- * its GPUs' sums. A share of a whole device, or a sum of 100 % or more,
- * sets no core limit; the priority is the highest its claims name.
- * skip, when not NULL, is left out: a claim being unprepared. */
+/* What a pod is held to, by the driver's GPU index. */
+struct pod_limits {
+    uint64_t memory[PLUGIN_MAX_GPUS];  /* bytes; 0 = none */
+    uint64_t compute[PLUGIN_MAX_GPUS]; /* percent; 0 = none */
+    uint64_t priority;
+};
+
+/* On each GPU, the sum of what the pod's claims consumed there, a claim
+ * reserved by several pods split evenly among them (so that together they
+ * stay within it). A share of a whole device sets no limit there, a sum
+ * of 100 % or more no core limit; the priority is the highest its claims
+ * name. skip, when not NULL, is left out: a claim being unprepared. */
+
 static void pod_limits(const struct driver *d, const char *pod,
-                       const struct dra_claim *skip, uint64_t out[3])
+                       const struct dra_claim *skip, struct pod_limits *out)
 {
-    uint64_t memory[PLUGIN_MAX_GPUS] = {0}, compute[PLUGIN_MAX_GPUS] = {0};
     bool whole[PLUGIN_MAX_GPUS] = {false};
 
-    out[0] = out[1] = out[2] = 0;
+    memset(out, 0, sizeof(*out));
     for (int i = 0; i < d->n_claims; i++) {
         const struct dra_claim *c = &d->claims[i];
         int p = 0;
@@ -76,32 +74,64 @@ static void pod_limits(const struct driver *d, const char *pod,
             const struct dra_share *sh = &c->shares[s];
             unsigned part = sh->compute / (unsigned)c->n_pods;
 
-            memory[sh->gpu] += sh->memory / (uint64_t)c->n_pods;
-            compute[sh->gpu] += part ? part : 1;
+            out->memory[sh->gpu] += sh->memory / (uint64_t)c->n_pods;
+            out->compute[sh->gpu] += part ? part : 1;
             whole[sh->gpu] |= !sh->memory || !sh->compute;
         }
-        if (c->priority > out[2])
-            out[2] = c->priority;
+        if (c->priority > out->priority)
+            out->priority = c->priority;
     }
     for (int g = 0; g < d->gpus.gpu_count; g++) {
-        if (whole[g])
-            continue; /* the scheduler keeps the device's own bounds */
-        if (memory[g] > out[0])
-            out[0] = memory[g];
-        if (compute[g] > out[1])
-            out[1] = compute[g];
+        if (whole[g]) /* the scheduler keeps the device's own bounds */
+            out->memory[g] = out->compute[g] = 0;
+        if (out->compute[g] >= 100)
+            out->compute[g] = 0;
     }
-    if (out[1] >= 100)
-        out[1] = 0;
+}
+
+/* A pod's limits, whole, for the scheduler: each GPU's own (0 where it
+ * has no claim: that removes one a claim left there), then no limit for
+ * every GPU (one an older driver set goes, after the GPUs' own are in
+ * force, so the pod is never without a limit) and its priority. The GPU
+ * is named by its UUID: the scheduler's index need not be the driver's. */
+static int send_pod(int fd, struct msg *m, const struct plugin *gpus,
+                    const char *pod, const struct pod_limits *l,
+                    char err[DRA_ERR_LEN])
+{
+    static const char *const keys[3] = {"memory-limit", "core-limit", "priority"};
+    const uint64_t values[3] = {0, 0, l->priority};
+
+    for (int g = 0; g < gpus->gpu_count; g++) {
+        for (int k = 0; k < 2; k++) {
+            struct msg_ctl_set_gpu *set = &m->u.set_gpu;
+            memset(m, 0, sizeof(*m));
+            m->type = MSG_CTL_SET_GPU;
+            snprintf(set->name, sizeof(set->name), "%s", keys[k]);
+            set->value = k ? l->compute[g] : l->memory[g];
+            snprintf(set->target, sizeof(set->target), "uid:%s", pod);
+            snprintf(set->gpu, sizeof(set->gpu), "%s", gpus->gpus[g].uuid);
+            if (send_setting(fd, m, err))
+                return -1;
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        memset(m, 0, sizeof(*m));
+        m->type = MSG_CTL_SET;
+        snprintf(m->u.set.name, sizeof(m->u.set.name), "%s", keys[k]);
+        m->u.set.value = values[k];
+        snprintf(m->u.set.target, sizeof(m->u.set.target), "uid:%s", pod);
+        if (send_setting(fd, m, err))
+            return -1;
+    }
+    return 0;
 }
 
 int limits_apply(const struct driver *d, const struct dra_claim *c,
                  const struct dra_claim *skip, char err[DRA_ERR_LEN])
 {
-    static const char *const keys[3] = {"memory-limit", "core-limit", "priority"};
     char path[PATH_MAX];
     struct msg *m = calloc(1, sizeof(*m));
-    uint64_t values[3];
+    struct pod_limits limits;
     int fd = -1, rc = -1;
 
     if (!m) {
@@ -116,8 +146,8 @@ int limits_apply(const struct driver *d, const struct dra_claim *c,
         goto out;
     }
     for (int p = 0; p < c->n_pods; p++) {
-        pod_limits(d, c->pods[p], skip, values);
-        if (send_pod(fd, m, c->pods[p], keys, values, 3, err))
+        pod_limits(d, c->pods[p], skip, &limits);
+        if (send_pod(fd, m, &d->gpus, c->pods[p], &limits, err))
             goto out;
     }
     rc = 0;

@@ -16,8 +16,11 @@ static void emit(struct account_actions *out, enum account_action_kind kind,
     uint8_t source;
 
     if (kind == ACCOUNT_LIMITS) {
-        a.core_limit = account_core_limit(accounts, account);
-        a.memory_limit = limit_effective(&accounts[account].memory, &source);
+        for (int g = 0; g < PROTO_MAX_GPUS; g++) {
+            a.core_limit[g] =
+                (uint8_t)account_core_on(&accounts[account], g, &source);
+            a.memory_limit[g] = account_memory_on(&accounts[account], g, &source);
+        }
         a.priority = priority_effective(&accounts[account].priority, &source);
         a.min_share = (unsigned)accounts[account].min_share;
         a.idle_swap = idle_swap_effective(&accounts[account].idle_swap,
@@ -26,11 +29,26 @@ static void emit(struct account_actions *out, enum account_action_kind kind,
     out->list[out->n++] = a;
 }
 
-unsigned account_core_limit(const struct account *accounts, int account)
+/* l in force where the operator's limit is operator_there instead (0: as
+ * it is). */
+static uint64_t effective_there(const struct limit_setting *l,
+                                uint64_t operator_there, uint8_t *source)
 {
-    uint8_t source;
+    struct limit_setting there = *l;
 
-    return (unsigned)limit_effective(&accounts[account].core, &source);
+    if (operator_there)
+        there.runtime = operator_there;
+    return limit_effective(&there, source);
+}
+
+uint64_t account_core_on(const struct account *a, int gpu, uint8_t *source)
+{
+    return effective_there(&a->core, gpu < 0 ? 0 : a->gpu_core[gpu], source);
+}
+
+uint64_t account_memory_on(const struct account *a, int gpu, uint8_t *source)
+{
+    return effective_there(&a->memory, gpu < 0 ? 0 : a->gpu_memory[gpu], source);
 }
 
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source)
@@ -105,6 +123,10 @@ static void take_sources(struct account *a, const struct pod *record)
                                ? record->idle_swap
                                : IDLE_SWAP_UNSET;
     a->idle_swap.annotation = record->annotation_idle_swap;
+    for (int g = 0; g < PROTO_MAX_GPUS; g++) {
+        a->gpu_core[g] = record->gpu_core_limit[g];
+        a->gpu_memory[g] = record->gpu_memory_limit[g];
+    }
 }
 
 /* Lowers a declared limit: a tenant cannot raise one that another of the
@@ -182,17 +204,17 @@ void account_detach(struct account *accounts, int account,
 }
 
 void account_set_runtime(struct account *accounts, int account,
-                         enum pod_setting which, uint64_t value,
+                         enum pod_setting which, int gpu, uint64_t value,
                          struct account_actions *out)
 {
     struct account *a = &accounts[account];
 
     switch (which) {
     case POD_CORE_LIMIT:
-        a->core.runtime = value;
+        *(gpu < 0 ? &a->core.runtime : &a->gpu_core[gpu]) = value;
         break;
     case POD_MEMORY_LIMIT:
-        a->memory.runtime = value;
+        *(gpu < 0 ? &a->memory.runtime : &a->gpu_memory[gpu]) = value;
         break;
     case POD_PRIORITY:
         a->priority.runtime = value;

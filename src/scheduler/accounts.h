@@ -39,6 +39,10 @@ struct account {
     struct limit_setting priority;  /* enum priority_class (no request) */
     uint64_t min_share;             /* the operator's floor, percent */
     struct limit_setting idle_swap; /* enum idle_swap (runtime, annotation) */
+    /* The operator's limits on one GPU (pods.h), by GPU index: on that GPU
+     * they take the place of core.runtime and memory.runtime; 0 = none. */
+    uint64_t gpu_core[PROTO_MAX_GPUS];
+    uint64_t gpu_memory[PROTO_MAX_GPUS];
 };
 
 /* What a registering client is billed as and limited to. */
@@ -53,17 +57,18 @@ struct account_claim {
 
 enum account_action_kind {
     ACCOUNT_RESET,  /* forget the account's usage: its number is new or freed */
-    ACCOUNT_LIMITS, /* the effective limits are core_limit and memory_limit */
+    ACCOUNT_LIMITS, /* the effective limits are core_limit and memory_limit,
+                       GPU by GPU */
 };
 
 struct account_action {
     enum account_action_kind kind;
     int account;
-    unsigned core_limit;   /* percent; 0 = none */
-    uint64_t memory_limit; /* bytes per GPU; 0 = none */
-    unsigned priority;     /* enum priority_class in force */
-    unsigned min_share;    /* percent; 0 = none */
-    bool idle_swap;        /* its idle memory may be swapped out */
+    uint8_t core_limit[PROTO_MAX_GPUS];    /* by GPU: percent; 0 = none */
+    uint64_t memory_limit[PROTO_MAX_GPUS]; /* by GPU: bytes; 0 = none */
+    unsigned priority;                     /* enum priority_class in force */
+    unsigned min_share;                    /* percent; 0 = none */
+    bool idle_swap; /* its idle memory may be swapped out */
 };
 
 struct account_actions {
@@ -89,11 +94,12 @@ int account_of_pod(const struct account *accounts, int n_accounts,
 void account_detach(struct account *accounts, int account,
                     struct account_actions *out);
 
-/* Sets one of the operator settings of a client on its own (pods.h); 0
- * removes it, leaving the declared one. A pod's come from its record:
+/* Sets one of the operator settings of a client on its own (pods.h), a
+ * core or memory limit on gpu (-1: the one for every GPU); 0 removes it,
+ * leaving the declared one. A pod's come from its record:
  * account_set_pod. */
 void account_set_runtime(struct account *accounts, int account,
-                         enum pod_setting which, uint64_t value,
+                         enum pod_setting which, int gpu, uint64_t value,
                          struct account_actions *out);
 
 /* The pod's record changed (the operator's settings, the pod watcher's
@@ -106,8 +112,12 @@ void account_set_pod(struct account *accounts, int account,
 /* The limit in force, by the order of struct limit_setting, and where it
  * comes from (enum limit_source). */
 uint64_t limit_effective(const struct limit_setting *l, uint8_t *source);
-/* The account's core limit in force, percent (0: none). */
-unsigned account_core_limit(const struct account *accounts, int account);
+/* The account's core limit (percent) or memory limit (bytes) in force on
+ * gpu, and where it comes from: as limit_effective, the operator's limit
+ * on that GPU, if any, taking the place of the one for every GPU; gpu -1:
+ * the one for every GPU. 0: none. */
+uint64_t account_core_on(const struct account *a, int gpu, uint8_t *source);
+uint64_t account_memory_on(const struct account *a, int gpu, uint8_t *source);
 
 /* The priority class in force: the operator's, else the annotation's, else
  * normal; a declaration (NVSHARE_PRIORITY) can only lower it. */

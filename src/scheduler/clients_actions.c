@@ -233,14 +233,23 @@ void clients_apply_quota(struct scheduler *s, struct quota_actions *actions)
     quota_actions_free(actions);
 }
 
-/* The scheduler enforces the core limit; the client paces itself to it
- * only while the scheduler is away, so that a restart lets no pod run over
- * its limit. */
-void client_tell_core_limit(struct client *c, unsigned percent)
+/* The scheduler enforces the core limit, GPU by GPU; the client paces
+ * itself to it only while the scheduler is away, so that a restart lets no
+ * pod run over its limit. It paces all its GPUs alike, so it is told the
+ * lowest limit among them: over none, at the cost of using less of a GPU
+ * whose limit is higher while the scheduler is away. */
+void client_tell_core_limit(const struct scheduler *s, struct client *c)
 {
-    struct msg m = {.type = MSG_UPDATE_CORE_LIMIT,
-                    .u.core.percent = (uint8_t)percent};
+    const struct account *a = &s->accounts[c->account];
+    struct msg m = {.type = MSG_UPDATE_CORE_LIMIT};
+    uint8_t source;
 
+    for (int i = 0; i < c->n_gpus; i++) {
+        uint64_t limit =
+            c->node_gpu[i] < 0 ? 0 : account_core_on(a, c->node_gpu[i], &source);
+        if (limit && (!m.u.core.percent || limit < m.u.core.percent))
+            m.u.core.percent = (uint8_t)limit;
+    }
     if (c->welcomed)
         client_send(c, &m);
 }
@@ -257,18 +266,21 @@ void clients_apply_accounts(struct scheduler *s,
             quota_reset_account(&s->quota, a->account);
             break;
         case ACCOUNT_LIMITS:
-            policy_set_core_limit(s->policy, a->account, a->core_limit, now_ns());
+            for (int g = 0; g < s->n_gpus; g++)
+                policy_set_core_limit(s->policy, g, a->account,
+                                      a->core_limit[g], now_ns());
             for (int slot = 0; slot < s->table_size; slot++)
                 if (s->clients[slot]->used &&
                     s->clients[slot]->account == a->account)
-                    client_tell_core_limit(s->clients[slot], a->core_limit);
+                    client_tell_core_limit(s, s->clients[slot]);
             policy_set_priority(s->policy, a->account, a->priority);
             policy_set_idle_swap(s->policy, a->account, a->idle_swap);
             policy_set_min_share(s->policy, a->account, a->min_share);
             clients_retell_yield(s, UINT32_MAX);
             for (int g = 0; g < s->n_gpus; g++) {
                 struct quota_actions out = {0};
-                quota_set_limit(&s->quota, g, a->account, a->memory_limit, &out);
+                quota_set_limit(&s->quota, g, a->account, a->memory_limit[g],
+                                &out);
                 clients_apply_quota(s, &out);
             }
             break;

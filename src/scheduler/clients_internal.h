@@ -26,7 +26,7 @@ void client_on_readable(struct event_loop *loop, int fd, void *data);
 void client_send(struct client *c, const struct msg *m);
 /* Tells c its pod's core limit in force (percent, 0: none), once it has
  * been welcomed. */
-void client_tell_core_limit(struct client *c, unsigned percent);
+void client_tell_core_limit(const struct scheduler *s, struct client *c);
 
 /* clients_register.c */
 void client_register(struct scheduler *s, struct client *c,

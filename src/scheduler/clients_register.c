@@ -226,7 +226,7 @@ void client_register(struct scheduler *s, struct client *c,
     client_send(c, &reply);
     c->welcomed = true;
     /* Its limits (UPDATE_CORE_LIMIT, UPDATE_LIMIT) follow REGISTER_OK. */
-    client_tell_core_limit(c, account_core_limit(s->accounts, c->account));
+    client_tell_core_limit(s, c);
     clients_apply_quota(s, &quota_out);
     clients_retell_yield(s, clients_gpu_mask(c));
 }

@@ -267,8 +267,8 @@ static int send_client(struct scheduler *s, const struct status_sink *out,
     cl->last_preempt_ns = v.last_preempt_ns;
     const struct account *a = &s->accounts[c->account];
     const struct quota_gpu *qg = &s->quota.gpus[g];
-    cl->core_limit = (uint8_t)limit_effective(&a->core, &cl->limit_source);
-    cl->mem_quota = limit_effective(&a->memory, &cl->mem_quota_source);
+    cl->core_limit = (uint8_t)account_core_on(a, g, &cl->limit_source);
+    cl->mem_quota = account_memory_on(a, g, &cl->mem_quota_source);
     cl->mem_allocated = qg->clients[slot].allocated;
     cl->pod_mem_held = quota_account_held(&s->quota, g, c->account);
     cl->pod_mem_peak = qg->accounts[c->account].peak;
@@ -318,6 +318,14 @@ static int send_pod(const struct status_sink *out, const struct pod *p)
     r->annotation_priority = (uint8_t)p->annotation_priority;
     r->idle_swap = (uint8_t)p->idle_swap;
     r->annotation_idle_swap = (uint8_t)p->annotation_idle_swap;
+    for (int g = 0; g < PROTO_MAX_GPUS; g++) {
+        if (!p->gpu_core_limit[g] && !p->gpu_memory_limit[g])
+            continue;
+        r->gpu_limits[r->n_gpu_limits++] =
+            (struct pod_gpu_limit){.gpu = (uint16_t)g,
+                                   .core_limit = p->gpu_core_limit[g],
+                                   .memory_limit = p->gpu_memory_limit[g]};
+    }
     return out->emit(out->ctx, &m);
 }
 
@@ -402,10 +410,13 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
             struct status_sink out = {emit_to_fd, &fd};
             rc = control_status(conn->sched, &out,
                                 m.type == MSG_CTL_STATUS_WITH_SETTINGS);
-        } else if (m.type == MSG_CTL_SET || m.type == MSG_CTL_RESET) {
+        } else if (m.type == MSG_CTL_SET || m.type == MSG_CTL_SET_GPU ||
+                   m.type == MSG_CTL_RESET) {
             struct msg reply = {.type = MSG_CTL_REPLY};
             if (m.type == MSG_CTL_SET)
                 control_set(conn->sched, &m.u.set, &reply.u.reply);
+            else if (m.type == MSG_CTL_SET_GPU)
+                control_set_gpu(conn->sched, &m.u.set_gpu, &reply.u.reply);
             else
                 control_reset(conn->sched, &m.u.set, &reply.u.reply);
             rc = msg_send(fd, &reply);

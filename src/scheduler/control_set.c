@@ -319,15 +319,17 @@ static void format_pod_setting(enum pod_setting which, uint64_t value,
     }
 }
 
-/* The setting in force for the account, and where it comes from. */
+/* The setting in force for the account (a limit: on gpu, -1 for every
+ * GPU), and where it comes from. */
 static uint64_t pod_setting_effective(const struct account *a,
-                                      enum pod_setting which, uint8_t *source)
+                                      enum pod_setting which, int gpu,
+                                      uint8_t *source)
 {
     switch (which) {
     case POD_CORE_LIMIT:
-        return limit_effective(&a->core, source);
+        return account_core_on(a, gpu, source);
     case POD_MEMORY_LIMIT:
-        return limit_effective(&a->memory, source);
+        return account_memory_on(a, gpu, source);
     case POD_PRIORITY:
         return priority_effective(&a->priority, source);
     case POD_IDLE_SWAP:
@@ -372,12 +374,12 @@ static int pod_setting_refused(const struct pod_setting_row *row,
  * account. */
 static void pod_setting_apply(struct scheduler *s, const struct pod_id *id,
                               const struct pod *record, int account,
-                              enum pod_setting which, uint64_t value)
+                              enum pod_setting which, int gpu, uint64_t value)
 {
     struct account_actions out = {0};
 
     if (pod_id_empty(id)) {
-        account_set_runtime(s->accounts, account, which, value, &out);
+        account_set_runtime(s->accounts, account, which, gpu, value, &out);
         clients_apply_accounts(s, &out);
         return;
     }
@@ -392,12 +394,12 @@ static void pod_setting_apply(struct scheduler *s, const struct pod_id *id,
 
 /* The reply to a pod setting: what is in force now and why. */
 static void pod_setting_reply(const struct pod_setting_row *row,
-                              const struct msg_ctl_set *set,
+                              const struct msg_ctl_set *set, int gpu,
                               const struct pod_id *id, const struct pod *record,
                               bool connected, uint64_t limit, uint8_t source,
                               struct msg_ctl_reply *reply)
 {
-    char value[32], name[2 * PROTO_NAME_MAX + 8];
+    char value[32], name[2 * PROTO_NAME_MAX + 24];
     size_t n;
 
     if (pod_id_empty(id))
@@ -405,6 +407,10 @@ static void pod_setting_reply(const struct pod_setting_row *row,
                  set->target);
     else
         pod_id_format(id, name, sizeof(name));
+    if (gpu >= 0) {
+        n = strlen(name);
+        snprintf(name + n, sizeof(name) - n, " on gpu %d", gpu);
+    }
     format_pod_setting(row->which, set->value ? set->value : limit, value,
                        sizeof(value));
     if (set->value)
@@ -437,9 +443,11 @@ static void pod_setting_reply(const struct pod_setting_row *row,
 /* A per-pod setting from the operator: it holds whether or not the pod is
  * connected, survives restarts, and a client's declaration can only lower
  * it. 0 removes it. On a plain host, the owner decides which of the pod's
- * shares (accounts.h) get its priority and floor. */
+ * shares (accounts.h) get its priority and floor. A core or memory limit
+ * on gpu (-1: every GPU) takes the place of the one for every GPU there. */
 static void set_pod(struct scheduler *s, const struct pod_setting_row *row,
-                    const struct msg_ctl_set *set, struct msg_ctl_reply *reply)
+                    const struct msg_ctl_set *set, int gpu,
+                    struct msg_ctl_reply *reply)
 {
     bool failed = false;
     const struct pod *record = NULL;
@@ -455,8 +463,8 @@ static void set_pod(struct scheduler *s, const struct pod_setting_row *row,
     if ((reply->status = pod_setting_refused(row, set, &id, reply)))
         return;
     if (!pod_id_empty(&id)) {
-        record =
-            pods_set_limit(&s->state.pods, &id, row->which, set->value, &failed);
+        record = pods_set_limit(&s->state.pods, &id, row->which, gpu,
+                                set->value, &failed);
         if (failed) {
             reply->status = ENOMEM;
             snprintf(reply->text, sizeof(reply->text), "out of memory");
@@ -465,10 +473,12 @@ static void set_pod(struct scheduler *s, const struct pod_setting_row *row,
         scheduler_save_state(s);
     }
     if (account >= 0) {
-        pod_setting_apply(s, &id, record, account, row->which, set->value);
-        limit = pod_setting_effective(&s->accounts[account], row->which, &source);
+        pod_setting_apply(s, &id, record, account, row->which, gpu, set->value);
+        limit = pod_setting_effective(&s->accounts[account], row->which, gpu,
+                                      &source);
     }
-    pod_setting_reply(row, set, &id, record, account >= 0, limit, source, reply);
+    pod_setting_reply(row, set, gpu, &id, record, account >= 0, limit, source,
+                      reply);
     log_info("%s", reply->text);
 }
 
@@ -483,11 +493,38 @@ void control_set(struct scheduler *s, const struct msg_ctl_set *set,
     }
     for (size_t i = 0; i < sizeof(pod_settings) / sizeof(pod_settings[0]); i++) {
         if (!strcmp(set->name, pod_settings[i].name)) {
-            set_pod(s, &pod_settings[i], set, reply);
+            set_pod(s, &pod_settings[i], set, -1, reply);
             return;
         }
     }
     reply->status = ENOTSUP;
     snprintf(reply->text, sizeof(reply->text), "unknown setting '%.200s'",
              set->name);
+}
+
+void control_set_gpu(struct scheduler *s, const struct msg_ctl_set_gpu *set_gpu,
+                     struct msg_ctl_reply *reply)
+{
+    struct msg_ctl_set set = {.value = set_gpu->value};
+    int gpu = find_gpu(s, set_gpu->gpu);
+
+    memcpy(set.name, set_gpu->name, sizeof(set.name));
+    memcpy(set.target, set_gpu->target, sizeof(set.target));
+    if (strcmp(set.name, "core-limit") && strcmp(set.name, "memory-limit")) {
+        reply->status = ENOTSUP;
+        snprintf(reply->text, sizeof(reply->text),
+                 "'%.200s' is not set per GPU: core-limit and memory-limit are",
+                 set.name);
+        return;
+    }
+    if (gpu < 0) {
+        reply->status = ENOENT;
+        snprintf(reply->text, sizeof(reply->text),
+                 "no GPU '%s' (give an index 0-%d or a UUID)", set_gpu->gpu,
+                 s->n_gpus - 1);
+        return;
+    }
+    for (size_t i = 0; i < sizeof(pod_settings) / sizeof(pod_settings[0]); i++)
+        if (!strcmp(set.name, pod_settings[i].name))
+            set_pod(s, &pod_settings[i], &set, gpu, reply);
 }

@@ -38,6 +38,9 @@ void pod_id_format(const struct pod_id *id, char *buf, size_t len)
 
 bool pod_configured(const struct pod *p)
 {
+    for (int g = 0; g < PROTO_MAX_GPUS; g++)
+        if (p->gpu_core_limit[g] || p->gpu_memory_limit[g])
+            return true;
     return p->core_limit || p->memory_limit || p->priority || p->min_share ||
            p->idle_swap || p->owner_named;
 }
@@ -203,7 +206,8 @@ void pods_leave(struct pod_table *t, const struct pod_id *id)
 }
 
 struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
-                           enum pod_setting which, uint64_t value, bool *failed)
+                           enum pod_setting which, int gpu, uint64_t value,
+                           bool *failed)
 {
     struct pod *p = value ? pods_get(t, id) : pods_find(t, id);
 
@@ -212,10 +216,16 @@ struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
         return NULL;
     switch (which) {
     case POD_CORE_LIMIT:
-        p->core_limit = value;
+        if (gpu >= 0)
+            p->gpu_core_limit[gpu] = (uint8_t)value;
+        else
+            p->core_limit = value;
         break;
     case POD_MEMORY_LIMIT:
-        p->memory_limit = value;
+        if (gpu >= 0)
+            p->gpu_memory_limit[gpu] = value;
+        else
+            p->memory_limit = value;
         break;
     case POD_PRIORITY:
         p->priority = value;
@@ -291,6 +301,8 @@ bool pods_gone(struct pod_table *t, const struct pod_id *id)
     configured = pod_configured(p);
     p->core_limit = p->memory_limit = p->priority = p->min_share = 0;
     p->idle_swap = 0;
+    memset(p->gpu_core_limit, 0, sizeof(p->gpu_core_limit));
+    memset(p->gpu_memory_limit, 0, sizeof(p->gpu_memory_limit));
     p->annotation_core = p->annotation_memory = p->memory_request = 0;
     p->annotation_priority = p->annotation_idle_swap = 0;
     p->listed = p->stale = false;

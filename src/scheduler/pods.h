@@ -47,7 +47,13 @@ struct pod {
     uint64_t priority;     /* the operator's, enum priority_class; 0 = none */
     uint64_t min_share;    /* the operator's floor, percent; 0 = none */
     uint64_t idle_swap;    /* the operator's, enum idle_swap; 0 = none */
-    int clients;           /* registered clients billed to it */
+    /* The operator's limits on one GPU, by the scheduler's GPU index (0 =
+     * none: core_limit and memory_limit hold there). A DRA claim gives a
+     * pod a share of each of its GPUs, which need not be alike. They hold
+     * until removed or the pod is deleted: no annotation describes them. */
+    uint8_t gpu_core_limit[PROTO_MAX_GPUS];    /* percent */
+    uint64_t gpu_memory_limit[PROTO_MAX_GPUS]; /* bytes */
+    int clients; /* registered clients billed to it */
     /* From the API server (Kubernetes pods only), 0 = none. */
     bool listed;                   /* the pod watcher named it */
     bool stale;                    /* a re-list began and has not named it */
@@ -118,12 +124,14 @@ void pods_leave(struct pod_table *t, const struct pod_id *id);
 
 /* Sets one of the operator's settings (core limit in percent, memory limit
  * in bytes, priority class, floor in percent, owner uid, idle reclaim),
- * 0 removing it; a
+ * 0 removing it, on gpu for a core or memory limit (-1: the one for every
+ * GPU; the caller checks both the index and that the setting has one); a
  * record left with no clients and no setting is forgotten, and one given
  * its first setting drops a binding made by a first join. Returns the
  * record, or NULL when it is forgotten or memory ran out (*failed). */
 struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
-                           enum pod_setting which, uint64_t value, bool *failed);
+                           enum pod_setting which, int gpu, uint64_t value,
+                           bool *failed);
 
 /* The pod watcher's facts about a Kubernetes pod: its name, annotations
  * and request, unreadable annotations left as they were. An annotation

@@ -57,7 +57,7 @@ static bool compatible(const struct policy *p, const struct gpu_sched *g,
                 continue;
             if (!maybe_light(p, g, r, now))
                 return false;
-            runners_paced = runners_paced && pol_core_limited(p, r->account);
+            runners_paced = runners_paced && pol_core_limited(g, r->account);
         }
         /* A trial spares a newcomer a quantum's wait. Runners under a core
          * limit give the GPU up within a pace slice anyway, and two heavy
@@ -691,13 +691,13 @@ void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now)
  * time. */
 void policy_reset_account(struct policy *p, int account)
 {
-    p->core_limit[account] = 0;
     policy_set_priority(p, account, PRIORITY_UNSET);
     policy_set_min_share(p, account, 0);
     policy_set_idle_swap(p, account, true);
     for (int gpu = 0; gpu < p->n_gpus; gpu++) {
         p->gpus[gpu].usage[account] = (struct account_usage){0};
         p->gpus[gpu].ran_until[account] = 0;
+        p->gpus[gpu].core_limit[account] = 0;
         p->gpus[gpu].stats[account] = (struct policy_account_stats){0};
     }
 }

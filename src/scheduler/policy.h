@@ -360,12 +360,13 @@ uint64_t policy_tick(struct policy *p, uint64_t now, struct policy_actions *out)
 void policy_set_tq(struct policy *p, uint64_t tq_ns);
 void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now);
 
-/* Sets an account's core limit (1-100; 0 or 100: unlimited). Time already
+/* Sets an account's core limit on gpu (1-100; 0 or 100: unlimited): each
+ * GPU its own, as a pod's claims give it a share of each. Time already
  * used in the window is kept: raising the limit lifts a throttle that the
  * new budget covers, lowering it drops a holder now over budget at the next
  * tick. */
-void policy_set_core_limit(struct policy *p, int account, unsigned limit,
-                           uint64_t now);
+void policy_set_core_limit(struct policy *p, int gpu, int account,
+                           unsigned limit, uint64_t now);
 void policy_set_window(struct policy *p, uint64_t window_ns,
                        unsigned carryover_percent);
 

@@ -34,16 +34,16 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
 
     if (account >= 0) {
         counted[account] = true;
-        sum += p->core_limit[account];
+        sum += g->core_limit[account];
     }
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
         int a = m->account;
         bool takes_part = m->present && m->state != MEMBER_IDLE;
-        if (!counted[a] && pol_core_limited(p, a) &&
+        if (!counted[a] && pol_core_limited(g, a) &&
             (takes_part || g->usage[a].used_ns)) {
             counted[a] = true;
-            sum += p->core_limit[a];
+            sum += g->core_limit[a];
         }
     }
     /* Cleared where it was set, not whole: the tables may have grown far
@@ -57,18 +57,19 @@ static unsigned limit_sum(const struct policy *p, const struct gpu_sched *g,
 
 /* The account's budget per window (0: unlimited). Over-subscribed limits
  * are scaled by 100/sum: the ratios hold and the GPU stays busy. */
-static uint64_t budget_for(const struct policy *p, int account, unsigned sum)
+static uint64_t budget_for(const struct policy *p, const struct gpu_sched *g,
+                           int account, unsigned sum)
 {
-    if (!pol_core_limited(p, account))
+    if (!pol_core_limited(g, account))
         return 0;
-    return p->window_ns * p->core_limit[account] / (sum > 100 ? sum : 100);
+    return p->window_ns * g->core_limit[account] / (sum > 100 ? sum : 100);
 }
 
 uint64_t pol_budget_ns(const struct policy *p, const struct gpu_sched *g,
                        int account)
 {
-    return pol_core_limited(p, account)
-               ? budget_for(p, account, limit_sum(p, g, account))
+    return pol_core_limited(g, account)
+               ? budget_for(p, g, account, limit_sum(p, g, account))
                : 0;
 }
 
@@ -275,7 +276,7 @@ void pol_hold_back(const struct policy *p, struct gpu_sched *g, int account,
 uint64_t pol_budget_left(const struct policy *p, const struct gpu_sched *g,
                          int account, uint64_t now)
 {
-    if (!pol_core_limited(p, account))
+    if (!pol_core_limited(g, account))
         return 0;
     uint64_t budget = pol_budget_ns(p, g, account),
              used = pol_used_ns(g, account, now);
@@ -411,25 +412,23 @@ bool pol_has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
 
 /* ---- settings and queries ---------------------------------------------- */
 
-void policy_set_core_limit(struct policy *p, int account, unsigned limit,
-                           uint64_t now)
+void policy_set_core_limit(struct policy *p, int gpu, int account,
+                           unsigned limit, uint64_t now)
 {
-    unsigned old = p->core_limit[account];
+    struct gpu_sched *g = &p->gpus[gpu];
+    struct account_usage *u = &g->usage[account];
+    unsigned old = g->core_limit[account];
 
-    p->core_limit[account] = (uint8_t)(limit >= 100 ? 0 : limit);
-    for (int gpu = 0; gpu < p->n_gpus; gpu++) {
-        struct gpu_sched *g = &p->gpus[gpu];
-        struct account_usage *u = &g->usage[account];
-        pol_roll_window(p, g, now);
-        uint64_t budget = pol_budget_ns(p, g, account);
-        /* Used time is kept: only the budget it is measured against moves. */
-        u->throttled = budget && pol_used_ns(g, account, now) >= budget;
-        u->paced_until = 0;
-        if (!u->throttled && g->stats[account].held_until > now)
-            g->stats[account].held_until = now; /* released early */
-        if (p->core_limit[account] && (!old || p->core_limit[account] < old))
-            u->limit_lowered = true;
-    }
+    g->core_limit[account] = (uint8_t)(limit >= 100 ? 0 : limit);
+    pol_roll_window(p, g, now);
+    uint64_t budget = pol_budget_ns(p, g, account);
+    /* Used time is kept: only the budget it is measured against moves. */
+    u->throttled = budget && pol_used_ns(g, account, now) >= budget;
+    u->paced_until = 0;
+    if (!u->throttled && g->stats[account].held_until > now)
+        g->stats[account].held_until = now; /* released early */
+    if (g->core_limit[account] && (!old || g->core_limit[account] < old))
+        u->limit_lowered = true;
 }
 
 void policy_set_window(struct policy *p, uint64_t window_ns,

@@ -44,8 +44,6 @@ bool policy_grow(struct policy *p, int table_size)
         return true;
     /* Each array that grew is valid at its new size, so a failure halfway
      * only keeps the old table size: the next call grows the rest. */
-    ok = ok &&
-         grow_zeroed(&p->core_limit, sizeof(*p->core_limit), old, table_size);
     ok = ok && grow_zeroed(&p->priority, sizeof(*p->priority), old, table_size);
     ok = ok && grow_zeroed(&p->min_share, sizeof(*p->min_share), old, table_size);
     ok = ok && grow_zeroed(&p->idle_swap_off, sizeof(*p->idle_swap_off), old,
@@ -66,6 +64,7 @@ bool policy_grow(struct policy *p, int table_size)
              grow_zeroed(&g->usage, sizeof(struct account_usage), old,
                          table_size) &&
              grow_zeroed(&g->ran_until, sizeof(uint64_t), old, table_size) &&
+             grow_zeroed(&g->core_limit, sizeof(uint8_t), old, table_size) &&
              grow_zeroed(&g->stats, sizeof(struct policy_account_stats), old,
                          table_size);
     }
@@ -78,7 +77,6 @@ void policy_destroy(struct policy *p)
 {
     struct policy_scratch *s = &p->scratch;
 
-    free(p->core_limit);
     free(p->priority);
     free(p->min_share);
     free(p->idle_swap_off);
@@ -95,7 +93,6 @@ void policy_destroy(struct policy *p)
     p->gang_of = NULL;
     p->gangs = NULL;
     p->gang_slots = 0;
-    p->core_limit = NULL;
     p->priority = NULL;
     p->min_share = NULL;
     p->idle_swap_off = NULL;
@@ -106,6 +103,8 @@ void policy_destroy(struct policy *p)
         free(g->usage);
         free(g->stats);
         free(g->ran_until);
+        free(g->core_limit);
+        g->core_limit = NULL;
         g->stats = NULL;
         g->ran_until = NULL;
         g->queue = NULL;

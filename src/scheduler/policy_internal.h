@@ -120,6 +120,9 @@ struct gpu_sched {
     uint64_t auto_quantum_ns;
     struct member *members;      /* by client slot, table_size of them */
     struct account_usage *usage; /* by account, table_size of them */
+    uint8_t *core_limit;         /* by account: percent of this GPU; 0 =
+                                    unlimited. Per GPU, since a pod's DRA
+                                    claims give it a share of each GPU */
     uint64_t *ran_until;         /* by account: when its latest hold of this GPU
                             ended (0: none); freshness, policy_quantum.c */
     struct policy_account_stats *stats; /* by account: for metrics only */
@@ -157,7 +160,6 @@ struct policy {
     unsigned switch_multiplier;
     int table_size;      /* client slots and account numbers
                                       are below it: policy_grow() */
-    uint8_t *core_limit; /* by account; 0 = unlimited */
     uint8_t *priority;   /* by account; enum priority_class */
     uint8_t *min_share;  /* by account; floor, percent */
     bool *idle_swap_off; /* by account: its idle memory stays on the GPU */
@@ -221,9 +223,9 @@ static inline bool pol_idle(const struct member *m)
 }
 
 /* Whether account's time on a GPU is capped (and therefore paced). */
-static inline bool pol_core_limited(const struct policy *p, int account)
+static inline bool pol_core_limited(const struct gpu_sched *g, int account)
 {
-    return p->core_limit[account] > 0 && p->core_limit[account] < 100;
+    return g->core_limit[account] > 0 && g->core_limit[account] < 100;
 }
 
 /* What a budget per window accrues in one pace slice. */

@@ -242,6 +242,9 @@ char *status_json_render(struct scheduler *s, size_t *len);
  * or why not (an errno value in its status). */
 void control_set(struct scheduler *s, const struct msg_ctl_set *set,
                  struct msg_ctl_reply *reply);
+/* A pod's core or memory limit on one GPU (nvsharectl set --gpu). */
+void control_set_gpu(struct scheduler *s, const struct msg_ctl_set_gpu *set,
+                     struct msg_ctl_reply *reply);
 void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
                    struct msg_ctl_reply *reply);
 /* At start: every run-time setting put in force by its apply function, as

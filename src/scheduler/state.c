@@ -144,6 +144,16 @@ size_t state_format(const struct node_state *st, char *buf, size_t len)
         if (p->idle_swap)
             put(&o, " idle-swap=%s",
                 p->idle_swap == IDLE_SWAP_OFF ? "off" : "on");
+        /* By GPU index: the node's GPUs keep their order across restarts
+         * as long as the node keeps its GPUs. */
+        for (int g = 0; g < PROTO_MAX_GPUS; g++) {
+            if (p->gpu_core_limit[g])
+                put(&o, " core-limit@%d=%u", g, (unsigned)p->gpu_core_limit[g]);
+            if (p->gpu_memory_limit[g]) {
+                format_size_exact(p->gpu_memory_limit[g], value, sizeof(value));
+                put(&o, " memory-limit@%d=%s", g, value);
+            }
+        }
         put(&o, "\n");
     }
     return o.n;
@@ -254,8 +264,39 @@ static int parse_pod_id(const char *text, struct pod_id *id)
                     sizeof(id->pod_name));
 }
 
+/* "core-limit@<gpu>=<1-100>" or "memory-limit@<gpu>=<size>": a pod's
+ * limit on one GPU, by index. 0, or -1 (why says what, if anything). */
+static int parse_gpu_limit(const char *word, struct pod *p,
+                           char why[PARSE_ERR_LEN])
+{
+    bool core = !strncmp(word, "core-limit@", 11);
+    const char *at = strchr(word, '@'), *eq = strchr(word, '=');
+    char index[8];
+    long gpu, number;
+    uint64_t bytes;
+
+    if (!(core || !strncmp(word, "memory-limit@", 13)) || !eq ||
+        (size_t)(eq - at) > sizeof(index))
+        return -1;
+    memcpy(index, at + 1, (size_t)(eq - at - 1));
+    index[eq - at - 1] = '\0';
+    if (parse_int_range(index, 0, PROTO_MAX_GPUS - 1, &gpu, why))
+        return -1;
+    if (core) {
+        if (parse_int_range(eq + 1, 1, 100, &number, why))
+            return -1;
+        p->gpu_core_limit[gpu] = (uint8_t)number;
+        return 0;
+    }
+    if (parse_size_bytes(eq + 1, &bytes, why) || !bytes)
+        return -1;
+    p->gpu_memory_limit[gpu] = bytes;
+    return 0;
+}
+
 /* "pod <id> [owner=<uid>] [core-limit=<1-100>] [memory-limit=<size>]
- *  [priority=<1-9>] [min-share=<1-100>] [idle-swap=off|on]" */
+ *  [priority=<1-9>] [min-share=<1-100>] [idle-swap=off|on]
+ *  [core-limit@<gpu>=<1-100>] [memory-limit@<gpu>=<size>]..." */
 static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
 {
     char *word = strtok(args, " \t");
@@ -300,6 +341,7 @@ static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
         } else if (!strncmp(word, "memory-limit=", 13) &&
                    !parse_size_bytes(word + 13, &p->memory_limit, why) &&
                    p->memory_limit) {
+        } else if (!parse_gpu_limit(word, p, why)) {
         } else {
             snprintf(err, len, "pod: cannot read '%s'", word);
             return -1;

@@ -48,7 +48,7 @@ static int set(const struct ctl_target *t, const char *name, uint64_t value,
 {
     struct msg_ctl_reply reply;
 
-    if (ctl_set(t, MSG_CTL_SET, name, value, pod, &reply, err))
+    if (ctl_set(t, MSG_CTL_SET, name, value, pod, NULL, &reply, err))
         return -1;
     if (reply.status) {
         snprintf(err, CTL_ERR_LEN, "the scheduler refused: %s", reply.text);

@@ -190,10 +190,15 @@ def status():
     return json.loads(out.stdout)
 
 
-def pod_limits(pod_uid, with_priority=False):
+def pod_limits(pod_uid, with_priority=False, gpu=0):
+    """The operator's memory and core limits of the pod on GPU gpu: its
+    own there (the driver sets them GPU by GPU), else the pod's for every
+    GPU."""
     for p in status()["pods"]:
         if p["pod_uid"] == pod_uid:
-            limits = (p["memory_limit_bytes"], p["core_limit"])
+            own = [x for x in p["gpu_limits"] if x["gpu"] == gpu]
+            limits = (own[0]["memory_limit_bytes"] if own and own[0]["memory_limit_bytes"] else p["memory_limit_bytes"],
+                      own[0]["core_limit"] if own and own[0]["core_limit"] else p["core_limit"])
             return limits + (p["priority_class"],) if with_priority else limits
     return (0, 0, 0) if with_priority else (0, 0)
 

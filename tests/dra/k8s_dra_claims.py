@@ -5,8 +5,8 @@ node of two GPUs:
 
 - a pod's claims on one GPU add up, and the Unprepare of one leaves the
   other's limits;
-- a pod's claims on two GPUs: the scheduler keeps one limit a pod, the
-  larger GPU's;
+- a pod's claims on two GPUs: each GPU gets its own limits, and the
+  Unprepare of one leaves the other's alone;
 - a claim two pods share is split between them, and with the fake GPU
   their processes together stay within its compute;
 - 20 claims prepared at once, one of them read 5 s late: the other 19 are
@@ -57,12 +57,17 @@ def several_claims(plugin):
     a = t.make_claim("b-gpu0", pod, memory="4Gi", compute="25", device="gpu-0")
     b = t.make_claim("b-gpu1", pod, memory="2Gi", compute="10", device="gpu-1")
     prepared(plugin, [a, b])
-    t.check(t.pod_limits(pod) == (4 * GIB, 25), "claims on two GPUs: %s" % (t.pod_limits(pod),))
-    unprepared(plugin, [a])
-    t.check(t.pod_limits(pod) == (2 * GIB, 10), "after Unprepare of gpu-0's: %s" % (t.pod_limits(pod),))
+    on = lambda: (t.pod_limits(pod, gpu=0), t.pod_limits(pod, gpu=1))
+    t.check(on() == ((4 * GIB, 25), (2 * GIB, 10)), "claims on two GPUs: %s" % (on(),))
     unprepared(plugin, [b])
-    print("PASS: claims of 4Gi/25 % on gpu-0 and 2Gi/10 % on gpu-1: held to the larger, 4 GiB "
-          "and 25 % (one limit a pod in the scheduler); after Unprepare of gpu-0's, 2 GiB and 10 %")
+    t.check(on() == ((4 * GIB, 25), (0, 0)), "after Unprepare of gpu-1's: %s" % (on(),))
+    prepared(plugin, [b])
+    unprepared(plugin, [a])
+    t.check(on() == ((0, 0), (2 * GIB, 10)), "after Unprepare of gpu-0's: %s" % (on(),))
+    unprepared(plugin, [b])
+    t.check(on() == ((0, 0), (0, 0)), "after Unprepare of both: %s" % (on(),))
+    print("PASS: claims of 4Gi/25 % on gpu-0 and 2Gi/10 % on gpu-1: held to 4 GiB and 25 % on "
+          "gpu-0 and 2 GiB and 10 % on gpu-1; after Unprepare of either, the other's alone")
 
 
 def shared_claim(plugin):

@@ -382,7 +382,7 @@ ctl set mode auto --gpu GPU-nope
 expect_rc 1 "set mode auto --gpu GPU-nope"
 ctl set tq 1s --gpu 0
 expect_rc 2 "set tq --gpu"
-err_has "option '--gpu' applies to 'set mode' only"
+err_has "option '--gpu' applies to 'set mode, set core-limit or set memory-limit' only"
 mode_is serial auto
 pass "set mode on every GPU and on one (index or UUID); bad modes and GPUs refused"
 
@@ -471,6 +471,35 @@ grep -qE '^ml/notebook +- +- +- +- +- +off +0$' "$WORK/out" || fail "the pod tab
 ctl set idle-swap ml/notebook none
 out_has "idle swap of ml/notebook removed"
 pass "set idle-swap off before the pod connects, and none; bad values refused"
+
+# ---- set core-limit|memory-limit --gpu --------------------------------------------
+ctl set core-limit ml/claims 30
+ctl set core-limit ml/claims 25 --gpu 0
+expect_rc 0 "set core-limit --gpu 0"
+out_has "core limit of ml/claims on gpu 0 set to 25% (not connected)"
+ctl set memory-limit ml/claims 2Gi --gpu 1
+expect_rc 0 "set memory-limit --gpu 1"
+ctl set core-limit ml/claims 10 --gpu 7
+expect_rc 1 "set core-limit --gpu 7"
+err_has "no GPU '7'"
+ctl set priority ml/claims high --gpu 0
+expect_rc 2 "set priority --gpu"
+ctl status --json
+python3 - "$WORK/out" <<'PY' || fail "a pod's limits per GPU in status --json"
+import json, sys
+pods = {p["pod"]: p for p in json.load(open(sys.argv[1]))["pods"]}
+p = pods["claims"]
+assert p["core_limit"] == 30 and p["memory_limit_bytes"] == 0, p
+assert p["gpu_limits"] == [{"gpu": 0, "core_limit": 25, "memory_limit_bytes": 0},
+                           {"gpu": 1, "core_limit": 0, "memory_limit_bytes": 2 << 30}], p
+PY
+ctl status
+grep -qE '^ml/claims +- +30% gpu0:25% +gpu1:2.00 GiB ' "$WORK/out" || fail "the pod table shows ml/claims per GPU"
+ctl set core-limit ml/claims none --gpu 0
+ctl set memory-limit ml/claims none --gpu 1
+ctl set core-limit ml/claims none
+out_has "core limit of ml/claims removed"
+pass "set core-limit and memory-limit on one GPU, shown per GPU; other settings and GPUs refused"
 
 # ---- set owner ------------------------------------------------------------------
 ctl set priority ml/vip high

@@ -55,8 +55,8 @@ static void test_new_account_is_reset_then_limited(void **state)
     assert_int_equal(out.list[0].kind, ACCOUNT_RESET);
     assert_int_equal(out.list[0].account, a);
     assert_int_equal(out.list[1].kind, ACCOUNT_LIMITS);
-    assert_int_equal(out.list[1].core_limit, 30);
-    assert_int_equal(out.list[1].memory_limit, 512 * MiB);
+    assert_int_equal(out.list[1].core_limit[0], 30);
+    assert_int_equal(out.list[1].memory_limit[0], 512 * MiB);
 }
 
 static void test_declarations_only_lower(void **state)
@@ -83,7 +83,7 @@ static void test_declarations_only_lower(void **state)
     assert_int_equal(account_attach(accounts, N_ACCOUNTS, &claim, &out), a);
     assert_int_equal(out.n, 1);
     assert_int_equal(out.list[0].kind, ACCOUNT_LIMITS);
-    assert_int_equal(out.list[0].core_limit, 20);
+    assert_int_equal(out.list[0].core_limit[0], 20);
 }
 
 /* A declared priority (NVSHARE_PRIORITY) only lowers the pod's class: with
@@ -102,7 +102,7 @@ static void test_declared_priority_only_lowers(void **state)
                      PRIORITY_NORMAL);
     assert_int_equal(source, LIMIT_NONE);
     out.n = 0;
-    account_set_runtime(accounts, a, POD_PRIORITY, PRIORITY_HIGH, &out);
+    account_set_runtime(accounts, a, POD_PRIORITY, -1, PRIORITY_HIGH, &out);
     assert_int_equal(out.list[0].priority, PRIORITY_HIGH);
     out.n = 0;
     claim.priority_declared = PRIORITY_LOW; /* a second process lowers it */
@@ -112,7 +112,7 @@ static void test_declared_priority_only_lowers(void **state)
                      PRIORITY_LOW);
     assert_int_equal(source, LIMIT_DECLARED);
     out.n = 0;
-    account_set_runtime(accounts, a, POD_MIN_SHARE, 10, &out);
+    account_set_runtime(accounts, a, POD_MIN_SHARE, -1, 10, &out);
     assert_int_equal(out.list[0].min_share, 10);
 }
 
@@ -127,8 +127,8 @@ static void test_operator_limit_cannot_be_lifted(void **state)
     (void)state;
     claim.record = &record;
     int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
-    assert_int_equal(out.list[1].core_limit, 20);
-    assert_int_equal(out.list[1].memory_limit, 1024 * MiB);
+    assert_int_equal(out.list[1].core_limit[0], 20);
+    assert_int_equal(out.list[1].memory_limit[0], 1024 * MiB);
     /* a client declaring more gets the operator's */
     claim = pod("a", 100, 8192 * MiB);
     out.n = 0;
@@ -143,12 +143,12 @@ static void test_operator_limit_cannot_be_lifted(void **state)
     assert_int_equal(source, LIMIT_DECLARED);
     /* the operator raising the limit keeps the lower declaration */
     out.n = 0;
-    account_set_runtime(accounts, a, POD_CORE_LIMIT, 50, &out);
-    assert_int_equal(out.list[0].core_limit, 10);
+    account_set_runtime(accounts, a, POD_CORE_LIMIT, -1, 50, &out);
+    assert_int_equal(out.list[0].core_limit[0], 10);
     /* and lowering it below wins */
     out.n = 0;
-    account_set_runtime(accounts, a, POD_CORE_LIMIT, 5, &out);
-    assert_int_equal(out.list[0].core_limit, 5);
+    account_set_runtime(accounts, a, POD_CORE_LIMIT, -1, 5, &out);
+    assert_int_equal(out.list[0].core_limit[0], 5);
     assert_int_equal(limit_effective(&accounts[a].core, &source), 5);
     assert_int_equal(source, LIMIT_RUNTIME);
 }
@@ -162,15 +162,50 @@ static void test_runtime_limit_removed_leaves_declared(void **state)
     (void)state;
     int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
     out.n = 0;
-    account_set_runtime(accounts, a, POD_MEMORY_LIMIT, 256 * MiB, &out);
+    account_set_runtime(accounts, a, POD_MEMORY_LIMIT, -1, 256 * MiB, &out);
     assert_int_equal(out.n, 1);
-    assert_int_equal(out.list[0].core_limit, 30);
-    assert_int_equal(out.list[0].memory_limit, 256 * MiB);
+    assert_int_equal(out.list[0].core_limit[0], 30);
+    assert_int_equal(out.list[0].memory_limit[0], 256 * MiB);
     out.n = 0;
-    account_set_runtime(accounts, a, POD_MEMORY_LIMIT, 0, &out);
-    assert_int_equal(out.list[0].memory_limit, 512 * MiB);
+    account_set_runtime(accounts, a, POD_MEMORY_LIMIT, -1, 0, &out);
+    assert_int_equal(out.list[0].memory_limit[0], 512 * MiB);
     assert_int_equal(limit_effective(&accounts[a].memory, &source), 512 * MiB);
     assert_int_equal(source, LIMIT_DECLARED);
+}
+
+/* A pod's limits on one GPU (its DRA claims' share there) hold on that
+ * GPU; the ones for every GPU hold on the others. */
+static void test_limits_per_gpu(void **state)
+{
+    struct account_claim claim = pod("a", 0, 0);
+    struct account_actions out = {0};
+    struct pod record = {.core_limit = 25, .memory_limit = 4096 * MiB};
+
+    (void)state;
+    record.gpu_core_limit[1] = 10;
+    record.gpu_memory_limit[1] = 2048 * MiB;
+    claim.record = &record;
+    int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
+    assert_int_equal(out.list[1].core_limit[0], 25);
+    assert_int_equal(out.list[1].memory_limit[0], 4096 * MiB);
+    assert_int_equal(out.list[1].core_limit[1], 10);
+    assert_int_equal(out.list[1].memory_limit[1], 2048 * MiB);
+    assert_int_equal(out.list[1].core_limit[2], 25);
+    /* Removed on GPU 1: the pod's limit for every GPU holds there again. */
+    record.gpu_core_limit[1] = 0;
+    record.gpu_memory_limit[1] = 0;
+    out.n = 0;
+    account_set_pod(accounts, a, &record, &out);
+    assert_int_equal(out.list[0].core_limit[1], 25);
+    assert_int_equal(out.list[0].memory_limit[1], 4096 * MiB);
+    /* A client without a pod is set GPU by GPU the same way. */
+    struct account_claim none = {0};
+    out.n = 0;
+    int b = account_attach(accounts, N_ACCOUNTS, &none, &out);
+    out.n = 0;
+    account_set_runtime(accounts, b, POD_CORE_LIMIT, 0, 30, &out);
+    assert_int_equal(out.list[0].core_limit[0], 30);
+    assert_int_equal(out.list[0].core_limit[1], 0);
 }
 
 static void test_clients_without_pod_are_apart(void **state)
@@ -180,6 +215,7 @@ static void test_clients_without_pod_are_apart(void **state)
 
     (void)state;
     int a = account_attach(accounts, N_ACCOUNTS, &none, &out);
+    out.n = 0; /* the list holds one call's actions */
     assert_int_not_equal(account_attach(accounts, N_ACCOUNTS, &none, &out), a);
     assert_int_equal(account_of_pod(accounts, N_ACCOUNTS, &none.pod), -1);
 }
@@ -237,20 +273,20 @@ static void test_unconfigured_pod_forgotten_configured_kept(void **state)
     assert_null(pods_find(&t, &a));
     /* a limit set before the pod connects: the record outlives its
      * clients, and the first to declare it binds nothing */
-    assert_non_null(pods_set_limit(&t, &b, POD_CORE_LIMIT, 30, &failed));
+    assert_non_null(pods_set_limit(&t, &b, POD_CORE_LIMIT, -1, 30, &failed));
     assert_int_equal(pods_join(&t, &b, 1000, &p, &owner), 0);
     pods_leave(&t, &b);
     p = pods_find(&t, &b);
     assert_non_null(p);
     assert_false(p->bound);
     /* removing its last setting forgets it */
-    assert_null(pods_set_limit(&t, &b, POD_CORE_LIMIT, 0, &failed));
+    assert_null(pods_set_limit(&t, &b, POD_CORE_LIMIT, -1, 0, &failed));
     assert_false(failed);
     assert_null(pods_find(&t, &b));
     /* an owner alone is a setting, kept like a limit */
-    assert_non_null(pods_set_limit(&t, &b, POD_OWNER, 1000, &failed));
+    assert_non_null(pods_set_limit(&t, &b, POD_OWNER, -1, 1000, &failed));
     assert_true(pod_configured(pods_find(&t, &b)));
-    assert_null(pods_set_limit(&t, &b, POD_OWNER, 0, &failed));
+    assert_null(pods_set_limit(&t, &b, POD_OWNER, -1, 0, &failed));
     pods_free(&t);
 }
 
@@ -285,19 +321,19 @@ static void test_squatter_gets_limits_not_privileges(void **state)
     bool failed;
 
     (void)state;
-    pods_set_limit(&t, &vip, POD_PRIORITY, PRIORITY_HIGH, &failed);
-    pods_set_limit(&t, &vip, POD_MIN_SHARE, 30, &failed);
-    pods_set_limit(&t, &vip, POD_MEMORY_LIMIT, 1024 * MiB, &failed);
+    pods_set_limit(&t, &vip, POD_PRIORITY, -1, PRIORITY_HIGH, &failed);
+    pods_set_limit(&t, &vip, POD_MIN_SHARE, -1, 30, &failed);
+    pods_set_limit(&t, &vip, POD_MEMORY_LIMIT, -1, 1024 * MiB, &failed);
 
     int squatter = join(&t, &vip, 2000, &out);
     assert_int_equal(out.list[1].kind, ACCOUNT_LIMITS);
     assert_int_equal(out.list[1].priority, PRIORITY_NORMAL);
     assert_int_equal(out.list[1].min_share, 0);
-    assert_int_equal(out.list[1].memory_limit, 1024 * MiB);
+    assert_int_equal(out.list[1].memory_limit[0], 1024 * MiB);
 
     int first = join(&t, &vip, 1000, &out);
     assert_int_not_equal(first, squatter);
-    assert_int_equal(out.list[1].memory_limit, 1024 * MiB);
+    assert_int_equal(out.list[1].memory_limit[0], 1024 * MiB);
     assert_int_equal(out.list[1].priority, PRIORITY_NORMAL);
     assert_int_equal(join(&t, &vip, 1000, &out), first);
     assert_int_equal(accounts[first].refs, 2);
@@ -309,7 +345,7 @@ static void test_squatter_gets_limits_not_privileges(void **state)
     assert_int_not_equal(root, first);
 
     /* the operator names the owner */
-    struct pod *p = pods_set_limit(&t, &vip, POD_OWNER, 1000, &failed);
+    struct pod *p = pods_set_limit(&t, &vip, POD_OWNER, -1, 1000, &failed);
     out.n = 0;
     account_set_pod(accounts, first, p, &out);
     assert_int_equal(out.list[0].priority, PRIORITY_HIGH);
@@ -337,9 +373,9 @@ static void test_named_owner_before_the_pod_runs(void **state)
     bool failed;
 
     (void)state;
-    pods_set_limit(&t, &vip, POD_OWNER, 1000, &failed);
-    pods_set_limit(&t, &vip, POD_PRIORITY, PRIORITY_HIGH, &failed);
-    pods_set_limit(&t, &vip, POD_MIN_SHARE, 30, &failed);
+    pods_set_limit(&t, &vip, POD_OWNER, -1, 1000, &failed);
+    pods_set_limit(&t, &vip, POD_PRIORITY, -1, PRIORITY_HIGH, &failed);
+    pods_set_limit(&t, &vip, POD_MIN_SHARE, -1, 30, &failed);
     assert_int_equal(join(&t, &vip, 2000, &out), -1);
     int a = join(&t, &vip, 1000, &out);
     assert_int_equal(out.list[1].priority, PRIORITY_HIGH);
@@ -348,7 +384,7 @@ static void test_named_owner_before_the_pod_runs(void **state)
 
     assert_true(join(&t, &job, 2000, &out) >= 0);
     assert_true(pods_find(&t, &job)->bound);
-    pods_set_limit(&t, &job, POD_PRIORITY, PRIORITY_HIGH, &failed);
+    pods_set_limit(&t, &job, POD_PRIORITY, -1, PRIORITY_HIGH, &failed);
     assert_false(pods_find(&t, &job)->bound);
     assert_true(join(&t, &job, 1000, &out) >= 0);
     assert_int_equal(out.list[1].priority, PRIORITY_NORMAL);
@@ -445,7 +481,7 @@ static void test_annotation_change_ends_override(void **state)
     assert_int_equal(p->annotation_core, 30);
     assert_int_equal(p->memory_request, 256 * MiB);
     /* the operator overrides the annotation */
-    p = pods_set_limit(&t, &id, POD_CORE_LIMIT, 50, &failed);
+    p = pods_set_limit(&t, &id, POD_CORE_LIMIT, -1, 50, &failed);
     assert_int_equal(p->core_limit, 50);
     /* the same facts again (a re-list, a status change): it holds */
     p = pods_learn(&t, &f, &dropped);
@@ -466,7 +502,7 @@ static void test_annotation_change_ends_override(void **state)
     assert_int_equal(p->core_limit, 0);
     assert_int_equal(p->annotation_core, 40);
     /* and so does its removal: the next source is in force */
-    p = pods_set_limit(&t, &id, POD_CORE_LIMIT, 50, &failed);
+    p = pods_set_limit(&t, &id, POD_CORE_LIMIT, -1, 50, &failed);
     f.core_limit = 0;
     p = pods_learn(&t, &f, &dropped);
     assert_int_equal(dropped, POD_FACT_CORE_UNREADABLE);
@@ -496,7 +532,7 @@ static void test_idle_swap_sources(void **state)
     assert_int_equal(idle_swap_effective(&accounts[a].idle_swap, &source),
                      IDLE_SWAP_OFF);
     assert_int_equal(source, LIMIT_ANNOTATION);
-    p = pods_set_limit(&t, &id, POD_IDLE_SWAP, IDLE_SWAP_ON, &failed);
+    p = pods_set_limit(&t, &id, POD_IDLE_SWAP, -1, IDLE_SWAP_ON, &failed);
     out.n = 0;
     account_set_pod(accounts, a, p, &out);
     assert_true(out.list[0].idle_swap);
@@ -510,7 +546,7 @@ static void test_idle_swap_sources(void **state)
                      IDLE_SWAP_ON);
     assert_int_equal(source, LIMIT_NONE);
 
-    pods_set_limit(&t, &vip, POD_IDLE_SWAP, IDLE_SWAP_OFF, &failed);
+    pods_set_limit(&t, &vip, POD_IDLE_SWAP, -1, IDLE_SWAP_OFF, &failed);
     join(&t, &vip, 2000, &out);
     assert_true(out.list[1].idle_swap);
     join(&t, &vip, 0, &out);
@@ -528,7 +564,7 @@ static void test_first_facts_keep_persisted_override(void **state)
 
     (void)state;
     /* as the state file leaves it after a restart */
-    pods_set_limit(&t, &id, POD_CORE_LIMIT, 50, &failed);
+    pods_set_limit(&t, &id, POD_CORE_LIMIT, -1, 50, &failed);
     struct pod *p = pods_learn(&t, &f, &dropped);
     assert_int_equal(dropped, 0);
     assert_int_equal(p->core_limit, 50);
@@ -551,7 +587,7 @@ static void test_pod_gone_and_relist(void **state)
     /* a listed pod is kept without clients or limits */
     assert_int_equal(t.n, 2);
     /* deleted with an operator's limit: the limit goes with it */
-    pods_set_limit(&t, &ida, POD_CORE_LIMIT, 50, &failed);
+    pods_set_limit(&t, &ida, POD_CORE_LIMIT, -1, 50, &failed);
     assert_true(pods_gone(&t, &ida));
     assert_null(pods_find(&t, &ida));
     /* deleted with a client still billed: kept, with no settings */
@@ -589,18 +625,18 @@ static void test_account_follows_pod_record(void **state)
     (void)state;
     claim.record = &record;
     int a = account_attach(accounts, N_ACCOUNTS, &claim, &out);
-    assert_int_equal(out.list[1].core_limit, 30);
-    assert_int_equal(out.list[1].memory_limit, 512 * MiB);
+    assert_int_equal(out.list[1].core_limit[0], 30);
+    assert_int_equal(out.list[1].memory_limit[0], 512 * MiB);
     out.n = 0;
     record.annotation_core = 0;
     record.annotation_memory = 1024 * MiB;
     account_set_pod(accounts, a, &record, &out);
     assert_int_equal(out.n, 1);
-    assert_int_equal(out.list[0].core_limit, 0);
-    assert_int_equal(out.list[0].memory_limit, 1024 * MiB);
+    assert_int_equal(out.list[0].core_limit[0], 0);
+    assert_int_equal(out.list[0].memory_limit[0], 1024 * MiB);
     out.n = 0;
     account_set_pod(accounts, a, NULL, &out);
-    assert_int_equal(out.list[0].memory_limit, 0);
+    assert_int_equal(out.list[0].memory_limit[0], 0);
 }
 
 /* pods.c's index over ids: after pods come and go in any order, each one
@@ -626,7 +662,7 @@ static void test_pod_index_survives_removals(void **state)
             id = (struct pod_id){0};
             snprintf(id.uid, sizeof(id.uid), "uid-%d", i);
         }
-        pods_set_limit(&t, &id, POD_CORE_LIMIT, present[i] ? 0 : 10, &failed);
+        pods_set_limit(&t, &id, POD_CORE_LIMIT, -1, present[i] ? 0 : 10, &failed);
         assert_false(failed);
         present[i] = !present[i];
         if (step % 4000)
@@ -658,6 +694,7 @@ int main(void)
         cmocka_unit_test_setup(test_declared_priority_only_lowers, setup),
         cmocka_unit_test_setup(test_operator_limit_cannot_be_lifted, setup),
         cmocka_unit_test_setup(test_runtime_limit_removed_leaves_declared, setup),
+        cmocka_unit_test_setup(test_limits_per_gpu, setup),
         cmocka_unit_test_setup(test_clients_without_pod_are_apart, setup),
         cmocka_unit_test_setup(test_last_detach_resets, setup),
         cmocka_unit_test(test_pod_bound_to_first_uid),

@@ -222,9 +222,9 @@ static void test_no_trial_beside_paced_runners(void **state)
     policy_start(&p, 1, 30 * SEC, DRAIN_TIMEOUT);
     for (int c = 0; c < 3; c++)
         policy_join(&p, 0, c, c, 0);
-    policy_set_core_limit(&p, 0, 50, 0);
-    policy_set_core_limit(&p, 1, 60, 0);
-    policy_set_core_limit(&p, 2, 60, 0);
+    policy_set_core_limit(&p, 0, 0, 50, 0);
+    policy_set_core_limit(&p, 0, 1, 60, 0);
+    policy_set_core_limit(&p, 0, 2, 60, 0);
     policy_actions_clear(&out);
     policy_request(&p, 0, 0, 0, &out);
     policy_in_use(&p, 0, 0, mem(0)->lease, 0, 0);

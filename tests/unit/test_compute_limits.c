@@ -96,7 +96,7 @@ static void start_tq(int n, const unsigned *limits, uint64_t drain_ns,
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL); /* time slicing */
     for (int c = 0; c < n; c++) {
         policy_join(&p, 0, c, c, 0);
-        policy_set_core_limit(&p, c, limits[c], 0);
+        policy_set_core_limit(&p, 0, c, limits[c], 0);
         sim.wants[c] = true;
         policy_request(&p, 0, c, 0, &out);
     }
@@ -348,7 +348,7 @@ static void test_raise_keeps_used_time(void **state)
     uint64_t used = policy_used_ns(&p, 0, 0, sim.now);
     assert_int_equal(used, 100 * MS);
 
-    policy_set_core_limit(&p, 0, 90, sim.now);
+    policy_set_core_limit(&p, 0, 0, 90, sim.now);
     assert_false(p.gpus[0].usage[0].throttled);
     assert_int_equal(policy_used_ns(&p, 0, 0, sim.now), used); /* not reset */
     run_until(2 * WINDOW - 1);
@@ -369,7 +369,7 @@ static void test_lower_drops_holder_and_keeps_used_time(void **state)
     /* Four slices of 90 ms, then 50 ms into the fifth. */
     run_until(WINDOW + 450 * MS);
     assert_int_equal(policy_holder(&p, 0), 0);
-    policy_set_core_limit(&p, 0, 10, sim.now);
+    policy_set_core_limit(&p, 0, 0, 10, sim.now);
     uint64_t used = policy_used_ns(&p, 0, 0, sim.now);
     assert_true(used >= 410 * MS - 10 && used <= 410 * MS + 10); /* kept */
     policy_tick(&p, sim.now, &out);
@@ -439,7 +439,7 @@ static void start_at(int n, const unsigned *limits, uint64_t drain_ns,
     policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
     for (int c = 0; c < n; c++) {
         policy_join(&p, 0, c, c, 0);
-        policy_set_core_limit(&p, c, limits[c], 0);
+        policy_set_core_limit(&p, 0, c, limits[c], 0);
         sim.wants[c] = true;
     }
     run_until(t0);
@@ -617,6 +617,41 @@ static void test_pod_at_100_is_not_in_the_scaling_sum(void **state)
     assert_int_equal(policy_budget_ns(&p, 0, 0), WINDOW * 60 / 110);
 }
 
+/* A pod's DRA claims give it a share of each of its GPUs, not alike: one
+ * account held to 25 % of GPU 0 and 10 % of GPU 1 is paced to each there,
+ * and the limit removed on GPU 1 leaves GPU 0's. */
+static void test_core_limit_per_gpu(void **state)
+{
+    struct policy_actions out;
+    uint64_t dropped_at[2] = {0, 0};
+
+    (void)state;
+    policy_actions_clear(&out);
+    policy_start(&p, 2, 100 * MS, 10000 * MS);
+    policy_set_mode(&p, -1, SCHED_MODE_SERIAL);
+    policy_join(&p, 0, 0, 0, 0); /* one client of account 0 on both */
+    policy_join(&p, 1, 0, 0, 0);
+    policy_set_core_limit(&p, 0, 0, 25, 0);
+    policy_set_core_limit(&p, 1, 0, 10, 0);
+    policy_request(&p, 0, 0, 0, &out);
+    policy_request(&p, 1, 0, 0, &out);
+    assert_int_equal(policy_budget_ns(&p, 0, 0), WINDOW * 25 / 100);
+    assert_int_equal(policy_budget_ns(&p, 1, 0), WINDOW * 10 / 100);
+    /* Held on both from 0: each GPU drops it at its own pace. */
+    for (uint64_t now = 1 * MS; now <= 60 * MS; now += 1 * MS) {
+        policy_actions_clear(&out);
+        policy_tick(&p, now, &out);
+        for (int i = 0; i < out.n; i++)
+            if (out.list[i].kind == ACTION_DROP && !dropped_at[out.list[i].gpu])
+                dropped_at[out.list[i].gpu] = now;
+    }
+    assert_true(dropped_at[1] > 0 && dropped_at[0] > 0);
+    assert_true(dropped_at[1] * 2 <= dropped_at[0]); /* 10 % against 25 % */
+    policy_set_core_limit(&p, 1, 0, 0, 60 * MS);
+    assert_int_equal(policy_budget_ns(&p, 1, 0), 0);
+    assert_int_equal(policy_budget_ns(&p, 0, 0), WINDOW * 25 / 100);
+}
+
 /* Drains that vary (a CUDA graph's took 4-15 ms on the H100) land short of
  * their mark as often as past it. Past it is carried and repaid; short of
  * it is lost when it happens in a window's last slice. The share over 20
@@ -663,6 +698,7 @@ int main(void)
         cmocka_unit_test(test_drain_longer_than_a_slice),
         cmocka_unit_test(test_varying_drains_cost_no_share),
         cmocka_unit_test(test_pod_at_100_is_not_in_the_scaling_sum),
+        cmocka_unit_test(test_core_limit_per_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -332,8 +332,8 @@ static void test_idle_rank_does_not_keep_its_gpu_forever(void **unused)
 static void test_throttled_gang_keeps_no_gpu(void **unused)
 {
     (void)unused;
-    policy_set_core_limit(&p, 0, 10, 0); /* the ranks' accounts */
-    policy_set_core_limit(&p, 1, 10, 0);
+    policy_set_core_limit(&p, 0, 0, 10, 0); /* the ranks' accounts */
+    policy_set_core_limit(&p, 1, 1, 10, 0);
     /* Its budget accrues a tenth of each slice: it waits out most of each
      * slice, longer than a 20 ms quantum. */
     policy_set_tq(&p, 20 * MS);
@@ -359,7 +359,7 @@ static void test_throttled_gang_keeps_no_gpu(void **unused)
 static void test_spent_rank_holds_back_its_gang(void **unused)
 {
     (void)unused;
-    policy_set_core_limit(&p, 1, 10, 0); /* rank 1's account */
+    policy_set_core_limit(&p, 1, 1, 10, 0); /* rank 1's account */
     request_on(0, 0, 0);
     request_on(1, 1, 0);
     tick(20 * MS); /* rank 1 is past its 10 ms for this slice */

@@ -934,7 +934,7 @@ static void test_core_limit_in_concurrent_mode_bills_half(void **state)
 {
     (void)state;
     policy_set_mode(&p, 0, SCHED_MODE_CONCURRENT);
-    policy_set_core_limit(&p, 0, 25, 0);
+    policy_set_core_limit(&p, 0, 0, 25, 0);
     fp_gib(0, 2, true);
     fp_gib(1, 2, true);
     request(0, 0);

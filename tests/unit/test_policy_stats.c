@@ -101,7 +101,7 @@ static void test_throttled_time(void **state)
     (void)state;
     start(30 * MS);
     policy_join(&p, 0, 0, 0, 0);
-    policy_set_core_limit(&p, 0, 10, 0);
+    policy_set_core_limit(&p, 0, 0, 10, 0);
     policy_actions_clear(&out);
     policy_request(&p, 0, 0, 0, &out);
     lease = granted(&out, 0);

@@ -279,7 +279,7 @@ static void test_core_limit_caps_every_class(void **state)
     (void)state;
     policy_set_priority(&p, 0, PRIORITY_HIGH);
     policy_set_priority(&p, 1, PRIORITY_LOW);
-    policy_set_core_limit(&p, 0, 30, 0);
+    policy_set_core_limit(&p, 0, 0, 30, 0);
     simulate(2, 10 * SEC, 1 * SEC, ran);
     fprintf(stderr, "high limited to 30%%: high %.1f%%, low %.1f%%\n",
             (double)ran[0] / (90.0 * MS), (double)ran[1] / (90.0 * MS));
@@ -291,7 +291,7 @@ static void test_core_limit_caps_every_class(void **state)
     policy_set_priority(&p, 0, PRIORITY_HIGH);
     policy_set_priority(&p, 1, PRIORITY_LOW);
     policy_set_min_share(&p, 1, 50);
-    policy_set_core_limit(&p, 1, 20, 0);
+    policy_set_core_limit(&p, 0, 1, 20, 0);
     simulate(2, 10 * SEC, 1 * SEC, ran);
     fprintf(stderr, "low floor 50%% limited to 20%%: high %.1f%%, low %.1f%%\n",
             (double)ran[0] / (90.0 * MS), (double)ran[1] / (90.0 * MS));

@@ -35,14 +35,17 @@ static struct node_state sample(void)
     st.value[SETTING_SWITCH_TIME_FIXED] = 0; /* auto */
     state_set_mode(&st, NULL, 0);
     state_set_mode(&st, "GPU-1234", 2);
-    pods_set_limit(&st.pods, &team, POD_CORE_LIMIT, 30, &failed);
-    pods_set_limit(&st.pods, &team, POD_OWNER, 1000, &failed);
-    pods_set_limit(&st.pods, &team, POD_MEMORY_LIMIT, 8ull << 30, &failed);
-    pods_set_limit(&st.pods, &odd, POD_MEMORY_LIMIT, 1000, &failed);
-    pods_set_limit(&st.pods, &k8s, POD_CORE_LIMIT, 20, &failed);
-    pods_set_limit(&st.pods, &batch, POD_PRIORITY, PRIORITY_LOW, &failed);
-    pods_set_limit(&st.pods, &batch, POD_MIN_SHARE, 10, &failed);
-    pods_set_limit(&st.pods, &notebook, POD_IDLE_SWAP, IDLE_SWAP_OFF, &failed);
+    pods_set_limit(&st.pods, &team, POD_CORE_LIMIT, -1, 30, &failed);
+    pods_set_limit(&st.pods, &team, POD_OWNER, -1, 1000, &failed);
+    pods_set_limit(&st.pods, &team, POD_MEMORY_LIMIT, -1, 8ull << 30, &failed);
+    pods_set_limit(&st.pods, &odd, POD_MEMORY_LIMIT, -1, 1000, &failed);
+    pods_set_limit(&st.pods, &k8s, POD_CORE_LIMIT, -1, 20, &failed);
+    pods_set_limit(&st.pods, &k8s, POD_CORE_LIMIT, 1, 10, &failed);
+    pods_set_limit(&st.pods, &k8s, POD_MEMORY_LIMIT, 1, 2ull << 30, &failed);
+    pods_set_limit(&st.pods, &batch, POD_PRIORITY, -1, PRIORITY_LOW, &failed);
+    pods_set_limit(&st.pods, &batch, POD_MIN_SHARE, -1, 10, &failed);
+    pods_set_limit(&st.pods, &notebook, POD_IDLE_SWAP, -1, IDLE_SWAP_OFF,
+                   &failed);
     return st;
 }
 
@@ -60,8 +63,10 @@ static void test_round_trip(void **state)
                                  "memory-limit=8Gi\n"));
     assert_non_null(
         strstr(text, "pod default/my%20pod%2F%3D%25 memory-limit=1000\n"));
+    /* A limit on one GPU (a DRA claim's share there) is kept too. */
     assert_non_null(strstr(text, "pod uid:0a1b2c3d-0000-4000-8000-000000000001 "
-                                 "core-limit=20\n"));
+                                 "core-limit=20 core-limit@1=10 "
+                                 "memory-limit@1=2Gi\n"));
     /* A priority alone is a setting: the pod is written, before it ever
      * connects. */
     assert_non_null(strstr(text, "pod ml/train priority=1 min-share=10\n"));
@@ -91,9 +96,9 @@ static void test_owner_survives_a_restart(void **state)
     bool failed;
 
     (void)state;
-    pods_set_limit(&st.pods, &vip, POD_PRIORITY, PRIORITY_HIGH, &failed);
-    pods_set_limit(&st.pods, &vip, POD_OWNER, 1000, &failed);
-    pods_set_limit(&st.pods, &open, POD_MEMORY_LIMIT, 1ull << 30, &failed);
+    pods_set_limit(&st.pods, &vip, POD_PRIORITY, -1, PRIORITY_HIGH, &failed);
+    pods_set_limit(&st.pods, &vip, POD_OWNER, -1, 1000, &failed);
+    pods_set_limit(&st.pods, &open, POD_MEMORY_LIMIT, -1, 1ull << 30, &failed);
     assert_int_equal(pods_join(&st.pods, &open, 2000, &p, &owner), 0);
     state_format(&st, text, sizeof(text));
     assert_non_null(strstr(text, "pod prod/vip owner=1000 priority=3\n"));
