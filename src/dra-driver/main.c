@@ -52,6 +52,7 @@ int driver_configure(struct driver *d)
 
     if (plugin_configure(&d->gpus))
         return -1;
+    nvml_describe(&d->gpus);
     if (!node || !*node || strlen(node) >= sizeof(d->node) ||
         strspn(node, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(node)) {
         log_error(

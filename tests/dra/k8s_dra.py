@@ -203,7 +203,9 @@ def claim_reads():
 
 
 def start_driver():
-    return start("driver", [DRIVER], NODE_NAME=NODE, NVSHARE_SOCK_DIR=DIRS["ctl"], NVSHARE_GPUS=GPUS,
+    # the fake NVML, where there is one, names the GPU for its attributes
+    nvml = dict(LD_LIBRARY_PATH=FAKE_CUDA_DIR, FAKE_CUDA_DEVICES=UUID) if FAKE_CUDA_DIR else {}
+    return start("driver", [DRIVER], NODE_NAME=NODE, **nvml, NVSHARE_SOCK_DIR=DIRS["ctl"], NVSHARE_GPUS=GPUS,
                  NVSHARE_API_SERVER=api, NVSHARE_SA_DIR=DIRS["sa"],
                  NVSHARE_DRA_PLUGIN_DIR=DIRS["plugin"], NVSHARE_DRA_REGISTRY_DIR=DIRS["registry"],
                  NVSHARE_CDI_DIR=DIRS["cdi"], NVSHARE_DRA_SLICE_CHECK="200ms",
@@ -422,6 +424,11 @@ def main():
     wait_for(lambda: len(slices()) == 1, "the ResourceSlice")
     s = slices()[0]
     node_uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, NODE))
+    attributes = {"uuid": {"string": UUID}, "index": {"int": 0}}
+    if FAKE_CUDA_DIR:  # the fake NVML's, its "580.159.04" made semver
+        attributes.update(productName={"string": "Fake GPU"},
+                          driverVersion={"version": "580.159.4"},
+                          cudaComputeCapability={"version": "9.0.0"})
     check(s["metadata"]["generateName"] == NODE + "-gpu.nvshare.com-", "generateName")
     check(s["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Node", "name": NODE,
                                                 "uid": node_uid, "controller": True}],
@@ -430,7 +437,7 @@ def main():
                  "pool": {"name": NODE, "generation": s["spec"]["pool"]["generation"],
                           "resourceSliceCount": 1},
                  "devices": [{"name": "gpu-0", "allowMultipleAllocations": True,
-                              "attributes": {"uuid": {"string": UUID}, "index": {"int": 0}},
+                              "attributes": attributes,
                               "capacity": {
                                   "memory": {"value": "16Gi", "requestPolicy": {
                                       "default": "1Gi", "validRange": {
@@ -442,8 +449,8 @@ def main():
                                                               json.dumps(want_spec, indent=1)))
     first_gen = s["spec"]["pool"]["generation"]
     deploy_matches(s)
-    print("PASS: ResourceSlice %s: gpu-0, 16Gi in 256Mi steps and 100%%, shareable, owned by the Node"
-          % s["metadata"]["name"])
+    print("PASS: ResourceSlice %s: gpu-0, 16Gi in 256Mi steps and 100%%, shareable, owned by the "
+          "Node; attributes %s" % (s["metadata"]["name"], sorted(attributes)))
 
     # 3. Prepare 4Gi / 25 %
     plugin = k.DRAPlugin(endpoint)
