@@ -110,6 +110,9 @@ static void print_usage(FILE *out)
           "  NVSHARE_DRA_DEFAULT_COMPUTE a claim's compute when it names none, "
           "percent\n"
           "                          (1-100, default 10)\n"
+          "  NVSHARE_DRA_STATUS_QPS  claim status writes a second at most "
+          "(0: none,\n"
+          "                          default 5)\n"
           "  NVSHARE_SOCK_DIR        the scheduler's socket directory\n"
           "  NVSHARE_LOG_FORMAT      text (default) or json\n",
           out);

@@ -42,6 +42,7 @@ DIRS = {d: os.path.join(WORK, d)
         for d in ("sock", "ctl", "plugin", "registry", "cdi", "sa", "lib", "proc", "trace")}
 procs = {}
 api = None
+DRIVER_ENV = {}  # a test's settings of the driver over start_driver()'s
 
 
 def fail(msg):
@@ -198,6 +199,13 @@ def pod_limits(pod_uid, with_priority=False):
     return (0, 0, 0) if with_priority else (0, 0)
 
 
+def claim_status(c):
+    """The claim's status.devices, as the driver wrote them."""
+    code, body = http("GET", "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s" % (c[0], c[2]))
+    check(code == 200, "reading claim %s: HTTP %d" % (c[2], code))
+    return body.get("status", {}).get("devices")
+
+
 def claim_reads():
     return http("GET", "/admin/claim-reads")[1]
 
@@ -209,7 +217,7 @@ def start_driver():
                  NVSHARE_API_SERVER=api, NVSHARE_SA_DIR=DIRS["sa"],
                  NVSHARE_DRA_PLUGIN_DIR=DIRS["plugin"], NVSHARE_DRA_REGISTRY_DIR=DIRS["registry"],
                  NVSHARE_CDI_DIR=DIRS["cdi"], NVSHARE_DRA_SLICE_CHECK="200ms",
-                 NVSHARE_LIB_DIR=DIRS["lib"])
+                 NVSHARE_LIB_DIR=DIRS["lib"], **DRIVER_ENV)
 
 
 def register():
@@ -486,6 +494,11 @@ def main():
           "CDI mounts %s" % mounts)
     print("PASS: Prepare of a 4Gi/25%% claim in %.1f ms: scheduler holds pod %s to %d MiB and %d%%; "
           "CDI %s with LD_PRELOAD" % (prep_ms, pod1[:8], mem >> 20, core, cdi_id))
+    wait_for(lambda: claim_status(c1), "the claim's device status")
+    want = [{"driver": "gpu.nvshare.com", "pool": NODE, "device": "gpu-0", "shareID": dev.share_id,
+             "data": {"memoryLimitBytes": 4 * GIB, "coreLimitPercent": 25}}]
+    check(claim_status(c1) == want, "claim status %s, want %s" % (claim_status(c1), want))
+    print("PASS: the claim's status.devices states its limits: %s" % want[0]["data"])
 
     if JOB:
         run_container(spec, pod1)
