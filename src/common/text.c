@@ -1,6 +1,7 @@
 /* text.c - see text.h. */
 #include "text.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,4 +63,30 @@ const char *json_escape_char(const unsigned char *s, char esc[TEXT_ESC_MAX],
     }
     *n = strlen(esc);
     return esc;
+}
+
+size_t text_printable(const char *in, char *out, size_t size)
+{
+    const unsigned char *p = (const unsigned char *)in;
+    size_t o = 0;
+
+    while (*p) {
+        int n = utf8_seq_len(p);
+        /* C0, DEL, C1 (U+0080..U+009F: 0xC2 0x80..0x9F) and broken bytes */
+        bool bad = n == 0 || *p < 0x20 || *p == 0x7f ||
+                   (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
+        size_t w = bad ? 1 : (size_t)n;
+
+        if (o + w >= size)
+            break;
+        if (bad)
+            out[o] = '?';
+        else
+            memcpy(out + o, p, w);
+        o += w;
+        p += n ? n : 1;
+    }
+    if (size)
+        out[o] = '\0';
+    return o;
 }

@@ -29,4 +29,10 @@ uint32_t utf8_decode(const unsigned char *s, int n);
 const char *json_escape_char(const unsigned char *s, char esc[TEXT_ESC_MAX],
                              size_t *n, size_t *used);
 
+/* Copies in to out (size bytes, NUL included) fit for a terminal: control
+ * characters and broken UTF-8 become '?'; a sequence that does not fit
+ * whole is left out. Names come from tenants: nothing of theirs reaches a
+ * terminal without this. Returns the length written. */
+size_t text_printable(const char *in, char *out, size_t size);
+
 #endif

@@ -97,82 +97,11 @@ static int unexpected(const struct ctl_target *t, const struct msg *m, char *err
     return -1;
 }
 
-/* Appends item to a list that doubles as it grows. */
-static int append(void *list, int *n, int *cap, size_t size, const void *item)
-{
-    char **items = list;
-
-    if (*n == *cap) {
-        int grown_cap = *cap ? 2 * *cap : 16;
-        char *grown = realloc(*items, (size_t)grown_cap * size);
-        if (!grown)
-            return -1;
-        *items = grown;
-        *cap = grown_cap;
-    }
-    memcpy(*items + (size_t)(*n)++ * size, item, size);
-    return 0;
-}
-
-/* The NODE record opens the status and says how many GPUs and unhooked
- * processes follow. */
-static int take_node(const struct ctl_target *t, const struct msg *m,
-                     struct ctl_status *st, char *err)
-{
-    if (m->type != MSG_CTL_STATUS_NODE)
-        return unexpected(t, m, err);
-    st->node = m->u.node;
-    st->gpus = calloc(st->node.n_gpus ? st->node.n_gpus : 1, sizeof(*st->gpus));
-    st->unhooked = calloc(st->node.n_unhooked ? st->node.n_unhooked : 1,
-                          sizeof(*st->unhooked));
-    if (!st->gpus || !st->unhooked) {
-        snprintf(err, CTL_ERR_LEN, "out of memory");
-        return -1;
-    }
-    return 0;
-}
-
-enum record { RECORD_TAKEN, RECORD_END, RECORD_OUT_OF_PLACE, RECORD_NO_MEMORY };
-
-/* A record after NODE, taken where the order allows it: SETTINGs (if
- * asked for), exactly n_gpus GPUs, CLIENTs, exactly n_unhooked UNHOOKEDs,
- * PODs, END. */
-static enum record take_record(const struct msg *m, struct ctl_status *st)
-{
-    bool gpus_done = st->n_gpus == st->node.n_gpus;
-    bool unhooked_done = st->n_unhooked == st->node.n_unhooked;
-
-    if (m->type == MSG_CTL_STATUS_SETTING && st->n_gpus == 0 &&
-        st->n_clients == 0 && st->n_unhooked == 0 && st->n_pods == 0) {
-        if (append(&st->settings, &st->n_settings, &st->cap_settings,
-                   sizeof(*st->settings), &m->u.setting))
-            return RECORD_NO_MEMORY;
-    } else if (m->type == MSG_CTL_STATUS_GPU && st->n_clients == 0 && !gpus_done) {
-        st->gpus[st->n_gpus++] = m->u.gpu;
-    } else if (m->type == MSG_CTL_STATUS_CLIENT && gpus_done &&
-               st->n_unhooked == 0 && st->n_pods == 0) {
-        if (append(&st->clients, &st->n_clients, &st->cap_clients,
-                   sizeof(*st->clients), &m->u.client))
-            return RECORD_NO_MEMORY;
-    } else if (m->type == MSG_CTL_STATUS_POD && gpus_done && unhooked_done) {
-        if (append(&st->pods, &st->n_pods, &st->cap_pods, sizeof(*st->pods),
-                   &m->u.pod))
-            return RECORD_NO_MEMORY;
-    } else if (m->type == MSG_CTL_STATUS_UNHOOKED && gpus_done && !unhooked_done) {
-        st->unhooked[st->n_unhooked++] = m->u.unhooked;
-    } else if (m->type == MSG_CTL_STATUS_END && gpus_done && unhooked_done) {
-        return RECORD_END;
-    } else {
-        return RECORD_OUT_OF_PLACE;
-    }
-    return RECORD_TAKEN;
-}
-
 static int read_status(const struct ctl_target *t, int fd,
                        struct ctl_status *st, char *err)
 {
     struct msg *m = malloc(sizeof(*m));
-    enum record r = RECORD_TAKEN;
+    enum status_record r = RECORD_TAKEN;
     int got = PROTO_OK;
     bool first = true;
 
@@ -182,9 +111,7 @@ static int read_status(const struct ctl_target *t, int fd,
     }
     while (r == RECORD_TAKEN &&
            (got = msg_recv(fd, m, t->timeout_ms)) == PROTO_OK) {
-        if (first && take_node(t, m, st, err) < 0)
-            break;
-        r = first ? RECORD_TAKEN : take_record(m, st);
+        r = ctl_status_take(st, m);
         first = false;
     }
     if (got != PROTO_OK)
@@ -226,16 +153,6 @@ int ctl_fetch_status_settings(const struct ctl_target *t, struct ctl_status *st,
     return fetch_status(t, MSG_CTL_STATUS_WITH_SETTINGS, st, err);
 }
 
-void ctl_status_free(struct ctl_status *st)
-{
-    free(st->settings);
-    free(st->gpus);
-    free(st->clients);
-    free(st->pods);
-    free(st->unhooked);
-    memset(st, 0, sizeof(*st));
-}
-
 int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
             uint64_t value, const char *subject, struct msg_ctl_reply *reply,
             char err[CTL_ERR_LEN])
@@ -275,89 +192,6 @@ int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
 out:
     free(m);
     return rc;
-}
-
-const struct msg_status_client *ctl_status_client(const struct ctl_status *st,
-                                                  uint64_t client_id,
-                                                  uint16_t gpu)
-{
-    for (int i = 0; i < st->n_clients; i++)
-        if (st->clients[i].client_id == client_id && st->clients[i].gpu == gpu)
-            return &st->clients[i];
-    return NULL;
-}
-
-const char *ctl_state_name(uint8_t state)
-{
-    switch (state) {
-    case CLIENT_IDLE:
-        return "idle";
-    case CLIENT_WAITING:
-        return "waiting";
-    case CLIENT_HOLDING:
-        return "holding";
-    case CLIENT_DRAINING:
-        return "draining";
-    }
-    return "unknown";
-}
-
-const char *ctl_origin_name(uint8_t origin)
-{
-    switch (origin) {
-    case IDENTITY_POD:
-        return "pod";
-    case IDENTITY_HOST:
-        return "host";
-    }
-    return "unknown";
-}
-
-const char *ctl_wait_reason_name(uint8_t reason)
-{
-    switch (reason) {
-    case WAIT_NONE:
-        return "none";
-    case WAIT_LOCK:
-        return "lock";
-    case WAIT_MEMORY:
-        return "memory";
-    case WAIT_THROTTLED:
-        return "throttled";
-    case WAIT_PRIORITY:
-        return "priority";
-    }
-    return "unknown";
-}
-
-const char *ctl_quantum_reason_name(uint8_t reason)
-{
-    switch (reason) {
-    case QUANTUM_PINNED:
-        return "pinned";
-    case QUANTUM_FLOOR:
-        return "floor";
-    case QUANTUM_DRAIN:
-        return "drain";
-    case QUANTUM_CEILING:
-        return "ceiling";
-    }
-    return "unknown";
-}
-
-const char *ctl_setting_source_name(uint8_t source)
-{
-    switch (source) {
-    case SETTING_SOURCE_DEFAULT:
-        return "default";
-    case SETTING_SOURCE_ENV:
-        return "environment";
-    case SETTING_SOURCE_STATE_FILE:
-        return "state-file";
-    case SETTING_SOURCE_RUNTIME:
-        return "runtime";
-    }
-    return "unknown";
 }
 
 void ctl_quantum_label(const struct msg_status_gpu *g, char *buf, size_t len)

@@ -4,7 +4,7 @@
  * changing its meaning bumps schema_version. Times are integer nanoseconds,
  * sizes integer bytes; no human-formatted strings. Enums are their names
  * (ctl_*_name), never their wire numbers. */
-#include "ctl.h"
+#include "status_json.h"
 #include "json_out.h"
 #include "parse.h"
 

@@ -43,23 +43,10 @@ static void *xrealloc(void *p, size_t n)
 /* Copies text into a fresh string fit for a terminal (see the top). */
 char *ctl_printable(const char *text)
 {
-    const unsigned char *p = (const unsigned char *)text;
-    char *out = xrealloc(NULL, strlen(text) + 1), *o = out;
+    size_t size = strlen(text) + 1;
+    char *out = xrealloc(NULL, size);
 
-    while (*p) {
-        int n = utf8_seq_len(p);
-        /* C0, DEL, C1 (U+0080..U+009F: 0xC2 0x80..0x9F) and broken bytes */
-        if (n == 0 || *p < 0x20 || *p == 0x7f ||
-            (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)) {
-            *o++ = '?';
-            p += n ? n : 1;
-            continue;
-        }
-        memcpy(o, p, (size_t)n);
-        o += n;
-        p += n;
-    }
-    *o = '\0';
+    text_printable(text, out, size);
     return out;
 }
 

@@ -106,12 +106,39 @@ static void read_token(const struct kube *k, char *token, size_t len)
         token[--n] = '\0';
 }
 
-/* A handle for path with the token and the CA; NULL when out of memory. */
-static CURL *open_handle(const struct kube *k, const char *path,
-                         struct curl_slist **headers, char *err)
+/* k's certificates; the service account's CA where k names none. */
+static void set_tls(CURL *h, const struct kube *k)
 {
-    char token[8192];
-    char url[2048], ca[600], auth[8300];
+    char ca[600];
+
+    if (k->ca_pem) {
+        struct curl_blob b = {(void *)k->ca_pem, strlen(k->ca_pem),
+                              CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+    } else {
+        snprintf(ca, sizeof(ca), "%s/ca.crt", k->sa_dir);
+        if (access(ca, R_OK) == 0)
+            curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+    }
+    if (k->cert_pem && k->key_pem) {
+        struct curl_blob cert = {(void *)k->cert_pem, strlen(k->cert_pem),
+                                 CURL_BLOB_COPY},
+                         key = {(void *)k->key_pem, strlen(k->key_pem),
+                                CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+    }
+    if (k->insecure) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+}
+
+CURL *kube_handle(const struct kube *k, const char *path,
+                  struct curl_slist **headers, char *err)
+{
+    char token[8192]; /* per call: the DRA driver's workers call at once */
+    char url[2048], auth[8300];
     CURL *h = curl_easy_init();
 
     if (!h) {
@@ -119,15 +146,16 @@ static CURL *open_handle(const struct kube *k, const char *path,
         return NULL;
     }
     snprintf(url, sizeof(url), "%s%s", k->api, path);
-    read_token(k, token, sizeof(token));
+    if (k->token)
+        snprintf(token, sizeof(token), "%s", k->token);
+    else
+        read_token(k, token, sizeof(token));
     *headers = curl_slist_append(NULL, "Accept: application/json");
     if (token[0]) {
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
         *headers = curl_slist_append(*headers, auth);
     }
-    snprintf(ca, sizeof(ca), "%s/ca.crt", k->sa_dir);
-    if (access(ca, R_OK) == 0)
-        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+    set_tls(h, k);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, *headers);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -152,7 +180,7 @@ long kube_request(const struct kube *k, const char *method, const char *path,
                   const char *json, struct kube_body *body, char *err)
 {
     struct curl_slist *headers = NULL;
-    CURL *h = open_handle(k, path, &headers, err);
+    CURL *h = kube_handle(k, path, &headers, err);
     struct collected c = {body, 0};
     long status = -1;
     CURLcode rc;
@@ -277,7 +305,7 @@ long kube_stream(const struct kube *k, const char *path,
     struct stream s = {.calls = calls};
     CURLcode rc;
 
-    if (!(s.h = open_handle(k, path, &headers, err)))
+    if (!(s.h = kube_handle(k, path, &headers, err)))
         return -1;
     curl_easy_setopt(s.h, CURLOPT_WRITEFUNCTION, stream_data);
     curl_easy_setopt(s.h, CURLOPT_WRITEDATA, &s);

@@ -2,7 +2,8 @@
  *
  * libcurl, one request at a time on each thread: threads may make their
  * own at once (the DRA driver's workers do), for nothing is shared but
- * the struct kube they only read. In a pod the server is
+ * the struct kube they only read; kube_handle gives the caller a handle
+ * for its own curl_multi (kubectl-nvshare). In a pod the server is
  * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, verified with
  * the service account's ca.crt; tests point NVSHARE_API_SERVER at a plain
  * http server on loopback and NVSHARE_SA_DIR at their own token. The token
@@ -18,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <curl/curl.h>
+
 #define KUBE_ERR_LEN 256 /* an error text: the server and curl's reason */
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 /* A list page of 250 pods at 64 KiB each: a pod is a few KiB, and one
@@ -32,10 +35,22 @@ struct kube {
     char api[512];    /* base URL, no trailing slash */
     char sa_dir[512]; /* token and ca.crt */
     long timeout_s;   /* of one request; 0: 30 s */
+    /* A kubeconfig's credentials (kubectl-nvshare), owned by whoever set
+     * them; NULL: the service account's token and ca.crt. The PEM texts are
+     * certificate-authority, client-certificate and client-key, read or
+     * decoded. */
+    const char *token, *ca_pem, *cert_pem, *key_pem;
+    bool insecure; /* insecure-skip-tls-verify */
 };
 
 /* From the environment; -1 with one error line when no server is named. */
 int kube_config(struct kube *k);
+
+/* An easy handle for a GET of path with k's credentials, for callers that
+ * run several at once (curl_multi); *headers is theirs to free after the
+ * handle. NULL with err when out of memory. */
+CURL *kube_handle(const struct kube *k, const char *path,
+                  struct curl_slist **headers, char *err);
 
 /* A response body as it arrives. */
 struct kube_body {

@@ -82,7 +82,8 @@ uint64_t control_expire_idle(struct scheduler *s, uint64_t now)
     return next_due;
 }
 
-static int send_node(struct scheduler *s, int fd, uint64_t now)
+static int send_node(struct scheduler *s, const struct status_sink *out,
+                     uint64_t now)
 {
     struct policy_settings_view v;
     struct msg m = {.type = MSG_CTL_STATUS_NODE};
@@ -104,7 +105,7 @@ static int send_node(struct scheduler *s, int fd, uint64_t now)
         .n_unhooked = (uint16_t)unhooked_count(s),
         .unhooked_seen = s->unhooked_seen,
     };
-    return msg_send(fd, &m);
+    return out->emit(out->ctx, &m);
 }
 
 /* Where setting id's value in force comes from. */
@@ -121,7 +122,7 @@ static uint8_t source_of(const struct scheduler *s, enum setting_id id)
 }
 
 /* Every row of the settings table, its value as the state file writes it. */
-static int send_settings(struct scheduler *s, int fd)
+static int send_settings(struct scheduler *s, const struct status_sink *out)
 {
     uint64_t v[SETTING_COUNT];
     struct msg m = {.type = MSG_CTL_STATUS_SETTING};
@@ -135,13 +136,14 @@ static int send_settings(struct scheduler *s, int fd)
         setting_format(id, setting_state_value(v, id), r->value,
                        sizeof(r->value));
         r->source = source_of(s, id);
-        if ((rc = msg_send(fd, &m)))
+        if ((rc = out->emit(out->ctx, &m)))
             return rc;
     }
     return 0;
 }
 
-static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
+static int send_gpu(struct scheduler *s, const struct status_sink *out, int g,
+                    uint64_t now)
 {
     const struct policy *p = s->policy;
     struct msg m = {.type = MSG_CTL_STATUS_GPU};
@@ -182,7 +184,7 @@ static int send_gpu(struct scheduler *s, int fd, int g, uint64_t now)
                                    waiting[i].reason};
     if (n_waiting > PROTO_MAX_WAITERS)
         gpu->truncated_waiting = (uint32_t)(n_waiting - PROTO_MAX_WAITERS);
-    return msg_send(fd, &m);
+    return out->emit(out->ctx, &m);
 }
 
 /* Why the client at slot waits for memory on g, as the policy sees it, in
@@ -231,7 +233,8 @@ static void format_wait_why(const struct scheduler *s, int g, int slot,
 
 /* One line per client and GPU it uses: nothing is sent for a GPU it does
  * not use. */
-static int send_client(struct scheduler *s, int fd, int slot, int g, uint64_t now)
+static int send_client(struct scheduler *s, const struct status_sink *out,
+                       int slot, int g, uint64_t now)
 {
     const struct policy *p = s->policy;
     const struct client *c = s->clients[slot];
@@ -291,10 +294,10 @@ static int send_client(struct scheduler *s, int fd, int slot, int g, uint64_t no
     cl->swap_ins = v.swap_ins;
     cl->swap_in_wait_ns = v.swap_in_wait_ns;
     format_wait_why(s, g, slot, now, cl->wait_why, sizeof(cl->wait_why));
-    return msg_send(fd, &m);
+    return out->emit(out->ctx, &m);
 }
 
-static int send_pod(int fd, const struct pod *p)
+static int send_pod(const struct status_sink *out, const struct pod *p)
 {
     struct msg m = {.type = MSG_CTL_STATUS_POD};
     struct msg_status_pod *r = &m.u.pod;
@@ -315,11 +318,12 @@ static int send_pod(int fd, const struct pod *p)
     r->annotation_priority = (uint8_t)p->annotation_priority;
     r->idle_swap = (uint8_t)p->idle_swap;
     r->annotation_idle_swap = (uint8_t)p->annotation_idle_swap;
-    return msg_send(fd, &m);
+    return out->emit(out->ctx, &m);
 }
 
 /* The reported unhooked processes, as many as send_node announced. */
-static int send_unhooked(struct scheduler *s, int fd, uint64_t now)
+static int send_unhooked(struct scheduler *s, const struct status_sink *out,
+                         uint64_t now)
 {
     struct msg m = {.type = MSG_CTL_STATUS_UNHOOKED};
     struct msg_status_unhooked *r = &m.u.unhooked;
@@ -341,42 +345,48 @@ static int send_unhooked(struct scheduler *s, int fd, uint64_t now)
             memcpy(r->pod_uid, u->identity.pod_uid, sizeof(r->pod_uid));
             memcpy(r->container_id, u->identity.container_id,
                    sizeof(r->container_id));
-            if ((rc = msg_send(fd, &m)))
+            if ((rc = out->emit(out->ctx, &m)))
                 return rc;
         }
     }
     return 0;
 }
 
-static int send_status(struct scheduler *s, int fd, bool with_settings)
+int control_status(struct scheduler *s, const struct status_sink *out,
+                   bool with_settings)
 {
     uint64_t now = now_ns();
     struct msg m = {.type = MSG_CTL_STATUS_END};
     int rc;
 
-    if ((rc = send_node(s, fd, now)))
+    if ((rc = send_node(s, out, now)))
         return rc;
     /* Only on request: an nvsharectl older than these records refuses
      * them. */
-    if (with_settings && (rc = send_settings(s, fd)))
+    if (with_settings && (rc = send_settings(s, out)))
         return rc;
     for (int g = 0; g < s->n_gpus; g++)
-        if ((rc = send_gpu(s, fd, g, now)))
+        if ((rc = send_gpu(s, out, g, now)))
             return rc;
     for (int slot = 0; slot < s->table_size; slot++) {
         const struct client *c = s->clients[slot];
         if (!c->used || !c->registered)
             continue;
         for (int g = 0; g < s->n_gpus; g++)
-            if ((rc = send_client(s, fd, slot, g, now)))
+            if ((rc = send_client(s, out, slot, g, now)))
                 return rc;
     }
-    if ((rc = send_unhooked(s, fd, now)))
+    if ((rc = send_unhooked(s, out, now)))
         return rc;
     for (size_t i = 0; i < s->state.pods.n; i++)
-        if ((rc = send_pod(fd, &s->state.pods.list[i])))
+        if ((rc = send_pod(out, &s->state.pods.list[i])))
             return rc;
-    return msg_send(fd, &m);
+    return out->emit(out->ctx, &m);
+}
+
+static int emit_to_fd(void *ctx, const struct msg *m)
+{
+    return msg_send(*(const int *)ctx, m);
 }
 
 static void conn_on_readable(struct event_loop *loop, int fd, void *data)
@@ -389,8 +399,9 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
     rc = frame_reader_fill(&conn->reader, fd);
     while (rc >= 0 && (rc = frame_reader_next(&conn->reader, &m)) > 0) {
         if (m.type == MSG_CTL_STATUS || m.type == MSG_CTL_STATUS_WITH_SETTINGS) {
-            rc = send_status(conn->sched, fd,
-                             m.type == MSG_CTL_STATUS_WITH_SETTINGS);
+            struct status_sink out = {emit_to_fd, &fd};
+            rc = control_status(conn->sched, &out,
+                                m.type == MSG_CTL_STATUS_WITH_SETTINGS);
         } else if (m.type == MSG_CTL_SET || m.type == MSG_CTL_RESET) {
             struct msg reply = {.type = MSG_CTL_REPLY};
             if (m.type == MSG_CTL_SET)

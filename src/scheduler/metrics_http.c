@@ -1,4 +1,5 @@
-/* metrics_http.c - serves /metrics (metrics.c renders it).
+/* metrics_http.c - serves /metrics (metrics.c renders it) and /status.json
+ * (status_http.c), with the same limits.
  *
  * The HTTP server (libmicrohttpd, when the build found it) runs in its
  * external mode: its epoll fd is one more fd of the scheduler's event loop,
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "log.h"
 #include "scheduler.h"
@@ -136,6 +138,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     struct MHD_Response *r;
     unsigned status = MHD_HTTP_OK;
     enum MHD_Result rc;
+    bool json = !strcmp(url, "/status.json");
+    void (*text_free)(void *) = json ? free : metrics_text_free;
     char *text = NULL;
     size_t len = 0;
 
@@ -144,27 +148,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         set_state(slot, HTTP_ANSWERING);
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
+    } else if (json) {
+        if (!(text = status_json_render(s, &len)))
+            status = MHD_HTTP_INTERNAL_SERVER_ERROR;
     } else if (strcmp(url, "/metrics")) {
         status = MHD_HTTP_NOT_FOUND;
     } else if (s->counters.scrapes++, !(text = metrics_render(s, &len))) {
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
     if (status != MHD_HTTP_OK) {
-        static char body[] = "nvshare-scheduler serves /metrics only\n";
+        static char body[] =
+            "nvshare-scheduler serves /metrics and /status.json only\n";
         r = MHD_create_response_from_buffer(strlen(body), body,
                                             MHD_RESPMEM_PERSISTENT);
     } else {
         r = MHD_create_response_from_buffer_with_free_callback(len, text,
-                                                               metrics_text_free);
+                                                               text_free);
     }
     if (!r) {
-        metrics_text_free(text);
+        text_free(text);
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type",
-                            status == MHD_HTTP_OK
-                                ? "text/plain; version=0.0.4; charset=utf-8"
-                                : "text/plain");
+                            status != MHD_HTTP_OK ? "text/plain"
+                            : json
+                                ? "application/json"
+                                : "text/plain; version=0.0.4; charset=utf-8");
+    /* kubectl nvshare nodes shows it: the status has no version record. */
+    if (json)
+        MHD_add_response_header(r, "X-Nvshare-Version", nvshare_version);
     rc = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return rc;

@@ -205,7 +205,7 @@ uint64_t holders_revoke_stopped(struct scheduler *s, uint64_t now,
                                 struct policy_actions *out);
 
 /* metrics.c, metrics_http.c */
-/* Serves /metrics on addr (host:port; NULL: the default, and silence where
+/* Serves /metrics and /status.json on addr (host:port; NULL: the default, and silence where
  * the build has no HTTP server). A bad address is an error (-1); an address
  * that cannot be bound only turns metrics off (one line). */
 int metrics_start(struct scheduler *s, const char *addr);
@@ -226,6 +226,18 @@ void clients_note_out_of_fds(struct scheduler *s, const char *socket_name);
 
 /* control.c */
 void control_on_listen(struct event_loop *loop, int fd, void *data);
+/* The status records (CTL_STATUS_NODE ... CTL_STATUS_END), each handed to
+ * emit: onto the control socket for nvsharectl, into a document for
+ * /status.json (status_http.c). Nonzero from emit stops and is returned. */
+struct status_sink {
+    int (*emit)(void *ctx, const struct msg *m);
+    void *ctx;
+};
+int control_status(struct scheduler *s, const struct status_sink *out,
+                   bool with_settings);
+/* status_http.c: `nvsharectl status --json`'s document (with the settings),
+ * malloc'd, *len bytes; NULL if memory ran out. */
+char *status_json_render(struct scheduler *s, size_t *len);
 /* control_set.c: nvsharectl set and reset; the reply says what was done,
  * or why not (an errno value in its status). */
 void control_set(struct scheduler *s, const struct msg_ctl_set *set,

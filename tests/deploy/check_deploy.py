@@ -106,7 +106,9 @@ DISCOVERY = {
     "/apis/rbac.authorization.k8s.io/v1": {
         "kind": "APIResourceList", "groupVersion": "rbac.authorization.k8s.io/v1",
         "resources": [resource("clusterroles", "ClusterRole", False),
-                      resource("clusterrolebindings", "ClusterRoleBinding", False)]},
+                      resource("clusterrolebindings", "ClusterRoleBinding", False),
+                      resource("roles", "Role", True),
+                      resource("rolebindings", "RoleBinding", True)]},
 }
 
 
@@ -227,6 +229,29 @@ def check_objects(docs):
               "the binding names the ClusterRole")
         check(b["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
               "the binding names the DaemonSet's service account")
+
+    # kubectl nvshare's Role: the scheduler pods' list and proxy, in their
+    # namespace only, bound to the role.
+    roles = [d for d in objs.values() if d["kind"] == "Role"]
+    bindings = [d for d in objs.values() if d["kind"] == "RoleBinding"]
+    if check(len(roles) == 1 and len(bindings) == 1, "one Role, one RoleBinding"):
+        rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"])))
+                       for r in roles[0]["rules"])
+        check(rules == [(("",), ("pods",), ("list",)), (("",), ("pods/proxy",), ("get",))],
+              "viewer RBAC: pods list and pods/proxy get, nothing more (%s)" % rules)
+        check(roles[0]["metadata"].get("namespace") == ns and
+              bindings[0]["metadata"].get("namespace") == ns,
+              "the viewer Role and its binding are in %s" % ns)
+        check(bindings[0]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+                                         "kind": "Role",
+                                         "name": roles[0]["metadata"]["name"]},
+              "the viewer binding names the viewer Role")
+    sched = pod["containers"][0]
+    port = [p["containerPort"] for p in sched.get("ports", []) if p.get("name") == "metrics"]
+    addr = [e.get("value") for e in sched.get("env", []) if e["name"] == "NVSHARE_METRICS_ADDR"]
+    check(port and addr == [":%d" % port[0]],
+          "the scheduler serves /metrics on its metrics port, every interface (%s %s)"
+          % (port, addr))
 
     for p in (pod, plugin_pod):
         check_host_paths(p)
@@ -565,7 +590,9 @@ def overlay(values, over):
 
 def template_name(tmpl):
     """The name Helm gives an object, with the release "nvshare"."""
-    return tmpl["metadata"]["name"].replace('{{ include "nvshare.fullname" . }}', "nvshare")
+    name = re.sub(r'\{\{ printf "%s([\w-]*)" \(include "nvshare.fullname" \.\) \}\}',
+                  r"nvshare\1", tmpl["metadata"]["name"])
+    return name.replace('{{ include "nvshare.fullname" . }}', "nvshare")
 
 
 def check_variant(what, values, expected):

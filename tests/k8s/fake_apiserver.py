@@ -36,6 +36,16 @@ Test controls, loopback only (POST unless said):
                      [monotonic seconds, HTTP status] of every write of a
                      claim's status so far
 
+Pods of a namespace are listed with labelSelector (k=v,...),
+fieldSelector spec.nodeName=N, limit and continue. The pod proxy
+(/api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH, for kubectl-nvshare)
+forwards to the pod's status.podIP:PORT, answering 503 with the reason as
+the real server does when that fails; a pod annotated
+test.nvshare.com/answer is a simulated node whose answer is made here
+(ANSWERS). A bearer token "no-rights" is refused (403) the namespaced
+list and the proxy, as RBAC would.
+  GET /admin/proxy   {"requests": n, "max_in_flight": n} of the proxy
+
 DRA (resource.k8s.io/v1, for nvshare-dra-driver): ResourceClaims (create
 with a server-made uid, status included; get; delete; server-side apply of
 status.devices, entries keyed by driver, pool, device and shareID), ResourceSlices
@@ -68,6 +78,18 @@ FAULTS = {
     "server-timeout": "no fault: every watch ends well after %d s at most"
                       % SERVER_TIMEOUT_S,
 }
+
+# Simulated nodes' answers (test.nvshare.com/answer), for kubectl-nvshare.
+ANSWERS = {
+    "ok": "a valid status: one GPU, a running pod and a waiting one",
+    "slow": "the same after 3 s",
+    "huge": "64 MiB of JSON",
+    "bad": "not JSON",
+    "evil": "JSON with wrong types, control characters, a client on no GPU",
+    "refused": "503, as when the pod does not listen",
+}
+MIB_OF_SPACES = b" " * (1 << 20)
+proxy_stats = {"requests": 0, "in_flight": 0, "max_in_flight": 0}
 
 lock = threading.Condition()
 pods = {}            # (namespace, name) -> pod
@@ -189,7 +211,7 @@ class Handler(BaseHTTPRequestHandler):
         with open(token_file) as f:
             current = f.read().strip()
         given = self.headers.get("Authorization", "")
-        if given == "Bearer " + current or \
+        if given in ("Bearer " + current, "Bearer no-rights") or \
                 self.headers.get("User-Agent", "").startswith("kubectl/"):
             return True
         self.reply(401, status(401, "Unauthorized", "Unauthorized"))
@@ -210,7 +232,8 @@ class Handler(BaseHTTPRequestHandler):
                 what = {"/admin/events": posted_events, "/admin/auth": auth_seen,
                         "/admin/watches": watches, "/admin/counts": counts,
                         "/admin/claim-reads": claim_reads,
-                        "/admin/status-writes": status_writes}.get(url.path)
+                        "/admin/status-writes": status_writes,
+                        "/admin/proxy": proxy_stats}.get(url.path)
             return self.reply(200 if what is not None else 404, what)
         if url.path in DISCOVERY:
             return self.reply(200, DISCOVERY[url.path])
@@ -218,6 +241,21 @@ class Handler(BaseHTTPRequestHandler):
             return
         if url.path.startswith(DRA) or url.path.startswith("/api/v1/nodes/"):
             return self.dra_get(url.path, q)
+        p = url.path.split("/")
+        if len(p) == 6 and p[1:4] == ["api", "v1", "namespaces"] and p[5] == "pods":
+            return self.list_namespace(p[4], q)
+        if len(p) >= 9 and p[1:4] == ["api", "v1", "namespaces"] and p[5] == "pods" \
+                and p[7] == "proxy":
+            with lock:
+                proxy_stats["requests"] += 1
+                proxy_stats["in_flight"] += 1
+                proxy_stats["max_in_flight"] = max(proxy_stats["max_in_flight"],
+                                                   proxy_stats["in_flight"])
+            try:
+                return self.proxy(p[4], p[6], "/" + "/".join(p[8:]))
+            finally:
+                with lock:
+                    proxy_stats["in_flight"] -= 1
         key = self.pod_path(url.path)
         if key:
             with lock:
@@ -247,6 +285,95 @@ class Handler(BaseHTTPRequestHandler):
                 return self.huge_list(body)
             return self.reply(200, body)
         self.reply(404, status(404, "NotFound", "the server could not find the requested resource"))
+
+    def rbac_refused(self):
+        if self.headers.get("Authorization", "") != "Bearer no-rights":
+            return False
+        self.reply(403, status(403, "Forbidden", "forbidden: no rights"))
+        return True
+
+    def list_namespace(self, namespace, q):
+        """A page of the namespace's pods matching the selectors."""
+        if self.rbac_refused():
+            return
+        labels = dict(kv.split("=", 1) for kv in q.get("labelSelector", "").split(",")
+                      if "=" in kv)
+        node = q.get("fieldSelector", "").partition("spec.nodeName=")[2] or None
+        with lock:
+            items = [p for (ns, _), p in sorted(pods.items()) if ns == namespace and
+                     (node is None or p["spec"].get("nodeName") == node) and
+                     all(p["metadata"].get("labels", {}).get(k) == v
+                         for k, v in labels.items())]
+        start = int(q.get("continue") or 0)
+        limit = int(q.get("limit") or 0) or len(items)
+        meta = {"resourceVersion": str(rv)}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        self.reply(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta,
+                         "items": items[start:start + limit]})
+
+    def proxy(self, namespace, name_port, path):
+        """The pod proxy: to the pod's IP and port, or a simulated answer."""
+        if self.rbac_refused():
+            return
+        name, _, port = name_port.partition(":")
+        with lock:
+            pod = pods.get((namespace, name))
+        if pod is None:
+            return self.reply(404, status(404, "NotFound", 'pods "%s" not found' % name))
+        answer = pod["metadata"].get("annotations", {}).get("test.nvshare.com/answer")
+        if answer:
+            return self.simulated(answer, pod["spec"].get("nodeName", ""))
+        import http.client
+        conn = http.client.HTTPConnection(pod.get("status", {}).get("podIP", "127.0.0.1"),
+                                          int(port or 80), timeout=10)
+        try:
+            conn.request("GET", path)
+            r = conn.getresponse()
+            data = r.read()
+        except OSError as e:
+            return self.reply(503, status(503, "ServiceUnavailable",
+                                          "error trying to reach service: %s" % e))
+        finally:
+            conn.close()
+        self.send_response(r.status)
+        for h in ("Content-Type", "X-Nvshare-Version"):
+            if r.getheader(h):
+                self.send_header(h, r.getheader(h))
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def simulated(self, answer, node):
+        if answer == "slow":
+            time.sleep(3)
+        if answer in ("ok", "slow"):
+            return self.reply(200, sim_status(node))
+        if answer == "refused":
+            return self.reply(503, status(503, "ServiceUnavailable",
+                                          "error trying to reach service: connection refused"))
+        if answer == "huge":
+            self.send_response(200)
+            self.send_header("Content-Length", str(64 << 20))
+            self.end_headers()
+            try:
+                for _ in range(64):  # until the reader gives up
+                    self.wfile.write(MIB_OF_SPACES)
+            except OSError:
+                pass
+            return
+        if answer == "bad":
+            data = b"\x1b[2J<html>not json"
+        else:  # evil
+            doc = sim_status(node)
+            doc["clients"][0]["pod"] = "\x1b]0;owned\x07" + "x" * 300
+            doc["clients"][1]["gpu_index"] = 7
+            doc["gpus"][0]["memory_total_bytes"] = "lots"
+            data = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def huge_list(self, body):
         """A PodList of FAULT_BYTES, sent as fast as it is read."""
@@ -551,6 +678,41 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, x) if x else self.reply(404, status(404, "NotFound", path))
 
 
+def sim_status(node):
+    """A simulated node's /status.json (render_json.c's fields)."""
+    def client(i, pod, state, reason, limit, prio, resident):
+        return {"client_id": i, "pid": 1000 + i, "namespace": "sim", "pod": pod,
+                "container": "main", "uid": 1000, "pod_source": "declared",
+                "pod_uid": "", "container_id": "", "gpu_index": 0,
+                "gpu_uuid": "GPU-" + node, "gang": None, "state": state,
+                "held_ns": 0, "wait_ns": 0, "grants": 1, "last_drain_ns": 0,
+                "last_preempt_ns": 0, "core_limit": limit,
+                "core_limit_source": "runtime", "budget_ns": 0, "used_ns": 0,
+                "throttled": False, "mem_quota_bytes": 1 << 30,
+                "mem_quota_source": "runtime", "priority": prio,
+                "priority_class": 2, "priority_source": "none",
+                "min_share_percent": 0, "mem_allocated_bytes": resident,
+                "pod_mem_held_bytes": resident, "pod_mem_peak_bytes": resident,
+                "pod_mem_refused": 0, "footprint_bytes": resident,
+                "evictable_bytes": 0, "non_evictable_bytes": resident,
+                "oversubscribed": False, "swapped_out": False, "load_percent": 50,
+                "wait_reason": reason, "wait_why": None, "idle_swap": True,
+                "idle_swap_source": "none", "resident_bytes": resident,
+                "parked_bytes": 0, "idle_ns": 0, "swap_outs": 0, "swap_ins": 0,
+                "swap_in_wait_ns": 0}
+    return {"schema_version": 2,
+            "node": {"tq_ns": 0, "window_ns": 1000000000, "anti_thrash": True,
+                     "uptime_ns": 1000, "gpu_count": 1, "client_count": 2},
+            "settings": {},
+            "gpus": [{"index": 0, "uuid": "GPU-" + node, "name": "sim",
+                      "memory_total_bytes": 16 << 30, "mode": "auto",
+                      "reserve_bytes": 1 << 30, "running_footprint_bytes": 1 << 30,
+                      "resident_bytes": 1 << 30, "tq_ns": 100000000}],
+            "clients": [client(1, node + "-a", "holding", None, 40, "normal", 1 << 30),
+                        client(2, node + "-b", "waiting", "lock", 100, "normal", 0)],
+            "pods": [], "unhooked": []}
+
+
 def main():
     global token_file
     port_file, token_file, pods_file = sys.argv[1:4]
@@ -560,7 +722,8 @@ def main():
             pods[(m["namespace"], m["name"])] = pod
             record("ADDED", pod)
     # socketserver's backlog of 5 drops connections a real server takes:
-    # a dropped SYN is sent again after 1 s (20 claims read at once)
+    # a dropped SYN is sent again after 1 s (20 claims read
+    # at once, kubectl-nvshare's 32 requests)
     ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
