@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -254,6 +255,9 @@ int status_start(struct driver *d)
         return 0;
     }
     st.d = d;
+    /* Each node its own pauses: a server that turned many away must not
+     * see them all return at once. */
+    srandom((unsigned)(getpid() ^ now_ns()));
     st.interval_ns = 1000000000ULL / (uint64_t)qps;
     st.burst = (unsigned)qps;
     if (!(st.queue = calloc(STATUS_QUEUE, sizeof(*st.queue)))) {
