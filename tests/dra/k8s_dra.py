@@ -689,8 +689,14 @@ def main():
     print("PASS: k8s_dra_driver")
 
 
-if __name__ == "__main__":
+def run(test_main):
+    """test_main, with any bug of the test failing it too: fail() stops
+    what it started."""
     try:
-        main()
-    except Exception as e:  # any bug of the test too: fail() stops what it started
+        test_main()
+    except Exception as e:
         fail("%s: %s" % (type(e).__name__, e))
+
+
+if __name__ == "__main__":
+    run(main)
