@@ -123,4 +123,11 @@ int limits_apply(const struct driver *d, const struct dra_claim *c,
 int slice_publish(struct driver *d);
 int slice_check(struct driver *d);
 
+/* status.c: writes a prepared claim's limits to its status, on a thread of
+ * its own within a request budget. start: 0, or -1 logged; queue never
+ * waits for the API server; stop drops what is queued. */
+int status_start(struct driver *d);
+void status_queue(const struct dra_claim *c);
+void status_stop(void);
+
 #endif

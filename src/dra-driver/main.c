@@ -52,6 +52,7 @@ int driver_configure(struct driver *d)
 
     if (plugin_configure(&d->gpus))
         return -1;
+    nvml_describe(&d->gpus);
     if (!node || !*node || strlen(node) >= sizeof(d->node) ||
         strspn(node, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(node)) {
         log_error(
@@ -109,6 +110,9 @@ static void print_usage(FILE *out)
           "  NVSHARE_DRA_DEFAULT_COMPUTE a claim's compute when it names none, "
           "percent\n"
           "                          (1-100, default 10)\n"
+          "  NVSHARE_DRA_STATUS_QPS  claim status writes a second at most "
+          "(0: none,\n"
+          "                          default 5)\n"
           "  NVSHARE_SOCK_DIR        the scheduler's socket directory\n"
           "  NVSHARE_LOG_FORMAT      text (default) or json\n",
           out);

@@ -181,6 +181,7 @@ static int prepare_new(struct driver *d, const char *namespace_,
                  namespace_, name, uid, c->n_pods, c->shares[s].gpu,
                  (unsigned long long)(c->shares[s].memory >> 20),
                  c->shares[s].compute);
+    status_queue(c);
     *out = *c;
     rc = 0;
 out:

@@ -63,7 +63,7 @@ int server_run(struct driver *d)
 
     driver = d;
     server_setup();
-    if (workers_start())
+    if (status_start(d) || workers_start())
         return 1;
     endpoints[0].what = "DRA service";
     snprintf(endpoints[0].path, sizeof(endpoints[0].path), "%s/dra.sock",
@@ -103,6 +103,7 @@ int server_run(struct driver *d)
     for (int e = 1; e >= 0; e--)
         endpoint_stop(&endpoints[e]);
     workers_stop(); /* the calls taken are answered; the drain sends them */
+    status_stop();
     if (server_drain(eps, 2))
         return 1;
     nvml_close();

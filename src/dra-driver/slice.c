@@ -50,6 +50,34 @@ static void add_attribute(cJSON *attrs, const char *name, const char *type,
     cJSON_AddItemToObject(cJSON_AddObjectToObject(attrs, name), type, value);
 }
 
+/* NVML's "580.159.04" or "9.0" as the strict semver a version attribute
+ * must be ("580.159.4", "9.0.0"): no leading zeros, three numbers. false
+ * for anything else, which is left out: one invalid attribute would make
+ * the API server refuse the whole slice. */
+static bool semver(const char *text, char *buf, size_t len)
+{
+    unsigned long part[3] = {0, 0, 0};
+    const char *s = text;
+    int n = 0;
+
+    for (;;) {
+        char *end;
+
+        if (n == 3 || *s < '0' || *s > '9')
+            return false;
+        part[n++] = strtoul(s, &end, 10);
+        if (*end == '\0')
+            break;
+        if (*end != '.')
+            return false;
+        s = end + 1;
+    }
+    if (n < 2)
+        return false;
+    snprintf(buf, len, "%lu.%lu.%lu", part[0], part[1], part[2]);
+    return true;
+}
+
 /* The device for GPU g, or NULL when it cannot be shared (unhealthy, or
  * too small for two steps of memory: the API server would refuse the
  * policy, and with it the whole slice). */
@@ -59,7 +87,7 @@ static cJSON *device_json(const struct driver *d, int g)
     uint64_t unit = d->gpus.memory_unit;
     uint64_t total = gpu->capacity_bytes / unit * unit;
     uint64_t def = (d->default_memory + unit - 1) / unit * unit;
-    char name[32], value[32], step[32], def_text[32], compute_def[8];
+    char name[32], value[32], step[32], def_text[32], compute_def[8], version[64];
     cJSON *dev, *attrs, *caps;
 
     if (!gpu->healthy || total < 2 * unit)
@@ -79,6 +107,15 @@ static cJSON *device_json(const struct driver *d, int g)
     attrs = cJSON_AddObjectToObject(dev, "attributes");
     add_attribute(attrs, "uuid", "string", cJSON_CreateString(gpu->uuid));
     add_attribute(attrs, "index", "int", cJSON_CreateNumber(g));
+    if (gpu->product[0])
+        add_attribute(attrs, "productName", "string",
+                      cJSON_CreateString(gpu->product));
+    if (semver(d->gpus.driver_version, version, sizeof(version)))
+        add_attribute(attrs, "driverVersion", "version",
+                      cJSON_CreateString(version));
+    if (semver(gpu->compute_capability, version, sizeof(version)))
+        add_attribute(attrs, "cudaComputeCapability", "version",
+                      cJSON_CreateString(version));
     caps = cJSON_AddObjectToObject(dev, "capacity");
     add_capacity(caps, "memory", value, def_text, step, value, step);
     add_capacity(caps, "computePercent", "100", compute_def, "1", "100", "1");

@@ -188,7 +188,11 @@ long kube_request(const struct kube *k, const char *method, const char *path,
     if (!h)
         return -1;
     if (json) {
-        headers = curl_slist_append(headers, "Content-Type: application/json");
+        headers =
+            curl_slist_append(headers, strcmp(method, "PATCH")
+                                           ? "Content-Type: application/json"
+                                           : "Content-Type: "
+                                             "application/apply-patch+yaml");
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
     }

@@ -59,8 +59,9 @@ struct kube_body {
 };
 void kube_body_free(struct kube_body *b);
 
-/* method ("GET", "POST", "DELETE") of path, with json as the body when
- * not NULL: the HTTP status, or -1 with err when no answer came or it
+/* method ("GET", "POST", "DELETE", "PATCH") of path, with json as the
+ * body when not NULL; a PATCH's is a server-side apply configuration
+ * (JSON is YAML), which path names a fieldManager for: the HTTP status, or -1 with err when no answer came or it
  * exceeded KUBE_BODY_MAX. */
 long kube_request(const struct kube *k, const char *method, const char *path,
                   const char *json, struct kube_body *body, char *err);

@@ -31,6 +31,9 @@ struct plugin_gpu {
     unsigned memory_ids_allocated; /* as last seen from kubelet, see allocation.c */
     int numa_node;                 /* -1: unknown */
     bool healthy;
+    /* From NVML, for the DRA driver's attributes; "" when unknown. */
+    char product[64];            /* "NVIDIA H100 80GB HBM3" */
+    char compute_capability[16]; /* "9.0" */
 };
 
 struct plugin {
@@ -43,6 +46,7 @@ struct plugin {
     char kubelet_dir[PATH_MAX - 64]; /* room for "/<socket name>" in a path */
     char sock_dir[PATH_MAX];         /* the scheduler's, on the host */
     char lib_dir[PATH_MAX];          /* libnvshare.so's, on the host */
+    char driver_version[32];         /* NVML's, "580.159.04"; "" unknown */
 };
 
 extern const char *const resource_names[RESOURCE_COUNT];
@@ -60,6 +64,10 @@ bool nvml_healthy(const char *uuid);
 /* Reads every GPU's health again, logging each change: whether any did. */
 bool plugin_health_changed(struct plugin *p);
 void nvml_close(void);
+/* Fills each GPU's product and compute capability and the driver version
+ * from NVML, loading it for the while if it is not loaded: GPUs that
+ * NVSHARE_GPUS names and NVML does not know stay "". */
+void nvml_describe(struct plugin *p);
 
 /* Device IDs. The name fits in 63 bytes (kubelet's limit). */
 void device_id(enum resource r, const struct plugin_gpu *gpu, unsigned k,

@@ -177,23 +177,38 @@ def check_objects(docs):
     for key, d in objs.items():
         check(d.get("apiVersion") and d.get("kind") and d["metadata"].get("name"),
               "%s %s has apiVersion, kind and metadata.name" % key)
-    ds = [d for d in objs.values() if d["kind"] == "DaemonSet"]
-    if not check(len(ds) == 1, "one DaemonSet"):
+    daemonsets = {d["metadata"]["name"]: d for d in objs.values() if d["kind"] == "DaemonSet"}
+    if not check(sorted(daemonsets) == ["nvshare", "nvshare-device-plugin"],
+                 "DaemonSets nvshare and nvshare-device-plugin (%s)" % sorted(daemonsets)):
         return None
-    ds = ds[0]
+    for name, ds in daemonsets.items():
+        labels = ds["spec"]["template"]["metadata"]["labels"]
+        for other in daemonsets.values():
+            selector = other["spec"]["selector"]["matchLabels"]
+            matches = all(labels.get(k) == v for k, v in selector.items())
+            check(matches == (other is ds), "%s's pods match the selector of %s only"
+                  % (name, other["metadata"]["name"]))
+    ds, plugin_ds = daemonsets["nvshare"], daemonsets["nvshare-device-plugin"]
     ns = ds["metadata"]["namespace"]
+    check(plugin_ds["metadata"]["namespace"] == ns, "both DaemonSets in %s" % ns)
     pod = ds["spec"]["template"]["spec"]
-    labels = ds["spec"]["template"]["metadata"]["labels"]
-    selector = ds["spec"]["selector"]["matchLabels"]
-    check(all(labels.get(k) == v for k, v in selector.items()),
-          "the DaemonSet's selector matches its pods' labels")
+    plugin_pod = plugin_ds["spec"]["template"]["spec"]
     check(pod.get("hostPID") is True, "hostPID: the scheduler sees clients' host pids")
     names = [c["name"] for c in pod["containers"]]
     inits = [c["name"] for c in pod.get("initContainers", [])]
-    if not (check(names == ["scheduler", "pod-watcher", "device-plugin"],
-                  "containers scheduler, pod-watcher, device-plugin (%s)" % names) and
+    plugin_names = [c["name"] for c in plugin_pod["containers"]]
+    if not (check(names == ["scheduler", "pod-watcher"],
+                  "containers scheduler, pod-watcher (%s)" % names) and
+            check(plugin_names == ["device-plugin"],
+                  "the device plugin's DaemonSet runs it alone (%s)" % plugin_names) and
             check(inits == ["install-lib"], "init container install-lib (%s)" % inits)):
         return None
+    # off the DRA driver's nodes (deploy/dra)
+    terms = plugin_pod.get("affinity", {}).get("nodeAffinity", {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+    check(terms == [{"matchExpressions": [{"key": "nvshare.com/sharing", "operator": "NotIn",
+                                           "values": ["dra"]}]}],
+          "the device plugin keeps off nodes labelled nvshare.com/sharing=dra (%s)" % terms)
 
     check(("Namespace", ns) in objs, "the namespace %s is created" % ns)
     sa = pod.get("serviceAccountName")
@@ -238,6 +253,28 @@ def check_objects(docs):
           "the scheduler serves /metrics on its metrics port, every interface (%s %s)"
           % (port, addr))
 
+    for p in (pod, plugin_pod):
+        check_host_paths(p)
+    socks = {env_of(c).get("NVSHARE_SOCK_DIR") for c in pod["containers"] + plugin_pod["containers"]}
+    check(len(socks) == 1, "one socket directory for all three (%s)" % socks)
+    install = pod["initContainers"][0]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    lib_dir = env_of(container(plugin_pod, "device-plugin")).get("NVSHARE_LIB_DIR")
+    script = " ".join(install["command"])
+    check(any(volumes[m["name"]].get("hostPath", {}).get("path") == lib_dir and
+              re.search(r"%s/libnvshare\.so(\s|$)" % re.escape(m["mountPath"]), script)
+              for m in install["volumeMounts"]),
+          "install-lib writes libnvshare.so to %s, NVSHARE_LIB_DIR of the device plugin"
+          % lib_dir)
+    for d in (ds, plugin_ds):
+        check_fields(d)
+    return [pod, plugin_pod]
+
+
+def check_host_paths(pod):
+    """Every volume is mounted; the paths the device plugin hands to pods
+    as host paths, and where the scheduler and the watcher meet, are the
+    same inside and out."""
     volumes = {v["name"]: v for v in pod["volumes"]}
     used = set()
     for c in pod.get("initContainers", []) + pod["containers"]:
@@ -252,8 +289,6 @@ def check_objects(docs):
                    volumes[m["name"]].get("hostPath", {}).get("path") == path
                    for m in c.get("volumeMounts", []))
 
-    # The device plugin hands these to pods as host paths, and the scheduler
-    # and the watcher meet there: each must be the same path inside and out.
     for c in pod["containers"]:
         env = env_of(c)
         for var in ("NVSHARE_SOCK_DIR", "NVSHARE_KUBELET_DIR"):
@@ -264,18 +299,6 @@ def check_objects(docs):
             d = os.path.dirname(env["NVSHARE_STATE_FILE"])
             check(mounted_from_host(c, d), "%s: the state file's directory %s is on the host"
                   % (c["name"], d))
-    socks = {env_of(c).get("NVSHARE_SOCK_DIR") for c in pod["containers"]}
-    check(len(socks) == 1, "one socket directory for all three (%s)" % socks)
-    install = pod["initContainers"][0]
-    lib_dir = env_of(container(pod, "device-plugin")).get("NVSHARE_LIB_DIR")
-    script = " ".join(install["command"])
-    check(any(volumes[m["name"]].get("hostPath", {}).get("path") == lib_dir and
-              re.search(r"%s/libnvshare\.so(\s|$)" % re.escape(m["mountPath"]), script)
-              for m in install["volumeMounts"]),
-          "install-lib writes libnvshare.so to %s, NVSHARE_LIB_DIR of the device plugin"
-          % lib_dir)
-    check_fields(ds)
-    return pod
 
 
 # --- field names, where kubectl cannot check them offline ------------------
@@ -411,23 +434,30 @@ def values_get(values, path):
     return values
 
 
-def read_template(path):
+def read_template(path, values):
     """The template as YAML, its actions set aside: a line that is only an
     action becomes nothing, or a marker that names the values it renders
     (`toYaml .Values.X`, or `toYaml .` inside `with .Values.X`); an inline
-    action becomes a quoted string for compare() to read."""
-    out, context = [], None
+    action becomes a quoted string for compare() to read. The lines of an
+    `if .Values.X` block are kept only when X is true in values."""
+    out, blocks = [], []  # blocks: ("with", X) or ("if", kept)
     with open(path) as f:
         for line in f:
             stripped = line.strip()
             indent = line[:len(line) - len(line.lstrip())]
             with_ = re.match(r"^\{\{- with \.Values\.([\w.]+) \}\}$", stripped)
+            if_ = re.match(r"^\{\{- if \.Values\.([\w.]+) \}\}$", stripped)
             to_yaml = re.match(r"^\{\{- toYaml (\.|\.Values\.[\w.]+) \| nindent \d+ \}\}$",
                                stripped)
+            context = next((b[1] for b in reversed(blocks) if b[0] == "with"), None)
             if with_:
-                context = with_.group(1)
+                blocks.append(("with", with_.group(1)))
+            elif if_:
+                blocks.append(("if", bool(values_get(values, if_.group(1)))))
             elif stripped == "{{- end }}":
-                context = None
+                blocks.pop()
+            elif not all(b[1] for b in blocks if b[0] == "if"):
+                continue
             elif to_yaml:
                 source = context if to_yaml.group(1) == "." else to_yaml.group(1)[8:]
                 # items of the list above (extraEnv), or a mapping's value
@@ -438,7 +468,13 @@ def read_template(path):
                 continue
             else:
                 line = re.sub(r"\{\{ \. \}\}", "{{ .Values.%s }}" % context, line)
-                out.append(re.sub(r"(\{\{.*?\}\})", lambda m: "'%s'" % m.group(1), line))
+                # the whole value, where an action is part of it ("-dra")
+                line = re.sub(r"^(\s*(?:- )?[\w.-]+: )(\{\{.*\S)\s*$",
+                              lambda m: "%s'%s'\n" % (m.group(1), m.group(2).replace("'", "''")),
+                              line)
+                if not re.match(r"^\s*(?:- )?[\w.-]+: '", line):
+                    line = re.sub(r"(\{\{.*?\}\})", lambda m: "'%s'" % m.group(1), line)
+                out.append(line)
     return [d for d in yaml.safe_load_all("".join(out)) if d is not None]
 
 
@@ -532,58 +568,102 @@ def check_values_used(values):
     check(not unused, "every value of values.yaml is used (%s)" % unused)
 
 
-def check_chart(docs):
-    with open(os.path.join(CHART, "values.yaml")) as f:
-        values = yaml.safe_load(f)
-    check_values_used(values)
-    by_kind = {}
-    for objs in docs.values():
-        for d in objs:
-            by_kind.setdefault(d["kind"], []).append(d)
-    compared = set()
+# The chart's variants: the values each sets over values.yaml, and the
+# plain YAML it renders, with the defaults otherwise: deploy/manifests/,
+# without the device plugin's DaemonSet where it is off, and deploy/dra/
+# (but its example) where the DRA driver is on.
+VARIANTS = {
+    "device plugin only (the defaults)": {},
+    "DRA only": {"devicePlugin": {"enabled": False}, "dra": {"enabled": True}},
+    "both": {"dra": {"enabled": True}},
+}
+DEVICE_PLUGIN_DS = ("DaemonSet", "nvshare-device-plugin")
+DRA_FILES = ("daemonset.yaml", "rbac.yaml", "deviceclass.yaml")
+
+
+def overlay(values, over):
+    out = dict(values)
+    for k, v in over.items():
+        out[k] = overlay(values.get(k, {}), v) if isinstance(v, dict) else v
+    return out
+
+
+def template_name(tmpl):
+    """The name Helm gives an object, with the release "nvshare"."""
+    name = re.sub(r'\{\{ printf "%s([\w-]*)" \(include "nvshare.fullname" \.\) \}\}',
+                  r"nvshare\1", tmpl["metadata"]["name"])
+    return name.replace('{{ include "nvshare.fullname" . }}', "nvshare")
+
+
+def check_variant(what, values, expected):
     templates = os.path.join(CHART, "templates")
+    rendered = set()
     for name in sorted(os.listdir(templates)):
         if not name.endswith(".yaml"):
             continue
         try:
-            objs = read_template(os.path.join(templates, name))
+            objs = read_template(os.path.join(templates, name), values)
         except yaml.YAMLError as e:
-            check(False, "template %s parses once its actions are set aside: %s" % (name, e))
+            check(False, "%s: template %s parses once its actions are set aside: %s"
+                  % (what, name, e))
             continue
         for t in objs:
-            real = by_kind.get(t["kind"], [])
-            if not check(len(real) == 1, "%s: one %s in the manifests" % (name, t["kind"])):
+            key = (t["kind"], template_name(t))
+            rendered.add(key)
+            if not check(key in expected, "%s: %s %s of %s is in the plain YAML"
+                         % (what, key[0], key[1], name)):
                 continue
-            compared.add(t["kind"])
             diffs = []
-            compare(t, real[0], values, t["kind"], diffs)
-            check(not diffs, "chart %s and the manifests agree on the %s%s"
-                  % (name, t["kind"], "".join("\n     " + d for d in diffs)))
+            compare(t, expected[key], values, t["kind"], diffs)
+            check(not diffs, "%s: chart %s and the plain YAML agree on %s %s%s"
+                  % (what, name, key[0], key[1], "".join("\n     " + d for d in diffs)))
+    # The chart installs into the release's namespace (helm --create-namespace).
+    missing = sorted(k for k in set(expected) - rendered if k[0] != "Namespace")
+    check(not missing, "%s: the chart renders every object of the plain YAML (%s)"
+          % (what, missing))
+
+
+def check_chart(docs):
+    with open(os.path.join(CHART, "values.yaml")) as f:
+        values = yaml.safe_load(f)
+    check_values_used(values)
+    manifests = objects(docs)
+    dra = {}
+    for name in DRA_FILES:
+        with open(os.path.join(DEPLOY, "dra", name)) as f:
+            dra.update(objects({name: [d for d in yaml.safe_load_all(f) if d]}))
+    for what, over in VARIANTS.items():
+        v = overlay(values, over)
+        expected = dict(manifests)
+        if not v["devicePlugin"]["enabled"]:
+            expected.pop(DEVICE_PLUGIN_DS)
+        if v["dra"]["enabled"]:
+            expected.update(dra)
+        check_variant(what, v, expected)
     # "nvshare.image" in _helpers.tpl
     image = "%s:%s" % (values["image"]["repository"], values["image"]["tag"])
-    pod = by_kind["DaemonSet"][0]["spec"]["template"]["spec"]
-    images = {c["image"] for c in pod["initContainers"] + pod["containers"]}
-    check(images == {image}, "the manifests' image is the chart's, %s (%s)" % (image, images))
+    images = {c["image"] for d in list(manifests.values()) + list(dra.values())
+              if d["kind"] == "DaemonSet"
+              for c in d["spec"]["template"]["spec"].get("initContainers", []) +
+              d["spec"]["template"]["spec"]["containers"]}
+    check(images == {image}, "the plain YAML's image is the chart's, %s (%s)" % (image, images))
     with open(os.path.join(CHART, "Chart.yaml")) as f:
         chart = yaml.safe_load(f)
     with open(os.path.join(REPO, "CMakeLists.txt")) as f:
         version = re.search(r"project\(nvshare VERSION ([\d.]+)", f.read()).group(1)
     check(chart["appVersion"] == values["image"]["tag"] == version,
           "Chart.yaml's appVersion and the image tag are the project's version %s" % version)
-    # The chart installs into the release's namespace (helm --create-namespace).
-    check(set(by_kind) - compared == {"Namespace"},
-          "every manifest but the Namespace comes from the chart (%s)"
-          % sorted(set(by_kind) - compared))
 
 
 def main():
     check_yaml_syntax()
     docs = load_manifests()
     check_kubectl(docs)
-    pod = check_objects(docs)
-    if pod:
-        check_env_documented(pod)
-        check_scheduler_accepts(pod)
+    pods = check_objects(docs)
+    if pods:
+        for pod in pods:
+            check_env_documented(pod)
+        check_scheduler_accepts(pods[0])
     check_chart(docs)
     print("k8s_manifests: %s" % ("%d failed" % failures if failures else "all passed"))
     return 1 if failures else 0

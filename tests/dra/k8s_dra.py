@@ -42,6 +42,7 @@ DIRS = {d: os.path.join(WORK, d)
         for d in ("sock", "ctl", "plugin", "registry", "cdi", "sa", "lib", "proc", "trace")}
 procs = {}
 api = None
+DRIVER_ENV = {}  # a test's settings of the driver over start_driver()'s
 
 
 def fail(msg):
@@ -203,16 +204,25 @@ def pod_limits(pod_uid, with_priority=False, gpu=0):
     return (0, 0, 0) if with_priority else (0, 0)
 
 
+def claim_status(c):
+    """The claim's status.devices, as the driver wrote them."""
+    code, body = http("GET", "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s" % (c[0], c[2]))
+    check(code == 200, "reading claim %s: HTTP %d" % (c[2], code))
+    return body.get("status", {}).get("devices")
+
+
 def claim_reads():
     return http("GET", "/admin/claim-reads")[1]
 
 
 def start_driver():
-    return start("driver", [DRIVER], NODE_NAME=NODE, NVSHARE_SOCK_DIR=DIRS["ctl"], NVSHARE_GPUS=GPUS,
+    # the fake NVML, where there is one, names the GPU for its attributes
+    nvml = dict(LD_LIBRARY_PATH=FAKE_CUDA_DIR, FAKE_CUDA_DEVICES=UUID) if FAKE_CUDA_DIR else {}
+    return start("driver", [DRIVER], NODE_NAME=NODE, **nvml, NVSHARE_SOCK_DIR=DIRS["ctl"], NVSHARE_GPUS=GPUS,
                  NVSHARE_API_SERVER=api, NVSHARE_SA_DIR=DIRS["sa"],
                  NVSHARE_DRA_PLUGIN_DIR=DIRS["plugin"], NVSHARE_DRA_REGISTRY_DIR=DIRS["registry"],
                  NVSHARE_CDI_DIR=DIRS["cdi"], NVSHARE_DRA_SLICE_CHECK="200ms",
-                 NVSHARE_LIB_DIR=DIRS["lib"])
+                 NVSHARE_LIB_DIR=DIRS["lib"], **DRIVER_ENV)
 
 
 def register():
@@ -427,6 +437,11 @@ def main():
     wait_for(lambda: len(slices()) == 1, "the ResourceSlice")
     s = slices()[0]
     node_uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, NODE))
+    attributes = {"uuid": {"string": UUID}, "index": {"int": 0}}
+    if FAKE_CUDA_DIR:  # the fake NVML's, its "580.159.04" made semver
+        attributes.update(productName={"string": "Fake GPU"},
+                          driverVersion={"version": "580.159.4"},
+                          cudaComputeCapability={"version": "9.0.0"})
     check(s["metadata"]["generateName"] == NODE + "-gpu.nvshare.com-", "generateName")
     check(s["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Node", "name": NODE,
                                                 "uid": node_uid, "controller": True}],
@@ -435,7 +450,7 @@ def main():
                  "pool": {"name": NODE, "generation": s["spec"]["pool"]["generation"],
                           "resourceSliceCount": 1},
                  "devices": [{"name": "gpu-0", "allowMultipleAllocations": True,
-                              "attributes": {"uuid": {"string": UUID}, "index": {"int": 0}},
+                              "attributes": attributes,
                               "capacity": {
                                   "memory": {"value": "16Gi", "requestPolicy": {
                                       "default": "1Gi", "validRange": {
@@ -447,8 +462,8 @@ def main():
                                                               json.dumps(want_spec, indent=1)))
     first_gen = s["spec"]["pool"]["generation"]
     deploy_matches(s)
-    print("PASS: ResourceSlice %s: gpu-0, 16Gi in 256Mi steps and 100%%, shareable, owned by the Node"
-          % s["metadata"]["name"])
+    print("PASS: ResourceSlice %s: gpu-0, 16Gi in 256Mi steps and 100%%, shareable, owned by the "
+          "Node; attributes %s" % (s["metadata"]["name"], sorted(attributes)))
 
     # 3. Prepare 4Gi / 25 %
     plugin = k.DRAPlugin(endpoint)
@@ -484,6 +499,11 @@ def main():
           "CDI mounts %s" % mounts)
     print("PASS: Prepare of a 4Gi/25%% claim in %.1f ms: scheduler holds pod %s to %d MiB and %d%%; "
           "CDI %s with LD_PRELOAD" % (prep_ms, pod1[:8], mem >> 20, core, cdi_id))
+    wait_for(lambda: claim_status(c1), "the claim's device status")
+    want = [{"driver": "gpu.nvshare.com", "pool": NODE, "device": "gpu-0", "shareID": dev.share_id,
+             "data": {"memoryLimitBytes": 4 * GIB, "coreLimitPercent": 25}}]
+    check(claim_status(c1) == want, "claim status %s, want %s" % (claim_status(c1), want))
+    print("PASS: the claim's status.devices states its limits: %s" % want[0]["data"])
 
     if JOB:
         run_container(spec, pod1)
@@ -674,8 +694,14 @@ def main():
     print("PASS: k8s_dra_driver")
 
 
-if __name__ == "__main__":
+def run(test_main):
+    """test_main, with any bug of the test failing it too: fail() stops
+    what it started."""
     try:
-        main()
-    except Exception as e:  # any bug of the test too: fail() stops what it started
+        test_main()
+    except Exception as e:
         fail("%s: %s" % (type(e).__name__, e))
+
+
+if __name__ == "__main__":
+    run(main)

@@ -155,7 +155,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # any bug of the test too: fail() stops what it started
-        t.fail("%s: %s" % (type(e).__name__, e))
+    t.run(main)

@@ -115,6 +115,24 @@ nvmlReturn_t nvmlDeviceGetName(void *device, char *name, unsigned int length)
     return NVML_SUCCESS;
 }
 
+/* An H100's, as the fake libcuda's attributes. */
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(void *device, int *major,
+                                                int *minor)
+{
+    if (index_of(device) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *major = 9;
+    *minor = 0;
+    return NVML_SUCCESS;
+}
+
+/* With a leading zero, as NVIDIA numbers its drivers: not semver. */
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    snprintf(version, length, "580.159.04");
+    return NVML_SUCCESS;
+}
+
 /* FAKE_NVML_LOST names a file: while it exists, the GPU whose UUID it
  * holds has "fallen off the bus" (the device plugin's health test). */
 static bool lost(const char *uuid)

@@ -28,6 +28,13 @@ Test controls, loopback only (POST unless said):
                      the next N reads of a ResourceClaim (of claim C only,
                      if named) answer as M says: "error" (HTTP 500) or
                      "slow" (after T ms, default 2000); count 0 ends it
+  /admin/status-fault?mode=M&count=N
+                     the next N writes of a claim's status answer as M
+                     says: "error" (HTTP 500) or "absent" (404 without
+                     details: no status subresource); count 0 ends it
+  GET /admin/status-writes
+                     [monotonic seconds, HTTP status] of every write of a
+                     claim's status so far
 
 Pods of a namespace are listed with labelSelector (k=v,...),
 fieldSelector spec.nodeName=N, limit and continue. The pod proxy
@@ -40,7 +47,8 @@ list and the proxy, as RBAC would.
   GET /admin/proxy   {"requests": n, "max_in_flight": n} of the proxy
 
 DRA (resource.k8s.io/v1, for nvshare-dra-driver): ResourceClaims (create
-with a server-made uid, status included; get; delete), ResourceSlices
+with a server-made uid, status included; get; delete; server-side apply of
+status.devices, entries keyed by driver, pool, device and shareID), ResourceSlices
 (create with generateName, list with fieldSelector spec.nodeName and
 spec.driver, get, delete) and GET of a Node, made up with a stable uid.
 
@@ -100,6 +108,8 @@ claims = {}          # (namespace, name) -> ResourceClaim
 slices = {}          # name -> ResourceSlice
 claim_fault = {"mode": None, "count": 0, "name": None, "ms": 2000}
 claim_reads = 0
+status_fault = {"mode": None, "count": 0}
+status_writes = []   # [monotonic seconds, HTTP status]
 DRA = "/apis/resource.k8s.io/v1"
 
 
@@ -222,6 +232,7 @@ class Handler(BaseHTTPRequestHandler):
                 what = {"/admin/events": posted_events, "/admin/auth": auth_seen,
                         "/admin/watches": watches, "/admin/counts": counts,
                         "/admin/claim-reads": claim_reads,
+                        "/admin/status-writes": status_writes,
                         "/admin/proxy": proxy_stats}.get(url.path)
             return self.reply(200 if what is not None else 404, what)
         if url.path in DISCOVERY:
@@ -473,8 +484,14 @@ class Handler(BaseHTTPRequestHandler):
         patch = self.body()
         if not self.authorized():
             return
-        key = self.pod_path(urlparse(self.path).path)
+        path = urlparse(self.path).path
         ctype = self.headers.get("Content-Type", "")
+        if path.startswith(DRA):
+            code, body = self.dra_apply_status(path, ctype, patch)
+            with lock:
+                status_writes.append([time.monotonic(), code])
+            return self.reply(code, body)
+        key = self.pod_path(path)
         if not key or "merge-patch" not in ctype:
             return self.reply(415, status(415, "UnsupportedMediaType", ctype))
         with lock:
@@ -523,6 +540,8 @@ class Handler(BaseHTTPRequestHandler):
                     gone_pending = True
                 elif path == "/admin/fault":
                     faults[q.get("node", "")] = q["mode"]
+                elif path == "/admin/status-fault":
+                    status_fault.update(mode=q.get("mode"), count=int(q.get("count", 1)))
                 elif path == "/admin/claim-fault":
                     claim_fault.update(mode=q.get("mode"), count=int(q.get("count", 1)),
                                        name=q.get("name"), ms=int(q.get("ms", 2000)))
@@ -613,6 +632,39 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 return self.reply(404, status(404, "NotFound", path))
         self.reply(201, obj)
+
+    def dra_apply_status(self, path, ctype, patch):
+        """A server-side apply of a claim's status.devices: (code, body)."""
+        p = path.split("/")
+        if len(p) != 9 or p[6] != "resourceclaims" or p[8] != "status" or \
+                "fieldManager=" not in self.path:
+            return 404, status(404, "NotFound", path)
+        if ctype != "application/apply-patch+yaml":
+            return 415, status(415, "UnsupportedMediaType", ctype)
+        with lock:
+            fault = status_fault["mode"] if status_fault["count"] > 0 else None
+            if fault:
+                status_fault["count"] -= 1
+            if fault == "error":
+                return 500, status(500, "InternalError", "injected")
+            if fault == "absent":
+                return 404, status(404, "NotFound", "the server could not find the "
+                                   "requested resource")
+            claim = claims.get((p[5], p[7]))
+            if claim is None:
+                body = status(404, "NotFound", 'resourceclaims "%s" not found' % p[7])
+                body["details"] = {"name": p[7], "group": "resource.k8s.io",
+                                   "kind": "resourceclaims"}
+                return 404, body
+            if patch.get("metadata", {}).get("uid") not in (None, claim["metadata"]["uid"]):
+                return 409, status(409, "Conflict", "Precondition failed: UID")
+            have = claim.setdefault("status", {}).setdefault("devices", [])
+            keys = ("driver", "pool", "device", "shareID")
+            for dev in patch.get("status", {}).get("devices", []):
+                have[:] = [d for d in have if any(d.get(k) != dev.get(k) for k in keys)]
+                have.append(dev)
+            claim["metadata"]["resourceVersion"] = str(next_rv())
+            return 200, json.loads(json.dumps(claim))
 
     def dra_delete(self, path):
         p = path.split("/")
