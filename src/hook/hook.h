@@ -386,6 +386,11 @@ bool vmm_app_last_ref(uint64_t token);
 void vmm_app_swap_begin(void);
 uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run);
 void vmm_app_swap_end(int gpu, bool to_device, bool copied);
+/* Calls add(host, bytes, arg) with the host copy of each mapping a
+ * swap-out of gpu would copy, made (not filled) where it had none. */
+void vmm_app_host_copies(int gpu,
+                         void (*add)(void *host, uint64_t bytes, void *arg),
+                         void *arg);
 
 /* vmm.c: ranges whose physical memory can go and come back (all return
  * the driver's error; vmm_allocate waits for room the scheduler makes). */
@@ -533,6 +538,14 @@ CUresult staging_end(struct staging_run *r);
 void *staging_host_alloc(uint64_t bytes);
 void staging_host_retire(void *p, uint64_t bytes);
 void staging_host_free(void *p, uint64_t bytes);
+/* Makes the pages of host copies now, ahead of a swap-out that would
+ * otherwise fault them in (as far as the host's margin allows); the bytes
+ * made. */
+struct staging_host_copy {
+    void *host;
+    uint64_t bytes;
+};
+uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n);
 /* A converted allocation was just made on gpu: whether anything can have
  * written it is known from here on (see swap.c, blank allocations). */
 void swap_note_birth(struct mem_swap_slot *slot, int gpu);
@@ -566,6 +579,7 @@ enum hook_event {
     HOOK_EV_SWAP_INS,
     HOOK_EV_SWAP_IN_BYTES,
     HOOK_EV_SWAP_IN_US,
+    HOOK_EV_HOST_MADE_AHEAD, /* bytes of host copies made by PREPARE_SWAP */
     HOOK_EV_COUNT
 };
 extern _Atomic uint64_t hook_stat_events[HOOK_EV_COUNT];

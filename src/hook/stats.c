@@ -29,6 +29,7 @@ static const char *const event_names[HOOK_EV_COUNT] = {
     [HOOK_EV_SWAP_OUTS] = "swap-outs",
     [HOOK_EV_SWAP_OUT_BYTES] = "swap-out-bytes",
     [HOOK_EV_SWAP_OUT_US] = "swap-out-us",
+    [HOOK_EV_HOST_MADE_AHEAD] = "host-made-ahead",
     [HOOK_EV_SWAP_INS] = "swap-ins",
     [HOOK_EV_SWAP_IN_BYTES] = "swap-in-bytes",
     [HOOK_EV_SWAP_IN_US] = "swap-in-us",

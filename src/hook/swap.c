@@ -344,12 +344,68 @@ static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool stopping;
 static atomic_bool preparing;
 
+/* The host copies a swap-out of gpu would write, made now (staging.c):
+ * those of resident converted allocations that hold data, and of the
+ * application's own mapped memory. */
+struct host_copies {
+    int gpu;
+    struct staging_host_copy *v;
+    size_t n, cap;
+};
+
+static void add_copy(void *host, uint64_t bytes, void *arg)
+{
+    struct host_copies *c = arg;
+
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        struct staging_host_copy *v = realloc(c->v, cap * sizeof(*v));
+        if (v == NULL)
+            return; /* the swap-out makes it */
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->n++] = (struct staging_host_copy){host, bytes};
+}
+
+static void add_slot(CUdeviceptr ptr, uint64_t bytes, CUcontext ctx,
+                     struct mem_swap_slot *slot, void *arg)
+{
+    struct host_copies *c = arg;
+
+    (void)ptr, (void)ctx;
+    if (!slot->converted || slot->out || blank(slot, c->gpu))
+        return;
+    if (slot->backing == NULL)
+        slot->backing = staging_host_alloc(bytes);
+    if (slot->backing)
+        add_copy(slot->backing, bytes, c);
+}
+
+static void make_host_copies(int gpu)
+{
+    struct host_copies copies = {.gpu = gpu};
+    uint64_t start = hook_now_ns(), made;
+
+    mem_for_each_managed_on_gpu(gpu, add_slot, &copies);
+    vmm_app_host_copies(gpu, add_copy, &copies);
+    made = staging_host_prefault(copies.v, copies.n);
+    hook_count(&hook_stat_events[HOOK_EV_HOST_MADE_AHEAD], made);
+    if (made)
+        log_debug("gpu %d: %.1f MiB of host copies made ahead in %.3f s", gpu,
+                  (double)made / (1 << 20),
+                  (double)(hook_now_ns() - start) / 1e9);
+    free(copies.v);
+}
+
 /* Pins in one of gpu's contexts, outside the context registry's lock (a
- * drain or a swap takes it meanwhile); pin_lock keeps the context alive. */
+ * drain or a swap takes it meanwhile); pin_lock keeps the context alive.
+ * Then the host copies. */
 static void *preparer_main(void *arg)
 {
     int gpu = (int)(intptr_t)arg;
     CUcontext ctx, popped;
+    bool go_on;
 
     pthread_mutex_lock(&pin_lock);
     if (!atomic_load(&stopping) && (ctx = hook_first_context(gpu)) != NULL &&
@@ -357,7 +413,10 @@ static void *preparer_main(void *arg)
         staging_make(ctx);
         HOOK_CALL_REAL(cuCtxPopCurrent_v2, (&popped));
     }
+    go_on = !atomic_load(&stopping);
     pthread_mutex_unlock(&pin_lock);
+    if (go_on)
+        make_host_copies(gpu);
     atomic_store(&preparing, false);
     return NULL;
 }

@@ -404,6 +404,22 @@ void vmm_app_swap_begin(void)
     pthread_mutex_lock(&app_lock);
 }
 
+void vmm_app_host_copies(int gpu,
+                         void (*add)(void *host, uint64_t bytes, void *arg),
+                         void *arg)
+{
+    pthread_mutex_lock(&app_lock);
+    for (struct app_mapping *m = mappings; m; m = m->next) {
+        if (!movable(m->alloc, gpu) || m->alloc->out)
+            continue;
+        if (m->backing == NULL)
+            m->backing = staging_host_alloc(m->size);
+        if (m->backing)
+            add(m->backing, m->size, arg);
+    }
+    pthread_mutex_unlock(&app_lock);
+}
+
 /* Two passes, allocations then mappings, rather than every mapping per
  * allocation: PyTorch's expandable segments make thousands of each. */
 uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run)

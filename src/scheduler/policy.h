@@ -129,7 +129,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "protocol.h" /* enum sched_mode, enum wait_reason */
+#include "protocol.h"    /* enum sched_mode, enum wait_reason */
+#include "host_memory.h" /* HOST_SWAP_BUDGET_UNKNOWN */
 
 #define POLICY_MAX_GPUS 32
 
@@ -456,7 +457,7 @@ bool policy_idle_swap(const struct policy *p, int account) __attribute__((pure))
  * memory (POLICY_HOST_BUDGET_NONE: no limit): no EVICT takes the parked
  * total past it, the waiter's own parked memory aside (it comes back as
  * the waiter is admitted: two clients can always trade places). */
-#define POLICY_HOST_BUDGET_NONE UINT64_MAX
+#define POLICY_HOST_BUDGET_NONE HOST_SWAP_BUDGET_UNKNOWN
 void policy_set_host_swap_budget(struct policy *p, uint64_t bytes);
 
 /* Switch time: fixed_ns > 0 fixes it, 0 makes it auto (measured swap time

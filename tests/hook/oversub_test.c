@@ -45,7 +45,8 @@
  *       prepare_swap (the client's callback for PREPARE_SWAP) makes the
  *       staging ring on a thread: waiting for it takes the fake's pinning
  *       time (FAKE_CUDA_PIN_GBPS, set low), and the swap-out after it
- *       pins nothing (it takes a fraction of that), intact.
+ *       pins nothing (it takes a fraction of that), intact; it also
+ *       makes the host copy's pages ahead ("host-made-ahead").
  *   oversub_test unprepared
  *       without prepare_swap, the first swap-out pins the ring itself
  *       (it takes the pinning time), the next one does not; a swap-out
@@ -642,6 +643,9 @@ static void prepare(void)
     EXPECT(prepare_ms >= 0.9 * pin_ms(),
            "prepare_swap took %.1f ms, not the pinning's %.1f ms", prepare_ms,
            pin_ms());
+    EXPECT(event("host-made-ahead") == 32 * MIB,
+           "prepare_swap made %llu bytes of host copies ahead, want 32 MiB",
+           (unsigned long long)event("host-made-ahead"));
 
     t0 = now_ms();
     EXPECT(swap_out() == 32 * MIB, "the prepared swap-out did not move 32 MiB");

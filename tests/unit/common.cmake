@@ -41,8 +41,7 @@ nvshare_common_test(test_unhooked ${PROJECT_SOURCE_DIR}/src/scheduler/unhooked.c
   ${PROJECT_SOURCE_DIR}/src/scheduler/identity.c)
 target_include_directories(test_unhooked PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
 # host-swap-budget auto from the host's meminfo
-nvshare_common_test(test_host_memory ${PROJECT_SOURCE_DIR}/src/scheduler/host_memory.c)
-target_include_directories(test_host_memory PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
+nvshare_common_test(test_host_memory ${PROJECT_SOURCE_DIR}/src/common/host_memory.c)
 
 # The fuzz target as a plain program that replays the committed cases
 # (protocol_cases/<expect>-*.bin). protocol.c and protocol_io.c are compiled

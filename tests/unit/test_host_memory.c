@@ -7,7 +7,6 @@
 #include <cmocka.h>
 
 #include "host_memory.h"
-#include "policy.h"
 
 #define GiB (1ull << 30)
 
@@ -38,9 +37,9 @@ static void test_unknown_meminfo_sets_no_budget(void **state)
 {
     (void)state;
     assert_true(host_swap_budget_of("MemTotal: 8388608 kB\n") ==
-                POLICY_HOST_BUDGET_NONE);
-    assert_true(host_swap_budget_of("") == POLICY_HOST_BUDGET_NONE);
-    assert_true(host_swap_budget_auto("/nonexistent") == POLICY_HOST_BUDGET_NONE);
+                HOST_SWAP_BUDGET_UNKNOWN);
+    assert_true(host_swap_budget_of("") == HOST_SWAP_BUDGET_UNKNOWN);
+    assert_true(host_swap_budget_auto("/nonexistent") == HOST_SWAP_BUDGET_UNKNOWN);
 }
 
 int main(void)

@@ -1,5 +1,6 @@
 /* host_memory.h - how much host memory swapped-out clients may fill, when
- * the operator leaves it to the node (host-swap-budget auto). */
+ * the operator leaves it to the node (the scheduler's host-swap-budget
+ * auto), and how much a client makes its host copies ahead in. */
 #ifndef NVSHARE_HOST_MEMORY_H
 #define NVSHARE_HOST_MEMORY_H
 
@@ -8,9 +9,11 @@
 /* The margin left to the host and its other tenants: 10 % of its memory,
  * at least this. */
 #define HOST_SWAP_MARGIN_MIN (2ull << 30)
+/* A meminfo that does not say. */
+#define HOST_SWAP_BUDGET_UNKNOWN UINT64_MAX
 
 /* The budget a meminfo text gives: MemAvailable less the margin (0 when
- * the margin takes it all), or POLICY_HOST_BUDGET_NONE when the text lacks
+ * the margin takes it all), or HOST_SWAP_BUDGET_UNKNOWN when the text lacks
  * either line. */
 uint64_t host_swap_budget_of(const char *meminfo);
 

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "policy.h"
 
 /* The value of meminfo's line `name`, in bytes; false if it has none. */
 static bool meminfo_bytes(const char *meminfo, const char *name, uint64_t *bytes)
@@ -26,7 +25,7 @@ uint64_t host_swap_budget_of(const char *meminfo)
 
     if (!meminfo_bytes(meminfo, "MemTotal:", &total) ||
         !meminfo_bytes(meminfo, "MemAvailable:", &available))
-        return POLICY_HOST_BUDGET_NONE;
+        return HOST_SWAP_BUDGET_UNKNOWN;
     uint64_t margin = total / 10 > HOST_SWAP_MARGIN_MIN ? total / 10
                                                         : HOST_SWAP_MARGIN_MIN;
     return available > margin ? available - margin : 0;
@@ -40,7 +39,7 @@ uint64_t host_swap_budget_auto(const char *proc_root)
 
     snprintf(path, sizeof(path), "%s/meminfo", proc_root ? proc_root : "/proc");
     if (!(f = fopen(path, "re")))
-        return POLICY_HOST_BUDGET_NONE;
+        return HOST_SWAP_BUDGET_UNKNOWN;
     n = fread(text, 1, sizeof(text) - 1, f);
     fclose(f);
     text[n] = '\0';
