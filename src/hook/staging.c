@@ -96,15 +96,20 @@ static void *copier_main(void *arg)
  * wait for the swap meanwhile, and a copy into memory written for the
  * first time runs at about 2 GB/s per thread (faults, zeroing; 16 threads
  * reached 36 GB/s on an H200's host, 8 threads 24). ring.lock held. */
-static void start_copiers_locked(void)
+static int host_threads(void)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int want = cpus > 1 ? (int)cpus : 1;
+
+    return want < STAGING_MAX_THREADS ? want : STAGING_MAX_THREADS;
+}
+
+static void start_copiers_locked(void)
+{
+    int want = host_threads();
     sigset_t all, old;
     pthread_attr_t attr;
 
-    if (want > STAGING_MAX_THREADS)
-        want = STAGING_MAX_THREADS;
     /* Signals stay the application's threads' business. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -399,74 +404,90 @@ void staging_host_free(void *p, uint64_t bytes)
 /* The first swap-out writes host memory that does not exist yet: its page
  * faults and zeroing, not the link, set its pace (27 GB/s for 64 GiB on
  * an H200 host, against 48 GB/s into pages that exist). A PREPARE_SWAP
- * says a swap is coming, so the preparer makes the pages then, a step at
- * a time on a few threads, while the host keeps the margin the
- * scheduler's auto budget keeps. MADV_POPULATE_WRITE faults pages in and
- * never changes what they hold: a swap that writes the copy meanwhile, or
- * a free that unmaps it (the call then fails), loses nothing. */
-#define PREFAULT_THREADS 4
+ * says a swap is coming, so the preparer makes the pages then, in steps
+ * that the copy threads' number of threads take in turn (one 32 GiB
+ * allocation spreads over all of them), while the host keeps the margin
+ * the scheduler's auto budget keeps. MADV_POPULATE_WRITE faults pages in
+ * and never changes what they hold: a swap that writes the copy
+ * meanwhile, or a free that unmaps it (the call then fails), loses
+ * nothing. */
 #define PREFAULT_STEP (64ull << 20)
 
 struct prefault {
-    struct staging_host_copy *copies;
-    size_t n;
-    _Atomic size_t next;        /* the next copy a thread takes */
-    _Atomic uint64_t room;      /* bytes the host may still give */
-    _Atomic bool unsupported;   /* the kernel has no MADV_POPULATE_WRITE */
-    _Atomic uint64_t populated; /* bytes made */
+    pthread_mutex_t lock;
+    const struct staging_host_copy *copies;
+    size_t n, copy;      /* the copy the next step is in */
+    uint64_t done, room; /* into it; what the host may still give */
+    bool stop;           /* no room, or no MADV_POPULATE_WRITE */
+    bool unsupported;
+    uint64_t populated; /* bytes made */
 };
 
-static bool take_room(struct prefault *pf, uint64_t bytes)
+/* The next step, or false when there is none. */
+static bool next_step(struct prefault *pf, char **at, uint64_t *bytes)
 {
-    uint64_t room = atomic_load(&pf->room);
+    bool found = false;
 
-    do {
-        if (room < bytes)
-            return false;
-    } while (!atomic_compare_exchange_weak(&pf->room, &room, room - bytes));
-    return true;
+    pthread_mutex_lock(&pf->lock);
+    while (!pf->stop && pf->copy < pf->n && !found) {
+        const struct staging_host_copy *c = &pf->copies[pf->copy];
+        uint64_t left = c->bytes - pf->done;
+
+        if (left == 0) {
+            pf->copy++;
+            pf->done = 0;
+            continue;
+        }
+        *bytes = left < PREFAULT_STEP ? left : PREFAULT_STEP;
+        if (*bytes > pf->room) {
+            pf->stop = true;
+            break;
+        }
+        *at = (char *)c->host + pf->done;
+        pf->done += *bytes;
+        pf->room -= *bytes;
+        found = true;
+    }
+    pthread_mutex_unlock(&pf->lock);
+    return found;
 }
 
 static void *prefault_main(void *arg)
 {
     struct prefault *pf = arg;
-    size_t i;
+    uint64_t bytes;
+    char *at;
 
-    while ((i = atomic_fetch_add(&pf->next, 1)) < pf->n) {
-        char *at = pf->copies[i].host;
-        uint64_t bytes = pf->copies[i].bytes;
+    while (next_step(pf, &at, &bytes)) {
+        bool made = madvise(at, (size_t)bytes, MADV_POPULATE_WRITE) == 0;
+        bool unsupported = !made && errno == EINVAL;
 
-        for (uint64_t done = 0; done < bytes; done += PREFAULT_STEP) {
-            uint64_t step = bytes - done < PREFAULT_STEP ? bytes - done
-                                                         : PREFAULT_STEP;
-
-            if (atomic_load(&pf->unsupported) || !take_room(pf, step))
-                return NULL;
-            if (madvise(at + done, (size_t)step, MADV_POPULATE_WRITE) != 0) {
-                if (errno == EINVAL)
-                    atomic_store(&pf->unsupported, true);
-                break; /* unmapped meanwhile (freed), or no memory */
-            }
-            atomic_fetch_add(&pf->populated, step);
-        }
+        /* A failure otherwise: unmapped meanwhile (freed), or no memory. */
+        pthread_mutex_lock(&pf->lock);
+        if (made)
+            pf->populated += bytes;
+        if (unsupported)
+            pf->stop = pf->unsupported = true;
+        pthread_mutex_unlock(&pf->lock);
     }
     return NULL;
 }
 
 uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n)
 {
-    struct prefault pf = {.copies = copies, .n = n};
-    pthread_t threads[PREFAULT_THREADS];
-    uint64_t room = host_swap_budget_auto(NULL);
+    struct prefault pf = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                          .copies = copies,
+                          .n = n};
+    pthread_t threads[STAGING_MAX_THREADS];
+    int want = host_threads(), started = 0;
     sigset_t all, old;
-    int started = 0;
 
-    if (n == 0)
+    pf.room = host_swap_budget_auto(NULL);
+    if (n == 0 || pf.room == HOST_SWAP_BUDGET_UNKNOWN)
         return 0;
-    atomic_store(&pf.room, room == HOST_SWAP_BUDGET_UNKNOWN ? 0 : room);
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    while (started < PREFAULT_THREADS && (size_t)started < n &&
+    while (started < want &&
            pthread_create(&threads[started], NULL, prefault_main, &pf) == 0)
         started++;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -474,8 +495,9 @@ uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n)
         prefault_main(&pf);
     for (int t = 0; t < started; t++)
         pthread_join(threads[t], NULL);
-    if (atomic_load(&pf.unsupported))
+    pthread_mutex_destroy(&pf.lock);
+    if (pf.unsupported)
         log_debug("host copies not made ahead: the kernel lacks "
                   "MADV_POPULATE_WRITE (Linux 5.14)");
-    return atomic_load(&pf.populated);
+    return pf.populated;
 }
