@@ -438,14 +438,15 @@ static bool next_step(struct prefault *pf, char **at, uint64_t *bytes)
             pf->done = 0;
             continue;
         }
-        *bytes = left < PREFAULT_STEP ? left : PREFAULT_STEP;
-        if (*bytes > pf->room) {
+        uint64_t step = left < PREFAULT_STEP ? left : PREFAULT_STEP;
+        if (pf->room < step) {
             pf->stop = true;
             break;
         }
         *at = (char *)c->host + pf->done;
-        pf->done += *bytes;
-        pf->room -= *bytes;
+        *bytes = step;
+        pf->done += step;
+        pf->room -= step;
         found = true;
     }
     pthread_mutex_unlock(&pf->lock);
