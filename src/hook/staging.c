@@ -411,7 +411,6 @@ void staging_host_free(void *p, uint64_t bytes)
  * and never changes what they hold: a swap that writes the copy
  * meanwhile, or a free that unmaps it (the call then fails), loses
  * nothing. */
-#define PREFAULT_STEP (64ull << 20)
 
 struct prefault {
     pthread_mutex_t lock;
@@ -424,6 +423,8 @@ struct prefault {
 };
 
 /* The next step, or false when there is none. */
+static const uint64_t prefault_step = 64ull << 20;
+
 static bool next_step(struct prefault *pf, char **at, uint64_t *bytes)
 {
     bool found = false;
@@ -431,23 +432,22 @@ static bool next_step(struct prefault *pf, char **at, uint64_t *bytes)
     pthread_mutex_lock(&pf->lock);
     while (!pf->stop && pf->copy < pf->n && !found) {
         const struct staging_host_copy *c = &pf->copies[pf->copy];
-        uint64_t left = c->bytes - pf->done;
+        uint64_t step = c->bytes - pf->done;
 
-        if (left == 0) {
+        if (step > prefault_step)
+            step = prefault_step;
+        if (step == 0) {
             pf->copy++;
             pf->done = 0;
-            continue;
-        }
-        uint64_t step = left < PREFAULT_STEP ? left : PREFAULT_STEP;
-        if (pf->room < step) {
+        } else if (step > pf->room) {
             pf->stop = true;
-            break;
+        } else {
+            *at = (char *)c->host + pf->done;
+            *bytes = step;
+            pf->done += step;
+            pf->room -= step;
+            found = true;
         }
-        *at = (char *)c->host + pf->done;
-        *bytes = step;
-        pf->done += step;
-        pf->room -= step;
-        found = true;
     }
     pthread_mutex_unlock(&pf->lock);
     return found;
