@@ -402,6 +402,10 @@ CUresult vmm_back(int gpu, CUdeviceptr va, uint64_t bytes,
                   CUmemGenericAllocationHandle *physical);
 CUresult vmm_create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
                     CUmemGenericAllocationHandle *physical);
+/* Whether an allocation of this process waits for room: the process that
+ * needs memory, not the one that will give it, so no host copies of its
+ * are made ahead. */
+bool vmm_room_awaited(void);
 CUresult vmm_create_waiting(int gpu, uint64_t bytes,
                             const CUmemAllocationProp *prop,
                             CUmemGenericAllocationHandle *physical);
@@ -539,13 +543,14 @@ void *staging_host_alloc(uint64_t bytes);
 void staging_host_retire(void *p, uint64_t bytes);
 void staging_host_free(void *p, uint64_t bytes);
 /* Makes the pages of host copies now, ahead of a swap-out that would
- * otherwise fault them in (as far as the host's margin allows); the bytes
- * made. */
+ * otherwise fault them in (as far as the host's margin allows, and until
+ * stop() says so); the bytes made. */
 struct staging_host_copy {
     void *host;
     uint64_t bytes;
 };
-uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n);
+uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n,
+                               bool (*stop)(void));
 /* A converted allocation was just made on gpu: whether anything can have
  * written it is known from here on (see swap.c, blank allocations). */
 void swap_note_birth(struct mem_swap_slot *slot, int gpu);

@@ -417,7 +417,8 @@ struct prefault {
     const struct staging_host_copy *copies;
     size_t n, copy;      /* the copy the next step is in */
     uint64_t done, room; /* into it; what the host may still give */
-    bool stop;           /* no room, or no MADV_POPULATE_WRITE */
+    bool (*stop_asked)(void);
+    bool stop; /* no room, or no MADV_POPULATE_WRITE */
     bool unsupported;
     uint64_t populated; /* bytes made */
 };
@@ -430,6 +431,7 @@ static bool next_step(struct prefault *pf, char **at, uint64_t *bytes)
     bool found = false;
 
     pthread_mutex_lock(&pf->lock);
+    pf->stop = pf->stop || pf->stop_asked();
     while (!pf->stop && pf->copy < pf->n && !found) {
         const struct staging_host_copy *c = &pf->copies[pf->copy];
         uint64_t step = c->bytes - pf->done;
@@ -474,11 +476,13 @@ static void *prefault_main(void *arg)
     return NULL;
 }
 
-uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n)
+uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n,
+                               bool (*stop)(void))
 {
     struct prefault pf = {.lock = PTHREAD_MUTEX_INITIALIZER,
                           .copies = copies,
-                          .n = n};
+                          .n = n,
+                          .stop_asked = stop};
     pthread_t threads[STAGING_MAX_THREADS];
     int want = host_threads(), started = 0;
     sigset_t all, old;

@@ -389,7 +389,7 @@ static void make_host_copies(int gpu)
 
     mem_for_each_managed_on_gpu(gpu, add_slot, &copies);
     vmm_app_host_copies(gpu, add_copy, &copies);
-    made = staging_host_prefault(copies.v, copies.n);
+    made = staging_host_prefault(copies.v, copies.n, vmm_room_awaited);
     hook_count(&hook_stat_events[HOOK_EV_HOST_MADE_AHEAD], made);
     if (made)
         log_debug("gpu %d: %.1f MiB of host copies made ahead in %.3f s", gpu,

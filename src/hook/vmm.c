@@ -20,6 +20,7 @@
  * (cuIpcGetMemHandle) does not export VMM memory: a process that shares
  * device memory with another one that way runs with
  * NVSHARE_ENABLE_OVERSUB=0 (docs/operations.md). */
+#include <stdatomic.h>
 #include <time.h>
 
 #include "hook.h"
@@ -174,6 +175,9 @@ static CUresult create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
     return rc;
 }
 
+/* Allocations of this process waiting for room now. */
+static _Atomic int waiting_for_room;
+
 /* cuMemCreate, making room when the GPU is full: first this process's
  * parked stream-ordered frees go; then the room may be an idle process's,
  * which the scheduler takes back for a process that waits for the GPU, so
@@ -188,13 +192,20 @@ CUresult vmm_create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && vmm_async_drain(gpu) != 0)
         rc = create(gpu, bytes, prop, physical, false);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && nvshare_client_connected()) {
+        atomic_fetch_add(&waiting_for_room, 1);
         mem_evictable_extra(gpu, bytes, true);
         nvshare_submit_begin(gpu);
         rc = create(gpu, bytes, prop, physical, true);
         nvshare_submit_end();
         mem_evictable_extra(gpu, bytes, false);
+        atomic_fetch_sub(&waiting_for_room, 1);
     }
     return rc;
+}
+
+bool vmm_room_awaited(void)
+{
+    return atomic_load_explicit(&waiting_for_room, memory_order_relaxed) != 0;
 }
 
 CUresult vmm_create_waiting(int gpu, uint64_t bytes,
