@@ -1,7 +1,7 @@
 /* connection.c - the client thread: it owns the scheduler connection
- * (connecting and re-registering), reads the scheduler's messages, drains
- * on DROP_LOCK (a gang rank after agreeing where: gate.c), gives idle GPUs
- * back, reports load and runs the swap callbacks. Memory messages and
+ * (connecting and re-registering), reads the scheduler's messages and
+ * turns those about locks into the gate's transitions (gate.h), gives idle
+ * GPUs back, reports load and runs the swap callbacks. Memory messages and
  * connection events go to the observer that nvshare_client_start()
  * attached (the memory ledger); this file knows nothing else of it.
  *
@@ -9,16 +9,20 @@
  * gates (fail-open) or keeps them shut until it is back (fail-closed); a
  * pod with a core limit paces itself to it meanwhile (pace_while_away);
  * nothing here ever ends the process. */
-#include "client_internal.h"
+#include "connection.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "client_internal.h"
 #include "clock.h"
 #include "env.h"
+#include "gate.h"
 #include "log.h"
 #include "protocol.h"
 #include "sock.h"
@@ -30,28 +34,46 @@ static _Atomic uint64_t span_total_ns[NVSHARE_MAX_GPUS];
 /* The scheduler's pace slice: a limited pod runs its share of each. */
 #define PACE_SLICE_NS (200 * NS_PER_MS)
 
-/* Set by nvshare_client_start() before the client thread exists; read by
- * application threads at a closed gate, so atomic. */
-static const struct conn_observer *_Atomic observer;
+/* The connection's own state: the client thread's alone, but for fd,
+ * which senders on every thread read under client.mu. */
+static struct {
+    int fd;
+    int wake_fd; /* eventfd: stop request */
+    pthread_t thread;
+    const struct conn_observer *observer; /* set before the thread starts */
+    struct msg_register reg;
+    uint64_t idle_release_ns;
+    uint64_t reconnect_ns;
+    uint64_t retry_ns; /* after a refusal: doubles up to RETRY_MAX_NS */
+    unsigned registrations;
+    bool warned_absent;
+    bool warned_refused; /* since the last registration */
+    uint8_t core_limit;  /* the pod's, as the scheduler last told (percent;
+                            0: none): paced to while it is away */
+} conn = {.fd = -1, .wake_fd = -1};
 
-void conn_observe(const struct conn_observer *o)
-{
-    observer = o;
-}
+/* What the client thread watches on each GPU for its reports and swaps. */
+struct gpu_watch {
+    uint64_t seen_submits; /* idle detection: submissions at last poll */
+    uint64_t quiet_since;  /* when seen_submits last changed */
+    bool complete_seen;    /* its work had completed at the last poll */
+    bool swapped_out;      /* its memory went to the host on EVICT */
+    bool swap_in_due;      /* a swap-out since the last swap-in moved bytes */
+    uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
+    uint64_t load_sent_at;               /* 0: no report yet */
+};
+static struct gpu_watch watch[NVSHARE_MAX_GPUS];
 
-void conn_before_lock_request(int gpu)
-{
-    const struct conn_observer *o = observer;
-
-    if (o) /* NULL before the first nvshare_client_start() */
-        o->before_lock_request(gpu);
-}
+/* UPDATE_YIELD's terms (0: none); the shorter of the two settings
+ * applies. Read by application threads, so atomic. */
+static _Atomic uint64_t yield_idle_release_ns;
+static _Atomic uint64_t yield_max_backlog_ns;
 
 int conn_send_locked(const struct msg *m)
 {
-    if (client.fd < 0)
+    if (conn.fd < 0)
         return -1;
-    int rc = msg_send(client.fd, m);
+    int rc = msg_send(conn.fd, m);
     if (rc)
         log_debug("sending %s failed: %s", msg_type_name(m->type),
                   proto_strerror(rc));
@@ -68,25 +90,11 @@ int conn_send(const struct msg *m)
 
 /* ---- connection ---------------------------------------------------------- */
 
-/* No lock is held or requested any more (the connection went, or
- * scheduling went off): the gates follow the mode, and waiters look again.
- * Called with client.mu held. */
-static void forget_locks_locked(void)
-{
-    for (int i = 0; i < client.n_gpus; i++) {
-        client.gpus[i].held = false;
-        client.gpus[i].requested = false;
-    }
-    gate_forget_drains_locked();
-    gates_open_for_current_mode();
-    pthread_cond_broadcast(&client.changed);
-}
-
 static void disconnect_locked(const char *why)
 {
-    if (client.fd >= 0) {
-        close(client.fd);
-        client.fd = -1;
+    if (conn.fd >= 0) {
+        close(conn.fd);
+        conn.fd = -1;
     }
     if (client.connected)
         log_warn("lost the scheduler (%s): %s", why,
@@ -94,9 +102,9 @@ static void disconnect_locked(const char *why)
                                     : "running unscheduled until it is back");
     client.connected = false;
     /* The next scheduler sends its own terms, from none. */
-    atomic_store_explicit(&client.yield_idle_release_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&client.yield_max_backlog_ns, 0, memory_order_relaxed);
-    forget_locks_locked();
+    atomic_store_explicit(&yield_idle_release_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&yield_max_backlog_ns, 0, memory_order_relaxed);
+    gate_locks_lost_locked();
 }
 
 static void disconnect(const char *why)
@@ -104,7 +112,7 @@ static void disconnect(const char *why)
     pthread_mutex_lock(&client.mu);
     disconnect_locked(why);
     pthread_mutex_unlock(&client.mu);
-    observer->disconnected();
+    conn.observer->disconnected();
 }
 
 /* The first attempt, or one after a loss, ended without a connection.
@@ -112,10 +120,9 @@ static void disconnect(const char *why)
 static void attempt_failed(void)
 {
     client.attempted = true;
-    gates_open_for_current_mode();
-    pthread_cond_broadcast(&client.changed);
+    gate_mode_changed_locked();
     pthread_mutex_unlock(&client.mu);
-    observer->disconnected();
+    conn.observer->disconnected();
 }
 
 /* Sends REGISTER on fd and reads the answer into *m: 0 (REGISTER_OK or
@@ -124,7 +131,7 @@ static int register_on(int fd, struct msg *m)
 {
     int rc, received;
 
-    *m = (struct msg){.type = MSG_REGISTER, .u.reg = client.reg};
+    *m = (struct msg){.type = MSG_REGISTER, .u.reg = conn.reg};
     m->u.reg.pid = (uint32_t)getpid();
     rc = msg_send(fd, m);
     /* A refusal is sent at once and the socket closed, maybe under our
@@ -147,29 +154,28 @@ static void registered(int fd, const struct msg_register_ok *ok)
     uint8_t managed[NVSHARE_MAX_GPUS];
 
     client.attempted = true;
-    client.fd = fd;
+    conn.fd = fd;
     client.connected = true;
     client.scheduling_on = ok->scheduling_on;
     client.oversub_node = ok->oversub_default;
     for (int i = 0; i < client.n_gpus; i++) {
-        client.gpus[i].known = ok->gpu_known[i];
-        if (!client.gpus[i].known)
+        client.known[i] = ok->gpu_known[i];
+        if (!client.known[i])
             log_warn("the scheduler does not manage GPU %s: it runs "
                      "unscheduled",
-                     client.uuids[i]);
+                     conn.reg.gpu_uuids[i]);
     }
     log_info("registered with the scheduler as client %llu%s",
              (unsigned long long)ok->client_id,
-             client.registrations++ ? " (reconnected)" : "");
-    client.warned_absent = false;
-    client.warned_refused = false;
-    client.retry_ns = 0; /* the next refusal waits reconnect_ns first */
-    gates_open_for_current_mode();
-    pthread_cond_broadcast(&client.changed);
+             conn.registrations++ ? " (reconnected)" : "");
+    conn.warned_absent = false;
+    conn.warned_refused = false;
+    conn.retry_ns = 0; /* the next refusal waits reconnect_ns first */
+    gate_mode_changed_locked();
     for (int i = 0; i < client.n_gpus; i++)
-        managed[i] = client.gpus[i].known;
+        managed[i] = client.known[i];
     pthread_mutex_unlock(&client.mu);
-    observer->registered(client.n_gpus, managed);
+    conn.observer->registered(client.n_gpus, managed);
 }
 
 /* A refused or failed registration is retried after twice the previous
@@ -186,12 +192,12 @@ static void refused_locked(const char *path, int rc, const struct msg *m)
                                 ? "GPU work waits (fail-closed)"
                                 : "running unscheduled (fail-open)";
 
-    client.retry_ns = client.retry_ns ? 2 * client.retry_ns : client.reconnect_ns;
-    if (client.retry_ns > RETRY_MAX_NS)
-        client.retry_ns = RETRY_MAX_NS;
-    if (client.warned_refused)
+    conn.retry_ns = conn.retry_ns ? 2 * conn.retry_ns : conn.reconnect_ns;
+    if (conn.retry_ns > RETRY_MAX_NS)
+        conn.retry_ns = RETRY_MAX_NS;
+    if (conn.warned_refused)
         return;
-    client.warned_refused = true;
+    conn.warned_refused = true;
     if (rc)
         log_warn("scheduler at %s refused registration: %s; %s, retrying "
                  "with a back-off up to %.0f s",
@@ -222,31 +228,31 @@ static uint64_t try_connect(void)
     int fd, rc;
 
     if (socket_path(CLIENT_SOCKET_NAME, path, sizeof(path)))
-        return client.reconnect_ns;
+        return conn.reconnect_ns;
     fd = unix_connect(path);
     if (fd < 0) {
         pthread_mutex_lock(&client.mu);
-        if (!client.warned_absent)
+        if (!conn.warned_absent)
             log_warn("no scheduler at %s (%s): %s; retrying every %.1fs", path,
                      strerror(errno),
                      client.fail_closed ? "GPU work waits for it (fail-closed)"
                                         : "running unscheduled (fail-open)",
-                     (double)client.reconnect_ns / 1e9);
-        client.warned_absent = true;
+                     (double)conn.reconnect_ns / 1e9);
+        conn.warned_absent = true;
         attempt_failed();
-        return client.reconnect_ns;
+        return conn.reconnect_ns;
     }
     rc = register_on(fd, &m);
     pthread_mutex_lock(&client.mu);
     if (rc || m.type == MSG_REFUSED) {
         refused_locked(path, rc, &m);
-        uint64_t wait = client.retry_ns;
+        uint64_t wait = conn.retry_ns;
         close(fd);
         attempt_failed();
         return wait;
     }
     registered(fd, &m.u.reg_ok);
-    return client.reconnect_ns;
+    return conn.reconnect_ns;
 }
 
 /* Scheduling switched on: everyone was running freely, so drain before
@@ -258,12 +264,11 @@ static void handle_sched_on(void)
     pthread_mutex_unlock(&client.mu);
     for (int i = 0; i < client.n_gpus; i++) {
         uint64_t drained_at;
-        if (client.gpus[i].known)
+        if (client.known[i])
             gate_close_and_drain(i, &drained_at);
     }
     pthread_mutex_lock(&client.mu);
-    gates_open_for_current_mode();
-    pthread_cond_broadcast(&client.changed);
+    gate_mode_changed_locked();
     pthread_mutex_unlock(&client.mu);
 }
 
@@ -292,13 +297,11 @@ static void swap_out(int gpu)
 
     if (client.ops.swap_out)
         bytes = client.ops.swap_out(gpu, client.ops.user);
-    pthread_mutex_lock(&client.mu);
     /* Even when no byte moved (a second EVICT, or only blank allocations
      * whose pages were discarded), what is out must come back before the
      * gate opens. */
-    client.gpus[gpu].swapped_out = true;
-    client.gpus[gpu].swap_in_due = client.gpus[gpu].swap_in_due || bytes > 0;
-    pthread_mutex_unlock(&client.mu);
+    watch[gpu].swapped_out = true;
+    watch[gpu].swap_in_due = watch[gpu].swap_in_due || bytes > 0;
     send_swapped(gpu, SWAP_OUT, bytes, now_ns() - start);
 }
 
@@ -306,11 +309,9 @@ static void swap_out(int gpu)
  * one explicit prefetch rather than page faults under the first kernels. */
 static void swap_in_if_out(int gpu)
 {
-    pthread_mutex_lock(&client.mu);
-    bool out = client.gpus[gpu].swapped_out;
-    bool due = client.gpus[gpu].swap_in_due;
-    client.gpus[gpu].swapped_out = client.gpus[gpu].swap_in_due = false;
-    pthread_mutex_unlock(&client.mu);
+    bool out = watch[gpu].swapped_out;
+    bool due = watch[gpu].swap_in_due;
+    watch[gpu].swapped_out = watch[gpu].swap_in_due = false;
     if (!out || !client.ops.swap_in)
         return;
     uint64_t start = now_ns();
@@ -356,8 +357,8 @@ static void report_load(void)
     uint64_t now = now_ns();
 
     for (int i = 0; i < client.n_gpus; i++) {
-        struct gpu_lock *g = &client.gpus[i];
-        if (!g->known)
+        struct gpu_watch *g = &watch[i];
+        if (!client.known[i])
             continue; /* the scheduler would take it for a protocol error */
         uint64_t busy =
             atomic_load_explicit(&busy_total_ns[i], memory_order_relaxed);
@@ -390,24 +391,16 @@ static void handle_sched_off(void)
 {
     pthread_mutex_lock(&client.mu);
     client.scheduling_on = false;
-    forget_locks_locked();
+    gate_locks_lost_locked();
     pthread_mutex_unlock(&client.mu);
 }
 
 static void handle_lock_ok(int gpu, uint32_t lease)
 {
     swap_in_if_out(gpu);
-    pthread_mutex_lock(&client.mu);
-    client.gpus[gpu].held = true;
-    client.gpus[gpu].requested = false;
-    client.gpus[gpu].in_use_sent = false;
-    client.gpus[gpu].lease = lease;
-    client.gpus[gpu].grants++;
-    client.gpus[gpu].quiet_since = now_ns();
-    client.gpus[gpu].seen_submits = gate_submits_total();
-    gate_set(gpu, true);
-    pthread_cond_broadcast(&client.changed);
-    pthread_mutex_unlock(&client.mu);
+    watch[gpu].quiet_since = now_ns();
+    watch[gpu].seen_submits = gate_submits_total();
+    gate_lock_granted(gpu, lease);
 }
 
 /* The GPU index a scheduler message names, or -1 where it names none. */
@@ -454,10 +447,10 @@ static int handle_message(const struct msg *m)
         handle_lock_ok(gpu, m->u.lock.lease);
         return 0;
     case MSG_DROP_LOCK:
-        gate_release_lease(gpu, m->u.lock.lease, "preempted");
+        gate_drop_asked(gpu, m->u.lock.lease, "preempted");
         return 0;
     case MSG_DROP_GANG_LOCK:
-        gate_agree_drain_point(gpu, m->u.lock.lease);
+        gate_gang_drop_asked(gpu, m->u.lock.lease);
         return 0;
     case MSG_DRAIN_TO:
         gate_drain_to(gpu, m->u.drain.lease, m->u.drain.collectives);
@@ -465,18 +458,16 @@ static int handle_message(const struct msg *m)
     case MSG_UPDATE_LIMIT:
     case MSG_MEM_GRANT:
     case MSG_MEM_RECLAIM:
-        observer->message(m);
+        conn.observer->message(m);
         return 0;
     case MSG_UPDATE_YIELD:
-        atomic_store_explicit(&client.yield_idle_release_ns,
+        atomic_store_explicit(&yield_idle_release_ns,
                               m->u.yield.idle_release_ns, memory_order_relaxed);
-        atomic_store_explicit(&client.yield_max_backlog_ns,
-                              m->u.yield.max_backlog_ns, memory_order_relaxed);
+        atomic_store_explicit(&yield_max_backlog_ns, m->u.yield.max_backlog_ns,
+                              memory_order_relaxed);
         return 0;
     case MSG_UPDATE_CORE_LIMIT:
-        pthread_mutex_lock(&client.mu);
-        client.core_limit = m->u.core.percent;
-        pthread_mutex_unlock(&client.mu);
+        conn.core_limit = m->u.core.percent;
         return 0;
     case MSG_EVICT:
         swap_out(gpu);
@@ -506,14 +497,13 @@ static uint64_t pace_while_away(uint64_t now)
     uint64_t shut_at, drained_at;
 
     pthread_mutex_lock(&client.mu);
-    uint8_t limit = client.core_limit;
+    uint8_t limit = conn.core_limit;
     bool pacing = !client.connected && client.attempted &&
                   !client.fail_closed && limit > 0 && limit < 100;
     if (!pacing || now >= slice_start + PACE_SLICE_NS) {
         if (client.paced_shut) {
             client.paced_shut = false;
-            gates_open_for_current_mode();
-            pthread_cond_broadcast(&client.changed);
+            gate_mode_changed_locked();
         }
         slice_start = now;
     }
@@ -536,11 +526,10 @@ static uint64_t pace_while_away(uint64_t now)
  * others lends the GPU between its requests). */
 static uint64_t idle_release_ns(void)
 {
-    uint64_t terms = atomic_load_explicit(&client.yield_idle_release_ns,
-                                          memory_order_relaxed);
+    uint64_t terms =
+        atomic_load_explicit(&yield_idle_release_ns, memory_order_relaxed);
 
-    return terms && terms < client.idle_release_ns ? terms
-                                                   : client.idle_release_ns;
+    return terms && terms < conn.idle_release_ns ? terms : conn.idle_release_ns;
 }
 
 /* Gives back GPUs nobody has submitted to for idle_release_ns() once their
@@ -555,11 +544,11 @@ static void release_idle_gpus(void)
     if (!client.ops.completed)
         return;
     for (int i = 0; i < client.n_gpus; i++) {
-        pthread_mutex_lock(&client.mu);
-        struct gpu_lock *g = &client.gpus[i];
+        struct gpu_watch *g = &watch[i];
         bool idle = false;
-        uint32_t lease = g->lease;
-        if (g->held) {
+        uint32_t lease;
+        pthread_mutex_lock(&client.mu);
+        if (gate_held_locked(i, &lease)) {
             /* submits counts every GPU: any activity keeps all held, which
              * errs on the side of keeping a busy process's locks. */
             if (submits != g->seen_submits) {
@@ -570,41 +559,30 @@ static void release_idle_gpus(void)
                 idle = now - g->quiet_since >= idle_release_ns();
             }
         }
-        bool complete_before = g->complete_seen;
         pthread_mutex_unlock(&client.mu);
         if (!idle || !client.ops.completed(i, client.ops.user))
             continue;
-        if (complete_before)
-            gate_release_lease(i, lease, "idle");
+        if (g->complete_seen)
+            gate_drop_asked(i, lease, "idle");
+        uint32_t current;
         pthread_mutex_lock(&client.mu);
-        g->complete_seen = g->seen_submits == submits && g->lease == lease;
+        gate_held_locked(i, &current);
         pthread_mutex_unlock(&client.mu);
+        g->complete_seen = g->seen_submits == submits && current == lease;
     }
 }
 
 /* Runs what is due while away or behind (pacing, catch-ups) and returns
  * how long the thread may sleep: until the next reconnection, pace slice
  * or catch-up, or half the idle release time while connected. */
-/* Whether this process holds some GPU. */
-static bool holds_any(void)
-{
-    bool held = false;
-
-    pthread_mutex_lock(&client.mu);
-    for (int i = 0; i < client.n_gpus && !held; i++)
-        held = client.gpus[i].held;
-    pthread_mutex_unlock(&client.mu);
-    return held;
-}
-
 static int next_wake_ms(uint64_t now, uint64_t next_connect)
 {
     /* A lender's short idle release is polled for only while it holds a
      * GPU: between its requests it wakes no more than any client. */
-    uint64_t idle = holds_any() ? idle_release_ns() : client.idle_release_ns;
+    uint64_t idle = gate_holds_any() ? idle_release_ns() : conn.idle_release_ns;
     int timeout_ms = (int)(idle / 2 / NS_PER_MS) + 1;
 
-    if (client.fd < 0) {
+    if (conn.fd < 0) {
         uint64_t wait = next_connect > now ? next_connect - now : 0;
         timeout_ms = (int)(wait / NS_PER_MS) + 1;
     }
@@ -626,18 +604,18 @@ static int next_wake_ms(uint64_t now, uint64_t next_connect)
 static void read_messages(struct frame_reader *reader, uint64_t *next_connect)
 {
     struct msg m;
-    int got = frame_reader_fill(reader, client.fd);
+    int got = frame_reader_fill(reader, conn.fd);
 
     while (got >= 0 && (got = frame_reader_next(reader, &m)) > 0)
         if (handle_message(&m))
             got = PROTO_E_TYPE;
     if (got < 0) {
         disconnect(proto_strerror(got));
-        *next_connect = now_ns() + client.reconnect_ns;
+        *next_connect = now_ns() + conn.reconnect_ns;
     }
 }
 
-void *conn_thread(void *arg)
+static void *conn_thread(void *arg)
 {
     struct frame_reader *reader = malloc(sizeof(*reader));
     uint64_t next_connect = 0;
@@ -646,17 +624,17 @@ void *conn_thread(void *arg)
     if (!reader)
         return NULL;
     for (;;) {
-        struct pollfd fds[3] = {{.fd = client.wake_fd, .events = POLLIN},
+        struct pollfd fds[3] = {{.fd = conn.wake_fd, .events = POLLIN},
                                 {.fd = -1, .events = POLLIN},
-                                {.fd = client.catch_up_fd, .events = POLLIN}};
+                                {.fd = gate_catch_up_fd(), .events = POLLIN}};
         uint64_t now = now_ns();
 
-        if (client.fd < 0 && now >= next_connect) {
+        if (conn.fd < 0 && now >= next_connect) {
             uint64_t wait = try_connect();
             reader->len = 0;
             next_connect = now + wait;
         }
-        fds[1].fd = client.fd;
+        fds[1].fd = conn.fd;
         int rc = poll(fds, 3, next_wake_ms(now, next_connect));
         if (rc < 0 && errno != EINTR)
             break;
@@ -664,14 +642,14 @@ void *conn_thread(void *arg)
             break; /* nvshare_client_stop() */
         if (fds[2].revents) {
             uint64_t count;
-            if (read(client.catch_up_fd, &count, sizeof(count)) < 0)
+            if (read(gate_catch_up_fd(), &count, sizeof(count)) < 0)
                 log_debug("catch-up wake-up: %s", strerror(errno));
         }
         if (fds[1].revents)
             read_messages(reader, &next_connect);
         if (client.connected) {
             release_idle_gpus();
-            observer->tick(client.n_gpus);
+            conn.observer->tick(client.n_gpus);
             report_load();
         }
     }
@@ -679,10 +657,78 @@ void *conn_thread(void *arg)
     return NULL;
 }
 
+/* ---- lifecycle ------------------------------------------------------------ */
+
+/* Identity and limits as registration declares them. */
+static void declare(struct msg_register *reg, const struct client_settings *s)
+{
+    reg->memory_limit = s->memory_limit;
+    reg->core_limit = s->core_limit;
+    reg->priority = s->priority;
+    reg->oversub = s->oversub < 0 ? OVERSUB_NODE_DEFAULT
+                   : s->oversub   ? OVERSUB_ON
+                                  : OVERSUB_OFF;
+    memcpy(reg->pod_namespace, s->pod_namespace, sizeof(reg->pod_namespace));
+    memcpy(reg->pod_name, s->pod_name, sizeof(reg->pod_name));
+    memcpy(reg->container_name, s->container_name, sizeof(reg->container_name));
+    memcpy(reg->job_id, s->job_id, sizeof(reg->job_id));
+}
+
+int conn_start(const struct nvshare_client_config *config,
+               const struct conn_observer *observer)
+{
+    const struct client_settings *s = client_settings();
+
+    conn.observer = observer;
+    memset(&conn.reg, 0, sizeof(conn.reg));
+    for (int i = 0; i < config->n_gpus; i++)
+        snprintf(conn.reg.gpu_uuids[i], PROTO_UUID_MAX, "%s",
+                 config->gpu_uuids[i]);
+    conn.reg.n_gpus = (uint16_t)config->n_gpus;
+    declare(&conn.reg, s);
+    conn.idle_release_ns = s->idle_release_ns;
+    conn.reconnect_ns = s->reconnect_ns;
+    conn.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (conn.wake_fd < 0)
+        return -1;
+    if (pthread_create(&conn.thread, NULL, conn_thread, NULL) != 0) {
+        close(conn.wake_fd);
+        conn.wake_fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+int conn_stop(void)
+{
+    uint64_t one = 1;
+
+    if (write(conn.wake_fd, &one, sizeof(one)) != sizeof(one))
+        return -1;
+    pthread_join(conn.thread, NULL);
+    pthread_mutex_lock(&client.mu);
+    if (conn.fd >= 0)
+        close(conn.fd);
+    close(conn.wake_fd);
+    conn.fd = conn.wake_fd = -1;
+    client.connected = false;
+    pthread_mutex_unlock(&client.mu);
+    return 0;
+}
+
+void conn_after_fork(void)
+{
+    if (conn.fd >= 0)
+        close(conn.fd);
+    if (conn.wake_fd >= 0)
+        close(conn.wake_fd);
+    conn.fd = conn.wake_fd = -1;
+    memset(watch, 0, sizeof(watch));
+}
+
 uint64_t nvshare_max_backlog_ns(void)
 {
-    return atomic_load_explicit(&client.yield_max_backlog_ns,
-                                memory_order_relaxed);
+    return atomic_load_explicit(&yield_max_backlog_ns, memory_order_relaxed);
 }
 
 void nvshare_note_busy(int gpu, uint64_t busy_ns, uint64_t span_ns)

@@ -1,19 +1,55 @@
-/* gate.c - the application threads' side of the client runtime: the
- * per-GPU gates that nvshare_submit_begin() reads, the per-thread in-flight
- * marks, waiting at a closed gate, and closing a gate exactly (membarrier,
- * then drain) when a lock goes back. See nvshare_client.h for the hot path
- * and client_internal.h for the locking. */
-#include "client_internal.h"
+/* gate.c - the application threads' side of the client runtime, and the
+ * one owner of the GPU locks' state: the per-GPU gates that
+ * nvshare_submit_begin() reads, the per-thread in-flight marks, waiting at
+ * a closed gate (REQ_LOCK), and giving a lock back exactly (membarrier,
+ * then drain) when the connection thread says so (gate.h). It answers the
+ * scheduler through the functions gate_start() installed, so it names no
+ * file above it. See nvshare_client.h for the hot path and
+ * client_internal.h for the locking. */
+#include "gate.h"
 
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "client_internal.h"
 #include "clock.h"
 #include "log.h"
+
+/* One GPU's lock, under client.mu. */
+struct gpu_lock {
+    bool held;
+    bool requested;   /* REQ_LOCK sent, LOCK_OK not yet received */
+    bool in_use_sent; /* LOCK_IN_USE sent under the current lease */
+    uint32_t lease;
+    uint64_t grants;
+    /* Giving the lock back after DROP_LOCK, which the drain beat announces
+     * (DRAINING) from drain_since on (0: not draining). */
+    uint64_t drain_since;
+    uint64_t beat_sent_at;
+    /* A gang rank's drain (see gate_gang_drop_asked): DRAIN_POINT sent,
+     * DRAIN_TO not received yet; then, while catch_up_to[gpu] is set,
+     * launching up to the gang's drain point until catch_up_until. */
+    bool agreeing;
+    uint64_t catch_up_until;
+};
+
+static struct gpu_lock locks[NVSHARE_MAX_GPUS];
+static struct gate_link to_scheduler;
+/* Read by application threads before they take client.mu; NULL until the
+ * first start. */
+static void (*_Atomic before_lock_request)(int gpu);
+static bool membarrier_ok;
+static int catch_up_fd = -1; /* eventfd: a catch-up reached its drain point */
+static pthread_cond_t beat = PTHREAD_COND_INITIALIZER; /* a drain began or
+                                                          ended, or stop */
+static pthread_t beat_thread;
+static bool beat_running;
 
 _Atomic int nvshare_gate_open[NVSHARE_MAX_GPUS];
 __thread struct nvshare_thread *nvshare_self
@@ -66,7 +102,7 @@ struct nvshare_thread *nvshare_thread_register(void)
     return t;
 }
 
-void gate_set(int gpu, bool open)
+static void gate_set(int gpu, bool open)
 {
     atomic_store(&nvshare_gate_open[gpu], open ? 1 : 0);
 }
@@ -79,23 +115,29 @@ static bool runs_unscheduled(int gpu)
         return true;
     if (!client.connected)
         return client.attempted && !client.fail_closed && !client.paced_shut;
-    return !client.scheduling_on || !client.gpus[gpu].known;
+    return !client.scheduling_on || !client.known[gpu];
 }
 
-void gates_open_for_current_mode(void)
+static void gates_open_for_current_mode(void)
 {
     for (int i = 0; i < client.n_gpus; i++)
-        gate_set(i, runs_unscheduled(i) || client.gpus[i].held);
+        gate_set(i, runs_unscheduled(i) || locks[i].held);
+}
+
+void gate_mode_changed_locked(void)
+{
+    gates_open_for_current_mode();
+    pthread_cond_broadcast(&client.changed);
 }
 
 static void request_lock_locked(int gpu)
 {
     struct msg m = {.type = MSG_REQ_LOCK, .u.lock = {.gpu = (uint8_t)gpu}};
 
-    if (client.gpus[gpu].requested || client.gpus[gpu].held)
+    if (locks[gpu].requested || locks[gpu].held)
         return;
-    if (conn_send_locked(&m) == 0)
-        client.gpus[gpu].requested = true;
+    if (to_scheduler.send_locked(&m) == 0)
+        locks[gpu].requested = true;
 }
 
 void nvshare_gate_wait(int gpu, struct nvshare_thread *self)
@@ -105,7 +147,9 @@ void nvshare_gate_wait(int gpu, struct nvshare_thread *self)
     for (;;) {
         /* Not in flight while waiting: a drain must not wait for us. */
         self->inflight_gpu = 0;
-        conn_before_lock_request(gpu);
+        void (*before)(int) = atomic_load(&before_lock_request);
+        if (before) /* NULL before the first nvshare_client_start() */
+            before(gpu);
         pthread_mutex_lock(&client.mu);
         while (!atomic_load(&nvshare_gate_open[gpu])) {
             if (gpu >= client.n_gpus || runs_unscheduled(gpu))
@@ -116,14 +160,13 @@ void nvshare_gate_wait(int gpu, struct nvshare_thread *self)
         }
         /* The first submission under a new lease: tell the scheduler, so
          * that this thread's wake-up is not billed to the pod. */
-        if (gpu < client.n_gpus && client.gpus[gpu].held &&
-            !client.gpus[gpu].in_use_sent) {
+        if (gpu < client.n_gpus && locks[gpu].held && !locks[gpu].in_use_sent) {
             struct msg m = {.type = MSG_LOCK_IN_USE,
                             .u.lock = {.gpu = (uint8_t)gpu,
-                                       .lease = client.gpus[gpu].lease,
+                                       .lease = locks[gpu].lease,
                                        .at_ns = now_ns()}};
-            client.gpus[gpu].in_use_sent = true;
-            conn_send_locked(&m);
+            locks[gpu].in_use_sent = true;
+            to_scheduler.send_locked(&m);
         }
         pthread_mutex_unlock(&client.mu);
         self->inflight_gpu = gpu + 1;
@@ -146,7 +189,7 @@ void nvshare_gate_wait(int gpu, struct nvshare_thread *self)
  * then see) or will read the closed gate. */
 static void wait_inflight(int gpu)
 {
-    if (client.membarrier_ok)
+    if (membarrier_ok)
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
     else
         atomic_thread_fence(memory_order_seq_cst);
@@ -170,9 +213,6 @@ uint64_t gate_submits_total(void)
     return sum;
 }
 
-/* Closes gpu's gate, waits out in-flight submissions and drains. Returns
- * the drain time; *drained_at: when the drain ended. Called on the client
- * thread without client.mu held. */
 uint64_t gate_close_and_drain(int gpu, uint64_t *drained_at)
 {
     uint64_t start;
@@ -201,7 +241,7 @@ void nvshare_collective_submitted(int gpu)
         /* The drain point: nothing more goes in until the drain. */
         uint64_t one = 1;
         gate_set(gpu, false);
-        if (write(client.catch_up_fd, &one, sizeof(one)) != sizeof(one))
+        if (write(catch_up_fd, &one, sizeof(one)) != sizeof(one))
             log_debug("cannot wake the client thread: it drains on its tick");
     }
 }
@@ -212,7 +252,7 @@ void nvshare_collective_submitted(int gpu)
 static bool begin_release(int gpu, uint32_t lease)
 {
     pthread_mutex_lock(&client.mu);
-    struct gpu_lock *g = &client.gpus[gpu];
+    struct gpu_lock *g = &locks[gpu];
     bool current = g->held && g->lease == lease;
     if (current) {
         /* First thing: a process resumed after a stop may have lost the
@@ -220,7 +260,7 @@ static bool begin_release(int gpu, uint32_t lease)
         gate_set(gpu, false);
         if (!g->drain_since)
             g->drain_since = g->beat_sent_at = now_ns();
-        pthread_cond_signal(&client.beat);
+        pthread_cond_signal(&beat);
     }
     pthread_mutex_unlock(&client.mu);
     return current;
@@ -239,12 +279,12 @@ static void finish_release(int gpu, uint32_t lease, const char *why)
                                .at_ns = drained_at}};
 
     pthread_mutex_lock(&client.mu);
-    struct gpu_lock *g = &client.gpus[gpu];
+    struct gpu_lock *g = &locks[gpu];
     if (g->held && g->lease == lease) {
         g->held = false;
         g->drain_since = 0;
         g->agreeing = false;
-        conn_send_locked(&m);
+        to_scheduler.send_locked(&m);
         log_debug("released gpu %d (%s), drain %.3f ms", gpu, why,
                   (double)drain_ns / 1e6);
     }
@@ -253,14 +293,13 @@ static void finish_release(int gpu, uint32_t lease, const char *why)
     pthread_mutex_unlock(&client.mu);
 }
 
-/* Gives gpu back under lease (if it is still the current lease). */
-void gate_release_lease(int gpu, uint32_t lease, const char *why)
+void gate_drop_asked(int gpu, uint32_t lease, const char *why)
 {
     if (begin_release(gpu, lease))
         finish_release(gpu, lease, why);
 }
 
-void gate_agree_drain_point(int gpu, uint32_t lease)
+void gate_gang_drop_asked(int gpu, uint32_t lease)
 {
     if (!begin_release(gpu, lease))
         return;
@@ -272,11 +311,11 @@ void gate_agree_drain_point(int gpu, uint32_t lease)
                                 .lease = lease,
                                 .collectives = atomic_load(&collectives[gpu])}};
     pthread_mutex_lock(&client.mu);
-    struct gpu_lock *g = &client.gpus[gpu];
+    struct gpu_lock *g = &locks[gpu];
     if (g->held && g->lease == lease) {
         g->agreeing = true;
         g->catch_up_until = now_ns() + CATCH_UP_MAX_NS;
-        conn_send_locked(&m);
+        to_scheduler.send_locked(&m);
     }
     pthread_mutex_unlock(&client.mu);
 }
@@ -284,7 +323,7 @@ void gate_agree_drain_point(int gpu, uint32_t lease)
 void gate_drain_to(int gpu, uint32_t lease, uint64_t target)
 {
     pthread_mutex_lock(&client.mu);
-    struct gpu_lock *g = &client.gpus[gpu];
+    struct gpu_lock *g = &locks[gpu];
     if (!g->held || g->lease != lease || !g->agreeing) {
         pthread_mutex_unlock(&client.mu);
         return;
@@ -315,7 +354,7 @@ uint64_t gate_finish_catch_ups(void)
     for (int gpu = 0; gpu < client.n_gpus; gpu++) {
         uint64_t target = atomic_load(&catch_up_to[gpu]);
         pthread_mutex_lock(&client.mu);
-        struct gpu_lock *g = &client.gpus[gpu];
+        struct gpu_lock *g = &locks[gpu];
         if (!target && !g->agreeing) {
             pthread_mutex_unlock(&client.mu);
             continue;
@@ -344,37 +383,39 @@ uint64_t gate_finish_catch_ups(void)
     return next ? next - now : 0;
 }
 
-void gate_forget_drains_locked(void)
+/* Forgets agreements and catch-ups in progress (the lock is gone); with
+ * client.mu held. */
+static void forget_drains_locked(void)
 {
     for (int gpu = 0; gpu < NVSHARE_MAX_GPUS; gpu++) {
         atomic_store(&catch_up_to[gpu], 0);
-        client.gpus[gpu].agreeing = false;
-        client.gpus[gpu].drain_since = 0;
+        locks[gpu].agreeing = false;
+        locks[gpu].drain_since = 0;
     }
 }
 
-void *gate_drain_beat(void *arg)
+static void *drain_beat(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&client.mu);
-    while (client.beat_running) {
+    while (beat_running) {
         uint64_t now = now_ns(), due = 0;
         for (int gpu = 0; gpu < client.n_gpus; gpu++) {
-            struct gpu_lock *g = &client.gpus[gpu];
+            struct gpu_lock *g = &locks[gpu];
             if (!g->drain_since)
                 continue;
             if (now - g->beat_sent_at >= DRAIN_BEAT_NS) {
                 struct msg m = {.type = MSG_DRAINING,
                                 .u.lock = {.gpu = (uint8_t)gpu,
                                            .lease = g->lease}};
-                conn_send_locked(&m);
+                to_scheduler.send_locked(&m);
                 g->beat_sent_at = now;
             }
             if (!due || g->beat_sent_at + DRAIN_BEAT_NS < due)
                 due = g->beat_sent_at + DRAIN_BEAT_NS;
         }
         if (!due) {
-            pthread_cond_wait(&client.beat, &client.mu);
+            pthread_cond_wait(&beat, &client.mu);
             continue;
         }
         /* CLOCK_REALTIME for the condition variable: only the length of
@@ -388,7 +429,7 @@ void *gate_drain_beat(void *arg)
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&client.beat, &client.mu, &until);
+        pthread_cond_timedwait(&beat, &client.mu, &until);
     }
     pthread_mutex_unlock(&client.mu);
     return NULL;
@@ -399,9 +440,116 @@ void nvshare_release(int gpu)
     if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
         return;
     pthread_mutex_lock(&client.mu);
-    bool held = gpu < client.n_gpus && client.gpus[gpu].held;
-    uint32_t lease = client.gpus[gpu].lease;
+    bool held = gpu < client.n_gpus && locks[gpu].held;
+    uint32_t lease = locks[gpu].lease;
     pthread_mutex_unlock(&client.mu);
     if (held)
-        gate_release_lease(gpu, lease, "released by the application");
+        gate_drop_asked(gpu, lease, "released by the application");
+}
+
+void gate_lock_granted(int gpu, uint32_t lease)
+{
+    pthread_mutex_lock(&client.mu);
+    struct gpu_lock *g = &locks[gpu];
+    g->held = true;
+    g->requested = false;
+    g->in_use_sent = false;
+    g->lease = lease;
+    g->grants++;
+    gate_set(gpu, true);
+    pthread_cond_broadcast(&client.changed);
+    pthread_mutex_unlock(&client.mu);
+}
+
+void gate_locks_lost_locked(void)
+{
+    for (int i = 0; i < client.n_gpus; i++) {
+        locks[i].held = false;
+        locks[i].requested = false;
+    }
+    forget_drains_locked();
+    gate_mode_changed_locked();
+}
+
+bool gate_held_locked(int gpu, uint32_t *lease)
+{
+    *lease = locks[gpu].lease;
+    return locks[gpu].held;
+}
+
+bool gate_holds_any(void)
+{
+    bool held = false;
+
+    pthread_mutex_lock(&client.mu);
+    for (int i = 0; i < client.n_gpus && !held; i++)
+        held = locks[i].held;
+    pthread_mutex_unlock(&client.mu);
+    return held;
+}
+
+uint64_t nvshare_lock_grants(int gpu)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return 0;
+    pthread_mutex_lock(&client.mu);
+    uint64_t grants = locks[gpu].grants;
+    pthread_mutex_unlock(&client.mu);
+    return grants;
+}
+
+int gate_catch_up_fd(void)
+{
+    return catch_up_fd;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+int gate_start(const struct gate_link *l)
+{
+    to_scheduler = *l;
+    atomic_store(&before_lock_request, l->before_lock_request);
+    membarrier_ok = syscall(SYS_membarrier,
+                            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    if (!membarrier_ok)
+        log_debug("membarrier unavailable: preemption uses a fence");
+    catch_up_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return catch_up_fd < 0 ? -1 : 0;
+}
+
+bool gate_start_beat(void)
+{
+    beat_running = pthread_create(&beat_thread, NULL, drain_beat, NULL) == 0;
+    return beat_running;
+}
+
+void gate_stop(void)
+{
+    pthread_mutex_lock(&client.mu);
+    bool running = beat_running;
+    beat_running = false;
+    pthread_cond_signal(&beat);
+    pthread_mutex_unlock(&client.mu);
+    if (running)
+        pthread_join(beat_thread, NULL);
+    pthread_mutex_lock(&client.mu);
+    if (catch_up_fd >= 0)
+        close(catch_up_fd);
+    catch_up_fd = -1;
+    for (int i = 0; i < NVSHARE_MAX_GPUS; i++)
+        gate_set(i, true);
+    pthread_mutex_unlock(&client.mu);
+}
+
+void gate_after_fork(void)
+{
+    pthread_cond_init(&beat, NULL);
+    beat_running = false;
+    forget_drains_locked();
+    if (catch_up_fd >= 0)
+        close(catch_up_fd);
+    catch_up_fd = -1;
+    memset(locks, 0, sizeof(locks));
+    for (int i = 0; i < NVSHARE_MAX_GPUS; i++)
+        gate_set(i, false); /* slow path: runs_unscheduled() says go */
 }

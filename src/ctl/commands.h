@@ -1,5 +1,7 @@
 /* commands.h - what nvsharectl's command files share: a row of the commands
- * table (main.c), the scheduler they talk to, and the usage-error helpers.
+ * table (main.c), the scheduler they talk to, and the usage-error helpers
+ * (usage.c). The layers: usage.c at the bottom, the commands (status.c,
+ * top.c, set.c, completion.c) above it, main.c with the table on top.
  *
  * Exit status: 0 done; 1 the scheduler could not be reached, did not answer
  * or refused a setting; 2 bad usage (the message and the synopsis go to
@@ -32,8 +34,8 @@ extern struct ctl_target target; /* the scheduler's control socket */
  * setting's synopsis line only, not all of them. */
 extern const char *set_subject;
 
-const struct command *all_commands(size_t *n);
-const struct command *find_command(const char *name);
+/* usage.c: the overview's usage lines. */
+extern const char top_usage[];
 
 /* Prints "nvsharectl: <message>", the synopsis and where to read more;
  * returns EXIT_USAGE. cmd NULL: the overview's usage. */
@@ -71,8 +73,9 @@ int run_top(const struct command *cmd, int argc, char **argv);    /* top.c */
 int run_set(const struct command *cmd, int argc, char **argv);    /* set.c */
 int run_reset(const struct command *cmd, int argc, char **argv);  /* set.c */
 int run_anti_thrash(const struct command *cmd, int argc, char **argv); /* set.c */
-int run_completion(const struct command *cmd, int argc,
-                   char **argv); /* completion.c */
+/* completion.c: completion's command, given the commands table. */
+int completion_print(const struct command *cmd, int argc, char **argv,
+                     const struct command *list, size_t n);
 
 /* set.c: set's and reset's synopsis and help, made from the settings table
  * (settings.def), and the overview's lines for them. */

@@ -1,5 +1,6 @@
 /* completion.c - nvsharectl completion: bash and zsh completion, made
- * from the commands table. */
+ * from the commands table that main.c hands over (it is below the table,
+ * which names it: completion_print). */
 #include <string.h>
 
 #include "commands.h"
@@ -25,12 +26,10 @@ static void add_word(char *list, size_t len, const char *word, size_t n)
 /* The words a synopsis allows right after the command: literals among the
  * alternatives of its first argument ("tq|anti-thrash", "<duration>|auto"),
  * command names for "<command>"; and every --option in it. */
-static void synopsis_words(const struct command *cmd, char *first,
-                           char *options, size_t len)
+static void synopsis_words(const struct command *cmd,
+                           const struct command *list, size_t n_commands,
+                           char *first, char *options, size_t len)
 {
-    size_t n_commands;
-    const struct command *list = all_commands(&n_commands);
-
     first[0] = options[0] = '\0';
     for (const char *line = cmd->synopsis; *line;) {
         line += strspn(line, "\n ");
@@ -57,11 +56,9 @@ static void synopsis_words(const struct command *cmd, char *first,
     add_word(options, len, "--help", 6);
 }
 
-static void print_bash_completion(void)
+static void print_bash_completion(const struct command *list, size_t n)
 {
     char first[512], options[256], names[512] = "";
-    size_t n;
-    const struct command *list = all_commands(&n);
 
     for (size_t i = 0; i < n; i++)
         add_word(names, sizeof(names), list[i].name, strlen(list[i].name));
@@ -87,7 +84,7 @@ static void print_bash_completion(void)
         "        '') words='%s --sock-dir --timeout --help --version' ;;\n",
         names);
     for (size_t i = 0; i < n; i++) {
-        synopsis_words(&list[i], first, options, sizeof(first));
+        synopsis_words(&list[i], list, n, first, options, sizeof(first));
         printf("        %s) if ((COMP_CWORD == at + 1)); then words='%s%s%s'; "
                "else words='%s'; fi ;;\n",
                list[i].name, first, *first ? " " : "", options, options);
@@ -98,7 +95,8 @@ static void print_bash_completion(void)
            "complete -F _nvsharectl nvsharectl\n");
 }
 
-int run_completion(const struct command *cmd, int argc, char **argv)
+int completion_print(const struct command *cmd, int argc, char **argv,
+                     const struct command *list, size_t n)
 {
     int rc = plain_args(cmd, argc, argv, 1, "which shell? bash or zsh");
 
@@ -109,6 +107,6 @@ int run_completion(const struct command *cmd, int argc, char **argv)
                "autoload -U +X bashcompinit && bashcompinit\n");
     else if (strcmp(argv[1], "bash"))
         return usage_error(cmd, "no completion for '%s': bash or zsh", argv[1]);
-    print_bash_completion();
+    print_bash_completion(list, n);
     return 0;
 }

@@ -16,7 +16,6 @@
 #include "parse.h"
 #include "settings.h"
 
-const char *set_subject;
 
 /* Sends one CTL_SET or CTL_RESET and reports the scheduler's answer. */
 /* gpu: a pod's limit on that GPU alone (CTL_SET_GPU), else NULL. */

@@ -4,7 +4,9 @@
  * The other jobs of the client socket have their own files: accepting and
  * refusing connections (clients_accept.c), registration
  * (clients_register.c), memory requests (clients_memory.c), and carrying
- * out the policy's actions (clients_actions.c).
+ * out the policy's actions (clients_actions.c). Each of them calls this
+ * file's neighbours below it and clients_table.c at the bottom, never
+ * this one, which is on top.
  *
  * A client that breaks the protocol (undecodable frame, wrong version,
  * message out of order, GPU index it did not register) loses its connection
@@ -24,14 +26,6 @@
 #include "clock.h"
 #include "log.h"
 #include "scheduler.h"
-
-const char *client_pod(const struct client *c)
-{
-    static char text[2 * PROTO_NAME_MAX + 8];
-
-    pod_id_format(&c->sched->accounts[c->account].pod, text, sizeof(text));
-    return text;
-}
 
 static void close_client(struct scheduler *s, struct client *c,
                          struct policy_actions *out)
@@ -90,21 +84,9 @@ bool clients_reap(struct scheduler *s)
  * capacity is not known; no drain or swap lasts a day. A report beyond
  * them is a protocol violation: a value that no process can have would
  * otherwise overflow the sums of footprints and quotas. A request beyond
- * them (MEM_RESERVE: an application may ask for anything) is refused. */
-#define CLIENT_BYTES_UNKNOWN_MAX (1ull << 50)
+ * them (MEM_RESERVE: an application may ask for anything) is refused.
+ * The bound of bytes is client_bytes_bound (clients_table.c). */
 #define CLIENT_DURATION_MAX_NS (86400ull * 1000000000ull)
-
-uint64_t client_bytes_bound(const struct scheduler *s, int gpu)
-{
-    struct policy_gpu_view g;
-
-    policy_view_gpu(s->policy, gpu, &g);
-    if (!g.capacity)
-        return CLIENT_BYTES_UNKNOWN_MAX;
-    return g.capacity < UINT64_MAX / CLIENT_BYTES_PER_CAPACITY
-               ? g.capacity * CLIENT_BYTES_PER_CAPACITY
-               : UINT64_MAX;
-}
 
 /* Whether value is within bound; if not, dooms c with one log line. */
 static bool within(struct client *c, const struct msg *m, const char *field,
@@ -395,22 +377,4 @@ void client_on_readable(struct event_loop *loop, int fd, void *data)
         c->partial_since = 0;
     else if (c->partial_since == 0)
         c->partial_since = now_ns();
-}
-
-int clients_count(const struct scheduler *s)
-{
-    int n = 0;
-
-    for (int i = 0; i < s->table_size; i++)
-        n += s->clients[i]->used && s->clients[i]->registered;
-    return n;
-}
-
-int clients_pending(const struct scheduler *s)
-{
-    int n = 0;
-
-    for (int i = 0; i < s->table_size; i++)
-        n += s->clients[i]->used && !s->clients[i]->registered;
-    return n;
 }

@@ -1,5 +1,10 @@
 /* clients_internal.h - what the client socket's files (clients*.c) share
- * among themselves; scheduler.h has what the rest of the daemon calls. */
+ * among themselves; scheduler.h has what the rest of the daemon calls.
+ *
+ * The layers, each calling only those below it: clients_accept.c, then
+ * clients.c (a client's messages), then clients_register.c and
+ * clients_memory.c, then clients_actions.c (carrying out actions), then
+ * clients_table.c. */
 #ifndef NVSHARE_CLIENTS_INTERNAL_H
 #define NVSHARE_CLIENTS_INTERNAL_H
 
@@ -11,12 +16,14 @@
  * "Bounds"). */
 #define CLIENT_BYTES_PER_CAPACITY 64
 
-/* clients.c */
+/* clients_table.c, the bottom */
 /* The pod c is billed to, as logs show it ("ns/name", "uid:...", "-"). One
  * buffer: one call per log line. */
 const char *client_pod(const struct client *c);
 /* The most bytes a client of gpu may report holding. */
 uint64_t client_bytes_bound(const struct scheduler *s, int gpu);
+
+/* clients.c, the top */
 /* Reads and handles c's messages (the event loop's handler of its fd). */
 void client_on_readable(struct event_loop *loop, int fd, void *data);
 

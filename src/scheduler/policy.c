@@ -215,11 +215,7 @@ void policy_request(struct policy *p, int gpu, int client, uint64_t now,
     /* Fresh arrivals first, in the order they came; then holders cut
      * short, who keep their turn, in the order they were cut; then
      * everyone else. */
-    int at = pol_queue_position(g, m);
-    memmove(&g->queue[at + 1], &g->queue[at],
-            (size_t)(g->n_waiting - at) * sizeof(g->queue[0]));
-    g->queue[at] = client;
-    g->n_waiting++;
+    pol_enqueue(g, client, pol_queue_position(g, m));
     admit(p, g, gpu, now, out);
 }
 
@@ -681,9 +677,7 @@ void policy_set_anti_thrash(struct policy *p, bool on, uint64_t now)
         for (int c = 0; c < g->slots; c++)
             if (pol_running(&g->members[c]))
                 pol_end_hold(p, g, c, now);
-        for (int i = 0; i < g->n_waiting; i++)
-            pol_set_state(&g->members[g->queue[i]], MEMBER_IDLE, now);
-        g->n_waiting = 0;
+        pol_dequeue_all(g, now);
     }
 }
 

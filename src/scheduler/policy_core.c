@@ -1,8 +1,8 @@
 /* policy_core.c - the bottom of the policy: its tables, the members of
  * each GPU and their queue, and the settings and queries that only read or
  * write them. Every other policy file may call this one; it calls none of
- * them (the layers are in policy_internal.h). */
-#include "policy_internal.h"
+ * them (the layers are in policy_internal.h), and no other edits a queue. */
+#include "policy_core.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -135,17 +135,38 @@ uint64_t pol_held_total(const struct member *m, uint64_t now)
     return m->held_ns + (pol_running(m) ? now - m->granted_at : 0);
 }
 
-/* Takes client out of g's queue, where it waits at most once. */
+void pol_enqueue(struct gpu_sched *g, int client, int at)
+{
+    memmove(&g->queue[at + 1], &g->queue[at],
+            (size_t)(g->n_waiting - at) * sizeof(g->queue[0]));
+    g->queue[at] = client;
+    g->n_waiting++;
+}
+
+int pol_dequeue_at(struct gpu_sched *g, int at)
+{
+    int client = g->queue[at];
+
+    memmove(&g->queue[at], &g->queue[at + 1],
+            (size_t)(g->n_waiting - at - 1) * sizeof(g->queue[0]));
+    g->n_waiting--;
+    return client;
+}
+
 void pol_dequeue(struct gpu_sched *g, int client)
 {
-    for (int i = 0; i < g->n_waiting; i++) {
-        if (g->queue[i] != client)
-            continue;
-        memmove(&g->queue[i], &g->queue[i + 1],
-                (size_t)(g->n_waiting - i - 1) * sizeof(g->queue[0]));
-        g->n_waiting--;
-        return;
-    }
+    for (int i = 0; i < g->n_waiting; i++)
+        if (g->queue[i] == client) {
+            pol_dequeue_at(g, i);
+            return;
+        }
+}
+
+void pol_dequeue_all(struct gpu_sched *g, uint64_t now)
+{
+    for (int i = 0; i < g->n_waiting; i++)
+        pol_set_state(&g->members[g->queue[i]], MEMBER_IDLE, now);
+    g->n_waiting = 0;
 }
 
 /* ---- settings and queries ------------------------------------------------ */

@@ -285,12 +285,7 @@ static void grant_rank(struct policy *p, int i, int gpu, int q, uint64_t now,
                        struct policy_actions *out)
 {
     struct gpu_sched *g = &p->gpus[gpu];
-    int c = g->queue[q];
-
-    memmove(&g->queue[q], &g->queue[q + 1],
-            (size_t)(g->n_waiting - q - 1) * sizeof(g->queue[0]));
-    g->n_waiting--;
-    pol_grant(g, gpu, c, now, out);
+    pol_grant(g, gpu, pol_dequeue_at(g, q), now, out);
     p->gangs[i].n_waiting--;
     p->gangs[i].n_running++;
 }

@@ -9,7 +9,7 @@
 # --settings` and `status --json`, in the table's order, with its value and
 # where that comes from: the environment, the default, nvsharectl since
 # this start (runtime), before it (state-file). The application's settings
-# (the table in src/client/client.c) are in README.md's table too.
+# (the table in src/client/settings.c) are in README.md's table too.
 #   settings_everywhere.sh SCHEDULER WORKLOAD NVSHARECTL SETTINGS_DEF REPO
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 CTL_BIN=$3 DEF=$4 REPO=$5
@@ -38,8 +38,8 @@ for n in $runtime; do
     grep -q "set $n " "$REPO/README.md" "$REPO/docs/nvsharectl.md" ||
         fail "neither README.md nor docs/nvsharectl.md shows nvsharectl set $n"
 done
-client_vars=$(grep -o '{"NVSHARE_[A-Z_]*", C_' "$REPO/src/client/client.c" | grep -o 'NVSHARE_[A-Z_]*')
-[ "$(echo "$client_vars" | wc -l)" -ge 12 ] || fail "found only $client_vars in client.c's table"
+client_vars=$(grep -o '{"NVSHARE_[A-Z_]*", C_' "$REPO/src/client/settings.c" | grep -o 'NVSHARE_[A-Z_]*')
+[ "$(echo "$client_vars" | wc -l)" -ge 12 ] || fail "found only $client_vars in settings.c's table"
 for v in $client_vars; do
     grep -q "^|.*\`$v\`" "$REPO/README.md" || fail "README.md's table lacks $v"
 done

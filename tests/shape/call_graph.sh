@@ -2,17 +2,23 @@
 # call_graph.sh - fails when the files of a program call each other in a
 # circle.
 #
-#   call_graph.sh [--through FILE] OBJECT...
+#   call_graph.sh [--through FILE] [--known "FILE..."] OBJECT...
 #
 # A file calls another when its object references, undefined, a symbol the
 # other's object defines (as nm reads them). The graph is printed, then
 # every file that reaches itself. Without --through any circle fails; with
-# it, only a circle through FILE (e.g. main.c) does.
+# it, only a circle through FILE (e.g. main.c) does. With --known, a circle
+# of the files listed alone is printed as known and passes; one through any
+# other file fails.
 through=
-if [ "$1" = --through ]; then
-    through=$2
-    shift 2
-fi
+known=
+while :; do
+    case "$1" in
+    --through) through=$2; shift 2 ;;
+    --known) known=$2; shift 2 ;;
+    *) break ;;
+    esac
+done
 # CMake hands a list of objects over as one argument, joined by ';'.
 set -f
 old_ifs=$IFS
@@ -20,7 +26,7 @@ IFS=';'
 set -- $*
 IFS=$old_ifs
 set +f
-[ $# -gt 0 ] || { echo "usage: call_graph.sh [--through FILE] OBJECT..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: call_graph.sh [--through FILE] [--known \"FILE...\"] OBJECT..." >&2; exit 2; }
 
 for obj in "$@"; do
     [ -r "$obj" ] || { echo "call_graph.sh: cannot read $obj" >&2; exit 2; }
@@ -29,7 +35,7 @@ for obj in "$@"; do
     file=$(basename "$obj" .o)
     "${NM:-nm}" -P "$obj" | awk -v f="$file" '$2 == "U" { print "U", f, $1; next }
                                        $2 ~ /^[A-TV-Z]$/ { print "D", f, $1 }'
-done | awk -v through="$through" '
+done | awk -v through="$through" -v known="$known" '
 $1 == "D" { owner[$3] = $2; next }
 { want[++n] = $2 " " $3 }
 END {
@@ -51,12 +57,21 @@ END {
         printf "%s -> %s: %s\n", ab[1], ab[2], edge[e] | "sort"
     }
     close("sort")
+    split(known, k, " ")
+    for (i in k)
+        is_known[k[i]]
     bad = 0
     for (start in nodes) {
         if (through != "" && start != through)
             continue
         path = circle(start)
-        if (path != "") {
+        if (path == "")
+            continue
+        # A known file on a circle with an unknown one fails from the
+        # unknown one.
+        if (start in is_known) {
+            print "known circle: " path
+        } else {
             print "circle: " path
             bad = 1
         }
