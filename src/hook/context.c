@@ -5,7 +5,7 @@
  * context is created, made current, pushed, popped or destroyed, so that
  * the submit path reads a thread-local instead of asking the driver. A
  * CUdevice is the device ordinal, which is also the client's GPU index
- * (gating.c registers UUIDs in ordinal order). With one GPU nothing needs
+ * (client_start.c registers UUIDs in ordinal order). With one GPU nothing needs
  * updating: the index is always 0.
  *
  * The registry lists every context this process created or retained, with
@@ -30,6 +30,51 @@ static int n_contexts;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 HOOK_TLS int hook_current_gpu;
+
+/* Who hears of contexts: modules above this one register at load. */
+#define MAX_OBSERVERS 4
+static const struct hook_context_observer *observers[MAX_OBSERVERS];
+static int n_observers;
+/* GPUs the client tracks (0 until it starts): with one, no thread's
+ * current GPU needs following. */
+static _Atomic int gpus_tracked;
+
+void hook_context_observe(const struct hook_context_observer *observer)
+{
+    if (n_observers < MAX_OBSERVERS)
+        observers[n_observers++] = observer;
+}
+
+void hook_context_track_gpus(int count)
+{
+    atomic_store_explicit(&gpus_tracked, count, memory_order_release);
+}
+
+static bool multi_gpu(void)
+{
+    return atomic_load_explicit(&gpus_tracked, memory_order_acquire) > 1;
+}
+
+static void announce_made(void)
+{
+    for (int i = 0; i < n_observers; i++)
+        if (observers[i]->made)
+            observers[i]->made();
+}
+
+static void announce_destroying(void)
+{
+    for (int i = 0; i < n_observers; i++)
+        if (observers[i]->destroying)
+            observers[i]->destroying();
+}
+
+static void announce_destroyed(CUcontext gone)
+{
+    for (int i = 0; i < n_observers; i++)
+        if (observers[i]->destroyed)
+            observers[i]->destroyed(gone);
+}
 
 static int gpu_of_device(CUdevice dev)
 {
@@ -82,7 +127,7 @@ static int gpu_of_current(CUcontext ctx)
 /* After a call that may have changed the current context to ctx. */
 static void follow_current(CUcontext ctx)
 {
-    if (hook_gpu_count() > 1 && ctx != NULL)
+    if (multi_gpu() && ctx != NULL)
         hook_current_gpu = gpu_of_current(ctx);
 }
 
@@ -92,12 +137,13 @@ static void follow_driver_current(void)
     const struct hook_driver *drv = hook_driver();
     CUcontext ctx = NULL;
 
-    if (hook_gpu_count() > 1 && drv && drv->ctx_get_current &&
+    if (multi_gpu() && drv && drv->ctx_get_current &&
         drv->ctx_get_current(&ctx) == CUDA_SUCCESS)
         follow_current(ctx);
 }
 
-/* First context of the process: time to start the client. */
+/* First context of the process: time to start the client (client_start.c
+ * hears of it). */
 static void context_made(CUcontext ctx, CUdevice dev, bool primary)
 {
     struct tracked_context *entry;
@@ -110,7 +156,7 @@ static void context_made(CUcontext ctx, CUdevice dev, bool primary)
     pthread_mutex_unlock(&registry_lock);
     log_debug("context %p on gpu %d %s", (void *)ctx, gpu_of_device(dev),
               primary ? "retained" : "created");
-    hook_gating_start();
+    announce_made();
 }
 
 static CUresult created(CUresult rc, CUcontext *pctx, CUdevice dev)
@@ -168,7 +214,7 @@ HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     CUresult rc;
 
     hook_count(&hook_stat_calls[NVSHARE_ID_cuDevicePrimaryCtxRelease_v2], 1);
-    swap_pins_pause();
+    announce_destroying();
     pthread_mutex_lock(&registry_lock);
     rc = HOOK_CALL_REAL(cuDevicePrimaryCtxRelease_v2, (dev));
     for (int i = 0; i < n_contexts && entry == NULL; i++)
@@ -179,9 +225,7 @@ HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
         remove_locked(entry);
     }
     pthread_mutex_unlock(&registry_lock);
-    swap_pins_resume();
-    if (gone)
-        staging_context_destroyed(gone);
+    announce_destroyed(gone);
     return rc;
 }
 
@@ -191,17 +235,15 @@ HOOK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
     CUresult rc;
 
     hook_count(&hook_stat_calls[NVSHARE_ID_cuCtxDestroy_v2], 1);
-    swap_pins_pause();
+    announce_destroying();
     pthread_mutex_lock(&registry_lock);
     rc = HOOK_CALL_REAL(cuCtxDestroy_v2, (ctx));
     if (rc == CUDA_SUCCESS && (entry = find_locked(ctx)) != NULL)
         remove_locked(entry);
     pthread_mutex_unlock(&registry_lock);
-    swap_pins_resume();
-    if (rc == CUDA_SUCCESS) {
-        staging_context_destroyed(ctx);
+    announce_destroyed(rc == CUDA_SUCCESS ? ctx : NULL);
+    if (rc == CUDA_SUCCESS)
         follow_driver_current();
-    }
     return rc;
 }
 
@@ -289,41 +331,6 @@ bool hook_context_live(CUcontext ctx)
     live = find_locked(ctx) != NULL;
     pthread_mutex_unlock(&registry_lock);
     return live;
-}
-
-static bool synchronize_current(const struct hook_driver *drv, CUcontext ctx,
-                                void *arg)
-{
-    CUresult rc = HOOK_CALL_REAL(cuCtxSynchronize, ());
-
-    (void)drv, (void)ctx, (void)arg;
-    if (rc != CUDA_SUCCESS)
-        log_warn("drain: cuCtxSynchronize failed (%d)", (int)rc);
-    return true;
-}
-
-void hook_drain_gpu(int gpu, void *user)
-{
-    (void)user;
-    hook_busy_released(gpu);
-    hook_for_each_context(gpu, synchronize_current, NULL);
-}
-
-/* Non-blocking, and deliberately cheap: the legacy default stream of each
- * context is idle. Work left on other streams is still waited for, by the
- * drain that precedes any release; this only decides when to let go. */
-static bool legacy_stream_idle(const struct hook_driver *drv, CUcontext ctx,
-                               void *arg)
-{
-    (void)ctx, (void)arg;
-    return drv->stream_query == NULL ||
-           drv->stream_query(CU_STREAM_LEGACY) != CUDA_ERROR_NOT_READY;
-}
-
-bool hook_gpu_completed(int gpu, void *user)
-{
-    (void)user;
-    return hook_for_each_context(gpu, legacy_stream_idle, NULL);
 }
 
 /* In a forked child the parent's contexts are unusable and the registry

@@ -1,25 +1,35 @@
 /* hook.h - internals of libnvshare.so, the CUDA driver interposer.
  *
- * Module map:
- *   symbols.c       static facts and wrapper addresses of every wrapped symbol
+ * Its files in layers, bottom first: each calls only files below it, but
+ * for the one inherent circle of the top (cuGetProcAddress hands out every
+ * wrapper, itself included). tests/shape checks it.
+ *   symbols.c       names and categories of every wrapped symbol
  *   driver.c        the real libcuda: handle, real entry points, helpers
- *   dlsym.c         dlsym() interposition (what the runtimes resolve through)
- *   proc_address.c  cuGetProcAddress wrappers (what they resolve most through)
- *   wrappers.c      the generated wrappers (gate, count, forward)
- *   context.c       context wrappers: current GPU per thread, drain
- *   gating.c        starting the nvshare client with this process's GPUs
- *   backlog.c       bounding the GPU work a thread may have queued
+ *   stats.c         NVSHARE_STATS counters
+ *   context.c       the context registry and each thread's current GPU;
+ *                   tells the modules above that registered (observers)
  *   collectives.c   which kernels are collectives (NCCL's), counted for
  *                   gang drains
- *   memory.c        the memory quota: claims around allocations, the map
- *                   of what each live allocation was charged
+ *   staging.c       the pinned ring and the host copies of swaps
  *   memory_pools.c  stream-ordered pools and graph memory: charged by what
  *                   they reserve
+ *   ledger.c        the allocation map: what each live allocation was
+ *                   charged, which are evictable
+ *   backlog.c       bounding the GPU work a thread may have queued
+ *   vmm.c           swappable device memory: ranges whose physical memory
+ *                   goes and comes back
+ *   vmm_async.c     ... for stream-ordered allocations, frees parked
+ *   vmm_app.c       ... the application's own cuMemCreate memory (tokens)
+ *   swap.c          moving evictable memory to the host and back (the
+ *                   client's swap_out / swap_in / prepare_swap)
+ *   allocations.c   the memory quota: claims around allocations and frees
  *   memory_paths.c  per-entry-point claims, frees and memory views
- *   swap.c          oversubscription: moving managed memory to the host and
- *                   back (the client's swap_out / swap_in)
+ *   client_start.c  starting the nvshare client, and its callbacks
  *   nvml.c          NVML memory queries under the quota
- *   stats.c         NVSHARE_STATS counters
+ *   wrappers.c      the generated wrappers (gate, count, forward)
+ *   wrapper_table.c every wrapper's address, by symbol id
+ *   proc_address.c  cuGetProcAddress wrappers (what runtimes resolve through)
+ *   dlsym.c         dlsym() interposition
  *   init.c          library constructor */
 #ifndef NVSHARE_HOOK_H
 #define NVSHARE_HOOK_H
@@ -123,7 +133,7 @@ struct hook_driver {
 /* Loads the driver once; NULL if libcuda.so.1 cannot be loaded. */
 const struct hook_driver *hook_driver(void);
 
-/* ---- gating.c ----------------------------------------------------------- */
+/* ---- client_start.c ---------------------------------------------------- */
 
 enum hook_gating { HOOK_GATING_UNKNOWN, HOOK_GATING_ON, HOOK_GATING_OFF };
 extern _Atomic int hook_gating;
@@ -133,8 +143,6 @@ extern HOOK_TLS int hook_current_gpu;
 /* Starts the client if that has not been tried yet and CUDA is initialised.
  * Returns the resulting enum hook_gating. */
 int hook_gating_start(void);
-/* GPUs the client was started with, 0 before. */
-int hook_gpu_count(void);
 /* The GPU index (CUDA ordinal) of the device with this UUID
  * ("GPU-xxxxxxxx-..."), or -1. Initialises the driver if the process has
  * not (nvidia-smi never does). */
@@ -179,9 +187,18 @@ static inline void hook_kernel_launched(int gpu, CUfunction f)
 
 /* ---- context.c ---------------------------------------------------------- */
 
-/* nvshare_client_ops callbacks: see the contracts in nvshare_client.h. */
-void hook_drain_gpu(int gpu, void *user);
-bool hook_gpu_completed(int gpu, void *user);
+/* Who hears of contexts, registered at load (before any CUDA call): made
+ * (created or retained: client_start.c starts the client), destroying and
+ * destroyed (gone: NULL if the driver refused; swap.c and its ring). */
+struct hook_context_observer {
+    void (*made)(void);
+    void (*destroying)(void);
+    void (*destroyed)(CUcontext gone);
+};
+void hook_context_observe(const struct hook_context_observer *observer);
+/* The client tracks count GPUs: with more than one, each thread's current
+ * GPU is followed. */
+void hook_context_track_gpus(int count);
 
 /* Runs fn(drv, ctx, arg) on every context this process created or retained
  * on gpu, with ctx pushed on the calling thread (the previous current
@@ -251,7 +268,7 @@ static inline CUstream config_stream(const CUlaunchConfig *config)
     return config ? config->hStream : NULL;
 }
 
-/* ---- memory.c, memory_pools.c, memory_paths.c ------------------------- */
+/* ---- ledger.c, allocations.c, memory_pools.c, memory_paths.c, vmm*.c --- */
 
 /* What the output of an allocation names, so that a free of the same value
  * finds it: the same number can be a pointer and an array handle. */
@@ -350,12 +367,8 @@ struct mem_free {
     bool parked;         /* kept for reuse (vmm_async.c), still charged */
 };
 
-/* memory.c */
+/* allocations.c */
 int hook_alloc_gpu(void);
-/* Whether an allocation of bytes on gpu is made swappable (vmm.c) now:
- * nvshare_oversub_for_allocation(), the driver has virtual memory
- * management, and bytes is at least its granularity. */
-bool hook_oversub(int gpu, uint64_t bytes);
 /* Bytes outside the allocation map that count as evictable (add), or no
  * longer: an allocation vmm.c makes that waits for room (so that the
  * scheduler admits this process, as a waiter for memory, only where they
@@ -395,6 +408,10 @@ void vmm_app_host_copies(int gpu,
 /* vmm.c: ranges whose physical memory can go and come back (all return
  * the driver's error; vmm_allocate waits for room the scheduler makes). */
 uint64_t vmm_granularity(int gpu); /* 0: no virtual memory management */
+/* Whether an allocation of bytes on gpu is made swappable now:
+ * nvshare_oversub_for_allocation(), the driver has virtual memory
+ * management, and bytes is at least its granularity. */
+bool hook_oversub(int gpu, uint64_t bytes);
 uint64_t vmm_rounded(int gpu, uint64_t bytes);
 CUresult vmm_allocate(int gpu, uint64_t bytes, CUdeviceptr *va,
                       CUmemGenericAllocationHandle *physical);
@@ -402,6 +419,9 @@ CUresult vmm_back(int gpu, CUdeviceptr va, uint64_t bytes,
                   CUmemGenericAllocationHandle *physical);
 CUresult vmm_create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
                     CUmemGenericAllocationHandle *physical);
+/* What vmm_create calls on a full GPU before it waits: frees memory this
+ * process keeps, returns its bytes (vmm_async.c installs it). */
+void vmm_on_full_release(uint64_t (*release)(int gpu));
 /* Whether an allocation of this process waits for room: the process that
  * needs memory, not the one that will give it, so no host copies of its
  * are made ahead. */
@@ -453,6 +473,11 @@ bool mem_with_managed(int gpu, CUdeviceptr ptr, uint64_t bytes,
                       bool (*fn)(CUcontext ctx, struct mem_swap_slot *slot,
                                  void *arg),
                       void *arg);
+/* ledger.c: the map's entries. put returns false if there was no memory
+ * to remember it; take, whether (kind, key) was there. */
+bool mem_map_put(enum mem_kind kind, uint64_t key, const struct mem_record *rec);
+bool mem_map_take(enum mem_kind kind, uint64_t key, struct mem_record *rec);
+/* allocations.c: the claims and frees of the ALLOC and FREE wrappers. */
 bool mem_claim_reserve(struct mem_claim *claim);
 CUresult mem_claim_refused(struct mem_claim *claim);
 CUresult mem_claim_settle(struct mem_claim *claim, CUresult rc);
@@ -505,8 +530,6 @@ void hook_prepare_swap(int gpu, void *user);
  * meanwhile (waits for the pin in progress). */
 void swap_pins_pause(void);
 void swap_pins_resume(void);
-/* A freed allocation's swap state goes with it (its host copy). */
-void swap_forget(struct mem_swap_slot *slot, uint64_t bytes);
 
 /* ---- staging.c ---------------------------------------------------------- */
 
@@ -551,9 +574,6 @@ struct staging_host_copy {
 };
 uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n,
                                bool (*stop)(void));
-/* A converted allocation was just made on gpu: whether anything can have
- * written it is known from here on (see swap.c, blank allocations). */
-void swap_note_birth(struct mem_swap_slot *slot, int gpu);
 
 /* ---- nvml.c ------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* init.c - libnvshare's load-time setup: reading the environment only.
- * Nothing here touches CUDA or the scheduler (see gating.c). */
+ * Nothing here touches CUDA or the scheduler (see client_start.c). */
 #include "hook.h"
 #include "log.h"
 

@@ -6,7 +6,7 @@
  * with cuMemAlloc_v2 / cuMemAllocPitch_v2, which vmm.c made as address
  * ranges with physical memory behind them ("converted"), and the
  * application's own VMM memory behind vmm_app.c's tokens. The allocation
- * map (memory.c) knows each with its GPU and the context it was made in.
+ * map (ledger.c) knows each with its GPU and the context it was made in.
  * Pools, exported memory and arrays stay where they are.
  *
  * A swap-out copies each converted allocation in chunks, over several
@@ -41,21 +41,11 @@
 #include "hook.h"
 #include "log.h"
 
-/* A blank allocation is a converted one that nothing can have written:
- * made while its process could not submit to the GPU (gate closed), and
- * the process has not been granted the GPU since (every copy, memset and
- * kernel that could reach it is gated, and the application never touches
- * converted memory on the host). Jobs that start together allocate first
+/* A blank allocation (allocations.c notes its birth): a converted one
+ * that nothing can have written. Jobs that start together allocate first
  * and then wait for their turn: their swap-out only releases the physical
- * memory and their swap-in only makes it again, with nothing copied.
- * Such swaps move no bytes, so they do not count as measured swap speed. */
-void swap_note_birth(struct mem_swap_slot *slot, int gpu)
-{
-    slot->blank_at_birth =
-        !atomic_load_explicit(&nvshare_gate_open[gpu], memory_order_acquire);
-    slot->grants_at_birth = nvshare_lock_grants(gpu);
-}
-
+ * memory and their swap-in only makes it again, with nothing copied. Such
+ * swaps move no bytes, so they do not count as measured swap speed. */
 static bool blank(const struct mem_swap_slot *slot, int gpu)
 {
     return slot->converted && slot->blank_at_birth &&
@@ -467,6 +457,25 @@ void swap_pins_resume(void)
     pthread_mutex_unlock(&pin_lock);
 }
 
+/* A context's destruction waits for a pin in progress (the ring may be
+ * being made in it), and takes the ring with it if it was made there. */
+static void context_destroyed(CUcontext gone)
+{
+    swap_pins_resume();
+    if (gone)
+        staging_context_destroyed(gone);
+}
+
+__attribute__((constructor)) static void observe_contexts(void)
+{
+    static const struct hook_context_observer pins = {.destroying =
+                                                          swap_pins_pause,
+                                                      .destroyed =
+                                                          context_destroyed};
+
+    hook_context_observe(&pins);
+}
+
 /* The child has no preparer thread, and the lock may have been held by
  * the parent's. */
 static void forget_preparer_in_child(void)
@@ -490,12 +499,6 @@ uint64_t hook_swap_in(int gpu, void *user)
 {
     (void)user;
     return swap(gpu, true);
-}
-
-void swap_forget(struct mem_swap_slot *slot, uint64_t bytes)
-{
-    staging_host_free(slot->backing, bytes);
-    slot->backing = NULL;
 }
 
 /* Test introspection: the client's callbacks, called directly. */

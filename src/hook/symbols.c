@@ -1,6 +1,7 @@
-/* symbols.c - what libnvshare wraps: names, categories and wrapper
- * addresses of every exported symbol in entry_points.def, and the name
- * lookup dlsym needs. */
+/* symbols.c - what libnvshare wraps: names and categories of every
+ * exported symbol in entry_points.def, and the name lookup dlsym needs.
+ * Data at the bottom: the driver's loader reads the names; the wrappers'
+ * addresses are wrapper_table.c's, at the top. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,13 +11,6 @@
 const struct nvshare_symbol hook_symbols[NVSHARE_SYMBOL_COUNT] = {
 #define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \
     NVSHARE_FACTS(e, api, since, pt, cat)
-#include "entry_points.def"
-#undef NVSHARE_SYMBOL
-};
-
-void *const hook_wrappers[NVSHARE_SYMBOL_COUNT] = {
-#define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \
-    [NVSHARE_ID_##e] = (void *)&e,
 #include "entry_points.def"
 #undef NVSHARE_SYMBOL
 };
@@ -60,12 +54,4 @@ int hook_api_category(const char *api)
         if (strcmp(hook_symbols[i].api, api) == 0)
             return (int)hook_symbols[i].category;
     return -1;
-}
-
-/* Test introspection: the wrapper libnvshare substitutes for name. */
-HOOK_EXPORT void *nvshare_hook_wrapper(const char *name)
-{
-    int id = hook_symbol_by_name(name);
-
-    return id < 0 ? NULL : hook_wrappers[id];
 }

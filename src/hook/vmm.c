@@ -91,6 +91,15 @@ uint64_t vmm_granularity(int gpu)
     return known == NONE ? 0 : known;
 }
 
+bool hook_oversub(int gpu, uint64_t bytes)
+{
+    uint64_t g;
+
+    return gpu >= 0 && gpu < NVSHARE_MAX_GPUS &&
+           (g = vmm_granularity(gpu)) != 0 && bytes >= g &&
+           nvshare_oversub_for_allocation();
+}
+
 uint64_t vmm_rounded(int gpu, uint64_t bytes)
 {
     uint64_t g = vmm_granularity(gpu);
@@ -178,6 +187,16 @@ static CUresult create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
 /* Allocations of this process waiting for room now. */
 static _Atomic int waiting_for_room;
 
+/* Freed memory this process keeps for reuse (vmm_async.c's parked blocks),
+ * released before anything waits for room; vmm_async.c, above this file,
+ * installs it at load. */
+static uint64_t (*kept_memory_release)(int gpu);
+
+void vmm_on_full_release(uint64_t (*release)(int gpu))
+{
+    kept_memory_release = release;
+}
+
 /* cuMemCreate, making room when the GPU is full: first this process's
  * parked stream-ordered frees go; then the room may be an idle process's,
  * which the scheduler takes back for a process that waits for the GPU, so
@@ -189,7 +208,8 @@ CUresult vmm_create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
 {
     CUresult rc = create(gpu, bytes, prop, physical, false);
 
-    if (rc == CUDA_ERROR_OUT_OF_MEMORY && vmm_async_drain(gpu) != 0)
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && kept_memory_release &&
+        kept_memory_release(gpu) != 0)
         rc = create(gpu, bytes, prop, physical, false);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && nvshare_client_connected()) {
         atomic_fetch_add(&waiting_for_room, 1);

@@ -233,7 +233,13 @@ void vmm_async_pool_trimmed(CUmemoryPool pool)
             vmm_async_drain(gpu);
 }
 
-/* A forked child does not own its parent's blocks (as memory.c's map). */
+/* A GPU found full releases the parked blocks first (vmm.c). */
+__attribute__((constructor)) static void register_release_when_full(void)
+{
+    vmm_on_full_release(vmm_async_drain);
+}
+
+/* A forked child does not own its parent's blocks (as ledger.c's map). */
 static void forget_parked_in_child(void)
 {
     pthread_mutex_init(&parking.lock, NULL);

@@ -1,4 +1,5 @@
-/* gating.c - starting the nvshare client for this process.
+/* client_start.c - the nvshare client of this process: starting it, and
+ * the callbacks it is started with (drain, completed, swaps).
  *
  * The client (src/client) is started lazily, the first time the process
  * creates or retains a context or submits work, never at load: a process
@@ -16,8 +17,46 @@
 #include "log.h"
 
 _Atomic int hook_gating = HOOK_GATING_UNKNOWN;
-static int gpu_count;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- the client's callbacks (contracts in nvshare_client.h) ------------ */
+
+static bool synchronize_current(const struct hook_driver *drv, CUcontext ctx,
+                                void *arg)
+{
+    CUresult rc = HOOK_CALL_REAL(cuCtxSynchronize, ());
+
+    (void)drv, (void)ctx, (void)arg;
+    if (rc != CUDA_SUCCESS)
+        log_warn("drain: cuCtxSynchronize failed (%d)", (int)rc);
+    return true;
+}
+
+static void drain_gpu(int gpu, void *user)
+{
+    (void)user;
+    hook_busy_released(gpu);
+    hook_for_each_context(gpu, synchronize_current, NULL);
+}
+
+/* Non-blocking, and deliberately cheap: the legacy default stream of each
+ * context is idle. Work left on other streams is still waited for, by the
+ * drain that precedes any release; this only decides when to let go. */
+static bool legacy_stream_idle(const struct hook_driver *drv, CUcontext ctx,
+                               void *arg)
+{
+    (void)ctx, (void)arg;
+    return drv->stream_query == NULL ||
+           drv->stream_query(CU_STREAM_LEGACY) != CUDA_ERROR_NOT_READY;
+}
+
+static bool gpu_completed(int gpu, void *user)
+{
+    (void)user;
+    return hook_for_each_context(gpu, legacy_stream_idle, NULL);
+}
+
+/* ---- starting it ----------------------------------------------------------- */
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it. */
 static void format_uuid(const CUuuid *uuid, char out[41])
@@ -40,8 +79,8 @@ static int start_client_locked(void)
     const char *uuid_list[NVSHARE_MAX_GPUS];
     struct nvshare_client_config config = {
         .gpu_uuids = uuid_list,
-        .ops = {.drain = hook_drain_gpu,
-                .completed = hook_gpu_completed,
+        .ops = {.drain = drain_gpu,
+                .completed = gpu_completed,
                 .swap_out = hook_swap_out,
                 .swap_in = hook_swap_in,
                 .prepare_swap = hook_prepare_swap},
@@ -78,7 +117,7 @@ static int start_client_locked(void)
     config.n_gpus = count;
     if (nvshare_client_start(&config) != 0)
         return HOOK_GATING_OFF;
-    gpu_count = count;
+    hook_context_track_gpus(count);
     return HOOK_GATING_ON;
 }
 
@@ -98,12 +137,17 @@ int hook_gating_start(void)
     return state;
 }
 
-int hook_gpu_count(void)
+/* The first context starts the client. */
+static void context_made(void)
 {
-    return atomic_load_explicit(&hook_gating, memory_order_acquire) ==
-                   HOOK_GATING_ON
-               ? gpu_count
-               : 0;
+    hook_gating_start();
+}
+
+__attribute__((constructor)) static void observe_contexts(void)
+{
+    static const struct hook_context_observer starter = {.made = context_made};
+
+    hook_context_observe(&starter);
 }
 
 /* NVML names devices by UUID; a CUDA ordinal is our GPU index. */
