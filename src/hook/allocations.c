@@ -19,7 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hook.h"
+#include "allocations.h"
+#include "client_start.h"
+#include "context.h"
+#include "driver.h"
+#include "ledger.h"
+#include "memory_pools.h"
+#include "staging.h"
+#include "vmm.h"
+#include "vmm_app.h"
+#include "vmm_async.h"
+#include "nvshare_client.h"
 #include "log.h"
 #include "nvshare_memory.h"
 

@@ -68,7 +68,11 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "hook.h"
+#include "backlog.h"
+#include "context.h"
+#include "driver.h"
+#include "stats.h"
+#include "nvshare_client.h"
 #include "log.h"
 #include "parse.h"
 

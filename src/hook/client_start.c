@@ -13,7 +13,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hook.h"
+#include "backlog.h"
+#include "client_start.h"
+#include "context.h"
+#include "driver.h"
+#include "swap.h"
+#include "nvshare_client.h"
 #include "log.h"
 
 _Atomic int hook_gating = HOOK_GATING_UNKNOWN;

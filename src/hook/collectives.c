@@ -14,8 +14,8 @@
  * A launch asks a table whether its function is a collective: the first
  * launch of a function asks the driver for its name (cuFuncGetName, or
  * cuKernelGetName for a CUkernel launched as a function), later ones find
- * the answer with one hash and an atomic load, no lock (hook.h: a kernel
- * that is no collective, in its home slot, costs a handful of
+ * the answer with one hash and an atomic load, no lock (collectives.h: a
+ * kernel that is no collective, in its home slot, costs a handful of
  * instructions). Functions are never forgotten: a function handle that the
  * driver reuses after its module was unloaded keeps its first answer, which
  * can only misplace one gang drain point (and revocation bounds a drain
@@ -23,7 +23,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "hook.h"
+#include "collectives.h"
+#include "driver.h"
+#include "nvshare_client.h"
 #include "log.h"
 
 #define MAX_PROBES 32

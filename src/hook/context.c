@@ -14,7 +14,9 @@
  * or final release runs under it too, so a drain never touches a dead one. */
 #include <pthread.h>
 
-#include "hook.h"
+#include "context.h"
+#include "driver.h"
+#include "stats.h"
 #include "log.h"
 
 #define MAX_CONTEXTS 256

@@ -24,7 +24,11 @@
  * caller's; the answer is our wrapper either way when one exists. */
 #include <dlfcn.h>
 
-#include "hook.h"
+#include "driver.h"
+#include "nvml_wrappers.h"
+#include "stats.h"
+#include "symbols.h"
+#include "wrapper_table.h"
 #include "log.h"
 
 HOOK_EXPORT void *dlsym(void *handle, const char *name)

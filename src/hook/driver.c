@@ -11,7 +11,8 @@
 #include <pthread.h>
 #include <stddef.h>
 
-#include "hook.h"
+#include "driver.h"
+#include "symbols.h"
 #include "log.h"
 
 _Atomic(void *) hook_real[NVSHARE_SYMBOL_COUNT];

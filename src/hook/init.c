@@ -1,6 +1,6 @@
 /* init.c - libnvshare's load-time setup: reading the environment only.
  * Nothing here touches CUDA or the scheduler (see client_start.c). */
-#include "hook.h"
+#include "stats.h"
 #include "log.h"
 
 __attribute__((constructor)) static void hook_init(void)

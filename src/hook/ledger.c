@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hook.h"
+#include "ledger.h"
 #include "nvshare_memory.h"
 
 /* ---- the allocation map: (kind, pointer or handle) -> (gpu, bytes) ---- */

@@ -7,7 +7,15 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "hook.h"
+#include "allocations.h"
+#include "driver.h"
+#include "ledger.h"
+#include "memory_paths.h"
+#include "memory_pools.h"
+#include "stats.h"
+#include "vmm.h"
+#include "vmm_app.h"
+#include "vmm_async.h"
 #include "log.h"
 #include "nvshare_memory.h"
 

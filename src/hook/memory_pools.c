@@ -26,7 +26,9 @@
  * falls back to the reservation only at cuDeviceGraphMemTrim. */
 #include <pthread.h>
 
-#include "hook.h"
+#include "allocations.h"
+#include "driver.h"
+#include "memory_pools.h"
 #include "log.h"
 #include "nvshare_memory.h"
 

@@ -15,7 +15,10 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "hook.h"
+#include "client_start.h"
+#include "driver.h"
+#include "memory_pools.h"
+#include "nvml_wrappers.h"
 #include "log.h"
 #include "nvml_abi.h"
 #include "nvshare_memory.h"

@@ -15,7 +15,10 @@
  * arity, which is what keeps the other 440 lookups coming through here. */
 #include <string.h>
 
-#include "hook.h"
+#include "driver.h"
+#include "stats.h"
+#include "symbols.h"
+#include "wrapper_table.h"
 #include "log.h"
 
 static CUresult substitute(const char *symbol, void **pfn, int version,

@@ -29,7 +29,8 @@
 #endif
 
 #include "host_memory.h"
-#include "hook.h"
+#include "driver.h"
+#include "staging.h"
 #include "log.h"
 
 #define STAGING_CHUNK (4ull << 20)

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hook.h"
+#include "driver.h"
+#include "stats.h"
+#include "symbols.h"
 #include "log.h"
 
 bool hook_stats_enabled;

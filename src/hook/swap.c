@@ -38,7 +38,16 @@
 #include <signal.h>
 #include <stdlib.h>
 
-#include "hook.h"
+#include "context.h"
+#include "driver.h"
+#include "ledger.h"
+#include "staging.h"
+#include "stats.h"
+#include "swap.h"
+#include "vmm.h"
+#include "vmm_app.h"
+#include "vmm_async.h"
+#include "nvshare_client.h"
 #include "log.h"
 
 /* A blank allocation (allocations.c notes its birth): a converted one

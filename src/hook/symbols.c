@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hook.h"
+#include "symbols.h"
 
 const struct nvshare_symbol hook_symbols[NVSHARE_SYMBOL_COUNT] = {
 #define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \

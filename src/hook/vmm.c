@@ -23,7 +23,10 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "hook.h"
+#include "driver.h"
+#include "ledger.h"
+#include "vmm.h"
+#include "nvshare_client.h"
 #include "log.h"
 #include "nvshare_client.h"
 

@@ -22,7 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hook.h"
+#include "driver.h"
+#include "ledger.h"
+#include "staging.h"
+#include "stats.h"
+#include "vmm.h"
+#include "vmm_app.h"
 #include "log.h"
 
 #define TOKEN_TAG 0xa5a5000000000000ull

@@ -22,7 +22,10 @@
  * made another pool current, and those smaller than the granularity. */
 #include <pthread.h>
 
-#include "hook.h"
+#include "driver.h"
+#include "ledger.h"
+#include "vmm.h"
+#include "vmm_async.h"
 #include "log.h"
 #include "nvshare_memory.h"
 

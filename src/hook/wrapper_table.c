@@ -3,7 +3,8 @@
  * names every wrapper (wrappers.c, context.c, proc_address.c, vmm_app.c),
  * so it sits above them all; cuGetProcAddress reads it and is in it, the
  * one circle that is inherent (tests/shape). */
-#include "hook.h"
+#include "symbols.h"
+#include "wrapper_table.h"
 
 void *const hook_wrappers[NVSHARE_SYMBOL_COUNT] = {
 #define NVSHARE_SYMBOL(e, api, since, pt, cat, stream, params, args)           \

@@ -15,7 +15,14 @@
  * (EXPORT) say why the driver refused one.
  * Everything else is counted and forwarded; CTX and LOOKUP wrappers are
  * hand-written in context.c and proc_address.c. */
-#include "hook.h"
+#include "allocations.h"
+#include "backlog.h"
+#include "collectives.h"
+#include "driver.h"
+#include "hot_path.h"
+#include "memory_paths.h"
+#include "stats.h"
+#include "nvshare_client.h"
 
 #define WRAP_FORWARD(e, params, args)                                          \
     HOOK_EXPORT CUresult e params                                              \
