@@ -8,6 +8,7 @@
 #ifndef NVSHARE_CLIENTS_INTERNAL_H
 #define NVSHARE_CLIENTS_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "scheduler.h"
@@ -38,6 +39,15 @@ void client_tell_core_limit(const struct scheduler *s, struct client *c);
 /* clients_register.c */
 void client_register(struct scheduler *s, struct client *c,
                      const struct msg_register *reg);
+
+/* clients_groups.c */
+/* The account c is to be billed to on node GPU g: its group's there,
+ * attached (account_attach_group), else its own. */
+int client_group_account(struct scheduler *s, struct client *c, int g);
+/* c left: its group accounts lose it. */
+void client_leave_groups(struct scheduler *s, struct client *c);
+/* Whether c is billed to account on some GPU. */
+bool client_billed_to(const struct client *c, int account);
 
 /* clients_memory.c */
 /* MEM_RESERVE, MEM_RETURN, MEM_UPDATE of c on node GPU gpu. */
