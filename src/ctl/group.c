@@ -41,8 +41,8 @@ static int take_pods(const struct command *cmd, const char *list,
 
 /* One option of set group's: 1 taken, 0 not one of them, or a usage
  * error's exit status (negated). */
-static int take_option(const struct command *cmd, int argc, char **argv,
-                       int *i, struct msg_ctl_set_group *g)
+static int take_option(const struct command *cmd, int argc, char **argv, int *i,
+                       struct msg_ctl_set_group *g)
 {
     static const char *const names[] = {"--pods", "--memory", "--core",
                                         "--priority"};
@@ -81,8 +81,8 @@ static int take_option(const struct command *cmd, int argc, char **argv,
     return 0;
 }
 
-int set_group(const struct command *cmd, int argc, char **argv,
-              const char *gpu, struct msg_ctl_reply *reply)
+int set_group(const struct command *cmd, int argc, char **argv, const char *gpu,
+              struct msg_ctl_reply *reply)
 {
     struct msg_ctl_set_group g = {0};
     char err[CTL_ERR_LEN];

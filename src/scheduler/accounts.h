@@ -34,12 +34,12 @@ struct limit_setting {
  * are the policy's and the quota's account numbers; there are as many
  * accounts as client slots, so attaching always finds one. */
 struct account {
-    int refs;                  /* registered clients (a group's: clients
+    int refs;                   /* registered clients (a group's: clients
                                   billed to it); 0 = free */
-    struct pod_id pod;         /* empty: a client on its own, or a group */
+    struct pod_id pod;          /* empty: a client on its own, or a group */
     char group[GROUP_NAME_MAX]; /* a group's name; "": not a group */
-    uint32_t member;           /* with a pod: whose share of it (pod_member) */
-    struct limit_setting core; /* percent */
+    uint32_t member;            /* with a pod: whose share of it (pod_member) */
+    struct limit_setting core;  /* percent */
     struct limit_setting memory;    /* bytes per GPU */
     struct limit_setting priority;  /* enum priority_class (no request) */
     uint64_t min_share;             /* the operator's floor, percent */

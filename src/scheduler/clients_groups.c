@@ -64,8 +64,7 @@ void client_leave_groups(struct scheduler *s, struct client *c)
 }
 
 /* Whether c's billing on its GPU i is what the groups say. */
-static bool billed_right(const struct scheduler *s, const struct client *c,
-                         int i)
+static bool billed_right(const struct scheduler *s, const struct client *c, int i)
 {
     const struct group_table *t = &s->state.groups;
     int gi = groups_of(t, &s->accounts[c->account].pod, c->node_gpu[i]);
@@ -89,7 +88,7 @@ static void rebill(struct scheduler *s, struct client *c, int i,
     if (from != c->account)
         account_detach(s->accounts, from, &out);
     clients_apply_accounts(s, &out);
-    log_uid_info(c->uid, "client %llu: billed on gpu %d to %s%s", 
+    log_uid_info(c->uid, "client %llu: billed on gpu %d to %s%s",
                  (unsigned long long)c->id, g,
                  s->accounts[to].group[0] ? "group " : "its pod ",
                  s->accounts[to].group);

@@ -15,8 +15,9 @@
 
 /* The group set describes, its members named as control_pod_find reads
  * them. 0, or an errno value with the reason in reply. */
-static int group_of(const struct scheduler *s, const struct msg_ctl_set_group *set,
-                    struct group *g, struct msg_ctl_reply *reply)
+static int group_of(const struct scheduler *s,
+                    const struct msg_ctl_set_group *set, struct group *g,
+                    struct msg_ctl_reply *reply)
 {
     int account;
 
@@ -50,7 +51,8 @@ void control_set_group(struct scheduler *s, const struct msg_ctl_set_group *set,
         return;
     if (groups_set(&s->state.groups, &g, err, sizeof(err))) {
         reply->status = EINVAL;
-        snprintf(reply->text, sizeof(reply->text), "group %s: %.400s", g.name, err);
+        snprintf(reply->text, sizeof(reply->text), "group %s: %.400s", g.name,
+                 err);
         return;
     }
     scheduler_save_state(s);

@@ -225,7 +225,7 @@ void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
 /* ---- a pod's settings ---------------------------------------------------- */
 
 int control_pod_find(const struct scheduler *s, const char *target,
-                    struct pod_id *id, int *account, char *err, size_t err_len)
+                     struct pod_id *id, int *account, char *err, size_t err_len)
 {
     const char *slash = strchr(target, '/');
     char *end;
@@ -455,7 +455,8 @@ static void set_pod(struct scheduler *s, const struct pod_setting_row *row,
     uint64_t limit = set->value;
     int account;
 
-    if (control_pod_find(s, set->target, &id, &account, reply->text, sizeof(reply->text))) {
+    if (control_pod_find(s, set->target, &id, &account, reply->text,
+                         sizeof(reply->text))) {
         reply->status = ENOENT;
         return;
     }

@@ -24,9 +24,9 @@
 
 struct group {
     char name[GROUP_NAME_MAX];
-    int gpu;         /* the scheduler's GPU index */
-    uint64_t memory; /* bytes; 0 = none */
-    uint8_t core;    /* percent; 0 = none */
+    int gpu;          /* the scheduler's GPU index */
+    uint64_t memory;  /* bytes; 0 = none */
+    uint8_t core;     /* percent; 0 = none */
     uint8_t priority; /* enum priority_class; 0 = normal */
     int n_members;
     struct pod_id members[GROUP_MAX_MEMBERS];

@@ -92,8 +92,7 @@ void pol_bill_runners(struct gpu_sched *g, uint64_t now)
 }
 
 /* What ran until now is billed to the account it ran as. */
-void policy_move(struct policy *p, int gpu, int client, int account,
-                 uint64_t now)
+void policy_move(struct policy *p, int gpu, int client, int account, uint64_t now)
 {
     struct gpu_sched *g = &p->gpus[gpu];
 

@@ -37,13 +37,13 @@ struct client {
     struct msg_register reg;      /* as declared: informational only */
     int n_gpus;
     int node_gpu[PROTO_MAX_GPUS]; /* client's GPU index -> node index, -1 */
-    int account;                   /* its pod's (or its own) */
-    int billed[PROTO_MAX_GPUS];    /* by client GPU index: the account it
+    int account;                  /* its pod's (or its own) */
+    int billed[PROTO_MAX_GPUS];   /* by client GPU index: the account it
                                       is billed to there, its group's
                                       (groups.h) or account */
-    int gang;                    /* its job's number (policy_set_gang) */
-    bool oversubscribed;         /* its device allocations are made managed */
-    uint32_t asked_gpus;         /* node GPUs it has asked for, bit per GPU */
+    int gang;                     /* its job's number (policy_set_gang) */
+    bool oversubscribed;          /* its device allocations are made managed */
+    uint32_t asked_gpus;          /* node GPUs it has asked for, bit per GPU */
     uint32_t swap_in_due;        /* node GPUs it swapped out of: one SWAPPED(in)
                              each is expected */
     struct msg_yield yield_sent; /* the last UPDATE_YIELD (zero: none) */
@@ -263,8 +263,7 @@ void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
  * *account is set too, since a client with no pod is limited through its
  * own account). 0, or -1 with err. */
 int control_pod_find(const struct scheduler *s, const char *target,
-                     struct pod_id *id, int *account, char *err,
-                     size_t err_len);
+                     struct pod_id *id, int *account, char *err, size_t err_len);
 /* The GPU named by target (index or UUID), -1 for "" (every GPU), or -2. */
 int control_find_gpu(const struct scheduler *s, const char *target);
 /* control_group.c: a group set (CTL_SET_GROUP) or removed (CTL_RESET of

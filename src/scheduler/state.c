@@ -460,10 +460,10 @@ int state_parse(const char *text, struct node_state *st, char *err, size_t len)
         args = line + strcspn(line, " \t");
         if (*args)
             *args++ = '\0';
-        rc = !strcmp(key, "pod")     ? parse_pod(st, args, why, sizeof(why))
-             : !strcmp(key, "group") ? parse_group(st, args, why, sizeof(why))
-                                     : parse_setting(st, key, args, why,
-                                                     sizeof(why));
+        rc = !strcmp(key, "pod") ? parse_pod(st, args, why, sizeof(why))
+             : !strcmp(key, "group")
+                 ? parse_group(st, args, why, sizeof(why))
+                 : parse_setting(st, key, args, why, sizeof(why));
         if (rc)
             snprintf(err, len, "line %d: %s", number, why);
     }

@@ -48,7 +48,7 @@ struct node_state {
     uint64_t value[SETTING_COUNT];
     struct gpu_mode modes[POLICY_MAX_GPUS]; /* per-GPU modes, after "mode" */
     int n_modes;
-    struct pod_table pods; /* only pods with a limit are written */
+    struct pod_table pods;     /* only pods with a limit are written */
     struct group_table groups; /* every one is written */
 };
 

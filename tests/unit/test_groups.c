@@ -37,8 +37,7 @@ static struct pod_id uid(const char *u)
     return id;
 }
 
-static struct group group(const char *name, int gpu, const char *a,
-                          const char *b)
+static struct group group(const char *name, int gpu, const char *a, const char *b)
 {
     struct group g = {.gpu = gpu, .memory = 4 * GiB, .core = 30};
 

@@ -46,9 +46,13 @@ static struct node_state sample(void)
     pods_set_limit(&st.pods, &batch, POD_MIN_SHARE, -1, 10, &failed);
     pods_set_limit(&st.pods, &notebook, POD_IDLE_SWAP, -1, IDLE_SWAP_OFF,
                    &failed);
-    struct group claim = {.name = "3f2a-claim", .gpu = 1, .memory = 4ull << 30,
-                          .core = 30, .priority = PRIORITY_HIGH,
-                          .n_members = 2, .members = {k8s, odd}};
+    struct group claim = {.name = "3f2a-claim",
+                          .gpu = 1,
+                          .memory = 4ull << 30,
+                          .core = 30,
+                          .priority = PRIORITY_HIGH,
+                          .n_members = 2,
+                          .members = {k8s, odd}};
     char err[128];
     assert_int_equal(groups_set(&st.groups, &claim, err, sizeof(err)), 0);
     return st;
@@ -398,12 +402,12 @@ static void test_many_pods_load_in_linear_time(void **state)
 static void test_bad_group_lines_are_refused(void **state)
 {
     static const char *const bad[] = {
-        "group g1 pods=uid:a\n",                       /* no GPU */
-        "group g1 gpu=0\n",                            /* no pod */
-        "group g1 gpu=0 pods=uid:a,uid:a\n",           /* twice */
-        "group g1 gpu=0 pods=uid:a core-limit=101\n",  /* over 100 */
-        "group g1 gpu=32 pods=uid:a\n",                /* no such index */
-        "group g/1 gpu=0 pods=uid:a\n",                /* bad name */
+        "group g1 pods=uid:a\n",                      /* no GPU */
+        "group g1 gpu=0\n",                           /* no pod */
+        "group g1 gpu=0 pods=uid:a,uid:a\n",          /* twice */
+        "group g1 gpu=0 pods=uid:a core-limit=101\n", /* over 100 */
+        "group g1 gpu=32 pods=uid:a\n",               /* no such index */
+        "group g/1 gpu=0 pods=uid:a\n",               /* bad name */
         "group g1 gpu=0 pods=uid:a\ngroup g1 gpu=1 pods=uid:b\n", /* twice */
         "group g1 gpu=0 pods=uid:a\ngroup g2 gpu=0 pods=uid:a\n", /* overlap */
     };
