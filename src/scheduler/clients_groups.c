@@ -13,24 +13,6 @@
 #include "log.h"
 #include "scheduler.h"
 
-int client_account_on(const struct client *c, int g)
-{
-    for (int i = 0; i < c->n_gpus; i++)
-        if (c->node_gpu[i] == g)
-            return c->billed[i];
-    return c->account;
-}
-
-bool client_billed_to(const struct client *c, int account)
-{
-    if (c->account == account)
-        return true;
-    for (int i = 0; i < c->n_gpus; i++)
-        if (c->node_gpu[i] >= 0 && c->billed[i] == account)
-            return true;
-    return false;
-}
-
 int client_group_account(struct scheduler *s, struct client *c, int g)
 {
     const struct group_table *t = &s->state.groups;
@@ -90,7 +72,7 @@ static void rebill(struct scheduler *s, struct client *c, int i,
     clients_apply_accounts(s, &out);
     log_uid_info(c->uid, "client %llu: billed on gpu %d to %s%s",
                  (unsigned long long)c->id, g,
-                 s->accounts[to].group[0] ? "group " : "its pod ",
+                 s->accounts[to].group[0] ? "group " : "its pod",
                  s->accounts[to].group);
 }
 

@@ -3,8 +3,9 @@
  *
  * The layers, each calling only those below it: clients_accept.c, then
  * clients.c (a client's messages), then clients_register.c and
- * clients_memory.c, then clients_actions.c (carrying out actions), then
- * clients_table.c. */
+ * clients_memory.c, then clients_groups.c (which account a client is
+ * billed to, GPU by GPU), then clients_actions.c (carrying out actions),
+ * then clients_table.c. */
 #ifndef NVSHARE_CLIENTS_INTERNAL_H
 #define NVSHARE_CLIENTS_INTERNAL_H
 
@@ -21,6 +22,8 @@
 /* The pod c is billed to, as logs show it ("ns/name", "uid:...", "-"). One
  * buffer: one call per log line. */
 const char *client_pod(const struct client *c);
+/* Whether c is billed to account on some GPU. */
+bool client_billed_to(const struct client *c, int account);
 /* The most bytes a client of gpu may report holding. */
 uint64_t client_bytes_bound(const struct scheduler *s, int gpu);
 
@@ -46,8 +49,6 @@ void client_register(struct scheduler *s, struct client *c,
 int client_group_account(struct scheduler *s, struct client *c, int g);
 /* c left: its group accounts lose it. */
 void client_leave_groups(struct scheduler *s, struct client *c);
-/* Whether c is billed to account on some GPU. */
-bool client_billed_to(const struct client *c, int account);
 
 /* clients_memory.c */
 /* MEM_RESERVE, MEM_RETURN, MEM_UPDATE of c on node GPU gpu. */

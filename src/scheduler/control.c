@@ -421,6 +421,8 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
                 control_set_gpu(conn->sched, &m.u.set_gpu, &reply.u.reply);
             else if (m.type == MSG_CTL_SET_GROUP)
                 control_set_group(conn->sched, &m.u.set_group, &reply.u.reply);
+            else if (!strcmp(m.u.set.name, "group"))
+                control_reset_group(conn->sched, m.u.set.target, &reply.u.reply);
             else
                 control_reset(conn->sched, &m.u.set, &reply.u.reply);
             rc = msg_send(fd, &reply);

@@ -192,10 +192,6 @@ void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
     int id = setting_find_runtime(set->name);
     char env[160], names[128];
 
-    if (!strcmp(set->name, "group")) {
-        control_reset_group(s, set->target, reply);
-        return;
-    }
     if (id < 0) {
         setting_runtime_names(names, sizeof(names));
         reply->status = EINVAL;

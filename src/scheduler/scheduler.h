@@ -143,9 +143,9 @@ void clients_on_listen(struct event_loop *loop, int fd, void *data);
 void clients_apply(struct scheduler *s, const struct policy_actions *actions);
 /* Carries out the quota's actions and frees their list. */
 void clients_apply_quota(struct scheduler *s, struct quota_actions *actions);
-/* clients_groups.c: the account c is billed to on node GPU g. */
+/* clients_table.c: the account c is billed to on node GPU g. */
 int client_account_on(const struct client *c, int g);
-/* The groups (s->state.groups) changed: every client whose billing on a
+/* clients_groups.c: the groups (s->state.groups) changed: every client whose billing on a
  * GPU they change is moved, what it holds and runs going with it. */
 void clients_regroup(struct scheduler *s);
 /* Whether a free account is left, growing the tables if not: a group's
