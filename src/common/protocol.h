@@ -34,6 +34,8 @@
 #define PROTO_MAX_WAITERS 256     /* waiters listed per GPU in a status reply */
 #define PROTO_POD_UID_MAX 37      /* a pod UID, 8-4-4-4-12 */
 #define PROTO_CONTAINER_ID_MAX 65 /* a container ID, 64 hex */
+#define PROTO_GROUP_NAME_MAX 64   /* a group's name: a claim UID is 36 */
+#define PROTO_GROUP_MAX_MEMBERS 16 /* pods in one group */
 
 #define CLIENT_SOCKET_NAME "scheduler.sock"
 #define CONTROL_SOCKET_NAME "control.sock"

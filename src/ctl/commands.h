@@ -73,6 +73,11 @@ int run_top(const struct command *cmd, int argc, char **argv);    /* top.c */
 int run_set(const struct command *cmd, int argc, char **argv);    /* set.c */
 int run_reset(const struct command *cmd, int argc, char **argv);  /* set.c */
 int run_anti_thrash(const struct command *cmd, int argc, char **argv); /* set.c */
+/* group.c: set group NAME --gpu G --pods ... (gpu: --gpu's value, taken
+ * out of argv by set); 0 with the scheduler's reply, or an exit status. */
+int set_group(const struct command *cmd, int argc, char **argv, const char *gpu,
+              struct msg_ctl_reply *reply);
+extern const char group_set_synopsis[], group_reset_synopsis[], group_help[];
 /* completion.c: completion's command, given the commands table. */
 int completion_print(const struct command *cmd, int argc, char **argv,
                      const struct command *list, size_t n);

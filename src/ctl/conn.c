@@ -153,12 +153,35 @@ int ctl_fetch_status_settings(const struct ctl_target *t, struct ctl_status *st,
     return fetch_status(t, MSG_CTL_STATUS_WITH_SETTINGS, st, err);
 }
 
+/* Sends m, a request CTL_REPLY answers, and reads the reply into *reply
+ * (m is overwritten). 0, or -1 with err. */
+static int exchange(const struct ctl_target *t, struct msg *m,
+                    struct msg_ctl_reply *reply, char err[CTL_ERR_LEN])
+{
+    int fd = request(t, m, err), got;
+
+    if (fd < 0)
+        return -1;
+    got = msg_recv(fd, m, t->timeout_ms);
+    close(fd);
+    if (got != PROTO_OK) {
+        explain_recv(t, got, true, err);
+        return -1;
+    }
+    if (m->type != MSG_CTL_REPLY) {
+        unexpected(t, m, err);
+        return -1;
+    }
+    *reply = m->u.reply;
+    return 0;
+}
+
 int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
             uint64_t value, const char *subject, const char *gpu,
             struct msg_ctl_reply *reply, char err[CTL_ERR_LEN])
 {
     struct msg *m = calloc(1, sizeof(*m));
-    int fd, got, rc = -1;
+    int rc = -1;
 
     if (!m) {
         snprintf(err, CTL_ERR_LEN, "out of memory");
@@ -185,20 +208,26 @@ int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
     }
     if (gpu)
         strcpy(m->u.set_gpu.gpu, gpu);
-    fd = request(t, m, err);
-    if (fd < 0)
-        goto out;
-    got = msg_recv(fd, m, t->timeout_ms);
-    close(fd);
-    if (got != PROTO_OK)
-        explain_recv(t, got, true, err);
-    else if (m->type != MSG_CTL_REPLY)
-        unexpected(t, m, err);
-    else {
-        *reply = m->u.reply;
-        rc = 0;
-    }
+    rc = exchange(t, m, reply, err);
 out:
+    free(m);
+    return rc;
+}
+
+int ctl_set_group(const struct ctl_target *t,
+                  const struct msg_ctl_set_group *group,
+                  struct msg_ctl_reply *reply, char err[CTL_ERR_LEN])
+{
+    struct msg *m = calloc(1, sizeof(*m));
+    int rc;
+
+    if (!m) {
+        snprintf(err, CTL_ERR_LEN, "out of memory");
+        return -1;
+    }
+    m->type = MSG_CTL_SET_GROUP;
+    m->u.set_group = *group;
+    rc = exchange(t, m, reply, err);
     free(m);
     return rc;
 }

@@ -39,6 +39,11 @@ int ctl_set(const struct ctl_target *t, uint16_t type, const char *name,
             uint64_t value, const char *subject, const char *gpu,
             struct msg_ctl_reply *reply, char err[CTL_ERR_LEN]);
 
+/* Sends one CTL_SET_GROUP; as ctl_set. */
+int ctl_set_group(const struct ctl_target *t,
+                  const struct msg_ctl_set_group *group,
+                  struct msg_ctl_reply *reply, char err[CTL_ERR_LEN]);
+
 /* A GPU's time quantum and why: "320ms (auto: 100 x mean hand-over 3.2ms)",
  * "100ms (auto: floor)", "2s (pinned)". */
 void ctl_quantum_label(const struct msg_status_gpu *g, char *buf, size_t len);

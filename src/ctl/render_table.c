@@ -108,9 +108,16 @@ void ctl_pod_name_label(const char *pod_namespace, const char *pod_name,
         snprintf(buf, len, "%s%s", pod_uid[0] ? "uid:" : "-", pod_uid);
 }
 
+/* The pod, and the group it is billed to on the record's GPU, if any:
+ * "ml/a (group 3f2a...)". */
 static void pod_label(const struct msg_status_client *c, char *buf, size_t len)
 {
+    size_t n;
+
     ctl_pod_name_label(c->pod_namespace, c->pod_name, c->pod_uid, buf, len);
+    n = strlen(buf);
+    if (c->group[0] && n < len)
+        snprintf(buf + n, len - n, " (group %s)", c->group);
 }
 
 /* Writes a list of items after a label, comma-separated, wrapping before

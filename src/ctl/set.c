@@ -17,6 +17,15 @@
 #include "settings.h"
 
 
+/* Prints the scheduler's answer: exit status 1 for a refusal. */
+static int answer(const struct msg_ctl_reply *reply)
+{
+    if (reply->status != 0)
+        return fail(reply->text);
+    puts(reply->text);
+    return 0;
+}
+
 /* Sends one CTL_SET or CTL_RESET and reports the scheduler's answer. */
 /* gpu: a pod's limit on that GPU alone (CTL_SET_GPU), else NULL. */
 static int apply(uint16_t type, const char *name, uint64_t value,
@@ -27,10 +36,7 @@ static int apply(uint16_t type, const char *name, uint64_t value,
 
     if (ctl_set(&target, type, name, value, subject, gpu, &reply, err))
         return fail(err);
-    if (reply.status != 0)
-        return fail(reply.text);
-    puts(reply.text);
-    return 0;
+    return answer(&reply);
 }
 
 /* ---- a pod's settings ---------------------------------------------------- */
@@ -292,6 +298,15 @@ int run_set(const struct command *cmd, int argc, char **argv)
         return rc;
     if (argc > 1)
         set_subject = argv[1];
+    if (argc > 1 && !strcmp(argv[1], "group")) {
+        struct msg_ctl_reply reply;
+        for (int i = 2; i < argc; i++)
+            if (is_help(argv[i]))
+                return show_help(cmd);
+        if ((rc = set_group(cmd, argc, argv, gpu, &reply)))
+            return rc;
+        return answer(&reply);
+    }
     id = argc > 1 ? setting_find_runtime(argv[1]) : -1;
     const struct pod_arg *pod = argc > 1 ? find_pod_arg(argv[1]) : NULL;
 
@@ -327,6 +342,11 @@ int run_reset(const struct command *cmd, int argc, char **argv)
 
     setting_runtime_names(list, sizeof(list));
     snprintf(what, sizeof(what), "which setting? %s", list);
+    if (argc > 1 && !strcmp(argv[1], "group")) {
+        if ((rc = plain_args(cmd, argc, argv, 2, "which group?")))
+            return rc == HELP_SHOWN ? 0 : rc;
+        return apply(MSG_CTL_RESET, "group", 0, argv[2], NULL);
+    }
     if ((rc = plain_args(cmd, argc, argv, 1, what)))
         return rc == HELP_SHOWN ? 0 : rc;
     return apply(MSG_CTL_RESET, argv[1], 0, "", NULL);
@@ -372,6 +392,7 @@ static void write_set_synopsis(FILE *out)
     for (size_t i = 0; i < N_POD_ARGS; i++)
         fprintf(out, "\n       nvsharectl set %s %s", pod_args[i].name,
                 pod_args[i].args);
+    fprintf(out, "\n       %s", group_set_synopsis);
 }
 
 static void write_set_help(FILE *out)
@@ -383,6 +404,7 @@ static void write_set_help(FILE *out)
     for (size_t i = 0; i < N_POD_ARGS; i++)
         settings_paragraph(out, SETTINGS_HELP_COL, pod_args[i].head,
                            pod_args[i].help);
+    settings_paragraph(out, SETTINGS_HELP_COL, "group NAME", group_help);
     fputs("\nExit status 1 if the scheduler refuses the value.\n", out);
 }
 
@@ -392,6 +414,7 @@ static void write_reset_synopsis(FILE *out)
     for (int id = 0, n = 0; id < SETTING_COUNT; id++)
         if (settings_table[id].runtime)
             fprintf(out, "%s%s", n++ ? "|" : "", settings_table[id].name);
+    fprintf(out, "\n       %s", group_reset_synopsis);
 }
 
 const char *set_synopsis(void)
@@ -448,10 +471,14 @@ void set_overview(FILE *out)
         snprintf(head, sizeof(head), "set %s", pod_args[i].head);
         settings_paragraph(out, OVERVIEW_COL, head, pod_args[i].brief);
     }
+    settings_paragraph(out, OVERVIEW_COL, "set group NAME --gpu G --pods P,..",
+                       "pods that draw on one budget on a GPU");
     setting_runtime_names(list, sizeof(list));
     snprintf(text, sizeof(text),
              "forget a run-time %s: the environment's value (else "
              "the default) applies again, now and after restarts",
              list);
     settings_paragraph(out, OVERVIEW_COL, "reset SETTING", text);
+    settings_paragraph(out, OVERVIEW_COL, "reset group NAME",
+                       "remove a group: its pods are billed on their own");
 }

@@ -7,7 +7,10 @@
  * from all the claims prepared on the node: a pod's second claim adds to
  * its first, and the Unprepare of one leaves the others'. Each GPU gets its
  * own (CTL_SET_GPU): a pod with 4Gi/25 % on one GPU and 2Gi/10 % on another
- * is held to each there. */
+ * is held to each there. A claim reserved for several pods is a group on
+ * each of its GPUs (CTL_SET_GROUP, named <claim UID>-<GPU index>): one
+ * budget its pods draw on together there, so that one may use what the
+ * others leave idle. */
 #include "driver.h"
 
 #include <errno.h>
@@ -50,11 +53,22 @@ struct pod_limits {
     uint64_t priority;
 };
 
-/* On each GPU, the sum of what the pod's claims consumed there, a claim
- * reserved by several pods split evenly among them (so that together they
- * stay within it). A share of a whole device sets no limit there, a sum
- * of 100 % or more no core limit; the priority is the highest its claims
- * name. skip, when not NULL, is left out: a claim being unprepared. */
+/* Whether share sh of c is a group's budget rather than a part of each
+ * pod's: c is reserved for several pods (at most a group's), and the share
+ * is limited (a whole device sets no limit to share). More pods than a
+ * group holds split it evenly, each at least 1 %, so that together they
+ * stay within it. */
+static bool grouped(const struct dra_claim *c, const struct dra_share *sh)
+{
+    return c->n_pods > 1 && c->n_pods <= PROTO_GROUP_MAX_MEMBERS &&
+           sh->memory && sh->compute;
+}
+
+/* On each GPU, the sum of what the pod's claims consumed there, less the
+ * groups' shares (the group holds the pod there: its clients are billed
+ * to it). A share of a whole device sets no limit there, a sum of 100 % or
+ * more no core limit; the priority is the highest its claims name. skip,
+ * when not NULL, is left out: a claim being unprepared. */
 
 static void pod_limits(const struct driver *d, const char *pod,
                        const struct dra_claim *skip, struct pod_limits *out)
@@ -74,6 +88,8 @@ static void pod_limits(const struct driver *d, const char *pod,
             const struct dra_share *sh = &c->shares[s];
             unsigned part = sh->compute / (unsigned)c->n_pods;
 
+            if (grouped(c, sh))
+                continue;
             out->memory[sh->gpu] += sh->memory / (uint64_t)c->n_pods;
             out->compute[sh->gpu] += part ? part : 1;
             whole[sh->gpu] |= !sh->memory || !sh->compute;
@@ -126,6 +142,63 @@ static int send_pod(int fd, struct msg *m, const struct plugin *gpus,
     return 0;
 }
 
+/* c's group on GPU gpu: what its shares there consumed, its pods, its
+ * priority; a name that removes it when gone (CTL_RESET of "group"). */
+static int send_group(int fd, struct msg *m, const struct driver *d,
+                      const struct dra_claim *c, int gpu, bool gone,
+                      char err[DRA_ERR_LEN])
+{
+    char name[PROTO_GROUP_NAME_MAX];
+
+    snprintf(name, sizeof(name), "%.40s-%d", c->uid, gpu);
+    memset(m, 0, sizeof(*m));
+    if (gone) {
+        m->type = MSG_CTL_RESET;
+        snprintf(m->u.set.name, sizeof(m->u.set.name), "group");
+        snprintf(m->u.set.target, sizeof(m->u.set.target), "%s", name);
+        int rc = send_setting(fd, m, err);
+        /* Gone already (a retried Unprepare): nothing to remove. */
+        return rc && !(m->type == MSG_CTL_REPLY && m->u.reply.status == ENOENT)
+                   ? -1
+                   : 0;
+    }
+    struct msg_ctl_set_group *g = &m->u.set_group;
+    m->type = MSG_CTL_SET_GROUP;
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    snprintf(g->gpu, sizeof(g->gpu), "%s", d->gpus.gpus[gpu].uuid);
+    uint64_t compute = 0;
+    for (int s = 0; s < c->n_shares; s++) {
+        if (c->shares[s].gpu == gpu) {
+            g->memory_limit += c->shares[s].memory;
+            compute += c->shares[s].compute;
+        }
+    }
+    g->core_limit = compute < 100 ? (uint8_t)compute : 0;
+    g->priority = (uint8_t)c->priority;
+    g->n_members = (uint16_t)c->n_pods;
+    for (int p = 0; p < c->n_pods; p++)
+        snprintf(g->members[p], sizeof(g->members[p]), "uid:%s", c->pods[p]);
+    return send_setting(fd, m, err);
+}
+
+/* Sends c's groups, each GPU's once; gone: removes them. */
+static int send_groups(int fd, struct msg *m, const struct driver *d,
+                       const struct dra_claim *c, bool gone,
+                       char err[DRA_ERR_LEN])
+{
+    bool sent[PLUGIN_MAX_GPUS] = {false};
+
+    for (int s = 0; s < c->n_shares; s++) {
+        int gpu = c->shares[s].gpu;
+        if (!grouped(c, &c->shares[s]) || sent[gpu])
+            continue;
+        sent[gpu] = true;
+        if (send_group(fd, m, d, c, gpu, gone, err))
+            return -1;
+    }
+    return 0;
+}
+
 int limits_apply(const struct driver *d, const struct dra_claim *c,
                  const struct dra_claim *skip, char err[DRA_ERR_LEN])
 {
@@ -145,11 +218,17 @@ int limits_apply(const struct driver *d, const struct dra_claim *c,
                  strerror(errno));
         goto out;
     }
+    /* A group before its pods' own limits lose its share, and removed
+     * after they have it back: the pods are never without a limit. */
+    if (c != skip && send_groups(fd, m, d, c, false, err))
+        goto out;
     for (int p = 0; p < c->n_pods; p++) {
         pod_limits(d, c->pods[p], skip, &limits);
         if (send_pod(fd, m, &d->gpus, c->pods[p], &limits, err))
             goto out;
     }
+    if (c == skip && send_groups(fd, m, d, c, true, err))
+        goto out;
     rc = 0;
 out:
     if (fd >= 0)

@@ -7,6 +7,7 @@
  * declaration only ever lowers what the operator allows. */
 #include "accounts.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void emit(struct account_actions *out, enum account_action_kind kind,
@@ -194,6 +195,54 @@ int account_attach(struct account *accounts, int n_accounts,
     emit(out, ACCOUNT_RESET, accounts, i);
     emit(out, ACCOUNT_LIMITS, accounts, i);
     return i;
+}
+
+int account_of_group(const struct account *accounts, int n_accounts,
+                     const char *name)
+{
+    for (int i = 0; i < n_accounts; i++)
+        if (accounts[i].refs && !strcmp(accounts[i].group, name))
+            return i;
+    return -1;
+}
+
+/* A group's limits hold on its GPU alone, as the operator's limits on one
+ * GPU of a pod do; no tenant declares them, no annotation names them. */
+static void take_group(struct account *a, const struct group *g)
+{
+    memset(a->gpu_core, 0, sizeof(a->gpu_core));
+    memset(a->gpu_memory, 0, sizeof(a->gpu_memory));
+    a->gpu_core[g->gpu] = g->core;
+    a->gpu_memory[g->gpu] = g->memory;
+    a->priority.runtime = g->priority;
+}
+
+int account_attach_group(struct account *accounts, int n_accounts,
+                         const struct group *g, struct account_actions *out)
+{
+    int i = account_of_group(accounts, n_accounts, g->name);
+
+    if (i >= 0) {
+        accounts[i].refs++;
+        return i;
+    }
+    for (i = 0; i < n_accounts - 1 && accounts[i].refs; i++)
+        ;
+    struct account *a = &accounts[i];
+    memset(a, 0, sizeof(*a));
+    a->refs = 1;
+    snprintf(a->group, sizeof(a->group), "%s", g->name);
+    take_group(a, g);
+    emit(out, ACCOUNT_RESET, accounts, i);
+    emit(out, ACCOUNT_LIMITS, accounts, i);
+    return i;
+}
+
+void account_set_group(struct account *accounts, int account,
+                       const struct group *g, struct account_actions *out)
+{
+    take_group(&accounts[account], g);
+    emit(out, ACCOUNT_LIMITS, accounts, account);
 }
 
 void account_detach(struct account *accounts, int account,

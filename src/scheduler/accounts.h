@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "groups.h"   /* struct group */
 #include "pods.h"     /* struct pod_id */
 #include "protocol.h" /* LIMIT_* */
 
@@ -27,14 +28,18 @@ struct limit_setting {
 
 /* What a pod is billed and limited as: one account per share of it
  * (pods.h: pod_member), which is the whole pod unless the operator set it
- * and named no owner. Clients without a pod are an account each. Indexes
+ * and named no owner. Clients without a pod are an account each. A group
+ * (groups.h) is an account too, which its members' clients are billed to
+ * on its GPU, and their pods' own accounts elsewhere. Indexes
  * are the policy's and the quota's account numbers; there are as many
  * accounts as client slots, so attaching always finds one. */
 struct account {
-    int refs;                  /* registered clients; 0 = free */
-    struct pod_id pod;         /* empty: a client on its own */
-    uint32_t member;           /* with a pod: whose share of it (pod_member) */
-    struct limit_setting core; /* percent */
+    int refs;                   /* registered clients (a group's: clients
+                                  billed to it); 0 = free */
+    struct pod_id pod;          /* empty: a client on its own, or a group */
+    char group[GROUP_NAME_MAX]; /* a group's name; "": not a group */
+    uint32_t member;            /* with a pod: whose share of it (pod_member) */
+    struct limit_setting core;  /* percent */
     struct limit_setting memory;    /* bytes per GPU */
     struct limit_setting priority;  /* enum priority_class (no request) */
     uint64_t min_share;             /* the operator's floor, percent */
@@ -90,7 +95,22 @@ int account_attach(struct account *accounts, int n_accounts,
 int account_of_pod(const struct account *accounts, int n_accounts,
                    const struct pod_id *pod);
 
-/* A registered client left; the account is freed with its last client. */
+/* A client is billed to group g on its GPU: returns the group's account
+ * (found by name, or a new one whose limits are g's on its GPU). n_accounts
+ * as account_attach's: the caller makes sure a free account is left. */
+int account_attach_group(struct account *accounts, int n_accounts,
+                         const struct group *g, struct account_actions *out);
+
+/* The group's account, or -1 when none of its clients is registered. */
+int account_of_group(const struct account *accounts, int n_accounts,
+                     const char *name);
+
+/* The group's limits changed: they become its account's. */
+void account_set_group(struct account *accounts, int account,
+                       const struct group *g, struct account_actions *out);
+
+/* A registered client left (or is billed elsewhere on a GPU: its group's
+ * account); the account is freed with its last client. */
 void account_detach(struct account *accounts, int account,
                     struct account_actions *out);
 

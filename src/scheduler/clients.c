@@ -45,8 +45,10 @@ static void close_client(struct scheduler *s, struct client *c,
     c->welcomed = false; /* its socket is closed: tell it nothing more */
     policy_leave(s->policy, slot, now_ns(), out);
     quota_leave(&s->quota, slot, now_ns(), &quota_out);
-    if (c->registered)
+    if (c->registered) {
+        client_leave_groups(s, c);
         account_detach(s->accounts, c->account, &account_out);
+    }
     clients_apply_accounts(s, &account_out);
     footprint_forget(s, slot);
     s->yield_told -= c->yield_sent.idle_release_ns ||

@@ -240,13 +240,14 @@ void clients_apply_quota(struct scheduler *s, struct quota_actions *actions)
  * whose limit is higher while the scheduler is away. */
 void client_tell_core_limit(const struct scheduler *s, struct client *c)
 {
-    const struct account *a = &s->accounts[c->account];
     struct msg m = {.type = MSG_UPDATE_CORE_LIMIT};
     uint8_t source;
 
     for (int i = 0; i < c->n_gpus; i++) {
-        uint64_t limit =
-            c->node_gpu[i] < 0 ? 0 : account_core_on(a, c->node_gpu[i], &source);
+        uint64_t limit = c->node_gpu[i] < 0
+                             ? 0
+                             : account_core_on(&s->accounts[c->billed[i]],
+                                               c->node_gpu[i], &source);
         if (limit && (!m.u.core.percent || limit < m.u.core.percent))
             m.u.core.percent = (uint8_t)limit;
     }
@@ -270,8 +271,8 @@ void clients_apply_accounts(struct scheduler *s,
                 policy_set_core_limit(s->policy, g, a->account,
                                       a->core_limit[g], now_ns());
             for (int slot = 0; slot < s->table_size; slot++)
-                if (s->clients[slot]->used &&
-                    s->clients[slot]->account == a->account)
+                if (s->clients[slot]->used && s->clients[slot]->registered &&
+                    client_billed_to(s->clients[slot], a->account))
                     client_tell_core_limit(s, s->clients[slot]);
             policy_set_priority(s->policy, a->account, a->priority);
             policy_set_idle_swap(s->policy, a->account, a->idle_swap);

@@ -3,11 +3,13 @@
  *
  * The layers, each calling only those below it: clients_accept.c, then
  * clients.c (a client's messages), then clients_register.c and
- * clients_memory.c, then clients_actions.c (carrying out actions), then
- * clients_table.c. */
+ * clients_memory.c, then clients_groups.c (which account a client is
+ * billed to, GPU by GPU), then clients_actions.c (carrying out actions),
+ * then clients_table.c. */
 #ifndef NVSHARE_CLIENTS_INTERNAL_H
 #define NVSHARE_CLIENTS_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "scheduler.h"
@@ -20,6 +22,8 @@
 /* The pod c is billed to, as logs show it ("ns/name", "uid:...", "-"). One
  * buffer: one call per log line. */
 const char *client_pod(const struct client *c);
+/* Whether c is billed to account on some GPU. */
+bool client_billed_to(const struct client *c, int account);
 /* The most bytes a client of gpu may report holding. */
 uint64_t client_bytes_bound(const struct scheduler *s, int gpu);
 
@@ -38,6 +42,13 @@ void client_tell_core_limit(const struct scheduler *s, struct client *c);
 /* clients_register.c */
 void client_register(struct scheduler *s, struct client *c,
                      const struct msg_register *reg);
+
+/* clients_groups.c */
+/* The account c is to be billed to on node GPU g: its group's there,
+ * attached (account_attach_group), else its own. */
+int client_group_account(struct scheduler *s, struct client *c, int g);
+/* c left: its group accounts lose it. */
+void client_leave_groups(struct scheduler *s, struct client *c);
 
 /* clients_memory.c */
 /* MEM_RESERVE, MEM_RETURN, MEM_UPDATE of c on node GPU gpu. */

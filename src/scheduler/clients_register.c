@@ -160,6 +160,7 @@ static void join_gpus(struct scheduler *s, struct client *c,
 
     for (int i = 0; i < reg->n_gpus; i++) {
         c->node_gpu[i] = -1;
+        c->billed[i] = c->account;
         for (int g = 0; g < s->n_gpus; g++)
             if (strcmp(reg->gpu_uuids[i], s->gpus[g].uuid) == 0)
                 c->node_gpu[i] = g;
@@ -171,8 +172,9 @@ static void join_gpus(struct scheduler *s, struct client *c,
                          reg->gpu_uuids[i]);
             continue;
         }
-        policy_join(s->policy, c->node_gpu[i], c->slot, c->account, now);
-        quota_join(&s->quota, c->node_gpu[i], c->slot, c->account, quota_out);
+        c->billed[i] = client_group_account(s, c, c->node_gpu[i]);
+        policy_join(s->policy, c->node_gpu[i], c->slot, c->billed[i], now);
+        quota_join(&s->quota, c->node_gpu[i], c->slot, c->billed[i], quota_out);
         footprint_update(s, c->node_gpu[i], c->slot);
         reply->gpu_known[i] = 1;
     }
@@ -190,6 +192,13 @@ void client_register(struct scheduler *s, struct client *c,
 
     if (bad_name) {
         refuse_registration(c, bad_name);
+        return;
+    }
+    /* Groups' accounts are more than one a client: one may need room. */
+    if (!scheduler_account_room(s)) {
+        log_error("client pid %d: out of memory for its account: closed",
+                  (int)c->pid);
+        c->doomed = true;
         return;
     }
     c->reg = *reg;

@@ -47,3 +47,21 @@ int clients_pending(const struct scheduler *s)
         n += s->clients[i]->used && !s->clients[i]->registered;
     return n;
 }
+
+int client_account_on(const struct client *c, int g)
+{
+    for (int i = 0; i < c->n_gpus; i++)
+        if (c->node_gpu[i] == g)
+            return c->billed[i];
+    return c->account;
+}
+
+bool client_billed_to(const struct client *c, int account)
+{
+    if (c->account == account)
+        return true;
+    for (int i = 0; i < c->n_gpus; i++)
+        if (c->node_gpu[i] >= 0 && c->billed[i] == account)
+            return true;
+    return false;
+}

@@ -265,17 +265,18 @@ static int send_client(struct scheduler *s, const struct status_sink *out,
     cl->grants = v.grants;
     cl->last_drain_ns = v.last_drain_ns;
     cl->last_preempt_ns = v.last_preempt_ns;
-    const struct account *a = &s->accounts[c->account];
+    int account = client_account_on(c, g);
+    const struct account *a = &s->accounts[account];
     const struct quota_gpu *qg = &s->quota.gpus[g];
     cl->core_limit = (uint8_t)account_core_on(a, g, &cl->limit_source);
     cl->mem_quota = account_memory_on(a, g, &cl->mem_quota_source);
     cl->mem_allocated = qg->clients[slot].allocated;
-    cl->pod_mem_held = quota_account_held(&s->quota, g, c->account);
-    cl->pod_mem_peak = qg->accounts[c->account].peak;
-    cl->pod_mem_refused = qg->accounts[c->account].refused;
-    cl->budget_ns = policy_budget_ns(p, g, c->account);
-    cl->used_ns = policy_used_ns(p, g, c->account, now);
-    cl->throttled = policy_spent(p, g, c->account, now);
+    cl->pod_mem_held = quota_account_held(&s->quota, g, account);
+    cl->pod_mem_peak = qg->accounts[account].peak;
+    cl->pod_mem_refused = qg->accounts[account].refused;
+    cl->budget_ns = policy_budget_ns(p, g, account);
+    cl->used_ns = policy_used_ns(p, g, account, now);
+    cl->throttled = policy_spent(p, g, account, now);
     cl->footprint = v.footprint;
     cl->evictable = v.evictable;
     cl->oversubscribed = c->oversubscribed;
@@ -294,6 +295,7 @@ static int send_client(struct scheduler *s, const struct status_sink *out,
     cl->swap_ins = v.swap_ins;
     cl->swap_in_wait_ns = v.swap_in_wait_ns;
     format_wait_why(s, g, slot, now, cl->wait_why, sizeof(cl->wait_why));
+    memcpy(cl->group, a->group, sizeof(cl->group));
     return out->emit(out->ctx, &m);
 }
 
@@ -411,12 +413,16 @@ static void conn_on_readable(struct event_loop *loop, int fd, void *data)
             rc = control_status(conn->sched, &out,
                                 m.type == MSG_CTL_STATUS_WITH_SETTINGS);
         } else if (m.type == MSG_CTL_SET || m.type == MSG_CTL_SET_GPU ||
-                   m.type == MSG_CTL_RESET) {
+                   m.type == MSG_CTL_SET_GROUP || m.type == MSG_CTL_RESET) {
             struct msg reply = {.type = MSG_CTL_REPLY};
             if (m.type == MSG_CTL_SET)
                 control_set(conn->sched, &m.u.set, &reply.u.reply);
             else if (m.type == MSG_CTL_SET_GPU)
                 control_set_gpu(conn->sched, &m.u.set_gpu, &reply.u.reply);
+            else if (m.type == MSG_CTL_SET_GROUP)
+                control_set_group(conn->sched, &m.u.set_group, &reply.u.reply);
+            else if (!strcmp(m.u.set.name, "group"))
+                control_reset_group(conn->sched, m.u.set.target, &reply.u.reply);
             else
                 control_reset(conn->sched, &m.u.set, &reply.u.reply);
             rc = msg_send(fd, &reply);

@@ -117,8 +117,7 @@ static setting_apply_fn *const appliers[SETTING_COUNT] = {
 #include "settings.def"
 };
 
-/* The GPU named by target (index or UUID), -1 for "" (every GPU), or -2. */
-static int find_gpu(const struct scheduler *s, const char *target)
+int control_find_gpu(const struct scheduler *s, const char *target)
 {
     char *end;
     long index;
@@ -151,7 +150,7 @@ static int apply_node(struct scheduler *s, enum setting_id id, uint64_t value,
     *gpu = -1;
     if (setting_check_runtime(id, value, reply->text, sizeof(reply->text)))
         return EINVAL;
-    if (settings_table[id].per_gpu && (*gpu = find_gpu(s, target)) == -2) {
+    if (settings_table[id].per_gpu && (*gpu = control_find_gpu(s, target)) == -2) {
         snprintf(reply->text, sizeof(reply->text),
                  "no GPU '%s' (give an index 0-%d or a UUID)", target,
                  s->n_gpus - 1);
@@ -221,12 +220,8 @@ void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
 
 /* ---- a pod's settings ---------------------------------------------------- */
 
-/* The pod named by target: "uid:<pod-uid>", "namespace/pod", "pod" (in
- * namespace default, as kubectl reads it), or a client id (its pod;
- * *account is set too, since a client with no pod is limited through its
- * own account). 0, or -1 with err. */
-static int pod_find(const struct scheduler *s, const char *target,
-                    struct pod_id *id, int *account, char *err, size_t err_len)
+int control_pod_find(const struct scheduler *s, const char *target,
+                     struct pod_id *id, int *account, char *err, size_t err_len)
 {
     const char *slash = strchr(target, '/');
     char *end;
@@ -456,7 +451,8 @@ static void set_pod(struct scheduler *s, const struct pod_setting_row *row,
     uint64_t limit = set->value;
     int account;
 
-    if (pod_find(s, set->target, &id, &account, reply->text, sizeof(reply->text))) {
+    if (control_pod_find(s, set->target, &id, &account, reply->text,
+                         sizeof(reply->text))) {
         reply->status = ENOENT;
         return;
     }
@@ -506,7 +502,7 @@ void control_set_gpu(struct scheduler *s, const struct msg_ctl_set_gpu *set_gpu,
                      struct msg_ctl_reply *reply)
 {
     struct msg_ctl_set set = {.value = set_gpu->value};
-    int gpu = find_gpu(s, set_gpu->gpu);
+    int gpu = control_find_gpu(s, set_gpu->gpu);
 
     memcpy(set.name, set_gpu->name, sizeof(set.name));
     memcpy(set.target, set_gpu->target, sizeof(set.target));

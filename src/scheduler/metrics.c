@@ -223,11 +223,20 @@ static void histogram_lines(struct text *t, const char *name,
 
 /* ---- the metrics ----------------------------------------------------------- */
 
-static uint64_t limit_of(const struct limit_setting *l)
+/* The account's limit in force on gpu: its limits on single GPUs (a DRA
+ * claim's, a group's) take the place of the one for every GPU there. */
+static uint64_t core_on(const struct account *a, int gpu)
 {
     uint8_t source;
 
-    return limit_effective(l, &source);
+    return account_core_on(a, gpu, &source);
+}
+
+static uint64_t memory_on(const struct account *a, int gpu)
+{
+    uint8_t source;
+
+    return account_memory_on(a, gpu, &source);
 }
 
 /* One pod on one GPU: per-pod series are per GPU, as quotas and limits are. */
@@ -238,7 +247,7 @@ struct pod_series {
     uint64_t resident, parked; /* its clients' on the GPU, summed */
     uint64_t idle_ns; /* while all its clients are idle: the shortest */
     bool busy;        /* one of them holds or waits */
-    char labels[3 * PROTO_NAME_MAX + 128];
+    char labels[3 * PROTO_NAME_MAX + 2 * PROTO_GROUP_NAME_MAX + 128];
 };
 
 /* A client of the pod on p's GPU. */
@@ -256,7 +265,7 @@ static void pod_series_add(struct pod_series *p,
 
 /* The labels of a pod's account on gpu, into p->labels. */
 static void pod_labels(const struct scheduler *s, const struct account *a,
-                       int gpu, struct pod_series *p)
+                       const char *group, int gpu, struct pod_series *p)
 {
     const struct pod_id *id = &a->pod;
     struct text t = {0};
@@ -275,6 +284,8 @@ static void pod_labels(const struct scheduler *s, const struct account *a,
         put_u64(&t, a->member);
         put(&t, "\"");
     }
+    if (group[0])
+        put_label(&t, "group", group, false);
     /* Escaping at most doubles names that fit the protocol's fields. */
     snprintf(p->labels, sizeof(p->labels), "%.*s", t.failed ? 0 : (int)t.len,
              t.failed ? "" : t.buf);
@@ -322,11 +333,15 @@ static struct pod_series *pod_series_list(const struct scheduler *s,
             }
             struct pod_series *p = &list[count++];
             *mark = count;
-            *p = (struct pod_series){.account = c->account, .gpu = g};
+            /* A group's pods each show the group's budget, usage and
+             * memory on its GPU: what they are held to together. */
+            int billed = client_account_on(c, g);
+            *p = (struct pod_series){.account = billed, .gpu = g};
             pod_series_add(p, &v);
-            policy_view_account(s->policy, g, c->account, now, &p->stats);
-            p->budget_ns = policy_budget_ns(s->policy, g, c->account);
-            pod_labels(s, &s->accounts[c->account], g, p);
+            policy_view_account(s->policy, g, billed, now, &p->stats);
+            p->budget_ns = policy_budget_ns(s->policy, g, billed);
+            pod_labels(s, &s->accounts[c->account], s->accounts[billed].group,
+                       g, p);
         }
     }
     free(seen);
@@ -543,7 +558,7 @@ static void render_pod_memory(struct text *t, const struct scheduler *s,
 {
     PER_POD("nvshare_pod_memory_quota_bytes", "gauge",
             "The pod's memory quota in force on the GPU (0: none).", sample_u64,
-            limit_of(&a->memory))
+            memory_on(a, p->gpu))
     PER_POD("nvshare_pod_memory_used_bytes", "gauge",
             "Memory the pod's clients have allocated on the GPU.", sample_u64,
             quota_account_allocated(&s->quota, p->gpu, p->account))
@@ -565,7 +580,7 @@ static void render_pod_limits(struct text *t, const struct scheduler *s,
     PER_POD("nvshare_pod_core_limit_ratio",
             "gauge", "The pod's core limit in force, as a fraction of the GPU's time (1: none).",
             sample_ratio,
-            limit_of(&a->core) % 100 ? (double)limit_of(&a->core) / 100 : 1.0)
+            core_on(a, p->gpu) % 100 ? (double)core_on(a, p->gpu) / 100 : 1.0)
     PER_POD("nvshare_pod_core_share_ratio", "gauge",
             "The fraction of each window the pod's limit buys now, after "
             "scaling "

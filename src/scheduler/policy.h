@@ -396,6 +396,11 @@ bool policy_ranked(const struct policy *p) __attribute__((pure));
 /* Slices of a window through which a budget accrues (see Compute limits). */
 #define POLICY_PACE_SLICES 5
 
+/* The client is billed to account on gpu from now on (its pod joined or
+ * left a group): what it ran until now stays billed to the one before. */
+void policy_move(struct policy *p, int gpu, int client, int account,
+                 uint64_t now);
+
 /* Forgets an account's limit and usage, before its number is reused. */
 void policy_reset_account(struct policy *p, int account);
 

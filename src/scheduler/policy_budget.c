@@ -91,6 +91,15 @@ void pol_bill_runners(struct gpu_sched *g, uint64_t now)
     }
 }
 
+/* What ran until now is billed to the account it ran as. */
+void policy_move(struct policy *p, int gpu, int client, int account, uint64_t now)
+{
+    struct gpu_sched *g = &p->gpus[gpu];
+
+    pol_bill_runners(g, now);
+    g->members[client].account = account;
+}
+
 /* Billing of runner m starts now. On a GPU where nothing has been billed
  * for a whole window, the first billing also starts the window: a pod's
  * first window then begins at its first submission. */

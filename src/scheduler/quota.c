@@ -110,6 +110,19 @@ void quota_join(struct quota *q, int gpu, int client, int account,
     emit(q, out, QUOTA_LIMIT, gpu, client, 0, 0);
 }
 
+void quota_move(struct quota *q, int gpu, int client, int account,
+                struct quota_actions *out)
+{
+    struct quota_gpu *g = &q->gpus[gpu];
+    int from = g->clients[client].account;
+
+    g->clients[client].account = account;
+    for (int c = 0; c < q->table_size; c++)
+        if (g->clients[c].present &&
+            (g->clients[c].account == from || g->clients[c].account == account))
+            emit(q, out, QUOTA_LIMIT, gpu, c, 0, 0);
+}
+
 static void note_allocated(struct quota *q, int gpu, int client,
                            uint64_t allocated)
 {

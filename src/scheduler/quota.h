@@ -116,6 +116,12 @@ void quota_refuse(struct quota *q, int gpu, int client, uint32_t seq,
 void quota_return(struct quota *q, int gpu, int client, uint64_t bytes,
                   uint64_t allocated, uint64_t now, struct quota_actions *out);
 
+/* The client is billed to account on gpu from now on (its pod joined or
+ * left a group, groups.h): what it holds goes with it. It and the other
+ * clients of both accounts there are told their quota and holding anew. */
+void quota_move(struct quota *q, int gpu, int client, int account,
+                struct quota_actions *out);
+
 /* The client reports what it has allocated. It holds at least that: after
  * a (re)registration this is how the scheduler learns what a process
  * already has. Grants in flight are never undone by a report. */

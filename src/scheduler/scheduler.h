@@ -37,10 +37,13 @@ struct client {
     struct msg_register reg;      /* as declared: informational only */
     int n_gpus;
     int node_gpu[PROTO_MAX_GPUS]; /* client's GPU index -> node index, -1 */
-    int account;
-    int gang;                    /* its job's number (policy_set_gang) */
-    bool oversubscribed;         /* its device allocations are made managed */
-    uint32_t asked_gpus;         /* node GPUs it has asked for, bit per GPU */
+    int account;                  /* its pod's (or its own) */
+    int billed[PROTO_MAX_GPUS];   /* by client GPU index: the account it
+                                      is billed to there, its group's
+                                      (groups.h) or account */
+    int gang;                     /* its job's number (policy_set_gang) */
+    bool oversubscribed;          /* its device allocations are made managed */
+    uint32_t asked_gpus;          /* node GPUs it has asked for, bit per GPU */
     uint32_t swap_in_due;        /* node GPUs it swapped out of: one SWAPPED(in)
                              each is expected */
     struct msg_yield yield_sent; /* the last UPDATE_YIELD (zero: none) */
@@ -140,6 +143,14 @@ void clients_on_listen(struct event_loop *loop, int fd, void *data);
 void clients_apply(struct scheduler *s, const struct policy_actions *actions);
 /* Carries out the quota's actions and frees their list. */
 void clients_apply_quota(struct scheduler *s, struct quota_actions *actions);
+/* clients_table.c: the account c is billed to on node GPU g. */
+int client_account_on(const struct client *c, int g);
+/* clients_groups.c: the groups (s->state.groups) changed: every client whose billing on a
+ * GPU they change is moved, what it holds and runs going with it. */
+void clients_regroup(struct scheduler *s);
+/* Whether a free account is left, growing the tables if not: a group's
+ * account is one more than its clients' own (tables.c). */
+bool scheduler_account_room(struct scheduler *s);
 /* Tells the clients of the node GPUs in gpus (a bit each) whose
  * UPDATE_YIELD terms changed: a client joined or left them, or a class
  * changed (UINT32_MAX: every GPU). */
@@ -247,6 +258,20 @@ void control_set_gpu(struct scheduler *s, const struct msg_ctl_set_gpu *set,
                      struct msg_ctl_reply *reply);
 void control_reset(struct scheduler *s, const struct msg_ctl_set *set,
                    struct msg_ctl_reply *reply);
+/* The pod named by target: "uid:<pod-uid>", "namespace/pod", "pod" (in
+ * namespace default, as kubectl reads it), or a client id (its pod;
+ * *account is set too, since a client with no pod is limited through its
+ * own account). 0, or -1 with err. */
+int control_pod_find(const struct scheduler *s, const char *target,
+                     struct pod_id *id, int *account, char *err, size_t err_len);
+/* The GPU named by target (index or UUID), -1 for "" (every GPU), or -2. */
+int control_find_gpu(const struct scheduler *s, const char *target);
+/* control_group.c: a group set (CTL_SET_GROUP) or removed (CTL_RESET of
+ * "group"). */
+void control_set_group(struct scheduler *s, const struct msg_ctl_set_group *set,
+                       struct msg_ctl_reply *reply);
+void control_reset_group(struct scheduler *s, const char *name,
+                         struct msg_ctl_reply *reply);
 /* At start: every run-time setting put in force by its apply function, as
  * nvsharectl set would (values as settings_load and the state file give
  * them). */

@@ -86,6 +86,42 @@ static int get_name(const char *text, size_t n, char *out, size_t size)
     return w ? 0 : -1;
 }
 
+static void put_pod_id(struct out *o, const struct pod_id *id)
+{
+    if (id->uid[0]) {
+        put(o, "uid:");
+        put_name(o, id->uid);
+        return;
+    }
+    if (id->pod_namespace[0]) {
+        put_name(o, id->pod_namespace);
+        put(o, "/");
+    }
+    put_name(o, id->pod_name);
+}
+
+/* "group <name> gpu=<index> pods=<id>,<id>... [memory-limit=<size>]
+ *  [core-limit=<1-100>] [priority=<1-9>]" */
+static void put_group(struct out *o, const struct group *g)
+{
+    char size[64];
+
+    put(o, "group %s gpu=%d pods=", g->name, g->gpu);
+    for (int m = 0; m < g->n_members; m++) {
+        put(o, m ? "," : "");
+        put_pod_id(o, &g->members[m]);
+    }
+    if (g->memory) {
+        format_size_exact(g->memory, size, sizeof(size));
+        put(o, " memory-limit=%s", size);
+    }
+    if (g->core)
+        put(o, " core-limit=%u", (unsigned)g->core);
+    if (g->priority)
+        put(o, " priority=%u", (unsigned)g->priority);
+    put(o, "\n");
+}
+
 size_t state_format(const struct node_state *st, char *buf, size_t len)
 {
     struct out o = {buf, len, 0};
@@ -119,16 +155,7 @@ size_t state_format(const struct node_state *st, char *buf, size_t len)
         if (!pod_configured(p))
             continue;
         put(&o, "pod ");
-        if (p->id.uid[0]) {
-            put(&o, "uid:");
-            put_name(&o, p->id.uid);
-        } else {
-            if (p->id.pod_namespace[0]) {
-                put_name(&o, p->id.pod_namespace);
-                put(&o, "/");
-            }
-            put_name(&o, p->id.pod_name);
-        }
+        put_pod_id(&o, &p->id);
         if (p->owner_named)
             put(&o, " owner=%u", p->owner);
         if (p->core_limit)
@@ -156,6 +183,8 @@ size_t state_format(const struct node_state *st, char *buf, size_t len)
         }
         put(&o, "\n");
     }
+    for (int i = 0; i < st->groups.n; i++)
+        put_group(&o, &st->groups.list[i]);
     return o.n;
 }
 
@@ -354,6 +383,60 @@ static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
     return 0;
 }
 
+/* A pod list of put_group's: "<id>,<id>...". */
+static int parse_members(char *list, struct group *g)
+{
+    for (char *id = strtok_r(list, ",", &list); id;
+         id = strtok_r(NULL, ",", &list))
+        if (g->n_members == GROUP_MAX_MEMBERS ||
+            parse_pod_id(id, &g->members[g->n_members++]))
+            return -1;
+    return 0;
+}
+
+/* A line of put_group's, judged as CTL_SET_GROUP's are (groups_set). */
+static int parse_group(struct node_state *st, char *args, char *err, size_t len)
+{
+    char *word = strtok(args, " \t"), why[PARSE_ERR_LEN];
+    struct group g = {.gpu = -1};
+    long number;
+
+    if (!word || strlen(word) >= sizeof(g.name)) {
+        snprintf(err, len, "group: expected its name");
+        return -1;
+    }
+    strcpy(g.name, word);
+    while ((word = strtok(NULL, " \t"))) {
+        if (!strncmp(word, "gpu=", 4) &&
+            !parse_int_range(word + 4, 0, PROTO_MAX_GPUS - 1, &number, why)) {
+            g.gpu = (int)number;
+        } else if (!strncmp(word, "pods=", 5) && !g.n_members &&
+                   !parse_members(word + 5, &g)) {
+        } else if (!strncmp(word, "core-limit=", 11) &&
+                   !parse_int_range(word + 11, 1, 100, &number, why)) {
+            g.core = (uint8_t)number;
+        } else if (!strncmp(word, "priority=", 9) &&
+                   !parse_int_range(word + 9, PRIORITY_LOWEST, PRIORITY_HIGHEST,
+                                    &number, why)) {
+            g.priority = (uint8_t)number;
+        } else if (!strncmp(word, "memory-limit=", 13) &&
+                   !parse_size_bytes(word + 13, &g.memory, why) && g.memory) {
+        } else {
+            snprintf(err, len, "group: cannot read '%s'", word);
+            return -1;
+        }
+    }
+    if (g.gpu < 0) {
+        snprintf(err, len, "group %s: no gpu=", g.name);
+        return -1;
+    }
+    if (groups_find(&st->groups, g.name) >= 0) {
+        snprintf(err, len, "group %s is listed twice", g.name);
+        return -1;
+    }
+    return groups_set(&st->groups, &g, err, len);
+}
+
 int state_parse(const char *text, struct node_state *st, char *err, size_t len)
 {
     char *copy = strdup(text), *line, *next;
@@ -377,8 +460,9 @@ int state_parse(const char *text, struct node_state *st, char *err, size_t len)
         args = line + strcspn(line, " \t");
         if (*args)
             *args++ = '\0';
-        rc = !strcmp(key, "pod")
-                 ? parse_pod(st, args, why, sizeof(why))
+        rc = !strcmp(key, "pod") ? parse_pod(st, args, why, sizeof(why))
+             : !strcmp(key, "group")
+                 ? parse_group(st, args, why, sizeof(why))
                  : parse_setting(st, key, args, why, sizeof(why));
         if (rc)
             snprintf(err, len, "line %d: %s", number, why);

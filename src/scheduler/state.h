@@ -18,6 +18,9 @@
  *                                   owner: the uid the operator named
  *   pod uid:6f1e... core-limit=20   a Kubernetes pod, by UID
  *   pod batch/train priority=1 min-share=10   a class and a floor
+ *   group 3f2a... gpu=0 pods=uid:6f1e...,uid:9c0d... memory-limit=4Gi
+ *     core-limit=30                 pods billed together on GPU 0
+ *                                   (groups.h; one line)
  *
  * Parsing and formatting are pure (state_parse, state_format), so unit
  * tests drive them on strings; state_load and state_save do the file. */
@@ -28,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "groups.h"
 #include "pods.h"
 #include "policy.h" /* POLICY_MAX_GPUS */
 #include "settings.h"
@@ -44,7 +48,8 @@ struct node_state {
     uint64_t value[SETTING_COUNT];
     struct gpu_mode modes[POLICY_MAX_GPUS]; /* per-GPU modes, after "mode" */
     int n_modes;
-    struct pod_table pods; /* only pods with a limit are written */
+    struct pod_table pods;     /* only pods with a limit are written */
+    struct group_table groups; /* every one is written */
 };
 
 /* Writes the state as text: at most len bytes with the NUL; returns the

@@ -41,3 +41,11 @@ bool scheduler_grow(struct scheduler *s, int table_size)
     s->table_size = table_size;
     return true;
 }
+
+bool scheduler_account_room(struct scheduler *s)
+{
+    for (int i = 0; i < s->table_size; i++)
+        if (!s->accounts[i].refs)
+            return true;
+    return scheduler_grow(s, 2 * s->table_size);
+}

@@ -7,14 +7,17 @@ node of two GPUs:
   other's limits;
 - a pod's claims on two GPUs: each GPU gets its own limits, and the
   Unprepare of one leaves the other's alone;
-- a claim two pods share is split between them, and with the fake GPU
-  their processes together stay within its compute;
+- a claim two pods share is one budget (a group in the scheduler): with
+  the fake GPU, one pod alone takes 3 GiB and more than half of its
+  compute, the other is refused what would take them past its memory, and
+  together they stay within its compute;
 - 20 claims prepared at once, one of them read 5 s late: the other 19 are
   ready within 1 s.
 
 Each step prints PASS with what it measured, or FAIL and the logs."""
 import json
 import os
+import subprocess
 import threading
 import time
 import uuid
@@ -73,34 +76,66 @@ def several_claims(plugin):
 def shared_claim(plugin):
     pods = [str(uuid.uuid4()), str(uuid.uuid4())]
     c = t.make_claim("shared", pods[0], memory="4Gi", compute="30", more_pods=pods[1:])
+    group = "%s-0" % c[1]
     prepared(plugin, [c])
+    # no share of the claim is any one pod's: their group holds it
     for pod in pods:
-        t.check(t.pod_limits(pod) == (2 * GIB, 15), "a pod of the shared claim: %s"
+        t.check(t.pod_limits(pod) == (0, 0), "a pod of the shared claim has limits of its own: %s"
                 % (t.pod_limits(pod),))
     if not t.JOB:
         print("SKIP: the shared claim's processes on the fake GPU (no CUDA headers in this build)")
     else:
         with open(os.path.join(t.DIRS["cdi"], "gpu.nvshare.com-claim_%s.json" % c[1])) as f:
             spec = json.load(f)
-        jobs = [t.start_container("job%d" % i, spec, pod) for i, pod in enumerate(pods)]
 
         def clients():
             return [x for x in t.status()["clients"] if x["pod_uid"] in pods]
+
+        def share_of(jobs):
+            window = t.status()["node"]["window_ns"]
+            start_ns = time.monotonic_ns()
+            time.sleep(3 * window / 1e9 + 0.1)
+            return [t.gpu_share(os.path.join(t.DIRS["trace"], "trace.%d" % j.pid), start_ns,
+                                start_ns + 3 * window) for j in jobs]
+        # pod 0 alone: 3 GiB of the claim's 4 (an even split refused it) and
+        # all of its 30 %
+        jobs = [t.start_container("job0", spec, pods[0], FAKE_JOB_MEM_MB="3072")]
+        t.wait_for(lambda: [x["mem_allocated_bytes"] for x in clients()] == [3 * GIB],
+                   "pod 0's process to allocate 3 GiB of the claim's 4")
+        a = clients()[0]
+        t.check(a["group"] == group and a["mem_quota_bytes"] == 4 * GIB and a["core_limit"] == 30,
+                "pod 0's process is billed to %s, quota %d, core limit %d"
+                % (a["group"], a["mem_quota_bytes"], a["core_limit"]))
+        alone = share_of(jobs)[0]
+        t.check(20 < alone <= 31.5, "GPU share %.1f %% of one pod alone under a 30 %% claim" % alone)
+        # pod 1 cannot take 2 GiB beside pod 0's 3: together within 4
+        probe = t.start_container("probe", spec, pods[1], FAKE_JOB_MEM_MB="2048")
+        try:
+            rc = probe.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc is None:
+            t.stop("probe")
+        else:
+            t.procs.pop("probe")
+        t.check(rc == 1, "pod 1's 2 GiB beside pod 0's 3 GiB of a 4Gi claim: exit status %s" % rc)
+        jobs.append(t.start_container("job1", spec, pods[1], FAKE_JOB_MEM_MB="512"))
         t.wait_for(lambda: len(clients()) == 2, "both pods' processes to register")
-        window = t.status()["node"]["window_ns"]
-        start_ns = time.monotonic_ns()
-        time.sleep(3 * window / 1e9 + 0.1)
-        shares = [t.gpu_share(os.path.join(t.DIRS["trace"], "trace.%d" % j.pid), start_ns,
-                              start_ns + 3 * window) for j in jobs]
+        both = share_of(jobs)
         for i in range(2):
             t.stop("job%d" % i)
-        # together within the claim's 30 %; each ran (10 % of two 15 % budgets)
-        t.check(sum(shares) <= 31.5 and min(shares) >= 3,
-                "GPU shares %.1f + %.1f %% under one 30 %% claim" % tuple(shares))
-        print("PASS: two pods' processes on one 30 %% claim: %.1f + %.1f = %.1f %% of the GPU "
-              "over %d ms" % (shares[0], shares[1], sum(shares), 3 * window // 1000000))
+        t.check(sum(both) <= 31.5 and min(both) >= 3,
+                "GPU shares %.1f + %.1f %% under one 30 %% claim" % tuple(both))
+        print("PASS: two pods' processes on one 4Gi/30 %% claim: one alone took 3 GiB and %.1f %%; "
+              "the other was refused 2 GiB beside it; together %.1f + %.1f = %.1f %% of the GPU"
+              % (alone, both[0], both[1], sum(both)))
     unprepared(plugin, [c])
-    print("PASS: a claim of 4Gi/30 % shared by two pods: each held to 2 GiB and 15 %")
+    gone = subprocess.run([t.CTL, "reset", "group", group], capture_output=True, text=True,
+                          env=dict(os.environ, NVSHARE_SOCK_DIR=t.DIRS["sock"]), timeout=10)
+    t.check(gone.returncode == 1 and "no group" in gone.stderr,
+            "the claim's group after its Unprepare: %s" % (gone.stdout + gone.stderr))
+    print("PASS: a claim of 4Gi/30 % shared by two pods is one budget they draw on together; "
+          "its Unprepare removes it")
 
 
 def concurrent(endpoint):

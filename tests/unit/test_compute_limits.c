@@ -675,6 +675,32 @@ static void test_varying_drains_cost_no_share(void **state)
     }
 }
 
+/* A group (groups.h): the clients of two pods billed to one account on
+ * the GPU (policy_move) draw on its limit together: 30 % between them
+ * while both are busy, and all 30 % for one while the other is idle,
+ * where an even split would hold it to 15 %. */
+static void test_group_is_one_budget(void **state)
+{
+    unsigned l[] = {30, 30};
+    double share[MAX_SIM];
+
+    (void)state;
+    start(2, l, 2 * MS);
+    measure(5, share);
+    printf("  apart: %.2f%% + %.2f%%\n", share[0], share[1]);
+    assert_true(share[0] + share[1] > 59.0);
+    policy_move(&p, 0, 1, 0, sim.now);
+    measure(5, share);
+    printf("  one account: %.2f%% + %.2f%%\n", share[0], share[1]);
+    assert_true(share[0] + share[1] > 29.0 && share[0] + share[1] < 31.0);
+    assert_true(share[0] > 10.0 && share[1] > 10.0);
+    sim.wants[1] = false;
+    measure(5, share);
+    printf("  the other idle: %.2f%% + %.2f%%\n", share[0], share[1]);
+    assert_true(share[0] > 29.0 && share[0] < 31.0);
+    assert_true(share[1] < 0.5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -699,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_varying_drains_cost_no_share),
         cmocka_unit_test(test_pod_at_100_is_not_in_the_scaling_sum),
         cmocka_unit_test(test_core_limit_per_gpu),
+        cmocka_unit_test(test_group_is_one_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

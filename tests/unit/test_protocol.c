@@ -257,6 +257,7 @@ static void bb_status_client_mem(struct bb *b, uint8_t state, uint8_t core,
     bb_u64(b, 3);               /* swap_ins */
     bb_u64(b, 500000000ull);    /* swap_in_wait_ns */
     bb_str_n(b, 40);            /* wait_why */
+    bb_str_n(b, 36);            /* group */
 }
 
 static void bb_status_client_full(struct bb *b, uint8_t state, uint8_t core,

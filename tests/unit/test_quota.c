@@ -235,6 +235,32 @@ static void test_quota_of_1500_clients_reaches_them_all(void **state)
     assert_true(quota_account_held(&q, 1, POD) == (N - 4) * MiB);
 }
 
+/* A group (groups.h): client 3 of pod 8 moved to pod 7's account shares
+ * its quota, with what it holds; moved back, it holds against 8 again. */
+static void test_move_shares_the_quota(void **state)
+{
+    (void)state;
+    assert_int_equal(ask(3, 768 * MiB, 768 * MiB, 0, 0), 768 * MiB);
+    quota_report(&q, 0, 3, 768 * MiB); /* all allocated: no credit */
+    out.n = 0;
+    quota_move(&q, 0, 3, 7, &out);
+    /* Everyone on pod 7's account is told its holding anew. */
+    assert_int_equal(out.n, 4);
+    for (int i = 0; i < out.n; i++) {
+        assert_int_equal(out.list[i].kind, QUOTA_LIMIT);
+        assert_int_equal(out.list[i].quota, 1024 * MiB);
+        assert_int_equal(out.list[i].pod_held, 768 * MiB);
+    }
+    assert_int_equal(ask(0, 512 * MiB, 512 * MiB, 0, 0), 0);
+    assert_int_equal(ask(0, 256 * MiB, 256 * MiB, 0, 0), 256 * MiB);
+    quota_report(&q, 0, 0, 256 * MiB);
+    out.n = 0;
+    quota_move(&q, 0, 3, 8, &out);
+    assert_int_equal(quota_account_held(&q, 0, 7), 256 * MiB);
+    assert_int_equal(quota_account_held(&q, 0, 8), 768 * MiB);
+    assert_int_equal(ask(1, 768 * MiB, 768 * MiB, 0, 0), 768 * MiB);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +276,7 @@ int main(void)
         cmocka_unit_test_setup(test_raising_applies_to_next_request, setup),
         cmocka_unit_test_setup(test_peak_tracks_allocated_total, setup),
         cmocka_unit_test_setup(test_random_race_never_exceeds_quota, setup),
+        cmocka_unit_test_setup(test_move_shares_the_quota, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,6 +46,15 @@ static struct node_state sample(void)
     pods_set_limit(&st.pods, &batch, POD_MIN_SHARE, -1, 10, &failed);
     pods_set_limit(&st.pods, &notebook, POD_IDLE_SWAP, -1, IDLE_SWAP_OFF,
                    &failed);
+    struct group claim = {.name = "3f2a-claim",
+                          .gpu = 1,
+                          .memory = 4ull << 30,
+                          .core = 30,
+                          .priority = PRIORITY_HIGH,
+                          .n_members = 2,
+                          .members = {k8s, odd}};
+    char err[128];
+    assert_int_equal(groups_set(&st.groups, &claim, err, sizeof(err)), 0);
     return st;
 }
 
@@ -72,7 +81,13 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(text, "pod ml/train priority=1 min-share=10\n"));
     /* So is idle reclaim off, kept across restarts. */
     assert_non_null(strstr(text, "pod ml/notebook idle-swap=off\n"));
+    /* A group: its pods billed together on one GPU (groups.h). */
+    assert_non_null(strstr(text, "group 3f2a-claim gpu=1 pods=uid:0a1b2c3d-"
+                                 "0000-4000-8000-000000000001,default/my%20pod"
+                                 "%2F%3D%25 memory-limit=4Gi core-limit=30 "
+                                 "priority=3\n"));
     assert_int_equal(state_parse(text, &back, err, sizeof(err)), 0);
+    assert_int_equal(back.groups.n, 1);
     state_format(&back, again, sizeof(again));
     assert_string_equal(text, again);
     struct pod_id odd = {.pod_namespace = "default", .pod_name = "my pod/=%"};
@@ -382,6 +397,30 @@ static void test_many_pods_load_in_linear_time(void **state)
     assert_true(large < 30 * (small > 0.005 ? small : 0.005));
 }
 
+/* A group line that groups_set would refuse is a corrupt line, as an
+ * unreadable pod's is. */
+static void test_bad_group_lines_are_refused(void **state)
+{
+    static const char *const bad[] = {
+        "group g1 pods=uid:a\n",                      /* no GPU */
+        "group g1 gpu=0\n",                           /* no pod */
+        "group g1 gpu=0 pods=uid:a,uid:a\n",          /* twice */
+        "group g1 gpu=0 pods=uid:a core-limit=101\n", /* over 100 */
+        "group g1 gpu=32 pods=uid:a\n",               /* no such index */
+        "group g/1 gpu=0 pods=uid:a\n",               /* bad name */
+        "group g1 gpu=0 pods=uid:a\ngroup g1 gpu=1 pods=uid:b\n", /* twice */
+        "group g1 gpu=0 pods=uid:a\ngroup g2 gpu=0 pods=uid:a\n", /* overlap */
+    };
+    char err[256];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct node_state st = {0};
+        assert_int_equal(state_parse(bad[i], &st, err, sizeof(err)), -1);
+        pods_free(&st.pods);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -395,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_a_directory_is_moved_aside),
         cmocka_unit_test(test_a_planted_tmp_symlink_is_not_followed),
         cmocka_unit_test(test_many_pods_load_in_linear_time),
+        cmocka_unit_test(test_bad_group_lines_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
