@@ -22,7 +22,9 @@ SCHED_PID=$!
 for _ in $(seq 500); do [ -S "$WORK/scheduler.sock" ] && break; sleep 0.02; done
 grep -q "$UUID" "$WORK/sched.log" || fail "the scheduler did not discover the fake GPU through NVML"
 
-SIM_MEMORY_MB=1024 "$SIM" "$UUID" $(( $(date +%s%N) + 20000000000 )) >/dev/null 2>&1 &
+# The client outlives the checks however slow a loaded machine makes them
+# (each is a status query and a python3 start); the trap stops it.
+SIM_MEMORY_MB=1024 "$SIM" "$UUID" $(( $(date +%s%N) + 300000000000 )) >/dev/null 2>&1 &
 SIM_PID=$!
 
 footprint() {
