@@ -27,14 +27,7 @@ source "$(dirname "$0")/lib.sh"
 N=${N:-20} IDLE_MS=${IDLE_MS:-2500} BUSY_COUNTS=${BUSY_COUNTS:-1 3} SLACK_MS=${SLACK_MS:-10}
 FAIR_JOBS=${FAIR_JOBS:-4} FAIR_S=${FAIR_S:-20}
 WINDOW_NS=5000000000
-if [ -n "${OUT:-}" ]; then
-    RES=$OUT/arrivals
-    rm -rf "$RES"
-    mkdir -p "$RES"
-else
-    RES=$(mktemp -d /tmp/nvshare-arrivals.XXXXXX)
-fi
-RES=$(cd "$RES" && pwd)
+gpu_results_dir arrivals
 gpu_target
 gpu_build nvshare nvshare-scheduler nvsharectl
 nvcc -O2 -o "$RES/fixed_work" "$ROOT/bench/fixed_work.cu" || exit 2
@@ -42,20 +35,7 @@ nvcc -O2 -o "$RES/arrival" "$ROOT/tests/gpu/arrival.cu" || exit 2
 echo "== arrivals: $N arrivals after ${IDLE_MS} ms idle beside $BUSY_COUNTS busy job(s); $FAIR_JOBS busy jobs for ${FAIR_S} s; results in $RES"
 [ -z "$(gpu_apps)" ] || echo "== warning: other processes use the GPU; timings may suffer"
 
-PIDS=()
-kill_jobs() {
-    local p
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    PIDS=()
-}
-# shellcheck disable=SC2317 # run by the EXIT trap
-cleanup() {
-    kill_jobs
-    sched_stop
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+gpu_cleanup_at_exit
 
 FAILED=0
 ROWS=()

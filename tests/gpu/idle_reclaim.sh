@@ -69,14 +69,7 @@ for al in $ALLOCATOR; do
     [[ $al =~ ^(default|expandable|async|jax|cupy)$ ]] || refuse "unknown allocator '$al'"
 done
 
-if [ -n "${OUT:-}" ]; then
-    RES=$OUT/idle_reclaim
-    rm -rf "$RES"
-    mkdir -p "$RES"
-else
-    RES=$(mktemp -d /tmp/nvshare-idle-reclaim.XXXXXX)
-fi
-RES=$(cd "$RES" && pwd)
+gpu_results_dir idle_reclaim
 
 gpu_target
 read -r TOTAL_MIB USED_MIB <<<"$(gpu_mem total used)"
@@ -122,27 +115,7 @@ fi
 gpu_build nvshare nvshare-scheduler nvsharectl
 
 # --- process control ------------------------------------------------------------
-PIDS=()
-kill_jobs() {
-    local p
-    [ "${#PIDS[@]}" -gt 0 ] || return 0
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for _ in $(seq 50); do
-        local alive=0
-        for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-        [ "$alive" = 0 ] && break
-        sleep 0.1
-    done
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null; done
-    PIDS=()
-}
-# shellcheck disable=SC2317 # run by the EXIT trap
-cleanup() {
-    kill_jobs
-    sched_stop
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+gpu_cleanup_at_exit
 
 # wait_file PATH SECONDS PID: until PATH exists; 1 if PID died or time ran out.
 wait_file() {

@@ -65,6 +65,41 @@ sched_stop() {
     SCHED=
 }
 
+# gpu_results_dir NAME: RES, where a script keeps its results and logs:
+# $OUT/NAME (emptied first), else a new directory under /tmp; kept.
+gpu_results_dir() {
+    if [ -n "${OUT:-}" ]; then
+        RES=$OUT/$1
+        rm -rf "$RES"
+        mkdir -p "$RES"
+    else
+        RES=$(mktemp -d "/tmp/nvshare-$1.XXXXXX")
+    fi
+    RES=$(cd "$RES" && pwd)
+}
+
+# Jobs a script starts in the background (PIDS+=($!)): kill_jobs stops
+# them (TERM, KILL after 5 s) and forgets them; gpu_cleanup_at_exit stops
+# them and the scheduler when the script ends, however it ends.
+PIDS=()
+kill_jobs() {
+    local p alive
+    [ "${#PIDS[@]}" -gt 0 ] || return 0
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for _ in $(seq 50); do
+        alive=0
+        for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null; done
+    PIDS=()
+}
+gpu_cleanup_at_exit() {
+    trap 'kill_jobs; sched_stop' EXIT
+    trap 'exit 130' INT TERM
+}
+
 GPU_INDEX='' GPU_UUID='' GPU_NAME=''
 gpu_target() {
     local want=${GPU:-${CUDA_VISIBLE_DEVICES:-0}} table idx uuid name

@@ -89,14 +89,7 @@ footprint_mib() { # GIB MATMUL_N
 # Assumed step times on an H100, for the duration estimate only.
 EST_STEP_MS_A=50 EST_STEP_MS_B=40
 
-if [ -n "${OUT:-}" ]; then
-    RES=$OUT/memory_aware
-    rm -rf "$RES"
-    mkdir -p "$RES"
-else
-    RES=$(mktemp -d /tmp/nvshare-memory-aware.XXXXXX)
-fi
-RES=$(cd "$RES" && pwd)
+gpu_results_dir memory_aware
 export NVSHARE_SOCK_DIR=$RES/sock
 [[ $SOLOS =~ ^[13]$ ]] || { echo "memory_aware: SOLOS is 1 or 3" >&2; exit 2; }
 for m in "$A_MODE" "$B_MODE"; do
@@ -173,22 +166,7 @@ SCHED=
 start_scheduler() { # LOG MODE
     sched_start "$1" NVSHARE_ENABLE_OVERSUB=1 NVSHARE_SCHEDULING_MODE="$2"
 }
-stop_scheduler() { sched_stop; }
-PIDS=()
-kill_jobs() {
-    local p
-    [ "${#PIDS[@]}" -gt 0 ] || return 0
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    sleep 2
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-}
-# shellcheck disable=SC2317 # run by the EXIT trap
-cleanup() {
-    kill_jobs
-    stop_scheduler
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+gpu_cleanup_at_exit
 
 # run_set NAME N DEADLINE_S GIB STEPS MATMULS MATMUL_N HOST_MS: N jobs under a
 # fresh scheduler (mode: $MODE), started together once all have allocated. Files:
@@ -221,12 +199,12 @@ run_set() {
         for i in $(seq 1 "$n"); do
             if ! kill -0 "${PIDS[$((i - 1))]}" 2>/dev/null; then
                 echo "   $name: job $i exited before allocating:"; tail -n 5 "$RES/$name.$i.err" | sed 's/^/      /'
-                SET_OK=0; kill_jobs; PIDS=(); stop_scheduler; return 0
+                SET_OK=0; kill_jobs; sched_stop; return 0
             fi
         done
         if [ $(( $(date +%s) - t0 )) -gt 180 ]; then
             echo "   $name: the jobs did not allocate within 180 s"
-            SET_OK=0; kill_jobs; PIDS=(); stop_scheduler; return 0
+            SET_OK=0; kill_jobs; sched_stop; return 0
         fi
         sleep 0.2
     done
@@ -262,7 +240,7 @@ run_set() {
     done
     PIDS=()
     "$CTL_BIN" status --json >"$RES/$name.final.json" 2>/dev/null || true
-    stop_scheduler
+    sched_stop
 }
 
 # analyze NAME N: key=value lines about a finished set (see below).
