@@ -24,7 +24,6 @@ static inline int hook_submit_gpu(void)
     return state == HOOK_GATING_ON ? hook_current_gpu : -1;
 }
 
-
 /* After each gated stream submission: every so many, check the backlog. */
 static inline void hook_backlog_tick(CUstream stream, int pt_flags)
 {

@@ -102,29 +102,24 @@
         return rc;                                                             \
     }
 
+/* A call whose answer the hook reads after the driver: memory queries
+ * (INFO) are virtualised when they succeed, exports (EXPORT) say why the
+ * driver refused. */
+#define WRAP_THEN(e, params, args, when, then)                                 \
+    HOOK_EXPORT CUresult e params                                              \
+    {                                                                          \
+        CUresult rc;                                                           \
+                                                                               \
+        hook_count(&hook_stat_calls[NVSHARE_ID_##e], 1);                       \
+        rc = HOOK_CALL_REAL(e, args);                                          \
+        if (when)                                                              \
+            then args;                                                         \
+        return rc;                                                             \
+    }
 #define WRAP_INFO(e, pt, stream, params, args)                                 \
-    HOOK_EXPORT CUresult e params                                              \
-    {                                                                          \
-        CUresult rc;                                                           \
-                                                                               \
-        hook_count(&hook_stat_calls[NVSHARE_ID_##e], 1);                       \
-        rc = HOOK_CALL_REAL(e, args);                                          \
-        if (rc == CUDA_SUCCESS)                                                \
-            mem_view_##e args;                                                 \
-        return rc;                                                             \
-    }
-
+    WRAP_THEN(e, params, args, rc == CUDA_SUCCESS, mem_view_##e)
 #define WRAP_EXPORT(e, pt, stream, params, args)                               \
-    HOOK_EXPORT CUresult e params                                              \
-    {                                                                          \
-        CUresult rc;                                                           \
-                                                                               \
-        hook_count(&hook_stat_calls[NVSHARE_ID_##e], 1);                       \
-        rc = HOOK_CALL_REAL(e, args);                                          \
-        if (rc != CUDA_SUCCESS)                                                \
-            mem_export_refused_##e args;                                       \
-        return rc;                                                             \
-    }
+    WRAP_THEN(e, params, args, rc != CUDA_SUCCESS, mem_export_refused_##e)
 
 /* The time spent in a synchronization is time the GPU was busy with this
  * thread's work (backlog.c, busy measure): two clock reads per call. */
