@@ -344,11 +344,13 @@ static void log_memory_wait(const struct msg *m)
  * heavy, so the first LOAD_SKIP_NS of measured GPU time is not reported.
  * The first report follows LOAD_FIRST_NS later, within the first second of
  * GPU time whatever the TQ, since the time is counted only while this
- * process may submit; until then the scheduler gives it a trial of one
- * quantum beside others. Later reports come every LOAD_REPORT_NS. */
+ * process may submit; until then the scheduler gives it a trial beside
+ * others (LOAD_FIRST_REPORT_NS). Later reports come every LOAD_REPORT_NS. */
 #define LOAD_SKIP_NS (500 * NS_PER_MS)
 #define LOAD_FIRST_NS (250 * NS_PER_MS)
 #define LOAD_REPORT_NS (500 * NS_PER_MS)
+_Static_assert(LOAD_SKIP_NS + LOAD_FIRST_NS < LOAD_FIRST_REPORT_NS,
+               "the first report comes within the scheduler's trial");
 
 /* Tells the scheduler how busy this process kept each GPU it held since
  * the last report (auto mode co-runs light clients only). */

@@ -67,6 +67,10 @@ enum oversub_setting {
     OVERSUB_NODE_DEFAULT = 2, /* the process did not say */
 };
 
+/* A client's first LOAD comes within this much of its GPU time (time it
+ * may submit): auto mode's trial of an unmeasured client lasts as long. */
+#define LOAD_FIRST_REPORT_NS 1000000000ull /* 1 s */
+
 /* Why the scheduler refused a connection (REFUSED). */
 enum refused_reason {
     REFUSED_UID_LIMIT = 1, /* its uid has max-connections-per-uid already */

@@ -7,19 +7,24 @@
 
 /* ---- load -------------------------------------------------------------- */
 
-/* Until its first load report a client gets a trial of one quantum of GPU
- * time beside others rather than a wait; after that it counts as heavy
- * until measured, so a client whose load never arrives cannot co-run with
- * busy clients for a whole run. When the trial ends (0: it is measured or
- * already over). */
+/* Until its first load report a client gets a trial beside others rather
+ * than a wait, as long as that report may take (LOAD_FIRST_REPORT_NS of
+ * GPU time) or one quantum if longer: a shorter trial would rotate
+ * newcomers that are light, one at a time, until they are measured
+ * (three light jobs started together ran alone by turns for 3 s). After
+ * it a client counts as heavy until measured, so one whose load never
+ * arrives cannot co-run with busy clients for a whole run. When the trial
+ * ends (0: it is measured or already over). */
 static uint64_t trial_end(const struct policy *p, const struct gpu_sched *g,
                           const struct member *m, uint64_t now)
 {
-    uint64_t held = pol_held_total(m, now), quantum = pol_gpu_quantum(p, g);
+    uint64_t held = pol_held_total(m, now), trial = pol_gpu_quantum(p, g);
 
-    if (m->load_known || held >= quantum)
+    if (trial < LOAD_FIRST_REPORT_NS)
+        trial = LOAD_FIRST_REPORT_NS;
+    if (m->load_known || held >= trial)
         return 0;
-    return now + (quantum - held);
+    return now + (trial - held);
 }
 
 static bool maybe_light(const struct policy *p, const struct gpu_sched *g,

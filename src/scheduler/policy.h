@@ -17,10 +17,11 @@
  *                  co-running two clients that keep the GPU busy costs each
  *                  more than time slicing them, and a light client beside a
  *                  heavy one gets starved by it.
- *    A client whose load is not yet measured counts as light for its
- *    first quantum of GPU time: a short trial beside others rather than a
- *    wait for every newcomer. Unmeasured after that, it counts as heavy;
- *    clients report their load within their first second of GPU time.
+ *    A client whose load is not yet measured counts as light until it
+ *    can have been measured (clients report their load within their first
+ *    second of GPU time, LOAD_FIRST_REPORT_NS) or for one quantum if
+ *    longer: a trial beside others rather than a wait for every newcomer.
+ *    Unmeasured after that, it counts as heavy.
  *    Runners that are all under a core limit get no one on trial beside
  *    them: they give the GPU up within a pace slice anyway.
  *  - Memory. A client's footprint is what it holds (allocated + credit)
