@@ -19,19 +19,33 @@ static bool meminfo_bytes(const char *meminfo, const char *name, uint64_t *bytes
     return true;
 }
 
-uint64_t host_swap_budget_of(const char *meminfo)
+/* What meminfo's line `what` says is left above the margin (0 when the
+ * margin takes it all), or HOST_SWAP_BUDGET_UNKNOWN. */
+static uint64_t room_of(const char *meminfo, const char *what)
 {
-    uint64_t total, available;
+    uint64_t total, left;
 
     if (!meminfo_bytes(meminfo, "MemTotal:", &total) ||
-        !meminfo_bytes(meminfo, "MemAvailable:", &available))
+        !meminfo_bytes(meminfo, what, &left))
         return HOST_SWAP_BUDGET_UNKNOWN;
     uint64_t margin = total / 10 > HOST_SWAP_MARGIN_MIN ? total / 10
                                                         : HOST_SWAP_MARGIN_MIN;
-    return available > margin ? available - margin : 0;
+    return left > margin ? left - margin : 0;
 }
 
-uint64_t host_swap_budget_auto(const char *proc_root)
+uint64_t host_swap_budget_of(const char *meminfo)
+{
+    return room_of(meminfo, "MemAvailable:");
+}
+
+uint64_t host_free_room_of(const char *meminfo)
+{
+    return room_of(meminfo, "MemFree:");
+}
+
+/* `of` applied to <proc_root>/meminfo, read now. */
+static uint64_t read_meminfo(const char *proc_root,
+                             uint64_t (*of)(const char *meminfo))
 {
     char path[4096], text[8192];
     FILE *f;
@@ -43,5 +57,15 @@ uint64_t host_swap_budget_auto(const char *proc_root)
     n = fread(text, 1, sizeof(text) - 1, f);
     fclose(f);
     text[n] = '\0';
-    return host_swap_budget_of(text);
+    return of(text);
+}
+
+uint64_t host_swap_budget_auto(const char *proc_root)
+{
+    return read_meminfo(proc_root, host_swap_budget_of);
+}
+
+uint64_t host_free_room_auto(const char *proc_root)
+{
+    return read_meminfo(proc_root, host_free_room_of);
 }

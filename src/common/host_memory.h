@@ -20,4 +20,10 @@ uint64_t host_swap_budget_of(const char *meminfo);
 /* The same from <proc_root>/meminfo (NULL: /proc), read now. */
 uint64_t host_swap_budget_auto(const char *proc_root);
 
+/* MemFree less the same margin: what a client may make its host copies
+ * ahead in (lazily free, they would otherwise push out the page cache
+ * that MemAvailable counts). From a text, and from <proc_root>/meminfo. */
+uint64_t host_free_room_of(const char *meminfo);
+uint64_t host_free_room_auto(const char *proc_root);
+
 #endif

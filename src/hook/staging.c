@@ -405,80 +405,125 @@ void staging_host_free(void *p, uint64_t bytes)
 /* The first swap-out writes host memory that does not exist yet: its page
  * faults and zeroing, not the link, set its pace (27 GB/s for 64 GiB on
  * an H200 host, against 48 GB/s into pages that exist). A PREPARE_SWAP
- * says a swap is coming, so the preparer makes the pages then, in steps
- * that the copy threads' number of threads take in turn (one 32 GiB
- * allocation spreads over all of them), while the host keeps the margin
- * the scheduler's auto budget keeps. MADV_POPULATE_WRITE faults pages in
- * and never changes what they hold: a swap that writes the copy
- * meanwhile, or a free that unmaps it (the call then fails), loses
- * nothing. */
+ * says a swap may come (the process is idle, or its GPU oversubscribed),
+ * so the preparer makes new host copies then, for the allocations that
+ * have none, in steps that the copy threads' number of threads take in
+ * turn (one 32 GiB allocation spreads over all of them).
+ *
+ * A copy made ahead is lazily free (MADV_FREE) from the moment its pages
+ * exist: the kernel takes them back, without writing them anywhere, as
+ * soon as anything else needs the memory, so they cost the host nothing
+ * it needs; the swap-out's first write keeps the pages that are still
+ * there. They are made only from free memory above the margin that
+ * `host-swap-budget auto` keeps, never at the cost of the page cache.
+ * Each copy is private to the preparer until install() hands it to its
+ * allocation (which may have been freed or swapped meanwhile: the copy is
+ * then dropped), so nothing the application or a swap owns is ever
+ * marked free. */
+
+struct ahead {
+    char *host;    /* mapped at its first step */
+    uint64_t next; /* bytes handed out as steps */
+    int in_flight; /* steps being made */
+    bool made_any; /* a step succeeded */
+};
 
 struct prefault {
     pthread_mutex_t lock;
     const struct staging_host_copy *copies;
-    size_t n, copy;      /* the copy the next step is in */
-    uint64_t done, room; /* into it; what the host may still give */
+    struct ahead *ahead;
+    size_t n, copy; /* the copy the next step is in */
+    uint64_t room;  /* what the host may still give */
     bool (*stop_asked)(void);
     bool stop; /* no room, or no MADV_POPULATE_WRITE */
     bool unsupported;
     uint64_t populated; /* bytes made */
 };
 
-/* The next step, or false when there is none. */
 static const uint64_t prefault_step = 64ull << 20;
 
-static bool next_step(struct prefault *pf, char **at, uint64_t *bytes)
+/* Copy i has no step left to hand out nor in flight: it goes to its
+ * allocation, lazily free, or away. pf->lock held; dropped meanwhile. */
+static void finish_copy(struct prefault *pf, size_t i)
 {
-    bool found = false;
+    const struct staging_host_copy *c = &pf->copies[i];
+    struct ahead *a = &pf->ahead[i];
+    char *host = a->host;
 
+    if (host == NULL)
+        return;
+    a->host = NULL;
+    pthread_mutex_unlock(&pf->lock);
+    if (!a->made_any || madvise(host, (size_t)c->bytes, MADV_FREE) != 0 ||
+        !c->install(c, host))
+        munmap(host, (size_t)c->bytes);
     pthread_mutex_lock(&pf->lock);
+}
+
+/* The next step, or false when there is none. pf->lock held. */
+static bool next_step(struct prefault *pf, size_t *copy, char **at,
+                      uint64_t *bytes)
+{
     pf->stop = pf->stop || pf->stop_asked();
-    while (!pf->stop && pf->copy < pf->n && !found) {
+    while (!pf->stop && pf->copy < pf->n) {
         const struct staging_host_copy *c = &pf->copies[pf->copy];
-        uint64_t step = c->bytes - pf->done;
+        struct ahead *a = &pf->ahead[pf->copy];
+        uint64_t step = c->bytes - a->next;
 
         if (step > prefault_step)
             step = prefault_step;
         if (step == 0) {
             pf->copy++;
-            pf->done = 0;
         } else if (step > pf->room) {
             pf->stop = true;
+        } else if (a->host == NULL && a->next == 0 &&
+                   (a->host = staging_host_alloc(c->bytes)) == NULL) {
+            pf->copy++;
         } else {
-            *at = (char *)c->host + pf->done;
+            *copy = pf->copy;
+            *at = a->host + a->next;
             *bytes = step;
-            pf->done += step;
+            a->next += step;
+            a->in_flight++;
             pf->room -= step;
-            found = true;
+            return true;
         }
     }
-    pthread_mutex_unlock(&pf->lock);
-    return found;
+    return false;
 }
 
 static void *prefault_main(void *arg)
 {
     struct prefault *pf = arg;
     uint64_t bytes;
+    size_t i;
     char *at;
 
-    while (next_step(pf, &at, &bytes)) {
+    pthread_mutex_lock(&pf->lock);
+    while (next_step(pf, &i, &at, &bytes)) {
+        pthread_mutex_unlock(&pf->lock);
         bool made = madvise(at, (size_t)bytes, MADV_POPULATE_WRITE) == 0;
         bool unsupported = !made && errno == EINVAL;
-
-        /* A failure otherwise: unmapped meanwhile (freed), or no memory. */
         pthread_mutex_lock(&pf->lock);
-        if (made)
+        struct ahead *a = &pf->ahead[i];
+        if (made) {
             pf->populated += bytes;
+            a->made_any = true;
+        }
         if (unsupported)
             pf->stop = pf->unsupported = true;
-        pthread_mutex_unlock(&pf->lock);
+        /* Out of memory or room: the rest of this copy is not made. */
+        if (!made || pf->stop)
+            a->next = pf->copies[i].bytes;
+        if (--a->in_flight == 0 && a->next == pf->copies[i].bytes)
+            finish_copy(pf, i);
     }
+    pthread_mutex_unlock(&pf->lock);
     return NULL;
 }
 
-uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n,
-                               bool (*stop)(void))
+uint64_t staging_host_make_ahead(const struct staging_host_copy *copies,
+                                 size_t n, bool (*stop)(void))
 {
     struct prefault pf = {.lock = PTHREAD_MUTEX_INITIALIZER,
                           .copies = copies,
@@ -488,8 +533,9 @@ uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n,
     int want = host_threads(), started = 0;
     sigset_t all, old;
 
-    pf.room = host_swap_budget_auto(NULL);
-    if (n == 0 || pf.room == HOST_SWAP_BUDGET_UNKNOWN)
+    pf.room = host_free_room_auto(NULL);
+    if (n == 0 || pf.room == HOST_SWAP_BUDGET_UNKNOWN ||
+        !(pf.ahead = calloc(n, sizeof(*pf.ahead))))
         return 0;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -501,6 +547,12 @@ uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n,
         prefault_main(&pf);
     for (int t = 0; t < started; t++)
         pthread_join(threads[t], NULL);
+    /* Stopped early: what was begun and not handed on. */
+    pthread_mutex_lock(&pf.lock);
+    for (size_t i = 0; i < n; i++)
+        finish_copy(&pf, i);
+    pthread_mutex_unlock(&pf.lock);
+    free(pf.ahead);
     pthread_mutex_destroy(&pf.lock);
     if (pf.unsupported)
         log_debug("host copies not made ahead: the kernel lacks "

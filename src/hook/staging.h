@@ -37,14 +37,18 @@ CUresult staging_end(struct staging_run *r);
 void *staging_host_alloc(uint64_t bytes);
 void staging_host_retire(void *p, uint64_t bytes);
 void staging_host_free(void *p, uint64_t bytes);
-/* Makes the pages of host copies now, ahead of a swap-out that would
- * otherwise fault them in (as far as the host's margin allows, and until
- * stop() says so); the bytes made. */
+/* Host copies for allocations that have none, made now (their pages, as
+ * far as the host's free memory above its margin allows, and until stop()
+ * says so) and lazily free, ahead of a swap-out that would otherwise fault
+ * them in: each one made is offered to install(), which says whether its
+ * allocation (key, on gpu, bytes long) took it. The bytes made. */
 struct staging_host_copy {
-    void *host;
+    uint64_t key;
+    int gpu;
     uint64_t bytes;
+    bool (*install)(const struct staging_host_copy *copy, void *host);
 };
-uint64_t staging_host_prefault(struct staging_host_copy *copies, size_t n,
-                               bool (*stop)(void));
+uint64_t staging_host_make_ahead(const struct staging_host_copy *copies,
+                                 size_t n, bool (*stop)(void));
 
 #endif

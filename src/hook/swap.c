@@ -343,16 +343,16 @@ static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool stopping;
 static atomic_bool preparing;
 
-/* The host copies a swap-out of gpu would write, made now (staging.c):
- * those of resident converted allocations that hold data, and of the
- * application's own mapped memory. */
+/* The host copies a swap-out of gpu would write and that do not exist
+ * yet, made now (staging.c): those of resident converted allocations that
+ * hold data, and of the application's own mapped memory. */
 struct host_copies {
     int gpu;
     struct staging_host_copy *v;
     size_t n, cap;
 };
 
-static void add_copy(void *host, uint64_t bytes, void *arg)
+static void add_copy(struct staging_host_copy copy, void *arg)
 {
     struct host_copies *c = arg;
 
@@ -364,7 +364,22 @@ static void add_copy(void *host, uint64_t bytes, void *arg)
         c->v = v;
         c->cap = cap;
     }
-    c->v[c->n++] = (struct staging_host_copy){host, bytes};
+    c->v[c->n++] = copy;
+}
+
+static bool take_copy(CUcontext ctx, struct mem_swap_slot *slot, void *host)
+{
+    (void)ctx;
+    if (slot->backing != NULL || slot->out)
+        return false;
+    slot->backing = host;
+    return true;
+}
+
+static bool install_slot_copy(const struct staging_host_copy *copy, void *host)
+{
+    return mem_with_managed(copy->gpu, (CUdeviceptr)copy->key, copy->bytes,
+                            take_copy, host);
 }
 
 static void add_slot(CUdeviceptr ptr, uint64_t bytes, CUcontext ctx,
@@ -372,13 +387,14 @@ static void add_slot(CUdeviceptr ptr, uint64_t bytes, CUcontext ctx,
 {
     struct host_copies *c = arg;
 
-    (void)ptr, (void)ctx;
-    if (!slot->converted || slot->out || blank(slot, c->gpu))
+    (void)ctx;
+    if (!slot->converted || slot->out || slot->backing || blank(slot, c->gpu))
         return;
-    if (slot->backing == NULL)
-        slot->backing = staging_host_alloc(bytes);
-    if (slot->backing)
-        add_copy(slot->backing, bytes, c);
+    add_copy((struct staging_host_copy){.key = ptr,
+                                        .gpu = c->gpu,
+                                        .bytes = bytes,
+                                        .install = install_slot_copy},
+             c);
 }
 
 static void make_host_copies(int gpu)
@@ -388,7 +404,7 @@ static void make_host_copies(int gpu)
 
     mem_for_each_managed_on_gpu(gpu, add_slot, &copies);
     vmm_app_host_copies(gpu, add_copy, &copies);
-    made = staging_host_prefault(copies.v, copies.n, vmm_room_awaited);
+    made = staging_host_make_ahead(copies.v, copies.n, vmm_room_awaited);
     hook_count(&hook_stat_events[HOOK_EV_HOST_MADE_AHEAD], made);
     if (made)
         log_debug("gpu %d: %.1f MiB of host copies made ahead in %.3f s", gpu,

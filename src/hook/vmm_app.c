@@ -409,19 +409,33 @@ void vmm_app_swap_begin(void)
     pthread_mutex_lock(&app_lock);
 }
 
+static bool install_copy(const struct staging_host_copy *copy, void *host)
+{
+    bool taken = false;
+
+    pthread_mutex_lock(&app_lock);
+    for (struct app_mapping *m = mappings; m && !taken; m = m->next)
+        if (m->va == (CUdeviceptr)copy->key && m->size == copy->bytes &&
+            m->backing == NULL && !m->alloc->out) {
+            m->backing = host;
+            taken = true;
+        }
+    pthread_mutex_unlock(&app_lock);
+    return taken;
+}
+
 void vmm_app_host_copies(int gpu,
-                         void (*add)(void *host, uint64_t bytes, void *arg),
+                         void (*add)(struct staging_host_copy copy, void *arg),
                          void *arg)
 {
     pthread_mutex_lock(&app_lock);
-    for (struct app_mapping *m = mappings; m; m = m->next) {
-        if (!movable(m->alloc, gpu) || m->alloc->out)
-            continue;
-        if (m->backing == NULL)
-            m->backing = staging_host_alloc(m->size);
-        if (m->backing)
-            add(m->backing, m->size, arg);
-    }
+    for (struct app_mapping *m = mappings; m; m = m->next)
+        if (movable(m->alloc, gpu) && !m->alloc->out && m->backing == NULL)
+            add((struct staging_host_copy){.key = m->va,
+                                           .gpu = gpu,
+                                           .bytes = m->size,
+                                           .install = install_copy},
+                arg);
     pthread_mutex_unlock(&app_lock);
 }
 

@@ -3,8 +3,8 @@
 #define NVSHARE_HOOK_VMM_APP_H
 
 #include "hook.h"
+#include "staging.h"
 
-struct staging_run;
 /* vmm_app.c: the application's own VMM, behind tokens while swappable. */
 bool vmm_app_is_token(uint64_t handle);
 CUresult vmm_app_create(int gpu, CUmemGenericAllocationHandle *handle,
@@ -20,10 +20,10 @@ bool vmm_app_last_ref(uint64_t token);
 void vmm_app_swap_begin(void);
 uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run);
 void vmm_app_swap_end(int gpu, bool to_device, bool copied);
-/* Calls add(host, bytes, arg) with the host copy of each mapping a
- * swap-out of gpu would copy, made (not filled) where it had none. */
+/* Calls add(copy, arg) for each mapping a swap-out of gpu would copy
+ * that has no host copy yet: what staging_host_make_ahead makes. */
 void vmm_app_host_copies(int gpu,
-                         void (*add)(void *host, uint64_t bytes, void *arg),
+                         void (*add)(struct staging_host_copy copy, void *arg),
                          void *arg);
 
 #endif

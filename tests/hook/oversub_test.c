@@ -46,7 +46,8 @@
  *       staging ring on a thread: waiting for it takes the fake's pinning
  *       time (FAKE_CUDA_PIN_GBPS, set low), and the swap-out after it
  *       pins nothing (it takes a fraction of that), intact; it also
- *       makes the host copy's pages ahead ("host-made-ahead").
+ *       makes the host copy's pages ahead ("host-made-ahead"), once: a
+ *       second prepare_swap finds the copy installed.
  *   oversub_test unprepared
  *       without prepare_swap, the first swap-out pins the ring itself
  *       (it takes the pinning time), the next one does not; a swap-out
@@ -645,6 +646,12 @@ static void prepare(void)
            pin_ms());
     EXPECT(event("host-made-ahead") == 32 * MIB,
            "prepare_swap made %llu bytes of host copies ahead, want 32 MiB",
+           (unsigned long long)event("host-made-ahead"));
+    prepare_swap(); /* the copy made is the allocation's: none is made again */
+    wait_prepared();
+    EXPECT(event("host-made-ahead") == 32 * MIB,
+           "a second prepare_swap made %llu bytes of host copies in all: the "
+           "first copy was not installed",
            (unsigned long long)event("host-made-ahead"));
 
     t0 = now_ms();

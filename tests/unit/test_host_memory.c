@@ -1,4 +1,5 @@
-/* test_host_memory.c - host-swap-budget auto from meminfo texts. */
+/* test_host_memory.c - host-swap-budget auto, and the room for host copies
+ * made ahead, from meminfo texts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,12 +43,31 @@ static void test_unknown_meminfo_sets_no_budget(void **state)
     assert_true(host_swap_budget_auto("/nonexistent") == HOST_SWAP_BUDGET_UNKNOWN);
 }
 
+/* Copies made ahead come from free memory only: the page cache that
+ * MemAvailable also counts stays. */
+static void test_copies_ahead_use_free_memory_only(void **state)
+{
+    (void)state;
+    assert_int_equal(host_free_room_of("MemTotal:       67108864 kB\n"
+                                       "MemFree:        20971520 kB\n"
+                                       "MemAvailable:   41943040 kB\n"),
+                     20 * GiB - 64 * GiB / 10);
+    assert_int_equal(host_free_room_of("MemTotal: 8388608 kB\n"
+                                       "MemFree: 1048576 kB\n"
+                                       "MemAvailable: 6291456 kB\n"),
+                     0);
+    assert_true(host_free_room_of("MemTotal: 8388608 kB\n"
+                                  "MemAvailable: 6291456 kB\n") ==
+                HOST_SWAP_BUDGET_UNKNOWN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_margin_is_a_tenth_of_the_host),
         cmocka_unit_test(test_margin_is_at_least_2gi),
         cmocka_unit_test(test_unknown_meminfo_sets_no_budget),
+        cmocka_unit_test(test_copies_ahead_use_free_memory_only),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
