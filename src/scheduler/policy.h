@@ -455,6 +455,13 @@ void policy_set_reserve(struct policy *p, unsigned percent);
  * waiter preempts after its release. Lower classes go first, then the
  * client that ran longest ago. */
 #define POLICY_IDLE_SWAP_AFTER_NS 10000000000ull /* 10 s */
+/* A client that idle reclaim may swap out is asked to get ready
+ * (PREPARE_SWAP) once idle this long, and again once idle after it
+ * allocated more: its host copies are then made while nothing waits for
+ * them, so that its swap-out, whenever it comes, runs at the link's speed
+ * rather than at the pace of the host's first page faults. A shorter pause
+ * (an inference server between bursts) does not prepare. */
+#define POLICY_PREPARE_IDLE_NS 1000000000ull /* 1 s */
 void policy_set_idle_swap_after(struct policy *p, uint64_t ns);
 void policy_set_idle_swap(struct policy *p, int account, bool on);
 bool policy_idle_swap(const struct policy *p, int account) __attribute__((pure));

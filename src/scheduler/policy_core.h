@@ -66,6 +66,7 @@ struct member {
     bool evicting;            /* EVICT sent, SWAPPED not yet received */
     bool evict_after_release; /* dropped because the runners outgrew it */
     bool prepare_sent;        /* PREPARE_SWAP sent during this membership */
+    uint64_t prepared_bytes;  /* its evictable bytes at the latest one */
     uint64_t evict_sent_at;
     bool parked;           /* its evictable memory is in host memory: swapped
                              out, not swapped in yet */

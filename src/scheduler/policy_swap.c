@@ -15,17 +15,47 @@ static uint64_t evicting_bytes(const struct gpu_sched *g)
     return sum;
 }
 
-/* PREPARE_SWAP, once per membership: the client then makes the pinned host
- * copies of what it allocates later by itself. */
-void pol_prepare(struct gpu_sched *g, int gpu, int client,
-                 struct policy_actions *out)
+static void send_prepare(struct gpu_sched *g, int gpu, int client,
+                         struct policy_actions *out)
 {
     struct member *m = &g->members[client];
 
-    if (m->prepare_sent)
-        return;
     m->prepare_sent = true;
+    m->prepared_bytes = m->evictable;
     pol_emit(out, ACTION_PREPARE_SWAP, gpu, client, m->lease);
+}
+
+/* PREPARE_SWAP, once per membership ahead of a swap: the client makes its
+ * staging ring and the host copies of what it holds then. */
+void pol_prepare(struct gpu_sched *g, int gpu, int client,
+                 struct policy_actions *out)
+{
+    if (!g->members[client].prepare_sent)
+        send_prepare(g, gpu, client, out);
+}
+
+uint64_t pol_prepare_idle(const struct policy *p, struct gpu_sched *g, int gpu,
+                          uint64_t now, struct policy_actions *out)
+{
+    uint64_t next = 0;
+
+    for (int c = 0; c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        if (!pol_idle(m) || !m->resident || !m->evictable || m->evicting ||
+            (m->prepare_sent && m->evictable <= m->prepared_bytes) ||
+            !pol_idle_swap_due(p, m))
+            continue;
+        uint64_t due = m->since + POLICY_PREPARE_IDLE_NS;
+        if (now < due) {
+            pol_earliest(&next, due);
+        } else if (!pol_room_for(out, 1)) {
+            out->truncated = true;
+            break;
+        } else {
+            send_prepare(g, gpu, c, out);
+        }
+    }
+    return next;
 }
 
 /* Room for an EVICT and the PREPARE_SWAP that may have to precede it. */

@@ -210,6 +210,46 @@ static void test_idle_swap_off_is_never_swapped(void **state)
     assert_int_equal(count(ACTION_EVICT, 0), 1);
 }
 
+/* An idle client is asked to prepare its swap-out once idle for
+ * POLICY_PREPARE_IDLE_NS, before anyone waits for its memory, and again
+ * only once idle after it allocated more; a shorter pause prepares
+ * nothing, nor does a pod that opted out of idle swapping. */
+static void test_idle_client_prepares_ahead(void **state)
+{
+    const uint64_t idle_from = 10 * MS,
+                   prepare_at = idle_from + POLICY_PREPARE_IDLE_NS;
+
+    (void)state;
+    run_then_idle(0, 8 * GiB, 0);
+    assert_int_equal(tick(prepare_at - 1), prepare_at); /* wakes up then */
+    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
+    tick(prepare_at);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 1);
+    tick(prepare_at + 5 * SEC);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0); /* once */
+
+    /* A short burst that allocates nothing, then a longer one that does. */
+    request(0, 7 * SEC);
+    release(0, 7 * SEC + 10 * MS);
+    tick(9 * SEC);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
+    request(0, 10 * SEC);
+    footprint(0, 10 * GiB);
+    release(0, 10 * SEC + 300 * MS);
+    tick(10 * SEC + 800 * MS); /* paused for half a second */
+    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
+    tick(11 * SEC + 300 * MS);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 1);
+
+    /* Never for an opted-out pod. */
+    policy_set_idle_swap(&p, 1, false);
+    run_then_idle(1, 2 * GiB, 12 * SEC);
+    for (uint64_t t = 12 * SEC; t < 30 * SEC; t += 100 * MS) {
+        tick(t);
+        assert_int_equal(count(ACTION_PREPARE_SWAP, 1), 0);
+    }
+}
+
 /* Busy clients are never swapped for being idle: a runner leaves only at
  * the switch time, and a client that waits ahead of the memory waiter
  * keeps its memory, whatever idle-swap-after says. */
@@ -387,6 +427,7 @@ int main(void)
         cmocka_unit_test_setup(test_paused_holder_keeps_its_turn, setup),
         cmocka_unit_test_setup(test_opted_out_client_resumes_in_place, setup),
         cmocka_unit_test_setup(test_idle_swap_off_is_never_swapped, setup),
+        cmocka_unit_test_setup(test_idle_client_prepares_ahead, setup),
         cmocka_unit_test_setup(test_busy_clients_are_never_swapped_for_idleness,
                                setup),
         cmocka_unit_test_setup(test_lowest_class_then_longest_idle_goes_first,
