@@ -70,6 +70,7 @@ void footprint_update(struct scheduler *s, int gpu, int slot)
 
     policy_set_footprint(s->policy, gpu, slot, held + overhead,
                          s->evictable[gpu][slot]);
+    policy_set_credit(s->policy, gpu, slot, held - q->allocated);
 }
 
 static void sample_gpu(struct scheduler *s, int gpu, uint64_t now)

@@ -429,6 +429,10 @@ void policy_set_capacity(struct policy *p, int gpu, uint64_t bytes);
 void policy_set_footprint(struct policy *p, int gpu, int client,
                           uint64_t footprint, uint64_t evictable);
 
+/* Of the client's footprint on gpu, its credit: bytes it may still
+ * allocate without asking (quota.h), not memory on the GPU yet. */
+void policy_set_credit(struct policy *p, int gpu, int client, uint64_t bytes);
+
 /* The client's measured busy fraction on gpu. */
 void policy_set_load(struct policy *p, int gpu, int client,
                      unsigned busy_permille);

@@ -177,6 +177,11 @@ void policy_set_footprint(struct policy *p, int gpu, int client,
     m->evictable = evictable;
 }
 
+void policy_set_credit(struct policy *p, int gpu, int client, uint64_t bytes)
+{
+    p->gpus[gpu].members[client].credit = bytes;
+}
+
 void policy_set_reserve(struct policy *p, unsigned percent)
 {
     p->reserve_percent = percent;
