@@ -2,7 +2,8 @@
  * admission: the bytes it holds under the quota arbiter (allocated plus
  * credit) and its context overhead; of those, the evictable part is the
  * managed memory the client reports (MEM_UPDATE and the other memory
- * messages), which alone leaves the GPU when it swaps out.
+ * messages), which alone leaves the GPU when it swaps out; its credit,
+ * no memory yet, stops counting there with it (policy_set_credit).
  *
  * A CUDA context costs 300-500 MiB that no allocation call shows, so a
  * fixed percentage of the GPU cannot stand for it. It counts on the GPUs a
@@ -70,6 +71,7 @@ void footprint_update(struct scheduler *s, int gpu, int slot)
 
     policy_set_footprint(s->policy, gpu, slot, held + overhead,
                          s->evictable[gpu][slot]);
+    policy_set_credit(s->policy, gpu, slot, held - q->allocated);
 }
 
 static void sample_gpu(struct scheduler *s, int gpu, uint64_t now)

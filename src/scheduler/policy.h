@@ -26,15 +26,17 @@
  *    them: they give the GPU up within a pace slice anyway.
  *  - Memory. A client's footprint is what it holds (allocated + credit)
  *    plus its context overhead. Its evictable part (managed memory, as the
- *    client reports it) occupies the GPU only while it runs or until it has
- *    swapped out; the rest (device memory, credit, context) always does,
- *    so a client may be partly evictable. A waiter is admitted only if the memory
- *    that would then occupy the GPU fits in capacity minus the reserve; if
- *    not, it is told (WAIT_FOR_MEM) and evictable clients that do not run
- *    are asked to swap out (EVICT) until it fits: those taking turns at
- *    once, idle ones after idle-swap-after (see "Idle reclaim" below),
- *    within the host swap budget. Their memory occupies the GPU until
- *    their SWAPPED(out). Admission follows queue order; a later
+ *    client reports it) and its credit (granted, not yet allocated: no
+ *    memory on the GPU) occupy the GPU only while it runs or until it has
+ *    swapped out; the rest (device memory, context) always does, so a
+ *    client may be partly evictable. A client with nothing evictable never
+ *    swaps out: its credit always counts. A waiter is admitted only if the
+ *    memory that would then occupy the GPU fits in capacity minus the
+ *    reserve; if not, it is told (WAIT_FOR_MEM) and evictable clients that
+ *    do not run are asked to swap out (EVICT) until it fits: those taking
+ *    turns at once, idle ones after idle-swap-after (see "Idle reclaim"
+ *    below), within the host swap budget. Their memory occupies the GPU
+ *    until their SWAPPED(out). Admission follows queue order; a later
  *    waiter may pass a blocked one only while that one has waited less than
  *    its quantum, so big clients cannot starve. As soon as the clients of
  *    the GPU together hold more than it admits, every evictable one
@@ -428,6 +430,10 @@ void policy_set_capacity(struct policy *p, int gpu, uint64_t bytes);
  * the next tick. */
 void policy_set_footprint(struct policy *p, int gpu, int client,
                           uint64_t footprint, uint64_t evictable);
+
+/* Of the client's footprint on gpu, its credit: bytes it may still
+ * allocate without asking (quota.h), not memory on the GPU yet. */
+void policy_set_credit(struct policy *p, int gpu, int client, uint64_t bytes);
 
 /* The client's measured busy fraction on gpu. */
 void policy_set_load(struct policy *p, int gpu, int client,

@@ -61,6 +61,7 @@ struct member {
     /* policy_memory.c: its memory */
     uint64_t footprint; /* bytes: held + context overhead */
     uint64_t evictable; /* of the footprint: bytes a swap-out moves */
+    uint64_t credit;    /* of the footprint: granted, not allocated */
     /* policy_swap.c: where its memory is, and the swaps */
     bool resident;            /* its evictable memory is on the GPU */
     bool evicting;            /* EVICT sent, SWAPPED not yet received */

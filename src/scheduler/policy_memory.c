@@ -11,11 +11,29 @@ uint64_t policy_memory_limit(const struct policy *p, int gpu)
 }
 
 /* The part of m's footprint that stays on the GPU while it is swapped
- * out: what it allocated that is not managed memory, its credit and its
- * context. */
+ * out: what it allocated that is not evictable (device memory) and its
+ * context. Not its credit, which is no memory yet: counted as resident,
+ * a swapped-out runner's credit kept a waiter of clients that fit one at
+ * a time out for good (0.5 GiB of context and 256 MiB of credit beside
+ * 13.75 GiB is over 14.4 GiB, the context alone is not), and no swap-out
+ * could make that room. What it allocates from its credit while swapped
+ * out is evictable, and counts from its next grant as any other. A client
+ * with nothing evictable never swaps out and allocates device memory: its
+ * credit stays counted. */
 static uint64_t fixed_bytes(const struct member *m)
 {
-    return m->footprint - m->evictable;
+    uint64_t fixed = m->footprint - m->evictable;
+
+    if (!m->evictable)
+        return fixed;
+    return fixed - (m->credit < fixed ? m->credit : fixed);
+}
+
+/* What of m's footprint leaves the GPU's count when it swaps out: its
+ * evictable memory and its credit. */
+uint64_t pol_movable_bytes(const struct member *m)
+{
+    return m->footprint - fixed_bytes(m);
 }
 
 /* What of m's memory is on the GPU now. */
@@ -175,6 +193,11 @@ void policy_set_footprint(struct policy *p, int gpu, int client,
         m->resident = pol_running(m);
     m->footprint = footprint;
     m->evictable = evictable;
+}
+
+void policy_set_credit(struct policy *p, int gpu, int client, uint64_t bytes)
+{
+    p->gpus[gpu].members[client].credit = bytes;
 }
 
 void policy_set_reserve(struct policy *p, unsigned percent)

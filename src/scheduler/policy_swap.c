@@ -4,14 +4,16 @@
  * classes (policy_priority.c). */
 #include "policy_internal.h"
 
-/* Memory on its way out (EVICT sent, SWAPPED not yet received). */
+/* Memory on its way out (EVICT sent, SWAPPED not yet received): what
+ * leaves the GPU's count with the swap-out, its credit with its evictable
+ * memory. */
 static uint64_t evicting_bytes(const struct gpu_sched *g)
 {
     uint64_t sum = 0;
 
     for (int c = 0; c < g->slots; c++)
         if (g->members[c].present && g->members[c].evicting)
-            sum += g->members[c].evictable;
+            sum += pol_movable_bytes(&g->members[c]);
     return sum;
 }
 
@@ -178,7 +180,7 @@ static uint64_t leaving_bytes(const struct gpu_sched *g)
 
     for (int c = 0; c < g->slots; c++)
         if (pol_running(&g->members[c]) && g->members[c].evict_after_release)
-            sum += g->members[c].evictable;
+            sum += pol_movable_bytes(&g->members[c]);
     return sum;
 }
 
@@ -209,7 +211,9 @@ void pol_evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
         if (first < 0 || !room_for_evict(out, &g->members[first]))
             return;
         struct member *m = &g->members[first];
-        leaving += m->evictable;
+        /* Its credit leaves the count too; only its evictable memory goes
+         * to the host. */
+        leaving += pol_movable_bytes(m);
         parked += m->evictable;
         if (pol_running(m)) {
             /* It prepares while it drains: its EVICT follows the release. */

@@ -928,6 +928,102 @@ static void test_waiter_kept_out_by_fixed_memory_holds_nobody_back(void **state)
     EXPECT({ACTION_MEM_AVAILABLE, 1}, {ACTION_GRANT, 1});
 }
 
+/* ---- 9c. credit ---------------------------------------------------- */
+
+/* A client of ctx_gib context overhead that allocated evictable_gib (its
+ * swappable memory) and holds credit_gib of credit: bytes granted that it
+ * has not allocated (quota.h), counted in its footprint. */
+static void fp_credit(int c, double ctx_gib, double evictable_gib,
+                      double credit_gib)
+{
+    policy_set_footprint(&p, 0, c,
+                         (uint64_t)((ctx_gib + evictable_gib + credit_gib) *
+                                    (double)GiB),
+                         (uint64_t)(evictable_gib * (double)GiB));
+    policy_set_credit(&p, 0, c, (uint64_t)(credit_gib * (double)GiB));
+}
+
+/* Two compute loops that fit one at a time rotate for memory, each with a
+ * context of 0.5 GiB and 13 GiB evictable. Their credit grows from 64 MiB
+ * (an allocation's slack) to 256 MiB (a client's cap) as they allocate and
+ * free: swapped out, a client leaves its context on the GPU, not
+ * its credit, which is no memory yet. Counted as resident, the runner's
+ * credit kept the waiter out for good (0.75 + 13.75 > 14.4): the waiter
+ * held nobody back, the runner was never asked to leave, and once it went
+ * idle the GPU idled with the waiter waiting. Beside the runner's context
+ * alone the waiter fits (0.5 + 13.75 <= 14.4), so they keep rotating, and
+ * a runner that goes idle is swapped out for the waiter. */
+static void test_credit_of_swapped_out_client_keeps_nobody_out(void **state)
+{
+    const uint64_t switch_ns = 10 * SEC;
+    uint64_t granted_at = 0;
+
+    (void)state;
+    policy_set_mode(&p, 0, SCHED_MODE_CONCURRENT);
+    policy_set_switch_time(&p, switch_ns, 0);
+    fp_credit(0, 0.5, 13, 1.0 / 16);
+    fp_credit(1, 0.5, 13, 1.0 / 16);
+    request(0, 0);
+    EXPECT({ACTION_GRANT, 0});
+    request(1, 1 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 1});
+
+    for (int i = 0; i < 6; i++) {
+        int runner = i % 2, waiter = 1 - runner;
+        /* The runner's credit grows during its turn. */
+        fp_credit(runner, 0.5, 13, 0.25);
+        if (!pol_room_possible(&p, &p.gpus[0], 0, waiter))
+            fprintf(stderr,
+                    "rotation %d: client %d can never fit beside what %d "
+                    "leaves on the GPU (%llu of %llu bytes resident)\n",
+                    i, waiter, runner, (unsigned long long)policy_resident(&p, 0),
+                    (unsigned long long)limit());
+        granted_at = rotate(runner, waiter, granted_at, switch_ns, SWAP);
+        assert_true(policy_resident(&p, 0) <= limit());
+    }
+    assert_int_equal(mem(0)->grants, 4);
+    assert_int_equal(mem(1)->grants, 3);
+    /* Of the client swapped out, its context stays; its credit and its
+     * evictable memory do not count. */
+    assert_int_equal(policy_resident(&p, 0), GiB / 2 + mem(0)->footprint);
+
+    /* The runner (0) gives the GPU back unasked and stays idle: it is
+     * swapped out for the waiter at once (idle-swap-after is 0 here). */
+    release(0, granted_at + 1 * SEC);
+    EXPECT({ACTION_EVICT, 0});
+    swapped_out(0, 13 * GiB, SWAP, granted_at + 2 * SEC);
+    EXPECT({ACTION_MEM_AVAILABLE, 1}, {ACTION_GRANT, 1});
+    assert_true(policy_resident(&p, 0) <= limit());
+}
+
+/* Who goes: the credit of a client swapped out leaves the count with its
+ * evictable memory, so no second client is swapped out for room that the
+ * first one's credit makes. */
+static void test_credit_leaves_with_the_evicted_client(void **state)
+{
+    (void)state;
+    policy_set_mode(&p, 0, SCHED_MODE_CONCURRENT);
+    fp_credit(0, 0.5, 1, 0.25); /* 1.75, of which 1.25 leaves */
+    fp_credit(1, 0.5, 4, 0);    /* 4.5 */
+    for (int c = 0; c < 2; c++) {
+        request(c, (uint64_t)c * MS);
+        EXPECT({ACTION_GRANT, c});
+    }
+    release(0, 10 * MS); /* idle the longest: goes first */
+    release(1, 11 * MS);
+    assert_int_equal(policy_resident(&p, 0), 6 * GiB + GiB / 4);
+
+    /* 6.25 + 9.25 is 1.1 over the limit: 0's evictable 1 GiB is not
+     * enough, with its credit it is. */
+    fp_credit(2, 0.5, 8.75, 0);
+    request(2, 20 * MS);
+    EXPECT({ACTION_WAIT_FOR_MEM, 2}, {ACTION_EVICT, 0});
+    swapped_out(0, GiB, 10 * MS, 30 * MS);
+    EXPECT({ACTION_MEM_AVAILABLE, 2}, {ACTION_GRANT, 2});
+    assert_true(mem(1)->resident);
+    assert_true(policy_resident(&p, 0) <= limit());
+}
+
 /* ---- 10. compute limits in concurrent mode -------------------------- */
 
 static void test_core_limit_in_concurrent_mode_bills_half(void **state)
@@ -1524,6 +1620,9 @@ int main(void)
                                setup),
         cmocka_unit_test_setup(test_waiter_kept_out_by_fixed_memory_holds_nobody_back,
                                setup),
+        cmocka_unit_test_setup(test_credit_of_swapped_out_client_keeps_nobody_out,
+                               setup),
+        cmocka_unit_test_setup(test_credit_leaves_with_the_evicted_client, setup),
         cmocka_unit_test_setup(test_core_limit_in_concurrent_mode_bills_half,
                                setup),
         cmocka_unit_test_setup(test_unanswered_evict_counts_as_swapped_after_timeout,
