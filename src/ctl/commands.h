@@ -21,11 +21,16 @@
 #define EXIT_USAGE 2
 #define HELP_SHOWN (-1) /* from argument checks: --help was printed, exit 0 */
 
+/* A row of the commands table, constant data. A text made from the
+ * settings table (set's, reset's) is the function that makes it, in place
+ * of the string; command_synopsis and command_help read either. */
 struct command {
     const char *name;
     int (*run)(const struct command *cmd, int argc, char **argv);
     const char *synopsis; /* usage lines, each starting "nvsharectl" */
     const char *help;     /* what follows the synopsis in --help */
+    const char *(*make_synopsis)(void); /* where synopsis is NULL */
+    const char *(*make_help)(void);     /* where help is NULL */
 };
 
 extern struct ctl_target target; /* the scheduler's control socket */
@@ -42,6 +47,8 @@ extern const char top_usage[];
 int usage_error(const struct command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int fail(const char *err); /* "nvsharectl: err"; EXIT_REFUSED */
+const char *command_synopsis(const struct command *cmd);
+const char *command_help(const struct command *cmd);
 int show_help(const struct command *cmd);
 bool is_help(const char *arg);
 
@@ -83,7 +90,8 @@ int completion_print(const struct command *cmd, int argc, char **argv,
                      const struct command *list, size_t n);
 
 /* set.c: set's and reset's synopsis and help, made from the settings table
- * (settings.def), and the overview's lines for them. */
+ * (settings.def) at the first call (the table's make_synopsis, make_help),
+ * and the overview's lines for them. */
 const char *set_synopsis(void);
 const char *set_help(void);
 const char *reset_synopsis(void);

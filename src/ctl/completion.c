@@ -31,7 +31,7 @@ static void synopsis_words(const struct command *cmd,
                            char *first, char *options, size_t len)
 {
     first[0] = options[0] = '\0';
-    for (const char *line = cmd->synopsis; *line;) {
+    for (const char *line = command_synopsis(cmd); *line;) {
         line += strspn(line, "\n ");
         size_t line_len = strcspn(line, "\n");
         int token = 0;

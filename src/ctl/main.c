@@ -5,7 +5,8 @@
  * This file reads the global options (--sock-dir, --timeout, which may also
  * follow the command), dispatches to the command and holds the commands
  * table, the overview and the usage errors. Each command is one row of the
- * table: its name, its synopsis and help text, and the function, in its
+ * table, constant data: its name, its synopsis and help text (set's and
+ * reset's made by set.c from the settings table), and the function, in its
  * own file (commands.h), that runs it with its own arguments. Exit status:
  * commands.h. */
 #include <errno.h>
@@ -86,7 +87,7 @@ static int run_help(const struct command *cmd, int argc, char **argv)
 
 static int run_completion(const struct command *cmd, int argc, char **argv);
 
-static struct command commands[] = {
+static const struct command commands[] = {
     {"status", run_status, "nvsharectl status [--json|--settings]",
      "Shows the scheduler's settings; each GPU: its scheduling mode, memory\n"
      "(capacity, reserve, running footprint, resident), switch time, lock\n"
@@ -101,7 +102,8 @@ static struct command commands[] = {
      "  --settings print every setting of the scheduler instead: its value\n"
      "             and where it comes from (default, environment, state-file\n"
      "             or runtime: set with nvsharectl since the scheduler "
-     "started)\n"},
+     "started)\n",
+     NULL, NULL},
     {"watch", run_watch, "nvsharectl watch [--interval DURATION] [--count N]",
      "Redraws the status every interval until Ctrl-C. The screen is cleared\n"
      "between frames only when the output is a terminal. If the scheduler "
@@ -109,7 +111,8 @@ static struct command commands[] = {
      "away after the first frame, the view says so and keeps retrying.\n"
      "\n"
      "  --interval DURATION  time between frames (default 1s, at least 100ms)\n"
-     "  --count N            stop after N frames\n"},
+     "  --count N            stop after N frames\n",
+     NULL, NULL},
     {"top", run_top, "nvsharectl top [--interval DURATION]",
      "A live view of each GPU, like top: who holds it, who waits and on what\n"
      "(lock, memory, throttled), each client's share of the GPU over the last\n"
@@ -122,9 +125,10 @@ static struct command commands[] = {
      "the terminal is restored on exit.\n"
      "\n"
      "  --interval DURATION  time between frames (default 1s, at least "
-     "100ms)\n"},
-    /* set's synopsis and help, reset's synopsis: describe_settings_commands */
-    {"set", run_set, NULL, NULL},
+     "100ms)\n",
+     NULL, NULL},
+    /* set's synopsis and help, reset's synopsis: set.c, from the settings */
+    {"set", run_set, NULL, NULL, set_synopsis, set_help},
     {"reset", run_reset, NULL,
      "Forgets what 'nvsharectl set' made of a node setting. A value set at "
      "run\n"
@@ -132,16 +136,19 @@ static struct command commands[] = {
      "start (state file > environment > default): reset sets the value the\n"
      "environment gave the scheduler (NVSHARE_TQ, ...), else the default, and\n"
      "takes it out of the state file. 'mode' resets every GPU's mode.\n"
-     "A pod's settings are reset with 'nvsharectl set ... POD none'.\n"},
+     "A pod's settings are reset with 'nvsharectl set ... POD none'.\n",
+     reset_synopsis, NULL},
     {"anti-thrash", run_anti_thrash, "nvsharectl anti-thrash on|off",
      "on:  clients take turns on each GPU, one time quantum at a time.\n"
-     "off: every client runs freely, as if nvshare were not there.\n"},
+     "off: every client runs freely, as if nvshare were not there.\n",
+     NULL, NULL},
     {"completion", run_completion, "nvsharectl completion bash|zsh",
      "Prints shell completion for nvsharectl, made from its commands and\n"
      "settings: 'source <(nvsharectl completion bash)' in ~/.bashrc, or\n"
-     "'source <(nvsharectl completion zsh)' in ~/.zshrc.\n"},
+     "'source <(nvsharectl completion zsh)' in ~/.zshrc.\n",
+     NULL, NULL},
     {"help", run_help, "nvsharectl help [<command>]",
-     "Shows the help of a command, or the overview.\n"},
+     "Shows the help of a command, or the overview.\n", NULL, NULL},
 };
 
 static const struct command *find_command(const char *name)
@@ -217,26 +224,11 @@ static int global_options(int *argc, char **argv)
     return 0;
 }
 
-/* set's synopsis and help and reset's synopsis are made from the settings
- * table (set.c), so they are filled in here rather than written above. */
-static void describe_settings_commands(void)
-{
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-        if (!strcmp(commands[i].name, "set")) {
-            commands[i].synopsis = set_synopsis();
-            commands[i].help = set_help();
-        } else if (!strcmp(commands[i].name, "reset")) {
-            commands[i].synopsis = reset_synopsis();
-        }
-    }
-}
-
 int main(int argc, char **argv)
 {
     const struct command *cmd;
     int rc;
 
-    describe_settings_commands();
     argc--, argv++; /* drop the program name */
     if ((rc = global_options(&argc, argv)))
         return rc;

@@ -23,7 +23,8 @@ static void print_synopsis(const struct command *cmd)
 
     if (set_subject) {
         snprintf(prefix, sizeof(prefix), "nvsharectl set %s ", set_subject);
-        for (const char *line = cmd->synopsis; line; line = strchr(line, '\n')) {
+        for (const char *line = command_synopsis(cmd); line;
+             line = strchr(line, '\n')) {
             line += strspn(line, "\n ");
             size_t len = strcspn(line, "\n");
             if (!strncmp(line, prefix, strlen(prefix))) {
@@ -34,7 +35,7 @@ static void print_synopsis(const struct command *cmd)
         }
     }
     if (!found)
-        fprintf(stderr, "usage: %s\n", cmd->synopsis);
+        fprintf(stderr, "usage: %s\n", command_synopsis(cmd));
 }
 
 int usage_error(const struct command *cmd, const char *fmt, ...)
@@ -60,9 +61,19 @@ int fail(const char *err)
     return EXIT_REFUSED;
 }
 
+const char *command_synopsis(const struct command *cmd)
+{
+    return cmd->synopsis ? cmd->synopsis : cmd->make_synopsis();
+}
+
+const char *command_help(const struct command *cmd)
+{
+    return cmd->help ? cmd->help : cmd->make_help();
+}
+
 int show_help(const struct command *cmd)
 {
-    printf("usage: %s\n\n%s", cmd->synopsis, cmd->help);
+    printf("usage: %s\n\n%s", command_synopsis(cmd), command_help(cmd));
     return 0;
 }
 
