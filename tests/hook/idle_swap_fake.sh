@@ -10,9 +10,12 @@
 # idle period: its cuMemCreate finds the GPU full, and it waits for the
 # lock as a waiter for memory (its 96 MiB told to the scheduler first).
 #
-#  (a) idle-swap-after 1 s: the scheduler swaps the idle holder out (copies
-#      to the host, physical memory released) once it has idled 1 s, after
-#      which the newcomer allocates and runs - no CUDA_ERROR_OUT_OF_MEMORY.
+#  (a) idle-swap-after 1 s: a second into its idle period the holder is
+#      asked to prepare (PREPARE_SWAP), alone on the GPU, and makes its
+#      host copy ahead; the newcomer starts then, and the scheduler swaps
+#      the idle holder out
+#      (copies to the host, physical memory released), after which the
+#      newcomer allocates and runs - no CUDA_ERROR_OUT_OF_MEMORY.
 #      Once the newcomer is done, the holder's next kernels bring its
 #      memory back: it reports its content intact at its address. The two
 #      are never resident at once (the fake's traces).
@@ -56,8 +59,9 @@ job() {
     pids+=($!)
 }
 
-# holder_then_newcomer: the holder (its first batch, 5 s idle, then
-# kernels up to its 7th second) and, once it idles, the newcomer.
+# holder_then_newcomer [PREPARED]: the holder (its first batch, 5 s idle,
+# then kernels up to its 7th second) and, once it idles (PREPARED: once it
+# has made its host copy ahead), the newcomer.
 holder_then_newcomer() {
     rm -rf "$WORK/holder" "$WORK/newcomer"
     job holder 7 FAKE_JOB_IDLE_MS=5000
@@ -69,6 +73,14 @@ holder_then_newcomer() {
     done
     grep -q "released gpu 0 (idle)" "$WORK/holder.err" ||
         fail "the holder did not go idle after its first batch"
+    if [ "${1:-}" = prepared ]; then
+        for _ in $(seq 500); do
+            grep -q "of host copies made ahead" "$WORK/holder.err" && break
+            sleep 0.02
+        done
+        grep -q "96.0 MiB of host copies made ahead" "$WORK/holder.err" ||
+            fail "the idle holder made no host copy ahead"
+    fi
     job newcomer 1
     for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
     pids=()
@@ -90,7 +102,7 @@ echo "ok: idle-swap off: the holder kept its memory, the newcomer ran after it"
 
 # (a) the default: the idle holder goes to the host after idle-swap-after.
 scenario on
-holder_then_newcomer
+holder_then_newcomer prepared
 
 holder=$(echo "$WORK"/holder/trace.*) newcomer=$(echo "$WORK"/newcomer/trace.*)
 ! grep -q "refused" "$WORK/newcomer.err" || fail "the newcomer's memory was refused"
