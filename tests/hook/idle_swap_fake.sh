@@ -22,6 +22,10 @@
 #  (b) the same with the holder's pod marked `nvsharectl set idle-swap
 #      default/holder off`: the holder is never swapped out, and the
 #      newcomer runs once the holder has ended.
+#  (c) the same with a host swap budget of 32 MiB, below the holder's
+#      96 MiB: the holder stays, the newcomer's queue entry in `nvsharectl
+#      status` says it waits for the host swap budget, and it runs once the
+#      holder has ended.
 #
 # Both jobs declare a 128 MiB limit, which keeps the credit the scheduler
 # counts beyond each allocation small (8 MiB, not 64): each counts as
@@ -59,9 +63,10 @@ job() {
     pids+=($!)
 }
 
-# holder_then_newcomer [PREPARED]: the holder (its first batch, 5 s idle,
-# then kernels up to its 7th second) and, once it idles (PREPARED: once it
-# has made its host copy ahead), the newcomer.
+# holder_then_newcomer [prepared|budget]: the holder (its first batch, 5 s
+# idle, then kernels up to its 7th second) and, once it idles (prepared:
+# once it has made its host copy ahead), the newcomer (budget: which must
+# be shown waiting for the host swap budget).
 holder_then_newcomer() {
     rm -rf "$WORK/holder" "$WORK/newcomer"
     job holder 7 FAKE_JOB_IDLE_MS=5000
@@ -82,8 +87,30 @@ holder_then_newcomer() {
             fail "the idle holder made no host copy ahead"
     fi
     job newcomer 1
+    if [ "${1:-}" = budget ]; then
+        for _ in $(seq 500); do
+            "$CTL" status >"$WORK/status" 2>&1 || true
+            grep -q "host swap budget (" "$WORK/status" && break
+            sleep 0.02
+        done
+        grep -q "host swap budget (0 B of 32.00 MiB parked)" "$WORK/status" ||
+            fail "the newcomer was not shown waiting for the host swap budget: $(cat "$WORK/status")"
+    fi
     for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
     pids=()
+}
+
+# holder_kept WHY: the holder was never swapped out and the newcomer ran
+# after it ended.
+holder_kept() {
+    local holder newcomer holder_last newcomer_first
+    holder=$(echo "$WORK"/holder/trace.*) newcomer=$(echo "$WORK"/newcomer/trace.*)
+    ! grep -q '^copy_dtoh' "$holder" || fail "$1: the holder was swapped out"
+    grep -qx "lost_bytes=0" "$WORK/holder.out" || fail "$1: the holder lost content"
+    holder_last=$(swap_events "$holder" holder | awk '$2 == "gone" { print $1 }')
+    newcomer_first=$(swap_events "$newcomer" newcomer | awk '$2 == "unit" { print $1; exit }')
+    [ -n "$newcomer_first" ] && [ "$newcomer_first" -ge "$holder_last" ] ||
+        fail "$1: the newcomer ran before the holder ended"
 }
 
 # (b) first: the opted-out holder keeps its memory.
@@ -91,14 +118,14 @@ scenario off
 NVSHARE_SOCK_DIR=$DIR "$CTL" set idle-swap default/holder off >/dev/null ||
     fail "nvsharectl set idle-swap failed"
 holder_then_newcomer
-holder=$(echo "$WORK"/holder/trace.*) newcomer=$(echo "$WORK"/newcomer/trace.*)
-! grep -q '^copy_dtoh' "$holder" || fail "idle-swap off: the holder was swapped out"
-grep -qx "lost_bytes=0" "$WORK/holder.out" || fail "idle-swap off: the holder lost content"
-holder_last=$(swap_events "$holder" holder | awk '$2 == "gone" { print $1 }')
-newcomer_first=$(swap_events "$newcomer" newcomer | awk '$2 == "unit" { print $1; exit }')
-[ -n "$newcomer_first" ] && [ "$newcomer_first" -ge "$holder_last" ] ||
-    fail "idle-swap off: the newcomer ran before the holder ended"
+holder_kept "idle-swap off"
 echo "ok: idle-swap off: the holder kept its memory, the newcomer ran after it"
+
+# (c) a host swap budget below the holder's memory keeps it on the GPU.
+scenario budget NVSHARE_HOST_SWAP_BUDGET=32Mi
+holder_then_newcomer budget
+holder_kept "host swap budget"
+echo "ok: host swap budget: the newcomer waited for the budget, then ran after the holder"
 
 # (a) the default: the idle holder goes to the host after idle-swap-after.
 scenario on
