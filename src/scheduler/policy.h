@@ -41,9 +41,11 @@
  *    its quantum, so big clients cannot starve. As soon as the clients of
  *    the GPU together hold more than it admits, every evictable one
  *    (running or not) is asked, once per membership, to get ready to swap
- *    out (PREPARE_SWAP): its pinned host copies take seconds to make, which
- *    its swap-out would otherwise spend on a waiter's critical path. Every
- *    EVICT follows the client's PREPARE_SWAP.
+ *    out (PREPARE_SWAP): its staging ring and host copies take time to
+ *    make, which its swap-out would otherwise spend on a waiter's critical
+ *    path; so is an idle client that idle reclaim may swap out, once idle
+ *    for POLICY_PREPARE_IDLE_NS (see "Idle reclaim"). Every EVICT follows
+ *    the client's PREPARE_SWAP.
  *  - Rotation. Once someone waits, a running client that has had the GPU
  *    for its quantum is asked to give it back (DROP); it answers after
  *    draining its work (release). The quantum is the TQ when the first
