@@ -109,8 +109,8 @@ bool pol_room_possible(const struct policy *p, const struct gpu_sched *g,
 
     if (m->footprint > limit)
         return pinned == 0;
-    return fixed_total(g) + pinned + m->footprint - pol_occupied_bytes(m) <=
-           limit;
+    /* Its own memory counts whole, wherever it is now. */
+    return fixed_total(g) - fixed_bytes(m) + pinned + m->footprint <= limit;
 }
 
 /* Whether admitting client adds no more than the GPU can hold. Memory that

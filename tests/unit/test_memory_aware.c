@@ -996,6 +996,26 @@ static void test_credit_of_swapped_out_client_keeps_nobody_out(void **state)
     assert_true(policy_resident(&p, 0) <= limit());
 }
 
+/* Whether room can be made for a waiter counts all of its footprint,
+ * whether its memory is still on the GPU or not: 6 GiB that cannot move
+ * beside a 10 GiB waiter leave no room in the 14.4 GiB admitted, and 4
+ * GiB do. Counted as resident, the waiter's own memory was left out of
+ * the sum, and others were swapped out for a room it could never have. */
+static void test_room_counts_a_resident_waiter_whole(void **state)
+{
+    const struct gpu_sched *g = &p.gpus[0];
+
+    (void)state;
+    fp_gib(0, 10, true);
+    for (int resident = 0; resident < 2; resident++) {
+        mem(0)->resident = resident;
+        fp_gib(1, 6, false);
+        assert_false(pol_room_possible(&p, g, 0, 0));
+        fp_gib(1, 4, false);
+        assert_true(pol_room_possible(&p, g, 0, 0));
+    }
+}
+
 /* Who goes: the credit of a client swapped out leaves the count with its
  * evictable memory, so no second client is swapped out for room that the
  * first one's credit makes. */
@@ -1623,6 +1643,7 @@ int main(void)
         cmocka_unit_test_setup(test_credit_of_swapped_out_client_keeps_nobody_out,
                                setup),
         cmocka_unit_test_setup(test_credit_leaves_with_the_evicted_client, setup),
+        cmocka_unit_test_setup(test_room_counts_a_resident_waiter_whole, setup),
         cmocka_unit_test_setup(test_core_limit_in_concurrent_mode_bills_half,
                                setup),
         cmocka_unit_test_setup(test_unanswered_evict_counts_as_swapped_after_timeout,
