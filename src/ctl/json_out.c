@@ -87,6 +87,14 @@ void json_string(struct json_out *j, const char *key, const char *value)
     json_write_string(j->out, value);
 }
 
+void json_string_or_null(struct json_out *j, const char *key, const char *value)
+{
+    if (value[0])
+        json_string(j, key, value);
+    else
+        json_null(j, key);
+}
+
 void json_uint(struct json_out *j, const char *key, uint64_t value)
 {
     item(j, key);

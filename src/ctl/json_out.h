@@ -31,6 +31,8 @@ void json_string(struct json_out *j, const char *key, const char *value);
 void json_uint(struct json_out *j, const char *key, uint64_t value);
 void json_bool(struct json_out *j, const char *key, bool value);
 void json_null(struct json_out *j, const char *key);
+/* value, or null where it is empty: a field the record does not have. */
+void json_string_or_null(struct json_out *j, const char *key, const char *value);
 /* value / 10^decimals as a JSON number, without trailing zeros: (235, 1)
  * is 23.5, (230, 1) is 23. */
 void json_decimal(struct json_out *j, const char *key, uint64_t value,

@@ -165,14 +165,8 @@ static void client_json(struct json_out *j, const struct ctl_status *st,
         json_string(j, "wait_reason", ctl_wait_reason_name(c->wait_reason));
     else
         json_null(j, "wait_reason");
-    if (c->wait_why[0])
-        json_string(j, "wait_why", c->wait_why);
-    else
-        json_null(j, "wait_why");
-    if (c->group[0])
-        json_string(j, "group", c->group);
-    else
-        json_null(j, "group");
+    json_string_or_null(j, "wait_why", c->wait_why);
+    json_string_or_null(j, "group", c->group);
     json_bool(j, "idle_swap", c->idle_swap != IDLE_SWAP_OFF);
     json_string(j, "idle_swap_source", limit_source_name(c->idle_swap_source));
     json_uint(j, "resident_bytes", c->resident);

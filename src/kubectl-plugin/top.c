@@ -176,10 +176,7 @@ static void client_json(struct json_out *j, const struct st_client *c)
     json_uint(j, "pid", c->pid);
     json_string(j, "state", c->state);
     json_string(j, "doing", client_doing(c));
-    if (c->wait_reason[0])
-        json_string(j, "wait_reason", c->wait_reason);
-    else
-        json_null(j, "wait_reason");
+    json_string_or_null(j, "wait_reason", c->wait_reason);
     if (c->load_permille >= 0)
         json_decimal(j, "load_percent", (uint64_t)c->load_permille, 1);
     else
