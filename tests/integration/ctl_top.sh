@@ -36,6 +36,10 @@ kill_tops() {
 }
 trap 'kill_tops; tmx kill-server 2>/dev/null || true; kill "${JOBS[@]}" 2>/dev/null || true
       stop_scheduler; rm -rf "$WORK"' EXIT
+# The server stays when its last session goes: otherwise the next
+# new-session can reach a server that is exiting ("server exited
+# unexpectedly", seen in CI after the 80x24 session was killed).
+tmx start-server \; set-option -g exit-empty off
 screen() { tmx capture-pane -p -t "$1" >"$WORK/screen"; }
 screen_has() { screen "$1"; grep -q -- "$2" "$WORK/screen"; }
 shows_jobs() {
