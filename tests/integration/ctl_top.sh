@@ -73,6 +73,14 @@ NVSHARE_POD_NAMESPACE=demo NVSHARE_POD_NAME=solo "$WORKLOAD_BIN" GPU-sim-1 "$unt
     >/dev/null 2>&1 &
 JOBS+=($!)
 
+# demo/solo holds before the first top starts: a top reads a share from its
+# own first status on, and a client that got the GPU after it reads less.
+solo_holds() {
+    NVSHARE_SOCK_DIR=$NVSHARE_SOCK_DIR "$CTL_BIN" status 2>/dev/null |
+        grep -q '^ *running  *[0-9]* demo/solo$'
+}
+wait_for solo_holds || fail "demo/solo did not get the GPU"
+
 # Each session records the terminal settings (stty -g: not the size) before and after top.
 run_top() { # session-name [columns rows]
     tmx new-session -d -s "$1" -x "${2:-120}" -y "${3:-40}" \
