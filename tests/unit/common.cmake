@@ -42,6 +42,9 @@ nvshare_common_test(test_unhooked ${PROJECT_SOURCE_DIR}/src/scheduler/unhooked.c
 target_include_directories(test_unhooked PRIVATE ${PROJECT_SOURCE_DIR}/src/scheduler)
 # host-swap-budget auto from the host's meminfo
 nvshare_common_test(test_host_memory ${PROJECT_SOURCE_DIR}/src/common/host_memory.c)
+# the host memory a process's cgroup leaves it, from file systems laid out
+# in a temporary directory
+nvshare_common_test(test_cgroup_memory)
 
 # The fuzz target as a plain program that replays the committed cases
 # (protocol_cases/<expect>-*.bin). protocol.c and protocol_io.c are compiled
