@@ -28,6 +28,7 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL */
 #endif
 
+#include "cgroup_memory.h"
 #include "host_memory.h"
 #include "driver.h"
 #include "staging.h"
@@ -533,7 +534,15 @@ uint64_t staging_host_make_ahead(const struct staging_host_copy *copies,
     int want = host_threads(), started = 0;
     sigset_t all, old;
 
+    /* Within the memory cgroup too, from memory it has free: lazily free,
+     * the copies would still push out its page cache. */
+    struct cgroup_memory cgroup = cgroup_memory_now();
+    uint64_t cgroup_room = cgroup.free > CGROUP_SWAP_MARGIN
+                               ? cgroup.free - CGROUP_SWAP_MARGIN
+                               : 0;
     pf.room = host_free_room_auto(NULL);
+    if (pf.room != HOST_SWAP_BUDGET_UNKNOWN && cgroup_room < pf.room)
+        pf.room = cgroup_room;
     if (n == 0 || pf.room == HOST_SWAP_BUDGET_UNKNOWN ||
         !(pf.ahead = calloc(n, sizeof(*pf.ahead))))
         return 0;

@@ -38,7 +38,8 @@ void *staging_host_alloc(uint64_t bytes);
 void staging_host_retire(void *p, uint64_t bytes);
 void staging_host_free(void *p, uint64_t bytes);
 /* Host copies for allocations that have none, made now (their pages, as
- * far as the host's free memory above its margin allows, and until stop()
+ * far as the host's free memory above its margin and the memory cgroup's
+ * free memory above CGROUP_SWAP_MARGIN allow, and until stop()
  * says so) and lazily free, ahead of a swap-out that would otherwise fault
  * them in: each one made is offered to install(), which says whether its
  * allocation (key, on gpu, bytes long) took it. The bytes made. */
