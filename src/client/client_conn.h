@@ -49,6 +49,12 @@ struct conn_observer {
      * must not reach the scheduler before the footprint it is admitted by. */
     void (*before_lock_request)(int gpu);
     void (*after_fork)(void); /* in a forked child */
+    /* Before an EVICT's swap-out of gpu: false when it must not run, as
+     * its host copy would not fit the process's memory cgroup (the ledger
+     * has then told the scheduler that the memory stays). */
+    bool (*swap_out_fits)(int gpu);
+    /* gpu was granted; its gate opens after this returns. */
+    void (*granted)(int gpu);
 };
 
 extern const struct conn_observer memory_observer;

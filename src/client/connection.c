@@ -290,12 +290,14 @@ static void send_swapped(int gpu, enum swap_direction direction, uint64_t bytes,
 
 /* EVICT: the scheduler needs the room. The gate is closed (the lock went
  * back before), so nothing of ours runs while the memory moves. A process
- * without swap callbacks answers with 0 bytes: it has nothing evictable. */
+ * without swap callbacks answers with 0 bytes: it has nothing evictable;
+ * so does one whose host copy its memory cgroup could not take, after the
+ * ledger has reported its memory as staying. */
 static void swap_out(int gpu)
 {
     uint64_t start = now_ns(), bytes = 0;
 
-    if (client.ops.swap_out)
+    if (client.ops.swap_out && conn.observer->swap_out_fits(gpu))
         bytes = client.ops.swap_out(gpu, client.ops.user);
     /* Even when no byte moved (a second EVICT, or only blank allocations
      * whose pages were discarded), what is out must come back before the
@@ -399,6 +401,7 @@ static void handle_sched_off(void)
 
 static void handle_lock_ok(int gpu, uint32_t lease)
 {
+    conn.observer->granted(gpu);
     swap_in_if_out(gpu);
     watch[gpu].quiet_since = now_ns();
     watch[gpu].seen_submits = gate_submits_total();

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cgroup_memory.h"
 #include "client_conn.h"
 #include "clock.h"
 #include "log.h"
@@ -44,6 +45,14 @@ struct gpu_ledger {
     uint64_t others_held; /* the pod's other processes, as last heard */
     bool dirty;           /* allocated changed since the last report */
     bool refusing;        /* in a burst of refusals: log once */
+    /* Evictable bytes are reported as none (held back) while their host
+     * copy would not fit the memory cgroup (room_short), since a swap-out
+     * past its limit has the kernel kill the process. Held back at once;
+     * reported again only at a grant, while the scheduler counts the
+     * memory as on the GPU anyway: reported while idle, it would be taken
+     * as not on the GPU until the next grant (policy_set_footprint). */
+    bool room_short;
+    bool held_back;
     /* The one request in flight for this GPU. */
     bool asking;
     uint32_t seq;
@@ -116,6 +125,8 @@ static void log_refusal(int gpu, struct gpu_ledger *g, uint64_t quota,
  * are never more than the allocated ones. */
 static uint64_t evictable_part(const struct gpu_ledger *g)
 {
+    if (g->held_back)
+        return 0;
     return g->evictable < g->allocated ? g->evictable : g->allocated;
 }
 
@@ -424,6 +435,97 @@ static void memory_flush(int gpu)
         send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated, evictable);
 }
 
+/* ---- host room for swap-outs ------------------------------------------- */
+
+/* Notes whether g's host copy would fit the cgroup's room with the margin
+ * to spare, and holds g's evictable bytes back at once when it would not,
+ * logging the change. With ledger.mu. */
+static void note_room(int gpu, struct gpu_ledger *g,
+                      const struct cgroup_memory *room)
+{
+    uint64_t moves = g->evictable < g->allocated ? g->evictable : g->allocated;
+    char m[32], a[32], k[32];
+
+    g->room_short = moves && room->available != CGROUP_MEMORY_UNLIMITED &&
+                    moves + CGROUP_SWAP_MARGIN > room->available;
+    if (!g->room_short || g->held_back)
+        return;
+    g->held_back = true;
+    g->dirty = true;
+    format_size(moves, m, sizeof(m));
+    format_size(room->available, a, sizeof(a));
+    format_size(CGROUP_SWAP_MARGIN, k, sizeof(k));
+    log_warn("gpu %d: %s of GPU memory will not be swapped out: this "
+             "process's memory cgroup has %s of host memory available, and "
+             "its host copy must leave %s; it counts as resident",
+             gpu, m, a, k);
+}
+
+/* Every second, while anything is evictable: the cgroup's room for each
+ * GPU's host copy. */
+static void check_host_room(int n_gpus)
+{
+    static uint64_t last_check;
+    uint64_t now = now_ns();
+    bool any = false;
+
+    if (now - last_check < NS_PER_SEC)
+        return;
+    last_check = now;
+    pthread_mutex_lock(&ledger.mu);
+    for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++)
+        any = any || ledger.gpus[gpu].evictable || ledger.gpus[gpu].held_back;
+    pthread_mutex_unlock(&ledger.mu);
+    if (!any)
+        return;
+    struct cgroup_memory room = cgroup_memory_now();
+    pthread_mutex_lock(&ledger.mu);
+    for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++)
+        note_room(gpu, &ledger.gpus[gpu], &room);
+    pthread_mutex_unlock(&ledger.mu);
+}
+
+/* The last word before a swap-out, read now: the cgroup's room may have
+ * gone since the last check. */
+static bool memory_swap_out_fits(int gpu)
+{
+    if (!valid_gpu(gpu))
+        return true;
+    struct cgroup_memory room = cgroup_memory_now();
+
+    pthread_mutex_lock(&ledger.mu);
+    note_room(gpu, &ledger.gpus[gpu], &room);
+    bool fits = !ledger.gpus[gpu].held_back;
+    pthread_mutex_unlock(&ledger.mu);
+    memory_flush(gpu);
+    return fits;
+}
+
+/* Held-back bytes the cgroup has room for again are reported now, before
+ * the gate opens (and so before any release): the scheduler takes them as
+ * on the GPU, where they are. */
+static void memory_granted(int gpu)
+{
+    char m[32];
+
+    if (!valid_gpu(gpu))
+        return;
+    pthread_mutex_lock(&ledger.mu);
+    struct gpu_ledger *g = &ledger.gpus[gpu];
+    bool release = g->held_back && !g->room_short;
+    if (release) {
+        g->held_back = false;
+        g->dirty = true;
+        format_size(evictable_part(g), m, sizeof(m));
+    }
+    pthread_mutex_unlock(&ledger.mu);
+    if (!release)
+        return;
+    log_info("gpu %d: %s of GPU memory swappable again: the memory cgroup "
+             "has room for its host copy", gpu, m);
+    memory_flush(gpu);
+}
+
 static void memory_report(int n_gpus)
 {
     /* Status, not control: a few reports a second are plenty, and a busy
@@ -434,6 +536,7 @@ static void memory_report(int n_gpus)
     if (now - last_report < 100 * NS_PER_MS)
         return;
     last_report = now;
+    check_host_room(n_gpus);
     for (int gpu = 0; gpu < n_gpus && gpu < NVSHARE_MAX_GPUS; gpu++)
         memory_flush(gpu);
 }
@@ -455,4 +558,6 @@ const struct conn_observer memory_observer = {
     .tick = memory_report,
     .before_lock_request = memory_flush,
     .after_fork = memory_after_fork,
+    .swap_out_fits = memory_swap_out_fits,
+    .granted = memory_granted,
 };

@@ -26,6 +26,15 @@
 #      96 MiB: the holder stays, the newcomer's queue entry in `nvsharectl
 #      status` says it waits for the host swap budget, and it runs once the
 #      holder has ended.
+#  (d) the same with the holder in a memory cgroup whose room (a cgroup
+#      file system laid out in a directory, mounted at /sys/fs/cgroup in
+#      the holder's own mount namespace) cannot take its 96 MiB host copy
+#      and the margin: the holder says so in one line and stays, the
+#      newcomer runs once the holder has ended. Twice: the cgroup tight
+#      from the start, and tightened while the holder idles with its host
+#      copy made ahead, just before the newcomer comes (its swap-out is
+#      then refused when asked, or held back before: either way it stays).
+#      Skipped where no mount namespace can be made.
 #
 # Both jobs declare a 128 MiB limit, which keeps the credit the scheduler
 # counts beyond each allocation small (8 MiB, not 64): each counts as
@@ -54,7 +63,7 @@ job() {
     local name=$1 seconds=$2 now; now=$(date +%s%N)
     shift 2
     mkdir -p "$WORK/$name"
-    env LD_LIBRARY_PATH="$FAKE_DIR" LD_PRELOAD="$LIB" NVSHARE_DEBUG=1 \
+    "${WRAP[@]}" env LD_LIBRARY_PATH="$FAKE_DIR" LD_PRELOAD="$LIB" NVSHARE_DEBUG=1 \
         FAKE_CUDA_TRACE_DIR="$WORK/$name" FAKE_CUDA_SHARED_GPU="$DIR/gpu" \
         FAKE_CUDA_MEM_MB=176 NVSHARE_GPU_MEMORY_LIMIT=128Mi \
         FAKE_JOB_MEM_MB=96 FAKE_JOB_WRITE=1 NVSHARE_POD_NAME="$name" "$@" \
@@ -63,13 +72,31 @@ job() {
     pids+=($!)
 }
 
-# holder_then_newcomer [prepared|budget]: the holder (its first batch, 5 s
-# idle, then kernels up to its 7th second) and, once it idles (prepared:
-# once it has made its host copy ahead), the newcomer (budget: which must
-# be shown waiting for the host swap budget).
+WRAP=()
+
+# await_line FILE TEXT: TEXT appears in FILE within 10 s.
+await_line() {
+    for _ in $(seq 500); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.02
+    done
+    return 1
+}
+
+# holder_then_newcomer [prepared|budget|cgroup|cgroup-tightened]: the
+# holder (its first batch, 5 s idle, then kernels up to its 7th second)
+# and, once it idles (prepared: once it has made its host copy ahead;
+# cgroup: once it has said its memory stays; cgroup-tightened: once it has
+# made its copy ahead and the cgroup is tightened), the newcomer (budget:
+# which must be shown waiting for the host swap budget).
 holder_then_newcomer() {
     rm -rf "$WORK/holder" "$WORK/newcomer"
+    case "${1:-}" in
+    cgroup) WRAP=(in_fake_cgroup) ;;
+    cgroup-tightened) WRAP=(in_fake_cgroup); fake_cgroup max ;;
+    esac
     job holder 7 FAKE_JOB_IDLE_MS=5000
+    WRAP=()
     # Idle: it gave the GPU back unasked (a newcomer that came while it
     # held would take turns with it, which is not this test's case).
     for _ in $(seq 500); do
@@ -78,14 +105,16 @@ holder_then_newcomer() {
     done
     grep -q "released gpu 0 (idle)" "$WORK/holder.err" ||
         fail "the holder did not go idle after its first batch"
-    if [ "${1:-}" = prepared ]; then
-        for _ in $(seq 500); do
-            grep -q "of host copies made ahead" "$WORK/holder.err" && break
-            sleep 0.02
-        done
+    case "${1:-}" in
+    prepared | cgroup-tightened)
+        await_line "$WORK/holder.err" "of host copies made ahead"
         grep -q "96.0 MiB of host copies made ahead" "$WORK/holder.err" ||
-            fail "the idle holder made no host copy ahead"
-    fi
+            fail "the idle holder made no host copy ahead" ;;
+    cgroup)
+        await_line "$WORK/holder.err" "96.00 MiB of GPU memory will not be swapped out" ||
+            fail "the holder did not say that its memory stays" ;;
+    esac
+    [ "${1:-}" = cgroup-tightened ] && fake_cgroup tight
     job newcomer 1
     if [ "${1:-}" = budget ]; then
         for _ in $(seq 500); do
@@ -126,6 +155,53 @@ scenario budget NVSHARE_HOST_SWAP_BUDGET=32Mi
 holder_then_newcomer budget
 holder_kept "host swap budget"
 echo "ok: host swap budget: the newcomer waited for the budget, then ran after the holder"
+
+# fake_cgroup tight|max: the cgroup file system the holder sees, v2 and v1:
+# 1 GiB with 900 MiB used (124 MiB free and available, short of the 96 MiB
+# copy and the 256 MiB margin), or no limit.
+FAKE_CGROUP=$WORK/cgroupfs
+fake_cgroup() {
+    local limit=1073741824 v1_limit=1073741824
+    [ "$1" = max ] && limit=max v1_limit=9223372036854771712
+    mkdir -p "$FAKE_CGROUP/memory"
+    echo "$limit" >"$FAKE_CGROUP/memory.max"
+    echo $((900 << 20)) >"$FAKE_CGROUP/memory.current"
+    echo "inactive_file 0" >"$FAKE_CGROUP/memory.stat"
+    echo "$v1_limit" >"$FAKE_CGROUP/memory/memory.limit_in_bytes"
+    echo $((900 << 20)) >"$FAKE_CGROUP/memory/memory.usage_in_bytes"
+    echo "total_inactive_file 0" >"$FAKE_CGROUP/memory/memory.stat"
+}
+# in_fake_cgroup CMD...: CMD in its own mount namespace, with $FAKE_CGROUP
+# at /sys/fs/cgroup.
+in_fake_cgroup() {
+    "${UNSHARE[@]}" sh -c 'mount --bind "$0" /sys/fs/cgroup && exec "$@"' \
+        "$FAKE_CGROUP" "$@"
+}
+
+# (d) a memory cgroup without room for the holder's host copy keeps it.
+UNSHARE=()
+for try in "unshare -m" "unshare -Urm"; do
+    if $try sh -c 'mount --bind /tmp /sys/fs/cgroup' 2>/dev/null; then
+        read -ra UNSHARE <<<"$try"
+        break
+    fi
+done
+if [ ${#UNSHARE[@]} = 0 ]; then
+    echo "skip: (d) memory cgroup: no mount namespace can be made here"
+else
+    scenario cgroup
+    fake_cgroup tight
+    holder_then_newcomer cgroup
+    holder_kept "memory cgroup"
+    ! grep -q "of host copies made ahead" "$WORK/holder.err" ||
+        fail "the holder made host copies ahead beyond its cgroup's room"
+    echo "ok: memory cgroup: the holder kept its memory, the newcomer ran after it"
+    holder_then_newcomer cgroup-tightened
+    holder_kept "memory cgroup tightened"
+    grep -q "96.00 MiB of GPU memory will not be swapped out" "$WORK/holder.err" ||
+        fail "the holder did not say that its memory stays"
+    echo "ok: memory cgroup tightened while idle: the holder kept its memory"
+fi
 
 # (a) the default: the idle holder goes to the host after idle-swap-after.
 scenario on
