@@ -97,6 +97,42 @@ static void test_idle_client_swapped_only_after_threshold(void **state)
     assert_int_equal(count(ACTION_GRANT, 1), 1);
 }
 
+/* A client whose memory cgroup cannot take its host copy answers EVICT
+ * with 0 bytes, after reporting its memory as not evictable: that memory
+ * still counts as on the GPU, so the waiter is not admitted into it, and
+ * the client is not asked again. Reported evictable again while it holds
+ * the GPU, it is swapped out as any other once idle. */
+static void test_refused_swap_out_keeps_memory_counted(void **state)
+{
+    (void)state;
+    run_then_idle(0, 12 * GiB, 0); /* idle from 10 ms */
+    footprint(1, 12 * GiB);
+    request(1, 1 * SEC);
+    tick(10 * MS + IDLE_AFTER);
+    assert_int_equal(count(ACTION_EVICT, 0), 1);
+
+    policy_set_footprint(&p, 0, 0, 12 * GiB, 0);
+    swapped(0, SWAP_OUT, 10 * SEC + 100 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1), 0);
+    assert_true(policy_resident(&p, 0) >= 12 * GiB);
+    policy_actions_clear(&out);
+    tick(30 * SEC);
+    assert_int_equal(count(ACTION_EVICT, 0), 0);
+    assert_int_equal(count(ACTION_GRANT, 1), 0);
+
+    /* Its next turn: evictable again while it holds, then idle. */
+    request(0, 31 * SEC);
+    assert_int_equal(count(ACTION_GRANT, 0), 1);
+    footprint(0, 12 * GiB);
+    release(0, 31 * SEC + 10 * MS);
+    assert_true(mem(0)->resident);
+    assert_int_equal(count(ACTION_GRANT, 1), 0);
+    tick(31 * SEC + 10 * MS + IDLE_AFTER);
+    assert_int_equal(count(ACTION_EVICT, 0), 1);
+    swapped(0, SWAP_OUT, 41 * SEC + 500 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+}
+
 /* A runner admitted while small that grows past what fits beside an idle
  * holder's resident memory (its allocation waits in libnvshare for the
  * room) has the idle holder swapped out once idle-swap-after has passed,
@@ -438,6 +474,8 @@ int main(void)
         cmocka_unit_test_setup(test_host_budget_lets_two_clients_trade_places,
                                setup),
         cmocka_unit_test_setup(test_member_view_counts_swaps, setup),
+        cmocka_unit_test_setup(test_refused_swap_out_keeps_memory_counted,
+                               setup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
