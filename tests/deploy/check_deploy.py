@@ -392,6 +392,10 @@ def check_scheduler_accepts(pod):
     with tempfile.TemporaryDirectory() as tmp:
         env.update(NVSHARE_SOCK_DIR=tmp, NVSHARE_STATE_FILE="",
                    NVSHARE_GPUS="GPU-00000000-0000-0000-0000-0000000000a1:1024")
+        # The manifests' address on a port the kernel picks: a scheduler
+        # already running here (make demo, another test) holds :9402.
+        if "NVSHARE_METRICS_ADDR" in env:
+            env["NVSHARE_METRICS_ADDR"] = env["NVSHARE_METRICS_ADDR"].rsplit(":", 1)[0] + ":0"
         full = dict(os.environ, **env)
         log_path = os.path.join(tmp, "log")
         with open(log_path, "w") as log:
