@@ -522,7 +522,8 @@ static void memory_granted(int gpu)
     if (!release)
         return;
     log_info("gpu %d: %s of GPU memory swappable again: the memory cgroup "
-             "has room for its host copy", gpu, m);
+             "has room for its host copy",
+             gpu, m);
     memory_flush(gpu);
 }
 

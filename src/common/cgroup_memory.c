@@ -87,8 +87,9 @@ static bool read_level(const char *dir, enum cgroup_version version,
     *inactive = 0;
     if (read_text(dir, "memory.stat", stat, sizeof(stat)))
         /* v1's total_ counts the level's descendants too, as v2's does. */
-        *inactive = stat_bytes(stat, version == CGROUP_V2 ? "inactive_file"
-                                                          : "total_inactive_file");
+        *inactive = stat_bytes(stat, version == CGROUP_V2
+                                         ? "inactive_file"
+                                         : "total_inactive_file");
     return true;
 }
 
@@ -133,9 +134,9 @@ static bool cgroup_path(const char *self_cgroup, enum cgroup_version version,
         if (!controllers || !(p = strchr(controllers + 1, ':')))
             continue;
         controllers++;
-        if (version == CGROUP_V2 ? p != controllers || line[0] != '0'
-                                 : !lists(controllers, (size_t)(p - controllers),
-                                          "memory"))
+        if (version == CGROUP_V2
+                ? p != controllers || line[0] != '0'
+                : !lists(controllers, (size_t)(p - controllers), "memory"))
             continue;
         p++;
         len = strcspn(p, "\n");
@@ -182,7 +183,7 @@ struct cgroup_memory cgroup_memory_of(const char *root, const char *self_cgroup)
             uint64_t available = limit > used ? limit - used : 0;
             room.free = free < room.free ? free : room.free;
             room.available = available < room.available ? available
-                                                         : room.available;
+                                                        : room.available;
         }
         char *slash = strrchr(dir + base_len, '/');
         if (!slash)

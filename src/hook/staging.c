@@ -537,9 +537,8 @@ uint64_t staging_host_make_ahead(const struct staging_host_copy *copies,
     /* Within the memory cgroup too, from memory it has free: lazily free,
      * the copies would still push out its page cache. */
     struct cgroup_memory cgroup = cgroup_memory_now();
-    uint64_t cgroup_room = cgroup.free > CGROUP_SWAP_MARGIN
-                               ? cgroup.free - CGROUP_SWAP_MARGIN
-                               : 0;
+    uint64_t cgroup_room =
+        cgroup.free > CGROUP_SWAP_MARGIN ? cgroup.free - CGROUP_SWAP_MARGIN : 0;
     pf.room = host_free_room_auto(NULL);
     if (pf.room != HOST_SWAP_BUDGET_UNKNOWN && cgroup_room < pf.room)
         pf.room = cgroup_room;

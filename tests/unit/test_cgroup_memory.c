@@ -46,8 +46,8 @@ static void put_stat(const char *dir, const char *key, uint64_t bytes)
 {
     char text[128];
 
-    snprintf(text, sizeof(text), "anon 1\nfile 2\n%s %llu\nactive_file 3\n", key,
-             (unsigned long long)bytes);
+    snprintf(text, sizeof(text), "anon 1\nfile 2\n%s %llu\nactive_file 3\n",
+             key, (unsigned long long)bytes);
     put(dir, "memory.stat", text);
 }
 

@@ -474,8 +474,7 @@ int main(void)
         cmocka_unit_test_setup(test_host_budget_lets_two_clients_trade_places,
                                setup),
         cmocka_unit_test_setup(test_member_view_counts_swaps, setup),
-        cmocka_unit_test_setup(test_refused_swap_out_keeps_memory_counted,
-                               setup),
+        cmocka_unit_test_setup(test_refused_swap_out_keeps_memory_counted, setup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
