@@ -120,14 +120,18 @@ static void log_refusal(int gpu, struct gpu_ledger *g, uint64_t quota,
              gpu, client_settings()->pod_label, q, u, b);
 }
 
-/* What the scheduler is told with allocated: the interposer updates the
- * two at different moments of an allocation or a free, and evictable bytes
- * are never more than the allocated ones. */
+/* What a swap-out moves: the interposer updates evictable and allocated
+ * at different moments of an allocation or a free, and evictable bytes are
+ * never more than the allocated ones. */
+static uint64_t evictable_bytes(const struct gpu_ledger *g)
+{
+    return g->evictable < g->allocated ? g->evictable : g->allocated;
+}
+
+/* What the scheduler is told with allocated. */
 static uint64_t evictable_part(const struct gpu_ledger *g)
 {
-    if (g->held_back)
-        return 0;
-    return g->evictable < g->allocated ? g->evictable : g->allocated;
+    return g->held_back ? 0 : evictable_bytes(g);
 }
 
 static void send_mem(uint16_t type, int gpu, uint32_t seq, uint64_t bytes,
@@ -443,7 +447,7 @@ static void memory_flush(int gpu)
 static void note_room(int gpu, struct gpu_ledger *g,
                       const struct cgroup_memory *room)
 {
-    uint64_t moves = g->evictable < g->allocated ? g->evictable : g->allocated;
+    uint64_t moves = evictable_bytes(g);
     char m[32], a[32], k[32];
 
     g->room_short = moves && room->available != CGROUP_MEMORY_UNLIMITED &&
