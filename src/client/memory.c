@@ -38,6 +38,8 @@
 struct gpu_ledger {
     uint64_t allocated;
     uint64_t evictable;   /* of allocated: what a swap-out moves */
+    uint64_t pending;     /* of evictable: told ahead by allocations that
+                             wait for room, not on the GPU yet */
     uint64_t credit;      /* granted by the scheduler, not allocated */
     bool arbitrated;      /* the scheduler decides (see above) */
     bool awaiting_limit;  /* registered, its UPDATE_LIMIT not read yet */
@@ -49,8 +51,7 @@ struct gpu_ledger {
      * copy would not fit the memory cgroup (room_short), since a swap-out
      * past its limit has the kernel kill the process. Held back at once;
      * reported again only at a grant, while the scheduler counts the
-     * memory as on the GPU anyway: reported while idle, it would be taken
-     * as not on the GPU until the next grant (policy_set_footprint). */
+     * memory as on the GPU anyway. */
     bool room_short;
     bool held_back;
     /* The one request in flight for this GPU. */
@@ -132,6 +133,16 @@ static uint64_t evictable_bytes(const struct gpu_ledger *g)
 static uint64_t evictable_part(const struct gpu_ledger *g)
 {
     return g->held_back ? 0 : evictable_bytes(g);
+}
+
+/* Of evictable_part, what MEM_UPDATE tells as pending: the scheduler
+ * takes evictable memory that appears while this process does not run
+ * as on the GPU, all but this. */
+static uint64_t pending_part(const struct gpu_ledger *g)
+{
+    uint64_t evictable = evictable_part(g);
+
+    return g->pending < evictable ? g->pending : evictable;
 }
 
 static void send_mem(uint16_t type, int gpu, uint32_t seq, uint64_t bytes,
@@ -292,14 +303,15 @@ void nvshare_mem_release(int gpu, uint64_t bytes)
         send_mem(MSG_MEM_RETURN, gpu, 0, give_back, 0, allocated, evictable);
 }
 
-void nvshare_mem_set_evictable(int gpu, uint64_t bytes)
+void nvshare_mem_set_evictable(int gpu, uint64_t bytes, uint64_t pending)
 {
     if (!valid_gpu(gpu))
         return;
     pthread_mutex_lock(&ledger.mu);
     struct gpu_ledger *g = &ledger.gpus[gpu];
-    g->dirty = g->dirty || g->evictable != bytes;
+    g->dirty = g->dirty || g->evictable != bytes || g->pending != pending;
     g->evictable = bytes;
+    g->pending = pending;
     pthread_mutex_unlock(&ledger.mu);
 }
 
@@ -409,8 +421,9 @@ static void memory_on_registered(int n_gpus, const uint8_t *managed)
         g->credit = 0;
         g->dirty = false;
         uint64_t allocated = g->allocated, evictable = evictable_part(g);
+        uint64_t pending = pending_part(g);
         pthread_mutex_unlock(&ledger.mu);
-        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated, evictable);
+        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, pending, allocated, evictable);
     }
 }
 
@@ -433,10 +446,11 @@ static void memory_flush(int gpu)
     struct gpu_ledger *g = &ledger.gpus[gpu];
     bool send = g->arbitrated && g->dirty;
     uint64_t allocated = g->allocated, evictable = evictable_part(g);
+    uint64_t pending = pending_part(g);
     g->dirty = false;
     pthread_mutex_unlock(&ledger.mu);
     if (send)
-        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, 0, allocated, evictable);
+        send_mem(MSG_MEM_UPDATE, gpu, 0, 0, pending, allocated, evictable);
 }
 
 /* ---- host room for swap-outs ------------------------------------------- */

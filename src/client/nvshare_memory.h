@@ -37,11 +37,15 @@ bool nvshare_mem_view(int gpu, uint64_t *quota, uint64_t *used);
 
 /* Of this process's accounted bytes on gpu, those a swap-out really moves
  * off the GPU (managed memory; pools, VMM, arrays and device memory made
- * before oversubscription was on stay resident). The scheduler is told
- * them with the allocated bytes and counts the rest as resident while the
- * process is swapped out. The interposer sets it whenever its managed
- * allocations change. Never blocks. */
-void nvshare_mem_set_evictable(int gpu, uint64_t bytes);
+ * before oversubscription was on stay resident), and of those, pending:
+ * the bytes of allocations that wait for room, told ahead so that the
+ * scheduler admits this process only where they fit, but not on the GPU
+ * yet. The scheduler is told them with the allocated bytes and counts the
+ * rest as resident while the process is swapped out, and the evictable
+ * bytes but the pending ones as on the GPU whether the process has run
+ * or not. The interposer sets them whenever its managed allocations
+ * change. Never blocks. */
+void nvshare_mem_set_evictable(int gpu, uint64_t bytes, uint64_t pending);
 
 /* This process's accounted bytes on gpu (for tests and statistics). */
 uint64_t nvshare_mem_allocated(int gpu);

@@ -26,8 +26,10 @@ struct mem_entry {
 
 static struct mem_entry *buckets[MAP_BUCKETS];
 static uint64_t managed_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
-/* Evictable bytes outside the map (mem_evictable_extra). */
-static uint64_t extra_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
+/* Evictable bytes outside the map (mem_evictable_extra), and of those the
+ * ones not on the GPU yet (pending). */
+static uint64_t extra_bytes[NVSHARE_MAX_GPUS];   /* under map_lock */
+static uint64_t pending_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct mem_entry **bucket_of(enum mem_kind kind, uint64_t key)
@@ -48,10 +50,11 @@ static bool counts_managed(const struct mem_record *rec)
  * Map lock held. */
 static void managed_changed(int gpu)
 {
-    nvshare_mem_set_evictable(gpu, managed_bytes[gpu] + extra_bytes[gpu]);
+    nvshare_mem_set_evictable(gpu, managed_bytes[gpu] + extra_bytes[gpu],
+                              pending_bytes[gpu]);
 }
 
-void mem_evictable_extra(int gpu, uint64_t bytes, bool add)
+void mem_evictable_extra(int gpu, uint64_t bytes, bool add, bool pending)
 {
     if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
         return;
@@ -60,6 +63,10 @@ void mem_evictable_extra(int gpu, uint64_t bytes, bool add)
         extra_bytes[gpu] += bytes;
     else
         extra_bytes[gpu] -= bytes;
+    if (pending && add)
+        pending_bytes[gpu] += bytes;
+    else if (pending)
+        pending_bytes[gpu] -= bytes;
     managed_changed(gpu);
     pthread_mutex_unlock(&map_lock);
 }
@@ -211,6 +218,7 @@ static void forget_allocations_in_child(void)
     memset(buckets, 0, sizeof(buckets));
     memset(managed_bytes, 0, sizeof(managed_bytes));
     memset(extra_bytes, 0, sizeof(extra_bytes));
+    memset(pending_bytes, 0, sizeof(pending_bytes));
 }
 
 __attribute__((constructor)) static void register_memory_fork_handler(void)

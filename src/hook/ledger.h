@@ -35,8 +35,10 @@ struct mem_record {
 /* Bytes outside the allocation map that count as evictable (add), or no
  * longer: an allocation vmm.c makes that waits for room (so that the
  * scheduler admits this process, as a waiter for memory, only where they
- * fit) and stream-ordered frees parked for reuse (vmm_async.c). */
-void mem_evictable_extra(int gpu, uint64_t bytes, bool add);
+ * fit; pending: not on the GPU, which the scheduler must know, or it
+ * would count them there) and stream-ordered frees parked for reuse
+ * (vmm_async.c; on the GPU). */
+void mem_evictable_extra(int gpu, uint64_t bytes, bool add, bool pending);
 /* Whether ptr is the start of an allocation vmm.c made. */
 bool mem_is_converted(CUdeviceptr ptr);
 /* The allocation (kind, key) counts as evictable, or no longer. */

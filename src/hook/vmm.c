@@ -216,11 +216,11 @@ CUresult vmm_create(int gpu, uint64_t bytes, const CUmemAllocationProp *prop,
         rc = create(gpu, bytes, prop, physical, false);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && nvshare_client_connected()) {
         atomic_fetch_add(&waiting_for_room, 1);
-        mem_evictable_extra(gpu, bytes, true);
+        mem_evictable_extra(gpu, bytes, true, true);
         nvshare_submit_begin(gpu);
         rc = create(gpu, bytes, prop, physical, true);
         nvshare_submit_end();
-        mem_evictable_extra(gpu, bytes, false);
+        mem_evictable_extra(gpu, bytes, false, true);
         atomic_fetch_sub(&waiting_for_room, 1);
     }
     return rc;

@@ -101,7 +101,8 @@ static void unpark_locked(int i)
 {
     atomic_fetch_sub(&parked_bytes[parking.blocks[i].gpu],
                      parking.blocks[i].bytes);
-    mem_evictable_extra(parking.blocks[i].gpu, parking.blocks[i].bytes, false);
+    mem_evictable_extra(parking.blocks[i].gpu, parking.blocks[i].bytes, false,
+                        false);
     parking.n--;
     for (; i < parking.n; i++)
         parking.blocks[i] = parking.blocks[i + 1];
@@ -176,7 +177,7 @@ bool vmm_async_park(int gpu, CUdeviceptr va, uint64_t bytes,
     }
     parking.blocks[parking.n++] = block;
     atomic_fetch_add(&parked_bytes[gpu], bytes);
-    mem_evictable_extra(gpu, bytes, true);
+    mem_evictable_extra(gpu, bytes, true, false);
     pthread_mutex_unlock(&parking.lock);
     if (full)
         release(drv, &oldest);

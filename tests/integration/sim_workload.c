@@ -160,7 +160,7 @@ int main(int argc, char **argv)
         /* Oversubscribed, it is all managed memory, as libnvshare's
          * converted allocations would be. */
         if (nvshare_oversub_enabled())
-            nvshare_mem_set_evictable(0, memory_bytes);
+            nvshare_mem_set_evictable(0, memory_bytes, 0);
     }
 
     for (int gpu = 0;; gpu = (gpu + 1) % n_gpus) {
