@@ -53,7 +53,7 @@ static bool setup(int gpus, int per_gpu)
             policy_set_gang(p, c, c);
             policy_join(p, g, c, c, 0);
             uint64_t bytes = (1 + (uint64_t)(c % 4)) * GiB;
-            policy_set_footprint(p, g, c, bytes, bytes);
+            policy_set_footprint(p, g, c, bytes, bytes, bytes);
             policy_set_load(p, g, c, c % 3 ? 200 : 900);
         }
     }
@@ -78,7 +78,7 @@ static void feed(int kind, int g, int c, const struct policy_member_view *m,
         break;
     case 5: {
         uint64_t bytes = (1 + (uint64_t)(rand_r(seed) % 8)) * GiB;
-        policy_set_footprint(p, g, c, bytes, bytes);
+        policy_set_footprint(p, g, c, bytes, bytes, bytes);
         break;
     }
     case 6:

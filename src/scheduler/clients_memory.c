@@ -101,6 +101,10 @@ void client_handle_memory(struct scheduler *s, struct client *c, int gpu,
     else
         quota_report(&s->quota, gpu, slot, mem->allocated);
     s->evictable[gpu][slot] = mem->evictable;
+    /* Which evictable bytes are pending only MEM_UPDATE says, in extra
+     * (MEM_RESERVE's is credit): the others leave them as it said. */
+    if (m->type == MSG_MEM_UPDATE)
+        s->pending[gpu][slot] = mem->extra;
     clients_apply_quota(s, &out);
     /* Grants and returns moved what other clients hold too. */
     for (int i = 0; i < s->table_size; i++)

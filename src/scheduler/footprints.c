@@ -2,7 +2,8 @@
  * admission: the bytes it holds under the quota arbiter (allocated plus
  * credit) and its context overhead; of those, the evictable part is the
  * managed memory the client reports (MEM_UPDATE and the other memory
- * messages), which alone leaves the GPU when it swaps out; its credit,
+ * messages), which alone leaves the GPU when it swaps out, and of that
+ * the pending part (MEM_UPDATE's extra), not on the GPU yet; its credit,
  * no memory yet, stops counting there with it (policy_set_credit).
  *
  * A CUDA context costs 300-500 MiB that no allocation call shows, so a
@@ -70,7 +71,7 @@ void footprint_update(struct scheduler *s, int gpu, int slot)
                                                  : s->context_overhead;
 
     policy_set_footprint(s->policy, gpu, slot, held + overhead,
-                         s->evictable[gpu][slot]);
+                         s->evictable[gpu][slot], s->pending[gpu][slot]);
     policy_set_credit(s->policy, gpu, slot, held - q->allocated);
 }
 
@@ -122,5 +123,6 @@ uint64_t footprint_sample_overheads(struct scheduler *s, uint64_t now)
 void footprint_forget(struct scheduler *s, int slot)
 {
     for (int gpu = 0; gpu < s->n_gpus; gpu++)
-        s->overhead[gpu][slot] = s->evictable[gpu][slot] = 0;
+        s->overhead[gpu][slot] = s->evictable[gpu][slot] =
+            s->pending[gpu][slot] = 0;
 }

@@ -29,7 +29,11 @@
  *    client reports it) and its credit (granted, not yet allocated: no
  *    memory on the GPU) occupy the GPU only while it runs or until it has
  *    swapped out; the rest (device memory, context) always does, so a
- *    client may be partly evictable. A client with nothing evictable never
+ *    client may be partly evictable. Evictable memory is on the GPU from
+ *    its allocation, run or not (libnvshare backs it at once), except the
+ *    bytes of an allocation that waits for room (pending: told ahead, so
+ *    that admission sees what must fit), which are not there before the
+ *    client's grant. A client with nothing evictable never
  *    swaps out: its credit always counts. A waiter is admitted only if the
  *    memory that would then occupy the GPU fits in capacity minus the
  *    reserve; if not, it is told (WAIT_FOR_MEM) and evictable clients that
@@ -428,10 +432,14 @@ void policy_set_capacity(struct policy *p, int gpu, uint64_t bytes);
 
 /* The client's footprint on gpu changed (bytes held + context overhead),
  * or the part of it that is evictable (its managed memory, at most the
- * footprint). Growth past the capacity makes the newest runner leave at
- * the next tick. */
+ * footprint), or of that the part that is pending: told ahead by an
+ * allocation that waits for room, not on the GPU yet. Evictable memory
+ * that appears while the client does not run is on the GPU (resident)
+ * unless it is all pending. Growth past the capacity makes the newest
+ * runner leave at the next tick. */
 void policy_set_footprint(struct policy *p, int gpu, int client,
-                          uint64_t footprint, uint64_t evictable);
+                          uint64_t footprint, uint64_t evictable,
+                          uint64_t pending);
 
 /* Of the client's footprint on gpu, its credit: bytes it may still
  * allocate without asking (quota.h), not memory on the GPU yet. */

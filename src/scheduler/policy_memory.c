@@ -181,15 +181,21 @@ void policy_set_capacity(struct policy *p, int gpu, uint64_t bytes)
 }
 
 void policy_set_footprint(struct policy *p, int gpu, int client,
-                          uint64_t footprint, uint64_t evictable)
+                          uint64_t footprint, uint64_t evictable,
+                          uint64_t pending)
 {
     struct member *m = &p->gpus[gpu].members[client];
 
     if (evictable > footprint)
         evictable = footprint;
-    /* Managed memory that appears while the client is idle has not been
-     * touched by the GPU yet: it is not resident until the next grant. */
-    if ((m->evictable == 0) != (evictable == 0))
+    /* libnvshare backs every allocation with device memory at once, so
+     * evictable memory that appears while the client does not run (before
+     * its first grant, or idle) is on the GPU: admitting a newcomer into
+     * it would fail the newcomer's allocation. Only what a waiting
+     * allocation told ahead (pending) is not there until it is granted. */
+    if (m->evictable == 0 && evictable)
+        m->resident = pol_running(m) || evictable > pending;
+    else if (m->evictable && evictable == 0)
         m->resident = pol_running(m);
     m->footprint = footprint;
     m->evictable = evictable;

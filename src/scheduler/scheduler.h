@@ -114,6 +114,8 @@ struct scheduler {
     uint64_t context_overhead;           /* assumed per client until measured */
     uint64_t *overhead[POLICY_MAX_GPUS]; /* by slot: measured */
     uint64_t *evictable[POLICY_MAX_GPUS]; /* by slot: reported */
+    uint64_t *pending[POLICY_MAX_GPUS];   /* by slot: of evictable, not on
+                                             the GPU yet (MEM_UPDATE) */
     bool limits_scaled[POLICY_MAX_GPUS];  /* core limits sum above 100 % */
     unsigned max_connections_per_uid;     /* 0: no limit */
     uint64_t refused;                     /* connections, since start */

@@ -22,7 +22,8 @@ bool scheduler_grow(struct scheduler *s, int table_size)
         return false;
     for (int g = 0; g < s->n_gpus; g++)
         if (!grow_zeroed(&s->overhead[g], sizeof(uint64_t), old, table_size) ||
-            !grow_zeroed(&s->evictable[g], sizeof(uint64_t), old, table_size))
+            !grow_zeroed(&s->evictable[g], sizeof(uint64_t), old, table_size) ||
+            !grow_zeroed(&s->pending[g], sizeof(uint64_t), old, table_size))
             return false;
     if (!policy_grow(s->policy, table_size) || !quota_grow(&s->quota, table_size))
         return false;

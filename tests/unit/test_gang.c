@@ -387,8 +387,9 @@ static void test_rank_without_room_gets_it_made(void **unused)
     const uint64_t GiB = 1ull << 30;
 
     policy_set_capacity(&p, 1, 10 * GiB); /* 9 GiB admitted */
-    policy_set_footprint(&p, 1, 4, 6 * GiB, 6 * GiB);
-    policy_set_footprint(&p, 1, 1, 4 * GiB, 4 * GiB);
+    /* Told ahead of their requests (pending). */
+    policy_set_footprint(&p, 1, 4, 6 * GiB, 6 * GiB, 6 * GiB);
+    policy_set_footprint(&p, 1, 1, 4 * GiB, 4 * GiB, 4 * GiB);
     policy_set_idle_swap_after(&p, 0);
     request_on(1, 4, 0);
     release_on(1, 4, 10 * MS); /* idle, its 6 GiB still on the GPU */

@@ -35,9 +35,11 @@ static int setup(void **state)
     return 0;
 }
 
+/* c's memory as an allocation that waits for room tells it ahead of c's
+ * request (pending): not on the GPU before c's grant. */
 static void footprint(int c, uint64_t bytes)
 {
-    policy_set_footprint(&p, 0, c, bytes, bytes);
+    policy_set_footprint(&p, 0, c, bytes, bytes, bytes);
 }
 
 static void swapped(int c, int direction, uint64_t now)
@@ -111,7 +113,7 @@ static void test_refused_swap_out_keeps_memory_counted(void **state)
     tick(10 * MS + IDLE_AFTER);
     assert_int_equal(count(ACTION_EVICT, 0), 1);
 
-    policy_set_footprint(&p, 0, 0, 12 * GiB, 0);
+    policy_set_footprint(&p, 0, 0, 12 * GiB, 0, 0);
     swapped(0, SWAP_OUT, 10 * SEC + 100 * MS);
     assert_int_equal(count(ACTION_GRANT, 1), 0);
     assert_true(policy_resident(&p, 0) >= 12 * GiB);

@@ -3,7 +3,9 @@
  * driven through the pure policy with a synthetic clock.
  *
  * One GPU of 16 GiB; clients 0-7 joined, each billed to its own account;
- * footprints are evictable unless a test says otherwise. */
+ * footprints are evictable unless a test says otherwise, and set before a
+ * client's request as an allocation that waits for room tells them
+ * (pending: not on the GPU before the client's grant). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -131,7 +133,8 @@ static void fp_gib(int c, double gib, bool evictable)
 {
     uint64_t bytes = (uint64_t)(gib * (double)GiB);
 
-    policy_set_footprint(&p, 0, c, bytes, evictable ? bytes : 0);
+    policy_set_footprint(&p, 0, c, bytes, evictable ? bytes : 0,
+                         evictable ? bytes : 0);
 }
 
 /* A partly evictable client: fixed_gib stay on the GPU when it swaps out
@@ -140,6 +143,7 @@ static void fp_parts(int c, double fixed_gib, double evictable_gib)
 {
     policy_set_footprint(&p, 0, c,
                          (uint64_t)((fixed_gib + evictable_gib) * (double)GiB),
+                         (uint64_t)(evictable_gib * (double)GiB),
                          (uint64_t)(evictable_gib * (double)GiB));
 }
 
@@ -508,8 +512,10 @@ static void test_light_and_heavy_time_slice_in_auto(void **state)
 
     (void)state;
     /* 10 % and 80 % of 16 GiB. */
-    policy_set_footprint(&p, 0, light, CAPACITY / 10, CAPACITY / 10);
-    policy_set_footprint(&p, 0, heavy, CAPACITY / 10 * 8, CAPACITY / 10 * 8);
+    policy_set_footprint(&p, 0, light, CAPACITY / 10, CAPACITY / 10,
+                         CAPACITY / 10);
+    policy_set_footprint(&p, 0, heavy, CAPACITY / 10 * 8, CAPACITY / 10 * 8,
+                         CAPACITY / 10 * 8);
     policy_set_load(&p, 0, light, 100);
     policy_set_load(&p, 0, heavy, 800);
 
@@ -939,6 +945,7 @@ static void fp_credit(int c, double ctx_gib, double evictable_gib,
     policy_set_footprint(&p, 0, c,
                          (uint64_t)((ctx_gib + evictable_gib + credit_gib) *
                                     (double)GiB),
+                         (uint64_t)(evictable_gib * (double)GiB),
                          (uint64_t)(evictable_gib * (double)GiB));
     policy_set_credit(&p, 0, c, (uint64_t)(credit_gib * (double)GiB));
 }
@@ -1468,7 +1475,9 @@ static void random_fp(unsigned *seed, struct rnd *r, int c)
 {
     uint64_t bytes = GiB + (uint64_t)rand_r(seed) % (11 * GiB + 1);
 
-    policy_set_footprint(&p, 0, c, bytes, bytes / 100 * r->evictable_percent[c]);
+    uint64_t evictable = bytes / 100 * r->evictable_percent[c];
+
+    policy_set_footprint(&p, 0, c, bytes, evictable, evictable);
 }
 
 /* A quarter of the clients are not evictable, a quarter partly, the rest

@@ -368,8 +368,9 @@ static void test_fresh_arrival_waiting_for_memory_keeps_the_switch_time(void **s
     policy_set_tq(&p, POLICY_TQ_AUTO);
     policy_set_switch_time(&p, 5000 * MS, 0);
     policy_set_capacity(&p, 0, 16ull << 30);
-    policy_set_footprint(&p, 0, 0, 12ull << 30, 12ull << 30);
-    policy_set_footprint(&p, 0, 1, 12ull << 30, 12ull << 30);
+    /* Told ahead of their requests (pending). */
+    policy_set_footprint(&p, 0, 0, 12ull << 30, 12ull << 30, 12ull << 30);
+    policy_set_footprint(&p, 0, 1, 12ull << 30, 12ull << 30, 12ull << 30);
     policy_request(&p, 0, 0, 0, &out);
     assert_true(policy_is_running(&p, 0, 0));
     policy_request(&p, 0, 1, 10 * MS, &out); /* told to wait for memory */

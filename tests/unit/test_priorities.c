@@ -1,7 +1,9 @@
 /* test_priorities.c - priority classes, preemption and floors driven
  * through the pure policy with a synthetic clock.
  *
- * One GPU of 16 GiB (memory is checked only where a test sets footprints);
+ * One GPU of 16 GiB (memory is checked only where a test sets footprints,
+ * before a client's request, as an allocation that waits for room tells
+ * them: pending, not on the GPU before the client's grant);
  * clients 0-7 joined, each billed to its own account; time slicing with a
  * long TQ, so that any drop before it is the priorities' doing. */
 #include <setjmp.h>
@@ -305,9 +307,9 @@ static void test_low_class_is_swapped_out_first(void **state)
     policy_set_priority(&p, 0, PRIORITY_NORMAL);
     policy_set_priority(&p, 1, PRIORITY_LOW);
     policy_set_priority(&p, 2, PRIORITY_HIGH);
-    policy_set_footprint(&p, 0, 0, 5 * GiB, 5 * GiB);
-    policy_set_footprint(&p, 0, 1, 5 * GiB, 5 * GiB);
-    policy_set_footprint(&p, 0, 2, 8 * GiB, 8 * GiB);
+    policy_set_footprint(&p, 0, 0, 5 * GiB, 5 * GiB, 5 * GiB);
+    policy_set_footprint(&p, 0, 1, 5 * GiB, 5 * GiB, 5 * GiB);
+    policy_set_footprint(&p, 0, 2, 8 * GiB, 8 * GiB, 8 * GiB);
     policy_set_idle_swap_after(&p, 0);
     request(0, 0);
     release(0, 10 * MS);
@@ -330,9 +332,9 @@ static void test_running_low_class_goes_before_idle_normal(void **state)
     policy_set_priority(&p, 0, PRIORITY_NORMAL);
     policy_set_priority(&p, 1, PRIORITY_LOW);
     policy_set_priority(&p, 2, PRIORITY_HIGH);
-    policy_set_footprint(&p, 0, 0, 5 * GiB, 5 * GiB);
-    policy_set_footprint(&p, 0, 1, 5 * GiB, 5 * GiB);
-    policy_set_footprint(&p, 0, 2, 8 * GiB, 8 * GiB);
+    policy_set_footprint(&p, 0, 0, 5 * GiB, 5 * GiB, 5 * GiB);
+    policy_set_footprint(&p, 0, 1, 5 * GiB, 5 * GiB, 5 * GiB);
+    policy_set_footprint(&p, 0, 2, 8 * GiB, 8 * GiB, 8 * GiB);
     policy_set_idle_swap_after(&p, 0);
     request(0, 0);
     release(0, 10 * MS); /* idle, resident, older */
@@ -359,8 +361,8 @@ static void test_running_low_class_is_dropped_then_swapped(void **state)
     policy_set_capacity(&p, 0, CAPACITY);
     policy_set_priority(&p, 0, PRIORITY_LOW);
     policy_set_priority(&p, 1, PRIORITY_HIGH);
-    policy_set_footprint(&p, 0, 0, 10 * GiB, 10 * GiB);
-    policy_set_footprint(&p, 0, 1, 8 * GiB, 8 * GiB);
+    policy_set_footprint(&p, 0, 0, 10 * GiB, 10 * GiB, 10 * GiB);
+    policy_set_footprint(&p, 0, 1, 8 * GiB, 8 * GiB, 8 * GiB);
     request(0, 0);
     request(1, 10 * MS);
     tick(10 * MS);
@@ -382,8 +384,8 @@ static void test_unmovable_low_client_makes_high_wait(void **state)
     policy_set_capacity(&p, 0, CAPACITY);
     policy_set_priority(&p, 0, PRIORITY_LOW);
     policy_set_priority(&p, 1, PRIORITY_HIGH);
-    policy_set_footprint(&p, 0, 0, 10 * GiB, 0); /* device memory */
-    policy_set_footprint(&p, 0, 1, 8 * GiB, 8 * GiB);
+    policy_set_footprint(&p, 0, 0, 10 * GiB, 0, 0); /* device memory */
+    policy_set_footprint(&p, 0, 1, 8 * GiB, 8 * GiB, 8 * GiB);
     request(0, 0);
     request(1, 10 * MS);
     assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1), 1);
@@ -443,8 +445,8 @@ static void test_random_events_keep_classes_apart(void **state)
             break;
         case 7: {
             uint64_t bytes = (uint64_t)(rand_r(&seed) % 9) * GiB;
-            policy_set_footprint(&p, 0, c, bytes,
-                                 rand_r(&seed) % 4 ? bytes : bytes / 2);
+            uint64_t evictable = rand_r(&seed) % 4 ? bytes : bytes / 2;
+            policy_set_footprint(&p, 0, c, bytes, evictable, evictable);
             break;
         }
         case 8:
