@@ -42,6 +42,13 @@ static void footprint(int c, uint64_t bytes)
     policy_set_footprint(&p, 0, c, bytes, bytes, bytes);
 }
 
+/* c's memory as libnvshare allocates it: on the GPU at once, whether or
+ * not c runs. */
+static void allocated(int c, uint64_t bytes)
+{
+    policy_set_footprint(&p, 0, c, bytes, bytes, 0);
+}
+
 static void swapped(int c, int direction, uint64_t now)
 {
     policy_actions_clear(&out);
@@ -215,6 +222,52 @@ static void test_idle_memory_counts_until_swapped_out(void **state)
     swapped(0, SWAP_OUT, DRAIN_TIMEOUT);
     assert_int_equal(count(ACTION_GRANT, 1), 1);
     assert_int_equal(policy_resident(&p, 0), 8 * GiB);
+}
+
+/* Memory a client allocated before its first request is on the GPU: a
+ * newcomer is not admitted into it. The client counts as idle since it
+ * joined, so it is swapped out once idle-swap-after has passed, and then
+ * the newcomer runs; the newcomer's own memory, told ahead, is not on the
+ * GPU meanwhile. */
+static void test_memory_of_a_client_that_never_ran_counts(void **state)
+{
+    (void)state;
+    allocated(0, 12 * GiB); /* joined at 0, never asks */
+    assert_int_equal(policy_resident(&p, 0), 12 * GiB);
+    footprint(1, 12 * GiB);
+    request(1, 1 * SEC);
+    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1), 1);
+    assert_int_equal(count(ACTION_GRANT, 1), 0);
+    assert_int_equal(policy_resident(&p, 0), 12 * GiB);
+    assert_int_equal(why_of(1, 2 * SEC).why, WHY_IDLE_TOO_SHORT);
+
+    tick(IDLE_AFTER - 1);
+    assert_int_equal(count(ACTION_EVICT, ANY), 0);
+    tick(IDLE_AFTER);
+    assert_int_equal(count(ACTION_EVICT, 0), 1);
+    assert_int_equal(count(ACTION_GRANT, 1), 0);
+    swapped(0, SWAP_OUT, IDLE_AFTER + 500 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+}
+
+/* Memory a client allocates while idle, after a run with nothing
+ * evictable, is on the GPU as well. */
+static void test_memory_allocated_while_idle_counts(void **state)
+{
+    (void)state;
+    policy_set_footprint(&p, 0, 0, GiB / 2, 0, 0); /* its context */
+    request(0, 0);
+    release(0, 10 * MS);
+    policy_set_footprint(&p, 0, 0, 12 * GiB + GiB / 2, 12 * GiB, 0);
+    assert_int_equal(policy_resident(&p, 0), 12 * GiB + GiB / 2);
+    footprint(1, 12 * GiB);
+    request(1, 1 * SEC);
+    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1), 1);
+    assert_int_equal(count(ACTION_GRANT, 1), 0);
+    tick(10 * MS + IDLE_AFTER);
+    assert_int_equal(count(ACTION_EVICT, 0), 1);
+    swapped(0, SWAP_OUT, 11 * SEC);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
 }
 
 /* A pod that opted out keeps its idle memory on the GPU however long it
@@ -461,6 +514,9 @@ int main(void)
         cmocka_unit_test_setup(test_idle_client_swapped_only_after_threshold,
                                setup),
         cmocka_unit_test_setup(test_idle_memory_counts_until_swapped_out, setup),
+        cmocka_unit_test_setup(test_memory_of_a_client_that_never_ran_counts,
+                               setup),
+        cmocka_unit_test_setup(test_memory_allocated_while_idle_counts, setup),
         cmocka_unit_test_setup(test_grown_runner_gets_idle_memory, setup),
         cmocka_unit_test_setup(test_paused_holder_keeps_its_turn, setup),
         cmocka_unit_test_setup(test_opted_out_client_resumes_in_place, setup),
