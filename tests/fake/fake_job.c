@@ -26,6 +26,11 @@
  * address_kept=<1|0> (the driver still has an allocation of at least
  * that size starting at its address), what a swap test checks.
  *
+ * FAKE_JOB_DELAY_MS=<ms> makes it wait that long after its allocation,
+ * before its first kernel, without any CUDA call: a job's CPU work (data
+ * loading) while its memory is on the GPU, before it has ever asked for
+ * the GPU.
+ *
  * FAKE_JOB_IDLE_MS=<ms> makes it pause once, after its first batch of
  * kernels, without any CUDA call, then go on: a process whose memory a
  * scheduler may swap out meanwhile and must bring back intact.
@@ -128,6 +133,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "fake_job: %s MiB refused\n", mem_mb);
         return 1;
     }
+    const char *delay_env = getenv("FAKE_JOB_DELAY_MS");
+    long long delay_ns = delay_env ? (long long)(atof(delay_env) * 1e6) : 0;
+    struct timespec delay = {delay_ns / 1000000000, delay_ns % 1000000000};
+    while (delay_ns > 0 && nanosleep(&delay, &delay) == -1 && errno == EINTR)
+        ;
     const char *idle_env = getenv("FAKE_JOB_IDLE_MS");
     long long idle_ns = idle_env ? (long long)(atof(idle_env) * 1e6) : 0;
     const char *handoff_env = getenv("FAKE_JOB_HANDOFF");
