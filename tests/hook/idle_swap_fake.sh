@@ -35,6 +35,14 @@
 #      copy made ahead, just before the newcomer comes (its swap-out is
 #      then refused when asked, or held back before: either way it stays).
 #      Skipped where no mount namespace can be made.
+#  (e) a loader allocates 96 MiB and works on the CPU for seconds before
+#      its first kernel, its memory already on the GPU (blank: never
+#      written); a newcomer needing 96 MiB comes once the scheduler counts
+#      the loader's memory as on the GPU (it asks the loader, idle since it
+#      came, to prepare). The newcomer is not admitted into the loader's
+#      memory: it waits for memory, the loader is swapped out (its blank
+#      memory released, nothing copied) idle-swap-after after it came, the
+#      newcomer runs, then the loader - neither refused.
 #
 # Both jobs declare a 128 MiB limit, which keeps the credit the scheduler
 # counts beyond each allocation small (8 MiB, not 64): each counts as
@@ -202,6 +210,45 @@ else
         fail "the holder did not say that its memory stays"
     echo "ok: memory cgroup tightened while idle: the holder kept its memory"
 fi
+
+# log_ms FILE TEXT: the time of TEXT's first line in FILE, in ms.
+log_ms() {
+    date -d "$(grep -m1 "$2" "$1" | cut -d' ' -f1)" +%s%3N
+}
+
+# (e) memory allocated before the first kernel is on the GPU.
+scenario blank
+rm -rf "$WORK/newcomer"
+job loader 12 FAKE_JOB_DELAY_MS=6000 FAKE_JOB_WRITE=0
+await_line "$WORK/loader.err" "registered with the scheduler as client" ||
+    fail "the loader did not register"
+loader_id=$(grep -m1 -o "registered with the scheduler as client [0-9]*" \
+    "$WORK/loader.err" | awk '{ print $NF }')
+await_line "$DIR/sched.log" "client $loader_id prepares to swap out" ||
+    fail "the scheduler does not count the loader's memory as on the GPU"
+job newcomer 2
+for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
+pids=()
+! grep -q "refused" "$WORK/newcomer.err" "$WORK/loader.err" ||
+    fail "an allocation was refused"
+grep -q "waiting for GPU memory: this process needs" "$WORK/newcomer.err" ||
+    fail "the newcomer was admitted into the loader's memory"
+grep -q "client $loader_id swaps out" "$DIR/sched.log" ||
+    fail "the loader was not swapped out"
+grep -q "swapped out 0.0 MiB" "$WORK/loader.err" ||
+    fail "the loader's blank memory was copied out"
+came=$(log_ms "$WORK/loader.err" "registered with the scheduler")
+out=$(log_ms "$DIR/sched.log" "client $loader_id swaps out")
+[ $(( out - came )) -ge 1000 ] ||
+    fail "the loader was swapped out $(( out - came )) ms after it came, before idle-swap-after (1 s)"
+loader=$(echo "$WORK"/loader/trace.*) newcomer=$(echo "$WORK"/newcomer/trace.*)
+loader_first=$(swap_events "$loader" loader | awk '$2 == "unit" && !f { f = $1 } END { print f }')
+newcomer_last=$(swap_events "$newcomer" newcomer | awk '$2 == "gone" { print $1 }')
+grep -q '^sleep' "$newcomer" || fail "the newcomer ran no kernel"
+[ -n "$loader_first" ] && [ "$loader_first" -gt "$newcomer_last" ] ||
+    fail "the loader did not run after the newcomer"
+echo "ok: memory allocated before the first kernel: the loader was swapped" \
+    "out $(( out - came )) ms after it came, the newcomer ran, then the loader"
 
 # (a) the default: the idle holder goes to the host after idle-swap-after.
 scenario on
