@@ -50,8 +50,9 @@ struct gpu_ledger {
     /* Evictable bytes are reported as none (held back) while their host
      * copy would not fit the memory cgroup (room_short), since a swap-out
      * past its limit has the kernel kill the process. Held back at once;
-     * reported again only at a grant, while the scheduler counts the
-     * memory as on the GPU anyway. */
+     * reported again only at a grant: after a refused EVICT the scheduler
+     * takes the client as swapped out, and memory reported before its
+     * next grant would count as parked in host memory. */
     bool room_short;
     bool held_back;
     /* The one request in flight for this GPU. */
@@ -520,8 +521,7 @@ static bool memory_swap_out_fits(int gpu)
 }
 
 /* Held-back bytes the cgroup has room for again are reported now, before
- * the gate opens (and so before any release): the scheduler takes them as
- * on the GPU, where they are. */
+ * the gate opens: the grant ends what the scheduler took as a swap-out. */
 static void memory_granted(int gpu)
 {
     char m[32];
