@@ -270,6 +270,13 @@ bool pol_swap_done(struct gpu_sched *g, int client, int direction,
 
     if (!m->present)
         return false;
+    /* An EVICT answered with nothing left evictable moved nothing (the
+     * client's memory cgroup had no room for the copy): its memory is
+     * where it was, and no swap-out is counted. The waiters look again. */
+    if (direction == SWAP_OUT && m->evicting && !m->evictable) {
+        m->evicting = false;
+        return true;
+    }
     s->count++;
     s->bytes += bytes;
     s->ns += duration_ns;

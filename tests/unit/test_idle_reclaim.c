@@ -108,8 +108,8 @@ static void test_idle_client_swapped_only_after_threshold(void **state)
 
 /* A client whose memory cgroup cannot take its host copy answers EVICT
  * with 0 bytes, after reporting its memory as not evictable: that memory
- * still counts as on the GPU, so the waiter is not admitted into it, and
- * the client is not asked again. Reported evictable again while it holds
+ * still counts as on the GPU, so the waiter is not admitted into it, no
+ * swap-out is counted, and the client is not asked again. Reported evictable again while it holds
  * the GPU, it is swapped out as any other once idle. */
 static void test_refused_swap_out_keeps_memory_counted(void **state)
 {
@@ -124,6 +124,12 @@ static void test_refused_swap_out_keeps_memory_counted(void **state)
     swapped(0, SWAP_OUT, 10 * SEC + 100 * MS);
     assert_int_equal(count(ACTION_GRANT, 1), 0);
     assert_true(policy_resident(&p, 0) >= 12 * GiB);
+    /* Nothing moved: no swap-out counted, nothing parked. */
+    struct policy_member_view v;
+    assert_true(policy_view_member(&p, 0, 0, 10 * SEC + 100 * MS, &v));
+    assert_int_equal(v.swap_outs, 0);
+    assert_int_equal(v.parked, 0);
+    assert_int_equal(v.resident, 12 * GiB);
     policy_actions_clear(&out);
     tick(30 * SEC);
     assert_int_equal(count(ACTION_EVICT, 0), 0);
