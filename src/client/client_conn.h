@@ -53,8 +53,6 @@ struct conn_observer {
      * its host copy would not fit the process's memory cgroup (the ledger
      * has then told the scheduler that the memory stays). */
     bool (*swap_out_fits)(int gpu);
-    /* gpu was granted; its gate opens after this returns. */
-    void (*granted)(int gpu);
 };
 
 extern const struct conn_observer memory_observer;

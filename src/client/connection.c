@@ -401,7 +401,6 @@ static void handle_sched_off(void)
 
 static void handle_lock_ok(int gpu, uint32_t lease)
 {
-    conn.observer->granted(gpu);
     swap_in_if_out(gpu);
     watch[gpu].quiet_since = now_ns();
     watch[gpu].seen_submits = gate_submits_total();

@@ -47,13 +47,9 @@ struct gpu_ledger {
     uint64_t others_held; /* the pod's other processes, as last heard */
     bool dirty;           /* allocated changed since the last report */
     bool refusing;        /* in a burst of refusals: log once */
-    /* Evictable bytes are reported as none (held back) while their host
-     * copy would not fit the memory cgroup (room_short), since a swap-out
-     * past its limit has the kernel kill the process. Held back at once;
-     * reported again only at a grant: after a refused EVICT the scheduler
-     * takes the client as swapped out, and memory reported before its
-     * next grant would count as parked in host memory. */
-    bool room_short;
+    /* Evictable bytes are reported as none while their host copy would
+     * not fit the memory cgroup, since a swap-out past its limit has the
+     * kernel kill the process (note_room). */
     bool held_back;
     /* The one request in flight for this GPU. */
     bool asking;
@@ -456,28 +452,33 @@ static void memory_flush(int gpu)
 
 /* ---- host room for swap-outs ------------------------------------------- */
 
-/* Notes whether g's host copy would fit the cgroup's room with the margin
- * to spare, and holds g's evictable bytes back at once when it would not,
- * logging the change. With ledger.mu. */
+/* Holds g's evictable bytes back while its host copy would not fit the
+ * cgroup's room with the margin to spare, and reports them again once it
+ * would, logging each change. With ledger.mu. */
 static void note_room(int gpu, struct gpu_ledger *g,
                       const struct cgroup_memory *room)
 {
     uint64_t moves = evictable_bytes(g);
+    bool short_of_room = moves && room->available != CGROUP_MEMORY_UNLIMITED &&
+                         moves + CGROUP_SWAP_MARGIN > room->available;
     char m[32], a[32], k[32];
 
-    g->room_short = moves && room->available != CGROUP_MEMORY_UNLIMITED &&
-                    moves + CGROUP_SWAP_MARGIN > room->available;
-    if (!g->room_short || g->held_back)
+    if (short_of_room == g->held_back)
         return;
-    g->held_back = true;
+    g->held_back = short_of_room;
     g->dirty = true;
     format_size(moves, m, sizeof(m));
     format_size(room->available, a, sizeof(a));
     format_size(CGROUP_SWAP_MARGIN, k, sizeof(k));
-    log_warn("gpu %d: %s of GPU memory will not be swapped out: this "
-             "process's memory cgroup has %s of host memory available, and "
-             "its host copy must leave %s; it counts as resident",
-             gpu, m, a, k);
+    if (short_of_room)
+        log_warn("gpu %d: %s of GPU memory will not be swapped out: this "
+                 "process's memory cgroup has %s of host memory available, "
+                 "and its host copy must leave %s; it counts as resident",
+                 gpu, m, a, k);
+    else
+        log_info("gpu %d: %s of GPU memory swappable again: the memory "
+                 "cgroup has room for its host copy",
+                 gpu, m);
 }
 
 /* Every second, while anything is evictable: the cgroup's room for each
@@ -520,31 +521,6 @@ static bool memory_swap_out_fits(int gpu)
     return fits;
 }
 
-/* Held-back bytes the cgroup has room for again are reported now, before
- * the gate opens: the grant ends what the scheduler took as a swap-out. */
-static void memory_granted(int gpu)
-{
-    char m[32];
-
-    if (!valid_gpu(gpu))
-        return;
-    pthread_mutex_lock(&ledger.mu);
-    struct gpu_ledger *g = &ledger.gpus[gpu];
-    bool release = g->held_back && !g->room_short;
-    if (release) {
-        g->held_back = false;
-        g->dirty = true;
-        format_size(evictable_part(g), m, sizeof(m));
-    }
-    pthread_mutex_unlock(&ledger.mu);
-    if (!release)
-        return;
-    log_info("gpu %d: %s of GPU memory swappable again: the memory cgroup "
-             "has room for its host copy",
-             gpu, m);
-    memory_flush(gpu);
-}
-
 static void memory_report(int n_gpus)
 {
     /* Status, not control: a few reports a second are plenty, and a busy
@@ -578,5 +554,4 @@ const struct conn_observer memory_observer = {
     .before_lock_request = memory_flush,
     .after_fork = memory_after_fork,
     .swap_out_fits = memory_swap_out_fits,
-    .granted = memory_granted,
 };

@@ -109,8 +109,8 @@ static void test_idle_client_swapped_only_after_threshold(void **state)
 /* A client whose memory cgroup cannot take its host copy answers EVICT
  * with 0 bytes, after reporting its memory as not evictable: that memory
  * still counts as on the GPU, so the waiter is not admitted into it, no
- * swap-out is counted, and the client is not asked again. Reported evictable again while it holds
- * the GPU, it is swapped out as any other once idle. */
+ * swap-out is counted, and the client is not asked again. Reported
+ * evictable again, it is swapped out as any other. */
 static void test_refused_swap_out_keeps_memory_counted(void **state)
 {
     (void)state;
@@ -135,16 +135,14 @@ static void test_refused_swap_out_keeps_memory_counted(void **state)
     assert_int_equal(count(ACTION_EVICT, 0), 0);
     assert_int_equal(count(ACTION_GRANT, 1), 0);
 
-    /* Its next turn: evictable again while it holds, then idle. */
-    request(0, 31 * SEC);
-    assert_int_equal(count(ACTION_GRANT, 0), 1);
-    footprint(0, 12 * GiB);
-    release(0, 31 * SEC + 10 * MS);
+    /* The cgroup has room again: evictable again while it idles, on the
+     * GPU all along (nothing pending), and swapped out as any other. */
+    policy_set_footprint(&p, 0, 0, 12 * GiB, 12 * GiB, 0);
     assert_true(mem(0)->resident);
     assert_int_equal(count(ACTION_GRANT, 1), 0);
-    tick(31 * SEC + 10 * MS + IDLE_AFTER);
+    tick(31 * SEC);
     assert_int_equal(count(ACTION_EVICT, 0), 1);
-    swapped(0, SWAP_OUT, 41 * SEC + 500 * MS);
+    swapped(0, SWAP_OUT, 31 * SEC + 500 * MS);
     assert_int_equal(count(ACTION_GRANT, 1), 1);
 }
 
