@@ -195,7 +195,7 @@ static void format_wait_why(const struct scheduler *s, int g, int slot,
 {
     struct policy_wait_why why;
     char who[2 * PROTO_NAME_MAX + 32], idle[32], after[32], parked[32],
-        budget[32];
+        budget[32], fixed[32];
 
     policy_view_wait_why(s->policy, g, slot, now, &why);
     buf[0] = '\0';
@@ -227,6 +227,14 @@ static void format_wait_why(const struct scheduler *s, int g, int slot,
         break;
     case WHY_IDLE_SWAP_OFF:
         snprintf(buf, len, "%.300s idle %s (idle-swap off)", who, idle);
+        break;
+    case WHY_CANNOT_MOVE:
+        format_size(why.fixed, fixed, sizeof(fixed));
+        if (why.idle_ns)
+            snprintf(buf, len, "%.300s idle %s (%s cannot move)", who, idle,
+                     fixed);
+        else
+            snprintf(buf, len, "%.300s (%s cannot move)", who, fixed);
         break;
     }
 }

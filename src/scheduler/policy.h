@@ -566,6 +566,8 @@ enum wait_why {
     WHY_IDLE_TOO_SHORT, /* blocker is idle for less than idle-swap-after */
     WHY_IDLE_SWAP_OFF,  /* blocker is idle, its pod opted out */
     WHY_HOST_BUDGET,    /* swapping blocker out would pass the host budget */
+    WHY_CANNOT_MOVE,    /* no swap-out makes the room: blocker holds the
+                           most memory that stays on the GPU (fixed) */
 };
 
 struct policy_wait_why {
@@ -573,6 +575,7 @@ struct policy_wait_why {
     int blocker; /* client slot; -1 with WHY_NONE */
     uint64_t idle_ns, idle_swap_after_ns;
     uint64_t parked, budget; /* WHY_HOST_BUDGET: bytes in host memory */
+    uint64_t fixed;          /* WHY_CANNOT_MOVE */
 };
 
 void policy_view_settings(const struct policy *p, struct policy_settings_view *v);

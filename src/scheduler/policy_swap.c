@@ -459,4 +459,19 @@ void pol_wait_why(const struct policy *p, int gpu, int waiter, uint64_t now,
             why->idle_ns = now - g->members[c].since;
         return;
     }
+    /* Memory that cannot move (exported, pools, a container without room
+     * for the host copy) leaves it too little: it waits for the client
+     * holding the most of it to free it or leave. */
+    if (pol_room_possible(p, g, gpu, waiter))
+        return;
+    for (int c = 0; c < g->slots; c++) {
+        const struct member *m = &g->members[c];
+        uint64_t fixed = m->footprint - pol_movable_bytes(m);
+        if (c != waiter && m->present && fixed > why->fixed) {
+            why->why = WHY_CANNOT_MOVE;
+            why->blocker = c;
+            why->fixed = fixed;
+            why->idle_ns = m->state == MEMBER_IDLE ? now - m->since : 0;
+        }
+    }
 }

@@ -30,7 +30,8 @@
 #      file system laid out in a directory, mounted at /sys/fs/cgroup in
 #      the holder's own mount namespace) cannot take its 96 MiB host copy
 #      and the margin: the holder says so in one line and stays, the
-#      newcomer runs once the holder has ended. Twice: the cgroup tight
+#      newcomer is shown waiting for the holder's memory that cannot move,
+#      and runs once the holder has ended. Twice: the cgroup tight
 #      from the start, and tightened while the holder idles with its host
 #      copy made ahead, just before the newcomer comes (its swap-out is
 #      then refused when asked, or held back before: either way it stays).
@@ -124,6 +125,15 @@ holder_then_newcomer() {
     esac
     [ "${1:-}" = cgroup-tightened ] && fake_cgroup tight
     job newcomer 1
+    if [ "${1:-}" = cgroup ]; then
+        for _ in $(seq 500); do
+            "$CTL" status >"$WORK/status" 2>&1 || true
+            grep -q "cannot move)" "$WORK/status" && break
+            sleep 0.02
+        done
+        grep -q "default/holder idle [0-9.]*[a-z]* (120.00 MiB cannot move)" "$WORK/status" ||
+            fail "the newcomer was not shown waiting for the holder's memory that cannot move: $(cat "$WORK/status")"
+    fi
     if [ "${1:-}" = budget ]; then
         for _ in $(seq 500); do
             "$CTL" status >"$WORK/status" 2>&1 || true

@@ -106,6 +106,31 @@ static void test_idle_client_swapped_only_after_threshold(void **state)
     assert_int_equal(count(ACTION_GRANT, 1), 1);
 }
 
+/* A waiter that no swap-out can make room for is shown waiting for the
+ * client that holds the most memory that cannot move. */
+static void test_waiter_kept_out_by_memory_that_cannot_move(void **state)
+{
+    (void)state;
+    policy_set_footprint(&p, 0, 2, 2 * GiB, 0, 0);
+    policy_set_footprint(&p, 0, 0, 12 * GiB, 0, 0);
+    request(0, 0);
+    assert_int_equal(count(ACTION_GRANT, 0), 1);
+    release(0, 10 * MS);
+    footprint(1, 4 * GiB);
+    request(1, 1 * SEC);
+    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1), 1);
+    struct policy_wait_why why = why_of(1, 3 * SEC);
+    assert_int_equal(why.why, WHY_CANNOT_MOVE);
+    assert_int_equal(why.blocker, 0);
+    assert_int_equal(why.fixed, 12 * GiB);
+    assert_int_equal(why.idle_ns, 3 * SEC - 10 * MS);
+
+    /* Once it frees what it held, the waiter is admitted. */
+    policy_set_footprint(&p, 0, 0, 1 * GiB, 0, 0);
+    tick(3 * SEC);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+}
+
 /* A client whose memory cgroup cannot take its host copy answers EVICT
  * with 0 bytes, after reporting its memory as not evictable: that memory
  * still counts as on the GPU, so the waiter is not admitted into it, no
@@ -536,6 +561,8 @@ int main(void)
         cmocka_unit_test_setup(test_host_budget_lets_two_clients_trade_places,
                                setup),
         cmocka_unit_test_setup(test_member_view_counts_swaps, setup),
+        cmocka_unit_test_setup(test_waiter_kept_out_by_memory_that_cannot_move,
+                               setup),
         cmocka_unit_test_setup(test_refused_swap_out_keeps_memory_counted, setup),
     };
 
