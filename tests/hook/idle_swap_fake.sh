@@ -83,6 +83,17 @@ job() {
 
 WRAP=()
 
+# status_shows PATTERN: `nvsharectl status` shows PATTERN within 10 s (the
+# last status stays in $WORK/status).
+status_shows() {
+    for _ in $(seq 500); do
+        "$CTL" status >"$WORK/status" 2>&1 || true
+        grep -q -- "$1" "$WORK/status" && return 0
+        sleep 0.02
+    done
+    return 1
+}
+
 # await_line FILE TEXT: TEXT appears in FILE within 10 s.
 await_line() {
     for _ in $(seq 500); do
@@ -108,11 +119,7 @@ holder_then_newcomer() {
     WRAP=()
     # Idle: it gave the GPU back unasked (a newcomer that came while it
     # held would take turns with it, which is not this test's case).
-    for _ in $(seq 500); do
-        grep -q "released gpu 0 (idle)" "$WORK/holder.err" 2>/dev/null && break
-        sleep 0.02
-    done
-    grep -q "released gpu 0 (idle)" "$WORK/holder.err" ||
+    await_line "$WORK/holder.err" "released gpu 0 (idle)" ||
         fail "the holder did not go idle after its first batch"
     case "${1:-}" in
     prepared | cgroup-tightened)
@@ -125,24 +132,14 @@ holder_then_newcomer() {
     esac
     [ "${1:-}" = cgroup-tightened ] && fake_cgroup tight
     job newcomer 1
-    if [ "${1:-}" = cgroup ]; then
-        for _ in $(seq 500); do
-            "$CTL" status >"$WORK/status" 2>&1 || true
-            grep -q "cannot move)" "$WORK/status" && break
-            sleep 0.02
-        done
-        grep -q "default/holder idle [0-9.]*[a-z]* (120.00 MiB cannot move)" "$WORK/status" ||
-            fail "the newcomer was not shown waiting for the holder's memory that cannot move: $(cat "$WORK/status")"
-    fi
-    if [ "${1:-}" = budget ]; then
-        for _ in $(seq 500); do
-            "$CTL" status >"$WORK/status" 2>&1 || true
-            grep -q "host swap budget (" "$WORK/status" && break
-            sleep 0.02
-        done
-        grep -q "host swap budget (0 B of 32.00 MiB parked)" "$WORK/status" ||
-            fail "the newcomer was not shown waiting for the host swap budget: $(cat "$WORK/status")"
-    fi
+    case "${1:-}" in
+    cgroup)
+        status_shows "default/holder idle [0-9.]*[a-z]* (120.00 MiB cannot move)" ||
+            fail "the newcomer was not shown waiting for the holder's memory that cannot move: $(cat "$WORK/status")" ;;
+    budget)
+        status_shows "host swap budget (0 B of 32.00 MiB parked)" ||
+            fail "the newcomer was not shown waiting for the host swap budget: $(cat "$WORK/status")" ;;
+    esac
     for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
     pids=()
 }
