@@ -6,26 +6,22 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "file.h"
+
 #define PATH_LEN 4096
 /* v1 writes "no limit" as the largest page-aligned signed 64-bit value. */
 #define V1_NO_LIMIT (1ull << 62)
 
 enum cgroup_version { CGROUP_V1 = 1, CGROUP_V2 = 2 };
 
-/* The file's first line into text; false when it cannot be read. */
+/* dir/name into text; false when it cannot be read. */
 static bool read_text(const char *dir, const char *name, char *text, size_t size)
 {
     char path[PATH_LEN];
-    FILE *f;
-    size_t n;
 
-    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
-        !(f = fopen(path, "re")))
-        return false;
-    n = fread(text, 1, size - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    return true;
+    return (size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) <
+               sizeof(path) &&
+           file_read_text(path, text, size);
 }
 
 /* A file holding one number, or "max" (CGROUP_MEMORY_UNLIMITED). */
@@ -197,7 +193,7 @@ struct cgroup_memory cgroup_memory_now(void)
 {
     char self[4096];
 
-    if (!read_text("/proc/self", "cgroup", self, sizeof(self)))
+    if (!file_read_text("/proc/self/cgroup", self, sizeof(self)))
         return (struct cgroup_memory){CGROUP_MEMORY_UNLIMITED,
                                       CGROUP_MEMORY_UNLIMITED};
     return cgroup_memory_of("/sys/fs/cgroup", self);

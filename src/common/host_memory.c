@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "file.h"
+
 
 /* The value of meminfo's line `name`, in bytes; false if it has none. */
 static bool meminfo_bytes(const char *meminfo, const char *name, uint64_t *bytes)
@@ -48,15 +50,10 @@ static uint64_t read_meminfo(const char *proc_root,
                              uint64_t (*of)(const char *meminfo))
 {
     char path[4096], text[8192];
-    FILE *f;
-    size_t n;
 
     snprintf(path, sizeof(path), "%s/meminfo", proc_root ? proc_root : "/proc");
-    if (!(f = fopen(path, "re")))
+    if (!file_read_text(path, text, sizeof(text)))
         return HOST_SWAP_BUDGET_UNKNOWN;
-    n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
     return of(text);
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "file.h"
 #include "log.h"
 #include "scheduler.h"
 
@@ -14,15 +15,10 @@
 bool process_stopped(pid_t pid)
 {
     char path[64], stat[512];
-    FILE *f;
-    size_t n;
 
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if (pid <= 0 || !(f = fopen(path, "re")))
+    if (pid <= 0 || !file_read_text(path, stat, sizeof(stat)))
         return false; /* gone, or another pid namespace: not ours to judge */
-    n = fread(stat, 1, sizeof(stat) - 1, f);
-    fclose(f);
-    stat[n] = '\0';
     /* "pid (comm) S ...": comm may hold spaces and parentheses. */
     const char *end = strrchr(stat, ')');
     return end && end[1] == ' ' && (end[2] == 'T' || end[2] == 't');
