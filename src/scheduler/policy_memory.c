@@ -20,7 +20,7 @@ uint64_t policy_memory_limit(const struct policy *p, int gpu)
  * out is evictable, and counts from its next grant as any other. A client
  * with nothing evictable never swaps out and allocates device memory: its
  * credit stays counted. */
-static uint64_t fixed_bytes(const struct member *m)
+uint64_t pol_fixed_bytes(const struct member *m)
 {
     uint64_t fixed = m->footprint - m->evictable;
 
@@ -33,7 +33,7 @@ static uint64_t fixed_bytes(const struct member *m)
  * evictable memory and its credit. */
 uint64_t pol_movable_bytes(const struct member *m)
 {
-    return m->footprint - fixed_bytes(m);
+    return m->footprint - pol_fixed_bytes(m);
 }
 
 /* What of m's memory is on the GPU now. */
@@ -41,7 +41,7 @@ uint64_t pol_occupied_bytes(const struct member *m)
 {
     if (!m->present)
         return 0;
-    return pol_running(m) || m->resident ? m->footprint : fixed_bytes(m);
+    return pol_running(m) || m->resident ? m->footprint : pol_fixed_bytes(m);
 }
 
 uint64_t pol_resident_bytes(const struct gpu_sched *g)
@@ -71,7 +71,7 @@ static uint64_t fixed_total(const struct gpu_sched *g)
 
     for (int c = 0; c < g->slots; c++)
         if (g->members[c].present)
-            sum += fixed_bytes(&g->members[c]);
+            sum += pol_fixed_bytes(&g->members[c]);
     return sum;
 }
 
@@ -110,7 +110,7 @@ bool pol_room_possible(const struct policy *p, const struct gpu_sched *g,
     if (m->footprint > limit)
         return pinned == 0;
     /* Its own memory counts whole, wherever it is now. */
-    return fixed_total(g) - fixed_bytes(m) + pinned + m->footprint <= limit;
+    return fixed_total(g) - pol_fixed_bytes(m) + pinned + m->footprint <= limit;
 }
 
 /* Whether admitting client adds no more than the GPU can hold. Memory that
@@ -130,7 +130,7 @@ bool pol_fits(const struct policy *p, const struct gpu_sched *g, int gpu,
     /* A client bigger than the limit runs beside nothing that can move
      * rather than never. */
     if (m->footprint > policy_memory_limit(p, gpu))
-        return others == fixed_total(g) - fixed_bytes(m);
+        return others == fixed_total(g) - pol_fixed_bytes(m);
     return others + m->footprint <= policy_memory_limit(p, gpu);
 }
 

@@ -466,7 +466,7 @@ void pol_wait_why(const struct policy *p, int gpu, int waiter, uint64_t now,
         return;
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
-        uint64_t fixed = m->footprint - pol_movable_bytes(m);
+        uint64_t fixed = pol_fixed_bytes(m);
         if (c != waiter && m->present && fixed > why->fixed) {
             why->why = WHY_CANNOT_MOVE;
             why->blocker = c;
