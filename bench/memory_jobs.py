@@ -10,7 +10,9 @@ runs --matmuls bf16 matmuls of --matmul-n squared, so that it is
 compute-relevant. A fixed number of steps rather than a duration: makespans
 are then comparisons of the same work. --host-ms adds host time after each
 step (a light job that keeps the GPU partly idle, like one fed by a data
-loader).
+loader); --host-jitter J draws each step's host time uniformly from
+host-ms x (1 +- J), as a loader's batches vary, from a generator seeded by
+the pid.
 
 Under NVSHARE_ENABLE_OVERSUB=1 libnvshare makes cuMemAlloc managed memory;
 PyTorch's caching allocator allocates with cudaMalloc, so every chunk is
@@ -40,6 +42,7 @@ GPU; slow: use small --gib).
 """
 import argparse
 import os
+import random
 import sys
 import time
 
@@ -58,6 +61,8 @@ def parse_args():
                    help="matmuls per step (default 24)")
     p.add_argument("--host-ms", type=float, default=0.0,
                    help="host time after each step, ms (default 0)")
+    p.add_argument("--host-jitter", type=float, default=0.0,
+                   help="vary the host time by up to this fraction (0-1, default 0)")
     p.add_argument("--ready-file", help="written once the memory is allocated")
     p.add_argument("--go-file", help="wait for it after allocating; holds the start ns")
     p.add_argument("--go-timeout", type=float, default=600.0,
@@ -67,6 +72,8 @@ def parse_args():
     a = p.parse_args()
     if a.gib <= 0 or a.steps <= 0 or a.chunk_mib <= 0 or a.matmuls < 0 or a.matmul_n < 0:
         p.error("--gib, --steps and --chunk-mib must be positive")
+    if not 0.0 <= a.host_jitter <= 1.0:
+        p.error("--host-jitter is a fraction from 0 to 1")
     return a
 
 
@@ -140,6 +147,7 @@ def main():
     trace = []
     first_ns = time.time_ns()
     host_s = a.host_ms / 1000.0
+    jitter = random.Random(os.getpid())
     for _ in range(a.steps):
         t0 = time.time_ns()
         for c in chunks:
@@ -149,7 +157,7 @@ def main():
         sync()
         trace.append((t0, time.time_ns()))
         if host_s > 0:
-            time.sleep(host_s)
+            time.sleep(host_s * (1.0 + a.host_jitter * jitter.uniform(-1.0, 1.0)))
     end_ns = time.time_ns()
 
     # Every element was zeroed and then incremented once per step: min and
