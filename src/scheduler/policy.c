@@ -652,7 +652,7 @@ static uint64_t tick_gpu(struct policy *p, struct gpu_sched *g, int gpu,
     uint64_t idle_due = pol_idle_swap_next(p, g, gpu, now);
     if (idle_due)
         pol_earliest(&next, idle_due);
-    uint64_t prepare_due = pol_prepare_idle(p, g, gpu, now, out);
+    uint64_t prepare_due = pol_prepare_ahead(p, g, gpu, now, out);
     if (prepare_due)
         pol_earliest(&next, prepare_due);
     return next;

@@ -36,18 +36,54 @@ void pol_prepare(struct gpu_sched *g, int gpu, int client,
         send_prepare(g, gpu, client, out);
 }
 
-uint64_t pol_prepare_idle(const struct policy *p, struct gpu_sched *g, int gpu,
-                          uint64_t now, struct policy_actions *out)
+/* Whether m's host copies are made for as much as it holds now. */
+static bool prepared(const struct member *m)
+{
+    return m->prepare_sent && m->evictable <= m->prepared_bytes;
+}
+
+/* When idle m is to prepare (0: not at all). */
+static uint64_t idle_prepare_due(const struct policy *p, const struct member *m)
+{
+    if (!m->resident || !pol_idle_swap_due(p, m))
+        return 0;
+    return m->since + POLICY_PREPARE_IDLE_NS;
+}
+
+/* When holder m is to prepare (0: not at all): once it has had the GPU for
+ * the switch time, a waiter for memory that comes has it leave at once,
+ * and its swap-out, unprepared, would write host memory for the first time
+ * on the waiter's critical path (at half the link's speed on an H200's
+ * host). Only while a job its size would not fit beside it: beside one
+ * that would, a newcomer rarely needs its memory. */
+static uint64_t holder_prepare_due(const struct policy *p,
+                                   const struct gpu_sched *g, int gpu,
+                                   const struct member *m)
+{
+    uint64_t limit = policy_memory_limit(p, gpu), resident;
+    bool measured;
+
+    if (m->state != MEMBER_HOLDING || !g->capacity)
+        return 0;
+    resident = pol_resident_bytes(g);
+    if (resident < limit && limit - resident >= m->evictable)
+        return 0;
+    return m->granted_at + pol_switch_time(p, g, 0, &measured);
+}
+
+uint64_t pol_prepare_ahead(const struct policy *p, struct gpu_sched *g, int gpu,
+                           uint64_t now, struct policy_actions *out)
 {
     uint64_t next = 0;
 
     for (int c = 0; c < g->slots; c++) {
         const struct member *m = &g->members[c];
-        if (!pol_idle(m) || !m->resident || !m->evictable || m->evicting ||
-            (m->prepare_sent && m->evictable <= m->prepared_bytes) ||
-            !pol_idle_swap_due(p, m))
+        if (!m->present || !m->evictable || m->evicting || prepared(m))
             continue;
-        uint64_t due = m->since + POLICY_PREPARE_IDLE_NS;
+        uint64_t due = pol_idle(m) ? idle_prepare_due(p, m)
+                                   : holder_prepare_due(p, g, gpu, m);
+        if (!due)
+            continue;
         if (now < due) {
             pol_earliest(&next, due);
         } else if (!pol_room_for(out, 1)) {

@@ -370,6 +370,49 @@ static void test_idle_client_prepares_ahead(void **state)
     }
 }
 
+/* A holder that has had the GPU for the switch time leaves at once for a
+ * waiter for memory: it prepares then, while nothing waits, and again
+ * once it holds more; its EVICT needs no PREPARE_SWAP of its own. */
+static void test_long_holder_prepares_before_an_arrival(void **state)
+{
+    (void)state;
+    allocated(0, 12 * GiB);
+    request(0, 0);
+    assert_int_equal(count(ACTION_GRANT, 0), 1);
+    assert_int_equal(tick(SWITCH_TIME - 1), SWITCH_TIME); /* wakes up then */
+    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
+    tick(SWITCH_TIME);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 1);
+    tick(SWITCH_TIME + 5 * SEC);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0); /* once */
+    allocated(0, 13 * GiB);
+    tick(SWITCH_TIME + 6 * SEC);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 1);
+
+    footprint(1, 12 * GiB);
+    request(1, 70 * SEC);
+    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1), 1);
+    tick(70 * SEC + 1 * MS);
+    assert_int_equal(count(ACTION_DROP, 0), 1); /* at once */
+    release(0, 70 * SEC + 10 * MS);
+    assert_int_equal(count(ACTION_EVICT, 0), 1);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
+}
+
+/* Beside a holder that a job its size would fit beside, a newcomer rarely
+ * needs its memory: it makes no host copies however long it runs. */
+static void test_holder_with_room_beside_it_does_not_prepare(void **state)
+{
+    (void)state;
+    allocated(0, 7 * GiB); /* 7.4 GiB would still fit in 14.4 */
+    request(0, 0);
+    assert_int_equal(tick(10 * SEC), 0);
+    for (uint64_t t = SWITCH_TIME; t < 5 * SWITCH_TIME; t += SEC) {
+        tick(t);
+        assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
+    }
+}
+
 /* Busy clients are never swapped for being idle: a runner leaves only at
  * the switch time, and a client that waits ahead of the memory waiter
  * keeps its memory, whatever idle-swap-after says. */
@@ -551,6 +594,9 @@ int main(void)
         cmocka_unit_test_setup(test_opted_out_client_resumes_in_place, setup),
         cmocka_unit_test_setup(test_idle_swap_off_is_never_swapped, setup),
         cmocka_unit_test_setup(test_idle_client_prepares_ahead, setup),
+        cmocka_unit_test_setup(test_long_holder_prepares_before_an_arrival, setup),
+        cmocka_unit_test_setup(test_holder_with_room_beside_it_does_not_prepare,
+                               setup),
         cmocka_unit_test_setup(test_busy_clients_are_never_swapped_for_idleness,
                                setup),
         cmocka_unit_test_setup(test_lowest_class_then_longest_idle_goes_first,
