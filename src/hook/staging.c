@@ -524,7 +524,7 @@ static void *prefault_main(void *arg)
 }
 
 uint64_t staging_host_make_ahead(const struct staging_host_copy *copies,
-                                 size_t n, bool (*stop)(void))
+                                 size_t n, bool (*stop)(void), bool beside_work)
 {
     struct prefault pf = {.lock = PTHREAD_MUTEX_INITIALIZER,
                           .copies = copies,
@@ -533,6 +533,9 @@ uint64_t staging_host_make_ahead(const struct staging_host_copy *copies,
     pthread_t threads[STAGING_MAX_THREADS];
     int want = host_threads(), started = 0;
     sigset_t all, old;
+
+    if (beside_work)
+        want = want / 4 > 1 ? want / 4 : 1;
 
     /* Within the memory cgroup too, from memory it has free: lazily free,
      * the copies would still push out its page cache. */

@@ -42,7 +42,9 @@ void staging_host_free(void *p, uint64_t bytes);
  * free memory above CGROUP_SWAP_MARGIN allow, and until stop()
  * says so) and lazily free, ahead of a swap-out that would otherwise fault
  * them in: each one made is offered to install(), which says whether its
- * allocation (key, on gpu, bytes long) took it. The bytes made. */
+ * allocation (key, on gpu, bytes long) took it. Beside work (the process
+ * runs on the GPU), on a quarter of the threads, leaving the application
+ * most of the CPU. The bytes made. */
 struct staging_host_copy {
     uint64_t key;
     int gpu;
@@ -50,6 +52,6 @@ struct staging_host_copy {
     bool (*install)(const struct staging_host_copy *copy, void *host);
 };
 uint64_t staging_host_make_ahead(const struct staging_host_copy *copies,
-                                 size_t n, bool (*stop)(void));
+                                 size_t n, bool (*stop)(void), bool beside_work);
 
 #endif

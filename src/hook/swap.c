@@ -291,6 +291,46 @@ static bool swap_context(const struct hook_driver *drv, CUcontext ctx, void *arg
     return true;
 }
 
+/* Pinning 128 MiB takes about 0.1 s: made by the first swap-out, it would
+ * be on the critical path of the job that waits for the room. A thread
+ * makes it on PREPARE_SWAP instead. */
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Set at exit, under pin_lock: the runtime and the driver tear down after
+ * it, so no pin may start any more. */
+static atomic_bool stopping;
+/* A PREPARE_SWAP's thread runs (the ring, then the host copies); under
+ * prepare_lock where it ends, for those that wait for it. */
+static atomic_bool preparing;
+static pthread_mutex_t prepare_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t prepare_done = PTHREAD_COND_INITIALIZER;
+/* Swaps in progress. Host copies made ahead give way to them: a swap-out
+ * makes its own copy of an allocation whose copy is not made yet, and
+ * copies made ahead meanwhile are then wasted, both faulting in host
+ * memory against each other (a 32 GiB swap-out on an H200's host ran at
+ * 2.1 GB/s beside them). */
+static atomic_int swaps_running;
+
+static void preparing_ended(void)
+{
+    pthread_mutex_lock(&prepare_lock);
+    atomic_store(&preparing, false);
+    pthread_cond_broadcast(&prepare_done);
+    pthread_mutex_unlock(&prepare_lock);
+}
+
+static void wait_preparer(void)
+{
+    pthread_mutex_lock(&prepare_lock);
+    while (atomic_load(&preparing))
+        pthread_cond_wait(&prepare_done, &prepare_lock);
+    pthread_mutex_unlock(&prepare_lock);
+}
+
+static bool make_ahead_gives_way(void)
+{
+    return atomic_load(&swaps_running) > 0 || vmm_room_awaited();
+}
+
 static uint64_t swap(int gpu, bool to_device)
 {
     struct swap job = {.gpu = gpu, .to_device = to_device};
@@ -304,7 +344,12 @@ static uint64_t swap(int gpu, bool to_device)
     if (mem_managed_bytes(gpu) == 0)
         return 0;
     start = hook_now_ns();
+    /* What is made ahead so far goes to the allocations first: one step
+     * per thread (64 MiB), or the ring's pin, which the swap needs. */
+    atomic_fetch_add(&swaps_running, 1);
+    wait_preparer();
     hook_for_each_context(gpu, swap_context, &job);
+    atomic_fetch_sub(&swaps_running, 1);
     us = (hook_now_ns() - start) / 1000;
     free(job.batch.ptrs);
     free(job.batch.sizes);
@@ -333,15 +378,6 @@ static uint64_t swap(int gpu, bool to_device)
 }
 
 /* ---- making the ring ahead of a swap-out ---------------------------------- */
-
-/* Pinning 128 MiB takes about 0.1 s: made by the first swap-out, it would
- * be on the critical path of the job that waits for the room. A thread
- * makes it on PREPARE_SWAP instead. */
-static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Set at exit, under pin_lock: the runtime and the driver tear down after
- * it, so no pin may start any more. */
-static atomic_bool stopping;
-static atomic_bool preparing;
 
 /* The host copies a swap-out of gpu would write and that do not exist
  * yet, made now (staging.c): those of resident converted allocations that
@@ -404,7 +440,9 @@ static void make_host_copies(int gpu)
 
     mem_for_each_managed_on_gpu(gpu, add_slot, &copies);
     vmm_app_host_copies(gpu, add_copy, &copies);
-    made = staging_host_make_ahead(copies.v, copies.n, vmm_room_awaited);
+    made = staging_host_make_ahead(copies.v, copies.n, make_ahead_gives_way,
+                                   atomic_load_explicit(&nvshare_gate_open[gpu],
+                                                        memory_order_relaxed));
     hook_count(&hook_stat_events[HOOK_EV_HOST_MADE_AHEAD], made);
     if (made)
         log_debug("gpu %d: %.1f MiB of host copies made ahead in %.3f s", gpu,
@@ -432,7 +470,7 @@ static void *preparer_main(void *arg)
     pthread_mutex_unlock(&pin_lock);
     if (go_on)
         make_host_copies(gpu);
-    atomic_store(&preparing, false);
+    preparing_ended();
     return NULL;
 }
 
@@ -467,7 +505,7 @@ void hook_prepare_swap(int gpu, void *user)
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&thread, &attr, preparer_main, (void *)(intptr_t)gpu) != 0)
-        atomic_store(&preparing, false); /* the swap-out makes the ring */
+        preparing_ended(); /* the swap-out makes the ring */
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -501,12 +539,15 @@ __attribute__((constructor)) static void observe_contexts(void)
     hook_context_observe(&pins);
 }
 
-/* The child has no preparer thread, and the lock may have been held by
- * the parent's. */
+/* The child has no preparer thread nor swap, and the locks may have been
+ * held by the parent's threads. */
 static void forget_preparer_in_child(void)
 {
     pthread_mutex_init(&pin_lock, NULL);
+    pthread_mutex_init(&prepare_lock, NULL);
+    pthread_cond_init(&prepare_done, NULL);
     atomic_store(&preparing, false);
+    atomic_store(&swaps_running, 0);
 }
 
 __attribute__((constructor)) static void register_swap_fork_handler(void)
@@ -542,10 +583,7 @@ HOOK_EXPORT void nvshare_hook_prepare_swap(int gpu)
 HOOK_EXPORT void nvshare_hook_wait_prepared(int gpu)
 {
     (void)gpu;
-    while (atomic_load(&preparing)) {
-        pthread_mutex_lock(&pin_lock);
-        pthread_mutex_unlock(&pin_lock);
-    }
+    wait_preparer();
 }
 
 HOOK_EXPORT uint64_t nvshare_hook_swap_in(int gpu)
