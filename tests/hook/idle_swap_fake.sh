@@ -44,6 +44,12 @@
 #      memory: it waits for memory, the loader is swapped out (its blank
 #      memory released, nothing copied) idle-swap-after after it came, the
 #      newcomer runs, then the loader - neither refused.
+#  (f) a busy holder (kernels without a pause) that has had the GPU for
+#      the switch time (fixed at 1 s here), alone, with too little room
+#      beside it for a job its size (158 - 120 MiB < 96), is asked to
+#      prepare and makes its host copy ahead before anyone else exists;
+#      a newcomer then has it leave at once, and its swap-out writes that
+#      copy: nothing made twice, both intact.
 #
 # Both jobs declare a 128 MiB limit, which keeps the credit the scheduler
 # counts beyond each allocation small (8 MiB, not 64): each counts as
@@ -256,6 +262,34 @@ grep -q '^sleep' "$newcomer" || fail "the newcomer ran no kernel"
     fail "the loader did not run after the newcomer"
 echo "ok: memory allocated before the first kernel: the loader was swapped" \
     "out $(( out - came )) ms after it came, the newcomer ran, then the loader"
+
+# (f) a busy holder past the switch time prepares before anyone comes.
+scenario busy NVSHARE_SWITCH_TIME_MODE=fixed NVSHARE_SWITCH_TIME_FIXED=1s
+rm -rf "$WORK/holder" "$WORK/newcomer"
+job holder 6 NVSHARE_STATS=1
+await_line "$WORK/holder.err" "96.0 MiB of host copies made ahead" ||
+    fail "the busy holder made no host copy ahead"
+! grep -q "released gpu 0 (idle)" "$WORK/holder.err" ||
+    fail "the holder paused: this case is a busy one"
+job newcomer 1
+for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
+pids=()
+came=$(log_ms "$WORK/holder.err" "registered with the scheduler")
+prepared=$(log_ms "$DIR/sched.log" "prepares to swap out")
+# Its grant follows its registration: the prepare comes a switch time
+# after (900 ms: the two logs' clocks are read by different processes).
+[ $(( prepared - came )) -ge 900 ] ||
+    fail "the holder prepared $(( prepared - came )) ms after it came, before the switch time (1 s)"
+holder=$(echo "$WORK"/holder/trace.*)
+out_bytes=$(awk '$1 == "copy_dtoh" { s += $4 } END { print s + 0 }' "$holder")
+[ "$out_bytes" = $((96 << 20)) ] || fail "the holder copied $out_bytes bytes out, want 96 MiB"
+grep -q "stats: host-made-ahead $((96 << 20))$" "$WORK/holder.err" ||
+    fail "host copies made twice or not at all: $(grep host-made-ahead "$WORK/holder.err")"
+for j in holder newcomer; do
+    grep -qx "lost_bytes=0" "$WORK/$j.out" || fail "the $j lost content: $(cat "$WORK/$j.out")"
+done
+echo "ok: the busy holder prepared $(( prepared - came )) ms after it came," \
+    "alone, and its swap-out wrote the copy made ahead"
 
 # (a) the default: the idle holder goes to the host after idle-swap-after.
 scenario on
