@@ -62,12 +62,17 @@ struct member {
     uint64_t footprint; /* bytes: held + context overhead */
     uint64_t evictable; /* of the footprint: bytes a swap-out moves */
     uint64_t credit;    /* of the footprint: granted, not allocated */
+    uint64_t pending;   /* of the evictable: told ahead by allocations that
+                           wait for room, not on the GPU */
     /* policy_swap.c: where its memory is, and the swaps */
-    bool resident;            /* its evictable memory is on the GPU */
-    bool evicting;            /* EVICT sent, SWAPPED not yet received */
-    bool evict_after_release; /* dropped because the runners outgrew it */
-    bool prepare_sent;        /* PREPARE_SWAP sent during this membership */
-    uint64_t prepared_bytes;  /* its evictable bytes at the latest one */
+    bool resident;                /* its evictable memory is on the GPU */
+    uint64_t allocated_while_out; /* not resident: evictable bytes it
+                                     allocated since, on the GPU all the
+                                     same (libnvshare backs them at once) */
+    bool evicting;                /* EVICT sent, SWAPPED not yet received */
+    bool evict_after_release;     /* dropped because the runners outgrew it */
+    bool prepare_sent;            /* PREPARE_SWAP sent during this membership */
+    uint64_t prepared_bytes;      /* its evictable bytes at the latest one */
     uint64_t evict_sent_at;
     bool parked;           /* its evictable memory is in host memory: swapped
                              out, not swapped in yet */

@@ -35,6 +35,7 @@ void pol_grant(struct gpu_sched *g, int gpu, int client, uint64_t now,
     m->swap_in_from = m->parked ? now : 0;
     if (m->evictable)
         m->resident = true;
+    m->allocated_while_out = 0;
     pol_set_state(m, MEMBER_HOLDING, now);
     pol_emit(out, ACTION_GRANT, gpu, client, m->lease);
 }

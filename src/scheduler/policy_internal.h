@@ -79,6 +79,7 @@ int pol_queue_position(const struct gpu_sched *g, const struct member *m)
 uint64_t pol_occupied_bytes(const struct member *m) __attribute__((pure));
 uint64_t pol_fixed_bytes(const struct member *m) __attribute__((pure));
 uint64_t pol_movable_bytes(const struct member *m) __attribute__((pure));
+uint64_t pol_leaving_bytes(const struct member *m) __attribute__((pure));
 /* When idle m may be swapped out for being idle (0: never, its pod opted
  * out); whether its memory stays on the GPU for as long as it is idle. */
 uint64_t pol_idle_swap_due(const struct policy *p, const struct member *m)

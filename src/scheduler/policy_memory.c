@@ -36,12 +36,21 @@ uint64_t pol_movable_bytes(const struct member *m)
     return m->footprint - pol_fixed_bytes(m);
 }
 
+/* What a swap-out of m would take off the GPU now: all that can move
+ * while it is resident, else what it allocated since it swapped out. */
+uint64_t pol_leaving_bytes(const struct member *m)
+{
+    return m->resident ? pol_movable_bytes(m) : m->allocated_while_out;
+}
+
 /* What of m's memory is on the GPU now. */
 uint64_t pol_occupied_bytes(const struct member *m)
 {
     if (!m->present)
         return 0;
-    return pol_running(m) || m->resident ? m->footprint : pol_fixed_bytes(m);
+    if (pol_running(m) || m->resident)
+        return m->footprint;
+    return pol_fixed_bytes(m) + m->allocated_while_out;
 }
 
 uint64_t pol_resident_bytes(const struct gpu_sched *g)
@@ -180,6 +189,22 @@ void policy_set_capacity(struct policy *p, int gpu, uint64_t bytes)
     p->gpus[gpu].capacity = bytes;
 }
 
+/* Memory that a swapped-out client allocates is on the GPU, the rest of
+ * its evictable memory in host memory: admitting a newcomer into it would
+ * fail the newcomer's allocation. What it frees meanwhile may be either;
+ * counted as what was in host memory, until its next swap-out or grant. */
+static void note_allocated_while_out(struct member *m, uint64_t evictable,
+                                     uint64_t pending)
+{
+    uint64_t now_real = evictable > pending ? evictable - pending : 0;
+    uint64_t was_real = m->evictable > m->pending ? m->evictable - m->pending : 0;
+
+    if (now_real > was_real)
+        m->allocated_while_out += now_real - was_real;
+    if (m->allocated_while_out > now_real)
+        m->allocated_while_out = now_real;
+}
+
 void policy_set_footprint(struct policy *p, int gpu, int client,
                           uint64_t footprint, uint64_t evictable,
                           uint64_t pending)
@@ -197,8 +222,13 @@ void policy_set_footprint(struct policy *p, int gpu, int client,
         m->resident = pol_running(m) || evictable > pending;
     else if (m->evictable && evictable == 0)
         m->resident = pol_running(m);
+    else if (!m->resident && !pol_running(m))
+        note_allocated_while_out(m, evictable, pending);
+    if (m->resident || !evictable)
+        m->allocated_while_out = 0;
     m->footprint = footprint;
     m->evictable = evictable;
+    m->pending = pending;
 }
 
 void policy_set_credit(struct policy *p, int gpu, int client, uint64_t bytes)

@@ -13,7 +13,7 @@ static uint64_t evicting_bytes(const struct gpu_sched *g)
 
     for (int c = 0; c < g->slots; c++)
         if (g->members[c].present && g->members[c].evicting)
-            sum += pol_movable_bytes(&g->members[c]);
+            sum += pol_leaving_bytes(&g->members[c]);
     return sum;
 }
 
@@ -160,7 +160,7 @@ static bool may_evict(const struct policy *p, const struct gpu_sched *g,
 {
     const struct member *m = &g->members[c];
 
-    if (c == waiter || !m->present || !m->evictable || !m->resident ||
+    if (c == waiter || !m->present || !m->evictable || !pol_leaving_bytes(m) ||
         m->evicting || m->evict_after_release)
         return false;
     if (pol_idle(m)) {
@@ -202,11 +202,19 @@ static uint64_t parked_but(const struct policy *p, const struct member *waiter)
     return pol_parked_bytes(p) - bound_for_host(waiter);
 }
 
+/* What m's swap-out would add to what is parked: its evictable memory,
+ * none of which is counted yet while it is resident; all of it already
+ * is while it is out (bound_for_host), what it allocated since as well. */
+static uint64_t to_host_bytes(const struct member *m)
+{
+    return m->resident ? m->evictable : 0;
+}
+
 static bool within_budget(const struct policy *p, uint64_t parked,
                           const struct member *m)
 {
     return parked <= p->host_swap_budget &&
-           m->evictable <= p->host_swap_budget - parked;
+           to_host_bytes(m) <= p->host_swap_budget - parked;
 }
 
 /* Memory on its way out: EVICT sent, or a runner's after its release. */
@@ -249,8 +257,8 @@ void pol_evict_for(const struct policy *p, struct gpu_sched *g, int gpu,
         struct member *m = &g->members[first];
         /* Its credit leaves the count too; only its evictable memory goes
          * to the host. */
-        leaving += pol_movable_bytes(m);
-        parked += m->evictable;
+        leaving += pol_leaving_bytes(m);
+        parked += to_host_bytes(m);
         if (pol_running(m)) {
             /* It prepares while it drains: its EVICT follows the release. */
             m->evict_after_release = true;
@@ -343,6 +351,7 @@ bool pol_swap_done(struct gpu_sched *g, int client, int direction,
     m->evicting = false;
     m->resident = pol_running(m);
     m->parked = !m->resident;
+    m->allocated_while_out = 0;
     return true;
 }
 
@@ -362,6 +371,7 @@ void pol_expire_evictions(const struct policy *p, struct gpu_sched *g,
             m->evicting = false;
             m->resident = false;
             m->parked = true;
+            m->allocated_while_out = 0;
         } else {
             pol_earliest(next, due);
         }
@@ -428,7 +438,7 @@ uint64_t pol_idle_swap_next(const struct policy *p, const struct gpu_sched *g,
         memory_waiter = g->members[g->queue[i]].wait_reason == WAIT_MEMORY;
     for (int c = 0; memory_waiter && c < g->slots; c++) {
         const struct member *m = &g->members[c];
-        if (!pol_idle(m) || !m->resident || !m->evictable || m->evicting)
+        if (!pol_idle(m) || !pol_leaving_bytes(m) || m->evicting)
             continue;
         uint64_t due = pol_idle_swap_due(p, m);
         if (due > now)
@@ -446,7 +456,7 @@ static enum wait_why why_stays(const struct policy *p, const struct member *m,
         return WHY_NONE;
     if (m->evicting)
         return WHY_SWAPPING;
-    if (!m->resident || pol_running(m))
+    if (!pol_leaving_bytes(m) || pol_running(m))
         return WHY_NONE;
     if (pol_pinned(p, m))
         return WHY_IDLE_SWAP_OFF;

@@ -299,6 +299,41 @@ static void test_memory_allocated_while_idle_counts(void **state)
     assert_int_equal(count(ACTION_GRANT, 1), 1);
 }
 
+/* Memory a swapped-out client allocates (its next cell, before its first
+ * kernel) is on the GPU while the rest of its memory is not: a newcomer is
+ * not admitted into it, and a swap-out takes it off again. Bytes told
+ * ahead by an allocation that waits for room are not there. */
+static void test_memory_allocated_while_swapped_out_counts(void **state)
+{
+    (void)state;
+    allocated(0, 8 * GiB);
+    request(0, 0);
+    release(0, 10 * MS);
+    footprint(1, 8 * GiB);
+    request(1, 1 * SEC);
+    tick(10 * MS + IDLE_AFTER);
+    assert_int_equal(count(ACTION_EVICT, 0), 1);
+    swapped(0, SWAP_OUT, 11 * SEC);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+    assert_int_equal(policy_resident(&p, 0), 8 * GiB);
+
+    policy_set_footprint(&p, 0, 0, 10 * GiB, 10 * GiB, 2 * GiB); /* waits */
+    assert_int_equal(policy_resident(&p, 0), 8 * GiB);
+    allocated(0, 12 * GiB); /* that one, and 2 GiB more, allocated */
+    assert_int_equal(policy_resident(&p, 0), 12 * GiB);
+    allocated(0, 11 * GiB); /* a free: counted as host memory's */
+    assert_int_equal(policy_resident(&p, 0), 12 * GiB);
+
+    footprint(2, 6 * GiB);
+    request(2, 12 * SEC);
+    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 2), 1);
+    assert_int_equal(count(ACTION_GRANT, 2), 0);
+    assert_int_equal(count(ACTION_EVICT, 0), 1); /* idle since 10 ms */
+    swapped(0, SWAP_OUT, 12 * SEC + 100 * MS);
+    assert_int_equal(count(ACTION_GRANT, 2), 1);
+    assert_int_equal(policy_resident(&p, 0), 14 * GiB);
+}
+
 /* A pod that opted out keeps its idle memory on the GPU however long it
  * idles: the waiter waits, says why, and holds nobody back. */
 static void test_idle_swap_off_is_never_swapped(void **state)
@@ -589,6 +624,8 @@ int main(void)
         cmocka_unit_test_setup(test_memory_of_a_client_that_never_ran_counts,
                                setup),
         cmocka_unit_test_setup(test_memory_allocated_while_idle_counts, setup),
+        cmocka_unit_test_setup(test_memory_allocated_while_swapped_out_counts,
+                               setup),
         cmocka_unit_test_setup(test_grown_runner_gets_idle_memory, setup),
         cmocka_unit_test_setup(test_paused_holder_keeps_its_turn, setup),
         cmocka_unit_test_setup(test_opted_out_client_resumes_in_place, setup),
