@@ -74,6 +74,18 @@ static struct policy_wait_why why_of(int c, uint64_t now)
     return why;
 }
 
+/* c is sent PREPARE_SWAP at `due` and not before (the policy wakes up
+ * then), and once. */
+static void prepares_once_at(int c, uint64_t due)
+{
+    assert_int_equal(tick(due - 1), due);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
+    tick(due);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, c), 1);
+    tick(due + 5 * SEC);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
+}
+
 /* An idle holder is swapped out for a waiter only once idle for
  * idle-swap-after; the policy wakes up at that moment rather than polling,
  * and says meanwhile why the waiter waits. */
@@ -376,12 +388,7 @@ static void test_idle_client_prepares_ahead(void **state)
 
     (void)state;
     run_then_idle(0, 8 * GiB, 0);
-    assert_int_equal(tick(prepare_at - 1), prepare_at); /* wakes up then */
-    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
-    tick(prepare_at);
-    assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 1);
-    tick(prepare_at + 5 * SEC);
-    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0); /* once */
+    prepares_once_at(0, prepare_at);
 
     /* A short burst that allocates nothing, then a longer one that does. */
     request(0, 7 * SEC);
@@ -414,12 +421,7 @@ static void test_long_holder_prepares_before_an_arrival(void **state)
     allocated(0, 12 * GiB);
     request(0, 0);
     assert_int_equal(count(ACTION_GRANT, 0), 1);
-    assert_int_equal(tick(SWITCH_TIME - 1), SWITCH_TIME); /* wakes up then */
-    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
-    tick(SWITCH_TIME);
-    assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 1);
-    tick(SWITCH_TIME + 5 * SEC);
-    assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0); /* once */
+    prepares_once_at(0, SWITCH_TIME);
     allocated(0, 13 * GiB);
     tick(SWITCH_TIME + 6 * SEC);
     assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 1);
