@@ -55,7 +55,9 @@ static uint64_t idle_prepare_due(const struct policy *p, const struct member *m)
  * and its swap-out, unprepared, would write host memory for the first time
  * on the waiter's critical path (at half the link's speed on an H200's
  * host). Only while a job its size would not fit beside it: beside one
- * that would, a newcomer rarely needs its memory. */
+ * that would, a newcomer rarely needs its memory. Never for a pod opted
+ * out of idle swap (a latency-critical service): its own process would
+ * make the copies, beside its requests. */
 static uint64_t holder_prepare_due(const struct policy *p,
                                    const struct gpu_sched *g, int gpu,
                                    const struct member *m)
@@ -63,7 +65,8 @@ static uint64_t holder_prepare_due(const struct policy *p,
     uint64_t limit = policy_memory_limit(p, gpu), resident;
     bool measured;
 
-    if (m->state != MEMBER_HOLDING || !g->capacity)
+    if (m->state != MEMBER_HOLDING || !g->capacity ||
+        p->idle_swap_off[m->account])
         return 0;
     resident = pol_resident_bytes(g);
     if (resident < limit && limit - resident >= m->evictable)

@@ -437,8 +437,10 @@ static void test_long_holder_prepares_before_an_arrival(void **state)
 }
 
 /* Beside a holder that a job its size would fit beside, a newcomer rarely
- * needs its memory: it makes no host copies however long it runs. */
-static void test_holder_with_room_beside_it_does_not_prepare(void **state)
+ * needs its memory: it makes no host copies however long it runs. Nor
+ * does a latency-critical service (opted out of idle swap), whose own
+ * process would make them. */
+static void test_holders_that_do_not_prepare(void **state)
 {
     (void)state;
     allocated(0, 7 * GiB); /* 7.4 GiB would still fit in 14.4 */
@@ -447,6 +449,17 @@ static void test_holder_with_room_beside_it_does_not_prepare(void **state)
     for (uint64_t t = SWITCH_TIME; t < 5 * SWITCH_TIME; t += SEC) {
         tick(t);
         assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
+    }
+    release(0, 5 * SWITCH_TIME);
+    policy_set_footprint(&p, 0, 0, 0, 0, 0); /* it freed its memory */
+
+    policy_set_idle_swap(&p, 1, false);
+    allocated(1, 12 * GiB);
+    request(1, 5 * SWITCH_TIME + 1 * SEC);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+    for (uint64_t t = 6 * SWITCH_TIME; t < 10 * SWITCH_TIME; t += SEC) {
+        tick(t);
+        assert_int_equal(count(ACTION_PREPARE_SWAP, 1), 0);
     }
 }
 
@@ -634,8 +647,7 @@ int main(void)
         cmocka_unit_test_setup(test_idle_swap_off_is_never_swapped, setup),
         cmocka_unit_test_setup(test_idle_client_prepares_ahead, setup),
         cmocka_unit_test_setup(test_long_holder_prepares_before_an_arrival, setup),
-        cmocka_unit_test_setup(test_holder_with_room_beside_it_does_not_prepare,
-                               setup),
+        cmocka_unit_test_setup(test_holders_that_do_not_prepare, setup),
         cmocka_unit_test_setup(test_busy_clients_are_never_swapped_for_idleness,
                                setup),
         cmocka_unit_test_setup(test_lowest_class_then_longest_idle_goes_first,
