@@ -104,6 +104,8 @@ check "unprepared: the first swap-out pins, the next not" \
     run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_PIN_GBPS=0.05 "$TEST" unprepared
 check "a swap-out behind the preparer" \
     run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_PIN_GBPS=0.2 "$TEST" prepare-behind
+check "a swap-out while the preparer makes the host copies" \
+    run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_PIN_GBPS=2 "$TEST" prepare-race
 check "exit while preparing" \
     run NVSHARE_ENABLE_OVERSUB=1 FAKE_CUDA_PIN_GBPS=0.5 "$TEST" prepare-exit
 check "a swap-out as the process exits" \

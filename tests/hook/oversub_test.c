@@ -723,6 +723,40 @@ static void prepare_behind(void)
     MUST(cuMemFree_v2(a));
 }
 
+/* A swap-out while the preparer makes the host copies (the ring pinned,
+ * a 256 MiB copy being made): the preparer gives way and the swap-out
+ * takes what it made, so nothing is made after the swap-out returned.
+ * Where the swap lands (during the pin, the copies, or after them) is the
+ * machine's timing; that the preparer is done by then is not. */
+static void prepare_race(void)
+{
+    const uint64_t bytes = 256 * MIB;
+    const uint64_t past_pin_ns = (uint64_t)(pin_ms() * 1e6) + 2000000;
+    const struct timespec past_pin = {.tv_sec = (time_t)(past_pin_ns / 1000000000),
+                                      .tv_nsec = (long)(past_pin_ns % 1000000000)};
+    uint64_t made;
+    CUdeviceptr a;
+
+    setup();
+    MUST(cuMemAlloc_v2(&a, bytes));
+    write_memory(a, bytes);
+    prepare_swap();
+    nanosleep(&past_pin, NULL);
+    EXPECT(swap_out() == bytes, "the swap-out beside the preparer did not move "
+                                "256 MiB");
+    made = event("host-made-ahead");
+    wait_prepared();
+    EXPECT(event("host-made-ahead") == made,
+           "the preparer went on after the swap-out: %llu bytes made ahead "
+           "when it returned, %llu in all",
+           (unsigned long long)made,
+           (unsigned long long)event("host-made-ahead"));
+    EXPECT(swap_in() == bytes && lost_bytes(a) == 0,
+           "the swap beside the preparer lost %lld bytes", lost_bytes(a));
+    MUST(cuMemFree_v2(a));
+    printf("made_ahead_mib=%llu\n", (unsigned long long)(made >> 20));
+}
+
 static void blank(void)
 {
     CUdeviceptr p;
@@ -791,6 +825,8 @@ int main(int argc, char **argv)
         unprepared();
     else if (argc == 2 && strcmp(argv[1], "prepare-behind") == 0)
         prepare_behind();
+    else if (argc == 2 && strcmp(argv[1], "prepare-race") == 0)
+        prepare_race();
     else if (argc == 2 && strcmp(argv[1], "blank") == 0)
         blank();
     else if (argc == 2 && strcmp(argv[1], "prepare-exit") == 0)
