@@ -45,15 +45,10 @@ static bool read_bytes(const char *dir, const char *name, uint64_t *bytes)
 /* The value of memory.stat's line `key` (0 when it has none). */
 static uint64_t stat_bytes(const char *stat, const char *key)
 {
-    size_t len = strlen(key);
+    const char *value = file_keyed_line(stat, key);
     unsigned long long v;
 
-    for (const char *line = stat; line && *line;
-         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-        if (strncmp(line, key, len) == 0 && line[len] == ' ' &&
-            sscanf(line + len + 1, "%llu", &v) == 1)
-            return v;
-    return 0;
+    return value && sscanf(value, "%llu", &v) == 1 ? v : 0;
 }
 
 /* One level's limit, usage and inactive file pages; false when it sets no
@@ -84,8 +79,8 @@ static bool read_level(const char *dir, enum cgroup_version version,
     if (read_text(dir, "memory.stat", stat, sizeof(stat)))
         /* v1's total_ counts the level's descendants too, as v2's does. */
         *inactive = stat_bytes(stat, version == CGROUP_V2
-                                         ? "inactive_file"
-                                         : "total_inactive_file");
+                                         ? "inactive_file "
+                                         : "total_inactive_file ");
     return true;
 }
 

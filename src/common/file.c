@@ -2,6 +2,7 @@
 #include "file.h"
 
 #include <stdio.h>
+#include <string.h>
 
 bool file_read_text(const char *path, char *text, size_t size)
 {
@@ -14,4 +15,17 @@ bool file_read_text(const char *path, char *text, size_t size)
     fclose(f);
     text[n] = '\0';
     return true;
+}
+
+const char *file_keyed_line(const char *text, const char *key)
+{
+    size_t len = strlen(key);
+
+    for (const char *line = text; line; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, key, len) == 0)
+            return line + len;
+    }
+    return NULL;
 }

@@ -10,4 +10,8 @@
  * untouched) when it cannot be opened. */
 bool file_read_text(const char *path, char *text, size_t size);
 
+/* In such a text, what follows `key` on the first line that starts with
+ * it ("MemFree:" in meminfo, "inactive_file " in memory.stat), or NULL. */
+const char *file_keyed_line(const char *text, const char *key);
+
 #endif

@@ -11,11 +11,10 @@
 /* The value of meminfo's line `name`, in bytes; false if it has none. */
 static bool meminfo_bytes(const char *meminfo, const char *name, uint64_t *bytes)
 {
-    const char *line = strstr(meminfo, name);
+    const char *value = file_keyed_line(meminfo, name);
     unsigned long long kib;
 
-    if (!line || (line != meminfo && line[-1] != '\n') ||
-        sscanf(line + strlen(name), " %llu kB", &kib) != 1)
+    if (!value || sscanf(value, " %llu kB", &kib) != 1)
         return false;
     *bytes = (uint64_t)kib << 10;
     return true;
