@@ -221,27 +221,52 @@ static void pump_locked(struct staging_run *r)
     }
 }
 
+/* Waits for slot j's copy on the engine. ring.lock held; dropped
+ * meanwhile (only this thread changes a slot in SLOT_DMA). */
+static void wait_engine_locked(struct staging_run *r, int j)
+{
+    pthread_mutex_unlock(&ring.lock);
+    CUresult rc = r->drv->event_synchronize(r->events[j]);
+    pthread_mutex_lock(&ring.lock);
+    if (rc != CUDA_SUCCESS) {
+        failed(r, rc);
+        ring.slots[j].state = SLOT_FREE;
+    } else if (ring.slots[j].to_device) {
+        ring.slots[j].state = SLOT_FREE;
+    }
+}
+
+/* The slot after i whose copy to the host the engine ends first (slots
+ * are taken in turn), or -1. ring.lock held. */
+static int next_copy_out_locked(int i)
+{
+    for (int k = 1; k < STAGING_SLOTS; k++) {
+        int j = (i + k) % STAGING_SLOTS;
+        if (ring.slots[j].state == SLOT_DMA && !ring.slots[j].to_device)
+            return j;
+    }
+    return -1;
+}
+
 /* Brings slot i to SLOT_FREE. ring.lock held. */
 static void drain_slot_locked(struct staging_run *r, int i)
 {
     struct slot *s = &ring.slots[i];
+    int j;
 
     while (s->state != SLOT_FREE) {
         if (s->state == SLOT_DMA) {
-            pthread_mutex_unlock(&ring.lock);
-            CUresult rc = r->drv->event_synchronize(r->events[i]);
-            pthread_mutex_lock(&ring.lock);
-            if (rc != CUDA_SUCCESS)
-                failed(r, rc);
-            if (s->to_device || rc != CUDA_SUCCESS)
-                s->state = SLOT_FREE;
-            pump_locked(r);
-        } else if (s->state == SLOT_FILLED) {
-            pump_locked(r);
-        } else {
+            wait_engine_locked(r, i);
+        } else if (s->state == SLOT_CPU && (j = next_copy_out_locked(i)) >= 0) {
+            /* While a thread copies slot i, each slot the engine fills
+             * goes to an idle thread as it is filled, not when slot i is
+             * done: at a swap-out's start all but one thread would
+             * wait a whole 4 MiB copy. */
+            wait_engine_locked(r, j);
+        } else if (s->state == SLOT_CPU) {
             pthread_cond_wait(&ring.changed, &ring.lock);
-            pump_locked(r);
         }
+        pump_locked(r);
     }
 }
 
