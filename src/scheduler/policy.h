@@ -48,10 +48,11 @@
  *    out (PREPARE_SWAP): its staging ring and host copies take time to
  *    make, which its swap-out would otherwise spend on a waiter's critical
  *    path; so is an idle client that idle reclaim may swap out, once idle
- *    for POLICY_PREPARE_IDLE_NS (see "Idle reclaim"), and a holder once it
- *    has had the GPU for the switch time, when a job its size would not
- *    fit beside it (a waiter for memory would then have it leave at once)
- *    and its pod has not opted out of idle swap.
+ *    for POLICY_PREPARE_IDLE_NS (see "Idle reclaim"), and a holder that a
+ *    waiter for memory could have leave at once: one that a higher class
+ *    could preempt, POLICY_PREPARE_IDLE_NS after its grant, any other
+ *    once it has had the GPU for the switch time; never one whose pod
+ *    opted out of idle swap.
  *    Every EVICT follows the client's PREPARE_SWAP.
  *  - Rotation. Once someone waits, a running client that has had the GPU
  *    for its quantum is asked to give it back (DROP); it answers after

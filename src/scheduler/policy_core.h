@@ -165,6 +165,7 @@ struct policy {
     bool ranked;                 /* some account has a class other than
                                       normal or a floor: else priorities
                                       cost nothing */
+    unsigned top_class;          /* the highest class of any account */
     struct policy_scratch scratch;
     int *gang_of;       /* by client slot: gang + 1; 0 = none */
     struct gang *gangs; /* by gang number; gang_slots in use */

@@ -151,9 +151,13 @@ uint64_t pol_rank_change_due(const struct policy *p, const struct gpu_sched *g,
 static void recount_ranked(struct policy *p)
 {
     p->ranked = false;
-    for (int a = 0; a < p->table_size && !p->ranked; a++)
-        p->ranked = (p->priority[a] && p->priority[a] != PRIORITY_NORMAL) ||
-                    p->min_share[a];
+    p->top_class = PRIORITY_NORMAL;
+    for (int a = 0; a < p->table_size; a++) {
+        unsigned cls = pol_class_of(p, a);
+        p->ranked = p->ranked || cls != PRIORITY_NORMAL || p->min_share[a];
+        if (cls > p->top_class)
+            p->top_class = cls;
+    }
 }
 
 /* Unchanged values return early: every registration sets both. */

@@ -50,27 +50,27 @@ static uint64_t idle_prepare_due(const struct policy *p, const struct member *m)
     return m->since + POLICY_PREPARE_IDLE_NS;
 }
 
-/* When holder m is to prepare (0: not at all): once it has had the GPU for
- * the switch time, a waiter for memory that comes has it leave at once,
- * and its swap-out, unprepared, would write host memory for the first time
- * on the waiter's critical path (at half the link's speed on an H200's
- * host). Only while a job its size would not fit beside it: beside one
- * that would, a newcomer rarely needs its memory. Never for a pod opted
- * out of idle swap (a latency-critical service): its own process would
- * make the copies, beside its requests. */
+/* When holder m is to prepare (0: not at all). A waiter for memory has a
+ * holder leave at once once it has had the GPU for the switch time, and a
+ * waiter of a higher class at any time: its swap-out, unprepared, would
+ * write host memory for the first time on the waiter's critical path (at
+ * half the link's speed on an H200's host). So a holder that a higher
+ * class could preempt prepares as soon as its start's allocations are
+ * made (POLICY_PREPARE_IDLE_NS after its grant), any other one at its
+ * switch time, whatever the size of the newcomer to come. Never for a pod
+ * opted out of idle swap (a latency-critical service): its own process
+ * would make the copies, beside its requests. */
 static uint64_t holder_prepare_due(const struct policy *p,
-                                   const struct gpu_sched *g, int gpu,
+                                   const struct gpu_sched *g,
                                    const struct member *m)
 {
-    uint64_t limit = policy_memory_limit(p, gpu), resident;
     bool measured;
 
     if (m->state != MEMBER_HOLDING || !g->capacity ||
         p->idle_swap_off[m->account])
         return 0;
-    resident = pol_resident_bytes(g);
-    if (resident < limit && limit - resident >= m->evictable)
-        return 0;
+    if (pol_class_of(p, m->account) < p->top_class)
+        return m->granted_at + POLICY_PREPARE_IDLE_NS;
     return m->granted_at + pol_switch_time(p, g, 0, &measured);
 }
 
@@ -84,7 +84,7 @@ uint64_t pol_prepare_ahead(const struct policy *p, struct gpu_sched *g, int gpu,
         if (!m->present || !m->evictable || m->evicting || prepared(m))
             continue;
         uint64_t due = pol_idle(m) ? idle_prepare_due(p, m)
-                                   : holder_prepare_due(p, g, gpu, m);
+                                   : holder_prepare_due(p, g, m);
         if (!due)
             continue;
         if (now < due) {

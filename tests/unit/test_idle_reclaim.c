@@ -436,20 +436,16 @@ static void test_long_holder_prepares_before_an_arrival(void **state)
     assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
 }
 
-/* Beside a holder that a job its size would fit beside, a newcomer rarely
- * needs its memory: it makes no host copies however long it runs. Nor
- * does a latency-critical service (opted out of idle swap), whose own
- * process would make them. */
-static void test_holders_that_do_not_prepare(void **state)
+/* A holder prepares at its switch time whatever the size of the newcomer
+ * to come, even one that a job its size would fit beside. A
+ * latency-critical service (opted out of idle swap) never does: its own
+ * process would make the copies, beside its requests. */
+static void test_which_holders_prepare(void **state)
 {
     (void)state;
     allocated(0, 7 * GiB); /* 7.4 GiB would still fit in 14.4 */
     request(0, 0);
-    assert_int_equal(tick(10 * SEC), 0);
-    for (uint64_t t = SWITCH_TIME; t < 5 * SWITCH_TIME; t += SEC) {
-        tick(t);
-        assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
-    }
+    prepares_once_at(0, SWITCH_TIME);
     release(0, 5 * SWITCH_TIME);
     policy_set_footprint(&p, 0, 0, 0, 0, 0); /* it freed its memory */
 
@@ -458,6 +454,36 @@ static void test_holders_that_do_not_prepare(void **state)
     request(1, 5 * SWITCH_TIME + 1 * SEC);
     assert_int_equal(count(ACTION_GRANT, 1), 1);
     for (uint64_t t = 6 * SWITCH_TIME; t < 10 * SWITCH_TIME; t += SEC) {
+        tick(t);
+        assert_int_equal(count(ACTION_PREPARE_SWAP, 1), 0);
+    }
+}
+
+/* A waiter of a higher class has a holder leave at any time: a holder
+ * that one could preempt prepares once its start's allocations are made,
+ * and its EVICT then needs no PREPARE_SWAP of its own. A holder of the
+ * highest class waits for its switch time. */
+static void test_preemptible_holder_prepares_at_once(void **state)
+{
+    (void)state;
+    policy_set_priority(&p, 1, PRIORITY_HIGH);
+    allocated(0, 10 * GiB);
+    request(0, 0);
+    assert_int_equal(count(ACTION_GRANT, 0), 1);
+    prepares_once_at(0, POLICY_PREPARE_IDLE_NS);
+
+    footprint(1, 8 * GiB);
+    request(1, 20 * SEC);
+    assert_int_equal(count(ACTION_WAIT_FOR_MEM, 1), 1);
+    tick(20 * SEC + 1 * MS);
+    assert_int_equal(count(ACTION_DROP, 0), 1); /* at once */
+    assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 0);
+    release(0, 20 * SEC + 10 * MS);
+    assert_int_equal(count(ACTION_EVICT, 0), 1);
+    assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 0);
+    swapped(0, SWAP_OUT, 20 * SEC + 100 * MS);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+    for (uint64_t t = 21 * SEC; t < 20 * SEC + SWITCH_TIME; t += SEC) {
         tick(t);
         assert_int_equal(count(ACTION_PREPARE_SWAP, 1), 0);
     }
@@ -647,7 +673,8 @@ int main(void)
         cmocka_unit_test_setup(test_idle_swap_off_is_never_swapped, setup),
         cmocka_unit_test_setup(test_idle_client_prepares_ahead, setup),
         cmocka_unit_test_setup(test_long_holder_prepares_before_an_arrival, setup),
-        cmocka_unit_test_setup(test_holders_that_do_not_prepare, setup),
+        cmocka_unit_test_setup(test_which_holders_prepare, setup),
+        cmocka_unit_test_setup(test_preemptible_holder_prepares_at_once, setup),
         cmocka_unit_test_setup(test_busy_clients_are_never_swapped_for_idleness,
                                setup),
         cmocka_unit_test_setup(test_lowest_class_then_longest_idle_goes_first,
