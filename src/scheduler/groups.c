@@ -95,3 +95,13 @@ bool groups_remove(struct group_table *t, const char *name)
     t->list[i] = t->list[--t->n];
     return true;
 }
+
+unsigned groups_top_class(const struct group_table *t)
+{
+    unsigned top = 0;
+
+    for (int i = 0; i < t->n; i++)
+        if (t->list[i].priority > top)
+            top = t->list[i].priority;
+    return top;
+}

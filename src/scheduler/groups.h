@@ -55,5 +55,7 @@ int groups_of(const struct group_table *t, const struct pod_id *pod, int gpu);
 
 /* The group named name, or -1. */
 int groups_find(const struct group_table *t, const char *name);
+/* The highest priority class of a group (0: none). */
+unsigned groups_top_class(const struct group_table *t);
 
 #endif

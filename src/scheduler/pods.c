@@ -205,6 +205,31 @@ void pods_leave(struct pod_table *t, const struct pod_id *id)
     }
 }
 
+static unsigned class_of(const struct pod *p)
+{
+    uint64_t cls = p->priority > p->annotation_priority ? p->priority
+                                                        : p->annotation_priority;
+
+    return cls > PRIORITY_HIGHEST ? PRIORITY_HIGHEST : (unsigned)cls;
+}
+
+/* p's class was `before`; it is class_of(p) now. */
+static void reclass(struct pod_table *t, unsigned before, const struct pod *p)
+{
+    if (before)
+        t->by_class[before]--;
+    if (class_of(p))
+        t->by_class[class_of(p)]++;
+}
+
+unsigned pods_top_class(const struct pod_table *t)
+{
+    for (unsigned cls = PRIORITY_HIGHEST; cls > 0; cls--)
+        if (t->by_class[cls])
+            return cls;
+    return 0;
+}
+
 struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
                            enum pod_setting which, int gpu, uint64_t value,
                            bool *failed)
@@ -227,9 +252,12 @@ struct pod *pods_set_limit(struct pod_table *t, const struct pod_id *id,
         else
             p->memory_limit = value;
         break;
-    case POD_PRIORITY:
+    case POD_PRIORITY: {
+        unsigned before = class_of(p);
         p->priority = value;
+        reclass(t, before, p);
         break;
+    }
     case POD_MIN_SHARE:
         p->min_share = value;
         break;
@@ -270,6 +298,7 @@ struct pod *pods_learn(struct pod_table *t, const struct msg_pod_facts *f,
     snprintf(id.uid, sizeof(id.uid), "%s", f->pod_uid);
     if (!(p = pods_get(t, &id)))
         return NULL;
+    unsigned before = class_of(p);
     snprintf(p->id.pod_namespace, sizeof(p->id.pod_namespace), "%s",
              f->pod_namespace);
     snprintf(p->id.pod_name, sizeof(p->id.pod_name), "%s", f->pod_name);
@@ -288,6 +317,7 @@ struct pod *pods_learn(struct pod_table *t, const struct msg_pod_facts *f,
     p->memory_request = f->memory_request;
     p->listed = true;
     p->stale = false;
+    reclass(t, before, p);
     return p;
 }
 
@@ -299,6 +329,7 @@ bool pods_gone(struct pod_table *t, const struct pod_id *id)
     if (!p)
         return false;
     configured = pod_configured(p);
+    unsigned before = class_of(p);
     p->core_limit = p->memory_limit = p->priority = p->min_share = 0;
     p->idle_swap = 0;
     memset(p->gpu_core_limit, 0, sizeof(p->gpu_core_limit));
@@ -306,6 +337,7 @@ bool pods_gone(struct pod_table *t, const struct pod_id *id)
     p->annotation_core = p->annotation_memory = p->memory_request = 0;
     p->annotation_priority = p->annotation_idle_swap = 0;
     p->listed = p->stale = false;
+    reclass(t, before, p);
     forget_if_unused(t, p);
     return configured;
 }

@@ -82,6 +82,9 @@ struct pod_table {
      * least twice n. */
     size_t *index;
     size_t index_cap;
+    /* Records by class (the higher of the operator's and the annotation's
+     * priority), so that the highest is known without a walk. */
+    size_t by_class[PRIORITY_HIGHEST + 1];
 };
 
 /* Whether id names a pod at all (a client that declares none is billed on
@@ -96,6 +99,9 @@ void pod_id_default_namespace(struct pod_id *id);
 void pod_id_format(const struct pod_id *id, char *buf, size_t len);
 
 struct pod *pods_find(struct pod_table *t, const struct pod_id *id);
+/* The highest priority class the operator or an annotation gave a pod
+ * (0: none), whether or not a process of it runs yet. */
+unsigned pods_top_class(const struct pod_table *t);
 /* The pod's record, made (unbound, no limits) if there is none; NULL when
  * out of memory. */
 struct pod *pods_get(struct pod_table *t, const struct pod_id *id);

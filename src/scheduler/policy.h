@@ -50,9 +50,10 @@
  *    path; so is an idle client that idle reclaim may swap out, once idle
  *    for POLICY_PREPARE_IDLE_NS (see "Idle reclaim"), and a holder that a
  *    waiter for memory could have leave at once: one that a higher class
- *    could preempt, POLICY_PREPARE_IDLE_NS after its grant, any other
- *    once it has had the GPU for the switch time; never one whose pod
- *    opted out of idle swap.
+ *    (of an account, or expected: policy_expect_class) could preempt,
+ *    POLICY_PREPARE_IDLE_NS after its grant, any other once it has had
+ *    the GPU for the switch time; never one whose pod opted out of idle
+ *    swap.
  *    Every EVICT follows the client's PREPARE_SWAP.
  *  - Rotation. Once someone waits, a running client that has had the GPU
  *    for its quantum is asked to give it back (DROP); it answers after
@@ -405,6 +406,11 @@ struct policy_yield policy_yield_terms(const struct policy *p, int gpu,
                                        int client) __attribute__((pure));
 /* Whether any account has a class other than normal or a floor. */
 bool policy_ranked(const struct policy *p) __attribute__((pure));
+/* The highest class the operator's or the pods' settings give a pod or
+ * group, whether its clients connected yet or not: a holder of a lower
+ * class may be preempted by one of them at any time, so it prepares its
+ * swap-out a second after its grant (see "Memory"). */
+void policy_expect_class(struct policy *p, unsigned cls);
 
 /* Slices of a window through which a budget accrues (see Compute limits). */
 #define POLICY_PACE_SLICES 5

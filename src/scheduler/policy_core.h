@@ -166,6 +166,8 @@ struct policy {
                                       normal or a floor: else priorities
                                       cost nothing */
     unsigned top_class;          /* the highest class of any account */
+    unsigned expected_class;     /* ... of any pod or group, connected or
+                                    not (policy_expect_class) */
     struct policy_scratch scratch;
     int *gang_of;       /* by client slot: gang + 1; 0 = none */
     struct gang *gangs; /* by gang number; gang_slots in use */

@@ -136,6 +136,9 @@ bool pol_has_spent_waiter(const struct policy *p, const struct gpu_sched *g,
 
 unsigned pol_class_of(const struct policy *p, int account) __attribute__((pure));
 uint64_t pol_floor_ns(const struct policy *p, int account) __attribute__((pure));
+/* Whether a client of another account, connected or to come, may be of a
+ * higher class than account's, and so preempt its clients at any time. */
+bool pol_preemptible(const struct policy *p, int account) __attribute__((pure));
 bool pol_outranked(const struct policy *p, const struct gpu_sched *g, int gpu,
                    int client, uint64_t now) __attribute__((pure));
 /* Whether every runner of g is of a class below client's and draining (it

@@ -86,6 +86,18 @@ bool pol_beside_draining(const struct policy *p, const struct gpu_sched *g,
     return true;
 }
 
+void policy_expect_class(struct policy *p, unsigned cls)
+{
+    p->expected_class = cls;
+}
+
+bool pol_preemptible(const struct policy *p, int account)
+{
+    unsigned cls = pol_class_of(p, account);
+
+    return cls < p->top_class || cls < p->expected_class;
+}
+
 bool policy_ranked(const struct policy *p)
 {
     return p->ranked;

@@ -69,7 +69,7 @@ static uint64_t holder_prepare_due(const struct policy *p,
     if (m->state != MEMBER_HOLDING || !g->capacity ||
         p->idle_swap_off[m->account])
         return 0;
-    if (pol_class_of(p, m->account) < p->top_class)
+    if (pol_preemptible(p, m->account))
         return m->granted_at + POLICY_PREPARE_IDLE_NS;
     return m->granted_at + pol_switch_time(p, g, 0, &measured);
 }

@@ -359,7 +359,9 @@ static int parse_pod(struct node_state *st, char *args, char *err, size_t len)
         } else if (!strncmp(word, "priority=", 9) &&
                    !parse_int_range(word + 9, PRIORITY_LOWEST, PRIORITY_HIGHEST,
                                     &number, why)) {
-            p->priority = (uint64_t)number;
+            bool failed; /* p exists: nothing to make */
+            pods_set_limit(&st->pods, &id, POD_PRIORITY, -1, (uint64_t)number,
+                           &failed);
         } else if (!strcmp(word, "idle-swap=off")) {
             p->idle_swap = IDLE_SWAP_OFF;
         } else if (!strcmp(word, "idle-swap=on")) {

@@ -50,6 +50,11 @@
 #      prepare and makes its host copy ahead before anyone else exists;
 #      a newcomer then has it leave at once, and its swap-out writes that
 #      copy: nothing made twice, both intact.
+#  (g) the same busy holder, its switch time (60 s) far off, while the
+#      operator has set a pod `high` that has no process yet: a newcomer
+#      of that pod would preempt it at any time, so it prepares a second
+#      after its grant, before the newcomer exists; the newcomer then has
+#      it leave at once, and its swap-out writes that copy.
 #
 # Both jobs declare a 128 MiB limit, which keeps the credit the scheduler
 # counts beyond each allocation small (8 MiB, not 64): each counts as
@@ -290,6 +295,32 @@ for j in holder newcomer; do
 done
 echo "ok: the busy holder prepared $(( prepared - came )) ms after it came," \
     "alone, and its swap-out wrote the copy made ahead"
+
+# (g) a busy holder that a pod set high (no process yet) could preempt
+# prepares a second after its grant.
+scenario preemptible NVSHARE_SWITCH_TIME_MODE=fixed NVSHARE_SWITCH_TIME_FIXED=60s
+"$CTL" set priority svc high >/dev/null || fail "cannot set svc high"
+rm -rf "$WORK/holder" "$WORK/svc"
+job holder 6 NVSHARE_STATS=1
+await_line "$WORK/holder.err" "96.0 MiB of host copies made ahead" ||
+    fail "the holder a pod set high could preempt made no host copy ahead"
+job svc 1
+for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
+pids=()
+came=$(log_ms "$WORK/holder.err" "registered with the scheduler")
+prepared=$(log_ms "$DIR/sched.log" "prepares to swap out")
+[ $(( prepared - came )) -ge 900 ] ||
+    fail "the holder prepared $(( prepared - came )) ms after it came, before a second"
+holder=$(echo "$WORK"/holder/trace.*)
+out_bytes=$(awk '$1 == "copy_dtoh" { s += $4 } END { print s + 0 }' "$holder")
+[ "$out_bytes" = $((96 << 20)) ] || fail "the holder copied $out_bytes bytes out, want 96 MiB"
+grep -q "stats: host-made-ahead $((96 << 20))$" "$WORK/holder.err" ||
+    fail "host copies made twice or not at all: $(grep host-made-ahead "$WORK/holder.err")"
+for j in holder svc; do
+    grep -qx "lost_bytes=0" "$WORK/$j.out" || fail "the $j lost content: $(cat "$WORK/$j.out")"
+done
+echo "ok: the holder a pod set high could preempt prepared $(( prepared - came ))" \
+    "ms after it came, and its swap-out wrote the copy made ahead"
 
 # (a) the default: the idle holder goes to the host after idle-swap-after.
 scenario on

@@ -511,6 +511,39 @@ static void test_annotation_change_ends_override(void **state)
     pods_free(&t);
 }
 
+/* The highest class any pod was given, by the operator or an annotation,
+ * follows every change: a holder of a lower class prepares for a
+ * preemption by a pod that has no process yet. */
+static void test_pods_top_class(void **state)
+{
+    struct pod_table t = {0};
+    struct msg_pod_facts f = facts("9c3d", 0, 0, 0);
+    struct pod_id svc = named("prod", "svc"), low = named("prod", "batch");
+    unsigned dropped;
+    bool failed;
+
+    (void)state;
+    assert_int_equal(pods_top_class(&t), 0);
+    pods_set_limit(&t, &low, POD_PRIORITY, -1, PRIORITY_LOW, &failed);
+    assert_int_equal(pods_top_class(&t), PRIORITY_LOW);
+    pods_set_limit(&t, &svc, POD_PRIORITY, -1, PRIORITY_HIGH, &failed);
+    assert_int_equal(pods_top_class(&t), PRIORITY_HIGH);
+    f.priority = 7;
+    pods_learn(&t, &f, &dropped);
+    assert_int_equal(pods_top_class(&t), 7);
+    f.priority = PRIORITY_NORMAL; /* the annotation changed */
+    pods_learn(&t, &f, &dropped);
+    assert_int_equal(pods_top_class(&t), PRIORITY_HIGH);
+    pods_set_limit(&t, &svc, POD_PRIORITY, -1, 0, &failed); /* forgotten */
+    assert_null(pods_find(&t, &svc));
+    assert_int_equal(pods_top_class(&t), PRIORITY_NORMAL);
+    struct pod_id uid = uid_only("9c3d");
+    pods_gone(&t, &uid);
+    assert_int_equal(pods_top_class(&t), PRIORITY_LOW);
+    pods_free(&t);
+    assert_int_equal(pods_top_class(&t), 0);
+}
+
 /* Idle reclaim: on unless set; the annotation's off holds until the
  * operator says on, which the annotation's next change ends; a squatter's
  * share of a plain-host pod set off is swapped like anyone. */
@@ -707,6 +740,7 @@ int main(void)
         cmocka_unit_test_setup(test_idle_swap_sources, setup),
         cmocka_unit_test(test_first_facts_keep_persisted_override),
         cmocka_unit_test(test_pod_gone_and_relist),
+        cmocka_unit_test(test_pods_top_class),
         cmocka_unit_test_setup(test_account_follows_pod_record, setup),
         cmocka_unit_test(test_pod_index_survives_removals),
     };

@@ -489,6 +489,26 @@ static void test_preemptible_holder_prepares_at_once(void **state)
     }
 }
 
+/* A class the operator or an annotation gave a pod whose process has not
+ * come yet counts too; once none is higher, a holder waits for its switch
+ * time. */
+static void test_holder_prepares_for_a_class_to_come(void **state)
+{
+    (void)state;
+    policy_expect_class(&p, PRIORITY_HIGH); /* a pod set high, no process */
+    allocated(0, 10 * GiB);
+    request(0, 0);
+    prepares_once_at(0, POLICY_PREPARE_IDLE_NS);
+    policy_expect_class(&p, PRIORITY_NORMAL);
+    allocated(1, 2 * GiB);
+    request(1, 10 * SEC);
+    assert_int_equal(count(ACTION_GRANT, 1), 1);
+    for (uint64_t t = 10 * SEC; t < 10 * SEC + SWITCH_TIME; t += SEC) {
+        tick(t);
+        assert_int_equal(count(ACTION_PREPARE_SWAP, 1), 0);
+    }
+}
+
 /* Busy clients are never swapped for being idle: a runner leaves only at
  * the switch time, and a client that waits ahead of the memory waiter
  * keeps its memory, whatever idle-swap-after says. */
@@ -675,6 +695,7 @@ int main(void)
         cmocka_unit_test_setup(test_long_holder_prepares_before_an_arrival, setup),
         cmocka_unit_test_setup(test_which_holders_prepare, setup),
         cmocka_unit_test_setup(test_preemptible_holder_prepares_at_once, setup),
+        cmocka_unit_test_setup(test_holder_prepares_for_a_class_to_come, setup),
         cmocka_unit_test_setup(test_busy_clients_are_never_swapped_for_idleness,
                                setup),
         cmocka_unit_test_setup(test_lowest_class_then_longest_idle_goes_first,
