@@ -88,7 +88,6 @@ static const struct {
     {offsetof(struct hook_driver, stream_destroy), "cuStreamDestroy_v2",
      "cuStreamDestroy"},
     {offsetof(struct hook_driver, mem_host_alloc), "cuMemHostAlloc", NULL},
-    {offsetof(struct hook_driver, mem_free_host), "cuMemFreeHost", NULL},
     {offsetof(struct hook_driver, mem_address_reserve), "cuMemAddressReserve",
      NULL},
     {offsetof(struct hook_driver, mem_address_free), "cuMemAddressFree", NULL},

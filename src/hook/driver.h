@@ -58,9 +58,8 @@ struct hook_driver {
     __typeof__(&cuDeviceGetAttribute) device_get_attribute;
     __typeof__(&cuStreamCreate) stream_create;
     __typeof__(&cuStreamDestroy_v2) stream_destroy;
-    /* swap.c: pinned host copies of converted allocations */
+    /* staging.c: the pinned ring (the driver frees it with its context) */
     __typeof__(&cuMemHostAlloc) mem_host_alloc;
-    __typeof__(&cuMemFreeHost) mem_free_host;
     /* vmm.c: address ranges and the physical memory behind them */
     __typeof__(&cuMemAddressReserve) mem_address_reserve;
     __typeof__(&cuMemAddressFree) mem_address_free;
