@@ -268,59 +268,50 @@ grep -q '^sleep' "$newcomer" || fail "the newcomer ran no kernel"
 echo "ok: memory allocated before the first kernel: the loader was swapped" \
     "out $(( out - came )) ms after it came, the newcomer ran, then the loader"
 
-# (f) a busy holder past the switch time prepares before anyone comes.
+# busy_holder_prepares NEWCOMER: a busy holder makes its 96 MiB host copy
+# ahead, alone, at least a second after it came (its grant follows its
+# registration; 900 ms: the two logs' clocks are read by different
+# processes); NEWCOMER then has it leave, and its swap-out writes that
+# copy: nothing made twice, both intact. Sets PREPARED_MS (after it came).
+busy_holder_prepares() {
+    rm -rf "$WORK/holder" "${WORK:?}/$1"
+    job holder 6 NVSHARE_STATS=1
+    await_line "$WORK/holder.err" "96.0 MiB of host copies made ahead" ||
+        fail "the busy holder made no host copy ahead"
+    ! grep -q "released gpu 0 (idle)" "$WORK/holder.err" ||
+        fail "the holder paused: this case is a busy one"
+    job "$1" 1
+    for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
+    pids=()
+    local came prepared holder out_bytes
+    came=$(log_ms "$WORK/holder.err" "registered with the scheduler")
+    prepared=$(log_ms "$DIR/sched.log" "prepares to swap out")
+    PREPARED_MS=$(( prepared - came ))
+    [ "$PREPARED_MS" -ge 900 ] ||
+        fail "the holder prepared $PREPARED_MS ms after it came, before a second"
+    holder=$(echo "$WORK"/holder/trace.*)
+    out_bytes=$(awk '$1 == "copy_dtoh" { s += $4 } END { print s + 0 }' "$holder")
+    [ "$out_bytes" = $((96 << 20)) ] || fail "the holder copied $out_bytes bytes out, want 96 MiB"
+    grep -q "stats: host-made-ahead $((96 << 20))$" "$WORK/holder.err" ||
+        fail "host copies made twice or not at all: $(grep host-made-ahead "$WORK/holder.err")"
+    for j in holder "$1"; do
+        grep -qx "lost_bytes=0" "$WORK/$j.out" || fail "the $j lost content: $(cat "$WORK/$j.out")"
+    done
+}
+
+# (f) a busy holder past the switch time (1 s) prepares before anyone comes.
 scenario busy NVSHARE_SWITCH_TIME_MODE=fixed NVSHARE_SWITCH_TIME_FIXED=1s
-rm -rf "$WORK/holder" "$WORK/newcomer"
-job holder 6 NVSHARE_STATS=1
-await_line "$WORK/holder.err" "96.0 MiB of host copies made ahead" ||
-    fail "the busy holder made no host copy ahead"
-! grep -q "released gpu 0 (idle)" "$WORK/holder.err" ||
-    fail "the holder paused: this case is a busy one"
-job newcomer 1
-for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
-pids=()
-came=$(log_ms "$WORK/holder.err" "registered with the scheduler")
-prepared=$(log_ms "$DIR/sched.log" "prepares to swap out")
-# Its grant follows its registration: the prepare comes a switch time
-# after (900 ms: the two logs' clocks are read by different processes).
-[ $(( prepared - came )) -ge 900 ] ||
-    fail "the holder prepared $(( prepared - came )) ms after it came, before the switch time (1 s)"
-holder=$(echo "$WORK"/holder/trace.*)
-out_bytes=$(awk '$1 == "copy_dtoh" { s += $4 } END { print s + 0 }' "$holder")
-[ "$out_bytes" = $((96 << 20)) ] || fail "the holder copied $out_bytes bytes out, want 96 MiB"
-grep -q "stats: host-made-ahead $((96 << 20))$" "$WORK/holder.err" ||
-    fail "host copies made twice or not at all: $(grep host-made-ahead "$WORK/holder.err")"
-for j in holder newcomer; do
-    grep -qx "lost_bytes=0" "$WORK/$j.out" || fail "the $j lost content: $(cat "$WORK/$j.out")"
-done
-echo "ok: the busy holder prepared $(( prepared - came )) ms after it came," \
+busy_holder_prepares newcomer
+echo "ok: the busy holder prepared $PREPARED_MS ms after it came," \
     "alone, and its swap-out wrote the copy made ahead"
 
 # (g) a busy holder that a pod set high (no process yet) could preempt
-# prepares a second after its grant.
+# prepares a second after its grant, its switch time far off.
 scenario preemptible NVSHARE_SWITCH_TIME_MODE=fixed NVSHARE_SWITCH_TIME_FIXED=60s
 "$CTL" set priority svc high >/dev/null || fail "cannot set svc high"
-rm -rf "$WORK/holder" "$WORK/svc"
-job holder 6 NVSHARE_STATS=1
-await_line "$WORK/holder.err" "96.0 MiB of host copies made ahead" ||
-    fail "the holder a pod set high could preempt made no host copy ahead"
-job svc 1
-for p in "${pids[@]}"; do wait "$p" || fail "a job failed"; done
-pids=()
-came=$(log_ms "$WORK/holder.err" "registered with the scheduler")
-prepared=$(log_ms "$DIR/sched.log" "prepares to swap out")
-[ $(( prepared - came )) -ge 900 ] ||
-    fail "the holder prepared $(( prepared - came )) ms after it came, before a second"
-holder=$(echo "$WORK"/holder/trace.*)
-out_bytes=$(awk '$1 == "copy_dtoh" { s += $4 } END { print s + 0 }' "$holder")
-[ "$out_bytes" = $((96 << 20)) ] || fail "the holder copied $out_bytes bytes out, want 96 MiB"
-grep -q "stats: host-made-ahead $((96 << 20))$" "$WORK/holder.err" ||
-    fail "host copies made twice or not at all: $(grep host-made-ahead "$WORK/holder.err")"
-for j in holder svc; do
-    grep -qx "lost_bytes=0" "$WORK/$j.out" || fail "the $j lost content: $(cat "$WORK/$j.out")"
-done
-echo "ok: the holder a pod set high could preempt prepared $(( prepared - came ))" \
-    "ms after it came, and its swap-out wrote the copy made ahead"
+busy_holder_prepares svc
+echo "ok: the holder a pod set high could preempt prepared $PREPARED_MS ms" \
+    "after it came, and its swap-out wrote the copy made ahead"
 
 # (a) the default: the idle holder goes to the host after idle-swap-after.
 scenario on
