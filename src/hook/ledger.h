@@ -15,10 +15,9 @@ struct mem_swap_slot {
                        application, at addresses that outlive its pages */
     bool out;       /* its data is in backing, its physical memory released */
     CUmemGenericAllocationHandle physical; /* converted: behind it, or 0 */
-    void *backing;       /* plain host copy (staging.c), from its first swap-out
-                      or preparation to its free */
+    void *backing;       /* plain host copy (staging.c), kept until the free */
     bool blank_at_birth; /* made while this process could not submit
-                                 to its GPU (gate closed) */
+                            to its GPU (gate closed) */
     uint64_t grants_at_birth; /* nvshare_lock_grants() when it was made */
 };
 

@@ -109,12 +109,12 @@ static uint64_t on_tick(struct event_loop *loop, uint64_t now, void *data)
     policy_actions_clear(&out);
     stop_next = holders_revoke_stopped(s, now, &out);
     clients_apply(s, &out);
-    /* Clients doomed in this iteration (by a handler or by the ticks' own
-     * sends) are closed here, like redis's asynchronous frees; their
-     * departures pass locks on, so the ticks run again for the deadlines. */
     unsigned pods_top = pods_top_class(&s->state.pods),
              groups_top = groups_top_class(&s->state.groups);
     policy_expect_class(s->policy, pods_top > groups_top ? pods_top : groups_top);
+    /* Clients doomed in this iteration (by a handler or by the ticks' own
+     * sends) are closed here, like redis's asynchronous frees; their
+     * departures pass locks on, so the ticks run again for the deadlines. */
     do {
         do {
             policy_actions_clear(&out);
