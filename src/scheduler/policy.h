@@ -48,10 +48,10 @@
  *    out (PREPARE_SWAP): its staging ring and host copies take time to
  *    make, which its swap-out would otherwise spend on a waiter's critical
  *    path; so is an idle client that idle reclaim may swap out, once idle
- *    for POLICY_PREPARE_IDLE_NS (see "Idle reclaim"), and a holder that a
+ *    for POLICY_PREPARE_AFTER_NS (see "Idle reclaim"), and a holder that a
  *    waiter for memory could have leave at once: one that a higher class
  *    (of an account, or expected: policy_expect_class) could preempt,
- *    POLICY_PREPARE_IDLE_NS after its grant, any other once it has had
+ *    POLICY_PREPARE_AFTER_NS after its grant, any other once it has had
  *    the GPU for the switch time; never one whose pod opted out of idle
  *    swap.
  *    Every EVICT follows the client's PREPARE_SWAP.
@@ -486,8 +486,10 @@ void policy_set_reserve(struct policy *p, unsigned percent);
  * allocated more: its host copies are then made while nothing waits for
  * them, so that its swap-out, whenever it comes, runs at the link's speed
  * rather than at the pace of the host's first page faults. A shorter pause
- * (an inference server between bursts) does not prepare. */
-#define POLICY_PREPARE_IDLE_NS 1000000000ull /* 1 s */
+ * (an inference server between bursts) does not prepare. So is a holder
+ * that a higher class could preempt, this long after its grant: past its
+ * start's allocations. */
+#define POLICY_PREPARE_AFTER_NS 1000000000ull /* 1 s */
 void policy_set_idle_swap_after(struct policy *p, uint64_t ns);
 void policy_set_idle_swap(struct policy *p, int account, bool on);
 bool policy_idle_swap(const struct policy *p, int account) __attribute__((pure));

@@ -156,7 +156,7 @@ void pol_prepare_if_oversubscribed(const struct policy *p, struct gpu_sched *g,
                                    int gpu, struct policy_actions *out);
 /* PREPARE_SWAP, with more evictable memory than they last prepared, to
  * idle clients that idle reclaim may swap out, idle for
- * POLICY_PREPARE_IDLE_NS, and to holders that would leave at once for a
+ * POLICY_PREPARE_AFTER_NS, and to holders that would leave at once for a
  * waiter for memory; returns when the next one is due (0: none). */
 uint64_t pol_prepare_ahead(const struct policy *p, struct gpu_sched *g, int gpu,
                            uint64_t now, struct policy_actions *out);

@@ -47,7 +47,7 @@ static uint64_t idle_prepare_due(const struct policy *p, const struct member *m)
 {
     if (!m->resident || !pol_idle_swap_due(p, m))
         return 0;
-    return m->since + POLICY_PREPARE_IDLE_NS;
+    return m->since + POLICY_PREPARE_AFTER_NS;
 }
 
 /* When holder m is to prepare (0: not at all). A waiter for memory has a
@@ -56,7 +56,7 @@ static uint64_t idle_prepare_due(const struct policy *p, const struct member *m)
  * write host memory for the first time on the waiter's critical path (at
  * half the link's speed on an H200's host). So a holder that a higher
  * class could preempt prepares as soon as its start's allocations are
- * made (POLICY_PREPARE_IDLE_NS after its grant), any other one at its
+ * made (POLICY_PREPARE_AFTER_NS after its grant), any other one at its
  * switch time, whatever the size of the newcomer to come. Never for a pod
  * opted out of idle swap (a latency-critical service): its own process
  * would make the copies, beside its requests. */
@@ -70,7 +70,7 @@ static uint64_t holder_prepare_due(const struct policy *p,
         p->idle_swap_off[m->account])
         return 0;
     if (pol_preemptible(p, m->account))
-        return m->granted_at + POLICY_PREPARE_IDLE_NS;
+        return m->granted_at + POLICY_PREPARE_AFTER_NS;
     return m->granted_at + pol_switch_time(p, g, 0, &measured);
 }
 

@@ -378,13 +378,13 @@ static void test_idle_swap_off_is_never_swapped(void **state)
 }
 
 /* An idle client is asked to prepare its swap-out once idle for
- * POLICY_PREPARE_IDLE_NS, before anyone waits for its memory, and again
+ * POLICY_PREPARE_AFTER_NS, before anyone waits for its memory, and again
  * only once idle after it allocated more; a shorter pause prepares
  * nothing, nor does a pod that opted out of idle swapping. */
 static void test_idle_client_prepares_ahead(void **state)
 {
     const uint64_t idle_from = 10 * MS,
-                   prepare_at = idle_from + POLICY_PREPARE_IDLE_NS;
+                   prepare_at = idle_from + POLICY_PREPARE_AFTER_NS;
 
     (void)state;
     run_then_idle(0, 8 * GiB, 0);
@@ -470,7 +470,7 @@ static void test_preemptible_holder_prepares_at_once(void **state)
     allocated(0, 10 * GiB);
     request(0, 0);
     assert_int_equal(count(ACTION_GRANT, 0), 1);
-    prepares_once_at(0, POLICY_PREPARE_IDLE_NS);
+    prepares_once_at(0, POLICY_PREPARE_AFTER_NS);
 
     footprint(1, 8 * GiB);
     request(1, 20 * SEC);
@@ -498,7 +498,7 @@ static void test_holder_prepares_for_a_class_to_come(void **state)
     policy_expect_class(&p, PRIORITY_HIGH); /* a pod set high, no process */
     allocated(0, 10 * GiB);
     request(0, 0);
-    prepares_once_at(0, POLICY_PREPARE_IDLE_NS);
+    prepares_once_at(0, POLICY_PREPARE_AFTER_NS);
     policy_expect_class(&p, PRIORITY_NORMAL);
     allocated(1, 2 * GiB);
     request(1, 10 * SEC);
