@@ -12,7 +12,7 @@
 #define CGROUP_MEMORY_UNLIMITED UINT64_MAX
 
 /* What a swap-out must leave in the cgroup besides its copy: the staging
- * ring it may pin (128 MiB) and what the process itself allocates
+ * buffers it may pin (128 MiB at most) and what the process itself allocates
  * meanwhile. */
 #define CGROUP_SWAP_MARGIN (256ull << 20)
 

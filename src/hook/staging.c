@@ -5,17 +5,23 @@
  * that pinned its destination, or copied to plain memory (the driver then
  * stages through buffers of its own, ~1-6 GB/s), would put seconds per
  * GiB on the critical path of the process that waits for the room. So
- * every swap goes through one ring of pinned buffers per process, made
- * once (PREPARE_SWAP, or the first swap), and the host copies are plain
- * memory: the copy engine fills a buffer while copy threads move the
- * ones it filled before into their place (swap-out), or fill buffers
- * ahead of it (swap-in). Several threads, because one CPU copy into
- * memory touched for the first time (page faults, zeroing) is several
- * times slower than the link.
+ * every swap goes through pinned buffers made once per process
+ * (PREPARE_SWAP, or the first swap), and the host copies are plain
+ * memory.
  *
- * The ring is made in one of the process's contexts (pinned memory
+ * Each copy thread owns two of the buffers and moves the chunks it takes
+ * through them in turn: while the engine fills one (swap-out) or empties
+ * it (swap-in), the thread copies the other between pinned and plain
+ * memory. No thread stands between the engine and the CPU copies: a swap
+ * thread that queued every engine copy and handed every filled buffer on
+ * was the limit (44-45 GB/s in and 47-49 out on an H200, against 52-53
+ * both ways with each copy queued by the thread that copies its data).
+ * Several threads, because one CPU copy into memory touched for the first
+ * time (page faults, zeroing) is several times slower than the link.
+ *
+ * The buffers are made in one of the process's contexts (pinned memory
  * belongs to a context; CU_MEMHOSTALLOC_PORTABLE lets the others copy
- * through it) and forgotten with it. One swap uses it at a time. */
+ * through it) and forgotten with it. One swap uses them at a time. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -35,61 +41,198 @@
 #include "log.h"
 
 #define STAGING_CHUNK (4ull << 20)
-#define STAGING_SLOTS 32 /* 128 MiB pinned: two copies per thread */
+#define STAGING_MAX_THREADS 16
+#define SLOTS_PER_THREAD 2
+#define STAGING_SLOTS (STAGING_MAX_THREADS * SLOTS_PER_THREAD)
 _Static_assert(sizeof(((struct staging_run *)0)->events) / sizeof(CUevent) ==
                    STAGING_SLOTS,
                "an event per slot");
-#define STAGING_MAX_THREADS 16
+/* Chunks queued ahead of the copy threads: a swap thread that walks the
+ * allocations never lets them run dry, and holds 256 MiB of work at most. */
+#define STAGING_QUEUE 64
 
-enum slot_state {
-    SLOT_FREE,
-    SLOT_DMA,    /* the copy engine's part is queued (event recorded) */
-    SLOT_CPU,    /* a copy thread has it */
-    SLOT_FILLED, /* swap-in: the host data is in it, the copy not queued */
-};
-
-struct slot {
-    enum slot_state state;
+struct chunk {
+    struct staging_run *run;
+    unsigned generation; /* the run's */
     bool to_device;
-    char *host;      /* the host copy's part */
-    CUdeviceptr dev; /* swap-in: where it goes */
+    char *host;
+    CUdeviceptr dev;
     uint64_t len;
 };
 
+/* A copy thread's slot. Only its thread reads or writes it. */
+struct slot {
+    bool engine;        /* the engine's copy of chunk is queued */
+    struct chunk chunk; /* a swap-out's is done once copied to the host */
+};
+
+struct copier {
+    int index;           /* its slots: index * SLOTS_PER_THREAD and on */
+    int next;            /* the slot its next chunk takes */
+    unsigned generation; /* of the run its slots serve */
+    struct slot slots[SLOTS_PER_THREAD];
+};
+
 static struct {
-    pthread_mutex_t lock; /* the slots, the queue, the threads */
-    pthread_cond_t changed;
-    pthread_mutex_t use; /* one swap at a time */
-    char *pinned;        /* STAGING_SLOTS x STAGING_CHUNK, or NULL */
-    CUcontext ctx;       /* where it was made */
-    bool making;         /* a thread pins it now */
-    struct slot slots[STAGING_SLOTS];
-    int queue[STAGING_SLOTS], first, queued; /* for the copy threads, FIFO */
+    pthread_mutex_t lock;    /* the queue, the counts, the threads */
+    pthread_cond_t work;     /* a chunk queued */
+    pthread_cond_t progress; /* room in the queue, a run done, a ring made */
+    pthread_mutex_t use;     /* one swap at a time */
+    char *pinned;            /* threads x SLOTS_PER_THREAD x STAGING_CHUNK */
+    CUcontext ctx;           /* where it was made */
+    bool making;             /* a thread pins it now */
+    struct chunk queue[STAGING_QUEUE];
+    int first, queued;
+    uint64_t unfinished; /* chunks of the run queued and not done */
+    unsigned generation; /* of the run that uses the ring */
     int threads;
+    struct copier copiers[STAGING_MAX_THREADS];
 } ring = {.lock = PTHREAD_MUTEX_INITIALIZER,
-          .changed = PTHREAD_COND_INITIALIZER,
+          .work = PTHREAD_COND_INITIALIZER,
+          .progress = PTHREAD_COND_INITIALIZER,
           .use = PTHREAD_MUTEX_INITIALIZER};
+
+static void failed(struct staging_run *r, CUresult rc)
+{
+    pthread_mutex_lock(&ring.lock);
+    if (r->failures++ == 0)
+        r->first_error = rc;
+    pthread_mutex_unlock(&ring.lock);
+}
+
+static void chunk_done(void)
+{
+    pthread_mutex_lock(&ring.lock);
+    if (--ring.unfinished == 0)
+        pthread_cond_broadcast(&ring.progress);
+    pthread_mutex_unlock(&ring.lock);
+}
+
+static char *slot_memory(const struct copier *me, int s)
+{
+    return ring.pinned +
+           (size_t)(me->index * SLOTS_PER_THREAD + s) * STAGING_CHUNK;
+}
+
+static CUevent slot_event(const struct copier *me, const struct staging_run *r,
+                          int s)
+{
+    return r->events[me->index * SLOTS_PER_THREAD + s];
+}
+
+/* Frees slot s: the engine's copy through it waited for, and a swap-out's
+ * data moved on to its host copy. */
+static void empty_slot(struct copier *me, int s)
+{
+    struct slot *slot = &me->slots[s];
+    const struct chunk *c = &slot->chunk;
+
+    if (!slot->engine)
+        return;
+    slot->engine = false;
+    CUresult rc = c->run->drv->event_synchronize(slot_event(me, c->run, s));
+    if (c->to_device) {
+        if (rc != CUDA_SUCCESS)
+            failed(c->run, rc);
+        return;
+    }
+    if (rc == CUDA_SUCCESS)
+        memcpy(c->host, slot_memory(me, s), c->len);
+    else
+        failed(c->run, rc);
+    chunk_done();
+}
+
+/* Queues the engine's part of chunk c through slot s, after the CPU's
+ * part of a swap-in. A swap-out's chunk is done when its slot is emptied. */
+static void start_chunk(struct copier *me, int s, const struct chunk *c)
+{
+    struct staging_run *r = c->run;
+    struct slot *slot = &me->slots[s];
+    CUstream stream = r->streams[me->index % r->n_streams];
+    char *pinned = slot_memory(me, s);
+    CUresult rc;
+
+    if (c->to_device) {
+        memcpy(pinned, c->host, c->len);
+        rc = HOOK_CALL_REAL(cuMemcpyHtoDAsync_v2,
+                            (c->dev, pinned, c->len, stream));
+    } else {
+        rc = HOOK_CALL_REAL(cuMemcpyDtoHAsync_v2,
+                            (pinned, c->dev, c->len, stream));
+    }
+    if (rc == CUDA_SUCCESS)
+        rc = r->drv->event_record(slot_event(me, r, s), stream);
+    if (rc != CUDA_SUCCESS) {
+        failed(r, rc);
+        chunk_done();
+        return;
+    }
+    *slot = (struct slot){.engine = true, .chunk = *c};
+    if (c->to_device)
+        chunk_done();
+}
+
+/* The first chunk of a run this thread takes: the run before it waited
+ * for its streams (and a swap-out chunk never outlives its run), so the
+ * slots are free; its context is made current here, since one left
+ * current from an earlier run may be gone. */
+static bool begin_run(struct copier *me, const struct chunk *c)
+{
+    CUresult rc = HOOK_CALL_REAL(cuCtxSetCurrent, (c->run->ctx));
+
+    if (rc != CUDA_SUCCESS) {
+        failed(c->run, rc);
+        chunk_done();
+        return false;
+    }
+    for (int s = 0; s < SLOTS_PER_THREAD; s++)
+        me->slots[s].engine = false;
+    me->generation = c->generation;
+    return true;
+}
+
+/* The slot of a swap-out chunk still to be copied to its host copy, or -1. */
+static int pending_slot(const struct copier *me)
+{
+    for (int k = 0; k < SLOTS_PER_THREAD; k++) {
+        int s = (me->next + k) % SLOTS_PER_THREAD;
+        if (me->slots[s].engine && !me->slots[s].chunk.to_device)
+            return s;
+    }
+    return -1;
+}
 
 static void *copier_main(void *arg)
 {
-    (void)arg;
+    struct copier *me = arg;
+    int s;
+
     pthread_mutex_lock(&ring.lock);
     for (;;) {
-        while (ring.queued == 0)
-            pthread_cond_wait(&ring.changed, &ring.lock);
-        int i = ring.queue[ring.first];
-        ring.first = (ring.first + 1) % STAGING_SLOTS;
-        ring.queued--;
-        struct slot *s = &ring.slots[i];
-        char *pinned = ring.pinned + (size_t)i * STAGING_CHUNK;
+        if (ring.queued == 0 && (s = pending_slot(me)) >= 0) {
+            /* Nothing new: finish what the engine filled. */
+            pthread_mutex_unlock(&ring.lock);
+            empty_slot(me, s);
+            pthread_mutex_lock(&ring.lock);
+            continue;
+        }
+        if (ring.queued == 0) {
+            pthread_cond_wait(&ring.work, &ring.lock);
+            continue;
+        }
+        struct chunk c = ring.queue[ring.first];
+        ring.first = (ring.first + 1) % STAGING_QUEUE;
+        if (ring.queued-- == STAGING_QUEUE)
+            pthread_cond_broadcast(&ring.progress);
         pthread_mutex_unlock(&ring.lock);
-        if (s->to_device)
-            memcpy(pinned, s->host, s->len);
-        else
-            memcpy(s->host, pinned, s->len);
+        if (me->generation == c.generation || begin_run(me, &c)) {
+            s = me->next;
+            me->next = (s + 1) % SLOTS_PER_THREAD;
+            empty_slot(me, s);
+            start_chunk(me, s, &c);
+        }
         pthread_mutex_lock(&ring.lock);
-        s->state = s->to_device ? SLOT_FILLED : SLOT_FREE;
-        pthread_cond_broadcast(&ring.changed);
     }
     return NULL;
 }
@@ -97,7 +240,7 @@ static void *copier_main(void *arg)
 /* A thread per CPU, up to STAGING_MAX_THREADS: the application's threads
  * wait for the swap meanwhile, and a copy into memory written for the
  * first time runs at about 2 GB/s per thread (faults, zeroing; 16 threads
- * reached 36 GB/s on an H200's host, 8 threads 24). ring.lock held. */
+ * reached 36 GB/s on an H200's host, 8 threads 24). */
 static int host_threads(void)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -106,9 +249,9 @@ static int host_threads(void)
     return want < STAGING_MAX_THREADS ? want : STAGING_MAX_THREADS;
 }
 
-static void start_copiers_locked(void)
+/* Up to want threads. ring.lock held. */
+static void start_copiers_locked(int want)
 {
-    int want = host_threads();
     sigset_t all, old;
     pthread_attr_t attr;
 
@@ -119,7 +262,9 @@ static void start_copiers_locked(void)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     while (ring.threads < want) {
         pthread_t t;
-        if (pthread_create(&t, &attr, copier_main, NULL) != 0)
+        struct copier *me = &ring.copiers[ring.threads];
+        *me = (struct copier){.index = ring.threads};
+        if (pthread_create(&t, &attr, copier_main, me) != 0)
             break;
         ring.threads++;
     }
@@ -128,16 +273,17 @@ static void start_copiers_locked(void)
 }
 
 /* One thread pins at a time: a swap that comes while PREPARE_SWAP's
- * thread pins waits for that ring rather than pinning a second. */
+ * thread pins waits for those buffers rather than pinning more. */
 bool staging_make(CUcontext ctx)
 {
     const struct hook_driver *drv = hook_driver();
+    int want = host_threads();
     void *pinned = NULL;
     CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
 
     pthread_mutex_lock(&ring.lock);
     while (ring.making)
-        pthread_cond_wait(&ring.changed, &ring.lock);
+        pthread_cond_wait(&ring.progress, &ring.lock);
     if (ring.pinned != NULL) {
         bool threads = ring.threads > 0;
         pthread_mutex_unlock(&ring.lock);
@@ -146,21 +292,22 @@ bool staging_make(CUcontext ctx)
     ring.making = true;
     pthread_mutex_unlock(&ring.lock);
     if (drv && drv->mem_host_alloc)
-        rc = drv->mem_host_alloc(&pinned, STAGING_SLOTS * STAGING_CHUNK,
+        rc = drv->mem_host_alloc(&pinned,
+                                 (size_t)want * SLOTS_PER_THREAD * STAGING_CHUNK,
                                  CU_MEMHOSTALLOC_PORTABLE);
     if (rc != CUDA_SUCCESS)
-        log_debug("swap: no pinned staging ring (%d): copies go through the "
-                  "driver's buffers",
+        log_debug("swap: no pinned staging buffers (%d): copies go through "
+                  "the driver's",
                   (int)rc);
     pthread_mutex_lock(&ring.lock);
     ring.making = false;
     if (rc == CUDA_SUCCESS) {
         ring.pinned = pinned;
         ring.ctx = ctx;
-        start_copiers_locked();
+        start_copiers_locked(want);
     }
     bool made = ring.pinned != NULL && ring.threads > 0;
-    pthread_cond_broadcast(&ring.changed);
+    pthread_cond_broadcast(&ring.progress);
     pthread_mutex_unlock(&ring.lock);
     return made;
 }
@@ -179,97 +326,6 @@ void staging_context_destroyed(CUcontext ctx)
 
 /* ---- one swap's copies in one context ----------------------------------- */
 
-static void failed(struct staging_run *r, CUresult rc)
-{
-    if (r->failures++ == 0)
-        r->first_error = rc;
-}
-
-static CUstream next_stream(struct staging_run *r)
-{
-    return r->streams[r->next_stream++ % (unsigned)r->n_streams];
-}
-
-/* Gives slot i to the copy threads. ring.lock held. */
-static void hand_over_locked(int i)
-{
-    ring.slots[i].state = SLOT_CPU;
-    ring.queue[(ring.first + ring.queued++) % STAGING_SLOTS] = i;
-    pthread_cond_broadcast(&ring.changed);
-}
-
-/* Queues what the copy engine finished or may start now. ring.lock held. */
-static void pump_locked(struct staging_run *r)
-{
-    for (int i = 0; i < STAGING_SLOTS; i++) {
-        struct slot *s = &ring.slots[i];
-        if (s->state == SLOT_DMA && !s->to_device &&
-            r->drv->event_query(r->events[i]) == CUDA_SUCCESS) {
-            hand_over_locked(i);
-        } else if (s->state == SLOT_FILLED) {
-            CUstream stream = next_stream(r);
-            CUresult rc =
-                HOOK_CALL_REAL(cuMemcpyHtoDAsync_v2,
-                               (s->dev, ring.pinned + (size_t)i * STAGING_CHUNK,
-                                s->len, stream));
-            if (rc == CUDA_SUCCESS)
-                rc = r->drv->event_record(r->events[i], stream);
-            if (rc != CUDA_SUCCESS)
-                failed(r, rc);
-            s->state = SLOT_DMA;
-        }
-    }
-}
-
-/* Waits for slot j's copy on the engine. ring.lock held; dropped
- * meanwhile (only this thread changes a slot in SLOT_DMA). */
-static void wait_engine_locked(struct staging_run *r, int j)
-{
-    pthread_mutex_unlock(&ring.lock);
-    CUresult rc = r->drv->event_synchronize(r->events[j]);
-    pthread_mutex_lock(&ring.lock);
-    if (rc != CUDA_SUCCESS) {
-        failed(r, rc);
-        ring.slots[j].state = SLOT_FREE;
-    } else if (ring.slots[j].to_device) {
-        ring.slots[j].state = SLOT_FREE;
-    }
-}
-
-/* The slot after i whose copy to the host the engine ends first (slots
- * are taken in turn), or -1. ring.lock held. */
-static int next_copy_out_locked(int i)
-{
-    for (int k = 1; k < STAGING_SLOTS; k++) {
-        int j = (i + k) % STAGING_SLOTS;
-        if (ring.slots[j].state == SLOT_DMA && !ring.slots[j].to_device)
-            return j;
-    }
-    return -1;
-}
-
-/* Brings slot i to SLOT_FREE. ring.lock held. */
-static void drain_slot_locked(struct staging_run *r, int i)
-{
-    struct slot *s = &ring.slots[i];
-    int j;
-
-    while (s->state != SLOT_FREE) {
-        if (s->state == SLOT_DMA) {
-            wait_engine_locked(r, i);
-        } else if (s->state == SLOT_CPU && (j = next_copy_out_locked(i)) >= 0) {
-            /* While a thread copies slot i, each slot the engine fills
-             * goes to an idle thread as it is filled, not when slot i is
-             * done: at a swap-out's start all but one thread would
-             * wait a whole 4 MiB copy. */
-            wait_engine_locked(r, j);
-        } else if (s->state == SLOT_CPU) {
-            pthread_cond_wait(&ring.changed, &ring.lock);
-        }
-        pump_locked(r);
-    }
-}
-
 void staging_begin(struct staging_run *r, const struct hook_driver *drv,
                    CUcontext ctx, CUstream *streams, int n_streams)
 {
@@ -285,8 +341,8 @@ static bool use_ring(struct staging_run *r)
     const struct hook_driver *drv = r->drv;
 
     r->tried = true;
-    if (!drv->event_create || !drv->event_record || !drv->event_query ||
-        !drv->event_synchronize || !drv->event_destroy || !staging_make(r->ctx))
+    if (!drv->event_create || !drv->event_record || !drv->event_synchronize ||
+        !drv->event_destroy || !staging_make(r->ctx))
         return false;
     pthread_mutex_lock(&ring.use);
     pthread_mutex_lock(&ring.lock);
@@ -301,8 +357,13 @@ static bool use_ring(struct staging_run *r)
             ready = false;
         }
     }
-    if (!ready)
+    if (!ready) {
         pthread_mutex_unlock(&ring.use);
+    } else {
+        pthread_mutex_lock(&ring.lock);
+        r->generation = ++ring.generation;
+        pthread_mutex_unlock(&ring.lock);
+    }
     r->ring = ready;
     return ready;
 }
@@ -311,10 +372,11 @@ static bool use_ring(struct staging_run *r)
 static void direct(struct staging_run *r, bool to_device, CUdeviceptr dev,
                    char *host, uint64_t bytes)
 {
-    CUresult rc = to_device ? HOOK_CALL_REAL(cuMemcpyHtoDAsync_v2,
-                                             (dev, host, bytes, next_stream(r)))
-                            : HOOK_CALL_REAL(cuMemcpyDtoHAsync_v2,
-                                             (host, dev, bytes, next_stream(r)));
+    CUstream stream = r->streams[r->next_stream++ % (unsigned)r->n_streams];
+    CUresult rc =
+        to_device
+            ? HOOK_CALL_REAL(cuMemcpyHtoDAsync_v2, (dev, host, bytes, stream))
+            : HOOK_CALL_REAL(cuMemcpyDtoHAsync_v2, (host, dev, bytes, stream));
 
     if (rc != CUDA_SUCCESS)
         failed(r, rc);
@@ -331,29 +393,18 @@ void staging_copy(struct staging_run *r, bool to_device, CUdeviceptr dev,
     }
     pthread_mutex_lock(&ring.lock);
     for (uint64_t at = 0; at < bytes && r->failures == 0; at += STAGING_CHUNK) {
-        int i = (int)(r->next_slot++ % STAGING_SLOTS);
-        struct slot *s = &ring.slots[i];
-        drain_slot_locked(r, i);
-        *s = (struct slot){.to_device = to_device,
+        while (ring.queued == STAGING_QUEUE)
+            pthread_cond_wait(&ring.progress, &ring.lock);
+        ring.queue[(ring.first + ring.queued++) % STAGING_QUEUE] =
+            (struct chunk){.run = r,
+                           .generation = r->generation,
+                           .to_device = to_device,
                            .host = (char *)host + at,
                            .dev = dev + at,
                            .len = bytes - at < STAGING_CHUNK ? bytes - at
                                                              : STAGING_CHUNK};
-        if (to_device) {
-            hand_over_locked(i);
-        } else {
-            CUresult rc = HOOK_CALL_REAL(cuMemcpyDtoHAsync_v2,
-                                         (ring.pinned + (size_t)i * STAGING_CHUNK,
-                                          s->dev, s->len, r->streams[0]));
-            if (rc == CUDA_SUCCESS)
-                rc = r->drv->event_record(r->events[i], r->streams[0]);
-            if (rc != CUDA_SUCCESS) {
-                failed(r, rc);
-                break;
-            }
-            s->state = SLOT_DMA;
-        }
-        pump_locked(r);
+        ring.unfinished++;
+        pthread_cond_signal(&ring.work);
     }
     pthread_mutex_unlock(&ring.lock);
 }
@@ -362,17 +413,19 @@ CUresult staging_end(struct staging_run *r)
 {
     if (r->ring) {
         pthread_mutex_lock(&ring.lock);
-        for (int i = 0; i < STAGING_SLOTS; i++)
-            drain_slot_locked(r, i);
+        while (ring.unfinished > 0)
+            pthread_cond_wait(&ring.progress, &ring.lock);
         pthread_mutex_unlock(&ring.lock);
-        for (int i = 0; i < STAGING_SLOTS; i++)
-            r->drv->event_destroy(r->events[i]);
-        pthread_mutex_unlock(&ring.use);
     }
     for (int i = 0; i < r->n_streams; i++) {
         CUresult rc = HOOK_CALL_REAL(cuStreamSynchronize, (r->streams[i]));
         if (rc != CUDA_SUCCESS)
             failed(r, rc);
+    }
+    if (r->ring) {
+        for (int i = 0; i < STAGING_SLOTS; i++)
+            r->drv->event_destroy(r->events[i]);
+        pthread_mutex_unlock(&ring.use);
     }
     return r->failures ? r->first_error : CUDA_SUCCESS;
 }
@@ -383,12 +436,14 @@ CUresult staging_end(struct staging_run *r)
 static void forget_ring_in_child(void)
 {
     pthread_mutex_init(&ring.lock, NULL);
-    pthread_cond_init(&ring.changed, NULL);
+    pthread_cond_init(&ring.work, NULL);
+    pthread_cond_init(&ring.progress, NULL);
     pthread_mutex_init(&ring.use, NULL);
     ring.pinned = NULL;
     ring.ctx = NULL;
+    ring.making = false;
     ring.threads = ring.first = ring.queued = 0;
-    memset(ring.slots, 0, sizeof(ring.slots));
+    ring.unfinished = 0;
 }
 
 __attribute__((constructor)) static void register_ring_fork_handler(void)

@@ -11,11 +11,11 @@ struct staging_run {
     CUstream *streams;
     int n_streams;
     unsigned next_stream;
-    CUcontext ctx; /* current, where the ring is made if need be */
-    bool tried;    /* the ring was asked for (at the first copy) */
-    bool ring;     /* false: plain copies, staged by the driver */
-    CUevent events[32];
-    uint64_t next_slot;
+    CUcontext ctx;       /* current, where the ring is made if need be */
+    bool tried;          /* the ring was asked for (at the first copy) */
+    bool ring;           /* false: plain copies, staged by the driver */
+    CUevent events[32];  /* one per slot */
+    unsigned generation; /* tells the ring's runs apart */
     int failures;
     CUresult first_error;
 };
@@ -24,7 +24,7 @@ bool staging_make(CUcontext ctx);
 /* ctx is gone, and with it the ring if it was made there. */
 void staging_context_destroyed(CUcontext ctx);
 /* Begins a run on streams of ctx, the current context (one run uses the
- * ring at a time). */
+ * ring at a time; its copy threads make ctx current to them). */
 void staging_begin(struct staging_run *r, const struct hook_driver *drv,
                    CUcontext ctx, CUstream *streams, int n_streams);
 /* Queues the copy of bytes between device memory and a host copy. */

@@ -22,9 +22,9 @@
  * (MADV_FREE) from its swap-in to the next swap-out, and the copies go
  * through staging.c's pinned ring at link speed. PREPARE_SWAP (policy.h
  * says when the scheduler sends it) makes the ring on a background
- * thread, so that no swap-out pins on its critical path (128 MiB:
- * ~0.1 s), and then the host copies, so that no swap-out writes host
- * memory for the first time (half the link's speed); a swap-out that
+ * thread, so that no swap-out pins on its critical path (up to
+ * 128 MiB: ~0.1 s), and then the host copies, so that no swap-out writes
+ * host memory for the first time (half the link's speed); a swap-out that
  * comes first makes them itself, and one that comes meanwhile stops the
  * preparer and takes what it made.
  *

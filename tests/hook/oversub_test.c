@@ -72,6 +72,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "entry_points.h"
 #include "check.h"
@@ -621,10 +622,14 @@ static void swap(void)
 
 /* ---- the staging ring ------------------------------------------------------ */
 
-/* The ring's pinning at FAKE_CUDA_PIN_GBPS: 32 x 4 MiB (staging.c). */
+/* The ring's pinning at FAKE_CUDA_PIN_GBPS: two 4 MiB buffers per copy
+ * thread, a thread per CPU up to 16 (staging.c). */
 static double pin_ms(void)
 {
-    return (double)(128 * MIB) / (env_double("FAKE_CUDA_PIN_GBPS", 2) * 1e6);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    double threads = cpus < 1 ? 1 : cpus > 16 ? 16 : (double)cpus;
+
+    return threads * 8 * MIB / (env_double("FAKE_CUDA_PIN_GBPS", 2) * 1e6);
 }
 
 static void prepare(void)
