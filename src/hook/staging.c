@@ -29,6 +29,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL */
@@ -120,6 +123,32 @@ static CUevent slot_event(const struct copier *me, const struct staging_run *r,
     return r->events[me->index * SLOTS_PER_THREAD + s];
 }
 
+/* A swap-out's copy to the host: nothing reads it before the swap-in, so
+ * on x86-64 it bypasses the caches (non-temporal stores). Plain stores
+ * first read every line they write: on an H200's host the first swap-out
+ * of 1 GiB ran at 41-45 GB/s with them, 48 without. */
+static void copy_to_host(char *host, const char *pinned, uint64_t len)
+{
+    uint64_t done = 0;
+
+#if defined(__x86_64__)
+    if (((uintptr_t)host | (uintptr_t)pinned) % 16 == 0) {
+        __m128i *to = (__m128i *)host;
+        const __m128i *from = (const __m128i *)pinned;
+        for (; done + 64 <= len; done += 64, to += 4, from += 4) {
+            __m128i a = _mm_load_si128(from), b = _mm_load_si128(from + 1);
+            __m128i c = _mm_load_si128(from + 2), d = _mm_load_si128(from + 3);
+            _mm_stream_si128(to, a);
+            _mm_stream_si128(to + 1, b);
+            _mm_stream_si128(to + 2, c);
+            _mm_stream_si128(to + 3, d);
+        }
+        _mm_sfence(); /* ordered before the chunk counts as done */
+    }
+#endif
+    memcpy(host + done, pinned + done, len - done);
+}
+
 /* Frees slot s: the engine's copy through it waited for, and a swap-out's
  * data moved on to its host copy. */
 static void empty_slot(struct copier *me, int s)
@@ -137,7 +166,7 @@ static void empty_slot(struct copier *me, int s)
         return;
     }
     if (rc == CUDA_SUCCESS)
-        memcpy(c->host, slot_memory(me, s), c->len);
+        copy_to_host(c->host, slot_memory(me, s), c->len);
     else
         failed(c->run, rc);
     chunk_done();
