@@ -319,6 +319,10 @@ bool staging_make(CUcontext ctx)
         return threads;
     }
     ring.making = true;
+    /* Buffers for every thread there is: a ring made again (its context
+     * went) may find more threads than CPUs online now. */
+    if (want < ring.threads)
+        want = ring.threads;
     pthread_mutex_unlock(&ring.lock);
     if (drv && drv->mem_host_alloc)
         rc = drv->mem_host_alloc(&pinned,
