@@ -386,6 +386,26 @@ __attribute__((visibility("default"))) void fake_cuda_deinitialize(void)
     atomic_store(&deinitialized, true);
 }
 
+/* Set by fake_cuda_fail_copies_after(n): the copies between host and
+ * device after the next n fail, as on a device lost in the middle of a
+ * swap; n < 0 (the start) lets every copy through. */
+static atomic_long copies_before_failure = -1;
+
+__attribute__((visibility("default"))) void fake_cuda_fail_copies_after(long n)
+{
+    atomic_store(&copies_before_failure, n);
+}
+
+static bool copy_fails(void)
+{
+    long left = atomic_load(&copies_before_failure);
+
+    while (left > 0 && !atomic_compare_exchange_weak(&copies_before_failure,
+                                                     &left, left - 1))
+        ;
+    return left == 0;
+}
+
 static double swap_gbps(void)
 {
     static double gbps;
@@ -680,6 +700,8 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t count,
 
     if (atomic_load(&deinitialized))
         return CUDA_ERROR_DEINITIALIZED;
+    if (copy_fails())
+        return CUDA_ERROR_UNKNOWN;
     pthread_mutex_lock(&fake_lock);
     rc = reach_locked(src, count, &r);
     if (rc == CUDA_SUCCESS && dst && (r || managed_range_locked(src, count)))
@@ -704,6 +726,8 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t count,
     struct allocation *a;
     CUresult rc;
 
+    if (copy_fails())
+        return CUDA_ERROR_UNKNOWN;
     pthread_mutex_lock(&fake_lock);
     rc = reach_locked(dst, count, &r);
     if (rc == CUDA_SUCCESS && src && r) {

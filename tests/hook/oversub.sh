@@ -113,6 +113,8 @@ check "exit while preparing" \
 check "a swap-out as the process exits" \
     run NVSHARE_ENABLE_OVERSUB=1 NVSHARE_FAIL_CLOSED=0 "$TEST" swap-at-exit
 ! grep -q "swap out.*failed" "$dir/err" || fail "a swap-out during the exit warned: $(cat "$dir/err")"
+check "copies that fail in the middle of a swap-out" \
+    run NVSHARE_ENABLE_OVERSUB=1 "$TEST" copy-fails
 
 t=$(trace blank)
 check "blank allocations are released, not copied" \

@@ -61,6 +61,10 @@
  *       the process exits while the ring is being pinned, cleanly.
  *   oversub_test swap-at-exit
  *       a swap-out after the driver shut down moves nothing.
+ *   oversub_test copy-fails
+ *       a swap-out whose copies fail from the first, the 6th, 11th or
+ *       16th of 16 on keeps all of its memory on the GPU, intact; the
+ *       next one, with copies that work, moves it all out and back.
  * Prints one line per failed check and key=value results; exit 1 on any
  * failure. */
 #include <dlfcn.h>
@@ -814,6 +818,35 @@ static void swap_at_exit(void)
     EXPECT(lost_bytes(a) == 0, "a failed swap-out released written memory");
 }
 
+/* Copies of a swap-out fail part of the way (a device lost meanwhile). */
+static void copy_fails(void)
+{
+    void (*fail_after)(long) =
+        (void (*)(long))dlsym(RTLD_DEFAULT, "fake_cuda_fail_copies_after");
+    CUdeviceptr a;
+
+    setup();
+    MUST(cuMemAlloc_v2(&a, 64 * MIB)); /* 16 of staging.c's 4 MiB chunks */
+    write_memory(a, 64 * MIB);
+    EXPECT(fail_after != NULL, "the fake driver cannot fail copies");
+    if (fail_after == NULL)
+        return;
+    for (long after = 0; after < 16; after += 5) {
+        fail_after(after);
+        EXPECT(swap_out() == 0, "a swap-out whose copy %ld failed moved memory",
+               after + 1);
+        EXPECT(lost_bytes(a) == 0 && mapped_at(a, 64 * MIB),
+               "a swap-out whose copy %ld failed lost %lld bytes", after + 1,
+               lost_bytes(a));
+    }
+    fail_after(-1);
+    EXPECT(swap_out() == 64 * MIB && !mapped_at(a, 64 * MIB),
+           "the swap-out after the failures did not move 64 MiB");
+    EXPECT(swap_in() == 64 * MIB && lost_bytes(a) == 0,
+           "the swap after the failures lost %lld bytes", lost_bytes(a));
+    MUST(cuMemFree_v2(a));
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "convert") == 0)
@@ -826,6 +859,8 @@ int main(int argc, char **argv)
         swap();
     else if (argc == 2 && strcmp(argv[1], "prepare") == 0)
         prepare();
+    else if (argc == 2 && strcmp(argv[1], "copy-fails") == 0)
+        copy_fails();
     else if (argc == 2 && strcmp(argv[1], "unprepared") == 0)
         unprepared();
     else if (argc == 2 && strcmp(argv[1], "prepare-behind") == 0)
