@@ -876,8 +876,8 @@ int main(int argc, char **argv)
     else {
         fprintf(stderr, "usage: oversub_test convert CONVERTED QUOTA | "
                         "beyond BYTES OK | swap | prepare | unprepared | "
-                        "prepare-behind | blank | prepare-exit | "
-                        "swap-at-exit\n");
+                        "prepare-behind | prepare-race | blank | "
+                        "prepare-exit | swap-at-exit | copy-fails\n");
         return 2;
     }
     printf("%s\n", failures ? "FAIL" : "PASS");
