@@ -126,7 +126,7 @@ static CUevent slot_event(const struct copier *me, const struct staging_run *r,
 /* A swap-out's copy to the host: nothing reads it before the swap-in, so
  * on x86-64 it bypasses the caches (non-temporal stores). Plain stores
  * first read every line they write: on an H200's host the first swap-out
- * of 1 GiB ran at 41-45 GB/s with them, 48 without. */
+ * of 1 GiB ran at 36-45 GB/s with them, 45-48 without. */
 static void copy_to_host(char *host, const char *pinned, uint64_t len)
 {
     uint64_t done = 0;
