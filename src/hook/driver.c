@@ -138,6 +138,15 @@ const struct hook_driver *hook_driver(void)
     return driver_loaded ? &driver : NULL;
 }
 
+void hook_thread_relax_capture(void)
+{
+    const struct hook_driver *drv = hook_driver();
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+    if (drv && drv->exchange_capture_mode)
+        drv->exchange_capture_mode(&mode);
+}
+
 void *hook_real_slow(int id)
 {
     pthread_once(&load_once, load_driver);

@@ -75,5 +75,10 @@ struct hook_driver {
 };
 /* Loads the driver once; NULL if libcuda.so.1 cannot be loaded. */
 const struct hook_driver *hook_driver(void);
+/* For a thread of libnvshare's own, at its start: its CUDA calls may
+ * neither fail nor invalidate a graph capture that the application makes
+ * meanwhile in the default (global) mode, as pinning memory or waiting
+ * for an event would. */
+void hook_thread_relax_capture(void);
 
 #endif

@@ -237,6 +237,7 @@ static void *copier_main(void *arg)
     struct copier *me = arg;
     int s;
 
+    hook_thread_relax_capture();
     pthread_mutex_lock(&ring.lock);
     for (;;) {
         if (ring.queued == 0 && (s = pending_slot(me)) >= 0) {

@@ -467,6 +467,7 @@ static void *preparer_main(void *arg)
     CUcontext ctx, popped;
     bool go_on;
 
+    hook_thread_relax_capture();
     pthread_mutex_lock(&pin_lock);
     if (!atomic_load(&stopping) && (ctx = hook_first_context(gpu)) != NULL &&
         HOOK_CALL_REAL(cuCtxPushCurrent_v2, (ctx)) == CUDA_SUCCESS) {

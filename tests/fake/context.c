@@ -207,10 +207,14 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 CUresult cuCtxSynchronize(void)
 {
+    if (fake_unsafe_call_refused())
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     return synchronize(fake_current());
 }
 
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
+    if (fake_unsafe_call_refused())
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     return synchronize(ctx ? (struct fake_ctx *)ctx : fake_current());
 }

@@ -43,6 +43,7 @@ struct fake_stream {
     /* Between cuStreamBeginCapture and cuStreamEndCapture: work launched
      * on it is captured, not run; its durations add up to the graph's. */
     bool capturing;
+    bool global; /* begun in CU_STREAM_CAPTURE_MODE_GLOBAL */
     uint64_t captured_ns;
     struct fake_stream *next; /* in ctx->streams */
 };
@@ -159,6 +160,10 @@ CUresult fake_submit(CUstream stream, bool pt, uint64_t duration_ns,
 /* The same for a transfer of bytes, traced "<what> <start> <end> <bytes>". */
 CUresult fake_submit_bytes(CUstream stream, bool pt, uint64_t duration_ns,
                            const char *what, uint64_t bytes);
+/* A potentially unsafe call (pinning, synchronizing) from a thread in the
+ * global capture mode while a global capture runs: refused, and the
+ * capture invalidated (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
+bool fake_unsafe_call_refused(void);
 
 /* module.c: the simulated duration of a kernel. */
 uint64_t fake_function_duration_ns(CUfunction f);

@@ -580,6 +580,8 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     (void)Flags;
     if (pp == NULL || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (fake_unsafe_call_refused())
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (fake_current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
     pinned_at = fake_now_ns() + (uint64_t)((double)bytesize / pin_gbps());

@@ -282,6 +282,8 @@ static CUresult stream_synchronize(CUstream handle, bool pt)
     uint64_t end;
     unsigned round = 0;
 
+    if (fake_unsafe_call_refused())
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     while ((end = stream_end(handle, pt, &rc, NULL, NULL)) == FAKE_UNRESOLVED)
         fake_collective_pause(&round);
     if (rc == CUDA_SUCCESS)
@@ -327,8 +329,27 @@ struct fake_graph {
     uint64_t duration_ns;
 };
 
+/* Captures begun in the global mode, and whether a potentially unsafe
+ * call made meanwhile by a thread in the global mode invalidated them: as
+ * on a real driver, that call fails, and so does the capture's end. */
+static int global_captures;
+static bool captures_invalidated;
+
+bool fake_unsafe_call_refused(void)
+{
+    bool refused;
+
+    if (capture_mode != CU_STREAM_CAPTURE_MODE_GLOBAL)
+        return false;
+    pthread_mutex_lock(&fake_lock);
+    refused = global_captures > 0;
+    captures_invalidated = captures_invalidated || refused;
+    pthread_mutex_unlock(&fake_lock);
+    return refused;
+}
+
 /* Starts or ends the capture on hStream; *captured_ns: what it captured. */
-static CUresult set_capturing(CUstream hStream, bool capturing,
+static CUresult set_capturing(CUstream hStream, bool capturing, bool global,
                               uint64_t *captured_ns)
 {
     struct fake_stream *s;
@@ -346,6 +367,15 @@ static CUresult set_capturing(CUstream hStream, bool capturing,
         s->capturing = capturing;
         *captured_ns = s->captured_ns;
         s->captured_ns = 0;
+        if (capturing && global)
+            global_captures++;
+        if (!capturing && s->global) {
+            global_captures--;
+            if (captures_invalidated)
+                rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+            captures_invalidated = captures_invalidated && global_captures > 0;
+        }
+        s->global = capturing && global;
     }
     pthread_mutex_unlock(&fake_lock);
     return rc;
@@ -355,8 +385,8 @@ CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
     uint64_t none;
 
-    (void)mode;
-    return set_capturing(hStream, true, &none);
+    return set_capturing(hStream, true, mode == CU_STREAM_CAPTURE_MODE_GLOBAL,
+                         &none);
 }
 
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
@@ -366,7 +396,8 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 
     if (g == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if ((rc = set_capturing(hStream, false, &g->duration_ns)) != CUDA_SUCCESS) {
+    if ((rc = set_capturing(hStream, false, false, &g->duration_ns)) !=
+        CUDA_SUCCESS) {
         free(g);
         return rc;
     }
@@ -507,6 +538,8 @@ CUresult cuEventSynchronize(CUevent hEvent)
     uint64_t at;
     unsigned round = 0;
 
+    if (fake_unsafe_call_refused())
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     while ((at = event_at((struct fake_event *)hEvent)) == FAKE_UNRESOLVED)
         fake_collective_pause(&round);
     fake_wait_until(at);

@@ -115,6 +115,8 @@ check "a swap-out as the process exits" \
 ! grep -q "swap out.*failed" "$dir/err" || fail "a swap-out during the exit warned: $(cat "$dir/err")"
 check "copies that fail in the middle of a swap-out" \
     run NVSHARE_ENABLE_OVERSUB=1 "$TEST" copy-fails
+check "swaps beside the application's graph capture" \
+    run NVSHARE_ENABLE_OVERSUB=1 "$TEST" capture
 
 t=$(trace blank)
 check "blank allocations are released, not copied" \

@@ -61,6 +61,12 @@
  *       the process exits while the ring is being pinned, cleanly.
  *   oversub_test swap-at-exit
  *       a swap-out after the driver shut down moves nothing.
+ *   oversub_test capture
+ *       while the application captures a graph in the global mode,
+ *       another thread prepares, swaps out and swaps in (the client's
+ *       thread does on PREPARE_SWAP, EVICT and a grant): everything
+ *       moves intact, and the capture ends valid (libnvshare's own
+ *       threads pin and wait in the relaxed mode).
  *   oversub_test copy-fails
  *       a swap-out whose copies fail from the first, the 6th, 11th or
  *       16th of 16 on keeps all of its memory on the GPU, intact; the
@@ -818,6 +824,42 @@ static void swap_at_exit(void)
     EXPECT(lost_bytes(a) == 0, "a failed swap-out released written memory");
 }
 
+static void *swaps_beside_capture(void *arg)
+{
+    uint64_t *moved = arg;
+
+    prepare_swap();
+    wait_prepared();
+    moved[0] = swap_out();
+    moved[1] = swap_in();
+    return NULL;
+}
+
+static void capture(void)
+{
+    uint64_t moved[2] = {0, 0};
+    CUdeviceptr a;
+    CUstream stream;
+    CUgraph graph;
+    pthread_t thread;
+
+    setup();
+    MUST(cuMemAlloc_v2(&a, 32 * MIB));
+    write_memory(a, 32 * MIB);
+    MUST(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    MUST(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    pthread_create(&thread, NULL, swaps_beside_capture, moved);
+    pthread_join(thread, NULL);
+    EXPECT(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS,
+           "the swaps invalidated the application's graph capture");
+    EXPECT(moved[0] == 32 * MIB && moved[1] == 32 * MIB && lost_bytes(a) == 0,
+           "swaps beside a capture moved %llu out, %llu in, lost %lld bytes",
+           (unsigned long long)moved[0], (unsigned long long)moved[1],
+           lost_bytes(a));
+    MUST(cuStreamDestroy(stream));
+    MUST(cuMemFree_v2(a));
+}
+
 /* Copies of a swap-out fail part of the way (a device lost meanwhile). */
 static void copy_fails(void)
 {
@@ -861,6 +903,8 @@ int main(int argc, char **argv)
         prepare();
     else if (argc == 2 && strcmp(argv[1], "copy-fails") == 0)
         copy_fails();
+    else if (argc == 2 && strcmp(argv[1], "capture") == 0)
+        capture();
     else if (argc == 2 && strcmp(argv[1], "unprepared") == 0)
         unprepared();
     else if (argc == 2 && strcmp(argv[1], "prepare-behind") == 0)
@@ -877,7 +921,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: oversub_test convert CONVERTED QUOTA | "
                         "beyond BYTES OK | swap | prepare | unprepared | "
                         "prepare-behind | prepare-race | blank | "
-                        "prepare-exit | swap-at-exit | copy-fails\n");
+                        "prepare-exit | swap-at-exit | copy-fails | capture\n");
         return 2;
     }
     printf("%s\n", failures ? "FAIL" : "PASS");
