@@ -117,6 +117,8 @@ check "copies that fail in the middle of a swap-out" \
     run NVSHARE_ENABLE_OVERSUB=1 "$TEST" copy-fails
 check "swaps beside the application's graph capture" \
     run NVSHARE_ENABLE_OVERSUB=1 "$TEST" capture
+check "two contexts, then the staging buffers' context destroyed" \
+    run NVSHARE_ENABLE_OVERSUB=1 "$TEST" contexts
 
 t=$(trace blank)
 check "blank allocations are released, not copied" \

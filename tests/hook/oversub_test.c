@@ -67,6 +67,13 @@
  *       thread does on PREPARE_SWAP, EVICT and a grant): everything
  *       moves intact, and the capture ends valid (libnvshare's own
  *       threads pin and wait in the relaxed mode).
+ *   oversub_test contexts
+ *       a context of the application's own, made before the primary one
+ *       (so the staging buffers are pinned in it), and the primary hold
+ *       32 MiB each: a swap moves both out and back intact (a run of the
+ *       copy threads per context); once the first context is destroyed,
+ *       the next swap pins new buffers in the primary one and moves its
+ *       memory intact.
  *   oversub_test copy-fails
  *       a swap-out whose copies fail from the first, the 6th, 11th or
  *       16th of 16 on keeps all of its memory on the GPU, intact; the
@@ -824,6 +831,36 @@ static void swap_at_exit(void)
     EXPECT(lost_bytes(a) == 0, "a failed swap-out released written memory");
 }
 
+static void contexts(void)
+{
+    CUcontext own, primary, popped;
+    CUdeviceptr a, b;
+
+    MUST(cuInit(0));
+    MUST(cuCtxCreate_v2(&own, 0, 0)); /* current */
+    MUST(cuMemAlloc_v2(&b, 32 * MIB));
+    write_memory(b, 32 * MIB);
+    MUST(cuCtxPopCurrent_v2(&popped));
+    primary = setup();
+    MUST(cuMemAlloc_v2(&a, 32 * MIB));
+    write_memory(a, 32 * MIB);
+    EXPECT(swap_out() == 64 * MIB && !mapped_at(a, 32 * MIB) &&
+               !mapped_at(b, 32 * MIB),
+           "a swap-out did not move both contexts' memory");
+    EXPECT(swap_in() == 64 * MIB && lost_bytes(a) == 0 && lost_bytes(b) == 0,
+           "a swap of two contexts lost %lld and %lld bytes", lost_bytes(a),
+           lost_bytes(b));
+    MUST(cuCtxPushCurrent_v2(own));
+    MUST(cuMemFree_v2(b));
+    MUST(cuCtxPopCurrent_v2(&popped));
+    MUST(cuCtxDestroy_v2(own));
+    MUST(cuCtxSetCurrent(primary));
+    EXPECT(swap_out() == 32 * MIB && swap_in() == 32 * MIB && lost_bytes(a) == 0,
+           "the swap after the buffers' context went lost %lld bytes",
+           lost_bytes(a));
+    MUST(cuMemFree_v2(a));
+}
+
 static void *swaps_beside_capture(void *arg)
 {
     uint64_t *moved = arg;
@@ -905,6 +942,8 @@ int main(int argc, char **argv)
         copy_fails();
     else if (argc == 2 && strcmp(argv[1], "capture") == 0)
         capture();
+    else if (argc == 2 && strcmp(argv[1], "contexts") == 0)
+        contexts();
     else if (argc == 2 && strcmp(argv[1], "unprepared") == 0)
         unprepared();
     else if (argc == 2 && strcmp(argv[1], "prepare-behind") == 0)
@@ -921,7 +960,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: oversub_test convert CONVERTED QUOTA | "
                         "beyond BYTES OK | swap | prepare | unprepared | "
                         "prepare-behind | prepare-race | blank | "
-                        "prepare-exit | swap-at-exit | copy-fails | capture\n");
+                        "prepare-exit | swap-at-exit | copy-fails | capture | "
+                        "contexts\n");
         return 2;
     }
     printf("%s\n", failures ? "FAIL" : "PASS");
