@@ -56,7 +56,6 @@ _Static_assert(sizeof(((struct staging_run *)0)->events) / sizeof(CUevent) ==
 
 struct chunk {
     struct staging_run *run;
-    unsigned generation; /* the run's */
     bool to_device;
     char *host;
     CUdeviceptr dev;
@@ -217,7 +216,7 @@ static bool begin_run(struct copier *me, const struct chunk *c)
     }
     for (int s = 0; s < SLOTS_PER_THREAD; s++)
         me->slots[s].engine = false;
-    me->generation = c->generation;
+    me->generation = c->run->generation;
     return true;
 }
 
@@ -256,7 +255,7 @@ static void *copier_main(void *arg)
         if (ring.queued-- == STAGING_QUEUE)
             pthread_cond_broadcast(&ring.progress);
         pthread_mutex_unlock(&ring.lock);
-        if (me->generation == c.generation || begin_run(me, &c)) {
+        if (me->generation == c.run->generation || begin_run(me, &c)) {
             s = me->next;
             me->next = (s + 1) % SLOTS_PER_THREAD;
             empty_slot(me, s);
@@ -431,7 +430,6 @@ void staging_copy(struct staging_run *r, bool to_device, CUdeviceptr dev,
             pthread_cond_wait(&ring.progress, &ring.lock);
         ring.queue[(ring.first + ring.queued++) % STAGING_QUEUE] =
             (struct chunk){.run = r,
-                           .generation = r->generation,
                            .to_device = to_device,
                            .host = (char *)host + at,
                            .dev = dev + at,
