@@ -57,7 +57,6 @@ struct gpu_watch {
     uint64_t seen_submits; /* idle detection: submissions at last poll */
     uint64_t quiet_since;  /* when seen_submits last changed */
     bool complete_seen;    /* its work had completed at the last poll */
-    bool swapped_out;      /* its memory went to the host on EVICT */
     bool swap_in_due;      /* a swap-out since the last swap-in moved bytes */
     uint64_t load_busy_ns, load_span_ns; /* totals at the last LOAD */
     uint64_t load_sent_at;               /* 0: no report yet */
@@ -168,6 +167,9 @@ static void registered(int fd, const struct msg_register_ok *ok)
     log_info("registered with the scheduler as client %llu%s",
              (unsigned long long)ok->client_id,
              conn.registrations++ ? " (reconnected)" : "");
+    /* A scheduler that did not swap us out awaits no swap-in. */
+    for (int i = 0; i < client.n_gpus; i++)
+        watch[i].swap_in_due = false;
     conn.warned_absent = false;
     conn.warned_refused = false;
     conn.retry_ns = 0; /* the next refusal waits reconnect_ns first */
@@ -297,32 +299,36 @@ static void swap_out(int gpu)
 {
     uint64_t start = now_ns(), bytes = 0;
 
+    /* Even when no byte moves (a second EVICT, or only blank allocations
+     * whose pages are discarded), what is out must come back before the
+     * gate opens, in every mode: from now on, should the scheduler go. */
+    gate_memory_out(gpu);
     if (client.ops.swap_out && conn.observer->swap_out_fits(gpu))
         bytes = client.ops.swap_out(gpu, client.ops.user);
-    /* Even when no byte moved (a second EVICT, or only blank allocations
-     * whose pages were discarded), what is out must come back before the
-     * gate opens. */
-    watch[gpu].swapped_out = true;
     watch[gpu].swap_in_due = watch[gpu].swap_in_due || bytes > 0;
     send_swapped(gpu, SWAP_OUT, bytes, now_ns() - start);
 }
 
-/* Before the gate opens on a grant: memory that went out comes back with
- * one explicit prefetch rather than page faults under the first kernels. */
-static void swap_in_if_out(int gpu)
+/* Before the gate opens: memory that went out comes back, with one
+ * explicit copy rather than page faults under the first kernels. False
+ * while some of it found no room on the GPU: it stays on the host, and
+ * the next call brings the rest. */
+static bool bring_memory_back(int gpu)
 {
-    bool out = watch[gpu].swapped_out;
-    bool due = watch[gpu].swap_in_due;
-    watch[gpu].swapped_out = watch[gpu].swap_in_due = false;
-    if (!out || !client.ops.swap_in)
-        return;
-    uint64_t start = now_ns();
-    uint64_t bytes = client.ops.swap_in(gpu, client.ops.user);
+    if (!gate_memory_is_out(gpu))
+        return true;
+    uint64_t start = now_ns(), bytes = 0;
+    bool back = !client.ops.swap_in ||
+                client.ops.swap_in(gpu, client.ops.user, &bytes);
     /* The scheduler waits for a swap-in only after a swap-out of more
      * than 0 bytes (docs/protocol.md); after blank ones it would log the
      * answer as unsolicited. */
-    if (due)
+    if (watch[gpu].swap_in_due)
         send_swapped(gpu, SWAP_IN, bytes, now_ns() - start);
+    watch[gpu].swap_in_due = false;
+    if (back)
+        gate_memory_back(gpu);
+    return back;
 }
 
 static void log_memory_wait(const struct msg *m)
@@ -401,7 +407,10 @@ static void handle_sched_off(void)
 
 static void handle_lock_ok(int gpu, uint32_t lease)
 {
-    swap_in_if_out(gpu);
+    if (!bring_memory_back(gpu)) {
+        gate_lock_declined(gpu, lease);
+        return;
+    }
     watch[gpu].quiet_since = now_ns();
     watch[gpu].seen_submits = gate_submits_total();
     gate_lock_granted(gpu, lease);
@@ -630,7 +639,7 @@ static void *conn_thread(void *arg)
     for (;;) {
         struct pollfd fds[3] = {{.fd = conn.wake_fd, .events = POLLIN},
                                 {.fd = -1, .events = POLLIN},
-                                {.fd = gate_catch_up_fd(), .events = POLLIN}};
+                                {.fd = gate_wake_fd(), .events = POLLIN}};
         uint64_t now = now_ns();
 
         if (conn.fd < 0 && now >= next_connect) {
@@ -646,11 +655,14 @@ static void *conn_thread(void *arg)
             break; /* nvshare_client_stop() */
         if (fds[2].revents) {
             uint64_t count;
-            if (read(gate_catch_up_fd(), &count, sizeof(count)) < 0)
-                log_debug("catch-up wake-up: %s", strerror(errno));
+            if (read(gate_wake_fd(), &count, sizeof(count)) < 0)
+                log_debug("gate wake-up: %s", strerror(errno));
         }
         if (fds[1].revents)
             read_messages(reader, &next_connect);
+        for (int gpu = 0; gpu < client.n_gpus; gpu++)
+            if (gate_memory_wanted(gpu))
+                bring_memory_back(gpu);
         if (client.connected) {
             release_idle_gpus();
             conn.observer->tick(client.n_gpus);

@@ -37,6 +37,10 @@ struct gpu_lock {
      * launching up to the gang's drain point until catch_up_until. */
     bool agreeing;
     uint64_t catch_up_until;
+    /* Its memory went to the host (EVICT): the gate stays shut, whatever
+     * the mode, until all of it is back, since a kernel would find none. */
+    bool memory_out;
+    int waiters; /* application threads waiting at its gate */
 };
 
 static struct gpu_lock locks[NVSHARE_MAX_GPUS];
@@ -45,7 +49,9 @@ static struct gate_link to_scheduler;
  * first start. */
 static void (*_Atomic before_lock_request)(int gpu);
 static bool membarrier_ok;
-static int catch_up_fd = -1; /* eventfd: a catch-up reached its drain point */
+/* eventfd: the connection thread has work for the gates: a catch-up
+ * reached its drain point, or a thread waits for memory to come back. */
+static int wake_fd = -1;
 static pthread_cond_t beat = PTHREAD_COND_INITIALIZER; /* a drain began or
                                                           ended, or stop */
 static pthread_t beat_thread;
@@ -107,15 +113,37 @@ static void gate_set(int gpu, bool open)
     atomic_store(&nvshare_gate_open[gpu], open ? 1 : 0);
 }
 
-/* Whether submissions on gpu may proceed without holding its lock. Called
- * with client.mu held. */
-static bool runs_unscheduled(int gpu)
+/* Whether gpu goes without its lock: no scheduler (fail-open), scheduling
+ * off, or a GPU the scheduler does not manage. With client.mu held. */
+static bool lock_free(int gpu)
 {
     if (!client.started)
         return true;
     if (!client.connected)
         return client.attempted && !client.fail_closed && !client.paced_shut;
     return !client.scheduling_on || !client.known[gpu];
+}
+
+/* Whether submissions on gpu may proceed without holding its lock. Called
+ * with client.mu held. */
+static bool runs_unscheduled(int gpu)
+{
+    return lock_free(gpu) && !locks[gpu].memory_out;
+}
+
+/* Whether the connection thread is to bring gpu's memory back by itself:
+ * no lock will come, whose grant would. With client.mu held. */
+static bool memory_wanted_locked(int gpu)
+{
+    return locks[gpu].memory_out && lock_free(gpu);
+}
+
+static void wake_connection(void)
+{
+    uint64_t one = 1;
+
+    if (write(wake_fd, &one, sizeof(one)) != sizeof(one))
+        log_debug("cannot wake the client thread: it looks on its tick");
 }
 
 static void gates_open_for_current_mode(void)
@@ -156,7 +184,11 @@ void nvshare_gate_wait(int gpu, struct nvshare_thread *self)
                 break;
             if (client.connected)
                 request_lock_locked(gpu);
+            if (memory_wanted_locked(gpu))
+                wake_connection();
+            locks[gpu].waiters++;
             pthread_cond_wait(&client.changed, &client.mu);
+            locks[gpu].waiters--;
         }
         /* The first submission under a new lease: tell the scheduler, so
          * that this thread's wake-up is not billed to the pod. */
@@ -239,10 +271,8 @@ void nvshare_collective_submitted(int gpu)
     uint64_t target = atomic_load(&catch_up_to[gpu]);
     if (__builtin_expect(target != 0 && n >= target, 0)) {
         /* The drain point: nothing more goes in until the drain. */
-        uint64_t one = 1;
         gate_set(gpu, false);
-        if (write(catch_up_fd, &one, sizeof(one)) != sizeof(one))
-            log_debug("cannot wake the client thread: it drains on its tick");
+        wake_connection();
     }
 }
 
@@ -461,6 +491,52 @@ void gate_lock_granted(int gpu, uint32_t lease)
     pthread_mutex_unlock(&client.mu);
 }
 
+void gate_lock_declined(int gpu, uint32_t lease)
+{
+    struct msg m = {.type = MSG_LOCK_RELEASED,
+                    .u.lock = {.gpu = (uint8_t)gpu,
+                               .lease = lease,
+                               .at_ns = now_ns()}};
+
+    pthread_mutex_lock(&client.mu);
+    locks[gpu].requested = false;
+    to_scheduler.send_locked(&m);
+    pthread_cond_broadcast(&client.changed); /* waiters re-request */
+    pthread_mutex_unlock(&client.mu);
+}
+
+void gate_memory_out(int gpu)
+{
+    pthread_mutex_lock(&client.mu);
+    locks[gpu].memory_out = true;
+    gates_open_for_current_mode();
+    pthread_mutex_unlock(&client.mu);
+}
+
+void gate_memory_back(int gpu)
+{
+    pthread_mutex_lock(&client.mu);
+    locks[gpu].memory_out = false;
+    gate_mode_changed_locked();
+    pthread_mutex_unlock(&client.mu);
+}
+
+bool gate_memory_is_out(int gpu)
+{
+    pthread_mutex_lock(&client.mu);
+    bool out = locks[gpu].memory_out;
+    pthread_mutex_unlock(&client.mu);
+    return out;
+}
+
+bool gate_memory_wanted(int gpu)
+{
+    pthread_mutex_lock(&client.mu);
+    bool wanted = memory_wanted_locked(gpu) && locks[gpu].waiters > 0;
+    pthread_mutex_unlock(&client.mu);
+    return wanted;
+}
+
 void gate_locks_lost_locked(void)
 {
     for (int i = 0; i < client.n_gpus; i++) {
@@ -498,9 +574,9 @@ uint64_t nvshare_lock_grants(int gpu)
     return grants;
 }
 
-int gate_catch_up_fd(void)
+int gate_wake_fd(void)
 {
-    return catch_up_fd;
+    return wake_fd;
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -513,8 +589,8 @@ int gate_start(const struct gate_link *l)
                             MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
     if (!membarrier_ok)
         log_debug("membarrier unavailable: preemption uses a fence");
-    catch_up_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    return catch_up_fd < 0 ? -1 : 0;
+    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return wake_fd < 0 ? -1 : 0;
 }
 
 bool gate_start_beat(void)
@@ -533,9 +609,9 @@ void gate_stop(void)
     if (running)
         pthread_join(beat_thread, NULL);
     pthread_mutex_lock(&client.mu);
-    if (catch_up_fd >= 0)
-        close(catch_up_fd);
-    catch_up_fd = -1;
+    if (wake_fd >= 0)
+        close(wake_fd);
+    wake_fd = -1;
     for (int i = 0; i < NVSHARE_MAX_GPUS; i++)
         gate_set(i, true);
     pthread_mutex_unlock(&client.mu);
@@ -546,9 +622,9 @@ void gate_after_fork(void)
     pthread_cond_init(&beat, NULL);
     beat_running = false;
     forget_drains_locked();
-    if (catch_up_fd >= 0)
-        close(catch_up_fd);
-    catch_up_fd = -1;
+    if (wake_fd >= 0)
+        close(wake_fd);
+    wake_fd = -1;
     memset(locks, 0, sizeof(locks));
     for (int i = 0; i < NVSHARE_MAX_GPUS; i++)
         gate_set(i, false); /* slow path: runs_unscheduled() says go */

@@ -43,6 +43,22 @@ void gate_after_fork(void);
 
 /* LOCK_OK: gpu is held under lease; the gate opens. */
 void gate_lock_granted(int gpu, uint32_t lease);
+/* LOCK_OK, but gpu's memory could not all come back (no room on the GPU):
+ * the lock goes back at once (LOCK_RELEASED), the gate stays shut, and the
+ * threads waiting at it ask again. */
+void gate_lock_declined(int gpu, uint32_t lease);
+/* Swaps (connection.c): before EVICT's swap-out, gpu's memory is out and
+ * its gate stays shut whatever the mode (a scheduler gone, scheduling
+ * off); once a swap-in brought all of it back, the gate follows the mode
+ * again. */
+void gate_memory_out(int gpu);
+void gate_memory_back(int gpu);
+bool gate_memory_is_out(int gpu);
+/* Whether a thread waits at gpu's gate for memory that is out while no
+ * lock will come (no scheduler, scheduling off): the connection thread
+ * then brings it back by itself. gate_wake_fd() becomes readable when a
+ * thread starts waiting so. */
+bool gate_memory_wanted(int gpu);
 /* Gives gpu back under lease, if it is still the current lease: closes the
  * gate, waits out submissions in flight, drains and answers LOCK_RELEASED.
  * why is for the log: DROP_LOCK ("preempted"), idle release. */
@@ -57,10 +73,11 @@ void gate_drain_to(int gpu, uint32_t lease, uint64_t collectives);
 #define CATCH_UP_MAX_NS 2000000000ull /* 2 s */
 /* Drains the catch-ups that reached their point or ran out of time (after
  * every wake-up of the client thread) and returns the time until the next
- * one runs out (0: none). gate_catch_up_fd() becomes readable when one
+ * one runs out (0: none). gate_wake_fd() becomes readable when one
  * reaches its point. */
 uint64_t gate_finish_catch_ups(void);
-int gate_catch_up_fd(void);
+/* An eventfd, readable when the gates have work for the client thread. */
+int gate_wake_fd(void);
 /* No lock is held or requested any more: the connection went, or
  * scheduling went off. The gates follow the mode; with client.mu held. */
 void gate_locks_lost_locked(void);

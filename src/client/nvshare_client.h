@@ -41,15 +41,18 @@ struct nvshare_client_ops {
      * preempted. */
     bool (*completed)(int gpu, void *user);
     /* Swappable memory (see nvshare_oversub_enabled). swap_out moves this
-     * process's evictable memory on gpu to the host, swap_in moves
-     * it back to gpu; each returns once the memory is there, with the bytes
-     * moved. Called on the client thread: swap_out when the scheduler asks
-     * for the room (never while gpu is held: after the drain), swap_in after
-     * a grant that follows a swap_out, before the gate opens, so no kernel
-     * of this process runs before its memory is back. Optional: without
-     * them the process has nothing to evict and says so. */
+     * process's evictable memory on gpu to the host and returns once it is
+     * there, with the bytes moved. swap_in moves it back to gpu, sets
+     * *bytes to the bytes moved, and returns whether all of it is back:
+     * what finds no room on the GPU stays on the host, and the next call
+     * brings it. Called on the client thread: swap_out when the scheduler asks
+     * for the room (never while gpu is held: after the drain), swap_in
+     * before the gate opens after a swap_out (on a grant, or when a thread
+     * waits while no scheduler is there), so no kernel of this process runs
+     * before its memory is back. Optional: without them the process has
+     * nothing to evict and says so. */
     uint64_t (*swap_out)(int gpu, void *user);
-    uint64_t (*swap_in)(int gpu, void *user);
+    bool (*swap_in)(int gpu, void *user, uint64_t *bytes);
     /* The scheduler may soon ask for swap_out on gpu: get ready in the
      * background (what a first swap_out would spend seconds on), and
      * return at once; swap_out must stay correct however far that got.

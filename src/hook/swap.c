@@ -89,6 +89,7 @@ struct swap {
     struct batch batch;     /* converted allocations moved in this context */
     uint64_t prefetched;    /* bytes prefetched in this context */
     uint64_t moved;         /* bytes moved and waited for, all contexts */
+    uint64_t left_out;      /* swap-in: bytes that found no room on the GPU */
     int failures;
     CUresult first_error;
 };
@@ -213,8 +214,19 @@ static void copy_back(struct swap *job)
 
     for (; backed < b->n; backed++) {
         struct mem_swap_slot *slot = b->slots[backed];
-        if ((rc = vmm_back(job->gpu, b->ptrs[backed], b->sizes[backed],
-                           &slot->physical)) != CUDA_SUCCESS) {
+        /* Backed already when an earlier swap-in's copies failed. */
+        if (slot->physical != 0)
+            rc = CUDA_SUCCESS;
+        else
+            rc = vmm_back(job->gpu, b->ptrs[backed], b->sizes[backed],
+                          &slot->physical);
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+            /* What is left stays out, its copy kept, for the next swap-in. */
+            for (size_t i = backed; i < b->n; i++)
+                job->left_out += b->sizes[i];
+            break;
+        }
+        if (rc != CUDA_SUCCESS) {
             failed(job, rc);
             break;
         }
@@ -338,11 +350,15 @@ static bool make_ahead_gives_way(void)
 
 /* ---- one swap ------------------------------------------------------------ */
 
-static uint64_t swap(int gpu, bool to_device)
+/* Moves gpu's evictable memory; returns the bytes moved, and for a
+ * swap-in sets *left_out to those that stay out (no room). */
+static uint64_t swap(int gpu, bool to_device, uint64_t *left_out)
 {
     struct swap job = {.gpu = gpu, .to_device = to_device};
     uint64_t start, us;
 
+    if (left_out)
+        *left_out = 0;
     if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
         return 0;
     /* Freed memory kept for reuse is released, not copied. */
@@ -361,6 +377,8 @@ static uint64_t swap(int gpu, bool to_device)
     free(job.batch.ptrs);
     free(job.batch.sizes);
     free(job.batch.slots);
+    if (left_out)
+        *left_out = job.left_out + vmm_app_out_bytes(gpu);
     /* CUDA_ERROR_DEINITIALIZED: the process is exiting and the driver
      * already shut down, which ends its memory anyway; no one to warn. */
     if (job.failures > 0 && job.first_error == CUDA_ERROR_DEINITIALIZED)
@@ -566,13 +584,31 @@ __attribute__((constructor)) static void register_swap_fork_handler(void)
 uint64_t hook_swap_out(int gpu, void *user)
 {
     (void)user;
-    return swap(gpu, false);
+    return swap(gpu, false, NULL);
 }
 
-uint64_t hook_swap_in(int gpu, void *user)
+/* Per GPU: a swap-in left memory out, and said so once. */
+static atomic_bool told_left_out[NVSHARE_MAX_GPUS];
+
+bool hook_swap_in(int gpu, void *user, uint64_t *bytes)
 {
+    uint64_t left_out;
+
     (void)user;
-    return swap(gpu, true);
+    *bytes = swap(gpu, true, &left_out);
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return true;
+    if (left_out == 0) {
+        if (atomic_exchange(&told_left_out[gpu], false))
+            log_info("gpu %d: all of this process's memory is back", gpu);
+        return true;
+    }
+    if (!atomic_exchange(&told_left_out[gpu], true))
+        log_warn("gpu %d: %.1f MiB of this process's memory found no room on "
+                 "the GPU and stays in host memory: its GPU work waits until "
+                 "it is back",
+                 gpu, (double)left_out / (1 << 20));
+    return false;
 }
 
 /* Test introspection: the client's callbacks, called directly. */
@@ -596,7 +632,10 @@ HOOK_EXPORT void nvshare_hook_wait_prepared(int gpu)
 
 HOOK_EXPORT uint64_t nvshare_hook_swap_in(int gpu)
 {
-    return hook_swap_in(gpu, NULL);
+    uint64_t bytes;
+
+    hook_swap_in(gpu, NULL, &bytes);
+    return bytes;
 }
 
 /* Test introspection: bytes of live evictable allocations on gpu. */

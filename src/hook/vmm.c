@@ -245,7 +245,11 @@ static CUresult back(const struct hook_driver *drv, int gpu, CUdeviceptr va,
     CUmemAllocationProp prop = physical_on(gpu);
     CUresult rc = create(gpu, bytes, &prop, physical, wait);
 
-    return rc == CUDA_SUCCESS ? map_physical(drv, gpu, va, bytes, physical) : rc;
+    if (rc != CUDA_SUCCESS) {
+        *physical = 0; /* the caller tells backed memory by it */
+        return rc;
+    }
+    return map_physical(drv, gpu, va, bytes, physical);
 }
 
 CUresult vmm_back(int gpu, CUdeviceptr va, uint64_t bytes,

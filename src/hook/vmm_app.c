@@ -453,10 +453,10 @@ uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run)
         if (to_device) {
             CUresult rc =
                 vmm_create_waiting(gpu, a->size, &a->prop, &a->physical);
-            if (rc != CUDA_SUCCESS) {
-                log_warn("swap in gpu %d: no physical memory for %llu bytes "
-                         "of the application's own (%d)",
-                         gpu, (unsigned long long)a->size, (int)rc);
+            if (rc != CUDA_SUCCESS) { /* stays out: swap.c says so */
+                log_debug("swap in gpu %d: no physical memory for %llu bytes "
+                          "of the application's own (%d)",
+                          gpu, (unsigned long long)a->size, (int)rc);
                 continue;
             }
             a->out = false;
@@ -517,6 +517,18 @@ void vmm_app_swap_end(int gpu, bool to_device, bool copied)
         a->moving = false;
     }
     pthread_mutex_unlock(&app_lock);
+}
+
+uint64_t vmm_app_out_bytes(int gpu)
+{
+    uint64_t bytes = 0;
+
+    pthread_mutex_lock(&app_lock);
+    for (const struct app_alloc *a = allocs; a; a = a->next)
+        if (movable(a, gpu) && a->out)
+            bytes += a->size;
+    pthread_mutex_unlock(&app_lock);
+    return bytes;
 }
 
 static void forget_in_child(void)

@@ -20,6 +20,9 @@ bool vmm_app_last_ref(uint64_t token);
 void vmm_app_swap_begin(void);
 uint64_t vmm_app_queue(int gpu, bool to_device, struct staging_run *run);
 void vmm_app_swap_end(int gpu, bool to_device, bool copied);
+/* Bytes of gpu's allocations still out after a swap-in (no room for them
+ * on the GPU). */
+uint64_t vmm_app_out_bytes(int gpu);
 /* Calls add(copy, arg) for each mapping a swap-out of gpu would copy
  * that has no host copy yet: what staging_host_make_ahead makes. */
 void vmm_app_host_copies(int gpu,

@@ -55,6 +55,15 @@
 #      of that pod would preempt it at any time, so it prepares a second
 #      after its grant, before the newcomer exists; the newcomer then has
 #      it leave at once, and its swap-out writes that copy.
+#  (h) as (a), but the scheduler is killed while the holder is out and
+#      the newcomer runs: the holder wakes with no scheduler (fail-open)
+#      and no room on the GPU, says that its memory stays in host memory,
+#      and runs no kernel until the newcomer has ended and its memory is
+#      back, intact.
+#  (i) as (a), but the scheduler is killed and started again once the
+#      newcomer has ended, while the holder is out: the holder registers
+#      again, and its memory comes back on the new scheduler's grant,
+#      intact.
 #
 # Both jobs declare a 128 MiB limit, which keeps the credit the scheduler
 # counts beyond each allocation small (8 MiB, not 64): each counts as
@@ -68,13 +77,25 @@ source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*" >&2; tail -n 40 "$DIR/sched.log" "$WORK"/*.err >&2; exit 1; }
 
 # scenario NAME [VAR=VALUE...]: a scheduler of its own (idle-swap-after
-# 1 s) in $WORK/NAME, which DIR names from now on.
+# 1 s) in $WORK/NAME, which DIR names from now on; restart_scheduler kills
+# it (SIGKILL: a crash) and starts another one like it.
 scenario() {
     DIR=$WORK/$1
     shift
     export NVSHARE_SOCK_DIR=$DIR
-    start_scheduler_in "$DIR" NVSHARE_DEBUG=1 NVSHARE_GPUS=$UUID:176 \
-        NVSHARE_CONTEXT_OVERHEAD=16Mi NVSHARE_IDLE_SWAP_AFTER=1s "$@"
+    SCENARIO_ENV=(NVSHARE_DEBUG=1 NVSHARE_GPUS=$UUID:176
+        NVSHARE_CONTEXT_OVERHEAD=16Mi NVSHARE_IDLE_SWAP_AFTER=1s "$@")
+    start_scheduler_in "$DIR" "${SCENARIO_ENV[@]}"
+    await_schedulers "$DIR"
+}
+kill_scheduler() {
+    kill -9 "${scheds[-1]}"
+    wait "${scheds[-1]}" 2>/dev/null || true
+    rm -f "$DIR/scheduler.sock" "$DIR/control.sock"
+}
+restart_scheduler() {
+    kill_scheduler
+    start_scheduler_in "$DIR" "${SCENARIO_ENV[@]}"
     await_schedulers "$DIR"
 }
 
@@ -351,6 +372,62 @@ fi
 [ "$resumed" -gt "$newcomer_last" ] || fail "the holder resumed before the newcomer was done"
 [ $(( newcomer_first - first_batch_end )) -ge 1000000000 ] ||
     fail "the holder was swapped out $(( (newcomer_first - first_batch_end) / 1000000 )) ms after it went idle, before idle-swap-after (1 s)"
+# holder_out NEWCOMER_SECONDS HOLDER_SECONDS IDLE_MS: the holder and,
+# once it has made its host copy ahead, the newcomer; returns once the
+# holder is swapped out for it.
+holder_out() {
+    rm -rf "$WORK/holder" "$WORK/newcomer"
+    job holder "$2" FAKE_JOB_IDLE_MS="$3"
+    await_line "$WORK/holder.err" "96.0 MiB of host copies made ahead" ||
+        fail "the idle holder made no host copy ahead"
+    job newcomer "$1"
+    await_line "$WORK/holder.err" "swapped out 96.0 MiB" ||
+        fail "the holder was not swapped out for the newcomer"
+}
+# holder_back_intact WHY: the jobs ended, each intact, and the holder ran
+# no kernel from its swap-out until it was back.
+holder_back_intact() {
+    for p in "${pids[@]}"; do wait "$p" || fail "$1: a job failed"; done
+    pids=()
+    local holder newcomer_last
+    grep -qx "lost_bytes=0" "$WORK/holder.out" || fail "$1: the holder lost content: $(cat "$WORK/holder.out")"
+    grep -qx "address_kept=1" "$WORK/holder.out" || fail "$1: the holder's memory moved"
+    grep -qx "lost_bytes=0" "$WORK/newcomer.out" || fail "$1: the newcomer lost content"
+    holder=$(echo "$WORK"/holder/trace.*)
+    newcomer_last=$(swap_events "$(echo "$WORK"/newcomer/trace.*)" newcomer |
+        awk '$2 == "gone" { print $1 }')
+    swap_events "$holder" holder | sort -k1,1n | awk -v c="$newcomer_last" '
+        $2 == "out" { out = 1 }
+        $2 == "in_end" && out && !back { back = $1 }
+        $2 == "unit" && out && !back { bad = 1 }
+        END { exit !(out && back > c && !bad) }' ||
+        fail "$1: the holder ran while its memory was out, or came back before the newcomer ended"
+}
+
 echo "PASS: the idle holder's 96 MiB went to the host for the newcomer" \
     "($(( (newcomer_first - first_batch_end) / 1000000 )) ms after its last kernel)," \
     "came back intact at its address after"
+
+# (h) the scheduler gone while the holder is out and the GPU full.
+scenario gone
+holder_out 8 12 5000
+kill_scheduler
+await_line "$WORK/holder.err" "96.0 MiB of this process's memory found no room" ||
+    fail "the holder woke without a scheduler and did not wait for room"
+holder_back_intact "scheduler gone"
+grep -q "all of this process's memory is back" "$WORK/holder.err" ||
+    fail "the holder did not say that its memory is back"
+echo "ok: scheduler gone while the holder was out: it waited for room," \
+    "then came back intact"
+
+# (i) the scheduler restarted while the holder is out.
+scenario restart
+holder_out 2 11 8000
+wait "${pids[-1]}" || fail "the newcomer failed"
+restart_scheduler
+await_line "$WORK/holder.err" "(reconnected)" || fail "the holder did not register again"
+holder_back_intact "scheduler restarted"
+grep -q "lease 1 to client 1$" "$DIR/sched.log" ||
+    fail "the holder did not run on the new scheduler's grant"
+echo "ok: scheduler restarted while the holder was out: its memory came" \
+    "back on the new scheduler's grant, intact"

@@ -5,7 +5,10 @@
 #  - 12 + 12 GiB with oversubscription alternate with explicit swaps: never
 #    at once; the waiter is told why (WAIT_FOR_MEM); a client swaps in only
 #    after the other swapped out, and runs nothing between its swap-out and
-#    its swap-in. A client that cannot fit even alone is refused.
+#    its swap-in. The same when a client's first swap-in finds no room
+#    and leaves its memory out: it gives the lock back and runs only
+#    after a later grant brought the memory back. A client that cannot
+#    fit even alone is refused.
 #  - auto mode: two light clients co-run once measured; two heavy ones never
 #    do.
 source "$(dirname "$0")/lib.sh"
@@ -62,22 +65,38 @@ echo "  alternation: held $(held 1) / $(held 2) ms, $outs swap-outs, $ins swap-i
 [ "$outs" -ge 2 ] && [ "$ins" -ge 1 ] || fail "alternation: expected swaps, saw $outs out, $ins in"
 check "$(held 1) > 800 && $(held 2) > 800" "alternation: a client starved"
 # Order of events: a client swaps in only once the other has swapped out
-# (or exited), and runs nothing between its own swap-out and swap-in.
-{ for i in 1 2; do
-      awk -v c="$i" '$1 == "swap_out" { print $3, "out", c; next }
-                     $1 == "swap_in" { print $2, "in_start", c; print $3, "in_end", c; next }
-                     { print $2, "unit", c; if ($3 > last) last = $3 }
-                     END { print last, "gone", c }' "$WORK/trace.$i"
-  done; } | sort -k1,1n | awk '
-    function other(c) { return c == 1 ? 2 : 1 }
-    $2 == "unit" { if (out[$3]) { print "unit of " $3 " at " $1 " while swapped out"; bad++ }
-                   if (on[other($3)]) { print "unit of " $3 " at " $1 " while " other($3) " resident"; bad++ }
-                   on[$3] = 1 }
-    $2 == "out" || $2 == "gone" { on[$3] = 0; out[$3] = ($2 == "out") }
-    $2 == "in_start" { if (on[other($3)]) { print "swap-in of " $3 " before " other($3) " left"; bad++ } }
-    $2 == "in_end" { out[$3] = 0; on[$3] = 1 }
-    END { exit bad > 0 }' || fail "alternation: events out of order"
+# (or exited), and runs nothing between its own swap-out and swap-in (a
+# swap-in that left the memory out does not end it).
+events_in_order() {
+    { for i in 1 2; do
+          awk -v c="$i" '$1 == "swap_in_short" { next }
+                         $1 == "swap_out" { print $3, "out", c; next }
+                         $1 == "swap_in" { print $2, "in_start", c; print $3, "in_end", c; next }
+                         { print $2, "unit", c; if ($3 > last) last = $3 }
+                         END { print last, "gone", c }' "$WORK/trace.$i"
+      done; } | sort -k1,1n | awk '
+        function other(c) { return c == 1 ? 2 : 1 }
+        $2 == "unit" { if (out[$3]) { print "unit of " $3 " at " $1 " while swapped out"; bad++ }
+                       if (on[other($3)]) { print "unit of " $3 " at " $1 " while " other($3) " resident"; bad++ }
+                       on[$3] = 1 }
+        $2 == "out" || $2 == "gone" { on[$3] = 0; out[$3] = ($2 == "out") }
+        $2 == "in_start" { if (on[other($3)]) { print "swap-in of " $3 " before " other($3) " left"; bad++ } }
+        $2 == "in_end" { out[$3] = 0; on[$3] = 1 }
+        END { exit bad > 0 }'
+}
+events_in_order || fail "alternation: events out of order"
 pass "12 + 12 GiB alternate with explicit swaps, in order"
+
+# A swap-in that leaves the memory out (no room for it): the lock goes
+# back at once and nothing runs; a later grant brings the memory back.
+run_sims 4 2 SIM_MEMORY_MB=12288 NVSHARE_ENABLE_OVERSUB=1 SIM_SWAP_MS=50 SIM_SWAP_IN_SHORT=1
+shorts=$(cat "$WORK"/trace.* | grep -c '^swap_in_short')
+ins=$(cat "$WORK"/trace.* | grep -c '^swap_in ')
+echo "  short swap-ins: $shorts, then $ins full; held $(held 1) / $(held 2) ms"
+[ "$shorts" -ge 1 ] && [ "$ins" -ge 1 ] || fail "short swap-in: expected one short and one full swap-in"
+events_in_order || fail "short swap-in: a client ran with its memory out"
+check "$(held 1) > 800 && $(held 2) > 800" "short swap-in: a client starved"
+pass "a swap-in that leaves memory out gives the lock back; a later grant brings it"
 
 # Memory that could never be resident at once is refused, not thrashed.
 until=$(( $(now_ns) + 1000000000 ))

@@ -27,6 +27,8 @@
  * GPU before the first unit; with NVSHARE_ENABLE_OVERSUB=1 that memory is
  * evictable, and a swap "moves" it by sleeping SIM_SWAP_MS (default 50)
  * and appends "swap_out|swap_in <start_ns> <end_ns>" to TRACE.
+ * SIM_SWAP_IN_SHORT=<n>: the first n swap-ins find no room and leave the
+ * memory out (traced as swap_in_short).
  * SIM_DRAIN_MS=<n> makes every drain take n ms (a long drain, which the
  * client announces with DRAINING).
  * SIM_BUSY_PERMILLE=<n> reports each unit as n/1000 busy (how busy the
@@ -66,6 +68,7 @@ static void drain(int gpu, void *user)
 
 static FILE *trace;
 static uint64_t memory_bytes, swap_ns = 50000000;
+static unsigned long short_swap_ins;
 
 static uint64_t swap(const char *what)
 {
@@ -90,11 +93,18 @@ static uint64_t swap_out(int gpu, void *user)
     return swap("swap_out");
 }
 
-static uint64_t swap_in(int gpu, void *user)
+static bool swap_in(int gpu, void *user, uint64_t *bytes)
 {
     (void)gpu;
     (void)user;
-    return swap("swap_in");
+    if (short_swap_ins > 0) {
+        short_swap_ins--;
+        swap("swap_in_short");
+        *bytes = 0;
+        return false;
+    }
+    *bytes = swap("swap_in");
+    return true;
 }
 
 static bool completed(int gpu, void *user)
@@ -115,10 +125,13 @@ int main(int argc, char **argv)
                *swap_ms = getenv("SIM_SWAP_MS");
     const char *busy = getenv("SIM_BUSY_PERMILLE");
     const char *drain_ms = getenv("SIM_DRAIN_MS");
+    const char *short_env = getenv("SIM_SWAP_IN_SHORT");
     uint64_t busy_permille = busy ? strtoull(busy, NULL, 10) : 0;
 
     if (drain_ms)
         drain_ns = strtoull(drain_ms, NULL, 10) * 1000000ull;
+    if (short_env)
+        short_swap_ins = strtoul(short_env, NULL, 10);
     if (argc < 3) {
         fprintf(stderr,
                 "usage: %s GPU[,GPU] UNTIL_REALTIME_NS [UNIT_US] [TRACE]\n",
