@@ -276,14 +276,19 @@ static void handle_sched_on(void)
 
 /* ---- memory-aware scheduling ------------------------------------------- */
 
-static void send_swapped(int gpu, enum swap_direction direction, uint64_t bytes,
-                         uint64_t duration_ns)
+/* With tell, answers the scheduler (SWAPPED); logs a swap told or one
+ * that moved bytes. */
+static void report_swap(int gpu, enum swap_direction direction, uint64_t bytes,
+                        uint64_t duration_ns, bool tell)
 {
     struct msg m = {.type = MSG_SWAPPED};
 
     m.u.swap =
         (struct msg_swap){(uint8_t)gpu, (uint8_t)direction, bytes, duration_ns};
-    conn_send(&m);
+    if (tell)
+        conn_send(&m);
+    if (!tell && bytes == 0)
+        return;
     log_info("gpu %d: swapped %s %.1f MiB in %.3f s (%.1f GB/s)", gpu,
              direction == SWAP_OUT ? "out" : "in", (double)bytes / (1 << 20),
              (double)duration_ns / 1e9,
@@ -306,7 +311,7 @@ static void swap_out(int gpu)
     if (client.ops.swap_out && conn.observer->swap_out_fits(gpu))
         bytes = client.ops.swap_out(gpu, client.ops.user);
     watch[gpu].swap_in_due = watch[gpu].swap_in_due || bytes > 0;
-    send_swapped(gpu, SWAP_OUT, bytes, now_ns() - start);
+    report_swap(gpu, SWAP_OUT, bytes, now_ns() - start, true);
 }
 
 /* Before the gate opens: memory that went out comes back, with one
@@ -323,8 +328,7 @@ static bool bring_memory_back(int gpu)
     /* The scheduler waits for a swap-in only after a swap-out of more
      * than 0 bytes (docs/protocol.md); after blank ones it would log the
      * answer as unsolicited. */
-    if (watch[gpu].swap_in_due)
-        send_swapped(gpu, SWAP_IN, bytes, now_ns() - start);
+    report_swap(gpu, SWAP_IN, bytes, now_ns() - start, watch[gpu].swap_in_due);
     watch[gpu].swap_in_due = false;
     if (back)
         gate_memory_back(gpu);
