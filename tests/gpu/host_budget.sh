@@ -21,24 +21,9 @@ gpu_build nvshare nvshare-scheduler nvsharectl
 gpu_results_dir host_budget
 gpu_cleanup_at_exit
 export NVSHARE_SOCK_DIR=$RES/sock PYTHONUNBUFFERED=1
-JOBS=$ROOT/tests/gpu/idle_jobs.py
 IDLE_SWAP_AFTER_S=10 # the scheduler's default, which this test relies on
-mkdir -p "$RES/a"
 sched_start "$RES/sched.log" NVSHARE_GPUS="$GPU_UUID:10240" NVSHARE_HOST_SWAP_BUDGET=2Gi
 
-FAILED=0
-check() { # NAME OK DETAIL
-    printf '%-58s %s  %s\n' "$1" "$([ "$2" = 1 ] && echo PASS || echo FAIL)" "$3"
-    [ "$2" = 1 ] || FAILED=1
-}
-# until_true SECONDS CMD...: polls CMD every 0.2 s; 1 if it never held.
-until_true() {
-    local end=$(($(date +%s) + $1)); shift
-    until "$@"; do
-        [ "$(date +%s)" -lt "$end" ] || return 1
-        sleep 0.2
-    done
-}
 # state PYTHON-EXPR: evaluates EXPR over status --json (a = A's client
 # record, b = B's, g = the GPU's), printing its value.
 state() {
@@ -51,40 +36,32 @@ print(eval(sys.argv[1]))' "$1"
 }
 a_long_idle() { [ "$(state "a.get('idle_ns', 0) > ($IDLE_SWAP_AFTER_S + 5) * 10**9 and bool(b)")" = True ]; }
 
-NVSHARE_POD_NAMESPACE=host-budget NVSHARE_POD_NAME=a LD_PRELOAD=$LIB NVSHARE_LOG_LEVEL=info \
-    python3 "$JOBS" holder --gib 6 --steps 20 --state-dir "$RES/a" --timeout 300 \
-    >"$RES/a.out" 2>"$RES/a.err" &
-A_PID=$!; PIDS+=("$A_PID")
-until_true 120 test -f "$RES/a/idle" || { echo "host_budget: A never went idle"; tail -n 5 "$RES/a.err"; exit 1; }
-NVSHARE_POD_NAMESPACE=host-budget NVSHARE_POD_NAME=b LD_PRELOAD=$LIB NVSHARE_LOG_LEVEL=info \
-    python3 "$JOBS" worker --gib 6 --steps 50 --first-step-file "$RES/b.first" \
-    >"$RES/b.out" 2>"$RES/b.err" &
-B_PID=$!; PIDS+=("$B_PID")
+idle_holder host-budget 6 || { echo "host_budget: A never went idle"; exit 1; }
+idle_worker host-budget 6 50
 
 # 1. A is long past idle-swap-after, and B still waits for the budget.
-until_true 90 a_long_idle
+poll_until 90 a_long_idle
 why=$(state "b.get('wait_why')") outs=$(state "g['swaps']['out']['count']")
 "$CTL_BIN" status >"$RES/status.txt" 2>&1
-check "B waits, its reason the host swap budget" \
+verdict "B waits, its reason the host swap budget" \
     "$([[ $why == "host swap budget"* && ! -f $RES/b.first ]] && echo 1 || echo 0)" "wait_why: $why"
-check "nothing swapped out past the budget" "$([ "$outs" = 0 ] && echo 1 || echo 0)" "swap-outs: $outs"
+verdict "nothing swapped out past the budget" "$([ "$outs" = 0 ] && echo 1 || echo 0)" "swap-outs: $outs"
 
 # 2. The budget raised at run time: A goes, B runs.
 raised=$(date +%s%N)
 "$CTL_BIN" set host-swap-budget 16Gi >/dev/null
-until_true 30 test -f "$RES/b.first"
+poll_until 30 test -f "$RES/b.first"
 first=$([ -f "$RES/b.first" ] && echo $((($(date +%s%N) - raised) / 1000000)) || echo none)
-check "budget raised to 16Gi: B's first step within 30 s" \
+verdict "budget raised to 16Gi: B's first step within 30 s" \
     "$([ "$first" != none ] && echo 1 || echo 0)" "after $first ms; swap-outs $(state "g['swaps']['out']['count']")"
 wait "$B_PID"; b_rc=$?
-check "B finishes" "$([ "$b_rc" = 0 ] && echo 1 || echo 0)" "rc $b_rc"
+verdict "B finishes" "$([ "$b_rc" = 0 ] && echo 1 || echo 0)" "rc $b_rc"
 
 # 3. A wakes intact.
 touch "$RES/a/wake"
 wait "$A_PID"
 a_line=$(grep -h '^idle_jobs holder' "$RES/a.out")
-check "A's tensors bit-identical, addresses unchanged" \
+verdict "A's tensors bit-identical, addresses unchanged" \
     "$([[ $a_line == *"ptrs=same"*"check=ok"* ]] && echo 1 || echo 0)" "$(grep -o 'identical=[0-9/]*' <<<"$a_line")"
-PIDS=()
 [ "$FAILED" = 0 ] && echo "host_budget: PASS" || echo "host_budget: FAIL (logs in $RES)"
 exit "$FAILED"

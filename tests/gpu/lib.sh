@@ -11,6 +11,12 @@
 #   gpu_mem FIELD...              # its memory.FIELD (total, used, free), MiB
 #   gpu_apps                      # "pid used_MiB" of each process on it
 #   gpu_app_mib PID               # PID's used MiB on it (0 if not listed)
+#   poll_until SECONDS CMD...     # CMD every 0.2 s until it holds; 1 if never
+#   verdict NAME OK DETAIL        # a PASS/FAIL row; OK=0 sets FAILED=1
+#   idle_holder NS GIB            # idle_jobs.py holder as pod NS/a (A_PID),
+#                                 # its state in $RES/a; returns once idle
+#   idle_worker NS GIB STEPS      # its worker as pod NS/b (B_PID), the
+#                                 # first step noted in $RES/b.first
 #
 # gpu_target picks the GPU: $GPU (an nvidia-smi index or UUID) if set, else
 # the first entry of CUDA_VISIBLE_DEVICES (an index or a UUID, or a UUID's
@@ -141,4 +147,37 @@ gpu_apps() {
 
 gpu_app_mib() { # PID
     gpu_apps | awk -v p="$1" '$1 == p { m += $2 } END { print m + 0 }'
+}
+
+poll_until() {
+    local end=$(($(date +%s) + $1)); shift
+    until "$@"; do
+        [ "$(date +%s)" -lt "$end" ] || return 1
+        sleep 0.2
+    done
+}
+
+FAILED=0
+verdict() {
+    printf '%-58s %s  %s\n' "$1" "$([ "$2" = 1 ] && echo PASS || echo FAIL)" "$3"
+    [ "$2" = 1 ] || FAILED=1
+}
+
+# The processes of tests/gpu/idle_jobs.py, preloaded, logging at info to
+# $RES/{a,b}.{out,err}; both in PIDS.
+idle_holder() {
+    mkdir -p "$RES/a"
+    NVSHARE_POD_NAMESPACE=$1 NVSHARE_POD_NAME=a LD_PRELOAD=$LIB NVSHARE_LOG_LEVEL=info \
+        python3 "$ROOT/tests/gpu/idle_jobs.py" holder --gib "$2" --steps 20 \
+        --state-dir "$RES/a" --timeout 300 >"$RES/a.out" 2>"$RES/a.err" &
+    A_PID=$!
+    PIDS+=("$A_PID")
+    poll_until 120 test -f "$RES/a/idle" || { tail -n 5 "$RES/a.err"; return 1; }
+}
+idle_worker() {
+    NVSHARE_POD_NAMESPACE=$1 NVSHARE_POD_NAME=b LD_PRELOAD=$LIB NVSHARE_LOG_LEVEL=info \
+        python3 "$ROOT/tests/gpu/idle_jobs.py" worker --gib "$2" --steps "$3" \
+        --first-step-file "$RES/b.first" >"$RES/b.out" 2>"$RES/b.err" &
+    B_PID=$!
+    PIDS+=("$B_PID")
 }
