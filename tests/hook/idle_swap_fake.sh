@@ -64,6 +64,9 @@
 #      newcomer has ended, while the holder is out: the holder registers
 #      again, and its memory comes back on the new scheduler's grant,
 #      intact.
+#  (j) as (a), but the operator turns anti-thrashing off (clients run
+#      freely, no lock) once the newcomer has ended, while the holder is
+#      out: the holder brings its memory back by itself, intact.
 #
 # Both jobs declare a 128 MiB limit, which keeps the credit the scheduler
 # counts beyond each allocation small (8 MiB, not 64): each counts as
@@ -431,3 +434,14 @@ grep -q "lease 1 to client 1$" "$DIR/sched.log" ||
     fail "the holder did not run on the new scheduler's grant"
 echo "ok: scheduler restarted while the holder was out: its memory came" \
     "back on the new scheduler's grant, intact"
+
+# (j) scheduling turned off while the holder is out.
+scenario free
+holder_out 2 9 6000
+wait "${pids[-1]}" || fail "the newcomer failed"
+"$CTL" set anti-thrash off >/dev/null || fail "cannot turn anti-thrashing off"
+holder_back_intact "scheduling off"
+[ "$(grep -c "lease [0-9]* to client 1$" "$DIR/sched.log")" = 1 ] ||
+    fail "the holder was granted the GPU again although scheduling was off"
+echo "ok: scheduling turned off while the holder was out: it brought its" \
+    "memory back by itself, intact"
