@@ -30,6 +30,14 @@ static uint64_t managed_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
  * ones not on the GPU yet (pending). */
 static uint64_t extra_bytes[NVSHARE_MAX_GPUS];   /* under map_lock */
 static uint64_t pending_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
+/* Of the managed bytes, those not on the GPU after a swap: converted
+ * allocations swapped out (mem_slot_out), and the application's own memory
+ * (mem_app_out). The scheduler hears them as pending too: one that meets
+ * this process anew (it restarted while the memory was out) must not count
+ * them as on the GPU, or it would have a running job wait for room that
+ * is there. */
+static uint64_t out_bytes[NVSHARE_MAX_GPUS];     /* under map_lock */
+static uint64_t app_out_bytes[NVSHARE_MAX_GPUS]; /* under map_lock */
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct mem_entry **bucket_of(enum mem_kind kind, uint64_t key)
@@ -51,7 +59,45 @@ static bool counts_managed(const struct mem_record *rec)
 static void managed_changed(int gpu)
 {
     nvshare_mem_set_evictable(gpu, managed_bytes[gpu] + extra_bytes[gpu],
-                              pending_bytes[gpu]);
+                              pending_bytes[gpu] + out_bytes[gpu] +
+                                  app_out_bytes[gpu]);
+}
+
+/* A record leaves the managed bytes, or joins them again. Map lock held. */
+static void managed_add(const struct mem_record *rec, bool add)
+{
+    uint64_t out = rec->swap.out ? rec->bytes : 0;
+
+    if (add) {
+        managed_bytes[rec->gpu] += rec->bytes;
+        out_bytes[rec->gpu] += out;
+    } else {
+        managed_bytes[rec->gpu] -= rec->bytes;
+        out_bytes[rec->gpu] -= out;
+    }
+    managed_changed(rec->gpu);
+}
+
+void mem_slot_out(int gpu, uint64_t bytes, struct mem_swap_slot *slot, bool out)
+{
+    if (slot->out == out)
+        return;
+    slot->out = out;
+    if (out)
+        out_bytes[gpu] += bytes;
+    else
+        out_bytes[gpu] -= bytes;
+    managed_changed(gpu);
+}
+
+void mem_app_out(int gpu, uint64_t bytes)
+{
+    if (gpu < 0 || gpu >= NVSHARE_MAX_GPUS)
+        return;
+    pthread_mutex_lock(&map_lock);
+    app_out_bytes[gpu] = bytes;
+    managed_changed(gpu);
+    pthread_mutex_unlock(&map_lock);
 }
 
 void mem_evictable_extra(int gpu, uint64_t bytes, bool add, bool pending)
@@ -81,10 +127,8 @@ bool mem_map_put(enum mem_kind kind, uint64_t key, const struct mem_record *rec)
     head = bucket_of(kind, key);
     *e = (struct mem_entry){key, kind, *rec, *head};
     *head = e;
-    if (counts_managed(rec)) {
-        managed_bytes[rec->gpu] += rec->bytes;
-        managed_changed(rec->gpu);
-    }
+    if (counts_managed(rec))
+        managed_add(rec, true);
     pthread_mutex_unlock(&map_lock);
     return true;
 }
@@ -98,10 +142,8 @@ bool mem_map_take(enum mem_kind kind, uint64_t key, struct mem_record *rec)
         if ((*link)->key == key && (*link)->kind == kind) {
             found = *link;
             *link = found->next;
-            if (counts_managed(&found->rec)) {
-                managed_bytes[found->rec.gpu] -= found->rec.bytes;
-                managed_changed(found->rec.gpu);
-            }
+            if (counts_managed(&found->rec))
+                managed_add(&found->rec, false);
             break;
         }
     pthread_mutex_unlock(&map_lock);
@@ -197,12 +239,8 @@ void mem_set_evictable(enum mem_kind kind, uint64_t key, bool evictable)
         if (e->key == key && e->kind == kind) {
             if (e->rec.managed != evictable && e->rec.gpu >= 0 &&
                 e->rec.gpu < NVSHARE_MAX_GPUS) {
-                if (evictable)
-                    managed_bytes[e->rec.gpu] += e->rec.bytes;
-                else
-                    managed_bytes[e->rec.gpu] -= e->rec.bytes;
                 e->rec.managed = evictable;
-                managed_changed(e->rec.gpu);
+                managed_add(&e->rec, evictable);
             }
             break;
         }
@@ -219,6 +257,8 @@ static void forget_allocations_in_child(void)
     memset(managed_bytes, 0, sizeof(managed_bytes));
     memset(extra_bytes, 0, sizeof(extra_bytes));
     memset(pending_bytes, 0, sizeof(pending_bytes));
+    memset(out_bytes, 0, sizeof(out_bytes));
+    memset(app_out_bytes, 0, sizeof(app_out_bytes));
 }
 
 __attribute__((constructor)) static void register_memory_fork_handler(void)

@@ -38,6 +38,12 @@ struct mem_record {
  * would count them there) and stream-ordered frees parked for reuse
  * (vmm_async.c; on the GPU). */
 void mem_evictable_extra(int gpu, uint64_t bytes, bool add, bool pending);
+/* swap.c: slot (of a managed allocation of bytes on gpu) is out, or back;
+ * with the map locked (in mem_for_each_managed's fn or done). */
+void mem_slot_out(int gpu, uint64_t bytes, struct mem_swap_slot *slot, bool out);
+/* swap.c: bytes of the application's own memory on gpu that a swap left
+ * out (vmm_app_out_bytes). */
+void mem_app_out(int gpu, uint64_t bytes);
 /* Whether ptr is the start of an allocation vmm.c made. */
 bool mem_is_converted(CUdeviceptr ptr);
 /* The allocation (kind, key) counts as evictable, or no longer. */

@@ -198,7 +198,7 @@ static void release_copied(struct swap *job, bool copied)
             staging_host_retire(slot->backing, b->sizes[i]);
             continue;
         }
-        slot->out = true;
+        mem_slot_out(job->gpu, b->sizes[i], slot, true);
         if (!blank(slot, job->gpu))
             job->moved += b->sizes[i];
     }
@@ -240,7 +240,7 @@ static void copy_back(struct swap *job)
     }
     for (size_t i = 0; i < backed; i++) {
         struct mem_swap_slot *slot = b->slots[i];
-        slot->out = false;
+        mem_slot_out(job->gpu, b->sizes[i], slot, false);
         if (!blank(slot, job->gpu))
             job->moved += b->sizes[i];
         staging_host_retire(slot->backing, b->sizes[i]);
@@ -377,8 +377,10 @@ static uint64_t swap(int gpu, bool to_device, uint64_t *left_out)
     free(job.batch.ptrs);
     free(job.batch.sizes);
     free(job.batch.slots);
+    uint64_t app_out = vmm_app_out_bytes(gpu);
+    mem_app_out(gpu, app_out);
     if (left_out)
-        *left_out = job.left_out + vmm_app_out_bytes(gpu);
+        *left_out = job.left_out + app_out;
     /* CUDA_ERROR_DEINITIALIZED: the process is exiting and the driver
      * already shut down, which ends its memory anyway; no one to warn. */
     if (job.failures > 0 && job.first_error == CUDA_ERROR_DEINITIALIZED)

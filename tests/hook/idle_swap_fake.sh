@@ -60,10 +60,12 @@
 #      and no room on the GPU, says that its memory stays in host memory,
 #      and runs no kernel until the newcomer has ended and its memory is
 #      back, intact.
-#  (i) as (a), but the scheduler is killed and started again once the
-#      newcomer has ended, while the holder is out: the holder registers
-#      again, and its memory comes back on the new scheduler's grant,
-#      intact.
+#  (i) as (a), but the scheduler is killed and started again while the
+#      holder is out and the newcomer runs: both register again; the new
+#      scheduler counts the holder's memory as in host memory (MEM_UPDATE
+#      tells it as pending), so the newcomer runs on without waiting for
+#      memory; the holder's memory comes back on the new scheduler's
+#      grant, once the newcomer has ended, intact.
 #  (j) as (a), but the operator turns anti-thrashing off (clients run
 #      freely, no lock) once the newcomer has ended, while the holder is
 #      out: the holder brings its memory back by itself, intact.
@@ -425,15 +427,17 @@ echo "ok: scheduler gone while the holder was out: it waited for room," \
 
 # (i) the scheduler restarted while the holder is out.
 scenario restart
-holder_out 2 11 8000
-wait "${pids[-1]}" || fail "the newcomer failed"
+holder_out 5 12 8000
 restart_scheduler
 await_line "$WORK/holder.err" "(reconnected)" || fail "the holder did not register again"
 holder_back_intact "scheduler restarted"
-grep -q "lease 1 to client 1$" "$DIR/sched.log" ||
+holder_id=$(grep -o "client [0-9]* (reconnected)" "$WORK/holder.err" | awk '{ print $2 }')
+grep -q "lease [0-9]* to client $holder_id$" "$DIR/sched.log" ||
     fail "the holder did not run on the new scheduler's grant"
-echo "ok: scheduler restarted while the holder was out: its memory came" \
-    "back on the new scheduler's grant, intact"
+! grep -q "default/newcomer) waits for memory" "$DIR/sched.log" ||
+    fail "the new scheduler counted the holder's memory on the GPU: the newcomer waited"
+echo "ok: scheduler restarted while the holder was out: the newcomer ran on," \
+    "the holder's memory came back on the new scheduler's grant, intact"
 
 # (j) scheduling turned off while the holder is out.
 scenario free
