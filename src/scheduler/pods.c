@@ -205,10 +205,11 @@ void pods_leave(struct pod_table *t, const struct pod_id *id)
     }
 }
 
+/* The class the record gives, by priority_effective's rule (accounts.c,
+ * above this file): the operator's, else the annotation's. */
 static unsigned class_of(const struct pod *p)
 {
-    uint64_t cls = p->priority > p->annotation_priority ? p->priority
-                                                        : p->annotation_priority;
+    uint64_t cls = p->priority ? p->priority : p->annotation_priority;
 
     return cls > PRIORITY_HIGHEST ? PRIORITY_HIGHEST : (unsigned)cls;
 }

@@ -82,8 +82,8 @@ struct pod_table {
      * least twice n. */
     size_t *index;
     size_t index_cap;
-    /* Records by class (the higher of the operator's and the annotation's
-     * priority), so that the highest is known without a walk. */
+    /* Records by class (the operator's priority, else the annotation's),
+     * so that the highest is known without a walk. */
     size_t by_class[PRIORITY_HIGHEST + 1];
 };
 

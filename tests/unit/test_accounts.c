@@ -531,13 +531,16 @@ static void test_pods_top_class(void **state)
     f.priority = 7;
     pods_learn(&t, &f, &dropped);
     assert_int_equal(pods_top_class(&t), 7);
+    struct pod_id uid = uid_only("9c3d");
+    pods_set_limit(&t, &uid, POD_PRIORITY, -1, PRIORITY_LOW, &failed);
+    /* The operator's class, not the annotation's, as in force. */
+    assert_int_equal(pods_top_class(&t), PRIORITY_HIGH);
     f.priority = PRIORITY_NORMAL; /* the annotation changed */
     pods_learn(&t, &f, &dropped);
     assert_int_equal(pods_top_class(&t), PRIORITY_HIGH);
     pods_set_limit(&t, &svc, POD_PRIORITY, -1, 0, &failed); /* forgotten */
     assert_null(pods_find(&t, &svc));
     assert_int_equal(pods_top_class(&t), PRIORITY_NORMAL);
-    struct pod_id uid = uid_only("9c3d");
     pods_gone(&t, &uid);
     assert_int_equal(pods_top_class(&t), PRIORITY_LOW);
     pods_free(&t);
