@@ -86,6 +86,16 @@ static void prepares_once_at(int c, uint64_t due)
     assert_int_equal(count(ACTION_PREPARE_SWAP, ANY), 0);
 }
 
+/* Client c is asked to prepare at no tick from `from` to before `until`,
+ * one every `step`. */
+static void never_prepares(int c, uint64_t from, uint64_t until, uint64_t step)
+{
+    for (uint64_t t = from; t < until; t += step) {
+        tick(t);
+        assert_int_equal(count(ACTION_PREPARE_SWAP, c), 0);
+    }
+}
+
 /* An idle holder is swapped out for a waiter only once idle for
  * idle-swap-after; the policy wakes up at that moment rather than polling,
  * and says meanwhile why the waiter waits. */
@@ -406,10 +416,7 @@ static void test_idle_client_prepares_ahead(void **state)
     /* Never for an opted-out pod. */
     policy_set_idle_swap(&p, 1, false);
     run_then_idle(1, 2 * GiB, 12 * SEC);
-    for (uint64_t t = 12 * SEC; t < 30 * SEC; t += 100 * MS) {
-        tick(t);
-        assert_int_equal(count(ACTION_PREPARE_SWAP, 1), 0);
-    }
+    never_prepares(1, 12 * SEC, 30 * SEC, 100 * MS);
 }
 
 /* A holder that has had the GPU for the switch time leaves at once for a
@@ -453,10 +460,7 @@ static void test_which_holders_prepare(void **state)
     allocated(1, 12 * GiB);
     request(1, 5 * SWITCH_TIME + 1 * SEC);
     assert_int_equal(count(ACTION_GRANT, 1), 1);
-    for (uint64_t t = 6 * SWITCH_TIME; t < 10 * SWITCH_TIME; t += SEC) {
-        tick(t);
-        assert_int_equal(count(ACTION_PREPARE_SWAP, 1), 0);
-    }
+    never_prepares(1, 6 * SWITCH_TIME, 10 * SWITCH_TIME, SEC);
 }
 
 /* A waiter of a higher class has a holder leave at any time: a holder
@@ -483,10 +487,7 @@ static void test_preemptible_holder_prepares_at_once(void **state)
     assert_int_equal(count(ACTION_PREPARE_SWAP, 0), 0);
     swapped(0, SWAP_OUT, 20 * SEC + 100 * MS);
     assert_int_equal(count(ACTION_GRANT, 1), 1);
-    for (uint64_t t = 21 * SEC; t < 20 * SEC + SWITCH_TIME; t += SEC) {
-        tick(t);
-        assert_int_equal(count(ACTION_PREPARE_SWAP, 1), 0);
-    }
+    never_prepares(1, 21 * SEC, 20 * SEC + SWITCH_TIME, SEC);
 }
 
 /* A class the operator or an annotation gave a pod whose process has not
@@ -503,10 +504,7 @@ static void test_holder_prepares_for_a_class_to_come(void **state)
     allocated(1, 2 * GiB);
     request(1, 10 * SEC);
     assert_int_equal(count(ACTION_GRANT, 1), 1);
-    for (uint64_t t = 10 * SEC; t < 10 * SEC + SWITCH_TIME; t += SEC) {
-        tick(t);
-        assert_int_equal(count(ACTION_PREPARE_SWAP, 1), 0);
-    }
+    never_prepares(1, 10 * SEC, 10 * SEC + SWITCH_TIME, SEC);
 }
 
 /* Busy clients are never swapped for being idle: a runner leaves only at
